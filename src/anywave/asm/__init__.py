@@ -1,0 +1,1 @@
+"""The .wave text form: assembler and disassembler."""

@@ -1,0 +1,1 @@
+"""Modules in memory and on disk (.wbin), and the verifier."""

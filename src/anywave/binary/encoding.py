@@ -1,0 +1,205 @@
+"""Instruction encoding: :class:`Instruction` <-> little-endian 32-bit words.
+
+Layout (docs/spec.md, "Instruction encoding"), driven entirely by the instruction table:
+
+* word 0: bits 0-15 opcode; bits 16-18 guard predicate index; bit 19 guard negated;
+  bit 23 guard present; bits 20-22 and 24-31 are zero.
+* then each operand in assembly order, in ``Operand.words`` words:
+
+  =========== ===========================================================================
+  kind        word(s)
+  =========== ===========================================================================
+  rd/rs/...   register index 0-254 (low register of a pair/quad) in bits 0-7, rest zero
+  pd          predicate index 0-7
+  ps          bits 0-2 predicate index, bit 3 negated, rest zero
+  imm32       the 32 bits
+  imm64       low word, then high word
+  sreg        special-register number
+  arg         argument index 0-65535
+  daddr(64)   word A: bits 0-15 buffer argument index, bits 16-23 offset register;
+              word B: immediate byte offset, two's-complement i32
+  laddr       word A: offset register in bits 0-7; word B: immediate offset, i32
+  scope/order enum value
+  func        function index
+  =========== ===========================================================================
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from anywave.binary.module import DeviceAddr, Instruction, LocalAddr, OperandValue, Pred
+from anywave.errors import BinaryFormatError
+from anywave.isa.table import BY_OPCODE, Operand
+from anywave.isa.types import LIMITS, MemoryOrder, Scope, SpecialRegister
+
+GUARD_PRESENT = 1 << 23
+GUARD_NEGATED = 1 << 19
+_GUARD_INDEX_SHIFT = 16
+_HEADER_RESERVED = ~(0xFFFF | GUARD_PRESENT | GUARD_NEGATED | (7 << _GUARD_INDEX_SHIFT)) & 0xFFFFFFFF
+MAX_REG_INDEX = LIMITS.max_registers - 1  # 254
+
+
+def _i32(value: int) -> int:
+    return value & 0xFFFFFFFF
+
+
+def _s32(word: int) -> int:
+    return word - (1 << 32) if word & 0x80000000 else word
+
+
+def encode_instruction(ins: Instruction) -> list[int]:
+    """Encode one instruction to 32-bit words. Raises ValueError for operand values the
+    encoding cannot hold (wrong count or type, out-of-range index)."""
+    d = ins.defn
+    if len(ins.operands) != len(d.operands):
+        raise ValueError(f"{d.mnemonic} takes {len(d.operands)} operands, got {len(ins.operands)}")
+    head = d.opcode
+    if ins.guard is not None:
+        if not 0 <= ins.guard.index < LIMITS.num_predicates:
+            raise ValueError(f"guard predicate p{ins.guard.index} out of range p0-p{LIMITS.num_predicates - 1}")
+        head |= GUARD_PRESENT | (ins.guard.index << _GUARD_INDEX_SHIFT)
+        if ins.guard.negated:
+            head |= GUARD_NEGATED
+    words = [head]
+    for kind, value in zip(d.operands, ins.operands):
+        words.extend(_encode_operand(d.mnemonic, kind, value))
+    return words
+
+
+def _check(cond: bool, mnemonic: str, kind: Operand, value: object) -> None:
+    if not cond:
+        raise ValueError(f"{mnemonic}: operand value {value!r} is not a valid {kind.spelling} operand")
+
+
+def _encode_operand(mn: str, kind: Operand, v: OperandValue) -> list[int]:
+    if kind.reg_count:
+        _check(isinstance(v, int) and 0 <= v and v + kind.reg_count - 1 <= MAX_REG_INDEX, mn, kind, v)
+        return [int(v)]  # type: ignore[arg-type]
+    if kind is Operand.PD:
+        _check(isinstance(v, int) and 0 <= v < LIMITS.num_predicates, mn, kind, v)
+        return [int(v)]  # type: ignore[arg-type]
+    if kind is Operand.PS:
+        _check(isinstance(v, Pred) and 0 <= v.index < LIMITS.num_predicates, mn, kind, v)
+        assert isinstance(v, Pred)
+        return [v.index | (8 if v.negated else 0)]
+    if kind is Operand.IMM32:
+        _check(isinstance(v, int) and -(1 << 31) <= v < (1 << 32), mn, kind, v)
+        return [_i32(int(v))]  # type: ignore[arg-type]
+    if kind is Operand.IMM64:
+        _check(isinstance(v, int) and -(1 << 63) <= v < (1 << 64), mn, kind, v)
+        u = int(v) & 0xFFFFFFFFFFFFFFFF  # type: ignore[arg-type]
+        return [u & 0xFFFFFFFF, u >> 32]
+    if kind in (Operand.SREG, Operand.SCOPE, Operand.ORDER):
+        enum_type = {Operand.SREG: SpecialRegister, Operand.SCOPE: Scope, Operand.ORDER: MemoryOrder}[kind]
+        _check(isinstance(v, enum_type), mn, kind, v)
+        return [int(v)]  # type: ignore[arg-type]
+    if kind in (Operand.ARG, Operand.FUNC):
+        _check(isinstance(v, int) and 0 <= v <= 0xFFFF, mn, kind, v)
+        return [int(v)]  # type: ignore[arg-type]
+    if kind in (Operand.DADDR, Operand.DADDR64):
+        pair = 2 if kind is Operand.DADDR64 else 1
+        _check(isinstance(v, DeviceAddr) and 0 <= v.buffer <= 0xFFFF
+               and 0 <= v.reg and v.reg + pair - 1 <= MAX_REG_INDEX
+               and -(1 << 31) <= v.offset < (1 << 31), mn, kind, v)
+        assert isinstance(v, DeviceAddr)
+        return [v.buffer | (v.reg << 16), _i32(v.offset)]
+    if kind is Operand.LADDR:
+        _check(isinstance(v, LocalAddr) and 0 <= v.reg <= MAX_REG_INDEX
+               and -(1 << 31) <= v.offset < (1 << 31), mn, kind, v)
+        assert isinstance(v, LocalAddr)
+        return [v.reg, _i32(v.offset)]
+    raise AssertionError(f"unhandled operand kind {kind}")  # pragma: no cover
+
+
+def decode_instruction(words: Sequence[int], pos: int, base_offset: int = 0) -> tuple[Instruction, int]:
+    """Decode the instruction starting at ``words[pos]``; return it and the next position.
+
+    ``base_offset`` is the byte offset of ``words[0]`` in the file, used in error messages.
+    Raises BinaryFormatError naming the byte offset for an unknown opcode, a truncated
+    instruction, a set reserved bit or an out-of-range operand field.
+    """
+    where = base_offset + 4 * pos
+    head = words[pos]
+    opcode = head & 0xFFFF
+    d = BY_OPCODE.get(opcode)
+    if d is None:
+        raise BinaryFormatError(f"unknown opcode {opcode:#06x}", where)
+    if head & _HEADER_RESERVED:
+        raise BinaryFormatError(f"{d.mnemonic}: reserved bits set in instruction word {head:#010x}", where)
+    guard = None
+    if head & GUARD_PRESENT:
+        guard = Pred((head >> _GUARD_INDEX_SHIFT) & 7, bool(head & GUARD_NEGATED))
+    elif head & (GUARD_NEGATED | (7 << _GUARD_INDEX_SHIFT)):
+        raise BinaryFormatError(f"{d.mnemonic}: guard fields set without the guard-present bit", where)
+    if pos + d.words > len(words):
+        raise BinaryFormatError(f"{d.mnemonic}: instruction truncated (needs {d.words} words, "
+                                f"{len(words) - pos} left)", where)
+    p = pos + 1
+    values: list[OperandValue] = []
+    for kind in d.operands:
+        chunk = words[p:p + kind.words]
+        values.append(_decode_operand(d.mnemonic, kind, chunk, base_offset + 4 * p))
+        p += kind.words
+    return Instruction(d, tuple(values), guard), p
+
+
+def _decode_operand(mn: str, kind: Operand, w: Sequence[int], where: int) -> OperandValue:
+    def bad(what: str) -> BinaryFormatError:
+        return BinaryFormatError(f"{mn}: invalid {kind.spelling} operand: {what}", where)
+
+    a = w[0]
+    if kind.reg_count:
+        if a + kind.reg_count - 1 > MAX_REG_INDEX:
+            raise bad(f"register index {a} (registers end at r{MAX_REG_INDEX})")
+        return a
+    if kind is Operand.PD:
+        if a >= LIMITS.num_predicates:
+            raise bad(f"predicate index {a}")
+        return a
+    if kind is Operand.PS:
+        if a & ~0xF:
+            raise bad(f"word {a:#x}")
+        return Pred(a & 7, bool(a & 8))
+    if kind is Operand.IMM32:
+        return a
+    if kind is Operand.IMM64:
+        return a | (w[1] << 32)
+    if kind in (Operand.SREG, Operand.SCOPE, Operand.ORDER):
+        enum_type = {Operand.SREG: SpecialRegister, Operand.SCOPE: Scope, Operand.ORDER: MemoryOrder}[kind]
+        try:
+            return enum_type(a)
+        except ValueError:
+            raise bad(f"value {a}") from None
+    if kind in (Operand.ARG, Operand.FUNC):
+        if a > 0xFFFF:
+            raise bad(f"index {a}")
+        return a
+    if kind in (Operand.DADDR, Operand.DADDR64):
+        reg = (a >> 16) & 0xFF
+        if a >> 24 or reg + (2 if kind is Operand.DADDR64 else 1) - 1 > MAX_REG_INDEX:
+            raise bad(f"word {a:#010x}")
+        return DeviceAddr(a & 0xFFFF, reg, _s32(w[1]))
+    if kind is Operand.LADDR:
+        if a > MAX_REG_INDEX:
+            raise bad(f"register index {a}")
+        return LocalAddr(a, _s32(w[1]))
+    raise AssertionError(f"unhandled operand kind {kind}")  # pragma: no cover
+
+
+def encode_code(code: Sequence[Instruction]) -> list[int]:
+    """Encode an instruction list to one word list."""
+    out: list[int] = []
+    for ins in code:
+        out.extend(encode_instruction(ins))
+    return out
+
+
+def decode_code(words: Sequence[int], base_offset: int = 0) -> list[Instruction]:
+    """Decode a whole word list; raises BinaryFormatError on the first bad instruction."""
+    out: list[Instruction] = []
+    pos = 0
+    while pos < len(words):
+        ins, pos = decode_instruction(words, pos, base_offset)
+        out.append(ins)
+    return out

@@ -1,0 +1,170 @@
+"""The in-memory form of a WAVE module: kernels, their ABI, functions and instructions.
+
+A :class:`Module` is what the assembler and compiler produce, what ``.wbin`` files store
+(:mod:`anywave.binary.wbin`), and what the emulator and backends consume. Instruction
+operands are plain values whose Python type follows the operand kind
+(:data:`OPERAND_VALUE_TYPES`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Union
+
+from anywave.errors import SourceLoc
+from anywave.isa.table import BY_MNEMONIC, InstrDef, Operand
+from anywave.isa.types import Access, ArgKind, Capability, MemoryOrder, ScalarType, Scope, SpecialRegister
+
+FORMAT_VERSION = (1, 0)
+
+
+@dataclass(frozen=True)
+class Pred:
+    """A source predicate operand or guard: ``pN`` or ``!pN``."""
+
+    index: int
+    negated: bool = False
+
+    def __str__(self) -> str:
+        return ("!" if self.negated else "") + f"p{self.index}"
+
+
+@dataclass(frozen=True)
+class DeviceAddr:
+    """``buffer[rOffset + offset]``: byte ``r[reg] + offset`` of buffer argument ``buffer``.
+
+    For the 64-bit form (``DADDR64``) ``reg`` names the low register of a pair."""
+
+    buffer: int
+    reg: int
+    offset: int = 0
+
+
+@dataclass(frozen=True)
+class LocalAddr:
+    """``[rOffset + offset]``: byte ``r[reg] + offset`` of the workgroup's local memory."""
+
+    reg: int
+    offset: int = 0
+
+
+OperandValue = Union[int, Pred, DeviceAddr, LocalAddr, SpecialRegister, Scope, MemoryOrder]
+
+#: the Python type of an operand's value, by operand kind
+OPERAND_VALUE_TYPES: dict[Operand, type] = {
+    Operand.RD: int, Operand.RS: int, Operand.RD64: int, Operand.RS64: int,
+    Operand.RD128: int, Operand.RS128: int, Operand.PD: int, Operand.PS: Pred,
+    Operand.IMM32: int, Operand.IMM64: int, Operand.SREG: SpecialRegister, Operand.ARG: int,
+    Operand.DADDR: DeviceAddr, Operand.DADDR64: DeviceAddr, Operand.LADDR: LocalAddr,
+    Operand.SCOPE: Scope, Operand.ORDER: MemoryOrder, Operand.FUNC: int,
+}
+
+
+@dataclass(frozen=True)
+class Instruction:
+    """One instruction: its table record, operand values in assembly order, an optional
+    guard predicate (``@p0``/``@!p0``) and an optional source location (debug table)."""
+
+    defn: InstrDef
+    operands: tuple[OperandValue, ...] = ()
+    guard: Pred | None = None
+    loc: SourceLoc | None = None
+
+    @property
+    def mnemonic(self) -> str:
+        return self.defn.mnemonic
+
+    @classmethod
+    def make(cls, mnemonic: str, *operands: OperandValue, guard: Pred | None = None,
+             loc: SourceLoc | None = None) -> Instruction:
+        """Build from a native mnemonic; raises KeyError for an unknown one."""
+        return cls(BY_MNEMONIC[mnemonic], tuple(operands), guard, loc)
+
+    def __eq__(self, other: object) -> bool:  # the location is metadata, not identity
+        if not isinstance(other, Instruction):
+            return NotImplemented
+        return (self.defn is other.defn and self.operands == other.operands
+                and self.guard == other.guard)
+
+    def __hash__(self) -> int:
+        return hash((self.defn.opcode, self.operands, self.guard))
+
+
+@dataclass
+class Arg:
+    """One kernel argument of the ABI.
+
+    ``type`` is the element type for buffers and the value type for scalars; scalars are
+    always ``Access.READ``."""
+
+    name: str
+    kind: ArgKind
+    type: ScalarType
+    access: Access = Access.READ
+
+    @property
+    def is_buffer(self) -> bool:
+        return self.kind is ArgKind.BUFFER
+
+
+#: kernel flag: assembled from the reference toolchain's flat-memory dialect
+KERNEL_FLAG_FLAT = 1 << 0
+
+
+@dataclass
+class Kernel:
+    """A kernel: its ABI and code.
+
+    Attributes:
+        name: entry-point name, unique in the module.
+        args: ABI in launch order.
+        registers: 32-bit GPRs used (r0 .. r{registers-1}), 1..255.
+        local_memory: bytes of local memory per workgroup.
+        workgroup_size: required (x, y, z), or None if any size is allowed.
+        max_workgroup_size: largest x*y*z the kernel supports, or None.
+        capabilities: capabilities the kernel uses.
+        code: instructions of the body.
+        flags: ``KERNEL_FLAG_*`` bits.
+    """
+
+    name: str
+    args: list[Arg] = field(default_factory=list)
+    registers: int = 1
+    local_memory: int = 0
+    workgroup_size: tuple[int, int, int] | None = None
+    max_workgroup_size: int | None = None
+    capabilities: Capability = Capability.NONE
+    code: list[Instruction] = field(default_factory=list)
+    flags: int = 0
+
+    def arg(self, name: str) -> Arg:
+        for a in self.args:
+            if a.name == name:
+                return a
+        raise KeyError(f"kernel {self.name!r} has no argument {name!r}; its arguments are "
+                       f"{[a.name for a in self.args]}")
+
+
+@dataclass
+class Function:
+    """A device function reached by ``call``. It runs on the caller's registers."""
+
+    name: str
+    code: list[Instruction] = field(default_factory=list)
+
+
+@dataclass
+class Module:
+    """A WAVE module: kernels and the functions they call (``call`` operands index
+    ``functions``)."""
+
+    kernels: list[Kernel] = field(default_factory=list)
+    functions: list[Function] = field(default_factory=list)
+    version: tuple[int, int] = FORMAT_VERSION
+
+    def kernel(self, name: str) -> Kernel:
+        for k in self.kernels:
+            if k.name == name:
+                return k
+        raise KeyError(f"module has no kernel {name!r}; its kernels are "
+                       f"{[k.name for k in self.kernels]}")
