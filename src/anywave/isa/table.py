@@ -202,11 +202,14 @@ for t in (T.I32, T.I64):
     _def(f"neg.{t.spelling}", C, "neg", (d, s), t, "d = -a, wrapping (neg MIN = MIN)")
     _def(f"abs.{t.spelling}", C, "abs", (d, s), t, "d = |a|, wrapping (abs MIN = MIN)")
     for u in ((T.I32, T.U32) if t is T.I32 else (T.I64, T.U64)):
-        _def(f"div.{u.spelling}", C, "div", (d, s, s), u,
-             "d = a / b truncated toward zero; b = 0 gives all ones (unsigned) or -1 "
-             "(signed); MIN / -1 = MIN")
-        _def(f"rem.{u.spelling}", C, "rem", (d, s, s), u,
-             "d = a - b * (a / b); b = 0 gives a; MIN % -1 = 0")
+        if u.is_signed:
+            div_text = "d = a / b truncated toward zero; b = 0 gives -1; MIN / -1 = MIN"
+            rem_text = "d = a - b * (a / b), sign of a; b = 0 gives a; MIN % -1 = 0"
+        else:
+            div_text = "d = a / b truncated; b = 0 gives all ones"
+            rem_text = "d = a - b * (a / b); b = 0 gives a"
+        _def(f"div.{u.spelling}", C, "div", (d, s, s), u, div_text)
+        _def(f"rem.{u.spelling}", C, "rem", (d, s, s), u, rem_text)
         _def(f"min.{u.spelling}", C, "min", (d, s, s), u, "d = smaller of a and b")
         _def(f"max.{u.spelling}", C, "max", (d, s, s), u, "d = larger of a and b")
 for t in (T.I32, T.U32):
@@ -261,7 +264,8 @@ for t, u, i in ((T.B32, T.U32, T.I32), (T.B64, T.U64, T.I64)):
     d, s = _regs(t)
     n = t.bits
     # shift counts are always one 32-bit register, read unsigned
-    _def(f"shl.{t.spelling}", C, "shl", (d, s, S), t, f"d = a << b; b >= {n} gives 0")
+    wide = Capability.INT64 if n == 64 else Capability.NONE
+    _def(f"shl.{t.spelling}", C, "shl", (d, s, S), t, f"d = a << b; b >= {n} gives 0", cap=wide)
     _def(f"shr.{u.spelling}", C, "shr", (d, s, S), u, f"d = a >> b, zero-filling; b >= {n} gives 0")
     _def(f"shr.{i.spelling}", C, "shr", (d, s, S), i,
          f"d = a >> b, sign-filling; b >= {n} gives 0 or -1 by the sign of a")

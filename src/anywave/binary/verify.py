@@ -1,0 +1,488 @@
+"""The verifier: every rule of the spec that a module can be checked against statically.
+
+:func:`check` returns every problem found (an empty list for a valid module);
+:func:`verify` raises :class:`~anywave.errors.VerifyError` listing them. Readers of binaries
+run it first (``read_wbin(verify=True)``), so the emulator and the backends may assume a
+verified module. Each problem names the kernel or function, the instruction index, its
+mnemonic and its source location when the debug table has one.
+
+Rules (docs/spec.md, "Validation rules"):
+
+* **Module**: format version 1.0; kernel names unique, function names unique, no name used by both a kernel
+  and a function; names are identifiers ``[A-Za-z_][A-Za-z0-9_]*``.
+* **Kernel header**: ``registers`` in 1..255; ``local_memory`` in 0..2^32-1; a required
+  workgroup size has three components each >= 1 and, when ``max_workgroup_size`` is also
+  given, a product <= it; ``max_workgroup_size`` >= 1; only defined capability and kernel
+  flag bits.
+* **ABI**: argument names unique identifiers; at most 65536 arguments; buffer element
+  types in ``BUFFER_TYPES``, scalar types in ``SCALAR_ARG_TYPES``; scalars are ``read``.
+* **Instructions**: operand count and kinds match the instruction table and fit their
+  encoding; guards only on instructions without ``Flag.NO_GUARD``; predicates p0..p7;
+  source locations have a file name without NUL and a line and column < 2^32.
+* **Registers**: every register an instruction names (pairs and quads entirely, offset
+  registers of addresses included) is below the kernel's declared count. A function runs
+  on its caller's registers, so it is checked against every kernel that reaches it.
+* **Structured control flow** per kernel or function body: ``if``/``else``/``endif`` and
+  ``loop``/``endloop`` balanced and properly nested, at most one ``else`` per ``if``,
+  ``break``/``continue`` only inside a loop of the same body, nesting depth <=
+  ``LIMITS.max_control_nesting``.
+* **Arguments**: a device address names a buffer argument; ``ldarg`` names a scalar one
+  (``ldarg.b64`` a 64-bit type, ``ldarg.b32`` a 16- or 32-bit type). Loads need a buffer
+  declared ``read`` or ``readwrite``, stores ``write`` or ``readwrite``, atomics
+  ``readwrite``.
+* **Memory offsets**: the immediate offset of every address is a multiple of the access
+  width (natural alignment of the immediate; the offset register's alignment is a run-time
+  matter). Local memory: a kernel that accesses it declares ``local_memory`` > 0; a
+  non-negative immediate with ``imm + width > local_memory`` is always out of bounds
+  (offset registers are unsigned) and rejected; ``mma`` needs ``local_memory >= 1024``
+  (one 16x16 f32 tile).
+* **Capabilities**: the kernel's declared capabilities include those of every instruction
+  of the kernel and of every function it reaches.
+* **Calls**: targets exist; the call graph has no cycle (no recursion); the call depth
+  from each kernel is <= ``LIMITS.max_call_depth``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from anywave.binary.encoding import encode_instruction
+from anywave.binary.module import (
+    FORMAT_VERSION,
+    KERNEL_FLAG_FLAT,
+    OPERAND_VALUE_TYPES,
+    Arg,
+    DeviceAddr,
+    Function,
+    Instruction,
+    Kernel,
+    LocalAddr,
+    Module,
+    Pred,
+)
+from anywave.errors import SourceLoc, VerifyError
+from anywave.isa.table import BY_OPCODE, Category, Flag, InstrDef, Operand
+from anywave.isa.types import (
+    BUFFER_TYPES,
+    LIMITS,
+    SCALAR_ARG_TYPES,
+    Access,
+    ArgKind,
+    Capability,
+    ScalarType,
+)
+
+IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+KNOWN_CAPABILITIES = int(sum(int(c) for c in Capability.names().values()))
+KNOWN_KERNEL_FLAGS = KERNEL_FLAG_FLAT
+MAX_ARGS = 0x10000
+#: bytes of the largest tile an ``mma`` reads or writes (16x16 f32)
+MMA_TILE_BYTES = 16 * 16 * 4
+_U32_MAX = 0xFFFFFFFF
+
+
+def verify(module: Module) -> None:
+    """Check ``module`` against every static rule of the spec.
+
+    Raises:
+        VerifyError: listing every problem found (``.problems``: list of str).
+    """
+    problems = check(module)
+    if problems:
+        raise VerifyError(problems)
+
+
+def check(module: Module) -> list[str]:
+    """Return every problem of ``module`` (empty when it is valid), one message each.
+
+    Never raises for a malformed module built in memory: wrong field types are reported
+    as problems too.
+    """
+    v = _Verifier(module)
+    v.run()
+    seen: set[str] = set()
+    return [p for p in v.problems if not (p in seen or seen.add(p))]  # type: ignore[func-returns-value]
+
+
+def _is_int(v: object) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _where(owner: str, i: int, ins: Instruction) -> str:
+    loc = getattr(ins, "loc", None)
+    defn = getattr(ins, "defn", None)
+    mn = defn.mnemonic if isinstance(defn, InstrDef) else "?"
+    return f"{owner}, instruction {i} ({mn})" + (f" at {loc}" if loc is not None else "")
+
+
+class _Verifier:
+    def __init__(self, module: Module) -> None:
+        self.m = module
+        self.problems: list[str] = []
+        #: instructions whose operands passed the shape check, per body id
+        self.valid: dict[int, list[bool]] = {}
+
+    def p(self, message: str) -> None:
+        self.problems.append(message)
+
+    # ---------------------------------------------------------------- driver
+    def run(self) -> None:
+        m = self.m
+        if not isinstance(m, Module):
+            self.p(f"not a Module: {type(m).__name__}")
+            return
+        kernels = [k for k in m.kernels if isinstance(k, Kernel)]
+        functions = [f for f in m.functions if isinstance(f, Function)]
+        if len(kernels) != len(m.kernels) or len(functions) != len(m.functions):
+            self.p("module lists objects that are not Kernel/Function instances")
+            return
+        if tuple(m.version) != FORMAT_VERSION:
+            self.p(f"module format version {'.'.join(map(str, m.version))} is not supported; this "
+                   f"toolchain implements {FORMAT_VERSION[0]}.{FORMAT_VERSION[1]}")
+        self._names()
+        for k in kernels:
+            self._kernel_header(k)
+        for k in kernels:
+            self._body(f"kernel {k.name!r}", k.code)
+        for f in functions:
+            self._body(f"function {f.name!r}", f.code)
+        calls = self._call_graph()
+        for k in kernels:
+            reach = self._reachable(k, calls)
+            used = Capability.NONE
+            self._context(k, f"kernel {k.name!r}", k.code)
+            used |= self._caps(k.code)
+            for fi in reach:
+                f = functions[fi]
+                self._context(k, f"function {f.name!r} (called from kernel {k.name!r})", f.code)
+                used |= self._caps(f.code)
+            declared = k.capabilities if isinstance(k.capabilities, int) else 0
+            missing = Capability(int(used) & ~int(declared) & KNOWN_CAPABILITIES)
+            if missing:
+                have = ", ".join(Capability(int(declared) & KNOWN_CAPABILITIES).spellings()) or "none"
+                self.p(f"kernel {k.name!r}: uses capabilities not declared: {', '.join(missing.spellings())} "
+                       f"(declared: {have})")
+
+    # ---------------------------------------------------------------- names
+    def _names(self) -> None:
+        seen_k: set[str] = set()
+        for k in self.m.kernels:
+            if not isinstance(k.name, str) or not IDENTIFIER.match(k.name):
+                self.p(f"kernel name {k.name!r} is not an identifier ([A-Za-z_][A-Za-z0-9_]*)")
+            elif k.name in seen_k:
+                self.p(f"kernel name {k.name!r} is used twice; kernel names must be unique")
+            seen_k.add(k.name)
+        seen_f: set[str] = set()
+        for f in self.m.functions:
+            if not isinstance(f.name, str) or not IDENTIFIER.match(f.name):
+                self.p(f"function name {f.name!r} is not an identifier ([A-Za-z_][A-Za-z0-9_]*)")
+            elif f.name in seen_f:
+                self.p(f"function name {f.name!r} is used twice; function names must be unique")
+            elif f.name in seen_k:
+                self.p(f"name {f.name!r} is used by both a kernel and a function")
+            seen_f.add(f.name)
+
+    # ---------------------------------------------------------------- kernel header and ABI
+    def _kernel_header(self, k: Kernel) -> None:
+        who = f"kernel {k.name!r}"
+        if not _is_int(k.registers) or not 1 <= k.registers <= LIMITS.max_registers:
+            self.p(f"{who}: register count {k.registers!r} is outside 1..{LIMITS.max_registers}")
+        if not _is_int(k.local_memory) or not 0 <= k.local_memory <= _U32_MAX:
+            self.p(f"{who}: local memory size {k.local_memory!r} is outside 0..{_U32_MAX} bytes")
+        wg = k.workgroup_size
+        mx = k.max_workgroup_size
+        if mx is not None and (not _is_int(mx) or not 1 <= mx <= _U32_MAX):
+            self.p(f"{who}: max workgroup size {mx!r} must be an integer in 1..{_U32_MAX} (or absent)")
+            mx = None
+        if wg is not None:
+            if (not isinstance(wg, tuple) or len(wg) != 3
+                    or not all(_is_int(c) and 1 <= c <= _U32_MAX for c in wg)):
+                self.p(f"{who}: workgroup size {wg!r} must be three integers (x, y, z), each >= 1")
+            elif mx is not None and wg[0] * wg[1] * wg[2] > mx:
+                self.p(f"{who}: workgroup size {wg[0]}x{wg[1]}x{wg[2]} = {wg[0] * wg[1] * wg[2]} threads "
+                       f"exceeds the declared max workgroup size {mx}")
+        caps = k.capabilities
+        if not _is_int(caps) or int(caps) & ~KNOWN_CAPABILITIES:
+            self.p(f"{who}: capabilities {caps!r} has undefined bits; defined: "
+                   f"{', '.join(Capability.names())}")
+        if not _is_int(k.flags) or k.flags & ~KNOWN_KERNEL_FLAGS:
+            self.p(f"{who}: flags {k.flags!r} has undefined bits; defined: {KNOWN_KERNEL_FLAGS:#x} (flat)")
+        if len(k.args) > MAX_ARGS:
+            self.p(f"{who}: {len(k.args)} arguments; at most {MAX_ARGS} are allowed")
+        names: set[str] = set()
+        for i, a in enumerate(k.args):
+            if not isinstance(a, Arg):
+                self.p(f"{who}: argument {i} is not an Arg: {a!r}")
+                continue
+            aw = f"{who}, argument {i} {a.name!r}"
+            if not isinstance(a.name, str) or not IDENTIFIER.match(a.name):
+                self.p(f"{aw}: name is not an identifier ([A-Za-z_][A-Za-z0-9_]*)")
+            elif a.name in names:
+                self.p(f"{aw}: duplicate argument name")
+            names.add(a.name)
+            if not isinstance(a.access, Access):
+                self.p(f"{aw}: access {a.access!r} is not one of read, write, readwrite")
+            if a.kind is ArgKind.BUFFER:
+                if a.type not in BUFFER_TYPES:
+                    self.p(f"{aw}: buffer element type {_spell(a.type)} is not allowed; valid: "
+                           f"{', '.join(t.spelling for t in BUFFER_TYPES)}")
+            elif a.kind is ArgKind.SCALAR:
+                if a.type not in SCALAR_ARG_TYPES:
+                    self.p(f"{aw}: scalar type {_spell(a.type)} is not allowed; valid: "
+                           f"{', '.join(t.spelling for t in SCALAR_ARG_TYPES)}")
+                if a.access is not Access.READ:
+                    self.p(f"{aw}: a scalar argument is read-only; its access must be read, "
+                           f"not {_spell(a.access)}")
+            else:
+                self.p(f"{aw}: kind {a.kind!r} is not buffer or scalar")
+
+    # ---------------------------------------------------------------- context-free body checks
+    def _body(self, owner: str, code: Sequence[Instruction]) -> None:
+        valid: list[bool] = []
+        self.valid[id(code)] = valid
+        stack: list[list] = []  # [kind, index, has_else]
+        depth_reported = False
+        for i, ins in enumerate(code):
+            ok = self._shape(owner, i, ins)
+            valid.append(ok)
+            if not ok:
+                continue
+            d = ins.defn
+            w = _where(owner, i, ins)
+            if ins.guard is not None and d.flags & Flag.NO_GUARD:
+                self.p(f"{w}: may not carry a guard predicate (found @{ins.guard})")
+            if d.op == "call" and not ins.operands[0] < len(self.m.functions):
+                self.p(f"{w}: call target function index {ins.operands[0]} does not exist "
+                       f"(the module has {len(self.m.functions)} functions)")
+            if not d.flags & Flag.STRUCTURED:
+                continue
+            op = d.op
+            if op in ("if", "loop"):
+                stack.append([op, i, False])
+                if len(stack) > LIMITS.max_control_nesting and not depth_reported:
+                    self.p(f"{w}: control-flow nesting depth {len(stack)} exceeds the limit "
+                           f"{LIMITS.max_control_nesting}")
+                    depth_reported = True
+            elif op == "else":
+                if not stack or stack[-1][0] != "if":
+                    self.p(f"{w}: else without a matching if" + _open_note(stack))
+                elif stack[-1][2]:
+                    self.p(f"{w}: second else for the if at instruction {stack[-1][1]}")
+                else:
+                    stack[-1][2] = True
+            elif op in ("endif", "endloop"):
+                want = "if" if op == "endif" else "loop"
+                if stack and stack[-1][0] == want:
+                    stack.pop()
+                else:
+                    self.p(f"{w}: {op} without a matching {want}" + _open_note(stack))
+            elif op in ("break", "continue"):
+                if not any(s[0] == "loop" for s in stack):
+                    self.p(f"{w}: {op} outside a loop (break/continue must be inside a loop of the "
+                           f"same kernel or function)")
+        for kind, idx, _ in stack:
+            closer = "endif" if kind == "if" else "endloop"
+            self.p(f"{owner}: {kind} at instruction {idx} is never closed (missing {closer})")
+
+    def _shape(self, owner: str, i: int, ins: Instruction) -> bool:
+        if not isinstance(ins, Instruction):
+            self.p(f"{owner}, instruction {i}: not an Instruction: {ins!r}")
+            return False
+        d = ins.defn
+        w = _where(owner, i, ins)
+        if not isinstance(d, InstrDef) or BY_OPCODE.get(d.opcode) is not d:
+            self.p(f"{w}: not a record of the instruction table")
+            return False
+        if not isinstance(ins.operands, tuple) or len(ins.operands) != len(d.operands):
+            self.p(f"{w}: takes {len(d.operands)} operands ({', '.join(o.spelling for o in d.operands)}), "
+                   f"got {len(ins.operands) if isinstance(ins.operands, tuple) else ins.operands!r}")
+            return False
+        for n, (kind, v) in enumerate(zip(d.operands, ins.operands, strict=True)):
+            want = OPERAND_VALUE_TYPES[kind]
+            if not isinstance(v, want) or (want is int and isinstance(v, bool)):
+                self.p(f"{w}: operand {n} ({kind.spelling}) must be a {want.__name__}, got {v!r}")
+                return False
+        if ins.guard is not None and not isinstance(ins.guard, Pred):
+            self.p(f"{w}: guard {ins.guard!r} is not a predicate")
+            return False
+        loc = ins.loc
+        if loc is not None and (not isinstance(loc, SourceLoc) or not isinstance(loc.file, str)
+                                or "\0" in loc.file
+                                or not all(_is_int(v) and 0 <= v <= _U32_MAX for v in (loc.line, loc.col))):
+            self.p(f"{owner}, instruction {i}: source location {loc!r} needs a file name without NUL and a "
+                   f"line and column in 0..{_U32_MAX}")
+        try:
+            encode_instruction(ins)
+        except (ValueError, TypeError) as e:
+            self.p(f"{w}: {e}")
+            return False
+        return True
+
+    # ---------------------------------------------------------------- calls
+    def _call_graph(self) -> dict[int, set[int]]:
+        """Edges function -> callees (valid targets only); reports cycles and depth."""
+        nf = len(self.m.functions)
+        calls = {fi: self._callees(f.code) for fi, f in enumerate(self.m.functions)}
+        state: dict[int, int] = {}  # 1 = on stack, 2 = done
+        depth: dict[int, int] = {}
+        cyclic: set[int] = set()
+        names = [f.name for f in self.m.functions]
+
+        for root in range(nf):
+            if root in state:
+                continue
+            # iterative depth-first search: a module may hold thousands of functions
+            path: list[int] = [root]
+            iters = [iter(sorted(calls[root]))]
+            state[root] = 1
+            while path:
+                fi = path[-1]
+                nxt = next(iters[-1], None)
+                if nxt is None:
+                    state[fi] = 2
+                    depth[fi] = 1 + max((depth.get(c, 0) for c in calls[fi]), default=0)
+                    path.pop()
+                    iters.pop()
+                elif state.get(nxt) == 1:
+                    cyc = path[path.index(nxt):] + [nxt]
+                    cyclic.update(cyc)
+                    self.p("recursion: call cycle " + " -> ".join(repr(names[c]) for c in cyc)
+                           + " (the call graph must be acyclic)")
+                elif nxt not in state:
+                    state[nxt] = 1
+                    path.append(nxt)
+                    iters.append(iter(sorted(calls[nxt])))
+        for k in self.m.kernels:
+            callees = self._callees(k.code)
+            if not callees or any(c in cyclic for c in callees):
+                continue
+            d = max(depth.get(c, 1) for c in callees)
+            if d > LIMITS.max_call_depth:
+                self.p(f"kernel {k.name!r}: call depth {d} exceeds the limit {LIMITS.max_call_depth}")
+        return calls
+
+    def _callees(self, code: Sequence[Instruction]) -> set[int]:
+        valid = self.valid.get(id(code), [])
+        return {ins.operands[0] for ins, ok in zip(code, valid, strict=False)
+                if ok and ins.defn.op == "call" and ins.operands[0] < len(self.m.functions)}
+
+    def _reachable(self, k: Kernel, calls: dict[int, set[int]]) -> list[int]:
+        out: list[int] = []
+        todo = sorted(self._callees(k.code), reverse=True)
+        seen: set[int] = set()
+        while todo:
+            fi = todo.pop()
+            if fi in seen:
+                continue
+            seen.add(fi)
+            out.append(fi)
+            todo.extend(sorted(calls[fi], reverse=True))
+        return out
+
+    def _caps(self, code: Sequence[Instruction]) -> Capability:
+        cap = Capability.NONE
+        for ins, ok in zip(code, self.valid.get(id(code), []), strict=False):
+            if ok:
+                cap |= ins.defn.capability
+        return cap
+
+    # ---------------------------------------------------------------- checks needing the kernel
+    def _context(self, k: Kernel, owner: str, code: Sequence[Instruction]) -> None:
+        nregs = k.registers if _is_int(k.registers) else LIMITS.max_registers
+        local = k.local_memory if _is_int(k.local_memory) else 0
+        for i, (ins, ok) in enumerate(zip(code, self.valid.get(id(code), []), strict=False)):
+            if not ok:
+                continue
+            d = ins.defn
+            w = _where(owner, i, ins)
+            width = d.type.nbytes if d.type is not None else 4
+            for n, (kind, v) in enumerate(zip(d.operands, ins.operands, strict=True)):
+                if kind.reg_count:
+                    self._reg(w, n, v, kind.reg_count, nregs, k)
+                elif kind in (Operand.DADDR, Operand.DADDR64):
+                    assert isinstance(v, DeviceAddr)
+                    self._reg(w, n, v.reg, 2 if kind is Operand.DADDR64 else 1, nregs, k)
+                    self._buffer(w, d, v, k)
+                    self._align(w, v.offset, width)
+                elif kind is Operand.LADDR:
+                    assert isinstance(v, LocalAddr)
+                    self._reg(w, n, v.reg, 1, nregs, k)
+                    self._align(w, v.offset, width)
+                    if local == 0:
+                        self.p(f"{w}: accesses local memory but kernel {k.name!r} declares 0 bytes of it "
+                               f"(.local_memory)")
+                    elif v.offset >= 0 and v.offset + width > local:
+                        self.p(f"{w}: local access at immediate offset {v.offset} ({width} bytes) is always "
+                               f"beyond the kernel's {local} bytes of local memory")
+                elif kind is Operand.ARG:
+                    self._ldarg(w, d, v, k)  # type: ignore[arg-type]
+            if d.category is Category.MMA and local < MMA_TILE_BYTES:
+                self.p(f"{w}: mma needs at least {MMA_TILE_BYTES} bytes of local memory (one 16x16 f32 "
+                       f"tile); kernel {k.name!r} declares {local}")
+
+    def _reg(self, w: str, n: int, reg: int, count: int, nregs: int, k: Kernel) -> None:
+        if reg + count > nregs:
+            name = f"r{reg}" if count == 1 else f"r{reg}:r{reg + count - 1}"
+            self.p(f"{w}: operand {n} uses {name}, beyond kernel {k.name!r}'s {nregs} registers "
+                   f"(r0..r{nregs - 1})")
+
+    def _align(self, w: str, offset: int, width: int) -> None:
+        if offset % width:
+            self.p(f"{w}: immediate offset {offset} is not a multiple of the access width {width} bytes")
+
+    def _buffer(self, w: str, d: InstrDef, v: DeviceAddr, k: Kernel) -> None:
+        if v.buffer >= len(k.args):
+            self.p(f"{w}: buffer argument index {v.buffer} does not exist (kernel {k.name!r} has "
+                   f"{len(k.args)} arguments)")
+            return
+        a = k.args[v.buffer]
+        if not isinstance(a, Arg):
+            return
+        if a.kind is not ArgKind.BUFFER:
+            self.p(f"{w}: device address names argument {a.name!r}, which is a scalar, not a buffer")
+            return
+        if not isinstance(a.access, Access):
+            return
+        if d.flags & Flag.ATOMIC:
+            if a.access is not Access.READWRITE:
+                self.p(f"{w}: atomic on buffer {a.name!r} declared {a.access.spelling}; atomics need "
+                       f"readwrite")
+        elif d.flags & Flag.STORE and not a.access & Access.WRITE:
+            self.p(f"{w}: store to buffer {a.name!r} declared {a.access.spelling}; stores need write or "
+                   f"readwrite")
+        elif d.flags & Flag.LOAD and not a.access & Access.READ:
+            self.p(f"{w}: load from buffer {a.name!r} declared {a.access.spelling}; loads need read or "
+                   f"readwrite")
+
+    def _ldarg(self, w: str, d: InstrDef, idx: int, k: Kernel) -> None:
+        if idx >= len(k.args):
+            self.p(f"{w}: argument index {idx} does not exist (kernel {k.name!r} has {len(k.args)} "
+                   f"arguments)")
+            return
+        a = k.args[idx]
+        if not isinstance(a, Arg):
+            return
+        if a.kind is not ArgKind.SCALAR:
+            self.p(f"{w}: ldarg names argument {a.name!r}, which is a buffer; ldarg reads scalar arguments")
+            return
+        if not isinstance(a.type, ScalarType):
+            return
+        want64 = d.type is ScalarType.B64
+        if want64 and a.type.bits != 64:
+            self.p(f"{w}: ldarg.b64 reads a 64-bit scalar; argument {a.name!r} is {a.type.spelling} "
+                   f"(use ldarg.b32)")
+        elif not want64 and a.type.bits > 32:
+            self.p(f"{w}: ldarg.b32 reads a 16- or 32-bit scalar; argument {a.name!r} is "
+                   f"{a.type.spelling} (use ldarg.b64)")
+
+
+def _spell(v: object) -> str:
+    return getattr(v, "spelling", None) or repr(v)
+
+
+def _open_note(stack: list[list]) -> str:
+    if not stack:
+        return ""
+    kind, idx, _ = stack[-1]
+    return f" (the innermost open region is the {kind} at instruction {idx})"

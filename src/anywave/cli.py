@@ -1,0 +1,335 @@
+"""The ``anywave`` command line (also ``python -m anywave``).
+
+Subcommands come from :data:`COMMANDS`, a registry of *providers*: objects or modules
+(given as a dotted module path, imported only when the CLI starts) with
+
+* ``add_parser(subparsers) -> argparse.ArgumentParser`` — add the subcommand's parser to
+  the ``subparsers`` action and return it;
+* ``run(args: argparse.Namespace) -> int`` — do the work, return the exit status.
+
+Exit statuses: 0 success, 1 user error (bad input: the message goes to stderr, no
+traceback), 2 usage error (argparse). Every :class:`~anywave.errors.WaveError` and
+``OSError`` a subcommand raises is reported as a user error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+from anywave import __version__
+from anywave.binary.module import KERNEL_FLAG_FLAT, Module
+from anywave.errors import AsmError, WaveError
+from anywave.isa.table import Category
+
+EXIT_OK = 0
+EXIT_USER_ERROR = 1
+EXIT_USAGE = 2
+
+
+class Provider(Protocol):
+    def add_parser(self, subparsers: Any) -> argparse.ArgumentParser: ...
+
+    def run(self, args: argparse.Namespace) -> int: ...
+
+
+class UserError(WaveError):
+    """A command-line mistake that is not a usage error (unknown file type ...)."""
+
+
+# ----------------------------------------------------------------------------- loading
+
+def load_module(path: str | Path, *, verify: bool = True) -> Module:
+    """Load a ``.wave`` (assembled) or ``.wbin`` (read) file by its suffix.
+
+    Raises AsmError, BinaryFormatError, VerifyError (``verify=True``), UserError for another
+    suffix, OSError for I/O problems.
+    """
+    p = Path(path)
+    suffix = p.suffix.lower()
+    if suffix == ".wbin":
+        from anywave.binary.wbin import load
+
+        return load(p, verify=verify)
+    if suffix == ".wave":
+        from anywave.asm import assemble  # type: ignore[attr-defined]
+
+        text = _read_text(p)
+        module = assemble(text, str(p))
+        if verify:
+            from anywave.binary.verify import verify as _verify
+
+            _verify(module)
+        return module
+    raise UserError(f"{p}: unknown file type {p.suffix or '(none)'!r}; expected .wave or .wbin")
+
+
+def _read_text(p: Path) -> str:
+    data = p.read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise UserError(f"{p}: not UTF-8 text (invalid byte at offset {e.start})") from None
+
+
+# ----------------------------------------------------------------------------- asm
+
+class AsmCommand:
+    """``anywave asm IN.wave [-o OUT.wbin]``"""
+
+    @staticmethod
+    def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+        p = subparsers.add_parser("asm", help="assemble a .wave text into a .wbin binary",
+                                  description="Assemble a .wave text, verify it and write a .wbin binary.")
+        p.add_argument("input", help="the .wave file")
+        p.add_argument("-o", "--output", help="output path (default: the input with suffix .wbin)")
+        return p
+
+    @staticmethod
+    def run(args: argparse.Namespace) -> int:
+        from anywave.binary.wbin import save
+
+        src = Path(args.input)
+        if src.suffix.lower() != ".wave":
+            raise UserError(f"{src}: expected a .wave file")
+        module = load_module(src)
+        out = Path(args.output) if args.output else src.with_suffix(".wbin")
+        save(module, out)
+        return EXIT_OK
+
+
+# ----------------------------------------------------------------------------- dis
+
+class DisCommand:
+    """``anywave dis IN.wbin [-o OUT.wave]``"""
+
+    @staticmethod
+    def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+        p = subparsers.add_parser("dis", help="disassemble a .wbin binary into .wave text",
+                                  description="Read (and verify) a .wbin binary and print its .wave text.")
+        p.add_argument("input", help="the .wbin file")
+        p.add_argument("-o", "--output", help="write the text here instead of standard output")
+        return p
+
+    @staticmethod
+    def run(args: argparse.Namespace) -> int:
+        from anywave.asm import disassemble  # type: ignore[attr-defined]
+        from anywave.binary.wbin import load
+
+        module = load(args.input)
+        text = disassemble(module)
+        if args.output:
+            Path(args.output).write_text(text, encoding="utf-8")
+        else:
+            sys.stdout.write(text)
+        return EXIT_OK
+
+
+# ----------------------------------------------------------------------------- validate
+
+class ValidateCommand:
+    """``anywave validate FILE...``"""
+
+    @staticmethod
+    def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+        p = subparsers.add_parser("validate", help="check .wave/.wbin files and list every problem",
+                                  description="Assemble or read each file and run the verifier. Prints "
+                                              "'FILE: ok' or every problem; exit status 1 if any file fails.")
+        p.add_argument("files", nargs="+", metavar="FILE", help=".wave or .wbin files")
+        return p
+
+    @staticmethod
+    def run(args: argparse.Namespace) -> int:
+        from anywave.binary.verify import check
+
+        status = EXIT_OK
+        for name in args.files:
+            try:
+                problems = check(load_module(name, verify=False))
+            except (WaveError, OSError) as e:
+                problems = [_message(e)]
+            if problems:
+                status = EXIT_USER_ERROR
+                for prob in problems:
+                    print(f"{name}: error: {prob}")
+            else:
+                print(f"{name}: ok")
+        return status
+
+
+# ----------------------------------------------------------------------------- info
+
+def module_info(module: Module) -> dict[str, Any]:
+    """A JSON-ready summary of a module: per kernel its ABI, resources, capabilities and
+    instruction counts per category (the kernel's own code plus every function it calls)."""
+    funcs = module.functions
+
+    def reach(code: list) -> list[int]:
+        out: list[int] = []
+        todo = [ins.operands[0] for ins in code if ins.defn.op == "call"]
+        while todo:
+            fi = todo.pop()
+            if fi in out or fi >= len(funcs):
+                continue
+            out.append(fi)
+            todo.extend(ins.operands[0] for ins in funcs[fi].code if ins.defn.op == "call")
+        return sorted(out)
+
+    def counts(code: list) -> dict[str, int]:
+        c = Counter(ins.defn.category.name.lower() for ins in code)
+        return {cat.name.lower(): c[cat.name.lower()] for cat in Category if c[cat.name.lower()]}
+
+    kernels = []
+    for k in module.kernels:
+        called = reach(k.code)
+        code = list(k.code) + [ins for fi in called for ins in funcs[fi].code]
+        kernels.append({
+            "name": k.name,
+            "args": [{"index": i, "name": a.name, "kind": a.kind.name.lower(), "type": a.type.spelling,
+                      "access": a.access.spelling} for i, a in enumerate(k.args)],
+            "registers": k.registers,
+            "local_memory": k.local_memory,
+            "workgroup_size": list(k.workgroup_size) if k.workgroup_size else None,
+            "max_workgroup_size": k.max_workgroup_size,
+            "capabilities": k.capabilities.spellings(),
+            "flags": ["flat"] if k.flags & KERNEL_FLAG_FLAT else [],
+            "calls": [funcs[fi].name for fi in called],
+            "instructions": len(code),
+            "instructions_by_category": counts(code),
+        })
+    return {
+        "version": f"{module.version[0]}.{module.version[1]}",
+        "kernels": kernels,
+        "functions": [{"name": f.name, "instructions": len(f.code),
+                       "instructions_by_category": counts(f.code)} for f in funcs],
+    }
+
+
+def format_info(info: dict[str, Any]) -> str:
+    """Human-readable rendering of :func:`module_info`."""
+    lines: list[str] = [f"WAVE module, format {info['version']}: {len(info['kernels'])} kernel(s), "
+                        f"{len(info['functions'])} function(s)"]
+    for k in info["kernels"]:
+        lines.append("")
+        lines.append(f"kernel {k['name']}" + (f"  [{', '.join(k['flags'])}]" if k["flags"] else ""))
+        lines.append("  arguments:")
+        if not k["args"]:
+            lines.append("    (none)")
+        else:
+            rows = [("#", "name", "kind", "type", "access")] + [
+                (str(a["index"]), a["name"], a["kind"], a["type"], a["access"]) for a in k["args"]]
+            widths = [max(len(r[c]) for r in rows) for c in range(5)]
+            for r in rows:
+                cells = (cell.ljust(w) for cell, w in zip(r, widths, strict=True))
+                lines.append(("    " + "  ".join(cells)).rstrip())
+        wg = k["workgroup_size"]
+        lines.append(f"  registers:          {k['registers']}")
+        lines.append(f"  local memory:       {k['local_memory']} bytes")
+        lines.append(f"  workgroup size:     {'x'.join(map(str, wg)) if wg else 'any'}")
+        mx = k["max_workgroup_size"]
+        lines.append(f"  max workgroup size: {mx if mx is not None else 'not declared'}")
+        lines.append(f"  capabilities:       {', '.join(k['capabilities']) or 'none'}")
+        if k["calls"]:
+            lines.append(f"  calls:              {', '.join(k['calls'])}")
+        cats = ", ".join(f"{n} {c}" for c, n in k["instructions_by_category"].items())
+        lines.append(f"  instructions:       {k['instructions']}" + (f" ({cats})" if cats else ""))
+    for f in info["functions"]:
+        lines.append("")
+        cats = ", ".join(f"{n} {c}" for c, n in f["instructions_by_category"].items())
+        lines.append(f"function {f['name']}: {f['instructions']} instructions"
+                     + (f" ({cats})" if cats else ""))
+    return "\n".join(lines) + "\n"
+
+
+class InfoCommand:
+    """``anywave info FILE [--json]``"""
+
+    @staticmethod
+    def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+        p = subparsers.add_parser("info", help="show kernels, ABI, resources and instruction counts",
+                                  description="Summarise a .wave or .wbin module: each kernel's arguments, "
+                                              "registers, local memory, workgroup size, capabilities and "
+                                              "instruction counts per category.")
+        p.add_argument("file", help=".wave or .wbin file")
+        p.add_argument("--json", action="store_true", help="print JSON instead of text")
+        return p
+
+    @staticmethod
+    def run(args: argparse.Namespace) -> int:
+        info = module_info(load_module(args.file))
+        if args.json:
+            print(json.dumps(info, indent=2))
+        else:
+            sys.stdout.write(format_info(info))
+        return EXIT_OK
+
+
+# ----------------------------------------------------------------------------- registry
+
+#: subcommand providers in help order: objects, or dotted paths of modules, each with
+#: ``add_parser(subparsers)`` and ``run(args) -> int``
+COMMANDS: list[Provider | str] = [AsmCommand, DisCommand, ValidateCommand, InfoCommand]
+
+
+def register(provider: Provider | str) -> None:
+    """Add a subcommand provider (an object or a dotted module path) to :data:`COMMANDS`."""
+    if provider not in COMMANDS:
+        COMMANDS.append(provider)
+
+
+def _resolve(provider: Provider | str) -> Provider:
+    return importlib.import_module(provider) if isinstance(provider, str) else provider  # type: ignore[return-value]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The top-level parser with every registered subcommand."""
+    parser = argparse.ArgumentParser(
+        prog="anywave",
+        description="WAVE toolchain: assemble, disassemble, validate and inspect WAVE kernels.")
+    parser.add_argument("--version", action="version", version=f"anywave {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for provider in COMMANDS:
+        prov = _resolve(provider)
+        p = prov.add_parser(sub)
+        p.set_defaults(_run=prov.run)
+    return parser
+
+
+def _message(e: BaseException) -> str:
+    if isinstance(e, OSError):
+        where = f"{e.filename}: " if e.filename else ""
+        return f"{where}{e.strerror or e}"
+    return str(e)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI with ``argv`` (default ``sys.argv[1:]``) and return the exit status."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:  # --help, --version (0) and usage errors (2)
+        return e.code if isinstance(e.code, int) else EXIT_USAGE
+    run = getattr(args, "_run", None)
+    if run is None:
+        parser.print_help()
+        return EXIT_OK
+    try:
+        return int(run(args))
+    except AsmError as e:
+        print(str(e), file=sys.stderr)
+        return EXIT_USER_ERROR
+    except (WaveError, OSError) as e:
+        print(f"anywave: error: {_message(e)}", file=sys.stderr)
+        return EXIT_USER_ERROR
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,206 @@
+"""Bit-exact floating-point helpers for the emulator (docs/decisions.md, "Float semantics").
+
+Every function takes and returns NumPy arrays. Values of the 16-bit types travel as
+``uint16`` bit patterns or as ``float32`` (exact for both f16 and bf16); f32 and f64 as
+``float32``/``float64``. Rounding is always to nearest, ties to even, in a *single*
+rounding step: where a result is computed in a wider type first, the wider result is
+rounded *to odd* (Boldo & Melquiond, "When double rounding is odd", 2005), which makes
+the final rounding to a format with at least two fewer significand bits correct.
+
+NaN results of arithmetic are replaced by the canonical quiet NaN of the result type
+(f32 0x7FC00000, f64 0x7FF8000000000000, f16 0x7E00, bf16 0x7FC0).
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+
+F32_NAN = np.uint32(0x7FC00000)
+F64_NAN = np.uint64(0x7FF8000000000000)
+F16_NAN = np.uint16(0x7E00)
+BF16_NAN = np.uint16(0x7FC0)
+
+
+def canon32(x: np.ndarray) -> np.ndarray:
+    """float32 array -> uint32 bits, NaNs replaced by the canonical quiet NaN."""
+    x = np.asarray(x, np.float32)
+    bits = x.view(np.uint32)
+    nan = np.isnan(x)
+    if nan.any():
+        bits = np.where(nan, F32_NAN, bits)
+    return bits
+
+
+def canon64(x: np.ndarray) -> np.ndarray:
+    """float64 array -> uint64 bits, NaNs canonical."""
+    x = np.asarray(x, np.float64)
+    bits = x.view(np.uint64)
+    nan = np.isnan(x)
+    if nan.any():
+        bits = np.where(nan, F64_NAN, bits)
+    return bits
+
+
+def f16_bits_to_f32(bits: np.ndarray) -> np.ndarray:
+    """uint16/uint32 (low 16 bits) f16 patterns -> float32 (exact)."""
+    return (np.asarray(bits) & 0xFFFF).astype(np.uint16).view(np.float16).astype(np.float32)
+
+
+def bf16_bits_to_f32(bits: np.ndarray) -> np.ndarray:
+    """uint16/uint32 (low 16 bits) bf16 patterns -> float32 (exact)."""
+    return ((np.asarray(bits).astype(np.uint32) & 0xFFFF) << 16).view(np.float32)
+
+
+def f32_to_f16_bits(x: np.ndarray) -> np.ndarray:
+    """float32 -> f16 bits (uint32, high half 0), RNE, overflow to inf, NaN canonical."""
+    x = np.asarray(x, np.float32)
+    with np.errstate(all="ignore"):
+        h = x.astype(np.float16).view(np.uint16).astype(np.uint32)
+    nan = np.isnan(x)
+    return np.where(nan, np.uint32(F16_NAN), h) if nan.any() else h
+
+
+def f64_to_f16_bits(x: np.ndarray) -> np.ndarray:
+    """float64 -> f16 bits (uint32), one correct RNE rounding (NumPy converts directly)."""
+    x = np.asarray(x, np.float64)
+    with np.errstate(all="ignore"):
+        h = x.astype(np.float16).view(np.uint16).astype(np.uint32)
+    nan = np.isnan(x)
+    return np.where(nan, np.uint32(F16_NAN), h) if nan.any() else h
+
+
+def f32_to_bf16_bits(x: np.ndarray) -> np.ndarray:
+    """float32 -> bf16 bits (uint32, high half 0), RNE, overflow to inf, NaN canonical.
+
+    Done on the bits (add 0x7FFF plus the kept LSB, truncate) rather than with
+    ml_dtypes, whose float64 -> bfloat16 cast double-rounds through float32."""
+    x = np.asarray(x, np.float32)
+    b = x.view(np.uint32).astype(np.uint64)
+    r = ((b + 0x7FFF + ((b >> 16) & 1)) >> 16).astype(np.uint32) & 0xFFFF
+    nan = np.isnan(x)
+    return np.where(nan, np.uint32(BF16_NAN), r) if nan.any() else r
+
+
+def f64_to_f32_odd(x: np.ndarray) -> np.ndarray:
+    """float64 -> float32 rounded to odd (truncate, then set the LSB if inexact)."""
+    x = np.asarray(x, np.float64)
+    with np.errstate(all="ignore"):
+        r = x.astype(np.float32)
+        back = r.astype(np.float64)
+        inexact = (back != x) & np.isfinite(x)
+        if inexact.any():
+            # the exact value lies between r and its neighbour towards x; pick the odd one
+            even = (r.view(np.uint32) & 1) == 0
+            fix = inexact & even
+            toward = np.where(x > back, np.float32(np.inf), np.float32(-np.inf))
+            r = np.where(fix, np.nextafter(r, toward), r)
+    return r
+
+
+def f64_to_bf16_bits(x: np.ndarray) -> np.ndarray:
+    """float64 -> bf16 bits (uint32), a single correct RNE rounding."""
+    return f32_to_bf16_bits(f64_to_f32_odd(x))
+
+
+def _sum_to_odd(p: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """p + c (float64, p and c exact) rounded to odd in float64, via Knuth's TwoSum."""
+    with np.errstate(all="ignore"):
+        s = p + c
+        bb = s - p
+        err = (p - (s - bb)) + (c - bb)
+        inexact = (err != 0) & np.isfinite(s)
+        if inexact.any():
+            even = (s.view(np.uint64) & 1) == 0
+            fix = inexact & even
+            s = np.where(fix, np.nextafter(s, np.where(err > 0, np.inf, -np.inf)), s)
+    return s
+
+
+def fma_f32(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """a*b + c for float32 arrays with one rounding (float32 result, NaN not canonicalised).
+
+    The float64 product of two float32 values is exact (48 <= 53 bits, no over/underflow);
+    the sum is rounded to odd in float64 and then to nearest in float32 (53 >= 24 + 2)."""
+    p = np.asarray(a, np.float32).astype(np.float64) * np.asarray(b, np.float32).astype(np.float64)
+    s = _sum_to_odd(p, np.asarray(c, np.float32).astype(np.float64))
+    with np.errstate(all="ignore"):
+        return s.astype(np.float32)
+
+
+def fma_small_bits(a: np.ndarray, b: np.ndarray, c: np.ndarray, bf16: bool) -> np.ndarray:
+    """fma for f16/bf16 given float32 values (exact); returns the 16-bit result bits (uint32)."""
+    p = a.astype(np.float64) * b.astype(np.float64)  # exact: <= 22 bits, exponent in range
+    s = _sum_to_odd(p, c.astype(np.float64))
+    return f64_to_bf16_bits(s) if bf16 else f64_to_f16_bits(s)
+
+
+_SPLIT = 134217729.0  # 2^27 + 1, Veltkamp splitting constant for binary64
+
+
+def fma_f64(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """a*b + c for float64 arrays with a single rounding (NaN not canonicalised).
+
+    Fast path: where Dekker's TwoProduct shows a*b is exact in float64, ``a*b + c`` rounds
+    once. Other finite lanes are computed exactly with :class:`fractions.Fraction` (whose
+    float conversion is correctly rounded). Non-finite inputs follow IEEE 754."""
+    a = np.asarray(a, np.float64)
+    b = np.asarray(b, np.float64)
+    c = np.asarray(c, np.float64)
+    with np.errstate(all="ignore"):
+        p = a * b
+        res = p + c
+        finite = np.isfinite(a) & np.isfinite(b) & np.isfinite(c)
+        # a, b finite, c inf/nan: the exact product is finite so the result is c
+        cinf = np.isfinite(a) & np.isfinite(b) & ~np.isfinite(c)
+        res = np.where(cinf, c, res)
+        safe = finite & (np.abs(a) < 2.0**995) & (np.abs(b) < 2.0**995) & (
+            (np.abs(p) > 2.0**-960) | (p == 0))
+        t = _SPLIT * a
+        ah = t - (t - a)
+        al = a - ah
+        t = _SPLIT * b
+        bh = t - (t - b)
+        bl = b - bh
+        pl = ((ah * bh - p) + ah * bl + al * bh) + al * bl
+        exact = safe & (pl == 0)
+        slow = np.flatnonzero(finite & ~exact)
+    if slow.size:
+        res = res.copy()
+        for i in slow.tolist():
+            res[i] = _fma_exact(float(a[i]), float(b[i]), float(c[i]))
+    return res
+
+
+def _fma_exact(a: float, b: float, c: float) -> float:
+    x = Fraction(a) * Fraction(b) + Fraction(c)
+    if x == 0:
+        prod_neg = (np.signbit(a) != np.signbit(b))
+        if (a == 0 or b == 0) and c == 0:
+            return -0.0 if (prod_neg and np.signbit(c)) else 0.0
+        return 0.0
+    try:
+        return float(x)
+    except OverflowError:
+        return float("inf") if x > 0 else float("-inf")
+
+
+def min_num(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """IEEE 754-2019 minimumNumber on same-dtype float arrays (NaN ignored, -0 < +0)."""
+    r = np.fmin(a, b)
+    z = (a == b) & (a == 0)
+    if z.any():
+        neg = np.signbit(a) | np.signbit(b)
+        r = np.where(z, np.where(neg, -a.dtype.type(0), a.dtype.type(0)), r)
+    return r
+
+
+def max_num(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """IEEE 754-2019 maximumNumber on same-dtype float arrays (NaN ignored, -0 < +0)."""
+    r = np.fmax(a, b)
+    z = (a == b) & (a == 0)
+    if z.any():
+        neg = np.signbit(a) & np.signbit(b)
+        r = np.where(z, np.where(neg, -a.dtype.type(0), a.dtype.type(0)), r)
+    return r

@@ -1,0 +1,783 @@
+"""The vectorised reference emulator: launch, argument binding and structured control flow.
+
+Design (design.md §3.7): a *batch* of workgroups runs together; every thread of the batch
+is one lane of NumPy arrays (``regs: uint32[nregs, N]``, ``preds: bool[8, N]``, lanes in
+(workgroup, thread linear id) order, each workgroup padded to whole waves). Because WAVE
+control flow is structured, all waves walk the same instruction stream together with
+one execution mask per lane; a region is skipped when no lane of the batch is active in
+it, and a loop repeats while any lane of the batch is still in it. Per-lane state lives
+in a Python stack of frames (``if``: the mask at entry and the lanes that took the
+then-branch; ``loop``: the mask at entry and the lanes still iterating; ``call``: the
+mask at the call). ``break``/``continue``/``ret``/``halt`` remove lanes from the current
+mask and from the frames up to the construct they leave (docs/decisions.md,
+"Control flow").
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from anywave.binary.module import Instruction, Kernel, Module
+from anywave.emu.alu import BIT_OPS, FLOAT_OPS, INT_OPS, OTHER_OPS, Run, _pred_op
+from anywave.emu.memory import MEMORY_OPS, RaceShadow
+from anywave.emu.waveops import WAVE_OPS
+from anywave.errors import EmulationError
+from anywave.isa.table import Category, InstrDef
+from anywave.isa.types import LIMITS, Access, ScalarType, SpecialRegister
+
+__all__ = ["EmulationStats", "emulate", "emulate_flat", "compile_instruction"]
+
+# entry kinds
+ORD, IF, ELSE, ENDIF, LOOP, ENDLOOP, BREAK, CONTINUE, RET, HALT, CALL, BARRIER = range(12)
+_CONTROL_KIND = {"if": IF, "else": ELSE, "endif": ENDIF, "loop": LOOP, "endloop": ENDLOOP,
+                 "break": BREAK, "continue": CONTINUE, "ret": RET, "halt": HALT, "call": CALL,
+                 "barrier": BARRIER}
+
+#: lanes per batch (register rows permitting); a fixed number so results never depend on
+#: the machine (atomic return values across workgroups follow the batch schedule)
+BATCH_LANES = 1 << 17
+_BATCH_REG_BYTES = 64 << 20
+
+
+@dataclass
+class EmulationStats:
+    """What a launch did.
+
+    Attributes:
+        kernel: kernel name.
+        wave_width: W the launch ran at.
+        workgroups: workgroups launched (grid x*y*z).
+        threads: threads launched.
+        waves: waves launched (partial last waves included).
+        instructions: wave-instructions issued (an instruction counts once per wave with at
+            least one active lane when it executes; structural ones included).
+        thread_instructions: sum over issued instructions of the active lanes.
+        wall_seconds: wall-clock time of the launch (seconds).
+        trace: per-instruction register changes of the traced lane (``trace_lane``).
+    """
+
+    kernel: str
+    wave_width: int
+    workgroups: int = 0
+    threads: int = 0
+    waves: int = 0
+    instructions: int = 0
+    thread_instructions: int = 0
+    wall_seconds: float = 0.0
+    trace: list[str] = field(default_factory=list)
+
+    @property
+    def efficiency(self) -> float:
+        """Active-lane efficiency: thread_instructions / (instructions * W), in [0, 1]."""
+        return self.thread_instructions / (self.instructions * self.wave_width) if self.instructions else 0.0
+
+    @property
+    def thread_instructions_per_second(self) -> float:
+        return self.thread_instructions / self.wall_seconds if self.wall_seconds > 0 else 0.0
+
+    def summary(self) -> str:
+        return (f"kernel {self.kernel}: {self.workgroups} workgroups, {self.threads} threads, "
+                f"{self.waves} waves of {self.wave_width}; {self.instructions} wave-instructions, "
+                f"{self.thread_instructions} thread-instructions, lane efficiency "
+                f"{self.efficiency:.1%}, {self.wall_seconds:.4f} s "
+                f"({self.thread_instructions_per_second / 1e6:.1f} M thread-instr/s)")
+
+
+# ----------------------------------------------------------------------------- compile
+
+def compile_instruction(ins: Instruction) -> Run | None:
+    """The closure executing an ordinary instruction, or None for structural/control ones.
+
+    Raises EmulationError if the instruction has no semantics (a table record without an
+    emulator implementation: the coverage test catches that)."""
+    d: InstrDef = ins.defn
+    cat = d.category
+    if d.op in _CONTROL_KIND:
+        return None
+    table: dict[str, Any]
+    if cat is Category.INTEGER:
+        table = INT_OPS
+    elif cat is Category.FLOAT:
+        table = FLOAT_OPS
+    elif cat is Category.BITWISE:
+        table = BIT_OPS
+    elif cat is Category.COMPARE and d.type is ScalarType.PRED:
+        return _pred_op(ins)
+    elif cat in (Category.LOCAL_MEMORY, Category.DEVICE_MEMORY, Category.ATOMIC):
+        table = MEMORY_OPS
+    elif cat in (Category.WAVE, Category.MMA):
+        table = WAVE_OPS
+    else:
+        table = OTHER_OPS
+    make = table.get(d.op)
+    if make is None:
+        raise EmulationError(f"the emulator has no semantics for {d.mnemonic} (op {d.op!r})")
+    return make(ins)
+
+
+@dataclass
+class _Code:
+    label: str
+    entries: list[tuple[int, Any, Instruction, int]]
+    match: list[int]
+    skip: list[int]
+
+
+def _structure(label: str, code: list[Instruction]) -> tuple[list[int], list[int]]:
+    """match[pc] (if -> else/endif, else -> endif, loop -> endloop, endloop -> loop) and
+    skip[pc] (where to go when no lane is active at pc: the next else/endif/endloop that
+    closes the region containing pc, or len(code))."""
+    n = len(code)
+    match = [-1] * n
+    skip = [n] * n
+    stack: list[tuple[str, int, list[int]]] = [("top", -1, [])]
+    for pc, ins in enumerate(code):
+        op = ins.defn.op
+        if op in ("else", "endif", "endloop"):
+            kind, opener, pending = stack[-1]
+            want = "loop" if op == "endloop" else "if"
+            if kind != want or (op == "else" and match[opener] != -1):
+                raise EmulationError(f"{label}: unbalanced {op} at instruction {pc}")
+            for q in pending + [pc]:
+                skip[q] = pc
+            pending.clear()
+            if op == "else":
+                match[opener] = pc
+            else:
+                if match[opener] == -1:
+                    match[opener] = pc
+                elif code[match[opener]].defn.op == "else":
+                    match[match[opener]] = pc
+                match[pc] = opener
+                stack.pop()
+            continue
+        stack[-1][2].append(pc)
+        if op in ("if", "loop"):
+            stack.append((op, pc, []))
+    if len(stack) != 1:
+        raise EmulationError(f"{label}: {stack[-1][0]} at instruction {stack[-1][1]} is never closed")
+    # an if without else: match[if] = endif (set above); an endloop's match is its loop
+    return match, skip
+
+
+def _compile_code(label: str, code: list[Instruction], id0: int) -> _Code:
+    match, skip = _structure(label, code)
+    entries = []
+    for pc, ins in enumerate(code):
+        kind = _CONTROL_KIND.get(ins.defn.op, ORD)
+        fn = compile_instruction(ins) if kind == ORD else None
+        entries.append((kind, fn, ins, id0 + pc))
+    return _Code(label, entries, match, skip)
+
+
+# ----------------------------------------------------------------------------- arguments
+
+class _Buffer:
+    __slots__ = ("name", "u8", "writable", "_shadow", "check")
+
+    def __init__(self, name: str, u8: np.ndarray, writable: bool, check: bool) -> None:
+        self.name = name
+        self.u8 = u8
+        self.writable = writable
+        self._shadow: RaceShadow | None = None
+        self.check = check
+
+    def shadow(self, st: Any) -> RaceShadow | None:
+        if not self.check:
+            return None
+        if self._shadow is None:
+            self._shadow = RaceShadow(self.u8.size, "device memory", False,
+                                      lambda b, n=self.name: f"argument {n!r} byte offset {b}")
+        return self._shadow
+
+
+def _abi_text(kernel: Kernel) -> str:
+    parts = [f"{a.name}: buffer {a.type.spelling} {a.access.spelling}" if a.is_buffer
+             else f"{a.name}: {a.type.spelling}" for a in kernel.args]
+    return ", ".join(parts) or "(no arguments)"
+
+
+_SCALAR_INT = {ScalarType.U32: (0, (1 << 32) - 1), ScalarType.I32: (-(1 << 31), (1 << 31) - 1),
+               ScalarType.U64: (0, (1 << 64) - 1), ScalarType.I64: (-(1 << 63), (1 << 63) - 1)}
+_SCALAR_FLOAT = {ScalarType.F32: np.float32, ScalarType.F64: np.float64, ScalarType.F16: np.float16}
+
+
+def _scalar_word(kernel: Kernel, name: str, t: ScalarType, value: Any) -> int:
+    """A scalar argument's value as its 32/64-bit pattern (int)."""
+    where = f"scalar argument {name!r} of kernel {kernel.name!r} ({t.spelling})"
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        value = value[()]
+    if t in _SCALAR_INT:
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+            raise TypeError(f"{where} takes an integer, got {type(value).__name__} {value!r}")
+        lo, hi = _SCALAR_INT[t]
+        v = int(value)
+        if not lo <= v <= hi:
+            raise ValueError(f"{where} = {v} is out of range [{lo}, {hi}]")
+        return v & ((1 << t.bits) - 1)
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{where} takes a number, got {type(value).__name__} {value!r}")
+    f = float(value)
+    if t is ScalarType.BF16:
+        from anywave.emu.floats import f64_to_bf16_bits
+        bits = int(f64_to_bf16_bits(np.array([f]))[0])
+        if np.isfinite(f) and (bits & 0x7FFF) == 0x7F80:
+            raise ValueError(f"{where} = {f!r} overflows bf16")
+        return bits
+    dt = _SCALAR_FLOAT[t]
+    with np.errstate(all="ignore"):
+        conv = np.array([f], np.float64).astype(dt)
+    if np.isfinite(f) and not np.isfinite(conv[0]):
+        raise ValueError(f"{where} = {f!r} overflows {t.spelling} (largest finite "
+                         f"{float(np.finfo(dt).max)!r})")
+    return int(conv.view({2: np.uint16, 4: np.uint32, 8: np.uint64}[dt().itemsize])[0])
+
+
+def _bind(kernel: Kernel, args: Mapping[str, Any] | Sequence[Any],
+          check: bool) -> tuple[dict[int, _Buffer], dict[int, int]]:
+    names = [a.name for a in kernel.args]
+    if isinstance(args, Mapping):
+        unknown = [k for k in args if k not in names]
+        missing = [n for n in names if n not in args]
+        if unknown or missing:
+            parts = []
+            if missing:
+                parts.append(f"missing {missing}")
+            if unknown:
+                parts.append(f"unknown {unknown}")
+            raise TypeError(f"kernel {kernel.name!r} arguments: {'; '.join(parts)}; its ABI is "
+                            f"({_abi_text(kernel)})")
+        values = [args[n] for n in names]
+    else:
+        values = list(args)
+        if len(values) != len(names):
+            raise TypeError(f"kernel {kernel.name!r} takes {len(names)} arguments "
+                            f"({_abi_text(kernel)}), got {len(values)}")
+    buffers: dict[int, _Buffer] = {}
+    scalars: dict[int, int] = {}
+    for i, (a, v) in enumerate(zip(kernel.args, values, strict=False)):
+        if a.is_buffer:
+            writable = bool(a.access & Access.WRITE)
+            if not isinstance(v, np.ndarray):
+                raise TypeError(f"buffer argument {a.name!r} of kernel {kernel.name!r} takes a NumPy "
+                                f"array, got {type(v).__name__}")
+            if not v.flags.c_contiguous:
+                if writable:
+                    raise ValueError(f"buffer argument {a.name!r} is written by the kernel and must "
+                                     f"be C-contiguous (use np.ascontiguousarray and copy back)")
+                v = np.ascontiguousarray(v)
+            if writable and not v.flags.writeable:
+                raise ValueError(f"buffer argument {a.name!r} is declared {a.access.spelling} but the "
+                                 f"array is read-only")
+            u8 = v.reshape(-1).view(np.uint8) if v.size else np.zeros(0, np.uint8)
+            buffers[i] = _Buffer(a.name, u8, writable, check)
+        else:
+            scalars[i] = _scalar_word(kernel, a.name, a.type, v)
+    return buffers, scalars
+
+
+def _dims(value: int | Sequence[int], what: str) -> tuple[int, int, int]:
+    if isinstance(value, (int, np.integer)):
+        value = (int(value),)
+    try:
+        vals = [int(v) for v in value]
+    except (TypeError, ValueError):
+        raise TypeError(f"{what} must be an int or 1-3 ints, got {value!r}") from None
+    if not 1 <= len(vals) <= 3 or any(v < 1 for v in vals):
+        raise ValueError(f"{what} must be 1-3 positive ints, got {tuple(vals)}")
+    return tuple(vals + [1] * (3 - len(vals)))  # type: ignore[return-value]
+
+
+def load_program(program: Module | bytes | bytearray | str | os.PathLike[str]) -> Module:
+    """A Module from a Module, ``.wbin`` bytes, or a ``.wbin``/``.wave`` path; verified."""
+    from anywave.binary.verify import verify
+
+    if isinstance(program, Module):
+        verify(program)
+        return program
+    if isinstance(program, (bytes, bytearray, memoryview)):
+        from anywave.binary.wbin import read_wbin
+        return read_wbin(bytes(program))
+    p = Path(program)
+    if p.suffix.lower() == ".wave":
+        from anywave.asm import assemble
+        module = assemble(p.read_text(), str(p))
+        verify(module)
+        return module
+    if p.suffix.lower() == ".wbin":
+        from anywave.binary.wbin import load
+        return load(p)
+    raise ValueError(f"program path {str(p)!r}: expected a .wbin or .wave file")
+
+
+# ----------------------------------------------------------------------------- launch
+
+class _Launch:
+    def __init__(self, module: Module, kernel: Kernel, W: int, grid: tuple[int, int, int],
+                 wg: tuple[int, int, int], buffers: dict[int, _Buffer], scalars: dict[int, int],
+                 check: bool) -> None:
+        self.module = module
+        self.kernel = kernel
+        self.W = W
+        self.grid = grid
+        self.wg = wg
+        self.T = wg[0] * wg[1] * wg[2]
+        self.nwg = grid[0] * grid[1] * grid[2]
+        self.buffers = buffers
+        self.scalars = scalars
+        self.check = check
+        self.ins_table: list[tuple[str, int, Instruction]] = []
+        self.kcode = self._compile(f"kernel {kernel.name!r}", kernel.code)
+        self.fcode: dict[int, _Code] = {}
+        self.nregs = max(kernel.registers, _max_reg(kernel.code), 1)
+        for f in module.functions:
+            self.nregs = max(self.nregs, _max_reg(f.code))
+
+    def _compile(self, label: str, code: list[Instruction]) -> _Code:
+        c = _compile_code(label, code, len(self.ins_table))
+        self.ins_table.extend((label, pc, ins) for pc, ins in enumerate(code))
+        return c
+
+    def function(self, index: int) -> _Code:
+        c = self.fcode.get(index)
+        if c is None:
+            if not 0 <= index < len(self.module.functions):
+                raise EmulationError(f"call to function index {index}; the module has "
+                                     f"{len(self.module.functions)} functions")
+            f = self.module.functions[index]
+            c = self.fcode[index] = self._compile(f"function {f.name!r}", f.code)
+        return c
+
+    def buffer(self, index: int, ins: Instruction, st: Any) -> _Buffer:
+        b = self.buffers.get(index)
+        if b is None:
+            raise EmulationError(f"{st.where()}: argument {index} is not a buffer argument; the ABI "
+                                 f"is ({_abi_text(self.kernel)})")
+        return b
+
+    def scalar_word(self, index: int, ins: Instruction) -> int:
+        v = self.scalars.get(index)
+        if v is None:
+            raise EmulationError(f"{ins.mnemonic}: argument {index} is not a scalar argument; the "
+                                 f"ABI is ({_abi_text(self.kernel)})")
+        return v
+
+    def text(self, ins: Instruction) -> str:
+        """The instruction as assembly text (for traces)."""
+        try:
+            from anywave.asm.disassembler import _Printer
+            args = self.kernel.args
+            return _Printer(self.module).instruction(
+                ins, lambda i, buf: args[i].name if 0 <= i < len(args) else f"${i}")
+        except Exception:  # the trace must never fail because of formatting
+            return ins.mnemonic
+
+    def describe_ins(self, ins_id: int) -> str:
+        label, pc, ins = self.ins_table[ins_id]
+        loc = f" at {ins.loc}" if ins.loc is not None else ""
+        return f"instruction {pc} ({ins.mnemonic}) of {label}{loc}"
+
+
+def _max_reg(code: list[Instruction]) -> int:
+    top = 0
+    for ins in code:
+        for kind, v in zip(ins.defn.operands, ins.operands, strict=False):
+            rc = kind.reg_count
+            if rc:
+                top = max(top, int(v) + rc)
+            elif hasattr(v, "reg"):
+                top = max(top, int(v.reg) + (2 if kind.spelling == "daddr64" else 1))
+    return top
+
+
+class Batch:
+    """The lanes of a run of consecutive workgroups, executing together."""
+
+    def __init__(self, launch: _Launch, wg0: int, nwg: int, trace_lane: int | None,
+                 stats: EmulationStats) -> None:
+        self.launch = launch
+        W = self.W = launch.W
+        T = self.T = launch.T
+        self.nw = -(-T // W)
+        Tp = self.Tp = self.nw * W
+        self.wg0 = wg0
+        self.nwg = nwg
+        N = self.N = nwg * Tp
+        self.regs = np.zeros((launch.nregs, N), np.uint32)
+        self.preds = np.zeros((LIMITS.num_predicates, N), bool)
+        self.t_small = np.arange(Tp, dtype=np.int64)
+        self.g_small = wg0 + np.arange(nwg, dtype=np.int64)
+        self.wgi = np.repeat(np.arange(nwg, dtype=np.int64), Tp)
+        self.tid = np.tile(self.t_small, nwg)
+        self.exists = np.tile(self.t_small < T, nwg)
+        self.all_exist = T == Tp
+        self.gthread = (wg0 + self.wgi) * T + self.tid  # global thread number (for messages)
+        self.halted = np.zeros(N, bool)
+        self.local_bytes = launch.kernel.local_memory
+        self.local = np.zeros(nwg * self.local_bytes, np.uint8)
+        self.local_shadow = (RaceShadow(self.local.size, "local memory", True, self._local_byte)
+                             if launch.check else None)
+        self.frames: list[list[Any]] = []
+        self.depth = 0
+        self.cur_id = 0
+        self.stats = stats
+        self._sr: dict[SpecialRegister, np.ndarray] = {}
+        self.trace_idx: int | None = None
+        if trace_lane is not None:
+            g, t = divmod(trace_lane, T)
+            if wg0 <= g < wg0 + nwg:
+                self.trace_idx = (g - wg0) * Tp + t
+        self._set(self.exists.copy())
+
+    # -- mask bookkeeping
+    def _set(self, m: np.ndarray) -> None:
+        self.active = m
+        self._any: bool | None = None
+        self._dense: bool | None = None
+        self._idx: np.ndarray | None = None
+        self._count: tuple[int, int] | None = None
+
+    def any_active(self) -> bool:
+        if self._any is None:
+            self._any = bool(self.active.any())
+        return self._any
+
+    def dense(self) -> bool:
+        if self._dense is None:
+            self._dense = bool(self.active.all()) if self.all_exist else \
+                bool(np.array_equal(self.active, self.exists))
+        return self._dense
+
+    def lanes(self, mask: np.ndarray) -> np.ndarray:
+        """Indices of the lanes set in mask (cached for the current active mask)."""
+        if mask is self.active:
+            if self._idx is None:
+                self._idx = np.flatnonzero(mask)
+            return self._idx
+        return np.flatnonzero(mask)
+
+    def _issue(self) -> None:
+        if self._count is None:
+            c = int(np.count_nonzero(self.active))
+            waves = int(self.active.reshape(-1, self.W).any(axis=1).sum()) if c else 0
+            self._count = (waves, c)
+        self.stats.instructions += self._count[0]
+        self.stats.thread_instructions += self._count[1]
+
+    # -- descriptions for errors
+    def describe_thread(self, g: int) -> str:
+        L = self.launch
+        wg, t = divmod(int(g), L.T)
+        gx, gy, gz = wg % L.grid[0], (wg // L.grid[0]) % L.grid[1], wg // (L.grid[0] * L.grid[1])
+        sx, sy = L.wg[0], L.wg[1]
+        tx, ty, tz = t % sx, (t // sx) % sy, t // (sx * sy)
+        return f"workgroup ({gx},{gy},{gz}) thread ({tx},{ty},{tz})"
+
+    def describe_lane(self, i: int) -> str:
+        return self.describe_thread(int(self.gthread[i]))
+
+    def _local_byte(self, flat: int) -> str:
+        wgi, off = divmod(flat, self.local_bytes)
+        L = self.launch
+        wg = self.wg0 + wgi
+        gx, gy, gz = wg % L.grid[0], (wg // L.grid[0]) % L.grid[1], wg // (L.grid[0] * L.grid[1])
+        return f"byte offset {off} of workgroup ({gx},{gy},{gz})"
+
+    def where(self) -> str:
+        return self.launch.describe_ins(self.cur_id)
+
+    # -- special registers
+    def special(self, sr: SpecialRegister) -> np.ndarray:
+        v = self._sr.get(sr)
+        if v is None:
+            per_wg, per_thread = self._special_parts(sr)
+            both = (np.asarray(per_wg, np.int64)[:, None] + np.asarray(per_thread, np.int64)[None, :])
+            full = np.broadcast_to(both, (self.nwg, self.Tp)) % (1 << 32)
+            v = self._sr[sr] = full.astype(np.uint32).reshape(-1)
+        return v
+
+    def _special_parts(self, sr: SpecialRegister) -> tuple[Any, Any]:
+        """(per-workgroup part [nwg], per-thread part [Tp]) whose sum is the register."""
+        L = self.launch
+        S = SpecialRegister
+        sx, sy, sz = L.wg
+        gx, gy, gz = L.grid
+        t = self.t_small
+        g = self.g_small
+        zg = np.zeros(self.nwg, np.int64)
+        zt = np.zeros(self.Tp, np.int64)
+        table = {
+            S.THREAD_ID_X: lambda: (zg, t % sx), S.THREAD_ID_Y: lambda: (zg, (t // sx) % sy),
+            S.THREAD_ID_Z: lambda: (zg, t // (sx * sy)), S.WAVE_ID: lambda: (zg, t // self.W),
+            S.LANE_ID: lambda: (zg, t % self.W), S.WORKGROUP_ID_X: lambda: (g % gx, zt),
+            S.WORKGROUP_ID_Y: lambda: ((g // gx) % gy, zt), S.WORKGROUP_ID_Z: lambda: (g // (gx * gy), zt),
+            S.WORKGROUP_SIZE_X: lambda: (zg, zt + sx), S.WORKGROUP_SIZE_Y: lambda: (zg, zt + sy),
+            S.WORKGROUP_SIZE_Z: lambda: (zg, zt + sz), S.GRID_SIZE_X: lambda: (zg, zt + gx),
+            S.GRID_SIZE_Y: lambda: (zg, zt + gy), S.GRID_SIZE_Z: lambda: (zg, zt + gz),
+            S.WAVE_WIDTH: lambda: (zg, zt + self.W), S.NUM_WAVES: lambda: (zg, zt + self.nw),
+            S.GLOBAL_ID_X: lambda: ((g % gx) * sx, t % sx),
+            S.GLOBAL_ID_Y: lambda: (((g // gx) % gy) * sy, (t // sx) % sy),
+            S.GLOBAL_ID_Z: lambda: ((g // (gx * gy)) * sz, t // (sx * sy)),
+            S.THREAD_LINEAR_ID: lambda: (zg, t),
+        }
+        return table[sr]()
+
+    # -- control flow
+    def _remove(self, lanes: np.ndarray, kind: int) -> None:
+        """Take lanes out of the current mask and out of every frame up to the construct
+        they leave (break/continue: innermost loop; ret: the call; halt: everything)."""
+        keep = ~lanes
+        for f in reversed(self.frames):
+            tag = f[0]
+            if tag == IF:
+                f[1] &= keep
+            elif tag == LOOP:
+                if kind == BREAK:
+                    f[2] &= keep
+                    break
+                if kind == CONTINUE:
+                    break
+                f[1] &= keep
+                f[2] &= keep
+            else:  # CALL
+                if kind == RET:
+                    break
+                if kind in (BREAK, CONTINUE):
+                    raise EmulationError(f"{self.where()}: break/continue outside a loop")
+                f[1] &= keep
+        else:
+            if kind in (BREAK, CONTINUE):
+                raise EmulationError(f"{self.where()}: break/continue outside a loop")
+        self._set(self.active & keep)
+
+    def _guarded(self, ins: Instruction) -> np.ndarray:
+        g = ins.guard
+        if g is None:
+            return self.active
+        p = self.preds[g.index]
+        return self.active & (~p if g.negated else p)
+
+    def _barrier(self) -> None:
+        act = self.active.reshape(self.nwg, self.Tp)
+        ex = self.exists.reshape(self.nwg, self.Tp)
+        arrived = act.any(axis=1)
+        missing = ex & ~act & arrived[:, None]
+        if missing.any():
+            w = int(np.flatnonzero(missing.any(axis=1))[0])
+            base = w * self.Tp
+            here = np.flatnonzero(act[w])
+            gone = np.flatnonzero(missing[w])
+            halted = int(np.count_nonzero(self.halted[base + gone]))
+
+            def ex_(ids: np.ndarray) -> str:
+                shown = ", ".join(self.describe_lane(base + int(i)).split(" thread ")[1] for i in ids[:4])
+                return shown + (", ..." if ids.size > 4 else "")
+            wg_text = self.describe_lane(base).split(" thread ")[0]
+            raise EmulationError(
+                f"divergent barrier at {self.where()}: in {wg_text} {here.size} of {self.T} threads "
+                f"arrived (threads {ex_(here)}) and {gone.size} did not (threads {ex_(gone)}"
+                f"{f'; {halted} of them had halted' if halted else ''}); every thread of a "
+                f"workgroup must reach the same barrier")
+        if self.local_shadow is not None and self.local_bytes:
+            for w in np.flatnonzero(arrived).tolist():
+                self.local_shadow.reset(w * self.local_bytes, (w + 1) * self.local_bytes)
+
+    def run_code(self, code: _Code) -> None:
+        ents, skip, match = code.entries, code.skip, code.match
+        n = len(ents)
+        pc = 0
+        frames = self.frames
+        tr = self.trace_idx
+        while pc < n:
+            if not self.any_active():
+                pc = skip[pc]
+                if pc >= n:
+                    break
+            kind, fn, ins, ins_id = ents[pc]
+            self.cur_id = ins_id
+            self._issue()
+            if tr is not None:
+                was_active = bool(self.active[tr])
+                before = (self.regs[:, tr].copy(), self.preds[:, tr].copy())
+            if kind == ORD:
+                if ins.guard is None:
+                    fn(self, self.active, self.dense())
+                else:
+                    fn(self, self._guarded(ins), False)
+                pc += 1
+            elif kind == IF:
+                p = ins.operands[0]
+                c = self.preds[p.index]
+                then = self.active & (~c if p.negated else c)
+                frames.append([IF, self.active, then])
+                self._set(then.copy())
+                pc = pc + 1 if self.any_active() else match[pc]
+            elif kind == ELSE:
+                f = frames[-1]
+                self._set(f[1] & ~f[2])
+                pc += 1
+            elif kind == ENDIF:
+                self._set(frames.pop()[1])
+                pc += 1
+            elif kind == LOOP:
+                frames.append([LOOP, self.active, self.active.copy()])
+                self._set(self.active.copy())
+                pc += 1
+            elif kind == ENDLOOP:
+                f = frames[-1]
+                if f[2].any():
+                    self._set(f[2].copy())
+                    pc = match[pc] + 1
+                else:
+                    frames.pop()
+                    self._set(f[1])
+                    pc += 1
+            elif kind in (BREAK, CONTINUE):
+                lanes = self._guarded(ins)
+                if lanes.any():
+                    self._remove(lanes, kind)
+                pc += 1
+            elif kind in (RET, HALT):
+                lanes = self._guarded(ins)
+                if lanes.any():
+                    if kind == HALT or self.depth == 0:
+                        self.halted |= lanes
+                        self._remove(lanes, HALT)
+                    else:
+                        self._remove(lanes, RET)
+                pc += 1
+            elif kind == CALL:
+                callee = self.launch.function(int(ins.operands[0]))
+                if self.depth >= LIMITS.max_call_depth:
+                    raise EmulationError(f"{self.where()}: call depth exceeds {LIMITS.max_call_depth}")
+                frames.append([CALL, self.active])
+                self._set(self.active.copy())
+                self.depth += 1
+                self.run_code(callee)
+                self.depth -= 1
+                self.cur_id = ins_id
+                f = frames.pop()
+                if f[0] != CALL:
+                    raise EmulationError(f"{callee.label}: control region left open at its end")
+                self._set(f[1])
+                pc += 1
+            elif kind == BARRIER:
+                self._barrier()
+                pc += 1
+            if tr is not None and was_active:
+                self._trace(ins_id, before)
+
+    def _trace(self, ins_id: int, before: tuple[np.ndarray, np.ndarray]) -> None:
+        tr = self.trace_idx
+        regs, preds = before
+        now_r = self.regs[:, tr]
+        now_p = self.preds[:, tr]
+        changes = [f"r{i}=0x{int(now_r[i]):08x}" for i in np.flatnonzero(now_r != regs)]
+        changes += [f"p{i}={bool(now_p[i])}" for i in np.flatnonzero(now_p != preds)]
+        label, pc, ins = self.launch.ins_table[ins_id]
+        line = f"{pc:5d} {self.launch.text(ins)}"
+        self.stats.trace.append(f"{line:<52} {' '.join(changes)}".rstrip())
+
+
+# ----------------------------------------------------------------------------- API
+
+def emulate(program: Module | bytes | str | os.PathLike[str], kernel: str, *,
+            grid: int | Sequence[int] = (1, 1, 1), workgroup: int | Sequence[int] = (1, 1, 1),
+            args: Mapping[str, Any] | Sequence[Any] = (), wave_width: int = 32,
+            check: bool = False, trace_lane: int | None = None) -> EmulationStats:
+    """Run ``kernel`` of ``program`` on the reference emulator.
+
+    Args:
+        program: a :class:`Module`, ``.wbin`` bytes, or a path to a ``.wbin``/``.wave`` file.
+            It is verified first (VerifyError if invalid).
+        kernel: kernel name.
+        grid: workgroups per dimension (int or 1-3 ints).
+        workgroup: threads per workgroup per dimension (int or 1-3 ints); must equal the
+            kernel's required size if it declares one, and x*y*z must not exceed its maximum.
+        args: by name (mapping) or in ABI order (sequence). Buffers are NumPy arrays, used
+            zero-copy (the kernel writes into them; any dtype, bounds = ``nbytes``; arrays the
+            kernel writes must be C-contiguous and writeable). Scalars are Python/NumPy numbers
+            converted to the ABI type with range checks.
+        wave_width: W in {8, 16, 32, 64}.
+        check: detect data races on local and device memory and reads of uninitialised
+            local memory (slower).
+        trace_lane: global thread number (workgroup linear id * threads per workgroup +
+            thread linear id) whose register changes are recorded in ``stats.trace``.
+
+    Returns:
+        :class:`EmulationStats`.
+
+    Raises:
+        EmulationError: the kernel did something the spec makes an error (out-of-bounds or
+            misaligned access, divergent barrier, race in checked mode ...); the message names
+            the instruction, its source line and the threads.
+        TypeError / ValueError: bad launch parameters or arguments (the message lists the ABI).
+        VerifyError, BinaryFormatError, AsmError: an invalid program.
+    """
+    module = load_program(program)
+    try:
+        k = module.kernel(kernel)
+    except KeyError as e:
+        raise ValueError(str(e.args[0])) from None
+    if wave_width not in LIMITS.wave_widths:
+        raise ValueError(f"wave_width {wave_width!r} is not supported; valid: {LIMITS.wave_widths}")
+    g = _dims(grid, "grid")
+    wg = _dims(workgroup, "workgroup")
+    T = wg[0] * wg[1] * wg[2]
+    if k.workgroup_size is not None and tuple(k.workgroup_size) != wg:
+        raise ValueError(f"kernel {k.name!r} requires workgroup size {tuple(k.workgroup_size)}, got {wg}")
+    if k.max_workgroup_size is not None and T > k.max_workgroup_size:
+        raise ValueError(f"workgroup {wg} has {T} threads; kernel {k.name!r} allows at most "
+                         f"{k.max_workgroup_size}")
+    buffers, scalars = _bind(k, args, check)
+    launch = _Launch(module, k, wave_width, g, wg, buffers, scalars, check)
+    nwg = g[0] * g[1] * g[2]
+    if trace_lane is not None and not 0 <= int(trace_lane) < nwg * T:
+        raise ValueError(f"trace_lane {trace_lane} is outside the launch's {nwg * T} threads")
+    stats = EmulationStats(kernel=k.name, wave_width=wave_width, workgroups=nwg, threads=nwg * T,
+                           waves=nwg * -(-T // wave_width))
+    Tp = -(-T // wave_width) * wave_width
+    budget = min(BATCH_LANES, max(Tp, _BATCH_REG_BYTES // (4 * launch.nregs)))
+    per = max(1, budget // Tp)
+    t0 = time.perf_counter()
+    with np.errstate(all="ignore"):
+        for start in range(0, nwg, per):
+            b = Batch(launch, start, min(per, nwg - start), trace_lane, stats)
+            b.run_code(launch.kcode)
+            if b.frames:
+                raise EmulationError(f"kernel {k.name!r}: control region left open at its end")
+    stats.wall_seconds = time.perf_counter() - t0
+    return stats
+
+
+def emulate_flat(program: Module | bytes | str | os.PathLike[str], kernel: str, memory: np.ndarray,
+                 registers: Mapping[int, int] | None = None, **kwargs: Any) -> EmulationStats:
+    """Run a reference-dialect (flat memory) kernel: ``memory`` is its one device buffer
+    (any C-contiguous writeable array, used zero-copy) and ``registers`` the initial values
+    of r0.. (``{index: u32 value}``, others 0). Other keywords as :func:`emulate`."""
+    module = load_program(program)
+    try:
+        k = module.kernel(kernel)
+    except KeyError as e:
+        raise ValueError(str(e.args[0])) from None
+    names = [a.name for a in k.args]
+    if not names or names[0] != "memory":
+        raise ValueError(f"kernel {k.name!r} is not a flat-memory kernel; its ABI is ({_abi_text(k)})")
+    args: dict[str, Any] = {"memory": memory}
+    for n in names[1:]:
+        args[n] = 0
+    for r, v in (registers or {}).items():
+        name = f"init_r{int(r)}"
+        if name not in args:
+            raise ValueError(f"register r{r} is not an initial register of kernel {k.name!r} "
+                             f"(valid: r0..r{len(names) - 2})")
+        args[name] = int(v) & 0xFFFFFFFF
+    return emulate(module, kernel, args=args, **kwargs)
+
