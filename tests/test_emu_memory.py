@@ -170,7 +170,8 @@ def test_wave_ops_shuffle_ballot_reduce_scan(W):
     st.device.b32 o4[r2], r9
     st.device.b32 o5[r2], r12
     st.device.b32 o6[r2], r13
-    """.replace("setp.eq.u32 p0, r5, 0\n", ""), "\n".join(f".arg o{i} buffer u32 readwrite" for i in range(1, 7)))
+    """.replace("setp.eq.u32 p0, r5, 0\n", ""),
+        "\n".join(f".arg o{i} buffer u32 readwrite" for i in range(1, 7)))
     n = 40
     outs = {f"o{i}": np.zeros(n, np.uint32) for i in range(1, 7)}
     emulate(m, "k", grid=1, workgroup=n, args=outs, wave_width=W)

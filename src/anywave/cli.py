@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import json
 import sys
 from collections import Counter
@@ -274,7 +275,8 @@ class InfoCommand:
 
 #: subcommand providers in help order: objects, or dotted paths of modules, each with
 #: ``add_parser(subparsers)`` and ``run(args) -> int``
-COMMANDS: list[Provider | str] = [AsmCommand, DisCommand, ValidateCommand, InfoCommand]
+COMMANDS: list[Provider | str] = [AsmCommand, DisCommand, ValidateCommand, InfoCommand,
+                                  "anywave.emu.cli_run", "anywave.demo"]
 
 
 def register(provider: Provider | str) -> None:
@@ -324,7 +326,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except AsmError as e:
         print(str(e), file=sys.stderr)
         return EXIT_USER_ERROR
-    except (WaveError, OSError) as e:
+    except (WaveError, OSError, ValueError, TypeError) as e:
+        # ValueError/TypeError: bad launch arguments (shapes, dtypes, ranges) from the API.
+        if os.environ.get("ANYWAVE_DEBUG"):
+            raise
         print(f"anywave: error: {_message(e)}", file=sys.stderr)
         return EXIT_USER_ERROR
     except KeyboardInterrupt:

@@ -57,12 +57,13 @@ def encode_instruction(ins: Instruction) -> list[int]:
     head = d.opcode
     if ins.guard is not None:
         if not 0 <= ins.guard.index < LIMITS.num_predicates:
-            raise ValueError(f"guard predicate p{ins.guard.index} out of range p0-p{LIMITS.num_predicates - 1}")
+            raise ValueError(f"guard predicate p{ins.guard.index} out of range "
+                             f"p0-p{LIMITS.num_predicates - 1}")
         head |= GUARD_PRESENT | (ins.guard.index << _GUARD_INDEX_SHIFT)
         if ins.guard.negated:
             head |= GUARD_NEGATED
     words = [head]
-    for kind, value in zip(d.operands, ins.operands):
+    for kind, value in zip(d.operands, ins.operands, strict=True):
         words.extend(_encode_operand(d.mnemonic, kind, value))
     return words
 

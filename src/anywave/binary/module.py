@@ -9,7 +9,6 @@ operands are plain values whose Python type follows the operand kind
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Union
 
 from anywave.errors import SourceLoc
 from anywave.isa.table import BY_MNEMONIC, InstrDef, Operand
@@ -48,7 +47,7 @@ class LocalAddr:
     offset: int = 0
 
 
-OperandValue = Union[int, Pred, DeviceAddr, LocalAddr, SpecialRegister, Scope, MemoryOrder]
+OperandValue = int | Pred | DeviceAddr | LocalAddr | SpecialRegister | Scope | MemoryOrder
 
 #: the Python type of an operand's value, by operand kind
 OPERAND_VALUE_TYPES: dict[Operand, type] = {

@@ -42,8 +42,8 @@ _CONTROL_KIND = {"if": IF, "else": ELSE, "endif": ENDIF, "loop": LOOP, "endloop"
 
 #: lanes per batch (register rows permitting); a fixed number so results never depend on
 #: the machine (atomic return values across workgroups follow the batch schedule)
-BATCH_LANES = 1 << 17
-_BATCH_REG_BYTES = 64 << 20
+BATCH_LANES = 1 << 15
+_BATCH_REG_BYTES = 32 << 20
 
 
 @dataclass

@@ -242,7 +242,8 @@ for t in _FLOATS:
     _def(f"floor.{t.spelling}", C, "floor", (d, s), t, "d = largest integral value <= a", det=NAN_)
     _def(f"ceil.{t.spelling}", C, "ceil", (d, s), t, "d = smallest integral value >= a", det=NAN_)
     _def(f"trunc.{t.spelling}", C, "trunc", (d, s), t, "d = a rounded toward zero to an integral value", det=NAN_)
-    _def(f"rint.{t.spelling}", C, "rint", (d, s), t, "d = a rounded to the nearest integral value, ties to even", det=NAN_)
+    _def(f"rint.{t.spelling}", C, "rint", (d, s), t, "d = a rounded to the nearest integer, ties to even",
+         det=NAN_)
 _APPROX = Determinism.APPROX
 _def("ex2.approx.f32", C, "ex2", (R, S), T.F32, "d ~ 2^a (max error 2 ulp; see spec)", det=_APPROX)
 _def("lg2.approx.f32", C, "lg2", (R, S), T.F32, "d ~ log2(a) (max error 2 ulp; see spec)", det=_APPROX)
@@ -477,7 +478,7 @@ BY_MNEMONIC: dict[str, InstrDef] = {d.mnemonic: d for d in INSTRUCTIONS}
 BY_OPCODE: dict[int, InstrDef] = {d.opcode: d for d in INSTRUCTIONS}
 if len(BY_MNEMONIC) != len(INSTRUCTIONS) or len(BY_OPCODE) != len(INSTRUCTIONS):
     raise AssertionError("instruction table has duplicate mnemonics or opcodes")
-del _RECORDS, C, t
+del C, t
 
 
 def lookup(mnemonic: str) -> InstrDef:
