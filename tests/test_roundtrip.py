@@ -163,6 +163,8 @@ def test_every_record_roundtrips(d: InstrDef) -> None:
 
 _IDENTS = st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,8}", fullmatch=True)
 _PLAIN = [d for d in INSTRUCTIONS if Flag.STRUCTURED not in d.flags and d.op != "call"]
+# any text a .wbin debug table can hold: no NUL, no lone surrogates
+_FILE_CHARS = st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00")
 _FLOAT_BITS = {T.F16: 16, T.BF16: 16, T.F32: 32, T.F64: 64}
 
 
@@ -226,7 +228,8 @@ def _instruction(draw: st.DrawFn, d: InstrDef, ctx: dict) -> Instruction:  # typ
         guard = Pred(draw(st.integers(0, 7)), draw(st.booleans()))
     loc = None
     if draw(st.integers(0, 3)) == 0:
-        loc = SourceLoc(draw(st.text(st.characters(blacklist_characters="\x00"), max_size=12)), draw(st.integers(0, 1 << 20)), draw(st.integers(0, 300)))
+        file = draw(st.text(_FILE_CHARS, max_size=12))
+        loc = SourceLoc(file, draw(st.integers(0, 1 << 20)), draw(st.integers(0, 300)))
     return Instruction(d, tuple(values), guard, loc)  # type: ignore[arg-type]
 
 

@@ -308,8 +308,6 @@ class _Assembler:
         if len(errors) == 1:
             raise errors[0][1]
         detail = "; ".join(f"as {n}: {e.message}" for n, e in errors)
-        first = errors[0][1]
-        assert first.loc is not None
         raise raw.line.error(f"no form of {name!r} accepts these operands ({detail})",
                              raw.mnemonic.col, len(raw.mnemonic.text))
 

@@ -155,8 +155,13 @@ def fma_f64(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
         # a, b finite, c inf/nan: the exact product is finite so the result is c
         cinf = np.isfinite(a) & np.isfinite(b) & ~np.isfinite(c)
         res = np.where(cinf, c, res)
+        # Dekker's TwoProduct is exact only without overflow (splitting needs |x| < 2^996)
+        # and without underflow: a product that rounds to (or near) zero while a, b != 0
+        # makes the error term vanish spuriously, so only a true zero factor may pass below
+        # 2^-960 (fma(2^-1074, -0.5, +0) = -0, not +0).
+        zero_factor = (a == 0) | (b == 0)
         safe = finite & (np.abs(a) < 2.0**995) & (np.abs(b) < 2.0**995) & (
-            (np.abs(p) > 2.0**-960) | (p == 0))
+            (np.abs(p) > 2.0**-960) | zero_factor)
         t = _SPLIT * a
         ah = t - (t - a)
         al = a - ah

@@ -1,0 +1,220 @@
+"""The compiler's typed IR: instructions on virtual values inside structured regions.
+
+Shape (design.md §3.1, MLIR ``scf`` as the model): a body is a list of nodes; a node is an
+:class:`Op` (one WAVE instruction on virtual :class:`Value` operands, chosen from the
+instruction table), or a structured node — :class:`If` (then/else regions), :class:`Loop`
+(a body region, left by :class:`Break`), :class:`Break`, :class:`Continue`, :class:`Halt`.
+Lowering to the ISA is a walk: the structure *is* the ISA's structure.
+
+Values are virtual registers. *Temporaries* have one definition that precedes every use in
+program order; *variables* (``Value.is_var``) are the kernel's mutable Python variables and
+may be assigned in several places (the "mutable variables lowered to registers" form of
+structured IR). Passes treat only temporaries as pure SSA values.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from anywave.errors import SourceLoc
+from anywave.isa.table import BY_MNEMONIC, Flag, InstrDef, Operand
+
+from .types import DType
+
+_ids = itertools.count()
+
+
+@dataclass(eq=False)
+class Value:
+    """A virtual register holding a value of ``type`` (``pred`` values live in predicate
+    registers; 64-bit ones in register pairs)."""
+
+    type: DType
+    name: str = ""
+    is_var: bool = False
+    id: int = field(default_factory=lambda: next(_ids))
+
+    def __repr__(self) -> str:
+        return f"%{self.name or 'v'}{self.id}:{self.type.name}"
+
+
+@dataclass(frozen=True, eq=False)
+class PredUse:
+    """A source predicate operand, optionally negated."""
+
+    value: Value
+    negated: bool = False
+
+
+@dataclass(frozen=True, eq=False)
+class DevAddr:
+    """``buffer[offset + imm]``; ``wide``: ``offset`` is a 64-bit value (``.o64`` form)."""
+
+    buffer: int
+    offset: Value
+    imm: int = 0
+
+
+@dataclass(frozen=True, eq=False)
+class LocAddr:
+    """Local memory ``[offset + imm]``."""
+
+    offset: Value
+    imm: int = 0
+
+
+@dataclass(eq=False)
+class Op:
+    """One instruction: table record, operands in assembly order, optional guard.
+
+    Operand values by kind: registers → :class:`Value`; ``PS`` → :class:`PredUse`; ``PD`` →
+    :class:`Value` (pred); addresses → :class:`DevAddr`/:class:`LocAddr`; immediates and
+    enumerations → their plain value (as :class:`anywave.binary.module.Instruction`)."""
+
+    defn: InstrDef
+    operands: list[Any]
+    loc: SourceLoc | None = None
+    guard: PredUse | None = None
+
+    @classmethod
+    def make(cls, mnemonic: str, *operands: Any, loc: SourceLoc | None = None) -> Op:
+        return cls(BY_MNEMONIC[mnemonic], list(operands), loc)
+
+    @property
+    def mnemonic(self) -> str:
+        return self.defn.mnemonic
+
+    def defs(self) -> list[Value]:
+        return [v for k, v in zip(self.defn.operands, self.operands, strict=False) if k.is_dest]
+
+    def uses(self) -> list[Value]:
+        out: list[Value] = []
+        for k, v in zip(self.defn.operands, self.operands, strict=False):
+            if k.is_dest:
+                continue
+            if isinstance(v, Value):
+                out.append(v)
+            elif isinstance(v, PredUse):
+                out.append(v.value)
+            elif isinstance(v, (DevAddr, LocAddr)):
+                out.append(v.offset)
+        if self.guard is not None:
+            out.append(self.guard.value)
+        return out
+
+    def replace_uses(self, mapping: dict[Value, Value]) -> None:
+        new: list[Any] = []
+        for k, v in zip(self.defn.operands, self.operands, strict=False):
+            if not k.is_dest:
+                if isinstance(v, Value):
+                    v = mapping.get(v, v)
+                elif isinstance(v, PredUse) and v.value in mapping:
+                    v = PredUse(mapping[v.value], v.negated)
+                elif isinstance(v, DevAddr) and v.offset in mapping:
+                    v = DevAddr(v.buffer, mapping[v.offset], v.imm)
+                elif isinstance(v, LocAddr) and v.offset in mapping:
+                    v = LocAddr(mapping[v.offset], v.imm)
+            new.append(v)
+        self.operands = new
+        if self.guard is not None and self.guard.value in mapping:
+            self.guard = PredUse(mapping[self.guard.value], self.guard.negated)
+
+    @property
+    def is_pure(self) -> bool:
+        """No side effect and cannot fault: may be removed, duplicated, hoisted or executed
+        speculatively."""
+        f = self.defn.flags
+        if f & (Flag.LOAD | Flag.STORE | Flag.ATOMIC | Flag.WAVE_COLLECTIVE | Flag.BARRIER
+                | Flag.STRUCTURED | Flag.TERMINATOR):
+            return False
+        return self.defn.op not in ("fence", "call", "nop") and bool(self.defs())
+
+    def __repr__(self) -> str:
+        g = f"@{'!' if self.guard.negated else ''}{self.guard.value} " if self.guard else ""
+        return f"{g}{self.mnemonic} " + ", ".join(map(repr, self.operands))
+
+
+@dataclass(eq=False)
+class If:
+    cond: PredUse
+    then: list[Node] = field(default_factory=list)
+    orelse: list[Node] = field(default_factory=list)
+    loc: SourceLoc | None = None
+
+
+@dataclass(eq=False)
+class Loop:
+    body: list[Node] = field(default_factory=list)
+    loc: SourceLoc | None = None
+
+
+@dataclass(eq=False)
+class Break:
+    cond: PredUse | None = None
+    loc: SourceLoc | None = None
+
+
+@dataclass(eq=False)
+class Continue:
+    cond: PredUse | None = None
+    loc: SourceLoc | None = None
+
+
+@dataclass(eq=False)
+class Halt:
+    cond: PredUse | None = None
+    loc: SourceLoc | None = None
+
+
+Node = Op | If | Loop | Break | Continue | Halt
+
+
+def node_uses(n: Node) -> list[Value]:
+    """Values a node reads directly (not those of nested regions)."""
+    if isinstance(n, Op):
+        return n.uses()
+    c = getattr(n, "cond", None)
+    return [c.value] if c is not None else []
+
+
+def walk(body: list[Node]) -> Iterator[Node]:
+    """Every node, pre-order, nested regions included."""
+    for n in body:
+        yield n
+        if isinstance(n, If):
+            yield from walk(n.then)
+            yield from walk(n.orelse)
+        elif isinstance(n, Loop):
+            yield from walk(n.body)
+
+
+def dump(body: list[Node], indent: int = 0) -> str:
+    """Readable text of a body (debugging)."""
+    pad = "  " * indent
+    lines: list[str] = []
+    for n in body:
+        if isinstance(n, Op):
+            lines.append(pad + repr(n))
+        elif isinstance(n, If):
+            lines.append(pad + f"if {'!' if n.cond.negated else ''}{n.cond.value}")
+            lines.append(dump(n.then, indent + 1))
+            if n.orelse:
+                lines.append(pad + "else")
+                lines.append(dump(n.orelse, indent + 1))
+            lines.append(pad + "endif")
+        elif isinstance(n, Loop):
+            lines.append(pad + "loop")
+            lines.append(dump(n.body, indent + 1))
+            lines.append(pad + "endloop")
+        else:
+            c = getattr(n, "cond", None)
+            cs = f" {'!' if c.negated else ''}{c.value}" if c else ""
+            lines.append(pad + type(n).__name__.lower() + cs)
+    return "\n".join(x for x in lines if x)
+
+
+def is_dest(kind: Operand) -> bool:
+    return kind.is_dest

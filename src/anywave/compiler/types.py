@@ -1,0 +1,183 @@
+"""Types of the kernel language: scalar dtypes, buffer annotations and compile-time constants.
+
+Spelling (docs in :mod:`anywave.compiler`):
+
+* scalars ``aw.i32 aw.u32 aw.i64 aw.u64 aw.f16 aw.bf16 aw.f32 aw.f64 aw.bool_`` (Python's
+  ``bool`` is accepted as an annotation too);
+* buffers ``aw.Buffer[aw.f32]`` (read-write), ``aw.In[aw.f32]`` (read only),
+  ``aw.Out[aw.f32]`` (write only); narrow integer element types ``aw.u8 aw.i8 aw.u16 aw.i16``
+  are allowed for buffers (loads widen them to u32/i32, stores keep the low bits);
+* compile-time constants ``aw.Const[int]`` / ``aw.Const[float]`` / ``aw.Const[bool]`` — or
+  any keyword-only parameter — specialise the kernel; their values are part of the cache key.
+
+Inside a kernel a dtype is also a conversion: ``aw.f32(i)`` emits ``cvt.f32.i32``. Outside a
+kernel it builds the NumPy scalar (``aw.f32(1.5)`` is ``np.float32(1.5)``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+
+from anywave.isa.types import Access, ScalarType
+
+
+@dataclass(frozen=True, eq=True)
+class DType:
+    """A value type of the kernel language.
+
+    Attributes:
+        name: spelling (``f32``).
+        scalar: the ISA type (``ScalarType.PRED`` for predicates, ``U32`` for ``bool_``
+            values kept in registers as 0/1).
+        np_dtype: the NumPy dtype of buffers/scalars of this type (``None`` for predicates).
+    """
+
+    name: str
+    scalar: ScalarType
+    np_dtype: Any
+
+    @property
+    def bits(self) -> int:
+        return self.scalar.bits if self.name != "bool" else 32
+
+    @property
+    def is_float(self) -> bool:
+        return self.scalar.is_float
+
+    @property
+    def is_int(self) -> bool:
+        return not self.is_float and self.name not in ("bool", "pred")
+
+    @property
+    def is_signed(self) -> bool:
+        return self.scalar.is_signed
+
+    @property
+    def is_bool(self) -> bool:
+        return self.name in ("bool", "pred")
+
+    @property
+    def regs(self) -> int:
+        """32-bit registers a value occupies (0 for predicates)."""
+        if self.name == "pred":
+            return 0
+        return 2 if self.bits == 64 else 1
+
+    def __repr__(self) -> str:
+        return f"aw.{self.name}"
+
+    def __call__(self, value: Any) -> Any:
+        """Outside a kernel: the NumPy scalar of this type."""
+        if self.np_dtype is None:
+            raise TypeError(f"aw.{self.name} has no host representation")
+        return np.dtype(self.np_dtype).type(value)
+
+
+i8 = DType("i8", ScalarType.I8, np.int8)
+u8 = DType("u8", ScalarType.U8, np.uint8)
+i16 = DType("i16", ScalarType.I16, np.int16)
+u16 = DType("u16", ScalarType.U16, np.uint16)
+i32 = DType("i32", ScalarType.I32, np.int32)
+u32 = DType("u32", ScalarType.U32, np.uint32)
+i64 = DType("i64", ScalarType.I64, np.int64)
+u64 = DType("u64", ScalarType.U64, np.uint64)
+f16 = DType("f16", ScalarType.F16, np.float16)
+bf16 = DType("bf16", ScalarType.BF16, ml_dtypes.bfloat16)
+f32 = DType("f32", ScalarType.F32, np.float32)
+f64 = DType("f64", ScalarType.F64, np.float64)
+bool_ = DType("bool", ScalarType.U32, np.bool_)
+#: internal: a comparison result held in a predicate register
+pred = DType("pred", ScalarType.PRED, None)
+
+#: types a value (register) can have in the language
+VALUE_TYPES = (i32, u32, i64, u64, f16, bf16, f32, f64, bool_)
+#: narrow integer types allowed only as buffer/local-array elements
+NARROW_TYPES = (i8, u8, i16, u16)
+BY_NAME = {t.name: t for t in (*VALUE_TYPES, *NARROW_TYPES)}
+BY_NAME["bool_"] = bool_
+
+
+def value_type_of_element(t: DType) -> DType:
+    """The register type a load of element type ``t`` produces (narrow ints widen)."""
+    if t in (i8, i16):
+        return i32
+    if t in (u8, u16):
+        return u32
+    return t
+
+
+def from_numpy(dt: Any) -> DType | None:
+    """The DType of a NumPy dtype, or None."""
+    dt = np.dtype(dt)
+    for t in (*VALUE_TYPES, *NARROW_TYPES):
+        if t.np_dtype is not None and t is not bool_ and np.dtype(t.np_dtype) == dt:
+            return t
+    return None
+
+
+@dataclass(frozen=True)
+class BufferType:
+    """A buffer parameter annotation: element type and access."""
+
+    elem: DType
+    access: Access
+
+    def __repr__(self) -> str:
+        head = {Access.READ: "In", Access.WRITE: "Out", Access.READWRITE: "Buffer"}[self.access]
+        return f"aw.{head}[{self.elem!r}]"
+
+
+class _BufferSpelling:
+    access = Access.READWRITE
+
+    def __class_getitem__(cls, elem: Any) -> BufferType:
+        if not isinstance(elem, DType) or elem in (bool_, pred):
+            raise TypeError(f"aw.{cls.__name__}[...] takes an element type such as aw.f32, got {elem!r}; "
+                            f"valid: {', '.join(t.name for t in (*VALUE_TYPES, *NARROW_TYPES) if t is not bool_)}")
+        return BufferType(elem, cls.access)
+
+
+class Buffer(_BufferSpelling):
+    """``aw.Buffer[aw.f32]``: a buffer the kernel reads and writes."""
+
+    access = Access.READWRITE
+
+
+class In(_BufferSpelling):
+    """``aw.In[aw.f32]``: a buffer the kernel only reads."""
+
+    access = Access.READ
+
+
+class Out(_BufferSpelling):
+    """``aw.Out[aw.f32]``: a buffer the kernel only writes (reading it is a compile error)."""
+
+    access = Access.WRITE
+
+
+@dataclass(frozen=True)
+class ConstType:
+    """``aw.Const[int]``: a compile-time constant parameter of Python type ``py``."""
+
+    py: type
+
+    def __repr__(self) -> str:
+        return f"aw.Const[{self.py.__name__}]"
+
+
+class Const:
+    """``aw.Const[int]``, ``aw.Const[float]``, ``aw.Const[bool]``: the argument's value is
+    known when the kernel is compiled (one compiled module per distinct value)."""
+
+    def __class_getitem__(cls, py: Any) -> ConstType:
+        if py not in (int, float, bool):
+            raise TypeError(f"aw.Const[...] takes int, float or bool, got {py!r}")
+        return ConstType(py)
+
+
+#: Python scalar constant types the frontend folds at compile time
+PY_CONST = (bool, int, float)
