@@ -32,18 +32,7 @@ WIDTHS = (8, 16, 32, 64)
 
 #: case -> (wave widths affected, reason). Only cases whose expectation was checked by hand.
 KNOWN_EMULATOR_BUGS: dict[str, str] = {
-    "alu_fma_f64": (
-        "emu.floats.fma_f64 fast path: for a=2^-1074 (0x1), b=-0.5, c=+0 the exact result -2^-1075 "
-        "rounds (tie to even) to zero and IEEE 754 §6.3 gives it the exact result's sign: -0 "
-        "(0x8000000000000000). The Dekker TwoProduct exactness test is fooled by the underflowing "
-        "product (a*b rounds to -0, error term computes 0), so it returns -0 + 0 = +0."
-    ),
-    "mma_f16": (
-        "checked mode: emu.waveops._mma writes the D tile into local memory without marking it "
-        "initialised, so the later ld.local of D reports 'read of uninitialised local memory'. "
-        "Values are right (test_mma_values_unchecked)."
-    ),
-    "mma_bf16": "same as mma_f16",
+    # alu_fma_f64, mma_f16, mma_bf16: fixed (issue 3); their groups now pass in checked mode
 }
 
 

@@ -77,7 +77,7 @@ KERNEL_FLAG_NAMES: dict[str, int] = {"flat": KERNEL_FLAG_FLAT}
 _KERNEL_DIRECTIVES = (".arg", ".registers", ".local_memory", ".workgroup_size", ".max_workgroup_size",
                       ".capabilities", ".flags", ".dialect")
 _BLOCK_DIRECTIVES = (".loc", ".end")
-_TOP_DIRECTIVES = (".version", ".kernel", ".func")
+_TOP_DIRECTIVES = (".version", ".nodebug", ".kernel", ".func")
 _LABEL = re.compile(rf"\s*({IDENT})\s*:(?=\s|$)")
 _U32_MAX = (1 << 32) - 1
 
@@ -128,12 +128,17 @@ class _Unit:
     calls: set[int] = field(default_factory=set)
 
 
-def assemble(text: str, filename: str = "<string>") -> Module:
+def assemble(text: str, filename: str = "<string>", *, debug: bool = True) -> Module:
     """Assemble ``.wave`` text into a Module.
 
     Args:
         text: the source, native syntax and/or the reference toolchain's dialect.
-        filename: used in error locations only.
+        filename: used in error locations and in the debug table.
+        debug: record each instruction's own ``filename:line:column`` in the debug table, so
+            verifier and emulator errors point at the ``.wave`` line. This happens only when
+            the text has no ``.loc`` directive (explicit locations win) and no ``.nodebug``
+            directive (which the disassembler prints for modules without debug info, so a
+            round trip stays byte-identical).
 
     Returns:
         A Module whose kernels and functions appear in text order (``call`` operands index
@@ -144,12 +149,15 @@ def assemble(text: str, filename: str = "<string>") -> Module:
         AsmError: for any malformed input, with file:line:column, the offending line and a
         caret under the offending token.
     """
-    return _Assembler(text, filename).run()
+    return _Assembler(text, filename, debug).run()
 
 
 class _Assembler:
-    def __init__(self, text: str, filename: str) -> None:
+    def __init__(self, text: str, filename: str, debug: bool = True) -> None:
         self.filename = filename
+        self.debug = debug
+        self.saw_loc = False
+        self.nodebug = False
         # lines end at "\n" only (an optional "\r" before it is dropped), so line numbers
         # match what editors show
         self.lines = [Line(filename, i + 1, t[:-1] if t.endswith("\r") else t)
@@ -176,6 +184,11 @@ class _Assembler:
                             raise line.error_at("duplicate .version directive", word)
                         seen_version = True
                         self.version = self._version(line, split_words(code, end), word)
+                    elif name == ".nodebug":
+                        extra = split_words(code, end)
+                        if extra:
+                            raise line.error_at(f"unexpected text after .nodebug: {extra[0].text!r}", extra[0])
+                        self.nodebug = True
                     elif name in (".kernel", ".func"):
                         block = self._open_block(line, word, split_words(code, end))
                         pending_loc = None
@@ -196,6 +209,7 @@ class _Assembler:
                     continue
                 if name == ".loc":
                     pending_loc = self._loc(line, code, end, word)
+                    self.saw_loc = True
                     continue
                 if name in (".kernel", ".func", ".version"):
                     raise line.error_at(f"missing .end: {block.kind} {block.name!r} opened at line "
@@ -248,9 +262,9 @@ class _Assembler:
             tok = words[0] if words else word
             raise line.error_at("expected .version MAJOR.MINOR (e.g. .version 1.0)", tok)
         major, minor = words[0].text.split(".")
-        if int(major) != FORMAT_VERSION[0]:
+        if (int(major), int(minor)) != FORMAT_VERSION:
             raise line.error_at(f"unsupported .version {words[0].text}; this assembler reads "
-                                f"{FORMAT_VERSION[0]}.x", words[0])
+                                f"{FORMAT_VERSION[0]}.{FORMAT_VERSION[1]}", words[0])
         return int(major), int(minor)
 
     def _open_block(self, line: Line, word: Token, words: list[Token]) -> _Block:
@@ -478,6 +492,10 @@ class _Assembler:
     # ------------------------------------------------------------------ driver
     def run(self) -> Module:
         self.lex()
+        if self.debug and not self.saw_loc and not self.nodebug:
+            for block in self.blocks:
+                for raw in block.body:
+                    raw.loc = SourceLoc(self.filename, raw.line.lineno, raw.mnemonic.col)
         units: list[_Unit] = []
         func_index: dict[str, tuple[int, _Unit]] = {}
         kernel_names: dict[str, Line] = {}

@@ -71,6 +71,10 @@ class _Printer:
     def run(self) -> str:
         major, minor = self.m.version
         parts = [f".version {major}.{minor}\n"]
+        has_debug = any(ins.loc is not None for unit in [*self.m.kernels, *self.m.functions] for ins in unit.code)
+        if not has_debug:
+            # without it, assembling this text would record its own lines as debug info
+            parts.append(".nodebug\n")
         for k in self.m.kernels:
             parts.append(self.kernel(k))
         for i, f in enumerate(self.m.functions):

@@ -15,10 +15,12 @@ mask and from the frames up to the construct they leave (docs/decisions.md,
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +46,8 @@ _CONTROL_KIND = {"if": IF, "else": ELSE, "endif": ENDIF, "loop": LOOP, "endloop"
 #: the machine (atomic return values across workgroups follow the batch schedule)
 BATCH_LANES = 1 << 15
 _BATCH_REG_BYTES = 32 << 20
+#: default bound on loop iterations per batch (emulate's max_loop_iterations)
+DEFAULT_MAX_LOOP_ITERATIONS = 10 ** 7
 
 
 @dataclass
@@ -206,38 +210,124 @@ def _abi_text(kernel: Kernel) -> str:
 
 _SCALAR_INT = {ScalarType.U32: (0, (1 << 32) - 1), ScalarType.I32: (-(1 << 31), (1 << 31) - 1),
                ScalarType.U64: (0, (1 << 64) - 1), ScalarType.I64: (-(1 << 63), (1 << 63) - 1)}
-_SCALAR_FLOAT = {ScalarType.F32: np.float32, ScalarType.F64: np.float64, ScalarType.F16: np.float16}
+#: float ABI type -> (significand bits p, min normal exponent, max exponent, bit width)
+_SCALAR_FLOAT = {ScalarType.F64: (53, -1022, 1023, 64), ScalarType.F32: (24, -126, 127, 32),
+                 ScalarType.F16: (11, -14, 15, 16), ScalarType.BF16: (8, -126, 127, 16)}
+#: NumPy / ml_dtypes scalar type names whose bits *are* the ABI type's (taken unchanged)
+_SAME_TYPE = {ScalarType.F64: "float64", ScalarType.F32: "float32", ScalarType.F16: "float16",
+              ScalarType.BF16: "bfloat16"}
+
+
+def _round_to_bits(x: Fraction, negative: bool, t: ScalarType) -> int | None:
+    """The exact value ``x`` (sign ``negative``, for zeros) rounded to nearest-even in float
+    type ``t``, as its bit pattern; None if it overflows to infinity."""
+    p, emin, emax, width = _SCALAR_FLOAT[t]
+    sign = (1 << (width - 1)) if negative else 0
+    a = abs(x)
+    if a == 0:
+        return sign
+    e = a.numerator.bit_length() - a.denominator.bit_length()  # 2^e <= a < 2^(e+2)
+    if Fraction(2) ** (e + 1) <= a:
+        e += 1
+    e = max(e, emin)
+    n = a / Fraction(2) ** (e - p + 1)  # significand in units of the last place
+    q, rem = divmod(n.numerator, n.denominator)
+    twice = 2 * rem
+    if twice > n.denominator or (twice == n.denominator and q & 1):
+        q += 1
+    if q >= 1 << p:  # carried into the next binade
+        q >>= 1
+        e += 1
+    if e > emax:
+        return None
+    mbits = p - 1
+    if q < 1 << mbits:  # subnormal (e == emin)
+        return sign | q
+    return sign | ((e - emin + 1) << mbits) | (q - (1 << mbits))
+
+
+def _exact_value(value: Any) -> tuple[Fraction | None, bool, bool]:
+    """(exact rational value or None for inf/NaN, sign bit, is NaN) of a real number."""
+    if isinstance(value, (int, np.integer)):
+        v = int(value)
+        return Fraction(v), v < 0, False
+    if isinstance(value, np.longdouble) and np.finfo(np.longdouble).nmant > 52:
+        if np.isnan(value):
+            return None, bool(np.signbit(value)), True
+        if np.isinf(value):
+            return None, bool(value < 0), False
+        return Fraction(*value.as_integer_ratio()), bool(np.signbit(value)), False
+    f = float(value)  # exact for every type of at most 64 bits (float16, bfloat16, float8 ...)
+    if f != f:
+        return None, math.copysign(1.0, f) < 0, True
+    if math.isinf(f):
+        return None, f < 0, False
+    return Fraction(f), math.copysign(1.0, f) < 0, False
 
 
 def _scalar_word(kernel: Kernel, name: str, t: ScalarType, value: Any) -> int:
-    """A scalar argument's value as its 32/64-bit pattern (int)."""
+    """A scalar argument's value as its 32/64-bit pattern (int).
+
+    Integer types take Python ints and NumPy / ml_dtypes integer scalars (range-checked).
+    Float types take Python ints and floats and NumPy / ml_dtypes real scalars: a scalar of
+    exactly the ABI type (e.g. ``np.float16`` for f16, ``ml_dtypes.bfloat16`` for bf16) is
+    passed bit for bit (NaN payload and -0 included); any other value is converted exactly,
+    rounded once to nearest-even (ValueError if it overflows the type; NaN becomes the
+    canonical quiet NaN)."""
     where = f"scalar argument {name!r} of kernel {kernel.name!r} ({t.spelling})"
     if isinstance(value, np.ndarray) and value.ndim == 0:
         value = value[()]
+    kind = _number_kind(value)
     if t in _SCALAR_INT:
-        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        if kind != "int":
             raise TypeError(f"{where} takes an integer, got {type(value).__name__} {value!r}")
         lo, hi = _SCALAR_INT[t]
         v = int(value)
         if not lo <= v <= hi:
             raise ValueError(f"{where} = {v} is out of range [{lo}, {hi}]")
         return v & ((1 << t.bits) - 1)
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+    if kind is None:
         raise TypeError(f"{where} takes a number, got {type(value).__name__} {value!r}")
-    f = float(value)
-    if t is ScalarType.BF16:
-        from anywave.emu.floats import f64_to_bf16_bits
-        bits = int(f64_to_bf16_bits(np.array([f]))[0])
-        if np.isfinite(f) and (bits & 0x7FFF) == 0x7F80:
-            raise ValueError(f"{where} = {f!r} overflows bf16")
-        return bits
-    dt = _SCALAR_FLOAT[t]
-    with np.errstate(all="ignore"):
-        conv = np.array([f], np.float64).astype(dt)
-    if np.isfinite(f) and not np.isfinite(conv[0]):
-        raise ValueError(f"{where} = {f!r} overflows {t.spelling} (largest finite "
-                         f"{float(np.finfo(dt).max)!r})")
-    return int(conv.view({2: np.uint16, 4: np.uint32, 8: np.uint64}[dt().itemsize])[0])
+    if isinstance(value, np.generic) and type(value).__name__ == _SAME_TYPE[t]:
+        return int(np.array(value).view({2: np.uint16, 4: np.uint32, 8: np.uint64}[value.itemsize]))
+    p, emin, emax, width = _SCALAR_FLOAT[t]
+    x, negative, nan = _exact_value(value)
+    if nan:
+        from anywave.emu import floats as fl
+        return int({ScalarType.F64: fl.F64_NAN, ScalarType.F32: fl.F32_NAN, ScalarType.F16: fl.F16_NAN,
+                    ScalarType.BF16: fl.BF16_NAN}[t])
+    inf_bits = ((1 << (width - p)) - 1) << (p - 1)
+    if x is None:
+        return inf_bits | ((1 << (width - 1)) if negative else 0)
+    bits = _round_to_bits(x, negative, t)
+    if bits is None:
+        largest = (2 - Fraction(2) ** (1 - p)) * Fraction(2) ** emax
+        raise ValueError(f"{where} = {value!r} overflows {t.spelling} (largest finite "
+                         f"{float(largest)!r})")
+    return bits
+
+
+def _number_kind(value: Any) -> str | None:
+    """'int', 'float' or None (not a real number) for Python / NumPy / ml_dtypes scalars."""
+    if isinstance(value, (bool, np.bool_)):
+        return None
+    if isinstance(value, (int, np.integer)):
+        return "int"
+    if isinstance(value, (float, np.floating)):
+        return "float"
+    if isinstance(value, np.generic) and type(value).__module__.split(".")[0] == "ml_dtypes":
+        import ml_dtypes
+        try:
+            ml_dtypes.iinfo(value.dtype)
+            return "int"
+        except (TypeError, ValueError):
+            pass
+        try:
+            ml_dtypes.finfo(value.dtype)
+            return "float"
+        except (TypeError, ValueError):
+            return None
+    return None
 
 
 def _bind(kernel: Kernel, args: Mapping[str, Any] | Sequence[Any],
@@ -333,6 +423,7 @@ class _Launch:
         self.buffers = buffers
         self.scalars = scalars
         self.check = check
+        self.max_loop_iterations = DEFAULT_MAX_LOOP_ITERATIONS
         self.ins_table: list[tuple[str, int, Instruction]] = []
         self.kcode = self._compile(f"kernel {kernel.name!r}", kernel.code)
         self.fcode: dict[int, _Code] = {}
@@ -434,6 +525,8 @@ class Batch:
             g, t = divmod(trace_lane, T)
             if wg0 <= g < wg0 + nwg:
                 self.trace_idx = (g - wg0) * Tp + t
+        self.loop_iterations = 0
+        self.max_loop_iterations = launch.max_loop_iterations
         self._set(self.exists.copy())
 
     # -- mask bookkeeping
@@ -633,6 +726,9 @@ class Batch:
             elif kind == ENDLOOP:
                 f = frames[-1]
                 if f[2].any():
+                    self.loop_iterations += 1
+                    if self.loop_iterations > self.max_loop_iterations:
+                        self._too_many_iterations(ents[match[pc]][3])
                     self._set(f[2].copy())
                     pc = match[pc] + 1
                 else:
@@ -674,6 +770,14 @@ class Batch:
             if tr is not None and was_active:
                 self._trace(ins_id, before)
 
+    def _too_many_iterations(self, loop_id: int) -> None:
+        L = self.launch
+        raise EmulationError(
+            f"kernel {L.kernel.name!r}: loop iteration bound exceeded at {L.describe_ins(loop_id)}: "
+            f"more than {self.max_loop_iterations} loop iterations in the batch of workgroups "
+            f"{self.wg0}..{self.wg0 + self.nwg - 1} (an infinite loop?); pass a larger "
+            f"max_loop_iterations to emulate() if the kernel really iterates that often")
+
     def _trace(self, ins_id: int, before: tuple[np.ndarray, np.ndarray]) -> None:
         tr = self.trace_idx
         regs, preds = before
@@ -691,7 +795,8 @@ class Batch:
 def emulate(program: Module | bytes | str | os.PathLike[str], kernel: str, *,
             grid: int | Sequence[int] = (1, 1, 1), workgroup: int | Sequence[int] = (1, 1, 1),
             args: Mapping[str, Any] | Sequence[Any] = (), wave_width: int = 32,
-            check: bool = False, trace_lane: int | None = None) -> EmulationStats:
+            check: bool = False, trace_lane: int | None = None,
+            max_loop_iterations: int = DEFAULT_MAX_LOOP_ITERATIONS) -> EmulationStats:
     """Run ``kernel`` of ``program`` on the reference emulator.
 
     Args:
@@ -710,6 +815,10 @@ def emulate(program: Module | bytes | str | os.PathLike[str], kernel: str, *,
             local memory (slower).
         trace_lane: global thread number (workgroup linear id * threads per workgroup +
             thread linear id) whose register changes are recorded in ``stats.trace``.
+        max_loop_iterations: bound on loop iterations (back edges taken by ``endloop``, all
+            loops together) per batch of workgroups; exceeding it raises EmulationError
+            naming the kernel, the loop instruction and its source line instead of hanging.
+            Default 10^7.
 
     Returns:
         :class:`EmulationStats`.
@@ -736,8 +845,12 @@ def emulate(program: Module | bytes | str | os.PathLike[str], kernel: str, *,
     if k.max_workgroup_size is not None and T > k.max_workgroup_size:
         raise ValueError(f"workgroup {wg} has {T} threads; kernel {k.name!r} allows at most "
                          f"{k.max_workgroup_size}")
+    if isinstance(max_loop_iterations, bool) or not isinstance(max_loop_iterations, (int, np.integer)) \
+            or max_loop_iterations < 1:
+        raise ValueError(f"max_loop_iterations must be a positive int, got {max_loop_iterations!r}")
     buffers, scalars = _bind(k, args, check)
     launch = _Launch(module, k, wave_width, g, wg, buffers, scalars, check)
+    launch.max_loop_iterations = int(max_loop_iterations)
     nwg = g[0] * g[1] * g[2]
     if trace_lane is not None and not 0 <= int(trace_lane) < nwg * T:
         raise ValueError(f"trace_lane {trace_lane} is outside the launch's {nwg * T} threads")

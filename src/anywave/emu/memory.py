@@ -63,9 +63,9 @@ def _offsets(st: Any, ins: Instruction, addr: Any, kind: Operand, idx: np.ndarra
 
 
 def check_access(st: Any, ins: Instruction, what: str, off: np.ndarray, size: int, limit: int,
-                 idx: np.ndarray, space: str) -> None:
+                 idx: np.ndarray, space: str, align: int | None = None) -> None:
     """Raise EmulationError for the first lane whose [off, off+size) leaves [0, limit) or is
-    misaligned (size is a power of two)."""
+    misaligned: off must be a multiple of ``align`` (a power of two; default ``size``)."""
     if off.size == 0:
         return
     if int(off.min()) < 0 or int(off.max()) > limit - size:
@@ -75,12 +75,14 @@ def check_access(st: Any, ins: Instruction, what: str, off: np.ndarray, size: in
             f"out-of-bounds {space} access in {st.where()}: {what} byte offset {int(off[i])} "
             f"({size}-byte access; {limit} bytes, valid offsets 0..{max(limit - size, -1)}) by "
             f"{st.describe_lane(int(idx[i]))}; {int(bad.sum())} lane(s) out of bounds")
-    if size > 1 and int(np.bitwise_or.reduce(off)) & (size - 1):
-        mis = (off & (size - 1)) != 0
+    align = size if align is None else align
+    if align > 1 and int(np.bitwise_or.reduce(off)) & (align - 1):
+        mis = (off & (align - 1)) != 0
         i = int(np.flatnonzero(mis)[0])
         raise EmulationError(
             f"misaligned {space} access in {st.where()}: {what} byte offset {int(off[i])} is not a "
-            f"multiple of the access size {size}, by {st.describe_lane(int(idx[i]))}")
+            f"multiple of the {'access' if align == size else 'element'} size {align}, by "
+            f"{st.describe_lane(int(idx[i]))}")
 
 
 def take(row: np.ndarray, idx: np.ndarray) -> np.ndarray:
@@ -323,6 +325,8 @@ def _atomic(ins: Instruction) -> Run:
         if idx.size == 0:
             return
         tg = _resolve(st, ins, addr, kind, idx, 4, True)
+        if tg.shadow is not None:
+            tg.shadow.access(st, tg.flat, 4, idx, write=True, atomic=True)
         v = take(st.regs[vreg], idx)
         c = take(st.regs[creg], idx) if creg is not None else None
         old = atomic_apply(elem_view(tg.u8, 4), tg.flat >> 2, v, op, t, c)
@@ -339,10 +343,16 @@ MEMORY_OPS = {"ld": _load, "st": _store, "atom": _atomic, "red": _atomic}
 class RaceShadow:
     """Checked-mode shadow state for a memory region (per byte).
 
-    ``writer``/``writer_ins``: last plain write (global thread number, instruction id)
-    since the last synchronisation; ``reader``/``reader2``: two distinct readers since then
-    (enough to know whether any thread other than a given one has read). ``written``
-    (local memory only): ever written, to report reads of uninitialised local memory.
+    Since the last synchronisation (a barrier for local memory; the launch for device
+    memory) each byte remembers: ``writer``/``writer_ins``, the last plain write (global
+    thread number, instruction id); ``reader``/``reader2``, two distinct plain readers
+    (enough to know whether any thread other than a given one has read); ``atom``/
+    ``atom2``, two distinct threads that updated it atomically. ``written`` (local memory
+    only): ever written, to report reads of uninitialised local memory.
+
+    Races (docs/decisions.md, "Memory", "Atomics"): two accesses to the same byte by
+    different threads with no synchronisation between, at least one of them a write, and
+    not both atomic. An atomic counts as a write (read-modify-write).
     """
 
     def __init__(self, nbytes: int, space: str, track_init: bool, describe: Any) -> None:
@@ -351,21 +361,60 @@ class RaceShadow:
         self.reader = np.full(nbytes, -1, I64)
         self.reader_ins = np.zeros(nbytes, np.int32)
         self.reader2 = np.full(nbytes, -1, I64)
+        self.reader2_ins = np.zeros(nbytes, np.int32)
+        self.atom = np.full(nbytes, -1, I64)
+        self.atom_ins = np.zeros(nbytes, np.int32)
+        self.atom2 = np.full(nbytes, -1, I64)
+        self.atom2_ins = np.zeros(nbytes, np.int32)
         self.written = np.zeros(nbytes, bool) if track_init else None
         self.space = space
         self.describe = describe  # flat byte -> text
 
     def reset(self, lo: int, hi: int) -> None:
         """Forget accesses to bytes [lo, hi) (a barrier)."""
-        self.writer[lo:hi] = -1
-        self.reader[lo:hi] = -1
-        self.reader2[lo:hi] = -1
+        for a in (self.writer, self.reader, self.reader2, self.atom, self.atom2):
+            a[lo:hi] = -1
 
-    def access(self, st: Any, flat: np.ndarray, size: int, idx: np.ndarray, write: bool) -> None:
+    def access(self, st: Any, flat: np.ndarray, size: int, idx: np.ndarray, write: bool,
+               atomic: bool = False) -> None:
+        """Record that lanes ``idx`` access bytes [flat, flat+size) (flat: int64 [len(idx)])."""
         b = (flat[:, None] + np.arange(size)).reshape(-1)
         thr = np.repeat(take(st.gthread, idx), size)
+        self.access_bytes(st, b, thr, "atomic" if atomic else ("write" if write else "read"))
+
+    def _check_other(self, st: Any, b: np.ndarray, thr: np.ndarray, who: np.ndarray,
+                     who_ins: np.ndarray, what1: str, what2: str) -> None:
+        w = who[b]
+        hit = (w >= 0) & (w != thr)
+        if hit.any():
+            i = int(np.flatnonzero(hit)[0])
+            self._race(st, int(b[i]), int(w[i]), int(who_ins[b[i]]), what1, int(thr[i]), st.cur_id, what2)
+
+    def _record(self, b: np.ndarray, thr: np.ndarray, one: np.ndarray, one_ins: np.ndarray,
+                two: np.ndarray, two_ins: np.ndarray, ins_id: int) -> None:
+        r = one[b]
+        first = r < 0
+        one[b[first]] = thr[first]
+        one_ins[b[first]] = ins_id
+        other = (one[b] != thr) & (two[b] < 0)
+        two[b[other]] = thr[other]
+        two_ins[b[other]] = ins_id
+
+    def access_bytes(self, st: Any, b: np.ndarray, thr: np.ndarray, kind: str) -> None:
+        """Record accesses of bytes ``b`` (flat, int64) by threads ``thr`` (global thread
+        numbers, same length); kind is "read", "write" or "atomic". Raises EmulationError
+        on a race or (local memory) a read of never-written bytes."""
         ins_id = st.cur_id
-        if write:
+        if kind != "write" and self.written is not None:
+            un = ~self.written[b]
+            if un.any():
+                i = int(np.flatnonzero(un)[0])
+                raise EmulationError(
+                    f"read of uninitialised {self.space} ({self.describe(int(b[i]))}) in "
+                    f"{st.where()} by {st.describe_thread(int(thr[i]))}; local memory starts "
+                    f"undefined, write it before reading")
+        verb = {"read": "read", "write": "wrote", "atomic": "atomically updated"}[kind]
+        if kind == "write":
             # two lanes of this instruction writing the same byte
             order = np.argsort(b, kind="stable")
             bs, ts = b[order], thr[order]
@@ -373,45 +422,24 @@ class RaceShadow:
             if dup.size:
                 i = int(dup[0])
                 self._race(st, int(bs[i]), int(ts[i]), ins_id, "wrote", int(ts[i + 1]), ins_id, "wrote")
-            w = self.writer[b]
-            hit = (w >= 0) & (w != thr)
-            if hit.any():
-                i = int(np.flatnonzero(hit)[0])
-                self._race(st, int(b[i]), int(w[i]), int(self.writer_ins[b[i]]), "wrote",
-                           int(thr[i]), ins_id, "wrote")
-            for rd in (self.reader, self.reader2):
-                r = rd[b]
-                hit = (r >= 0) & (r != thr)
-                if hit.any():
-                    i = int(np.flatnonzero(hit)[0])
-                    self._race(st, int(b[i]), int(r[i]), int(self.reader_ins[b[i]]), "read",
-                               int(thr[i]), ins_id, "wrote")
+        # against plain writes, plain reads (unless this is a read) and atomics (unless atomic)
+        self._check_other(st, b, thr, self.writer, self.writer_ins, "wrote", verb)
+        if kind != "read":
+            self._check_other(st, b, thr, self.reader, self.reader_ins, "read", verb)
+            self._check_other(st, b, thr, self.reader2, self.reader2_ins, "read", verb)
+        if kind != "atomic":
+            self._check_other(st, b, thr, self.atom, self.atom_ins, "atomically updated", verb)
+            self._check_other(st, b, thr, self.atom2, self.atom2_ins, "atomically updated", verb)
+        if kind == "read":
+            self._record(b, thr, self.reader, self.reader_ins, self.reader2, self.reader2_ins, ins_id)
+            return
+        if kind == "write":
             self.writer[b] = thr
             self.writer_ins[b] = ins_id
-            if self.written is not None:
-                self.written[b] = True
         else:
-            if self.written is not None:
-                un = ~self.written[b]
-                if un.any():
-                    i = int(np.flatnonzero(un)[0])
-                    raise EmulationError(
-                        f"read of uninitialised {self.space} ({self.describe(int(b[i]))}) in "
-                        f"{st.where()} by {st.describe_thread(int(thr[i]))}; local memory starts "
-                        f"undefined, write it before reading")
-            w = self.writer[b]
-            hit = (w >= 0) & (w != thr)
-            if hit.any():
-                i = int(np.flatnonzero(hit)[0])
-                self._race(st, int(b[i]), int(w[i]), int(self.writer_ins[b[i]]), "wrote",
-                           int(thr[i]), ins_id, "read")
-            r = self.reader[b]
-            first = r < 0
-            self.reader[b[first]] = thr[first]
-            self.reader_ins[b[first]] = ins_id
-            r = self.reader[b]
-            other = (r != thr) & (self.reader2[b] < 0)
-            self.reader2[b[other]] = thr[other]
+            self._record(b, thr, self.atom, self.atom_ins, self.atom2, self.atom2_ins, ins_id)
+        if self.written is not None:
+            self.written[b] = True
 
     def _race(self, st: Any, byte: int, t1: int, i1: int, what1: str, t2: int, i2: int,
               what2: str) -> None:

@@ -15,6 +15,7 @@ import numpy as np
 from anywave.binary.module import Instruction
 from anywave.emu import floats as fl
 from anywave.emu.alu import Run, rp, w32, w64, wp
+from anywave.emu.memory import check_access
 from anywave.errors import EmulationError
 from anywave.isa.types import ScalarType as T
 
@@ -196,11 +197,19 @@ def _mma(ins: Instruction) -> Run:
         base = st.wgi[lane_ids] * st.local_bytes
         tiles = []
         for off, esz in zip(offs, (4, 2, 2, 4), strict=False):
-            from anywave.emu.memory import check_access
-            check_access(st, ins, "MMA tile", off, 256 * esz, st.local_bytes, lane_ids, "local memory")
-            if (off % esz).any():
-                raise EmulationError(f"{st.where()}: MMA tile offset not aligned to {esz} bytes")
+            # a tile is 256 elements: in bounds as a whole, aligned to its element size
+            check_access(st, ins, "MMA tile", off, 256 * esz, st.local_bytes, lane_ids, "local memory",
+                         align=esz)
             tiles.append((base + off)[:, None] + np.arange(256 * esz))
+        sh = st.local_shadow
+        if sh is not None:
+            # checked mode: the wave's lowest active lane stands for the wave; A, B, C are read
+            # (and must have been written), then D is written (and becomes initialised)
+            thr = st.gthread[lane_ids]
+            for k in (1, 2, 3):
+                t = tiles[k]
+                sh.access_bytes(st, t.reshape(-1), np.repeat(thr, t.shape[1]), "read")
+            sh.access_bytes(st, tiles[0].reshape(-1), np.repeat(thr, tiles[0].shape[1]), "write")
         A = conv(st.local[tiles[1]].view(np.uint16)).reshape(-1, 16, 16)
         B = conv(st.local[tiles[2]].view(np.uint16)).reshape(-1, 16, 16)
         acc = st.local[tiles[3]].view(np.float32).reshape(-1, 16, 16).copy()

@@ -1,0 +1,104 @@
+"""The kernel language's intrinsics: ids, synchronisation, local memory, atomics, wave
+operations, exact math, fast math, bit operations, casts and loop helpers.
+
+Every name here is a marker the compiler recognises inside ``@aw.kernel``/``@aw.func`` bodies
+(by identity, however the user imports it). Called outside a kernel they raise
+:class:`~anywave.compiler.errors.CompileError`.
+
+Ids and sizes are ``i32`` (the special registers are u32, but every id fits in 31 bits and a
+signed index mixes with ``n: aw.i32`` without casts). Scopes and orders are strings:
+``scope`` in {"wave", "workgroup", "device", "system"}, ``order`` in {"relaxed", "acquire",
+"release", "acq_rel", "seq_cst"}.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .errors import CompileError
+
+
+class Intrinsic:
+    """A language primitive; ``name`` selects the compiler's handler."""
+
+    def __init__(self, name: str, doc: str) -> None:
+        self.name = name
+        self.__doc__ = doc
+        self.__name__ = name
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise CompileError(f"aw.{self.name}() can only be used inside an @aw.kernel or @aw.func body")
+
+    def __repr__(self) -> str:
+        return f"<anywave intrinsic {self.name}>"
+
+
+_DOCS = {
+    # ids
+    "global_id": "global_id(d=0) -> i32: workgroup_id(d) * workgroup_size(d) + local_id(d)",
+    "local_id": "local_id(d=0) -> i32: the thread's id inside its workgroup along d",
+    "thread_id": "thread_id(d=0) -> i32: alias of local_id",
+    "workgroup_id": "workgroup_id(d=0) -> i32",
+    "workgroup_size": "workgroup_size(d=0) -> i32: threads per workgroup along d",
+    "num_workgroups": "num_workgroups(d=0) -> i32: workgroups in the grid along d",
+    "thread_linear_id": "thread_linear_id() -> i32: x + y*sx + z*sx*sy inside the workgroup",
+    "lane_id": "lane_id() -> i32: lane inside the wave (0..W-1)",
+    "wave_id": "wave_id() -> i32: wave inside the workgroup",
+    "wave_width": "wave_width() -> i32: W of the target (8, 16, 32 or 64) — never assume 32",
+    "num_waves": "num_waves() -> i32: waves in this workgroup",
+    # sync and memory
+    "barrier": "barrier(): workgroup execution barrier (+ workgroup acq_rel fence)",
+    "fence": "fence(scope='device', order='acq_rel'): memory fence",
+    "local_array": "local_array(dtype, shape) -> local array: per-workgroup memory, 1-D or 2-D, "
+                   "shape a compile-time int or tuple",
+    # atomics: (target, index, value, scope=, order=) -> old value (red form when unused)
+    "atomic_add": "atomic_add(buf, i, v, scope='device', order='relaxed') -> old (i32/u32/f32)",
+    "atomic_sub": "atomic_sub(buf, i, v, ...) -> old (i32/u32)",
+    "atomic_min": "atomic_min(buf, i, v, ...) -> old (i32/u32)",
+    "atomic_max": "atomic_max(buf, i, v, ...) -> old (i32/u32)",
+    "atomic_and": "atomic_and(buf, i, v, ...) -> old (32-bit ints)",
+    "atomic_or": "atomic_or(buf, i, v, ...) -> old (32-bit ints)",
+    "atomic_xor": "atomic_xor(buf, i, v, ...) -> old (32-bit ints)",
+    "atomic_exch": "atomic_exch(buf, i, v, ...) -> old (any 32-bit type)",
+    "atomic_cas": "atomic_cas(buf, i, cmp, v, ...) -> old; stores v where old == cmp (bitwise)",
+    # wave ops
+    "wave_shfl": "wave_shfl(v, lane) -> v of lane `lane` (own v if out of range/inactive)",
+    "wave_shfl_up": "wave_shfl_up(v, d) -> v of lane_id - d",
+    "wave_shfl_down": "wave_shfl_down(v, d) -> v of lane_id + d",
+    "wave_shfl_xor": "wave_shfl_xor(v, m) -> v of lane_id ^ m",
+    "wave_broadcast": "wave_broadcast(v, lane) -> v of `lane` (taken from the lowest active lane's lane)",
+    "wave_ballot": "wave_ballot(cond) -> u64 mask of active lanes where cond holds",
+    "wave_any": "wave_any(cond) -> bool",
+    "wave_all": "wave_all(cond) -> bool",
+    "wave_sum": "wave_sum(v) -> sum over active lanes (f32: the spec's butterfly order)",
+    "wave_min": "wave_min(v)", "wave_max": "wave_max(v)",
+    "wave_and": "wave_and(v)", "wave_or": "wave_or(v)", "wave_xor": "wave_xor(v)",
+    "wave_prefix_sum": "wave_prefix_sum(v, exclusive=False) -> prefix sum over active lanes",
+    # exact math (deterministic class)
+    "sqrt": "sqrt(x): correctly rounded", "floor": "floor(x)", "ceil": "ceil(x)",
+    "trunc": "trunc(x)", "rint": "rint(x): nearest, ties to even", "fma": "fma(a, b, c): one rounding",
+    # approximate math (*.approx.f32; documented ulp bounds in docs/spec.md)
+    "fast_exp2": "fast_exp2(x): ex2.approx.f32", "fast_log2": "fast_log2(x): lg2.approx.f32",
+    "fast_exp": "fast_exp(x): ex2.approx.f32(x * log2(e))", "fast_log": "fast_log(x): lg2.approx.f32(x) * ln 2",
+    "fast_sin": "fast_sin(x): sin.approx.f32", "fast_cos": "fast_cos(x): cos.approx.f32",
+    "fast_tanh": "fast_tanh(x): tanh.approx.f32", "fast_rsqrt": "fast_rsqrt(x): rsqrt.approx.f32",
+    "fast_rcp": "fast_rcp(x): rcp.approx.f32",
+    # bits
+    "popc": "popc(x: 32-bit int) -> i32", "clz": "clz(x) -> i32", "ctz": "ctz(x) -> i32",
+    "brev": "brev(x)", "mulhi": "mulhi(a, b): high 32 bits of the product",
+    # casts and selection
+    "cast": "cast(x, dtype): value conversion (cvt)", "bitcast": "bitcast(x, dtype): same bits",
+    "where": "where(cond, a, b): select without branching (both sides evaluated)",
+    # loops
+    "static_range": "static_range(stop) / (start, stop[, step]): fully unrolled at compile time",
+    "range": "range(start, stop, step, unroll=k): a runtime loop, body replicated k times",
+    # mma
+    "mma": "mma(D, A, B, C): D = A @ B + C on 16x16 local tiles (A, B f16/bf16; C, D f32)",
+}
+
+for _name, _doc in _DOCS.items():
+    globals()[_name] = Intrinsic(_name, _doc)
+
+INTRINSICS: dict[str, Intrinsic] = {n: globals()[n] for n in _DOCS}
+# names that shadow Python builtins are exported under their own name only
+__all__ = sorted(INTRINSICS)
