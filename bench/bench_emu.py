@@ -25,6 +25,12 @@ from anywave.asm import assemble
 from anywave.emu import emulate
 
 PEER_RUST_M = 178.0
+PEER_SOURCE = ("issue 3 (figure reported there for the reference WAVE toolchain's Rust emulator on "
+               "this machine; not re-measured: the reference toolchain is not installed here)")
+#: this benchmark's figures before the issue-3 speed work (bench/results/emu_2026-11-29.json as
+#: first recorded, commit 5a8321f)
+BASELINE = {"commit": "5a8321f2ebfa73152dc9c995ef0f67ed42c797aa",
+            "saxpy_m_thread_instr_per_s": 311.6, "loopy_m_thread_instr_per_s": 795.2}
 
 SAXPY = """
 .kernel saxpy
@@ -146,15 +152,21 @@ def main(argv: list[str] | None = None) -> int:
     try:
         commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
                                 cwd=Path(__file__).parent, check=False).stdout.strip()
+        dirty = bool(subprocess.run(["git", "status", "--porcelain", "--", "src/anywave/emu", "bench"],
+                                    capture_output=True, text=True, cwd=Path(__file__).parent.parent,
+                                    check=False).stdout.strip())
     except OSError:
-        commit = ""
+        commit, dirty = "", False
     record = {
         "benchmark": "emulator throughput", "date": _dt.datetime.now().isoformat(timespec="seconds"),
-        "commit": commit, "machine": {"platform": platform.platform(), "processor": platform.processor(),
+        "commit": commit, "uncommitted_emulator_changes": dirty,
+        "machine": {"platform": platform.platform(), "processor": platform.processor(),
                                       "cpus": os.cpu_count(), "python": sys.version.split()[0],
                                       "numpy": np.__version__},
         "wave_width": W, "peer": {"name": "reference Rust WAVE emulator (reported)",
-                                  "m_thread_instr_per_s": PEER_RUST_M},
+                                  "m_thread_instr_per_s": PEER_RUST_M, "source": PEER_SOURCE},
+        "goal": {"saxpy_m_thread_instr_per_s": 3 * PEER_RUST_M, "text": "issue 3: >= 3x the peer"},
+        "baseline": BASELINE, "repeat": a.repeat,
         "results": results, "correct": ok,
     }
     if not a.no_write:

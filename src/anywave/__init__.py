@@ -1,6 +1,56 @@
 """anywave: write a GPU kernel once, run it bit-identically on any vendor's device.
 
 See docs/spec.md for the WAVE instruction set this package implements.
+
+The kernel language (``import anywave as aw``)::
+
+    @aw.kernel
+    def saxpy(a: aw.f32, x: aw.In[aw.f32], y: aw.Buffer[aw.f32], n: aw.i32):
+        i = aw.global_id(0)
+        if i < n:
+            y[i] = a * x[i] + y[i]
+
+    saxpy(2.0, x, y, len(x), grid=(len(x) + 255) // 256, workgroup=256)
+
+Types: ``i32 u32 i64 u64 f16 bf16 f32 f64 bool_``; buffers ``Buffer[T]`` (read-write),
+``In[T]`` (read), ``Out[T]`` (write); ``Const[int]`` (or keyword-only parameters) for
+compile-time constants. Intrinsics: :mod:`anywave.compiler.language`; block-level helpers and
+precise math: :mod:`anywave.compiler.stdlib`.
 """
 
 __version__ = "0.1.0"
+
+from anywave.compiler import (  # noqa: E402
+    Buffer,
+    CompileError,
+    Const,
+    In,
+    LaunchError,
+    Out,
+    available_targets,
+    bf16,
+    bool_,
+    f16,
+    f32,
+    f64,
+    func,
+    i8,
+    i16,
+    i32,
+    i64,
+    kernel,
+    register_target,
+    u8,
+    u16,
+    u32,
+    u64,
+)
+from anywave.compiler.language import *  # noqa: E402,F401,F403
+from anywave.compiler.stdlib import *  # noqa: E402,F401,F403
+from anywave.emu import emulate  # noqa: E402
+
+__all__ = [
+    "Buffer", "CompileError", "Const", "In", "LaunchError", "Out", "available_targets", "bf16", "bool_",
+    "emulate", "f16", "f32", "f64", "func", "i8", "i16", "i32", "i64", "kernel", "register_target", "u8", "u16",
+    "u32", "u64",
+]

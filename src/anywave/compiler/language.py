@@ -89,6 +89,7 @@ _DOCS = {
     # casts and selection
     "cast": "cast(x, dtype): value conversion (cvt)", "bitcast": "bitcast(x, dtype): same bits",
     "where": "where(cond, a, b): select without branching (both sides evaluated)",
+    "dtype_of": "dtype_of(x) -> the compile-time dtype of a value (for generic @aw.func code)",
     # loops
     "static_range": "static_range(stop) / (start, stop[, step]): fully unrolled at compile time",
     "range": "range(start, stop, step, unroll=k): a runtime loop, body replicated k times",

@@ -27,6 +27,11 @@ def canon32(x: np.ndarray) -> np.ndarray:
     """float32 array -> uint32 bits, NaNs replaced by the canonical quiet NaN."""
     x = np.asarray(x, np.float32)
     bits = x.view(np.uint32)
+    with np.errstate(all="ignore"):
+        # one reduction instead of a mask: the sum is NaN if any element is (or if infinities
+        # of both signs meet; then the exact test below decides)
+        if x.size and not np.isnan(np.add.reduce(x, axis=None)):
+            return bits
     nan = np.isnan(x)
     if nan.any():
         bits = np.where(nan, F32_NAN, bits)
@@ -37,6 +42,9 @@ def canon64(x: np.ndarray) -> np.ndarray:
     """float64 array -> uint64 bits, NaNs canonical."""
     x = np.asarray(x, np.float64)
     bits = x.view(np.uint64)
+    with np.errstate(all="ignore"):
+        if x.size and not np.isnan(np.add.reduce(x, axis=None)):
+            return bits
     nan = np.isnan(x)
     if nan.any():
         bits = np.where(nan, F64_NAN, bits)
@@ -121,17 +129,43 @@ def _sum_to_odd(p: np.ndarray, c: np.ndarray) -> np.ndarray:
 def fma_f32(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     """a*b + c for float32 arrays with one rounding (float32 result, NaN not canonicalised).
 
-    The float64 product of two float32 values is exact (48 <= 53 bits, no over/underflow);
-    the sum is rounded to odd in float64 and then to nearest in float32 (53 >= 24 + 2)."""
-    p = np.asarray(a, np.float32).astype(np.float64) * np.asarray(b, np.float32).astype(np.float64)
-    s = _sum_to_odd(p, np.asarray(c, np.float32).astype(np.float64))
+    The float64 product of two float32 values is exact (48 <= 53 bits, no over/underflow).
+    Fast path: ``s = p + c`` rounded to nearest in float64, then to float32. That double
+    rounding can only be wrong when ``s`` lies exactly on a midpoint between two float32
+    neighbours: for a float32 normal result the low 29 significand bits of ``s`` are then
+    exactly ``1 << 28``; for a subnormal (or zero) result the low 28 bits are zero. Only
+    those lanes are recomputed with the sum rounded to odd in float64 (53 >= 24 + 2 makes
+    the final rounding correct; Boldo & Melquiond, "When double rounding is odd", 2005)."""
+    a, b, c = np.broadcast_arrays(np.asarray(a, np.float32), np.asarray(b, np.float32),
+                                  np.asarray(c, np.float32))
     with np.errstate(all="ignore"):
-        return s.astype(np.float32)
+        p = np.multiply(a, b, dtype=np.float64)
+        s = np.add(p, c, dtype=np.float64)
+        bits = s.view(np.uint64)
+        r = s.astype(np.float32)
+        mid = (bits & np.uint64(0x1FFFFFFF)) == np.uint64(0x10000000)
+        if int((r.view(np.uint32) & np.uint32(0x7F800000)).min(initial=1)) == 0:
+            mid |= ((r.view(np.uint32) & np.uint32(0x7F800000)) == 0) & (
+                (bits & np.uint64(0x0FFFFFFF)) == 0)
+        if mid.any():
+            # a midpoint is harmless if the float64 sum was exact; s = p + c exactly iff
+            # s - p == c and s - c == p (if inexact, the difference with the larger operand is
+            # computed exactly -- Fast2Sum -- and differs from the other operand)
+            inexact = np.not_equal(s - p, c)
+            inexact |= np.not_equal(np.subtract(s, c, dtype=np.float64), p)
+            mid &= inexact
+            if mid.any():
+                bad = np.flatnonzero(mid)
+                sf, pf = s.reshape(-1), p.reshape(-1)
+                sf[bad] = _sum_to_odd(pf[bad], c.reshape(-1)[bad].astype(np.float64))
+                r.reshape(-1)[bad] = sf[bad].astype(np.float32)
+        return r
 
 
 def fma_small_bits(a: np.ndarray, b: np.ndarray, c: np.ndarray, bf16: bool) -> np.ndarray:
     """fma for f16/bf16 given float32 values (exact); returns the 16-bit result bits (uint32)."""
-    p = a.astype(np.float64) * b.astype(np.float64)  # exact: <= 22 bits, exponent in range
+    with np.errstate(all="ignore"):
+        p = a.astype(np.float64) * b.astype(np.float64)  # exact: <= 22 bits, exponent in range
     s = _sum_to_odd(p, c.astype(np.float64))
     return f64_to_bf16_bits(s) if bf16 else f64_to_f16_bits(s)
 

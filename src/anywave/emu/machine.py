@@ -43,8 +43,10 @@ _CONTROL_KIND = {"if": IF, "else": ELSE, "endif": ENDIF, "loop": LOOP, "endloop"
                  "barrier": BARRIER}
 
 #: lanes per batch (register rows permitting); a fixed number so results never depend on
-#: the machine (atomic return values across workgroups follow the batch schedule)
-BATCH_LANES = 1 << 15
+#: the machine (atomic return values across workgroups follow the batch schedule). 2^16
+#: measured best on bench/bench_emu.py (2^12..2^18 tried): smaller batches pay Python
+#: overhead per instruction, larger ones fall out of cache.
+BATCH_LANES = 1 << 16
 _BATCH_REG_BYTES = 32 << 20
 #: default bound on loop iterations per batch (emulate's max_loop_iterations)
 DEFAULT_MAX_LOOP_ITERATIONS = 10 ** 7
@@ -424,12 +426,29 @@ class _Launch:
         self.scalars = scalars
         self.check = check
         self.max_loop_iterations = DEFAULT_MAX_LOOP_ITERATIONS
+        self._shapes: dict[int, _BatchShape] = {}
+        self._ramps: dict[tuple[int, int], np.ndarray] = {}
+        self.sr_cache: dict[tuple[SpecialRegister, int], np.ndarray] = {}
         self.ins_table: list[tuple[str, int, Instruction]] = []
         self.kcode = self._compile(f"kernel {kernel.name!r}", kernel.code)
         self.fcode: dict[int, _Code] = {}
         self.nregs = max(kernel.registers, _max_reg(kernel.code), 1)
         for f in module.functions:
             self.nregs = max(self.nregs, _max_reg(f.code))
+
+    def ramp(self, size: int, n: int) -> np.ndarray:
+        """``arange(n) * size`` as uint32 (cached; read-only)."""
+        r = self._ramps.get((size, n))
+        if r is None:
+            r = self._ramps[(size, n)] = (np.arange(n, dtype=np.int64) * size).astype(np.uint32)
+        return r
+
+    def batch_shape(self, nwg: int) -> _BatchShape:
+        """Arrays shared by every batch of nwg workgroups (cached)."""
+        s = self._shapes.get(nwg)
+        if s is None:
+            s = self._shapes[nwg] = _BatchShape(self, nwg)
+        return s
 
     def _compile(self, label: str, code: list[Instruction]) -> _Code:
         c = _compile_code(label, code, len(self.ins_table))
@@ -488,6 +507,40 @@ def _max_reg(code: list[Instruction]) -> int:
     return top
 
 
+class _BatchShape:
+    """Per-launch arrays for batches of ``nwg`` workgroups: lane layout and reusable storage
+    for the registers (every batch starts from zeroed registers and predicates)."""
+
+    def __init__(self, launch: _Launch, nwg: int) -> None:
+        W, T = launch.W, launch.T
+        Tp = -(-T // W) * W
+        N = nwg * Tp
+        self.t_small = np.arange(Tp, dtype=np.int64)
+        self.wgi = np.repeat(np.arange(nwg, dtype=np.int64), Tp)
+        self.tid = np.tile(self.t_small, nwg)
+        self.exists = np.tile(self.t_small < T, nwg)
+        self.all_lanes = np.arange(N, dtype=np.int64)
+        self._regs = np.zeros((launch.nregs, N), np.uint32)
+        # scratch rows for masked writes (contents never carried between instructions)
+        self.scratch32 = np.empty(N, np.uint32)
+        self.scratch32b = np.empty(N, np.uint32)
+        self.scratch8 = np.empty(N, np.uint8)
+        self.scratch_pred = np.empty(N, bool)
+        self._preds = np.zeros((LIMITS.num_predicates, N), bool)
+        self._used = False
+
+    def fresh_regs(self) -> np.ndarray:
+        if self._used:
+            self._regs.fill(0)
+        return self._regs
+
+    def fresh_preds(self) -> np.ndarray:
+        if self._used:
+            self._preds.fill(False)
+        self._used = True
+        return self._preds
+
+
 class Batch:
     """The lanes of a run of consecutive workgroups, executing together."""
 
@@ -501,15 +554,16 @@ class Batch:
         self.wg0 = wg0
         self.nwg = nwg
         N = self.N = nwg * Tp
-        self.regs = np.zeros((launch.nregs, N), np.uint32)
-        self.preds = np.zeros((LIMITS.num_predicates, N), bool)
-        self.t_small = np.arange(Tp, dtype=np.int64)
+        # per-shape arrays are shared by every batch of the same size (read-only)
+        shape = launch.batch_shape(nwg)
+        self.t_small, self.wgi, self.tid, self.exists = shape.t_small, shape.wgi, shape.tid, shape.exists
         self.g_small = wg0 + np.arange(nwg, dtype=np.int64)
-        self.wgi = np.repeat(np.arange(nwg, dtype=np.int64), Tp)
-        self.tid = np.tile(self.t_small, nwg)
-        self.exists = np.tile(self.t_small < T, nwg)
         self.all_exist = T == Tp
-        self.gthread = (wg0 + self.wgi) * T + self.tid  # global thread number (for messages)
+        self.regs = shape.fresh_regs()
+        self.scratch32, self.scratch32b = shape.scratch32, shape.scratch32b
+        self.scratch8, self.scratch_pred = shape.scratch8, shape.scratch_pred
+        self.preds = shape.fresh_preds()
+        self._gthread: np.ndarray | None = None
         self.halted = np.zeros(N, bool)
         self.local_bytes = launch.kernel.local_memory
         self.local = np.zeros(nwg * self.local_bytes, np.uint8)
@@ -529,40 +583,72 @@ class Batch:
         self.max_loop_iterations = launch.max_loop_iterations
         self._set(self.exists.copy())
 
+    @property
+    def gthread(self) -> np.ndarray:
+        """Global thread number of every lane (int64 [N]; for messages and checked mode)."""
+        if self._gthread is None:
+            self._gthread = (self.wg0 + self.wgi) * self.T + self.tid
+        return self._gthread
+
     # -- mask bookkeeping
     def _set(self, m: np.ndarray) -> None:
         self.active = m
-        self._any: bool | None = None
-        self._dense: bool | None = None
+        self._count: int | None = None
+        self._waves: int | None = None
         self._idx: np.ndarray | None = None
-        self._count: tuple[int, int] | None = None
+        self._m32: np.ndarray | None = None
+
+    def mask32(self, mask: np.ndarray) -> np.ndarray:
+        """uint32 [N]: 0xFFFFFFFF where mask holds, else 0 (cached for the active mask)."""
+        if mask is self.active:
+            if self._m32 is None:
+                self._m32 = np.negative(mask.view(np.uint8), dtype=np.uint32)
+            return self._m32
+        return np.negative(mask.view(np.uint8), dtype=np.uint32)
+
+    def _lanes_active(self) -> int:
+        c = self._count
+        if c is None:
+            c = self._count = int(np.count_nonzero(self.active))
+        return c
 
     def any_active(self) -> bool:
-        if self._any is None:
-            self._any = bool(self.active.any())
-        return self._any
+        return self._lanes_active() > 0
 
     def dense(self) -> bool:
-        if self._dense is None:
-            self._dense = bool(self.active.all()) if self.all_exist else \
-                bool(np.array_equal(self.active, self.exists))
-        return self._dense
+        """True when every existing lane of the batch is active."""
+        c = self._lanes_active()
+        if self.all_exist:
+            return c == self.N
+        return c == self.nwg * self.T and bool(np.array_equal(self.active, self.exists))
 
     def lanes(self, mask: np.ndarray) -> np.ndarray:
         """Indices of the lanes set in mask (cached for the current active mask)."""
         if mask is self.active:
             if self._idx is None:
-                self._idx = np.flatnonzero(mask)
+                self._idx = self.launch.batch_shape(self.nwg).all_lanes if \
+                    self._lanes_active() == self.N else np.flatnonzero(mask)
             return self._idx
         return np.flatnonzero(mask)
 
     def _issue(self) -> None:
-        if self._count is None:
-            c = int(np.count_nonzero(self.active))
-            waves = int(self.active.reshape(-1, self.W).any(axis=1).sum()) if c else 0
-            self._count = (waves, c)
-        self.stats.instructions += self._count[0]
-        self.stats.thread_instructions += self._count[1]
+        c = self._lanes_active()
+        w = self._waves
+        if w is None:
+            if c == 0:
+                w = 0
+            elif c == self.N:
+                w = self.N // self.W
+            else:
+                # a wave is W bools = W/8 uint64 words; it issues if any word is nonzero
+                v = self.active.view(np.uint64).reshape(-1, self.W // 8)
+                acc = v[:, 0]
+                for j in range(1, self.W // 8):
+                    acc = acc | v[:, j]
+                w = int(np.count_nonzero(acc))
+            self._waves = w
+        self.stats.instructions += w
+        self.stats.thread_instructions += c
 
     # -- descriptions for errors
     def describe_thread(self, g: int) -> str:
@@ -588,12 +674,32 @@ class Batch:
 
     # -- special registers
     def special(self, sr: SpecialRegister) -> np.ndarray:
+        """Special register sr for every lane (uint32 [N]; shared, do not modify)."""
         v = self._sr.get(sr)
         if v is None:
-            per_wg, per_thread = self._special_parts(sr)
-            both = (np.asarray(per_wg, np.int64)[:, None] + np.asarray(per_thread, np.int64)[None, :])
-            full = np.broadcast_to(both, (self.nwg, self.Tp)) % (1 << 32)
-            v = self._sr[sr] = full.astype(np.uint32).reshape(-1)
+            L = self.launch
+            key = (sr, self.nwg)
+            v = L.sr_cache.get(key)
+            if v is None:
+                per_wg, per_thread = self._special_parts(sr)
+                pt = (np.asarray(per_thread, np.int64) % (1 << 32)).astype(np.uint32)
+                pw = np.broadcast_to(np.asarray(per_wg, np.int64), (self.nwg,))
+                step = int(pw[1] - pw[0]) if self.nwg > 1 else 0
+                if not np.any(pw):
+                    v = L.sr_cache[key] = np.tile(pt, self.nwg)  # the same in every batch
+                elif np.array_equal(np.diff(pw), np.full(self.nwg - 1, step)):
+                    # affine in the batch's workgroup index (e.g. global id x): a cached
+                    # pattern plus one scalar per batch
+                    pkey = (sr, self.nwg, step)
+                    pat = L.sr_cache.get(pkey)
+                    if pat is None:
+                        rel = (np.arange(self.nwg, dtype=np.int64) * step) % (1 << 32)
+                        pat = L.sr_cache[pkey] = np.add.outer(rel.astype(np.uint32), pt).reshape(-1)
+                    v = pat + np.uint32(int(pw[0]) % (1 << 32))  # wraps modulo 2^32 like the register
+                else:
+                    pw32 = (pw % (1 << 32)).astype(np.uint32)
+                    v = np.add.outer(pw32, pt).reshape(-1)
+            self._sr[sr] = v
         return v
 
     def _special_parts(self, sr: SpecialRegister) -> tuple[Any, Any]:

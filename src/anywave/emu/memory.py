@@ -127,6 +127,27 @@ def _resolve(st: Any, ins: Instruction, addr: Any, kind: Operand, idx: np.ndarra
     return _Target(b.u8, off, b.shadow(st), b.name)
 
 
+def _contiguous(st: Any, addr: Any, kind: Operand, idx: np.ndarray, size: int,
+                limit: int) -> int | None:
+    """The first element index when lanes ``idx`` access consecutive, in-bounds, aligned
+    elements of a device buffer (lane i at byte ``start + i*size``: the coalesced case),
+    else None (then the general path checks and reports). Needs no gather or scatter."""
+    if kind is not Operand.DADDR:
+        return None
+    row = take(st.regs[addr.reg], idx)
+    n = row.size
+    v0 = int(row[0])
+    if v0 + (n - 1) * size >= 1 << 32:
+        return None
+    d = row - st.launch.ramp(size, n)  # uint32; constant iff row[i] = v0 + i*size exactly
+    if int(d.min()) != v0 or int(d.max()) != v0:
+        return None
+    start = v0 + int(addr.offset)
+    if start < 0 or start + n * size > limit or start % size:
+        return None
+    return start // size
+
+
 # ----------------------------------------------------------------------------- ld / st
 
 def _load(ins: Instruction) -> Run:
@@ -140,6 +161,13 @@ def _load(ins: Instruction) -> Run:
         idx = st.lanes(mask)
         if idx.size == 0:
             return
+        if size <= 8 and not st.launch.check:
+            b = st.launch.buffer(addr.buffer, ins, st) if kind is Operand.DADDR else None
+            e0 = None if b is None else _contiguous(st, addr, kind, idx, size, b.u8.size)
+            if e0 is not None:
+                vals = elem_view(b.u8, size)[e0:e0 + idx.size]
+                _put_loaded(st, d, idx, vals, size, t.is_signed)
+                return
         tg = _resolve(st, ins, addr, kind, idx, size, False)
         if tg.shadow is not None:
             tg.shadow.access(st, tg.flat, size, idx, write=False)
@@ -150,15 +178,20 @@ def _load(ins: Instruction) -> Run:
                 put(st.regs[d + k], idx, v32[q + k])
             return
         view = elem_view(tg.u8, size)
-        vals = view[tg.flat >> shift]
-        if size == 8:
-            put(st.regs[d], idx, (vals & np.uint64(0xFFFFFFFF)).astype(U32))
-            put(st.regs[d + 1], idx, (vals >> np.uint64(32)).astype(U32))
-            return
-        if t.is_signed:
-            vals = vals.view(np.int8 if size == 1 else np.int16).astype(np.int32).view(U32)
-        put(st.regs[d], idx, vals)
+        _put_loaded(st, d, idx, view[tg.flat >> shift], size, t.is_signed)
     return run
+
+
+def _put_loaded(st: Any, d: int, idx: np.ndarray, vals: np.ndarray, size: int, signed: bool) -> None:
+    """Write loaded elements (unsigned, ``size`` bytes) to register d (pair for 8 bytes)."""
+    if size == 8:
+        w = vals.view(U32).reshape(-1, 2)  # little-endian: low word first
+        put(st.regs[d], idx, w[:, 0])
+        put(st.regs[d + 1], idx, w[:, 1])
+        return
+    if signed:
+        vals = vals.view(np.int8 if size == 1 else np.int16).astype(np.int32).view(U32)
+    put(st.regs[d], idx, vals)
 
 
 def _store(ins: Instruction) -> Run:
@@ -171,6 +204,18 @@ def _store(ins: Instruction) -> Run:
         idx = st.lanes(mask)
         if idx.size == 0:
             return
+        if size <= 8 and kind is Operand.DADDR and not st.launch.check:
+            b = st.launch.buffer(addr.buffer, ins, st)
+            e0 = _contiguous(st, addr, kind, idx, size, b.u8.size) if b.writable else None
+            if e0 is not None:  # distinct consecutive elements: no last-wins resolution
+                dst = elem_view(b.u8, size)[e0:e0 + idx.size]
+                if size == 8:
+                    w = dst.view(U32).reshape(-1, 2)
+                    w[:, 0] = take(st.regs[s], idx)
+                    w[:, 1] = take(st.regs[s + 1], idx)
+                else:
+                    dst[:] = take(st.regs[s], idx)  # narrow stores keep the low bits
+                return
         tg = _resolve(st, ins, addr, kind, idx, size, True)
         if tg.shadow is not None:
             tg.shadow.access(st, tg.flat, size, idx, write=True)

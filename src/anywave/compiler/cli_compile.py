@@ -1,0 +1,82 @@
+"""``anywave compile file.py -o out.wbin [--kernel K] [-D NAME=VALUE]``: compile every
+``@aw.kernel`` of a Python file (or the named ones) into one ``.wbin`` module."""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import importlib.util
+import sys
+from pathlib import Path
+from typing import Any
+
+from anywave.binary.module import Module
+from anywave.errors import WaveError
+
+
+class CompileCommandError(WaveError):
+    """A problem with the compile command's input (no kernels, unknown kernel name ...)."""
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    p = subparsers.add_parser("compile", help="compile the @aw.kernel functions of a Python file to .wbin",
+                              description=__doc__)
+    p.add_argument("file", help="Python source file defining @aw.kernel functions")
+    p.add_argument("-o", "--output", help="output .wbin (default: FILE with suffix .wbin)")
+    p.add_argument("--kernel", action="append", default=[], help="compile only this kernel (repeatable)")
+    p.add_argument("-D", "--define", action="append", default=[], metavar="NAME=VALUE",
+                   help="value of a compile-time constant (Python literal), for every kernel that has it")
+    p.add_argument("-S", "--asm", action="store_true", help="also print the disassembly")
+    return p
+
+
+def load_kernels(path: Path) -> dict[str, Any]:
+    """Import ``path`` and return its kernels by name (in definition order)."""
+    from anywave.compiler.kernel import KernelFunction
+
+    name = f"_anywave_compile_{abs(hash(str(path.resolve())))}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise CompileCommandError(f"cannot import {str(path)!r} as a Python module")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return {v.name: v for v in vars(mod).values() if isinstance(v, KernelFunction)}
+
+
+def run(args: argparse.Namespace) -> int:
+    from anywave.binary.verify import verify
+    from anywave.binary.wbin import write_wbin
+
+    path = Path(args.file)
+    kernels = load_kernels(path)
+    if not kernels:
+        raise CompileCommandError(f"{str(path)!r} defines no @aw.kernel functions")
+    chosen = args.kernel or list(kernels)
+    unknown = [k for k in chosen if k not in kernels]
+    if unknown:
+        raise CompileCommandError(f"no kernel named {unknown[0]!r} in {str(path)!r}; its kernels: {', '.join(kernels)}")
+    defines: dict[str, Any] = {}
+    for d in args.define:
+        if "=" not in d:
+            raise CompileCommandError(f"-D {d!r}: expected NAME=VALUE")
+        k, v = d.split("=", 1)
+        try:
+            defines[k.strip()] = ast.literal_eval(v)
+        except (ValueError, SyntaxError):
+            defines[k.strip()] = v
+    module = Module()
+    for name in chosen:
+        kf = kernels[name]
+        consts = {p.name: defines[p.name] for p in kf.params if p.kind == "const" and p.name in defines}
+        module.kernels.extend(kf.compile(**consts).kernels)
+    verify(module)
+    out = Path(args.output) if args.output else path.with_suffix(".wbin")
+    out.write_bytes(write_wbin(module))
+    print(f"{out}: {len(module.kernels)} kernel(s): " + ", ".join(
+        f"{k.name} ({len(k.code)} instructions, {k.registers} registers)" for k in module.kernels))
+    if args.asm:
+        from anywave.asm import disassemble
+
+        print(disassemble(module))
+    return 0

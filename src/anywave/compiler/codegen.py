@@ -1,0 +1,192 @@
+"""Register allocation over structured regions and emission of WAVE instructions.
+
+Liveness: the body is linearised in program order (each node one position; an ``if``,
+``else``, ``endif``, ``loop`` and ``endloop`` marker one position each). A value's interval
+runs from its first to its last reference. A value referenced inside a loop that is live
+across the loop's back edge — a mutable variable, or any value whose interval reaches
+outside the loop — is extended to cover the whole loop, so no other value shares its
+register anywhere in the loop. Because WAVE executes divergent regions with masks (an
+inactive lane's registers are never written), linear-scan allocation over this ordering
+is exact for if/else regions too.
+
+Allocation: linear scan, lowest free register first; 64-bit values take two consecutive
+registers (``rN:rN+1``), predicates p0..p7 are a separate file. A value never shares a
+register with an operand of the instruction that defines it. When more than 255 registers
+(or 8 predicates) are live at once the kernel is rejected with a :class:`CompileError`
+naming the kernel, the source line where pressure peaks and the count — never a
+miscompile.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from anywave.binary.module import DeviceAddr, Instruction, LocalAddr, Pred
+from anywave.errors import SourceLoc
+from anywave.isa.table import Operand
+from anywave.isa.types import LIMITS, Capability
+
+from . import ir
+from .errors import CompileError
+from .ir import DevAddr, LocAddr, Op, PredUse, Value
+
+
+@dataclass
+class Allocation:
+    """Physical assignment: ``reg[value]`` first GPR, ``pred[value]`` predicate index."""
+
+    reg: dict[Value, int] = field(default_factory=dict)
+    pred: dict[Value, int] = field(default_factory=dict)
+    registers: int = 1
+
+
+def _linearise(body: list[ir.Node]) -> tuple[dict[Value, list[int]], list[tuple[int, int]],
+                                               list[SourceLoc | None]]:
+    refs: dict[Value, list[int]] = {}
+    loops: list[tuple[int, int]] = []
+    locs: list[SourceLoc | None] = []
+
+    def ref(v: Value, p: int) -> None:
+        refs.setdefault(v, []).append(p)
+
+    def go(nodes: list[ir.Node]) -> None:
+        for n in nodes:
+            p = len(locs)
+            locs.append(getattr(n, "loc", None))
+            if isinstance(n, Op):
+                for v in n.uses():
+                    ref(v, p)
+                for v in n.defs():
+                    ref(v, p)
+            elif isinstance(n, ir.If):
+                ref(n.cond.value, p)
+                go(n.then)
+                locs.append(n.loc)
+                go(n.orelse)
+                locs.append(n.loc)
+            elif isinstance(n, ir.Loop):
+                go(n.body)
+                locs.append(n.loc)
+                loops.append((p, len(locs) - 1))
+            else:
+                c = getattr(n, "cond", None)
+                if c is not None:
+                    ref(c.value, p)
+
+    go(body)
+    return refs, loops, locs
+
+
+def allocate(body: list[ir.Node], kernel: str) -> Allocation:
+    """Assign registers to every value of ``body``; CompileError when they do not fit."""
+    refs, loops, locs = _linearise(body)
+    iv: dict[Value, list[int]] = {v: [min(ps), max(ps)] for v, ps in refs.items()}
+    loops.sort(key=lambda se: se[1] - se[0])
+    for s, e in loops:
+        for v, rng in iv.items():
+            ps = refs[v]
+            if rng[1] < s or rng[0] > e:
+                continue
+            if not any(s <= p <= e for p in ps):
+                continue
+            if v.is_var or rng[0] < s or rng[1] > e:
+                rng[0] = min(rng[0], s)
+                rng[1] = max(rng[1], e)
+    alloc = Allocation()
+    order = sorted(iv, key=lambda v: (iv[v][0], v.id))
+    gpr_free = [True] * LIMITS.max_registers
+    prd_free = [True] * LIMITS.num_predicates
+    active: list[tuple[int, Value]] = []
+    high = 0
+    for v in order:
+        start, end = iv[v]
+        still: list[tuple[int, Value]] = []
+        for aend, av in active:
+            if aend < start:
+                if av.type.name == "pred":
+                    prd_free[alloc.pred[av]] = True
+                else:
+                    r = alloc.reg[av]
+                    for k in range(av.type.regs):
+                        gpr_free[r + k] = True
+            else:
+                still.append((aend, av))
+        active = still
+        if v.type.name == "pred":
+            idx = next((i for i, f in enumerate(prd_free) if f), None)
+            if idx is None:
+                _too_many(kernel, "predicates", LIMITS.num_predicates, locs[start], len(active))
+            prd_free[idx] = False
+            alloc.pred[v] = idx
+        else:
+            n = v.type.regs
+            idx = next((i for i in range(LIMITS.max_registers - n + 1)
+                        if all(gpr_free[i + k] for k in range(n))), None)
+            if idx is None:
+                _too_many(kernel, "registers", LIMITS.max_registers, locs[start],
+                          sum(a.type.regs for _, a in active))
+            for k in range(n):
+                gpr_free[idx + k] = False
+            alloc.reg[v] = idx
+            high = max(high, idx + n)
+        active.append((end, v))
+    alloc.registers = max(1, high)
+    return alloc
+
+
+def _too_many(kernel: str, what: str, limit: int, loc: SourceLoc | None, live: int) -> None:
+    where = f" at {loc}" if loc else ""
+    raise CompileError(
+        f"kernel {kernel!r} needs more than {limit} {what}{where}: {live} values are live there at once "
+        f"(the WAVE limit is {limit}; the compiler does not spill). Keep fewer values alive at once: "
+        "reuse variables, recompute cheap values, or split the kernel", loc, None, kernel=kernel)
+
+
+def emit(body: list[ir.Node], alloc: Allocation) -> tuple[list[Instruction], Capability]:
+    """Lower the allocated IR to instructions (every one carries its source location)."""
+    out: list[Instruction] = []
+    caps = Capability.NONE
+
+    def pred(pu: PredUse) -> Pred:
+        return Pred(alloc.pred[pu.value], pu.negated)
+
+    def operand(kind: Operand, v: Any) -> Any:
+        if kind in (Operand.RD, Operand.RS, Operand.RD64, Operand.RS64, Operand.RD128, Operand.RS128):
+            return alloc.reg[v]
+        if kind is Operand.PD:
+            return alloc.pred[v]
+        if kind is Operand.PS:
+            return pred(v)
+        if kind in (Operand.DADDR, Operand.DADDR64):
+            assert isinstance(v, DevAddr)
+            return DeviceAddr(v.buffer, alloc.reg[v.offset], v.imm)
+        if kind is Operand.LADDR:
+            assert isinstance(v, LocAddr)
+            return LocalAddr(alloc.reg[v.offset], v.imm)
+        return v
+
+    def go(nodes: list[ir.Node]) -> None:
+        nonlocal caps
+        for n in nodes:
+            if isinstance(n, Op):
+                ops = tuple(operand(k, v) for k, v in zip(n.defn.operands, n.operands, strict=True))
+                out.append(Instruction(n.defn, ops, pred(n.guard) if n.guard else None, n.loc))
+                caps |= n.defn.capability
+            elif isinstance(n, ir.If):
+                out.append(Instruction.make("if", pred(n.cond), loc=n.loc))
+                go(n.then)
+                if n.orelse:
+                    out.append(Instruction.make("else", loc=n.loc))
+                    go(n.orelse)
+                out.append(Instruction.make("endif", loc=n.loc))
+            elif isinstance(n, ir.Loop):
+                out.append(Instruction.make("loop", loc=n.loc))
+                go(n.body)
+                out.append(Instruction.make("endloop", loc=n.loc))
+            else:
+                name = {ir.Break: "break", ir.Continue: "continue", ir.Halt: "halt"}[type(n)]
+                out.append(Instruction.make(name, guard=pred(n.cond) if n.cond else None, loc=n.loc))
+
+    go(body)
+    return out, caps

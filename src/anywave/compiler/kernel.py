@@ -1,0 +1,478 @@
+"""``@aw.kernel`` / ``@aw.func``: compilation pipeline, caching and launching.
+
+Pipeline: :class:`~anywave.compiler.frontend.Frontend` (AST → structured IR) →
+:func:`~anywave.compiler.passes.optimize` → :func:`~anywave.compiler.codegen.allocate` →
+:func:`~anywave.compiler.codegen.emit` → :class:`~anywave.binary.module.Module`, verified.
+
+Launch: ``saxpy(2.0, x, y, n, grid=..., workgroup=...)`` or ``saxpy[grid, workgroup](...)``;
+compile-time constants (``aw.Const[...]`` parameters and keyword-only parameters) are passed
+like any argument and select the specialisation.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import inspect
+import os
+import tempfile
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from anywave.binary.module import Arg, Kernel, Module
+from anywave.binary.verify import verify
+from anywave.errors import VerifyError, WaveError
+from anywave.isa.types import LIMITS, ArgKind
+
+from . import codegen, passes
+from . import types as ty
+from .errors import CompileError
+from .frontend import Frontend, FuncSource
+from .targets import get_target
+
+COMPILER_VERSION = "0.1.0"
+
+
+class LaunchError(WaveError, TypeError):
+    """Arguments that do not match the kernel's ABI (count, kind, dtype, contiguity, range)."""
+
+
+class LaunchValueError(WaveError, ValueError):
+    """Bad launch geometry or an out-of-range scalar."""
+
+
+# ----------------------------------------------------------------------------- device functions
+
+class Func:
+    """``@aw.func``: a device function, inlined at every call site in a kernel. Its
+    parameters may be annotated (``x: aw.f32``) or left free (typed by the call);
+    parameters receiving compile-time constants specialise the inlined body."""
+
+    def __init__(self, fn: Callable[..., Any]) -> None:
+        self.fn = fn
+        self.name = fn.__name__
+        self.__doc__ = fn.__doc__
+        self.__name__ = fn.__name__
+        self.__wrapped__ = fn
+        self._source: FuncSource | None = None
+
+    @property
+    def source(self) -> FuncSource:
+        if self._source is None:
+            self._source = FuncSource.of(self.fn)
+        return self._source
+
+    def defaults(self) -> dict[str, Any]:
+        sig = inspect.signature(self.fn)
+        return {k: p.default for k, p in sig.parameters.items() if p.default is not inspect.Parameter.empty}
+
+    def annotations(self) -> dict[str, Any]:
+        return _eval_annotations(self.fn)
+
+    def fingerprint(self, seen: set[int] | None = None) -> str:
+        return _fingerprint(self.fn, seen)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Host call: runs the Python function (useful only when it uses no intrinsics)."""
+        return self.fn(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<aw.func {self.name}>"
+
+
+def func(fn: Callable[..., Any]) -> Func:
+    """Decorator: make ``fn`` a device function callable from kernels (inlined)."""
+    return Func(fn)
+
+
+# ----------------------------------------------------------------------------- kernels
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    kind: str  # "buffer" | "scalar" | "const"
+    ann: Any
+    default: Any = inspect.Parameter.empty
+
+
+def _eval_annotations(fn: Callable[..., Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in getattr(fn, "__annotations__", {}).items():
+        if isinstance(v, str):
+            try:
+                v = eval(v, fn.__globals__)  # noqa: S307 - the user's own annotation text
+            except Exception as e:  # noqa: BLE001
+                raise CompileError(f"cannot evaluate the annotation of {k!r} in {fn.__name__}: {v!r} ({e})") from None
+        out[k] = v
+    return out
+
+
+class KernelFunction:
+    """A compiled-on-demand kernel. Call it to launch; :meth:`compile` for the Module.
+
+    Attributes:
+        name: kernel name (the function's name unless given).
+        params: parameters in order (buffers, scalars, compile-time constants).
+    """
+
+    def __init__(self, fn: Callable[..., Any], *, workgroup: Sequence[int] | int | None = None,
+                 max_workgroup_size: int | None = None, name: str | None = None, optimize: bool = True) -> None:
+        self.fn = fn
+        self.name = name or fn.__name__
+        self.__doc__ = fn.__doc__
+        self.__name__ = fn.__name__
+        self.__wrapped__ = fn
+        self.workgroup = _dims3(workgroup, "workgroup") if workgroup is not None else None
+        self.max_workgroup_size = max_workgroup_size
+        self.optimize = optimize
+        self._lock = threading.Lock()
+        self._memo: dict[tuple[Any, ...], Module] = {}
+        self._params: list[Param] | None = None
+
+    # ------------------------------------------------------------ signature
+    @property
+    def params(self) -> list[Param]:
+        if self._params is None:
+            self._params = self._parse_params()
+        return self._params
+
+    def _parse_params(self) -> list[Param]:
+        src = FuncSource.of(self.fn)
+        anns = _eval_annotations(self.fn)
+        sig = inspect.signature(self.fn)
+        out: list[Param] = []
+        for p in sig.parameters.values():
+            node = next((a for a in src.tree.args.args + src.tree.args.kwonlyargs if a.arg == p.name), src.tree)
+            if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD, p.POSITIONAL_ONLY):
+                raise src.error(node, f"parameter {p.name!r}: *args, **kwargs and positional-only parameters are "
+                                "not supported in kernels")
+            ann = anns.get(p.name)
+            if p.kind is p.KEYWORD_ONLY or isinstance(ann, ty.ConstType):
+                out.append(Param(p.name, "const", ann, p.default))
+            elif isinstance(ann, ty.BufferType):
+                out.append(Param(p.name, "buffer", ann))
+            elif isinstance(ann, ty.DType) and ann in ty.VALUE_TYPES and ann is not ty.bool_:
+                out.append(Param(p.name, "scalar", ann))
+            else:
+                valid = "aw.i32, aw.u32, aw.i64, aw.u64, aw.f16, aw.bf16, aw.f32, aw.f64, aw.Buffer[T], aw.In[T], " \
+                        "aw.Out[T], aw.Const[int]"
+                what = "has no annotation" if ann is None else f"is annotated {ann!r}"
+                raise src.error(node, f"kernel parameter {p.name!r} {what}; valid annotations: {valid} "
+                                "(or make it keyword-only for a compile-time constant)")
+        return out
+
+    # ------------------------------------------------------------ compile
+    def _consts_from(self, bound: Mapping[str, Any]) -> dict[str, Any]:
+        consts: dict[str, Any] = {}
+        for p in self.params:
+            if p.kind != "const":
+                continue
+            if p.name in bound:
+                v = bound[p.name]
+            elif p.default is not inspect.Parameter.empty:
+                v = p.default
+            else:
+                raise LaunchError(f"kernel {self.name!r}: compile-time constant {p.name!r} was not given")
+            if isinstance(v, np.generic):
+                v = v.item()
+            if isinstance(p.ann, ty.ConstType) and not isinstance(v, p.ann.py):
+                raise LaunchError(f"kernel {self.name!r}: constant {p.name!r} must be a {p.ann.py.__name__}, "
+                                  f"got {v!r}")
+            if not isinstance(v, (bool, int, float, str, tuple, ty.DType)):
+                raise LaunchError(f"kernel {self.name!r}: constant {p.name!r} must be a number, bool, str, tuple "
+                                  f"or dtype, got {type(v).__name__}")
+            consts[p.name] = v
+        return consts
+
+    def compile(self, **constants: Any) -> Module:
+        """The Module (one kernel) for the given compile-time constants; cached in memory and
+        on disk. Raises CompileError for an invalid kernel."""
+        consts = self._consts_from(constants)
+        key = tuple(sorted((k, repr(v)) for k, v in consts.items()))
+        with self._lock:
+            m = self._memo.get(key)
+        if m is not None:
+            return m
+        digest = self.cache_key(consts)
+        m = _DISK.load(digest)
+        if m is None:
+            kernel = self.compile_kernel(consts)
+            m = Module(kernels=[kernel])
+            _verify_output(m, self.name)
+            _DISK.store(digest, m)
+        with self._lock:
+            self._memo[key] = m
+        return m
+
+    def compile_kernel(self, consts: Mapping[str, Any] | None = None) -> Kernel:
+        """Run the pipeline (no caching) and return the Kernel."""
+        consts = dict(consts or {})
+        src = FuncSource.of(self.fn)
+        params = [(p.name, p.ann) for p in self.params if p.kind != "const"]
+        fe = Frontend(src, consts, self.name)
+        body = fe.build(params)
+        if self.optimize:
+            passes.optimize(body)
+        alloc = codegen.allocate(body, self.name)
+        code, caps = codegen.emit(body, alloc)
+        args = []
+        for name, ann in fe.args:
+            if isinstance(ann, ty.BufferType):
+                args.append(Arg(name, ArgKind.BUFFER, ann.elem.scalar, ann.access))
+            else:
+                args.append(Arg(name, ArgKind.SCALAR, ann.scalar))
+        return Kernel(self.name, args=args, registers=alloc.registers, local_memory=fe.local_memory,
+                      workgroup_size=self.workgroup, max_workgroup_size=self.max_workgroup_size,
+                      capabilities=caps, code=code)
+
+    def cache_key(self, consts: Mapping[str, Any]) -> str:
+        h = hashlib.sha256()
+        h.update(f"anywave-compiler {COMPILER_VERSION}\n".encode())
+        h.update(_fingerprint(self.fn).encode())
+        h.update(repr(sorted((k, repr(v)) for k, v in consts.items())).encode())
+        h.update(repr((self.name, self.workgroup, self.max_workgroup_size, self.optimize)).encode())
+        return h.hexdigest()
+
+    # ------------------------------------------------------------ launch
+    def __getitem__(self, launch: tuple[Any, Any]) -> Callable[..., Any]:
+        """``kernel[grid, workgroup](*args)``."""
+        if not isinstance(launch, tuple) or len(launch) != 2:
+            raise LaunchError(f"kernel {self.name!r}: write kernel[grid, workgroup](...), got kernel[{launch!r}]")
+        grid, wg = launch
+
+        def launcher(*args: Any, **kwargs: Any) -> Any:
+            return self(*args, grid=grid, workgroup=wg, **kwargs)
+
+        return launcher
+
+    def __call__(self, *args: Any, grid: Any = None, workgroup: Any = None, target: str | None = None,
+                 wave_width: int | None = None, **kwargs: Any) -> Any:
+        """Launch on ``target`` (default: the best available). Buffers are NumPy arrays,
+        written in place; returns the target's launch statistics.
+
+        Raises:
+            LaunchError / LaunchValueError: arguments or geometry do not match the ABI.
+            CompileError: the kernel does not compile.
+        """
+        if grid is None:
+            raise LaunchError(f"kernel {self.name!r}: give grid= (workgroups per dimension)")
+        if workgroup is None:
+            workgroup = self.workgroup
+            if workgroup is None:
+                raise LaunchError(f"kernel {self.name!r}: give workgroup= (threads per workgroup)")
+        g = _dims3(grid, "grid")
+        wg = _dims3(workgroup, "workgroup")
+        bound = self._bind(args, kwargs)
+        module = self.compile(**{p.name: bound[p.name] for p in self.params if p.kind == "const" and p.name in bound})
+        k = module.kernel(self.name)
+        if k.workgroup_size is not None and tuple(k.workgroup_size) != wg:
+            raise LaunchValueError(f"kernel {self.name!r} requires workgroup {tuple(k.workgroup_size)}, got {wg}")
+        values = [self._check_arg(p, bound[p.name]) for p in self.params if p.kind != "const"]
+        tgt = get_target(target)
+        return tgt.launch(module, self.name, grid=g, workgroup=wg, args=values, wave_width=wave_width)
+
+    def _bind(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> dict[str, Any]:
+        names = [p.name for p in self.params]
+        positional = [p.name for p in self.params]
+        if len(args) > len(positional):
+            raise LaunchError(f"kernel {self.name!r} takes {len(positional)} arguments ({self.signature()}), "
+                              f"got {len(args)}")
+        bound = dict(zip(positional, args, strict=False))
+        for k, v in kwargs.items():
+            if k not in names:
+                raise LaunchError(f"kernel {self.name!r} has no parameter {k!r}; its parameters: {self.signature()}")
+            if k in bound:
+                raise LaunchError(f"kernel {self.name!r}: argument {k!r} given twice")
+            bound[k] = v
+        missing = [p.name for p in self.params if p.name not in bound
+                   and not (p.kind == "const" and p.default is not inspect.Parameter.empty)]
+        if missing:
+            raise LaunchError(f"kernel {self.name!r}: missing arguments {missing}; its parameters: {self.signature()}")
+        return bound
+
+    def signature(self) -> str:
+        return ", ".join(f"{p.name}: {p.ann!r}" if p.kind != "const" else f"{p.name} (constant)" for p in self.params)
+
+    def _check_arg(self, p: Param, v: Any) -> Any:
+        if p.kind == "buffer":
+            bt: ty.BufferType = p.ann
+            if not isinstance(v, np.ndarray):
+                raise LaunchError(f"kernel {self.name!r}: argument {p.name!r} is {bt!r} and takes a NumPy array, "
+                                  f"got {type(v).__name__}")
+            want = np.dtype(bt.elem.np_dtype)
+            if v.dtype != want:
+                raise LaunchError(f"kernel {self.name!r}: argument {p.name!r} is {bt!r}: expected dtype {want}, got "
+                                  f"{v.dtype} (convert with .astype({want}))")
+            if not v.flags.c_contiguous:
+                raise LaunchError(f"kernel {self.name!r}: argument {p.name!r} must be C-contiguous "
+                                  "(use np.ascontiguousarray)")
+            if bt.access & 2 and not v.flags.writeable:
+                raise LaunchError(f"kernel {self.name!r}: argument {p.name!r} is written by the kernel but the array "
+                                  "is read-only")
+            return v
+        t: ty.DType = p.ann
+        if isinstance(v, (np.ndarray,)) and v.ndim == 0:
+            v = v[()]
+        if isinstance(v, np.generic):
+            v = v.item()
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise LaunchError(f"kernel {self.name!r}: argument {p.name!r} is a {t.name} scalar, got "
+                              f"{type(v).__name__} {v!r}")
+        if t.is_int:
+            if isinstance(v, float):
+                if not v.is_integer():
+                    raise LaunchError(f"kernel {self.name!r}: argument {p.name!r} is {t.name}, got float {v!r}")
+                v = int(v)
+            info = np.iinfo(t.np_dtype)
+            if not info.min <= v <= info.max:
+                raise LaunchValueError(f"kernel {self.name!r}: argument {p.name!r} = {v} is out of range for "
+                                       f"{t.name} ({info.min}..{info.max})")
+            return v
+        return float(v)
+
+    def __repr__(self) -> str:
+        return f"<aw.kernel {self.name}({self.signature()})>"
+
+
+def kernel(fn: Callable[..., Any] | None = None, *, workgroup: Sequence[int] | int | None = None,
+           max_workgroup_size: int | None = None, name: str | None = None,
+           optimize: bool = True) -> Any:
+    """Decorator: ``@aw.kernel`` or ``@aw.kernel(workgroup=(256, 1, 1))``.
+
+    Args:
+        workgroup: required workgroup size (recorded in the ABI; launches must match).
+        max_workgroup_size: largest workgroup the kernel supports.
+        name: kernel name in the module (default: the function name).
+        optimize: run the optimisation passes (default True).
+    """
+    def wrap(f: Callable[..., Any]) -> KernelFunction:
+        return KernelFunction(f, workgroup=workgroup, max_workgroup_size=max_workgroup_size, name=name,
+                              optimize=optimize)
+
+    return wrap(fn) if fn is not None else wrap
+
+
+def _dims3(v: Any, what: str) -> tuple[int, int, int]:
+    if isinstance(v, (int, np.integer)):
+        v = (int(v),)
+    try:
+        vals = [int(x) for x in v]
+    except (TypeError, ValueError):
+        raise LaunchError(f"{what} must be an int or 1-3 ints, got {v!r}") from None
+    if not 1 <= len(vals) <= 3 or any(x < 1 for x in vals):
+        raise LaunchValueError(f"{what} must be 1-3 positive ints, got {tuple(vals)}")
+    return tuple(vals + [1] * (3 - len(vals)))  # type: ignore[return-value]
+
+
+def _verify_output(m: Module, name: str) -> None:
+    try:
+        verify(m)
+    except VerifyError as e:
+        raise VerifyError([f"internal compiler error in kernel {name!r} (please report): {p}"
+                           for p in e.problems]) from None
+
+
+# ----------------------------------------------------------------------------- fingerprints
+
+def _fingerprint(fn: Callable[..., Any], seen: set[int] | None = None) -> str:
+    """Source text of ``fn`` plus everything it names that changes the compiled code:
+    device functions (recursively), global constants and dtypes."""
+    seen = seen if seen is not None else set()
+    if id(fn) in seen:
+        return ""
+    seen.add(id(fn))
+    try:
+        text = inspect.getsource(fn)
+    except (OSError, TypeError):
+        text = repr(fn)
+    parts = [text]
+    try:
+        tree = ast.parse(__import__("textwrap").dedent(text))
+    except SyntaxError:
+        return text
+    g = getattr(fn, "__globals__", {})
+    names = sorted({n.id for n in ast.walk(tree) if isinstance(n, ast.Name)})
+    for n in names:
+        if n not in g:
+            continue
+        v = g[n]
+        if isinstance(v, Func):
+            parts.append(f"func {n}:" + _fingerprint(v.fn, seen))
+        elif isinstance(v, (bool, int, float, str, tuple)):
+            parts.append(f"const {n}={v!r}")
+        elif hasattr(v, "__name__") and getattr(v, "__name__", "") == "anywave":
+            parts.append("aw")
+    for attr_user in (ast.Attribute,):
+        for node in ast.walk(tree):
+            if isinstance(node, attr_user) and isinstance(node.value, ast.Name):
+                base = g.get(node.value.id)
+                sub = getattr(base, node.attr, None) if base is not None else None
+                if isinstance(sub, Func):
+                    parts.append(f"func {node.value.id}.{node.attr}:" + _fingerprint(sub.fn, seen))
+    return "\n".join(parts)
+
+
+# ----------------------------------------------------------------------------- disk cache
+
+class _DiskCache:
+    """Content-addressed ``.wbin`` files under the user cache dir (platformdirs), or
+    ``$ANYWAVE_CACHE_DIR``; ``ANYWAVE_NO_DISK_CACHE=1`` turns it off. Writes are atomic
+    (temporary file + ``os.replace``); unreadable entries are ignored and rewritten."""
+
+    def directory(self) -> Path | None:
+        if os.environ.get("ANYWAVE_NO_DISK_CACHE"):
+            return None
+        d = os.environ.get("ANYWAVE_CACHE_DIR")
+        if d:
+            return Path(d) / "compiled"
+        try:
+            import platformdirs
+        except ImportError:
+            return None
+        return Path(platformdirs.user_cache_dir("anywave")) / "compiled"
+
+    def load(self, digest: str) -> Module | None:
+        d = self.directory()
+        if d is None:
+            return None
+        p = d / f"{digest}.wbin"
+        try:
+            data = p.read_bytes()
+        except OSError:
+            return None
+        try:
+            from anywave.binary.wbin import read_wbin
+
+            return read_wbin(data)
+        except WaveError:
+            return None
+
+    def store(self, digest: str, module: Module) -> None:
+        d = self.directory()
+        if d is None:
+            return
+        try:
+            from anywave.binary.wbin import write_wbin
+
+            d.mkdir(parents=True, exist_ok=True)
+            data = write_wbin(module)
+            fd, tmp = tempfile.mkstemp(dir=d, prefix=".tmp-", suffix=".wbin")
+            try:
+                with os.fdopen(fd, "wb") as f:
+                    f.write(data)
+                os.replace(tmp, d / f"{digest}.wbin")
+            except BaseException:
+                Path(tmp).unlink(missing_ok=True)
+                raise
+        except OSError:
+            pass  # a read-only or full cache directory only costs recompilation
+
+
+_DISK = _DiskCache()
+
+_ = LIMITS

@@ -1,0 +1,450 @@
+"""Optimisation passes on the structured IR, all in place.
+
+* **constant folding** — an instruction whose register operands are all constants is
+  evaluated by the emulator's own semantics (the oracle), so folding can never change a
+  result; approximate instructions are never folded (a target may round differently).
+* **strength reduction** — integer ``mul`` by 2^k → ``shl``; unsigned ``div``/``rem`` by
+  2^k → ``shr``/``and``; ``x + 0``, ``x * 1`` → copies.
+* **copy propagation** — uses of a temporary copied from another temporary read the source.
+* **CSE** — pure instructions with the same operands (variables by version) are computed
+  once; scoped over regions (a value computed in a branch is not reused after it).
+* **LICM** — pure instructions whose operands do not change inside a loop move before it.
+* **if-conversion** — a small ``if``/``else`` with only pure instructions becomes
+  straight-line code with ``selp`` on the variables it assigns.
+* **DCE** — pure instructions whose results are never read are removed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from anywave.binary.module import Instruction, Pred
+from anywave.isa.table import BY_MNEMONIC, Category, Determinism, Operand
+
+from . import ir
+from .ir import Op, PredUse, Value
+
+IF_CONVERT_MAX_OPS = 6
+
+
+def optimize(body: list[ir.Node]) -> None:
+    """Run every pass in place (twice: folding exposes CSE and vice versa)."""
+    for _ in range(2):
+        fold_constants(body)
+        body[:] = strength_reduce(body)
+        copy_propagate(body)
+        cse(body)
+        licm(body)
+        dce(body)
+    if_convert(body)
+    dce(body)
+
+
+# ----------------------------------------------------------------------------- helpers
+
+def _consts(body: list[ir.Node]) -> dict[Value, int]:
+    """Temporaries defined by a ``movi`` (their bit pattern)."""
+    out: dict[Value, int] = {}
+    for n in ir.walk(body):
+        if isinstance(n, Op) and n.defn.op == "movi" and not n.operands[0].is_var and n.guard is None:
+            out[n.operands[0]] = int(n.operands[1])
+    return out
+
+
+def _movi(dst: Value, bits: int, loc: Any) -> Op:
+    if dst.type.name == "pred":
+        return Op(BY_MNEMONIC["setp.true" if bits else "setp.false"], [dst], loc)
+    if dst.type.regs == 2:
+        return Op(BY_MNEMONIC["movi.b64"], [dst, bits & (2**64 - 1)], loc)
+    return Op(BY_MNEMONIC["movi.b32"], [dst, bits & 0xFFFFFFFF], loc)
+
+
+class _FakeBatch:
+    def __init__(self, nregs: int) -> None:
+        self.regs = np.zeros((nregs, 1), np.uint32)
+        self.preds = np.zeros((8, 1), bool)
+
+
+_FOLDABLE = {Category.INTEGER, Category.FLOAT, Category.BITWISE, Category.CONVERT, Category.COMPARE}
+
+
+def _evaluate(op: Op, consts: dict[Value, int], pconsts: dict[Value, bool]) -> int | None:
+    """Bits of the result of ``op`` on constant operands, by the emulator's semantics."""
+    from anywave.emu.machine import compile_instruction
+
+    regs: list[int] = []
+    slot = 0
+    operands: list[Any] = []
+    preds: list[bool] = []
+    for k, v in zip(op.defn.operands, op.operands, strict=True):
+        if k in (Operand.RS, Operand.RS64):
+            operands.append(slot)
+            bits = consts[v]
+            regs.append(bits & 0xFFFFFFFF)
+            if k is Operand.RS64:
+                regs.append(bits >> 32)
+            slot += 2 if k is Operand.RS64 else 1
+        elif k is Operand.PS:
+            operands.append(Pred(len(preds), v.negated))
+            preds.append(pconsts[v.value])
+        elif k in (Operand.RD, Operand.RD64):
+            operands.append(-1)
+        elif k is Operand.PD:
+            operands.append(7)
+        else:
+            operands.append(v)
+    dst = slot
+    operands = [dst if o == -1 and k in (Operand.RD, Operand.RD64) else o
+                for k, o in zip(op.defn.operands, operands, strict=True)]
+    st = _FakeBatch(slot + 2)
+    for i, b in enumerate(regs):
+        st.regs[i, 0] = b
+    for i, b in enumerate(preds):
+        st.preds[i, 0] = b
+    run = compile_instruction(Instruction(op.defn, tuple(operands)))
+    if run is None:
+        return None
+    with np.errstate(all="ignore"):
+        run(st, np.ones(1, bool), True)
+    kd = next(k for k in op.defn.operands if k.is_dest)
+    if kd is Operand.PD:
+        return int(bool(st.preds[7, 0]))
+    if kd is Operand.RD64:
+        return int(st.regs[dst, 0]) | (int(st.regs[dst + 1, 0]) << 32)
+    return int(st.regs[dst, 0])
+
+
+# ----------------------------------------------------------------------------- folding
+
+def fold_constants(body: list[ir.Node]) -> None:
+    consts = _consts(body)
+    pconsts: dict[Value, bool] = {}
+    for n in ir.walk(body):
+        if not isinstance(n, Op) or n.guard is not None:
+            continue
+        d = n.defn
+        if d.op in ("setp_const",) or d.mnemonic in ("setp.true", "setp.false"):
+            if not n.operands[0].is_var:
+                pconsts[n.operands[0]] = d.mnemonic == "setp.true"
+            continue
+        if d.category not in _FOLDABLE or d.determinism is Determinism.APPROX or not n.is_pure:
+            continue
+        defs = n.defs()
+        if len(defs) != 1 or defs[0].is_var:
+            continue
+        ok = True
+        for k, v in zip(d.operands, n.operands, strict=True):
+            if k in (Operand.RS, Operand.RS64) and v not in consts:
+                ok = False
+            elif k is Operand.PS and v.value not in pconsts:
+                ok = False
+            elif k in (Operand.RS128, Operand.RD128):
+                ok = False
+        if not ok:
+            continue
+        bits = _evaluate(n, consts, pconsts)
+        if bits is None:
+            continue
+        new = _movi(defs[0], bits, n.loc)
+        n.defn, n.operands = new.defn, new.operands
+        if defs[0].type.name == "pred":
+            pconsts[defs[0]] = bool(bits)
+        else:
+            consts[defs[0]] = bits
+
+
+# ----------------------------------------------------------------------------- strength reduction
+
+def _pow2(bits: int, width: int) -> int | None:
+    bits &= (1 << width) - 1
+    if bits > 0 and bits & (bits - 1) == 0:
+        return bits.bit_length() - 1
+    return None
+
+
+def strength_reduce(body: list[ir.Node]) -> list[ir.Node]:
+    consts = _consts(body)
+
+    def go(nodes: list[ir.Node]) -> list[ir.Node]:
+        out: list[ir.Node] = []
+        for n in nodes:
+            if isinstance(n, ir.If):
+                n.then = go(n.then)
+                n.orelse = go(n.orelse)
+            elif isinstance(n, ir.Loop):
+                n.body = go(n.body)
+            elif isinstance(n, Op) and n.guard is None:
+                rep = _reduce(n, consts)
+                if rep is not None:
+                    out.extend(rep)
+                    continue
+            out.append(n)
+        return out
+
+    return go(body)
+
+
+def _reduce(n: Op, consts: dict[Value, int]) -> list[ir.Node] | None:
+    m = n.mnemonic
+    parts = m.split(".")
+    if len(parts) != 2 or parts[0] not in ("mul", "div", "rem", "add") or len(n.operands) != 3:
+        return None
+    t = parts[1]
+    if t[0] not in "iu":
+        return None
+    width = int(t[1:])
+    d, a, b = n.operands
+    if parts[0] in ("mul", "add") and a in consts and b not in consts:
+        a, b = b, a
+    if b not in consts:
+        return None
+    c = consts[b] & ((1 << width) - 1)
+    mov = "mov.b64" if width == 64 else "mov.b32"
+    if parts[0] == "add" and c == 0:
+        return [Op(BY_MNEMONIC[mov], [d, a], n.loc)]
+    if parts[0] == "mul":
+        if c == 1:
+            return [Op(BY_MNEMONIC[mov], [d, a], n.loc)]
+        k = _pow2(c, width)
+        if k is None:
+            return None
+        kv = Value(_u32(), "k")
+        return [Op(BY_MNEMONIC["movi.b32"], [kv, k], n.loc), Op(BY_MNEMONIC[f"shl.b{width}"], [d, a, kv], n.loc)]
+    if parts[0] in ("div", "rem") and t[0] == "u":
+        k = _pow2(c, width)
+        if k is None:
+            return None
+        if parts[0] == "div":
+            kv = Value(_u32(), "k")
+            return [Op(BY_MNEMONIC["movi.b32"], [kv, k], n.loc), Op(BY_MNEMONIC[f"shr.u{width}"], [d, a, kv], n.loc)]
+        mv = Value(b.type, "mask")
+        return [_movi(mv, c - 1, n.loc), Op(BY_MNEMONIC[f"and.b{width}"], [d, a, mv], n.loc)]
+    return None
+
+
+def _u32() -> Any:
+    from .types import u32
+
+    return u32
+
+
+# ----------------------------------------------------------------------------- copies
+
+def copy_propagate(body: list[ir.Node]) -> None:
+    """``t2 = mov t1`` with both temporaries: every use of t2 reads t1."""
+    mapping: dict[Value, Value] = {}
+    for n in ir.walk(body):
+        if (isinstance(n, Op) and n.defn.op == "mov" and n.guard is None
+                and not n.operands[0].is_var and not n.operands[1].is_var
+                and n.operands[0].type.regs == n.operands[1].type.regs):
+            src = n.operands[1]
+            mapping[n.operands[0]] = mapping.get(src, src)
+    if mapping:
+        _replace_uses(body, mapping)
+
+
+def _replace_uses(body: list[ir.Node], mapping: dict[Value, Value]) -> None:
+    for n in ir.walk(body):
+        if isinstance(n, Op):
+            n.replace_uses(mapping)
+        else:
+            c = getattr(n, "cond", None)
+            if c is not None and c.value in mapping:
+                n.cond = PredUse(mapping[c.value], c.negated)  # type: ignore[union-attr]
+
+
+# ----------------------------------------------------------------------------- CSE
+
+def _defined_vars(nodes: list[ir.Node]) -> set[Value]:
+    return {v for n in ir.walk(nodes) if isinstance(n, Op) for v in n.defs() if v.is_var}
+
+
+def cse(body: list[ir.Node]) -> None:
+    version: dict[Value, int] = {}
+    counter = [0]
+    mapping: dict[Value, Value] = {}
+
+    def bump(vs: set[Value]) -> None:
+        for v in vs:
+            counter[0] += 1
+            version[v] = counter[0]
+
+    def key_of(n: Op) -> tuple[Any, ...] | None:
+        parts: list[Any] = [n.defn.opcode]
+        for k, v in zip(n.defn.operands, n.operands, strict=True):
+            if k.is_dest:
+                continue
+            if isinstance(v, Value):
+                v = mapping.get(v, v)
+                parts.append((v.id, version.get(v, 0)))
+            elif isinstance(v, PredUse):
+                pv = mapping.get(v.value, v.value)
+                parts.append((pv.id, v.negated, version.get(pv, 0)))
+            else:
+                parts.append(repr(v))
+        return tuple(parts)
+
+    def go(nodes: list[ir.Node], table: dict[tuple[Any, ...], Value]) -> None:
+        keep: list[ir.Node] = []
+        for n in nodes:
+            if isinstance(n, Op):
+                n.replace_uses(mapping)
+                defs = n.defs()
+                if n.is_pure and n.guard is None and len(defs) == 1 and not defs[0].is_var:
+                    key = key_of(n)
+                    if key is not None:
+                        prev = table.get(key)
+                        if prev is not None and prev.type.regs == defs[0].type.regs:
+                            mapping[defs[0]] = prev
+                            continue
+                        table[key] = defs[0]
+                bump({v for v in defs if v.is_var})
+            elif isinstance(n, ir.If):
+                c = n.cond
+                if c.value in mapping:
+                    n.cond = PredUse(mapping[c.value], c.negated)
+                go(n.then, dict(table))
+                go(n.orelse, dict(table))
+                bump(_defined_vars(n.then) | _defined_vars(n.orelse))
+            elif isinstance(n, ir.Loop):
+                inside = _defined_vars(n.body)
+                bump(inside)
+                go(n.body, dict(table))
+                bump(inside)
+            else:
+                c = getattr(n, "cond", None)
+                if c is not None and c.value in mapping:
+                    n.cond = PredUse(mapping[c.value], c.negated)  # type: ignore[union-attr]
+            keep.append(n)
+        nodes[:] = keep
+
+    go(body, {})
+    if mapping:
+        _replace_uses(body, mapping)
+
+
+# ----------------------------------------------------------------------------- LICM
+
+def licm(body: list[ir.Node]) -> None:
+    def go(nodes: list[ir.Node]) -> None:
+        i = 0
+        while i < len(nodes):
+            n = nodes[i]
+            if isinstance(n, ir.If):
+                go(n.then)
+                go(n.orelse)
+            elif isinstance(n, ir.Loop):
+                go(n.body)
+                hoisted = _hoist(n)
+                if hoisted:
+                    nodes[i:i] = hoisted
+                    i += len(hoisted)
+            i += 1
+
+    go(body)
+
+
+def _hoist(loop: ir.Loop) -> list[ir.Node]:
+    changed_vars = _defined_vars(loop.body)
+    defined_inside = {v for n in ir.walk(loop.body) if isinstance(n, Op) for v in n.defs()}
+    hoisted: list[ir.Node] = []
+    out_set: set[Value] = set()
+    keep: list[ir.Node] = []
+    for n in loop.body:
+        if isinstance(n, Op) and n.is_pure and n.guard is None:
+            defs = n.defs()
+            if (len(defs) == 1 and not defs[0].is_var and defs[0].type.name != "pred"
+                    and all((u in out_set) or (u not in defined_inside and u not in changed_vars)
+                            for u in n.uses())):
+                hoisted.append(n)
+                out_set.add(defs[0])
+                continue
+        keep.append(n)
+    loop.body[:] = keep
+    return hoisted
+
+
+# ----------------------------------------------------------------------------- DCE
+
+def dce(body: list[ir.Node]) -> None:
+    while True:
+        uses: dict[Value, int] = {}
+        for n in ir.walk(body):
+            for v in ir.node_uses(n):
+                uses[v] = uses.get(v, 0) + 1
+        removed = False
+
+        def go(nodes: list[ir.Node], uses: dict[Value, int] = uses) -> None:
+            nonlocal removed
+            keep: list[ir.Node] = []
+            for n in nodes:
+                if isinstance(n, Op) and (n.defn.op == "nop" or (
+                        n.is_pure and all(uses.get(v, 0) == 0 for v in n.defs()))):
+                    removed = True
+                    continue
+                if isinstance(n, ir.If):
+                    go(n.then)
+                    go(n.orelse)
+                    if not n.then and not n.orelse:
+                        removed = True
+                        continue
+                elif isinstance(n, ir.Loop):
+                    go(n.body)
+                keep.append(n)
+            nodes[:] = keep
+
+        go(body)
+        if not removed:
+            return
+
+
+# ----------------------------------------------------------------------------- if-conversion
+
+def if_convert(body: list[ir.Node]) -> None:
+    def go(nodes: list[ir.Node]) -> None:
+        i = 0
+        while i < len(nodes):
+            n = nodes[i]
+            if isinstance(n, ir.If):
+                go(n.then)
+                go(n.orelse)
+                rep = _convert(n)
+                if rep is not None:
+                    nodes[i:i + 1] = rep
+                    i += len(rep)
+                    continue
+            elif isinstance(n, ir.Loop):
+                go(n.body)
+            i += 1
+
+    go(body)
+
+
+def _convert(n: ir.If) -> list[ir.Node] | None:
+    branch_ops = n.then + n.orelse
+    if len(branch_ops) > IF_CONVERT_MAX_OPS or not branch_ops:
+        return None
+    if not all(isinstance(o, Op) and o.is_pure and o.guard is None for o in branch_ops):
+        return None
+    cond = n.cond
+    out: list[ir.Node] = []
+    for ops, pu in ((n.then, cond), (n.orelse, PredUse(cond.value, not cond.negated))):
+        for o in ops:
+            assert isinstance(o, Op)
+            defs = o.defs()
+            if len(defs) != 1:
+                return None
+            d = defs[0]
+            if d.is_var:
+                if d.type.regs == 0:
+                    return None
+                t = Value(d.type, d.name + "_c")
+                o.operands = [t if (k.is_dest and x is d) else x
+                              for k, x in zip(o.defn.operands, o.operands, strict=True)]
+                out.append(o)
+                out.append(Op(BY_MNEMONIC["selp.b64" if d.type.regs == 2 else "selp.b32"], [d, t, d, pu], o.loc))
+            else:
+                out.append(o)
+    return out

@@ -1,0 +1,280 @@
+"""Standard library written in the kernel language itself (``@aw.func``, inlined).
+
+Block-level helpers (must be reached by every thread of the workgroup: they contain
+barriers; ``v`` is i32, u32 or f32):
+
+* ``workgroup_reduce(v, op="sum")`` — ``op`` in {"sum", "min", "max"}; every thread gets
+  the result. Order: a wave reduction (``wred``), then the wave partials in wave order —
+  deterministic for a given W (float sums depend on W, as any parallel sum does).
+* ``workgroup_scan(v, exclusive=False)`` — prefix sum over the workgroup in thread order.
+
+Precise math on f32 (deterministic class: built only from exact-class instructions —
+add/mul/fma/div/rint/cvt/bit operations — so every conformant target returns the same
+bits). Error bounds against the correctly rounded result, checked by
+tests/test_compiler_math.py:
+
+* ``exp2``, ``exp``: <= 2 ulp (overflow → inf, underflow → 0 or a denormal, NaN → NaN);
+* ``log``, ``log2``: <= 2 ulp for x > 0 (x = 0 → -inf, x < 0 → NaN, inf → inf);
+* ``sin``, ``cos``: absolute error <= 2^-22 for |x| <= 10^4 (Cody–Waite reduction by π/2
+  in three parts; beyond that the error grows with |x|); inf/NaN → NaN;
+* ``tanh``: <= 4 ulp; ``erf``: absolute error <= 4e-7 (Taylor series below 0.5,
+  Abramowitz & Stegun 7.1.26 above).
+
+The ``fast_*`` intrinsics map to ``*.approx.f32`` instead (faster; results may differ
+between targets within the spec's bounds).
+"""
+
+from __future__ import annotations
+
+import types as _pytypes
+
+from . import language as _lang
+from . import types as _ty
+from .kernel import func
+
+aw = _pytypes.SimpleNamespace(**_lang.INTRINSICS,
+                              **{k: v for k, v in vars(_ty).items() if isinstance(v, _ty.DType)})
+
+__all__ = ["workgroup_reduce", "workgroup_scan", "exp", "exp2", "log", "log2", "sin", "cos", "tanh", "erf"]
+
+#: wave partials a workgroup can have: 1024 threads at W = 8
+MAX_WAVES = 128
+
+
+# ----------------------------------------------------------------------------- block level
+
+@func
+def workgroup_reduce(v, op="sum"):
+    assert op == "sum" or op == "min" or op == "max", "workgroup_reduce: op must be 'sum', 'min' or 'max'"
+    partial = aw.local_array(aw.dtype_of(v), MAX_WAVES)
+    if op == "sum":
+        s = aw.wave_sum(v)
+    elif op == "min":
+        s = aw.wave_min(v)
+    else:
+        s = aw.wave_max(v)
+    if aw.lane_id() == 0:
+        partial[aw.wave_id()] = s
+    aw.barrier()
+    total = partial[0]
+    for w in range(1, aw.num_waves()):
+        if op == "sum":
+            total = total + partial[w]
+        elif op == "min":
+            total = min(total, partial[w])
+        else:
+            total = max(total, partial[w])
+    aw.barrier()
+    return total
+
+
+@func
+def workgroup_scan(v, exclusive=False):
+    partial = aw.local_array(aw.dtype_of(v), MAX_WAVES)
+    if exclusive:
+        mine = aw.wave_prefix_sum(v, exclusive=True)
+    else:
+        mine = aw.wave_prefix_sum(v)
+    total = aw.wave_sum(v)
+    if aw.lane_id() == 0:
+        partial[aw.wave_id()] = total
+    aw.barrier()
+    base = aw.cast(0, aw.dtype_of(v))
+    for w in range(aw.wave_id()):
+        base = base + partial[w]
+    aw.barrier()
+    return base + mine
+
+
+# ----------------------------------------------------------------------------- precise math
+
+@func
+def _scale2(p: aw.f32, n: aw.i32):
+    # p * 2^n for n in [-160, 130], in two exact-range steps so only the last multiply rounds
+    n1 = n >> 1
+    n2 = n - n1
+    s1 = aw.bitcast((n1 + 127) << 23, aw.f32)
+    s2 = aw.bitcast((n2 + 127) << 23, aw.f32)
+    return (p * s1) * s2
+
+
+@func
+def exp2(x: aw.f32):
+    xc = min(max(x, -160.0), 130.0)
+    n = aw.rint(xc)
+    f = xc - n
+    # 2^f = sum (f ln2)^k / k!, |f| <= 1/2
+    p = aw.fma(f, 1.5252733804059841e-05, 1.5403530393381606e-04)
+    p = aw.fma(f, p, 1.3333558146428443e-03)
+    p = aw.fma(f, p, 9.6181291076284772e-03)
+    p = aw.fma(f, p, 5.5504108664821580e-02)
+    p = aw.fma(f, p, 2.4022650695910071e-01)
+    p = aw.fma(f, p, 6.9314718055994531e-01)
+    p = aw.fma(f, p, 1.0)
+    r = _scale2(p, aw.i32(n))
+    return r if x == x else x
+
+
+@func
+def exp(x: aw.f32):
+    xc = min(max(x, -110.0), 90.0)
+    n = aw.rint(xc * 1.4426950408889634)
+    r = aw.fma(-n, 0.693145751953125, xc)
+    r = aw.fma(-n, 1.4286067653301870e-06, r)
+    p = aw.fma(r, 1.0 / 40320.0, 1.0 / 5040.0)
+    p = aw.fma(r, p, 1.0 / 720.0)
+    p = aw.fma(r, p, 1.0 / 120.0)
+    p = aw.fma(r, p, 1.0 / 24.0)
+    p = aw.fma(r, p, 1.0 / 6.0)
+    p = aw.fma(r, p, 0.5)
+    p = aw.fma(r, p, 1.0)
+    p = aw.fma(r, p, 1.0)
+    out = _scale2(p, aw.i32(n))
+    return out if x == x else x
+
+
+@func
+def _log_parts(x: aw.f32):
+    # x > 0 finite: returns (e, log(m)) with x = m * 2^e, m in [sqrt(1/2), sqrt(2))
+    xs = x
+    eadj = 0
+    if x < 1.1754943508222875e-38:
+        xs = x * 8388608.0
+        eadj = -23
+    bits = aw.bitcast(xs, aw.i32)
+    e = ((bits >> 23) & 255) - 127 + eadj
+    m = aw.bitcast((bits & 8388607) | 1065353216, aw.f32)
+    if m > 1.4142135623730951:
+        m = m * 0.5
+        e = e + 1
+    s = (m - 1.0) / (m + 1.0)
+    s2 = s * s
+    t = aw.fma(s2, 1.0 / 11.0, 1.0 / 9.0)
+    t = aw.fma(s2, t, 1.0 / 7.0)
+    t = aw.fma(s2, t, 1.0 / 5.0)
+    t = aw.fma(s2, t, 1.0 / 3.0)
+    t = t * s2
+    s_2 = s + s
+    logm = aw.fma(s_2, t, s_2)
+    return aw.f32(e), logm
+
+
+@func
+def _log_special(x: aw.f32, r: aw.f32):
+    out = r
+    if x == 0.0:
+        out = -aw.bitcast(aw.u32(0x7F800000), aw.f32)
+    if x < 0.0 or x != x:
+        out = aw.bitcast(aw.u32(0x7FC00000), aw.f32)
+    if x == aw.bitcast(aw.u32(0x7F800000), aw.f32):
+        out = x
+    return out
+
+
+@func
+def log(x: aw.f32):
+    ef, logm = _log_parts(x)
+    r = aw.fma(ef, 0.693145751953125, aw.fma(ef, 1.4286067653301870e-06, logm))
+    return _log_special(x, r)
+
+
+@func
+def log2(x: aw.f32):
+    ef, logm = _log_parts(x)
+    # log2(m) = logm * log2(e), log2(e) split in a head with 12 bits and a tail
+    hi = 1.4423828125
+    lo = 3.1226567e-04
+    r = ef + aw.fma(logm, hi, logm * lo)
+    return _log_special(x, r)
+
+
+@func
+def _sin_poly(r: aw.f32):
+    r2 = r * r
+    p = aw.fma(r2, 1.0 / 362880.0, -1.0 / 5040.0)
+    p = aw.fma(r2, p, 1.0 / 120.0)
+    p = aw.fma(r2, p, -1.0 / 6.0)
+    return aw.fma(r * r2, p, r)
+
+
+@func
+def _cos_poly(r: aw.f32):
+    r2 = r * r
+    p = aw.fma(r2, -1.0 / 3628800.0, 1.0 / 40320.0)
+    p = aw.fma(r2, p, -1.0 / 720.0)
+    p = aw.fma(r2, p, 1.0 / 24.0)
+    p = aw.fma(r2, p, -0.5)
+    return aw.fma(r2, p, 1.0)
+
+
+@func
+def _sincos(x: aw.f32, shift):
+    k = aw.rint(x * 0.6366197723675814)
+    r = aw.fma(-k, 1.5707963705062866, x)
+    r = aw.fma(-k, -4.3711388286737929e-08, r)
+    r = aw.fma(-k, -1.7151245100059659e-15, r)
+    q = (aw.i32(k) + shift) & 3
+    s = _sin_poly(r)
+    c = _cos_poly(r)
+    out = s
+    if q == 1:
+        out = c
+    elif q == 2:
+        out = -s
+    elif q == 3:
+        out = -c
+    return out if x - x == 0.0 else aw.bitcast(aw.u32(0x7FC00000), aw.f32)
+
+
+@func
+def sin(x: aw.f32):
+    return _sincos(x, 0)
+
+
+@func
+def cos(x: aw.f32):
+    return _sincos(x, 1)
+
+
+@func
+def tanh(x: aw.f32):
+    a = abs(x)
+    out = x
+    if a < 0.55:
+        x2 = x * x
+        p = aw.fma(x2, 6404582.0 / 10854718875.0, -929569.0 / 638512875.0)
+        p = aw.fma(x2, p, 21844.0 / 6081075.0)
+        p = aw.fma(x2, p, -1382.0 / 155925.0)
+        p = aw.fma(x2, p, 62.0 / 2835.0)
+        p = aw.fma(x2, p, -17.0 / 315.0)
+        p = aw.fma(x2, p, 2.0 / 15.0)
+        p = aw.fma(x2, p, -1.0 / 3.0)
+        out = aw.fma(x * x2, p, x)
+    else:
+        e = exp(a + a)
+        t = 1.0 - 2.0 / (e + 1.0)
+        out = t if x > 0.0 else -t
+    return out if x == x else x
+
+
+@func
+def erf(x: aw.f32):
+    a = abs(x)
+    out = x
+    if a < 0.5:
+        x2 = x * x
+        p = aw.fma(x2, 1.0 / 9360.0, -1.0 / 1320.0)
+        p = aw.fma(x2, p, 1.0 / 216.0)
+        p = aw.fma(x2, p, -1.0 / 42.0)
+        p = aw.fma(x2, p, 1.0 / 10.0)
+        p = aw.fma(x2, p, -1.0 / 3.0)
+        out = aw.fma(x * x2, p, x) * 1.1283791670955126
+    else:
+        t = 1.0 / aw.fma(0.3275911, a, 1.0)
+        p = aw.fma(t, 1.061405429, -1.453152027)
+        p = aw.fma(t, p, 1.421413741)
+        p = aw.fma(t, p, -0.284496736)
+        p = aw.fma(t, p, 0.254829592)
+        y = 1.0 - p * t * exp(-(a * a))
+        out = y if x > 0.0 else -y
+    return out if x == x else x

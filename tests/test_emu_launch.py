@@ -1,0 +1,231 @@
+"""Launch-level behaviour: scalar arguments of every ABI type from Python / NumPy / ml_dtypes
+values (exact conversion, clear errors) and the loop-iteration bound."""
+
+from __future__ import annotations
+
+import struct
+from fractions import Fraction
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from anywave.asm import assemble
+from anywave.emu import EmulationError, emulate
+from test_emu_support import FORMATS, round_fraction
+
+# one kernel per scalar type: stores ldarg's word(s) into out
+_KERNEL = """
+.kernel k
+.arg v scalar {t}
+.arg out buffer u32 write
+.registers 4
+    movi.b32 r0, 0
+    ldarg.{w} r1{pair}, v
+    st.device.{w} out[r0], r1{pair}
+.end
+"""
+
+
+def word(t: str, value) -> int:
+    wide = t in ("u64", "i64", "f64")
+    m = assemble(_KERNEL.format(t=t, w="b64" if wide else "b32", pair=":r2" if wide else ""), "s.wave")
+    out = np.zeros(2, np.uint32)
+    emulate(m, "k", args={"v": value, "out": out})
+    return int(out.view(np.uint64)[0]) if wide else int(out[0])
+
+
+def f16_bits(x: float) -> int:
+    return struct.unpack("<H", struct.pack("<e", x))[0]
+
+
+def f32_bits(x: float) -> int:
+    return struct.unpack("<I", struct.pack("<f", x))[0]
+
+
+def bf16_bits_of(x: float) -> int:
+    """bf16 bits of a value exactly representable in bf16 (the top half of its f32 bits)."""
+    b = f32_bits(x)
+    assert b & 0xFFFF == 0
+    return b >> 16
+
+
+@pytest.mark.parametrize("t,value,expected", [
+    ("u32", np.uint8(200), 200), ("u32", np.uint32(0xFFFFFFFF), 0xFFFFFFFF),
+    ("i32", np.int16(-5), 0xFFFFFFFB), ("i32", ml_dtypes.int4(-3), 0xFFFFFFFD),
+    ("u64", np.uint64(2**64 - 1), 2**64 - 1), ("i64", np.int64(-2), 2**64 - 2),
+    ("u32", ml_dtypes.uint4(9), 9),
+])
+def test_integer_scalars_from_numpy_and_ml_dtypes(t, value, expected):
+    assert word(t, value) == expected
+
+
+def test_float_scalars_of_the_same_type_pass_bit_for_bit():
+    assert word("bf16", ml_dtypes.bfloat16(1.5)) == 0x3FC0
+    assert word("bf16", ml_dtypes.bfloat16(-0.0)) == 0x8000
+    assert word("f16", np.float16(-65504.0)) == 0xFBFF
+    assert word("f16", np.float16(2.0 ** -24)) == 0x0001
+    assert word("f32", np.float32(-0.0)) == 0x80000000
+    nan_payload = np.array([0x7FC00123], np.uint32).view(np.float32)[0]
+    assert word("f32", nan_payload) == 0x7FC00123
+    assert word("f64", np.float64(0.1)) == struct.unpack("<Q", struct.pack("<d", 0.1))[0]
+    bf_nan = np.array([0xFFC1], np.uint16).view(ml_dtypes.bfloat16)[0]
+    assert word("bf16", bf_nan) == 0xFFC1
+
+
+def test_narrower_float_scalars_widen_exactly():
+    assert word("f32", ml_dtypes.bfloat16(3.140625)) == f32_bits(3.140625)
+    assert word("f32", np.float16(2.0 ** -24)) == f32_bits(2.0 ** -24)
+    assert word("f64", np.float16(-0.0)) == 1 << 63
+    assert word("f16", ml_dtypes.float8_e4m3fn(-1.75)) == f16_bits(-1.75)
+    assert word("bf16", np.float16(0.5)) == bf16_bits_of(0.5)
+
+
+def _rne(x: Fraction, fmt: str, sign: float = 1.0) -> float:
+    p, emin, emax = FORMATS[fmt]
+    r = round_fraction(x, p, emin, emax)
+    return -abs(r) if (x < 0 or (x == 0 and sign < 0)) else abs(r)
+
+
+def test_wider_values_round_once_to_nearest_even():
+    # 2^53 + 2^29 + 1 as a Python int: via float64 it would round twice (to 2^53 + 2^29, then
+    # the f32 tie to 2^53); exactly, it is above the f32 midpoint -> 2^53 + 2^30
+    big = 2 ** 53 + 2 ** 29 + 1
+    assert word("f32", big) == f32_bits(float(2 ** 53 + 2 ** 30))
+    # a float64 just above an f16 midpoint: 1 + 2^-11 + 2^-40 -> 1 + 2^-10
+    assert word("f16", 1 + 2.0 ** -11 + 2.0 ** -40) == f16_bits(1 + 2.0 ** -10)
+    assert word("f16", 1 + 2.0 ** -11) == f16_bits(1.0)  # tie to even
+    # bf16 from float64 with a tie and a near-tie (f32 rounding first would lose the sticky bit)
+    x = 1 + 2.0 ** -8 + 2.0 ** -30
+    assert word("bf16", x) == bf16_bits_of(float(_rne(Fraction(x), "bf16")))
+    assert word("bf16", 1 + 2.0 ** -8) == 0x3F80
+    # subnormal results and signed zero on underflow
+    assert word("f16", 2.0 ** -26) == 0x0000
+    assert word("f16", -(2.0 ** -26)) == 0x8000
+    assert word("f16", 3 * 2.0 ** -26) == 0x0001
+    assert word("f32", np.float64(-1e-50)) == 0x80000000
+    # an x87 long double beyond float64 precision (where the platform has one)
+    if np.finfo(np.longdouble).nmant > 52:
+        ld = np.longdouble(1) + np.longdouble(2.0 ** -24) + np.longdouble(2.0 ** -60)
+        assert word("f32", ld) == f32_bits(1 + 2.0 ** -23)  # above the midpoint: rounds up
+        assert word("f64", ld) == struct.unpack("<Q", struct.pack("<d", 1 + 2.0 ** -24))[0]
+
+
+def test_infinities_nan_and_random_values_against_fraction_reference():
+    assert word("f16", float("-inf")) == 0xFC00
+    assert word("bf16", np.float32("inf")) == 0x7F80
+    assert word("f16", float("nan")) == 0x7E00
+    assert word("f32", ml_dtypes.bfloat16("nan")) == 0x7FC00000
+    rng = np.random.default_rng(3)
+    for x in rng.standard_normal(60) * 2.0 ** rng.integers(-28, 12, 60):
+        exp = _rne(Fraction(float(x)), "f16")
+        assert word("f16", float(x)) == f16_bits(exp), x
+        exp = _rne(Fraction(float(x)), "bf16")
+        assert word("bf16", float(x)) == f32_bits(exp) >> 16, x
+
+
+@pytest.mark.parametrize("t,value,exc,msg", [
+    ("f16", 70000.0, ValueError, r"overflows f16 \(largest finite 65504.0\)"),
+    ("f16", np.float32(65520.0), ValueError, "overflows f16"),
+    ("bf16", 2 ** 200, ValueError, "overflows bf16"),
+    ("f32", 10 ** 400, ValueError, "overflows f32"),
+    ("f32", "1.5", TypeError, "takes a number, got str"),
+    ("f32", True, TypeError, "takes a number, got bool"),
+    ("u32", 1.0, TypeError, "takes an integer, got float"),
+    ("u32", np.float16(1), TypeError, "takes an integer, got float16"),
+    ("i32", ml_dtypes.bfloat16(1), TypeError, "takes an integer, got bfloat16"),
+    ("u32", -1, ValueError, r"out of range \[0, 4294967295\]"),
+    ("i32", np.int64(2 ** 31), ValueError, "out of range"),
+])
+def test_scalar_errors_name_argument_value_and_valid_range(t, value, exc, msg):
+    with pytest.raises(exc, match=msg) as e:
+        word(t, value)
+    assert "scalar argument 'v' of kernel 'k'" in str(e.value)
+
+
+def test_f16_just_below_overflow_threshold_rounds_to_max():
+    assert word("f16", 65519.99) == 0x7BFF
+
+
+# ----------------------------------------------------------------------------- loop bound
+
+INFINITE = """
+.kernel spin
+.arg out buffer u32 write
+.registers 4
+    movi.b32 r0, 0
+    movi.b32 r1, 1
+    .loc "spin.py" 7 5
+    loop
+      add.i32 r0, r0, r1
+    endloop
+.end
+"""
+
+
+def test_infinite_loop_raises_naming_kernel_loop_and_line():
+    m = assemble(INFINITE, "spin.wave")
+    with pytest.raises(EmulationError) as e:
+        emulate(m, "spin", grid=2, workgroup=8, args={"out": np.zeros(1, np.uint32)},
+                max_loop_iterations=1000)
+    msg = str(e.value)
+    assert "kernel 'spin'" in msg and "instruction 2 (loop)" in msg and "spin.py" in msg and ":7" in msg
+    assert "1000" in msg and "max_loop_iterations" in msg
+
+
+def test_loop_bound_is_not_hit_by_a_finite_loop_and_rejects_bad_values():
+    m = assemble(INFINITE.replace("add.i32 r0, r0, r1", "add.i32 r0, r0, r1\n      movi.b32 r2, 50\n"
+                                  "      setp.ge.u32 p0, r0, r2\n      break p0"), "spin.wave")
+    emulate(m, "spin", args={"out": np.zeros(1, np.uint32)}, max_loop_iterations=50)
+    with pytest.raises(EmulationError, match="loop iteration bound"):
+        emulate(m, "spin", args={"out": np.zeros(1, np.uint32)}, max_loop_iterations=48)
+    with pytest.raises(ValueError, match="max_loop_iterations must be a positive int, got 0"):
+        emulate(m, "spin", args={"out": np.zeros(1, np.uint32)}, max_loop_iterations=0)
+
+
+# ----------------------------------------------------------------------------- batches
+
+def test_special_registers_and_divergent_writes_across_many_batches():
+    """More threads than one batch holds (several batches, a partial last one), a 2-D grid:
+    global ids / workgroup ids / lane ids, and masked (divergent) shifts and adds, checked
+    against NumPy."""
+    from anywave.emu.machine import BATCH_LANES
+    src = """
+.kernel k
+.arg out buffer u32 write
+.registers 12
+    mov.sr r0, sr_global_id_x
+    mov.sr r1, sr_global_id_y
+    mov.sr r2, sr_grid_size_x
+    mov.sr r3, sr_workgroup_size_x
+    mul.i32 r4, r2, r3
+    mul.i32 r4, r4, r1
+    add.i32 r4, r4, r0            ; linear global thread index
+    movi.b32 r5, 3
+    and.b32 r6, r4, r5
+    setp.eq.u32 p0, r6, r5
+    mov.sr r7, sr_lane_id
+    mov.sr r8, sr_workgroup_id_y
+    movi.b32 r9, 40
+    if p0
+      shl.b32 r7, r7, r9          ; count >= 32 -> 0 in the lanes with (index & 3) == 3
+    else
+      shl.b32 r7, r7, r6          ; lane << (index & 3)
+      add.i32 r7, r7, r8
+    endif
+    movi.b32 r5, 2
+    shl.b32 r10, r4, r5
+    st.device.b32 out[r10], r7
+.end
+"""
+    m = assemble(src, "b.wave")
+    wg, gx, gy = 96, 37, 23  # 96 * 37 * 23 = 81,696 threads
+    assert wg * gx * gy > BATCH_LANES
+    n = wg * gx * gy
+    out = np.zeros(n, np.uint32)
+    emulate(m, "k", grid=(gx, gy), workgroup=wg, args={"out": out}, wave_width=32)
+    i = np.arange(n)
+    gid_y = i // (gx * wg)
+    lane = (i % wg) % 32
+    exp = np.where((i & 3) == 3, 0, (lane << (i & 3)) + gid_y).astype(np.uint32)
+    assert np.array_equal(out, exp)
