@@ -100,7 +100,7 @@ def _run(t: str, W: int, wg: int, check: bool, first_barrier: bool = True, dshif
 @pytest.mark.parametrize("W", WIDTHS)
 @pytest.mark.parametrize("check", [False, True])
 def test_mma_values_every_wave_width(t, W, check):
-    wg = 64 + W // 2 if W < 64 else 96  # a partial last wave too
+    wg = 128  # 128 / W complete waves, each with its own D tile
     out, D, waves = _run(t, W, wg, check)
     exp = np.tile(D.reshape(-1).view(np.uint32), waves)
     assert np.array_equal(out, exp)
@@ -116,9 +116,9 @@ def test_mma_checked_reports_missing_barrier_before_reading_tiles():
 
 
 def test_mma_checked_reports_overlapping_d_tiles():
-    # dshift 4: wave w's D tile is at 2048 + 16*w -> the tiles overlap (two waves write)
+    # dshift 5: wave w's D tile is at 2048 + 32*w -> the tiles overlap (two waves write)
     with pytest.raises(EmulationError, match=r"data race on local memory.*wrote it at.*wrote it at"):
-        _run("bf16", 16, 32, check=True, dshift=4)
+        _run("bf16", 16, 32, check=True, dshift=5)
 
 
 def test_mma_checked_reads_of_unwritten_tile_are_reported():
@@ -215,10 +215,26 @@ def test_local_atomic_on_uninitialised_memory_is_reported():
                 check=True)
 
 
-def test_mma_tiles_need_only_element_alignment():
-    # D at 2048 + 16*w (16-byte aligned, not 1024-aligned) is valid; the tiles overlap, so
-    # unchecked the later wave's D wins where they overlap; with one wave nothing overlaps
-    out, D, waves = _run("f16", 64, 64, check=True, dshift=4)
+def test_mma_tiles_need_32_byte_alignment():
+    # D at 2048 + 32*w: aligned (the tiles overlap, so only one wave is used)
+    out, D, waves = _run("f16", 64, 64, check=True, dshift=5)
     assert waves == 1 and np.array_equal(out, D.reshape(-1).view(np.uint32))
-    with pytest.raises(EmulationError, match=r"MMA tile byte offset 2050 is not a multiple of the element size 4"):
-        _run("f16", 8, 64, check=False, dshift=1)
+    # D at 2048 + 16*w: wave 1's tile is 16-byte aligned only
+    with pytest.raises(EmulationError,
+                       match=r"MMA tile byte offset 2064 is not a multiple of 32 \(the required alignment\)"):
+        _run("f16", 8, 16, check=False, dshift=4)
+
+
+@pytest.mark.parametrize("W", WIDTHS)
+def test_mma_in_a_partial_wave_is_an_error(W):
+    with pytest.raises(EmulationError, match=rf"all {W} lanes of a complete wave.*{(W // 2)} of {W} lanes"):
+        _run("f16", W, W + W // 2, check=False)
+
+
+def test_mma_under_divergence_is_an_error():
+    m = assemble(MMA_KERNEL.format(local=2048 + 2 * TILE_OUT, t="f16", first_barrier="barrier")
+                 .replace("    mma.m16n16k16", "    setp.ne.u32 p3, r0, r21\n    @p3 mma.m16n16k16"), "mma.wave")
+    src, _ = _inputs("f16", 1)
+    with pytest.raises(EmulationError, match=r"with 7 of 8 lanes"):
+        emulate(m, "k", grid=1, workgroup=16, args={"src": src, "out": np.zeros(512, np.uint32), "dshift": 10},
+                wave_width=8)

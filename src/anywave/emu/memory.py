@@ -81,7 +81,7 @@ def check_access(st: Any, ins: Instruction, what: str, off: np.ndarray, size: in
         i = int(np.flatnonzero(mis)[0])
         raise EmulationError(
             f"misaligned {space} access in {st.where()}: {what} byte offset {int(off[i])} is not a "
-            f"multiple of the {'access' if align == size else 'element'} size {align}, by "
+            f"multiple of {align} ({'the access size' if align == size else 'the required alignment'}), by "
             f"{st.describe_lane(int(idx[i]))}")
 
 

@@ -170,6 +170,9 @@ def _wscan(ins: Instruction) -> Run:
     return run
 
 
+MMA_TILE_ALIGN = 32  # bytes
+
+
 def _mma(ins: Instruction) -> Run:
     rd, ra, rb, rc = ins.operands
     src = ins.defn.src_type
@@ -183,6 +186,15 @@ def _mma(ins: Instruction) -> Run:
             return
         low = np.argmax(m[waves], axis=1)
         lane_ids = waves * W + low
+        # spec §8.13: executed by all W lanes of a complete wave (no divergence, no false
+        # guard, not the partial last wave) -- what vendor matrix units require
+        short = ~m[waves].all(axis=1)
+        if short.any():
+            w = int(np.flatnonzero(short)[0])
+            raise EmulationError(
+                f"{st.where()}: {ins.mnemonic} must be executed by all {W} lanes of a complete wave, "
+                f"but the wave of {st.describe_lane(int(lane_ids[w]))} executes it with "
+                f"{int(m[waves[w]].sum())} of {W} lanes (divergence, a false guard, or a partial wave)")
         offs = []
         for r in (rd, ra, rb, rc):
             v = st.regs[r].reshape(-1, W)[waves]
@@ -197,9 +209,10 @@ def _mma(ins: Instruction) -> Run:
         base = st.wgi[lane_ids] * st.local_bytes
         tiles = []
         for off, esz in zip(offs, (4, 2, 2, 4), strict=False):
-            # a tile is 256 elements: in bounds as a whole, aligned to its element size
+            # a tile is 256 elements, in bounds as a whole; its offset a multiple of 32 bytes
+            # (spec §8.13: the alignment vendor matrix loads need)
             check_access(st, ins, "MMA tile", off, 256 * esz, st.local_bytes, lane_ids, "local memory",
-                         align=esz)
+                         align=MMA_TILE_ALIGN)
             tiles.append((base + off)[:, None] + np.arange(256 * esz))
         sh = st.local_shadow
         if sh is not None:

@@ -1,0 +1,165 @@
+"""A small registry of execution targets (design.md §1: a target is a backend plus a device).
+
+Each registered target has a name, a probe saying whether it is usable here (and why not),
+and a factory. The emulator is always present; ``cuda`` is present when cuda-python and an
+NVIDIA driver with a device are.
+
+    >>> from anywave.runtime.targets import available_targets, get_target
+    >>> [t.name for t in available_targets() if t.available]           # doctest: +SKIP
+    ['emulator', 'cuda']
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from anywave.errors import WaveError
+from anywave.isa.types import LIMITS, Capability
+
+
+class TargetUnavailable(WaveError):
+    """The requested target cannot be used on this machine; the message says why."""
+
+
+@dataclass(frozen=True)
+class TargetInfo:
+    """Target description (docs/spec.md §11.3).
+
+    Attributes:
+        name: registry name (``emulator``, ``cuda``).
+        device: human-readable device name.
+        wave_width: W.
+        capabilities: capability set the target offers.
+        local_memory: bytes of local memory per workgroup.
+        max_workgroup_size: largest threads per workgroup (total).
+        max_workgroup_dims: largest workgroup size per dimension.
+        max_grid: largest grid size per dimension (workgroups).
+        details: extra properties (compute capability, SM count, memory, driver ...).
+    """
+
+    name: str
+    device: str
+    wave_width: int
+    capabilities: Capability
+    local_memory: int
+    max_workgroup_size: int
+    max_workgroup_dims: tuple[int, int, int]
+    max_grid: tuple[int, int, int]
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TargetStatus:
+    """One registry entry as seen on this machine."""
+
+    name: str
+    available: bool
+    reason: str = ""
+    infos: tuple[TargetInfo, ...] = ()
+
+
+@dataclass(frozen=True)
+class _Entry:
+    probe: Callable[[], tuple[bool, str, Sequence[TargetInfo]]]
+    factory: Callable[..., Any]
+
+
+_REGISTRY: dict[str, _Entry] = {}
+
+
+def register_target(name: str, probe: Callable[[], tuple[bool, str, Sequence[TargetInfo]]],
+                    factory: Callable[..., Any]) -> None:
+    """Register (or replace) a target: ``probe() -> (available, reason, infos)`` must not
+    raise; ``factory(**options)`` returns an object with ``info`` and ``launch(...)``."""
+    _REGISTRY[name] = _Entry(probe, factory)
+
+
+def target_names() -> list[str]:
+    """Registered target names, in registration order."""
+    return list(_REGISTRY)
+
+
+def available_targets() -> list[TargetStatus]:
+    """Probe every registered target (never raises; a failing probe is reported as the reason)."""
+    out = []
+    for name, e in _REGISTRY.items():
+        try:
+            ok, reason, infos = e.probe()
+        except Exception as exc:  # noqa: BLE001 - a probe failure is a reportable status
+            ok, reason, infos = False, f"probe failed: {type(exc).__name__}: {exc}", ()
+        out.append(TargetStatus(name, ok, reason, tuple(infos)))
+    return out
+
+
+def get_target(name: str, **options: Any) -> Any:
+    """Create target ``name`` (options go to its factory, e.g. ``wave_width=`` for the
+    emulator, ``device=`` for cuda).
+
+    Raises:
+        ValueError: unknown name (the message lists the registered ones).
+        TargetUnavailable: the target cannot be used here (the message says why).
+    """
+    if name not in _REGISTRY:
+        raise ValueError(f"unknown target {name!r}; registered targets: {target_names()}")
+    e = _REGISTRY[name]
+    ok, reason, _ = e.probe()
+    if not ok:
+        raise TargetUnavailable(f"target {name!r} is not available: {reason}")
+    return e.factory(**options)
+
+
+def default_target(**options: Any) -> Any:
+    """CUDA when a GPU is present, else the emulator."""
+    for st in available_targets():
+        if st.name == "cuda" and st.available:
+            return get_target("cuda", **options)
+    return get_target("emulator", **options)
+
+
+# ------------------------------------------------------------------------ the emulator target
+
+class EmulatorTarget:
+    """The reference emulator as a target (every capability, the spec's minimum limits)."""
+
+    def __init__(self, wave_width: int = 32, check: bool = False) -> None:
+        if wave_width not in LIMITS.wave_widths:
+            raise ValueError(f"wave_width must be one of {LIMITS.wave_widths}, got {wave_width!r}")
+        self.check = check
+        caps = Capability.NONE
+        for c in Capability.names().values():
+            caps |= c
+        self.info = TargetInfo("emulator", "anywave reference emulator (NumPy)", wave_width, caps,
+                               LIMITS.min_local_memory, 1024, (1024, 1024, 64),
+                               (2**31 - 1, 65535, 65535))
+
+    def launch(self, module: Any, kernel: str, grid: Any, workgroup: Any, args: Any) -> Any:
+        """Run ``kernel`` on the emulator (see :func:`anywave.emu.emulate`)."""
+        from anywave.emu import emulate
+
+        return emulate(module, kernel, grid=grid, workgroup=workgroup, args=args,
+                       wave_width=self.info.wave_width, check=self.check)
+
+
+def _emulator_probe() -> tuple[bool, str, Sequence[TargetInfo]]:
+    return True, "", (EmulatorTarget().info,)
+
+
+def _cuda_probe() -> tuple[bool, str, Sequence[TargetInfo]]:
+    from anywave.runtime import cuda
+
+    ok, reason = cuda.driver_status()
+    if not ok:
+        return False, reason, ()
+    return True, "", tuple(d.target_info() for d in cuda.list_devices())
+
+
+def _cuda_factory(**options: Any) -> Any:
+    from anywave.runtime.cuda import CudaTarget
+
+    return CudaTarget(**options)
+
+
+register_target("emulator", _emulator_probe, EmulatorTarget)
+register_target("cuda", _cuda_probe, _cuda_factory)
