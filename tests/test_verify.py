@@ -290,3 +290,21 @@ def test_source_locations_must_be_storable():
     one(kmod([I("nop", loc=SourceLoc("a\0b.py", 1, 1))]), "source location", "NUL")
     one(kmod([I("nop", loc=SourceLoc("a.py", 1 << 32, 1))]), "source location")
     ok(kmod([I("nop", loc=SourceLoc("ä.py", 0, 0))]))
+
+
+@pytest.mark.parametrize("t, cap", [("f16", Capability.F16), ("bf16", Capability.BF16)])
+def test_16_bit_float_immediate_must_have_a_zero_high_half(t, cap):
+    ok(kmod([I(f"movi.{t}", 1, 0x3C00)], caps=cap))
+    one(kmod([I(f"movi.{t}", 1, 0x13C00)], caps=cap), f"movi.{t}", "0x00013c00", "bits 16-31")
+
+
+@pytest.mark.parametrize("order", list(MemoryOrder))
+def test_non_returning_device_atomic_order(order):
+    buf = [Arg("y", B, ScalarType.U32, Access.READWRITE)]
+    m = kmod([I("red.device.add.u32", DeviceAddr(0, 1, 0), 2, Scope.DEVICE, order)], args=buf)
+    if order in (MemoryOrder.RELAXED, MemoryOrder.RELEASE):
+        ok(m)
+    else:
+        one(m, "red.device.add.u32", order.spelling, ".relaxed or .release")
+    # the returning form may acquire
+    ok(kmod([I("atom.device.add.u32", 3, DeviceAddr(0, 1, 0), 2, Scope.DEVICE, order)], args=buf))

@@ -70,6 +70,7 @@ from anywave.isa.types import (
     Access,
     ArgKind,
     Capability,
+    MemoryOrder,
     ScalarType,
 )
 
@@ -252,6 +253,14 @@ class _Verifier:
             w = _where(owner, i, ins)
             if ins.guard is not None and d.flags & Flag.NO_GUARD:
                 self.p(f"{w}: may not carry a guard predicate (found @{ins.guard})")
+            if d.op == "movi" and d.type is not None and d.type.bits == 16 and ins.operands[1] >> 16:
+                self.p(f"{w}: a {d.type.spelling} immediate is a 16-bit pattern; bits 16-31 of "
+                       f"{ins.operands[1]:#010x} must be 0 (spec §8.12)")
+            if d.op == "red" and Operand.ORDER in d.operands:
+                order = ins.operands[d.operands.index(Operand.ORDER)]
+                if order not in (MemoryOrder.RELAXED, MemoryOrder.RELEASE):
+                    self.p(f"{w}: the order of a non-returning atomic must be .relaxed or .release, "
+                           f"got {order.spelling} (it has no result to acquire; spec §6)")
             if d.op == "call" and not ins.operands[0] < len(self.m.functions):
                 self.p(f"{w}: call target function index {ins.operands[0]} does not exist "
                        f"(the module has {len(self.m.functions)} functions)")

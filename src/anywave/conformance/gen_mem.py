@@ -537,6 +537,8 @@ _SCOPES = (
     ".system, .release",
     ".wave, .acquire",
 )
+# a non-returning atomic may only be .relaxed or .release (spec §6.1)
+_RED_SCOPES = tuple(x for x in _SCOPES if x.endswith((".relaxed", ".release")))
 
 
 def _atomic_addr(space: str, reg: str) -> str:
@@ -565,7 +567,8 @@ def _atomic_cases() -> list[Case]:
             vals = rng.integers(0, 1 << 32, n, dtype=np.uint64).astype(np.uint32)
             vals[: len(e)] = e[::-1]
         cmpv = np.where(np.arange(n) % 2 == 0, init, init ^ 1).astype(np.uint32)
-        tail = "" if space == "local" else ", " + _SCOPES[idx % len(_SCOPES)]
+        scopes = _RED_SCOPES if d.op == "red" else _SCOPES
+        tail = "" if space == "local" else ", " + scopes[idx % len(scopes)]
         addr = _atomic_addr(space, "r3")
         body = [
             "mov.sr r0, sr_thread_linear_id",

@@ -1,0 +1,122 @@
+"""Defects found by the fresh-eyes review of issues 2 (ISA) and 3 (EMU).
+
+Each test states what docs/spec.md requires and currently fails (strict xfail): when the
+product is fixed the test passes, the xfail turns into an error, and the marker is removed.
+Expected behaviour is taken from the spec text quoted in each reason, not from the code.
+"""
+
+from __future__ import annotations
+
+import signal
+import struct
+import zlib
+
+import numpy as np
+import pytest
+
+from anywave.asm import assemble
+from anywave.binary.wbin import read_wbin, write_wbin
+from anywave.emu import emulate
+from anywave.errors import WaveError
+
+
+def _kernel(body: str, header: str = ".arg x buffer u32 readwrite\n.registers 8\n") -> str:
+    return ".kernel k\n" + header + body + "\n.end\n"
+
+
+@pytest.mark.xfail(strict=True, reason="BUG: spec §6.1 'The order of a red.device.* shall be .relaxed or "
+                   ".release ... any other order makes the module invalid' - assembler and verifier accept it")
+@pytest.mark.parametrize("order", [".acquire", ".acq_rel", ".seq_cst"])
+def test_red_device_with_acquire_order_is_rejected(order: str) -> None:
+    with pytest.raises(WaveError):
+        assemble(_kernel(f"    red.device.add.u32 x[r0], r1, .device, {order}"), "red.wave")
+
+
+@pytest.mark.xfail(strict=True, reason="BUG: spec §13.4 raw float bits are 'at most the type's width: 4 hex "
+                   "digits for 16-bit types'; movi.f16 r0, 0x12345 is accepted and stored as 0x12345")
+@pytest.mark.parametrize("mn", ["movi.f16", "movi.bf16"])
+def test_raw_16bit_float_immediate_wider_than_16_bits_is_rejected(mn: str) -> None:
+    with pytest.raises(WaveError):
+        assemble(_kernel(f"    {mn} r0, 0x12345"), "f16.wave")
+
+
+@pytest.mark.xfail(strict=True, reason="BUG: spec §13.2 says '.registers N ; 1..255, required'; a kernel "
+                   "without it assembles (registers silently = 1)")
+def test_missing_registers_directive_is_rejected() -> None:
+    with pytest.raises(WaveError):
+        assemble(".kernel k\n    halt\n.end\n", "noregs.wave")
+
+
+@pytest.mark.xfail(strict=True, reason="BUG: labels are reference-dialect only (spec §1.1 'no labels', §13.6); "
+                   "in a native kernel (has .arg) 'foo:' silently moves the rest of the body into a new "
+                   ".func foo and the kernel becomes empty (.func blocks already reject labels)")
+def test_label_in_native_kernel_is_rejected() -> None:
+    src = _kernel("foo:\n    movi.b32 r0, 1")
+    with pytest.raises(WaveError):
+        assemble(src, "label.wave")
+
+
+@pytest.mark.xfail(strict=True, reason="BUG: an integer literal with > 4300 digits raises a bare ValueError "
+                   "(Python's int-digit limit) from assemble(), not an AsmError with file:line:column")
+@pytest.mark.parametrize("mn, lit", [("movi.b32", "1" + "0" * 5000), ("movi.f32", "1" + "0" * 5000 + "e-5000")])
+def test_huge_decimal_literal_gives_asm_error(mn: str, lit: str) -> None:
+    try:
+        assemble(_kernel(f"    {mn} r0, {lit}"), "big.wave")
+    except WaveError as e:
+        assert "big.wave:" in str(e)
+    # any non-WaveError escapes and fails the test
+
+
+def _fix_crc(b: bytearray) -> bytes:
+    b[20:24] = b"\0\0\0\0"
+    struct.pack_into("<I", b, 20, zlib.crc32(bytes(b)) & 0xFFFFFFFF)
+    return bytes(b)
+
+
+@pytest.mark.xfail(strict=True, reason="BUG: spec §14.3 'a reader accepts only that layout (canonical), so two "
+                   "files are equal iff the modules are equal'; a STRTAB with an extra unreferenced string "
+                   "(size grown by 1 into the zero padding) is accepted")
+def test_wbin_reader_rejects_strtab_with_unreferenced_string() -> None:
+    # names chosen so that the string table's size is not a multiple of 4 (padding follows)
+    src = ".kernel kk\n.arg xy buffer u32 readwrite\n.registers 2\n    halt\n.end\n"
+    orig = write_wbin(assemble(src, "s.wave", debug=False))
+    kind, off, size, _ = struct.unpack_from("<4I", orig, 32)
+    assert kind == 1 and size % 4 != 0 and orig[off + size] == 0  # precondition: STRTAB, padding byte is 0
+    b = bytearray(orig)
+    struct.pack_into("<I", b, 32 + 8, size + 1)  # STRTAB now ends "...\0\0": an extra empty string
+    mutant = _fix_crc(b)
+    assert mutant != orig
+    try:
+        m = read_wbin(mutant)
+    except WaveError:
+        return
+    # accepted: then it must at least be canonical (re-written bytes identical)
+    assert write_wbin(m) == mutant, "reader accepted a non-canonical .wbin"
+
+
+class _Timeout(Exception):
+    pass
+
+
+@pytest.mark.xfail(strict=True, reason="BUG: spec §3.3 'A target shall refuse a launch whose values of these "
+                   "registers do not fit in 32 bits'; emulate(grid=(2**32,1,1)) is not refused and runs "
+                   "(effectively forever); same from the CLI: anywave run ... --grid 4294967296 hangs")
+def test_grid_dimension_beyond_32_bits_is_refused() -> None:
+    m = assemble(".kernel k\n.registers 1\n    halt\n.end\n", "g.wave")
+
+    def _alarm(signum, frame):  # noqa: ANN001
+        raise _Timeout()
+
+    old = signal.signal(signal.SIGALRM, _alarm)
+    signal.alarm(5)
+    try:
+        with pytest.raises((WaveError, ValueError)):
+            emulate(m, "k", grid=(2**32, 1, 1), workgroup=1, args={}, wave_width=8)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def test_reference_checks_of_this_file_are_independent() -> None:
+    """Sanity: the precondition data used above is what the spec says (not a product bug)."""
+    assert np.float16(65504.0).view(np.uint16) == 0x7BFF
