@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import os
 import json
+import os
 import sys
 from collections import Counter
 from collections.abc import Sequence
