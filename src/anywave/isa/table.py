@@ -277,14 +277,11 @@ _def("brev.b32", C, "brev", (R, S), T.B32, "d = a with its bit order reversed")
 
 # --- compare, select, predicate logic --------------------------------------------------
 C = Category.COMPARE
-_CMPS = {
-    "eq": "a == b", "ne": "a != b (true if either is NaN)", "lt": "a < b", "le": "a <= b",
-    "gt": "a > b", "ge": "a >= b",
-}
+_CMPS = {"eq": "a == b", "ne": "a != b", "lt": "a < b", "le": "a <= b", "gt": "a > b", "ge": "a >= b"}
 for t in (T.I32, T.U32, T.I64, T.U64, T.F32, T.F64, T.F16, T.BF16):
     _, s = _regs(t)
     for cmp, text in _CMPS.items():
-        det_note = "; false if either is NaN" if t.is_float and cmp != "ne" else ""
+        det_note = ("; true if either is NaN" if cmp == "ne" else "; false if either is NaN") if t.is_float else ""
         _def(f"setp.{cmp}.{t.spelling}", C, "setp", (Operand.PD, s, s), t, f"p = {text}{det_note}",
              variant=cmp)
     if t.is_float:
@@ -432,7 +429,8 @@ def _cvt_rule(dst: ScalarType, src: ScalarType) -> tuple[str, Determinism]:
         return "round to nearest even", DET
     if not dst.is_float:
         return "truncate toward zero, saturate to the range, NaN gives 0", DET
-    if dst.bits > src.bits or (dst, src) == (T.F16, T.BF16) or (dst, src) == (T.BF16, T.F16):
+    if dst.bits > src.bits or (dst, src) == (T.BF16, T.F16):
+        # widening, and f16 -> bf16 (bf16's range holds every f16 value): never overflows
         exact = "exact" if dst.bits > src.bits else "round to nearest even"
         return exact + "; NaN stays NaN", NAN_
     return "round to nearest even; overflow gives inf; NaN stays NaN", NAN_
