@@ -1,7 +1,7 @@
 """Defects found by the fresh-eyes review of issues 2 (ISA) and 3 (EMU).
 
-Each test states what docs/spec.md requires and currently fails (strict xfail): when the
-product is fixed the test passes, the xfail turns into an error, and the marker is removed.
+Each test states what docs/spec.md requires. They were strict xfails until the product was
+fixed; the markers are gone and they are regression tests now.
 Expected behaviour is taken from the spec text quoted in each reason, not from the code.
 """
 
@@ -24,41 +24,43 @@ def _kernel(body: str, header: str = ".arg x buffer u32 readwrite\n.registers 8\
     return ".kernel k\n" + header + body + "\n.end\n"
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: spec §6.1 'The order of a red.device.* shall be .relaxed or "
-                   ".release ... any other order makes the module invalid' - assembler and verifier accept it")
 @pytest.mark.parametrize("order", [".acquire", ".acq_rel", ".seq_cst"])
 def test_red_device_with_acquire_order_is_rejected(order: str) -> None:
     with pytest.raises(WaveError):
         assemble(_kernel(f"    red.device.add.u32 x[r0], r1, .device, {order}"), "red.wave")
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: spec §13.4 raw float bits are 'at most the type's width: 4 hex "
-                   "digits for 16-bit types'; movi.f16 r0, 0x12345 is accepted and stored as 0x12345")
 @pytest.mark.parametrize("mn", ["movi.f16", "movi.bf16"])
 def test_raw_16bit_float_immediate_wider_than_16_bits_is_rejected(mn: str) -> None:
     with pytest.raises(WaveError):
         assemble(_kernel(f"    {mn} r0, 0x12345"), "f16.wave")
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: spec §13.2 says '.registers N ; 1..255, required'; a kernel "
-                   "without it assembles (registers silently = 1)")
-def test_missing_registers_directive_is_rejected() -> None:
-    with pytest.raises(WaveError):
-        assemble(".kernel k\n    halt\n.end\n", "noregs.wave")
+def test_missing_registers_directive_is_inferred_from_the_highest_register_used() -> None:
+    """Decision (issue 2 review): .registers is optional; without it the count is 1 + the
+    highest register the kernel names, including every function it calls (spec §13.2)."""
+    m = assemble(".kernel k\n    movi.b32 r7, 1\n.end\n", "noregs.wave")
+    assert m.kernel("k").registers == 8
+    src = (".kernel k\n    movi.b32 r7, 1\n    call f\n.end\n"
+           ".func f\n    call g\n    ret\n.end\n"
+           ".func g\n    add.i32 r12, r1, r2\n    ret\n.end\n")
+    assert assemble(src, "calls.wave").kernel("k").registers == 13   # r12 in g, reached through f
+    assert assemble(".kernel k\n    halt\n.end\n", "noregs.wave").kernel("k").registers == 1
+    # a pair counts both registers; an explicit directive wins
+    assert assemble(".kernel k\n.capabilities int64\n    movi.u64 r8:r9, 1\n.end\n", "p.wave") \
+        .kernel("k").registers == 10
+    assert assemble(".kernel k\n.registers 200\n    movi.b32 r7, 1\n.end\n", "r.wave") \
+        .kernel("k").registers == 200
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: labels are reference-dialect only (spec §1.1 'no labels', §13.6); "
-                   "in a native kernel (has .arg) 'foo:' silently moves the rest of the body into a new "
-                   ".func foo and the kernel becomes empty (.func blocks already reject labels)")
 def test_label_in_native_kernel_is_rejected() -> None:
     src = _kernel("foo:\n    movi.b32 r0, 1")
     with pytest.raises(WaveError):
         assemble(src, "label.wave")
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: an integer literal with > 4300 digits raises a bare ValueError "
-                   "(Python's int-digit limit) from assemble(), not an AsmError with file:line:column")
-@pytest.mark.parametrize("mn, lit", [("movi.b32", "1" + "0" * 5000), ("movi.f32", "1" + "0" * 5000 + "e-5000")])
+@pytest.mark.parametrize("mn, lit", [("movi.b32", "1" + "0" * 5000), ("movi.f32", "1" + "0" * 5000 + "e-5000")],
+                         ids=["int", "float"])
 def test_huge_decimal_literal_gives_asm_error(mn: str, lit: str) -> None:
     try:
         assemble(_kernel(f"    {mn} r0, {lit}"), "big.wave")
@@ -73,9 +75,6 @@ def _fix_crc(b: bytearray) -> bytes:
     return bytes(b)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: spec §14.3 'a reader accepts only that layout (canonical), so two "
-                   "files are equal iff the modules are equal'; a STRTAB with an extra unreferenced string "
-                   "(size grown by 1 into the zero padding) is accepted")
 def test_wbin_reader_rejects_strtab_with_unreferenced_string() -> None:
     # names chosen so that the string table's size is not a multiple of 4 (padding follows)
     src = ".kernel kk\n.arg xy buffer u32 readwrite\n.registers 2\n    halt\n.end\n"
@@ -98,9 +97,6 @@ class _Timeout(Exception):
     pass
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: spec §3.3 'A target shall refuse a launch whose values of these "
-                   "registers do not fit in 32 bits'; emulate(grid=(2**32,1,1)) is not refused and runs "
-                   "(effectively forever); same from the CLI: anywave run ... --grid 4294967296 hangs")
 def test_grid_dimension_beyond_32_bits_is_refused() -> None:
     m = assemble(".kernel k\n.registers 1\n    halt\n.end\n", "g.wave")
 

@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 import anywave
@@ -49,11 +50,12 @@ def wbin(tmp_path):
     return p
 
 
-def test_no_arguments_prints_help(capsys):
-    assert cli.main([]) == 0
-    out = capsys.readouterr().out
-    for name in ("asm", "dis", "validate", "info"):
-        assert name in out
+def test_no_arguments_prints_help_to_stderr_as_a_usage_error(capsys):
+    assert cli.main([]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    for name in ("asm", "dis", "validate", "info", "run"):
+        assert name in captured.err
 
 
 def test_version(capsys):
@@ -103,11 +105,12 @@ def test_validate_ok_and_problems(wbin, tmp_path, capsys):
     bad = tmp_path / "bad.wbin"
     save(m, bad, verify=False)
     assert cli.main(["validate", str(wbin), str(bad)]) == 1
-    lines = capsys.readouterr().out.splitlines()
-    assert lines[0] == f"{wbin}: ok"
-    assert all(line.startswith(f"{bad}: error: ") for line in lines[1:])
-    assert any("load from buffer 'x' declared write" in line for line in lines[1:])
-    assert any("r2" in line for line in lines[1:])
+    captured = capsys.readouterr()
+    assert captured.out.splitlines() == [f"{wbin}: ok"]  # ok lines on stdout, problems on stderr
+    lines = captured.err.splitlines()
+    assert lines and all(line.startswith(f"{bad}: error: ") for line in lines)
+    assert any("load from buffer 'x' declared write" in line for line in lines)
+    assert any("r2" in line for line in lines)
 
 
 def test_validate_broken_binary_and_missing_file(tmp_path, capsys):
@@ -115,7 +118,7 @@ def test_validate_broken_binary_and_missing_file(tmp_path, capsys):
     junk.write_bytes(b"WBIN" + b"\0" * 40)
     missing = tmp_path / "missing.wbin"
     assert cli.main(["validate", str(junk), str(missing)]) == 1
-    out = capsys.readouterr().out
+    out = capsys.readouterr().err
     assert "junk.wbin: error:" in out and "version" in out
     assert "missing.wbin: error:" in out and "No such file" in out
 
@@ -199,3 +202,148 @@ def test_asm_error_has_location_and_caret(tmp_path, capsys):
 
 def test_written_binary_matches_library(wbin):
     assert wbin.read_bytes() == write_wbin(saxpy_module())
+
+
+# ----------------------------------------------------------------------------- review fixes (issues 2, 3)
+
+ADD1_WAVE = """\
+; y[i] = x[i] + 1.0 for i < n
+.kernel add1
+.arg x buffer f32 read
+.arg y buffer f32 write
+.arg n scalar u32
+.registers 6
+    mov.sr      r0, sr_global_id_x
+    ldarg.b32   r1, n
+    setp.ge.u32 p0, r0, r1
+    @p0 halt
+    movi.b32    r5, 2
+    shl.b32     r2, r0, r5
+    ld.device.b32 r3, x[r2]
+    movi.f32    r4, 1.0
+    add.f32     r3, r3, r4
+    st.device.b32 y[r2], r3
+    halt
+.end
+"""
+
+
+@pytest.fixture
+def add1(tmp_path):
+    p = tmp_path / "add1.wave"
+    p.write_text(ADD1_WAVE)
+    x = np.arange(10, dtype=np.float32) * 0.5
+    np.save(tmp_path / "x.npy", x)
+    return p, x
+
+
+@needs_asm
+def test_asm_output_into_a_directory_is_a_clear_error(tmp_path, capsys):
+    src = tmp_path / "saxpy.wave"
+    src.write_text(SAXPY_WAVE)
+    outdir = tmp_path / "outdir"
+    outdir.mkdir()
+    assert cli.main(["asm", str(src), "-o", str(outdir)]) == 1
+    err = capsys.readouterr().err
+    assert f"{outdir}: is a directory" in err and "Traceback" not in err
+
+
+@needs_asm
+def test_asm_skips_a_utf8_byte_order_mark(tmp_path):
+    src = tmp_path / "bom.wave"
+    src.write_bytes(b"\xef\xbb\xbf" + SAXPY_WAVE.encode())
+    assert cli.main(["asm", str(src)]) == 0
+    plain = tmp_path / "plain.wave"
+    plain.write_text(SAXPY_WAVE)
+    assert cli.main(["asm", str(plain)]) == 0
+    assert read_wbin((tmp_path / "bom.wbin").read_bytes()).kernels == \
+        read_wbin((tmp_path / "plain.wbin").read_bytes()).kernels
+
+
+def test_run_requires_grid(add1, capsys):
+    src, _ = add1
+    assert cli.main(["run", str(src), "--workgroup", "4", "--arg", "n=1"]) == 2
+    assert "--grid" in capsys.readouterr().err
+
+
+def test_run_requires_workgroup_unless_the_kernel_declares_one(add1, tmp_path, capsys):
+    src, x = add1
+    base = ["run", str(src), "--grid", "3", "--arg", f"x={tmp_path / 'x.npy'}", "--arg", "y=zeros:10:f32",
+            "--arg", "n=10"]
+    assert cli.main(base) == 2
+    err = capsys.readouterr().err
+    assert "--workgroup is required" in err and "'add1'" in err
+    fixed = tmp_path / "fixed.wave"
+    fixed.write_text(ADD1_WAVE.replace(".registers 6", ".registers 6\n.workgroup_size 4"))
+    out = tmp_path / "y.npy"
+    assert cli.main(["run", str(fixed), *base[2:], "--out", f"y={out}"]) == 0
+    np.testing.assert_array_equal(np.load(out), x + np.float32(1.0))   # 3 workgroups of 4 cover 10
+
+
+def test_run_accepts_abi_type_names_in_zeros(add1, tmp_path):
+    src, x = add1
+    out = tmp_path / "y.npy"
+    assert cli.main(["run", str(src), "--grid", "2", "--workgroup", "8", "--arg", f"x={tmp_path / 'x.npy'}",
+                     "--arg", "y=zeros:10:f32", "--arg", "n=7", "--out", f"y={out}"]) == 0
+    y = np.load(out)
+    assert y.dtype == np.float32
+    expected = np.zeros(10, np.float32)
+    expected[:7] = x[:7] + np.float32(1.0)
+    np.testing.assert_array_equal(y, expected)
+
+
+@pytest.mark.parametrize("extra, msg", [
+    (["--arg", "n=3"], "--arg n is given more than once"),
+    (["--out", "n=n.npy"], "'n' is a scalar argument of kernel 'add1'"),
+    (["--arg", "y=zeros:10:f33"], "unknown element type 'f33'"),
+])
+def test_run_rejects_repeated_args_and_out_of_a_scalar(add1, tmp_path, capsys, extra, msg):
+    src, _ = add1
+    argv = ["run", str(src), "--grid", "1", "--workgroup", "16", "--arg", f"x={tmp_path / 'x.npy'}",
+            "--arg", "n=10"]
+    if "y=" not in " ".join(extra):
+        argv += ["--arg", "y=zeros:10:f32"]
+    assert cli.main(argv + extra) == 1
+    err = capsys.readouterr().err
+    assert msg in err and "Traceback" not in err
+
+
+def test_run_npy_for_a_scalar_gets_a_short_message(add1, tmp_path, capsys):
+    src, _ = add1
+    big = tmp_path / "big.npy"
+    np.save(big, np.arange(1000, dtype=np.float32))
+    assert cli.main(["run", str(src), "--grid", "1", "--workgroup", "16", "--arg", f"x={tmp_path / 'x.npy'}",
+                     "--arg", "y=zeros:10:f32", "--arg", f"n={big}"]) == 1
+    err = capsys.readouterr().err
+    assert "scalar argument (u32)" in err and "shape (1000,)" in err and "float32" in err
+    assert len(err) < 400 and "999" not in err   # the array itself is not printed
+
+
+def test_run_buffer_dtype_must_match_the_abi_unless_allowed(add1, tmp_path, capsys):
+    src, x = add1
+    np.save(tmp_path / "x64.npy", x.astype(np.float64))
+    argv = ["run", str(src), "--grid", "1", "--workgroup", "16", "--arg", f"x={tmp_path / 'x64.npy'}",
+            "--arg", "y=zeros:10:f32", "--arg", "n=2"]
+    assert cli.main(argv) == 1
+    err = capsys.readouterr().err
+    assert "dtype <f8 (float64) differs from the argument's element type f32" in err
+    assert "--allow-dtype-mismatch" in err
+    out = tmp_path / "y.npy"
+    assert cli.main(argv + ["--allow-dtype-mismatch", "--out", f"y={out}"]) == 0
+    # the kernel reads the float64 bytes as f32: element i is word i of the raw bytes, plus 1
+    words = x.astype(np.float64).view(np.float32)[:2]
+    np.testing.assert_array_equal(np.load(out)[:2], words + np.float32(1.0))
+
+
+def test_run_grid_beyond_32_bits_is_refused(add1, tmp_path, capsys):
+    src, _ = add1
+    assert cli.main(["run", str(src), "--grid", "4294967296", "--workgroup", "1", "--arg",
+                     f"x={tmp_path / 'x.npy'}", "--arg", "y=zeros:10:f32", "--arg", "n=1"]) == 1
+    assert "does not fit in 32 bits" in capsys.readouterr().err
+
+
+def test_run_help_is_plain_text(capsys):
+    assert cli.main(["run", "--help"]) == 0
+    out = capsys.readouterr().out
+    assert "anywave run" in out and "--grid" in out and "zeros:N:TYPE" in out
+    assert "``" not in out and ":func:" not in out

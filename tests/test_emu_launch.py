@@ -229,3 +229,62 @@ def test_special_registers_and_divergent_writes_across_many_batches():
     lane = (i % wg) % 32
     exp = np.where((i & 3) == 3, 0, (lane << (i & 3)) + gid_y).astype(np.uint32)
     assert np.array_equal(out, exp)
+
+
+# ----------------------------------------------------------------------------- launch limits
+
+_HALT = ".kernel k\n.registers 1\n    halt\n.end\n"
+_LOCAL = ".kernel k\n.registers 1\n.local_memory {n}\n    halt\n.end\n"
+
+
+@pytest.mark.parametrize("grid, wg, msg", [
+    ((2**32, 1, 1), 1, "grid dimension x = 4294967296"),
+    ((1, 2**32 + 5, 1), 1, "grid dimension y"),
+    ((2**31, 1, 1), (3, 1, 1), "6442450944 threads along x: global ids would not fit in 32 bits"),
+    ((1, 1, 2**30 + 1), (1, 1, 4), "4294967300 threads along z"),
+    ((0, 1, 1), 1, "positive"),
+    (1, (1, 0, 1), "positive"),
+])
+def test_launches_beyond_32_bit_ids_or_below_one_are_refused_before_running(grid, wg, msg):
+    m = assemble(_HALT, "g.wave")
+    with pytest.raises(ValueError, match=msg):
+        emulate(m, "k", grid=grid, workgroup=wg, wave_width=8)
+
+
+def test_launch_check_accepts_exactly_2_pow_32_threads_per_dimension():
+    from anywave.emu.machine import check_launch
+
+    k = assemble(_HALT, "g.wave").kernel("k")
+    check_launch(k, (2**30, 1, 1), (4, 1, 1))          # ids 0 .. 2^32 - 1: all fit in u32
+    check_launch(k, (2**32 - 1, 1, 1), (1, 1, 1))      # largest u32 grid size
+    with pytest.raises(ValueError, match="4294967300 threads along y"):   # (2^30 + 1) * 4 = 2^32 + 4
+        check_launch(k, (1, 2**30 + 1, 1), (1, 4, 1))
+
+
+def test_workgroup_size_limit_is_1024_by_default_and_configurable():
+    m = assemble(_HALT, "g.wave")
+    stats = emulate(m, "k", grid=1, workgroup=(32, 32, 1), wave_width=64)
+    assert stats.threads == 1024
+    with pytest.raises(ValueError, match=r"1025 threads; the emulator's max workgroup size is 1024"):
+        emulate(m, "k", grid=1, workgroup=(1025, 1, 1))
+    stats = emulate(m, "k", grid=1, workgroup=(1025, 1, 1), max_workgroup_size=2048, wave_width=64)
+    assert stats.threads == 1025 and stats.waves == 17  # ceil(1025 / 64)
+    with pytest.raises(ValueError, match="max_workgroup_size = 100: must be an int of at least 256"):
+        emulate(m, "k", grid=1, workgroup=1, max_workgroup_size=100)
+
+
+def test_local_memory_limit_is_64_kib_by_default_checked_before_allocating():
+    from anywave.emu import DEFAULT_LIMITS, EmulatorLimits
+
+    assert DEFAULT_LIMITS == EmulatorLimits(1024, 65536)
+    emulate(assemble(_LOCAL.format(n=65536), "l.wave"), "k", grid=3, workgroup=2)
+    big = assemble(_LOCAL.format(n=2**32 - 1), "l.wave")   # 4 GiB per workgroup: never allocated
+    with pytest.raises(ValueError, match=r"4294967295 bytes of local memory; the emulator provides at "
+                                         r"most 65536"):
+        emulate(big, "k", grid=2**20, workgroup=1)
+    with pytest.raises(ValueError, match="65537 bytes of local memory"):
+        emulate(assemble(_LOCAL.format(n=65537), "l.wave"), "k", grid=1, workgroup=1)
+    emulate(assemble(_LOCAL.format(n=65537), "l.wave"), "k", grid=2, workgroup=1,
+            limits=EmulatorLimits(max_local_memory=1 << 17))
+    with pytest.raises(ValueError, match="max_local_memory = 1024: must be an int of at least 32768"):
+        EmulatorLimits(max_local_memory=1024)

@@ -112,6 +112,8 @@ def _record_case(d: InstrDef) -> tuple[list[str], list[Instruction]]:
             if kind in (Operand.IMM32, Operand.IMM64):
                 assert d.type is not None
                 text, value = _imm_sample(d.type)
+            elif kind is Operand.ORDER and d.op == "red":  # red takes .relaxed/.release only (spec §6.1)
+                text, value = ".release", MemoryOrder.RELEASE
             else:
                 text, value = _SAMPLES[kind]
             texts.append(text)
@@ -174,7 +176,7 @@ def _float_bits(draw: st.DrawFn, t: ScalarType, width: int) -> int:
     sign = draw(st.integers(0, 1)) << (n - 1)
     ebits = {16: 5, 32: 8, 64: 11}[n] if t is not T.BF16 else 8
     mbits = n - 1 - ebits
-    special = draw(st.sampled_from(["any", "nan", "inf", "zero", "denormal", "canonical", "wide"]))
+    special = draw(st.sampled_from(["any", "nan", "inf", "zero", "denormal", "canonical"]))
     if special == "nan":
         return sign | (((1 << ebits) - 1) << mbits) | draw(st.integers(1, (1 << mbits) - 1))
     if special == "canonical":
@@ -185,8 +187,6 @@ def _float_bits(draw: st.DrawFn, t: ScalarType, width: int) -> int:
         return sign
     if special == "denormal":
         return sign | draw(st.integers(1, (1 << mbits) - 1))
-    if special == "wide" and n < width:  # junk above a 16-bit float: printed and read as raw hex
-        return draw(st.integers(0, (1 << width) - 1))
     return draw(st.integers(0, (1 << n) - 1))
 
 
@@ -211,8 +211,9 @@ def _instruction(draw: st.DrawFn, d: InstrDef, ctx: dict) -> Instruction:  # typ
             values.append(draw(st.sampled_from(list(SpecialRegister))))
         elif kind is Operand.SCOPE:
             values.append(draw(st.sampled_from(list(Scope))))
-        elif kind is Operand.ORDER:
-            values.append(draw(st.sampled_from(list(MemoryOrder))))
+        elif kind is Operand.ORDER:  # red takes .relaxed/.release only (spec §6.1)
+            orders = [MemoryOrder.RELAXED, MemoryOrder.RELEASE] if d.op == "red" else list(MemoryOrder)
+            values.append(draw(st.sampled_from(orders)))
         elif kind is Operand.ARG:
             values.append(draw(st.sampled_from(ctx["scalars"])))
         elif kind in (Operand.DADDR, Operand.DADDR64):

@@ -8,7 +8,8 @@ Subcommands come from :data:`COMMANDS`, a registry of *providers*: objects or mo
 * ``run(args: argparse.Namespace) -> int`` — do the work, return the exit status.
 
 Exit statuses: 0 success, 1 user error (bad input: the message goes to stderr, no
-traceback), 2 usage error (argparse). Every :class:`~anywave.errors.WaveError` and
+traceback), 2 usage error (argparse, a missing option, or no subcommand: the help goes to
+stderr). Every :class:`~anywave.errors.WaveError` and
 ``OSError`` a subcommand raises is reported as a user error.
 """
 
@@ -42,6 +43,18 @@ class Provider(Protocol):
 
 class UserError(WaveError):
     """A command-line mistake that is not a usage error (unknown file type ...)."""
+
+
+class UsageError(UserError):
+    """A missing or inconsistent command-line option found after parsing (exit status 2)."""
+
+
+def _output_path(out: Path, default_name: str) -> Path:
+    """``out`` unless it is an existing directory (UserError naming it)."""
+    if out.is_dir():
+        raise UserError(f"{out}: is a directory; -o takes the output file's path "
+                        f"(e.g. {out / default_name})")
+    return out
 
 
 # ----------------------------------------------------------------------------- loading
@@ -100,7 +113,8 @@ class AsmCommand:
         if src.suffix.lower() != ".wave":
             raise UserError(f"{src}: expected a .wave file")
         module = load_module(src)
-        out = Path(args.output) if args.output else src.with_suffix(".wbin")
+        out = _output_path(Path(args.output), src.with_suffix(".wbin").name) if args.output \
+            else src.with_suffix(".wbin")
         save(module, out)
         return EXIT_OK
 
@@ -123,10 +137,12 @@ class DisCommand:
         from anywave.asm import disassemble  # type: ignore[attr-defined]
         from anywave.binary.wbin import load
 
+        out = _output_path(Path(args.output), Path(args.input).with_suffix(".wave").name) \
+            if args.output else None
         module = load(args.input)
         text = disassemble(module)
-        if args.output:
-            Path(args.output).write_text(text, encoding="utf-8")
+        if out is not None:
+            out.write_text(text, encoding="utf-8")
         else:
             sys.stdout.write(text)
         return EXIT_OK
@@ -141,7 +157,9 @@ class ValidateCommand:
     def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         p = subparsers.add_parser("validate", help="check .wave/.wbin files and list every problem",
                                   description="Assemble or read each file and run the verifier. Prints "
-                                              "'FILE: ok' or every problem; exit status 1 if any file fails.")
+                                              "'FILE: ok' on standard output, or every problem as "
+                                              "'FILE: error: ...' on standard error; exit status 1 if "
+                                              "any file fails.")
         p.add_argument("files", nargs="+", metavar="FILE", help=".wave or .wbin files")
         return p
 
@@ -158,7 +176,7 @@ class ValidateCommand:
             if problems:
                 status = EXIT_USER_ERROR
                 for prob in problems:
-                    print(f"{name}: error: {prob}")
+                    print(f"{name}: error: {prob}", file=sys.stderr)
             else:
                 print(f"{name}: ok")
         return status
@@ -318,11 +336,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as e:  # --help, --version (0) and usage errors (2)
         return e.code if isinstance(e.code, int) else EXIT_USAGE
     run = getattr(args, "_run", None)
-    if run is None:
-        parser.print_help()
-        return EXIT_OK
+    if run is None:  # no subcommand: a usage error
+        parser.print_help(file=sys.stderr)
+        return EXIT_USAGE
     try:
         return int(run(args))
+    except UsageError as e:
+        print(f"anywave {args.command}: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
     except AsmError as e:
         print(str(e), file=sys.stderr)
         return EXIT_USER_ERROR

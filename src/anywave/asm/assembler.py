@@ -39,6 +39,7 @@ from anywave.asm.syntax import (
     IDENT,
     Line,
     Token,
+    check_literal_length,
     did_you_mean,
     first_word,
     parse_int,
@@ -68,6 +69,7 @@ from anywave.isa.types import (
     Access,
     ArgKind,
     Capability,
+    MemoryOrder,
     ScalarType,
 )
 
@@ -158,6 +160,8 @@ class _Assembler:
         self.debug = debug
         self.saw_loc = False
         self.nodebug = False
+        if text.startswith("\ufeff"):  # a UTF-8 byte order mark is not part of the text
+            text = text[1:]
         # lines end at "\n" only (an optional "\r" before it is dropped), so line numbers
         # match what editors show
         self.lines = [Line(filename, i + 1, t[:-1] if t.endswith("\r") else t)
@@ -261,6 +265,7 @@ class _Assembler:
         if len(words) != 1 or re.fullmatch(r"\d+\.\d+", words[0].text) is None:
             tok = words[0] if words else word
             raise line.error_at("expected .version MAJOR.MINOR (e.g. .version 1.0)", tok)
+        check_literal_length(line, words[0], "version number")
         major, minor = words[0].text.split(".")
         if (int(major), int(minor)) != FORMAT_VERSION:
             raise line.error_at(f"unsupported .version {words[0].text}; this assembler reads "
@@ -357,6 +362,14 @@ class _Assembler:
                 values.append(parser.operand(line, operands[src], kind, defn))
             else:
                 values.append(defaults[len(defaults) - (n - i)])
+        if defn.op == "red" and Operand.ORDER in defn.operands:
+            k = defn.operands.index(Operand.ORDER)
+            if values[k] not in (MemoryOrder.RELAXED, MemoryOrder.RELEASE):
+                src = order[k] if order is not None else k
+                tok = operands[src] if src < given else mn_tok
+                raise line.error_at(f"the order of a non-returning atomic ({defn.mnemonic}) must be "
+                                    f".relaxed or .release, got {values[k].spelling} (it has no result "  # type: ignore[attr-defined]
+                                    "to acquire; spec §6.1)", tok)
         return _Parsed(defn, values, guard, raw.loc, raw)
 
     def check_structure(self, unit_kind: str, name: str, code: list[_Parsed], end_line: Line) -> None:
@@ -525,6 +538,11 @@ class _Assembler:
                                       f"{kernel_names[b.name].lineno})", b.name_tok)
             kernel_names[b.name] = b.line
             reference = self._is_reference(b)
+            if not reference and b.labels:
+                _, _, line, tok = b.labels[0]
+                raise line.error_at(f"labels are only allowed in reference-dialect kernels; kernel "
+                                    f"{b.name!r} is native (it has .arg directives or .dialect native), "
+                                    "so write a .func block and call it instead", tok)
             kernel = self.kernel_header(b)
             parser = OperandParser(lenient=reference, flat_buffer=0)
             if reference:

@@ -14,7 +14,16 @@ import re
 from dataclasses import dataclass
 
 from anywave.asm.floats import FloatLiteralError, decimal_to_bits, is_decimal_literal
-from anywave.asm.syntax import IDENT, INT_RE, Line, Token, did_you_mean, parse_int
+from anywave.asm.syntax import (
+    IDENT,
+    INT_RE,
+    Line,
+    Token,
+    check_literal_length,
+    did_you_mean,
+    parse_int,
+    small_int,
+)
 from anywave.binary.module import DeviceAddr, LocalAddr, Pred
 from anywave.isa.table import InstrDef, Operand
 from anywave.isa.types import LIMITS, MemoryOrder, ScalarType, Scope, SpecialRegister
@@ -81,20 +90,20 @@ class OperandParser:
         s = tok.text if text is None else text
         if count == 1:
             m = _REG.fullmatch(s)
-            if m is None or int(m.group(1)) > MAX_REG:
+            if m is None or small_int(m.group(1)) > MAX_REG:
                 raise line.error_at(f"expected a register r0-r{MAX_REG}, got {s!r}", tok)
-            return int(m.group(1))
+            return small_int(m.group(1))
         what = "pair rN:rN+1" if count == 2 else "quad rN:rN+3"
         m = _REG_RANGE.fullmatch(s)
         if m is None:
             single = _REG.fullmatch(s)
             if single is not None and self.lenient:
-                lo = int(single.group(1))
+                lo = small_int(single.group(1))
                 if lo + count - 1 > MAX_REG:
                     raise line.error_at(f"register {what} starting at r{lo} runs past r{MAX_REG}", tok)
                 return lo
             raise line.error_at(f"expected a register {what} (e.g. r4:r{3 + count}), got {s!r}", tok)
-        lo, hi = int(m.group(1)), int(m.group(2))
+        lo, hi = small_int(m.group(1)), small_int(m.group(2))
         if hi != lo + count - 1:
             raise line.error_at(f"expected a register {what}: after r{lo} comes r{lo + count - 1}, "
                                 f"got {s!r}", tok)
@@ -104,29 +113,32 @@ class OperandParser:
 
     def pred_dest(self, line: Line, tok: Token) -> int:
         m = _PRED.fullmatch(tok.text)
-        if m is None or m.group(1) or int(m.group(2)) >= NUM_PREDS:
+        if m is None or m.group(1) or small_int(m.group(2)) >= NUM_PREDS:
             raise line.error_at(f"expected a destination predicate p0-p{NUM_PREDS - 1}, "
                                 f"got {tok.text!r}", tok)
-        return int(m.group(2))
+        return small_int(m.group(2))
 
     def pred(self, line: Line, tok: Token) -> Pred:
         m = _PRED.fullmatch(tok.text)
-        if m is None or int(m.group(2)) >= NUM_PREDS:
+        if m is None or small_int(m.group(2)) >= NUM_PREDS:
             raise line.error_at(f"expected a predicate p0-p{NUM_PREDS - 1} or !p0-!p{NUM_PREDS - 1}, "
                                 f"got {tok.text!r}", tok)
-        return Pred(int(m.group(2)), bool(m.group(1)))
+        return Pred(small_int(m.group(2)), bool(m.group(1)))
 
     # -- immediates --------------------------------------------------------------------------
     def imm(self, line: Line, tok: Token, t: ScalarType, words: int) -> int:
         """An immediate read as type ``t``; returns the unsigned bit pattern."""
         width = 32 * words
         text = tok.text
+        check_literal_length(line, tok, f"{t.spelling} literal")
         if t.is_float:
             if text[:2].lower() == "0x":
-                # raw bits of the immediate word (a 16-bit float sits in the low half; the
-                # verifier, not the text syntax, rejects bits above it)
-                return parse_int(line, tok, f"raw {t.spelling} bits (a {width}-bit immediate)",
-                                 0, (1 << width) - 1)
+                # raw bits: at most the type's width (4 hex digits for f16/bf16, spec §13.4)
+                digits = t.bits // 4
+                if len(text) - 2 > digits:
+                    raise line.error_at(f"raw {t.spelling} bits take at most {digits} hex digits "
+                                        f"(the type is {t.bits} bits wide), got {text!r}", tok)
+                return parse_int(line, tok, f"raw {t.spelling} bits", 0, (1 << t.bits) - 1)
             if not (is_decimal_literal(text) or text.lower() in ("inf", "+inf", "-inf", "nan")):
                 raise line.error_at(f"expected a {t.spelling} literal (decimal such as 1.5 or -2e-3, "
                                     f"inf, -inf, nan, or raw bits 0x...), got {text!r}", tok)
@@ -185,6 +197,7 @@ class OperandParser:
             return 0
         if INT_RE.fullmatch(text) is None or text[0] in "+-":
             raise line.error_at(f"expected an integer byte offset after {sign!r}, got {text!r}", tok)
+        check_literal_length(line, Token(text, tok.col), "address offset")
         body = int(text, 0) if text[:2].lower() in ("0x", "0b") else int(text, 10)
         value = -body if sign == "-" else body
         if not -(1 << 31) <= value < (1 << 31):

@@ -18,6 +18,10 @@ IDENT_RE = re.compile(IDENT)
 _WORD_RE = re.compile(r"[^\s,]+")
 _LINE_BREAKS = ("\x85", "\u2028", "\u2029")
 INT_RE = re.compile(r"([+-]?)(0[xX][0-9a-fA-F]+|0[bB][01]+|\d+)")
+#: longest numeric literal (characters) the assembler reads; longer ones are an error
+#: (they cannot be a valid operand of any type, and Python refuses to convert integer
+#: strings of more than 4300 digits)
+MAX_LITERAL_CHARS = 400
 
 
 @dataclass(frozen=True)
@@ -94,8 +98,23 @@ def split_words(text: str, start: int) -> list[Token]:
     return [Token(m.group(0), m.start() + 1) for m in _WORD_RE.finditer(text, start)]
 
 
+def check_literal_length(line: Line, tok: Token, what: str = "numeric literal") -> None:
+    """AsmError if ``tok`` is longer than :data:`MAX_LITERAL_CHARS` characters."""
+    if len(tok.text) > MAX_LITERAL_CHARS:
+        raise line.error(f"{what} is too long: {len(tok.text)} characters, at most {MAX_LITERAL_CHARS} "
+                         f"are allowed", tok.col, len(tok.text))
+
+
+def small_int(digits: str) -> int:
+    """``int(digits)`` for the decimal digits of a register/predicate number, capped so that a
+    huge digit string cannot trip Python's int-conversion limit (returns 10**9 then, which
+    every range check rejects)."""
+    return int(digits) if len(digits) <= 9 else 10 ** 9
+
+
 def parse_int(line: Line, tok: Token, what: str, lo: int, hi: int) -> int:
     """An integer literal (decimal, ``0x`` hex, ``0b`` binary, optional sign) in [lo, hi]."""
+    check_literal_length(line, tok, f"{what} literal")
     m = INT_RE.fullmatch(tok.text)
     if m is None:
         raise line.error_at(f"expected {what}, got {tok.text!r}", tok)

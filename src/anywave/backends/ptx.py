@@ -763,12 +763,16 @@ def _convert(b: _Block, dst: ScalarType, src: ScalarType, sreg: int) -> str:
             wide = b.t("b64")
             b(f"cvt.rn.f64.{s} {wide}, {x};")
         return b.from_f32(dst, b.f64_to_f32_odd(wide))
-    if not dst.is_float:  # float -> int: PTX cvt.rzi saturates and maps NaN to 0 (spec §8.11)
+    if not dst.is_float:
+        # float -> int: PTX cvt.rzi truncates and saturates, but NaN does not always give 0
+        # (f64 -> i32 and f32 -> i64 give MIN on sm_90), so NaN is mapped to 0 explicitly
         dt = _INT_PTX[dst]
-        if src is T.F64:
-            b(f"cvt.rzi.{dt}.f64 {r}, {b.get64(sreg)};")
-        else:
-            b(f"cvt.rzi.{dt}.f32 {r}, {b.to_f32(src, b.r(sreg))};")
+        ft = "f64" if src is T.F64 else "f32"
+        x = b.get64(sreg) if src is T.F64 else b.to_f32(src, b.r(sreg))
+        q = b.t("pred")
+        b(f"cvt.rzi.{dt}.{ft} {r}, {x};")
+        b(f"setp.nan.{ft} {q}, {x}, {x};")
+        b(f"selp.b{dst.bits} {r}, 0, {r}, {q};")
         return r
     # float -> float
     if src is T.F64:

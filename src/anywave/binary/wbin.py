@@ -398,6 +398,10 @@ def read_wbin(data: bytes | bytearray | memoryview, *, verify: bool = True) -> M
         BinaryFormatError: the bytes are not a well-formed WAVE 1.0 container; the message
             names the field and the byte offset.
         VerifyError: (``verify=True``) the module breaks a rule of the spec.
+
+    Only the canonical layout is accepted (spec §14.3): after decoding, the module is
+    written back and must give the same bytes, else BinaryFormatError names the first
+    differing byte offset and the section it lies in.
     """
     data = bytes(data)
     module = _parse(data)
@@ -405,7 +409,54 @@ def read_wbin(data: bytes | bytearray | memoryview, *, verify: bool = True) -> M
         from anywave.binary.verify import verify as _verify
 
         _verify(module)
+    _check_canonical(data, module)
     return module
+
+
+def _check_canonical(data: bytes, module: Module) -> None:
+    """Require that ``data`` is exactly what :func:`write_wbin` makes of ``module``.
+
+    The container has one canonical layout (string table in first-use order without
+    duplicates or unreferenced strings, sections packed in kind order, zero padding), so
+    two files are equal iff their modules are equal (spec §14.3). The field-by-field checks
+    of :func:`_parse` report the specific problems; this catches what remains (an extra or
+    reordered string, a string referenced at a non-canonical offset ...).
+    """
+    try:
+        canonical = write_wbin(module, verify=False)
+    except BinaryFormatError as e:
+        raise BinaryFormatError(f"not a canonical .wbin: the module cannot be written back ({e.message})",
+                                0) from None
+    if canonical == data:
+        return
+    n = min(len(canonical), len(data))
+    at = next((i for i in range(n) if canonical[i] != data[i]), n)
+    where = _locate(data, at)
+    if where == "STRTAB":
+        what = ("string table is not canonical: unreferenced, duplicated or reordered strings (the writer "
+                "stores each distinct name once, in first-use order)")
+    else:
+        what = f"{where} is not in the canonical layout the writer produces"
+    raise BinaryFormatError(f"not a canonical .wbin: {what}; first differing byte at offset {at} "
+                            f"(found {_byte(data, at)}, canonical {_byte(canonical, at)})", at)
+
+
+def _byte(data: bytes, at: int) -> str:
+    return f"{data[at]:#04x}" if at < len(data) else "end of file"
+
+
+def _locate(data: bytes, at: int) -> str:
+    """The header field, section table or section that byte ``at`` of a parsed file lies in."""
+    if at < HEADER_SIZE:
+        return "header"
+    count = struct.unpack_from("<I", data, 12)[0]
+    if at < HEADER_SIZE + SECTION_ENTRY_SIZE * count:
+        return "section table"
+    for i in range(count):
+        kind, off, size, _ = struct.unpack_from("<IIII", data, HEADER_SIZE + SECTION_ENTRY_SIZE * i)
+        if off <= at < _align4(off + size):
+            return SECTION_NAMES.get(kind, f"section kind {kind}")
+    return "file"
 
 
 def _parse(data: bytes) -> Module:

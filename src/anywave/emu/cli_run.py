@@ -5,7 +5,7 @@
         [--trace LANE] [--stats] [--check]
     anywave run FILE --kernel K --memory mem.bin|mem.npy --reg r0=5 [--out-memory out.bin]
 
-Buffer arguments come from ``.npy`` files (or ``zeros:N:dtype`` for a fresh buffer);
+Buffer arguments come from ``.npy`` files (or ``zeros:N:TYPE`` for a fresh buffer);
 scalars are numbers. ``--out name=path.npy`` saves a buffer after the run. The flat form
 (reference-dialect kernels) takes the one flat memory from a raw ``.bin`` or a ``.npy``
 file and initial registers with ``--reg``; ``--out-memory`` saves the memory after the run.
@@ -21,6 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from anywave.binary.module import Kernel
+from anywave.cli import UsageError
 from anywave.errors import WaveError
 
 
@@ -28,18 +30,69 @@ class CliError(WaveError):
     """A bad ``anywave run`` option value."""
 
 
+_DESCRIPTION = """\
+Run a kernel on the reference emulator.
+
+Normal form:
+  anywave run FILE --kernel K --grid X,Y,Z [--workgroup X,Y,Z]
+      --arg NAME=in.npy --arg NAME=zeros:N:TYPE --arg NAME=NUMBER
+      --out NAME=out.npy [--wave-width 32] [--trace LANE] [--stats] [--check]
+Flat-memory form (reference-dialect kernels):
+  anywave run FILE --kernel K --grid X --workgroup X --memory mem.bin|mem.npy
+      --reg r0=5 [--out-memory out.bin]
+
+FILE is a .wbin or .wave file. Buffer arguments come from .npy files whose dtype must be
+the argument's ABI element type (--allow-dtype-mismatch passes the bytes of any dtype), or
+zeros:N:TYPE for a fresh buffer of N elements (TYPE: an ABI type such as f32, u32, bf16, or
+a NumPy dtype name). Scalar arguments are numbers. --out NAME=PATH.npy saves a buffer after
+the run. --workgroup defaults to the kernel's required workgroup size (.workgroup_size)
+and is required otherwise.
+"""
+
+#: NumPy dtype of each ABI element type (spec §12)
+ABI_DTYPES: dict[str, str] = {"u8": "uint8", "i8": "int8", "u16": "uint16", "i16": "int16", "u32": "uint32",
+                              "i32": "int32", "u64": "uint64", "i64": "int64", "f16": "float16",
+                              "bf16": "bfloat16", "f32": "float32", "f64": "float64"}
+
+
+def abi_dtype(name: str) -> np.dtype:
+    """The NumPy dtype of an ABI type spelling (``f32``, ``bf16`` ...) or of a NumPy dtype name.
+
+    Raises CliError for an unknown name."""
+    if name in ABI_DTYPES:
+        if name == "bf16":
+            import ml_dtypes
+
+            return np.dtype(ml_dtypes.bfloat16)
+        return np.dtype(ABI_DTYPES[name]).newbyteorder("<")
+    try:
+        return np.dtype(name)
+    except TypeError:
+        pass
+    try:
+        import ml_dtypes
+
+        return np.dtype(getattr(ml_dtypes, name))
+    except (AttributeError, TypeError):
+        raise CliError(f"unknown element type {name!r}; expected an ABI type "
+                       f"({', '.join(ABI_DTYPES)}) or a NumPy dtype name") from None
+
+
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p = subparsers.add_parser("run", help="run a kernel on the reference emulator",
-                              description=__doc__.split("\n\n")[0])
+                              description=_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("file", help=".wbin or .wave file")
     p.add_argument("--kernel", "-k", help="kernel name (default: the only kernel)")
-    p.add_argument("--grid", default="1", help="workgroups per dimension: X[,Y[,Z]]")
+    p.add_argument("--grid", required=True, help="workgroups per dimension: X[,Y[,Z]]")
     p.add_argument("--workgroup", default=None, help="threads per workgroup: X[,Y[,Z]] "
-                   "(default: the kernel's required size, else 1)")
+                   "(default: the kernel's required size; required if it declares none)")
     p.add_argument("--arg", action="append", default=[], metavar="NAME=VALUE",
-                   help="argument: NAME=file.npy, NAME=zeros:N:dtype, or NAME=number")
+                   help="argument: NAME=file.npy, NAME=zeros:N:TYPE, or NAME=number (once per name)")
     p.add_argument("--out", action="append", default=[], metavar="NAME=PATH.npy",
-                   help="save buffer NAME after the run")
+                   help="save buffer argument NAME after the run")
+    p.add_argument("--allow-dtype-mismatch", action="store_true",
+                   help="accept a buffer .npy whose dtype differs from the argument's element type "
+                        "(the kernel sees its bytes)")
     p.add_argument("--wave-width", type=int, default=32, choices=(8, 16, 32, 64))
     p.add_argument("--trace", type=int, default=None, metavar="LANE",
                    help="print register changes of this global thread number")
@@ -75,11 +128,14 @@ def _value(text: str, name: str) -> Any:
     if text.startswith("zeros:"):
         parts = text.split(":")
         if len(parts) != 3:
-            raise CliError(f"--arg {name}={text}: expected zeros:N:dtype")
+            raise CliError(f"--arg {name}={text}: expected zeros:N:TYPE")
         try:
-            return np.zeros(int(parts[1]), np.dtype(parts[2]))
-        except (TypeError, ValueError) as e:
-            raise CliError(f"--arg {name}={text}: {e}") from None
+            count = int(parts[1])
+        except ValueError:
+            raise CliError(f"--arg {name}={text}: N = {parts[1]!r} is not an integer") from None
+        if count < 0:
+            raise CliError(f"--arg {name}={text}: N = {count} must not be negative")
+        return np.zeros(count, abi_dtype(parts[2]))
     try:
         return int(text, 0)
     except ValueError:
@@ -87,7 +143,27 @@ def _value(text: str, name: str) -> Any:
     try:
         return float(text)
     except ValueError:
-        raise CliError(f"--arg {name}={text}: expected a .npy file, zeros:N:dtype or a number") from None
+        raise CliError(f"--arg {name}={text}: expected a .npy file, zeros:N:TYPE or a number") from None
+
+
+def _check_value(kernel: Kernel, name: str, text: str, value: Any, allow_mismatch: bool) -> None:
+    """Compare an --arg value with the kernel's ABI (CliError on a mismatch)."""
+    arg = next((a for a in kernel.args if a.name == name), None)
+    if arg is None:
+        return  # emulate() reports unknown names together with the ABI
+    if not arg.is_buffer:
+        if isinstance(value, np.ndarray):
+            raise CliError(f"--arg {name}={text}: {name!r} is a scalar argument ({arg.type.spelling}) and "
+                           f"takes a number, got an array of shape {value.shape} and dtype {value.dtype}")
+        return
+    if not isinstance(value, np.ndarray):
+        raise CliError(f"--arg {name}={text}: {name!r} is a buffer argument ({arg.type.spelling}); pass "
+                       f"a .npy file or zeros:N:{arg.type.spelling}")
+    want = abi_dtype(arg.type.spelling)
+    if value.dtype != want and not allow_mismatch:
+        raise CliError(f"--arg {name}={text}: array dtype {value.dtype.str} ({value.dtype}) differs from "
+                       f"the argument's element type {arg.type.spelling} ({want.str}); convert the array "
+                       f"or pass --allow-dtype-mismatch to use its bytes as they are")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -106,8 +182,11 @@ def run(args: argparse.Namespace) -> int:
     grid = _dims(args.grid, "grid")
     if args.workgroup is not None:
         wg = _dims(args.workgroup, "workgroup")
+    elif k.workgroup_size:
+        wg = tuple(k.workgroup_size)
     else:
-        wg = tuple(k.workgroup_size) if k.workgroup_size else (1,)
+        raise UsageError(f"--workgroup is required: kernel {k.name!r} declares no required workgroup "
+                         f"size (.workgroup_size)")
     common = dict(grid=grid, workgroup=wg, wave_width=args.wave_width, check=args.check,
                   trace_lane=args.trace)
     if args.memory is not None:
@@ -130,14 +209,19 @@ def run(args: argparse.Namespace) -> int:
     else:
         buffers = {}
         for item in args.arg:
-            name, value = _split(item, "--arg")
-            buffers[name] = _value(value, name)
+            name, text = _split(item, "--arg")
+            if name in buffers:
+                raise CliError(f"--arg {name} is given more than once")
+            buffers[name] = _value(text, name)
+            _check_value(k, name, text, buffers[name], args.allow_dtype_mismatch)
         for item in args.out:
             name, _ = _split(item, "--out")
-            if name not in buffers:
-                arg = next((a for a in k.args if a.name == name), None)
-                if arg is None or not arg.is_buffer:
-                    raise CliError(f"--out {name}: not a buffer argument of kernel {k.name!r}")
+            arg = next((a for a in k.args if a.name == name), None)
+            if arg is None or not arg.is_buffer:
+                what = "a scalar argument" if arg is not None else "not an argument"
+                raise CliError(f"--out {name}: {name!r} is {what} of kernel {k.name!r}; --out saves a "
+                               f"buffer argument (buffers: "
+                               f"{', '.join(a.name for a in k.args if a.is_buffer) or 'none'})")
         stats = emulate(module, args.kernel, args=buffers, **common)
     for item in args.out:
         name, path = _split(item, "--out")

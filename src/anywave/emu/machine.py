@@ -34,7 +34,8 @@ from anywave.errors import EmulationError
 from anywave.isa.table import Category, InstrDef
 from anywave.isa.types import LIMITS, Access, ScalarType, SpecialRegister
 
-__all__ = ["EmulationStats", "emulate", "emulate_flat", "compile_instruction"]
+__all__ = ["DEFAULT_LIMITS", "EmulationStats", "EmulatorLimits", "emulate", "emulate_flat",
+           "compile_instruction"]
 
 # entry kinds
 ORD, IF, ELSE, ENDIF, LOOP, ENDLOOP, BREAK, CONTINUE, RET, HALT, CALL, BARRIER = range(12)
@@ -48,8 +49,80 @@ _CONTROL_KIND = {"if": IF, "else": ELSE, "endif": ENDIF, "loop": LOOP, "endloop"
 #: overhead per instruction, larger ones fall out of cache.
 BATCH_LANES = 1 << 16
 _BATCH_REG_BYTES = 32 << 20
+#: bound on the local memory of one batch (bytes): workgroups per batch shrink for kernels
+#: with large ``.local_memory``
+_BATCH_LOCAL_BYTES = 64 << 20
 #: default bound on loop iterations per batch (emulate's max_loop_iterations)
 DEFAULT_MAX_LOOP_ITERATIONS = 10 ** 7
+
+
+@dataclass(frozen=True)
+class EmulatorLimits:
+    """The target limits the emulator enforces at launch (spec §11.3).
+
+    Attributes:
+        max_workgroup_size: largest ``Sx*Sy*Sz`` (threads) of a launch; default 1024.
+        max_local_memory: largest ``.local_memory`` of a kernel, in bytes; default 65536.
+
+    Both must be at least the spec's guaranteed minimums (``LIMITS.min_max_workgroup_size``
+    = 256 threads, ``LIMITS.min_local_memory`` = 32 KiB); ValueError otherwise.
+    """
+
+    max_workgroup_size: int = 1024
+    max_local_memory: int = 64 * 1024
+
+    def __post_init__(self) -> None:
+        for name, lo in (("max_workgroup_size", LIMITS.min_max_workgroup_size),
+                         ("max_local_memory", LIMITS.min_local_memory)):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
+                raise ValueError(f"emulator limit {name} = {v!r}: must be an int of at least {lo} (the "
+                                 f"spec's guaranteed minimum, §11.2)")
+
+
+#: the emulator's default target limits: 1024 threads per workgroup, 64 KiB local memory
+DEFAULT_LIMITS = EmulatorLimits()
+
+_U32_LIMIT = 1 << 32
+
+
+def check_launch(kernel: Kernel, grid: tuple[int, int, int], wg: tuple[int, int, int],
+                 limits: EmulatorLimits = DEFAULT_LIMITS) -> None:
+    """Refuse a launch the target cannot run, before any work or allocation (spec §2.1, §3.3,
+    §11.2): grid and workgroup dimensions ≥ 1, every grid dimension and every per-dimension
+    thread count ``G·S`` (so every global id) within 32 bits, the kernel's required/maximum
+    workgroup size, ``Sx·Sy·Sz`` ≤ ``limits.max_workgroup_size`` and the kernel's local
+    memory ≤ ``limits.max_local_memory``.
+
+    Raises:
+        ValueError: naming the offending value and the limit.
+    """
+    for what, dims in (("grid", grid), ("workgroup", wg)):
+        for axis, v in zip("xyz", dims, strict=True):
+            if v < 1:
+                raise ValueError(f"{what} dimension {axis} = {v}: must be at least 1")
+    for axis, g, s in zip("xyz", grid, wg, strict=True):
+        if g >= _U32_LIMIT:
+            raise ValueError(f"grid dimension {axis} = {g} workgroups does not fit in 32 bits "
+                             f"(sr_grid_size_{axis} is a u32; at most {_U32_LIMIT - 1})")
+        if g * s > _U32_LIMIT:
+            raise ValueError(f"grid {axis} = {g} workgroups of {s} threads = {g * s} threads along {axis}: "
+                             f"global ids would not fit in 32 bits (grid*workgroup along one dimension "
+                             f"must be at most 2^32 = {_U32_LIMIT}; spec §3.3)")
+    T = wg[0] * wg[1] * wg[2]
+    if kernel.workgroup_size is not None and tuple(kernel.workgroup_size) != wg:
+        raise ValueError(f"kernel {kernel.name!r} requires workgroup size {tuple(kernel.workgroup_size)}, "
+                         f"got {wg}")
+    if kernel.max_workgroup_size is not None and T > kernel.max_workgroup_size:
+        raise ValueError(f"workgroup {wg} has {T} threads; kernel {kernel.name!r} allows at most "
+                         f"{kernel.max_workgroup_size}")
+    if T > limits.max_workgroup_size:
+        raise ValueError(f"workgroup {wg} has {T} threads; the emulator's max workgroup size is "
+                         f"{limits.max_workgroup_size} (max_workgroup_size=)")
+    if kernel.local_memory > limits.max_local_memory:
+        raise ValueError(f"kernel {kernel.name!r} declares {kernel.local_memory} bytes of local memory; the "
+                         f"emulator provides at most {limits.max_local_memory} bytes per workgroup "
+                         f"(max_local_memory=)")
 
 
 @dataclass
@@ -400,7 +473,7 @@ def load_program(program: Module | bytes | bytearray | str | os.PathLike[str]) -
     p = Path(program)
     if p.suffix.lower() == ".wave":
         from anywave.asm import assemble
-        module = assemble(p.read_text(), str(p))
+        module = assemble(p.read_text(encoding="utf-8"), str(p))
         verify(module)
         return module
     if p.suffix.lower() == ".wbin":
@@ -902,7 +975,9 @@ def emulate(program: Module | bytes | str | os.PathLike[str], kernel: str, *,
             grid: int | Sequence[int] = (1, 1, 1), workgroup: int | Sequence[int] = (1, 1, 1),
             args: Mapping[str, Any] | Sequence[Any] = (), wave_width: int = 32,
             check: bool = False, trace_lane: int | None = None,
-            max_loop_iterations: int = DEFAULT_MAX_LOOP_ITERATIONS) -> EmulationStats:
+            max_loop_iterations: int = DEFAULT_MAX_LOOP_ITERATIONS,
+            max_workgroup_size: int | None = None, max_local_memory: int | None = None,
+            limits: EmulatorLimits | None = None) -> EmulationStats:
     """Run ``kernel`` of ``program`` on the reference emulator.
 
     Args:
@@ -925,6 +1000,15 @@ def emulate(program: Module | bytes | str | os.PathLike[str], kernel: str, *,
             loops together) per batch of workgroups; exceeding it raises EmulationError
             naming the kernel, the loop instruction and its source line instead of hanging.
             Default 10^7.
+        max_workgroup_size, max_local_memory, limits: the target limits the launch is
+            checked against (:class:`EmulatorLimits`; default 1024 threads per workgroup and
+            65536 bytes of local memory, spec §11.3). The keywords override ``limits``.
+
+    The launch is refused (ValueError naming the value and the limit) before any work when
+    a grid or workgroup dimension is < 1, a grid dimension or ``grid*workgroup`` along a
+    dimension exceeds 32 bits (global ids are u32, spec §3.3), the workgroup size breaks the
+    kernel's required/maximum size or the emulator's maximum, or the kernel's local memory
+    exceeds the emulator's. Large grids are legal; they run in batches of workgroups.
 
     Returns:
         :class:`EmulationStats`.
@@ -946,11 +1030,11 @@ def emulate(program: Module | bytes | str | os.PathLike[str], kernel: str, *,
     g = _dims(grid, "grid")
     wg = _dims(workgroup, "workgroup")
     T = wg[0] * wg[1] * wg[2]
-    if k.workgroup_size is not None and tuple(k.workgroup_size) != wg:
-        raise ValueError(f"kernel {k.name!r} requires workgroup size {tuple(k.workgroup_size)}, got {wg}")
-    if k.max_workgroup_size is not None and T > k.max_workgroup_size:
-        raise ValueError(f"workgroup {wg} has {T} threads; kernel {k.name!r} allows at most "
-                         f"{k.max_workgroup_size}")
+    lim = limits if limits is not None else DEFAULT_LIMITS
+    if max_workgroup_size is not None or max_local_memory is not None:
+        lim = EmulatorLimits(lim.max_workgroup_size if max_workgroup_size is None else max_workgroup_size,
+                             lim.max_local_memory if max_local_memory is None else max_local_memory)
+    check_launch(k, g, wg, lim)
     if isinstance(max_loop_iterations, bool) or not isinstance(max_loop_iterations, (int, np.integer)) \
             or max_loop_iterations < 1:
         raise ValueError(f"max_loop_iterations must be a positive int, got {max_loop_iterations!r}")
@@ -965,6 +1049,8 @@ def emulate(program: Module | bytes | str | os.PathLike[str], kernel: str, *,
     Tp = -(-T // wave_width) * wave_width
     budget = min(BATCH_LANES, max(Tp, _BATCH_REG_BYTES // (4 * launch.nregs)))
     per = max(1, budget // Tp)
+    if k.local_memory:  # bound the local memory allocated per batch (fixed: results never depend on RAM)
+        per = max(1, min(per, _BATCH_LOCAL_BYTES // k.local_memory))
     t0 = time.perf_counter()
     with np.errstate(all="ignore"):
         for start in range(0, nwg, per):

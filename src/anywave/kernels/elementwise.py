@@ -8,8 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 import anywave as aw
-
-from ._launch import as_f32, ceil_div, launch_kw
+from anywave.kernels._launch import KernelInputError, as_f32, ceil_div, launch_kw
 
 WG = 256  #: threads per workgroup
 SQRT_2_OVER_PI = 0.7978845608028654  #: rounded to f32 where it is used
@@ -52,7 +51,6 @@ def vector_add(x: np.ndarray, y: np.ndarray, *, wave_width: int | None = None,
     """``x + y`` element-wise. x, y: float32 arrays of one shape (any shape); returns float32."""
     xa, ya = as_f32(x, "x"), as_f32(y, "y")
     if xa.shape != ya.shape:
-        from ._launch import KernelInputError
         raise KernelInputError(f"vector_add: x has shape {xa.shape} but y has shape {ya.shape}")
     out = np.empty_like(xa)
     n = xa.size
@@ -66,7 +64,6 @@ def saxpy(a: float, x: np.ndarray, y: np.ndarray, *, wave_width: int | None = No
     xa = as_f32(x, "x")
     ya = as_f32(y, "y").copy()
     if xa.shape != ya.shape:
-        from ._launch import KernelInputError
         raise KernelInputError(f"saxpy: x has shape {xa.shape} but y has shape {ya.shape}")
     n = xa.size
     saxpy_kernel(np.float32(a), xa, ya, n, grid=max(1, ceil_div(n, WG)), workgroup=WG,

@@ -15,8 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 import anywave as aw
-
-from ._launch import KernelInputError, as_f32, ceil_div, launch_kw
+from anywave.kernels._launch import KernelInputError, as_f32, ceil_div, launch_kw
 
 TILE = 16
 

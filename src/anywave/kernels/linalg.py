@@ -17,8 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 import anywave as aw
-
-from ._launch import KernelInputError, as_f32, ceil_div, launch_kw
+from anywave.kernels._launch import KernelInputError, as_f32, ceil_div, launch_kw
 
 TILE = 16  #: default tile edge of transpose and matmul (workgroup = TILE x TILE threads)
 NEG_INF_BITS = 0xFF800000

@@ -14,8 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 import anywave as aw
-
-from ._launch import KernelInputError, ceil_div, launch_kw
+from anywave.kernels._launch import KernelInputError, ceil_div, launch_kw
 
 WG = 256  #: threads per workgroup of the 1-D kernels here
 MAX_WAVES = 128  #: 1024 threads at W = 8

@@ -498,6 +498,16 @@ class CudaTarget:
         return dptr
 
 
+def load_example(name: str) -> Any:
+    """Assemble a bundled example kernel (``anywave/examples/NAME.wave``)."""
+    from importlib import resources
+
+    from anywave.asm import assemble
+
+    text = resources.files("anywave.examples").joinpath(f"{name}.wave").read_text()
+    return assemble(text, f"examples/{name}.wave")
+
+
 def cuda_runner(target: CudaTarget | None = None) -> Any:
     """A conformance-suite runner (``runner(module, kernel, grid, workgroup, args, W)``) on CUDA.
 

@@ -1,0 +1,152 @@
+"""Independent NumPy references for :mod:`anywave.kernels`, computed in float32 in each
+kernel's own arithmetic order (see the kernel modules' docstrings), so that the kernels can be
+checked bit for bit. Nothing here calls anywave.
+
+:func:`fma_f32` is a correctly rounded float32 fused multiply-add built from float64
+arithmetic with round-to-odd (exact product, TwoSum, then one rounding to float32).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def fma_f32(a, b, c) -> np.ndarray:
+    """Correctly rounded ``a * b + c`` for float32 inputs (broadcasting), as float32.
+
+    The float32 product is exact in float64; the float64 sum is rounded to odd (its error,
+    from TwoSum, forces the last bit to 1 when the sum is inexact), which makes the final
+    float64 → float32 rounding correct (53 >= 24 + 2). Finite inputs without overflow."""
+    a64 = np.asarray(a, np.float32).astype(np.float64)
+    b64 = np.asarray(b, np.float32).astype(np.float64)
+    c64 = np.asarray(c, np.float32).astype(np.float64)
+    p = a64 * b64
+    s = np.asarray(p + c64)
+    bb = s - p
+    e = (p - (s - bb)) + (c64 - bb)
+    even = (s.view(np.int64) & 1) == 0
+    fix = (e != 0) & even
+    s = np.where(fix, np.nextafter(s, np.where(e > 0, np.inf, -np.inf)), s)
+    return s.astype(np.float32)
+
+
+def butterfly_sum(x: np.ndarray, w: int) -> np.ndarray:
+    """The spec's ``wave_sum`` (wred.add.f32) over the last axis, which has W lanes."""
+    s = x.astype(np.float32)
+    lanes = np.arange(w)
+    k = 1
+    while k < w:
+        s = (s + s[..., lanes ^ k]).astype(np.float32)
+        k *= 2
+    return s[..., 0]
+
+
+def sum_f32(x: np.ndarray, wave_width: int, wg: int = 256) -> np.float32:
+    """:func:`anywave.kernels.sum_f32` at wave width ``wave_width``: butterfly per wave, wave
+    partials in wave order, repeated over workgroup partials until one value is left."""
+    a = np.asarray(x, np.float32).ravel()
+    if a.size == 0:
+        return np.float32(0.0)
+    while a.size > 1:
+        g = -(-a.size // wg)
+        padded = np.zeros(g * wg, np.float32)
+        padded[:a.size] = a
+        waves = butterfly_sum(padded.reshape(g, wg // wave_width, wave_width), wave_width)
+        total = waves[:, 0]
+        for i in range(1, waves.shape[1]):
+            total = (total + waves[:, i]).astype(np.float32)
+        a = total
+    return np.float32(a[0])
+
+
+def prefix_sum_u32(x: np.ndarray) -> np.ndarray:
+    """Inclusive prefix sum mod 2^32."""
+    return (np.cumsum(x.astype(np.uint64)) & 0xFFFFFFFF).astype(np.uint32)
+
+
+def gelu_f32(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(GELU in the kernel's float32 order with a correctly rounded tanh, the tanh values)."""
+    x = np.asarray(x, np.float32)
+    c0, c1, half, one = np.float32(0.7978845608028654), np.float32(0.044715), np.float32(0.5), np.float32(1)
+    inner = c0 * (x + c1 * (x * x * x))
+    t = np.tanh(inner.astype(np.float64)).astype(np.float32)
+    return ((half * x) * (one + t)).astype(np.float32), t
+
+
+def matmul_f32(a: np.ndarray, b: np.ndarray, bias: np.ndarray | None = None, relu: bool = False) -> np.ndarray:
+    """``acc = fma(a[:, k], b[k, :], acc)`` for k in order from +0.0, then + bias, then ReLU."""
+    a = np.asarray(a, np.float32)
+    b = np.asarray(b, np.float32)
+    acc = np.zeros((a.shape[0], b.shape[1]), np.float32)
+    for k in range(a.shape[1]):
+        acc = fma_f32(a[:, k:k + 1], b[k:k + 1, :], acc)
+    if bias is not None:
+        acc = (acc + np.asarray(bias, np.float32)[None, :]).astype(np.float32)
+    if relu:
+        acc = np.where(acc > 0, acc, np.float32(0)).astype(np.float32)
+    return acc
+
+
+def row_fold(x: np.ndarray, block: int, op: str) -> np.ndarray:
+    """The row kernels' reduction: thread t folds columns t, t + block, ... sequentially (from
+    +0.0 for "sum", -inf for "max"), then a tree halves the partials. Returns (rows,)."""
+    rows, cols = x.shape
+    init = np.float32(0) if op == "sum" else np.float32(-np.inf)
+    acc = np.full((rows, block), init, np.float32)
+    f = (lambda p, q: (p + q).astype(np.float32)) if op == "sum" else np.maximum
+    for c0 in range(0, cols, block):
+        chunk = x[:, c0:c0 + block]
+        acc[:, :chunk.shape[1]] = f(acc[:, :chunk.shape[1]], chunk)
+    s = block // 2
+    while s:
+        acc[:, :s] = f(acc[:, :s], acc[:, s:2 * s])
+        s //= 2
+    return acc[:, 0]
+
+
+def softmax_f32(x: np.ndarray, block: int) -> np.ndarray:
+    """Row softmax in the kernel's order with a correctly rounded exp (the kernel's exp is
+    within 2 ulp of it, so results agree within a few ulp, not bit for bit)."""
+    x = np.asarray(x, np.float32)
+    m = row_fold(x, block, "max")
+    e = np.exp((x - m[:, None]).astype(np.float64)).astype(np.float32)
+    s = row_fold(e, block, "sum")
+    return (e / s[:, None]).astype(np.float32)
+
+
+def layer_norm_f32(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float, block: int) -> np.ndarray:
+    """Layer norm in the kernel's float32 order (bit-exact)."""
+    x = np.asarray(x, np.float32)
+    n = np.float32(x.shape[1])
+    mean = (row_fold(x, block, "sum") / n).astype(np.float32)
+    d = (x - mean[:, None]).astype(np.float32)
+    var = (row_fold((d * d).astype(np.float32), block, "sum") / n).astype(np.float32)
+    rstd = (np.float32(1) / np.sqrt((var + np.float32(eps)).astype(np.float32))).astype(np.float32)
+    return ((d * rstd[:, None]) * np.asarray(gamma, np.float32) + np.asarray(beta, np.float32)).astype(np.float32)
+
+
+def gaussian5_f32(img: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """5x5 correlation with clamp-to-edge, ``acc = fma(w[dy, dx], pixel, acc)`` row-major."""
+    img = np.asarray(img, np.float32)
+    h, wd = img.shape
+    p = np.pad(img, 2, mode="edge")
+    acc = np.zeros_like(img)
+    for dy in range(5):
+        for dx in range(5):
+            acc = fma_f32(w[dy, dx], p[dy:dy + h, dx:dx + wd], acc)
+    return acc
+
+
+def sobel_f32(img: np.ndarray) -> np.ndarray:
+    """Sobel magnitude in the kernel's float32 order, clamp-to-edge."""
+    img = np.asarray(img, np.float32)
+    h, wd = img.shape
+    p = np.pad(img, 1, mode="edge")
+
+    def at(dy: int, dx: int) -> np.ndarray:
+        return p[1 + dy:1 + dy + h, 1 + dx:1 + dx + wd]
+
+    two = np.float32(2)
+    gx = (at(-1, 1) - at(-1, -1)) + two * (at(0, 1) - at(0, -1)) + (at(1, 1) - at(1, -1))
+    gy = (at(1, -1) - at(-1, -1)) + two * (at(1, 0) - at(-1, 0)) + (at(1, 1) - at(-1, 1))
+    return np.sqrt(gx * gx + gy * gy).astype(np.float32)

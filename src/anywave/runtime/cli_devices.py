@@ -1,0 +1,43 @@
+"""``anywave devices``: list the execution targets present on this machine (provider for
+:mod:`anywave.cli`: ``add_parser``/``run``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Register the ``devices`` subcommand."""
+    p = subparsers.add_parser("devices", help="list available targets and devices", description=__doc__)
+    p.add_argument("--json", action="store_true", help="print JSON")
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print one line per target (available or not, with the reason) and per device."""
+    from anywave.runtime.targets import available_targets
+
+    statuses = available_targets()
+    if args.json:
+        out = []
+        for s in statuses:
+            out.append({"target": s.name, "available": s.available, "reason": s.reason,
+                        "devices": [{"device": i.device, "wave_width": i.wave_width,
+                                     "capabilities": i.capabilities.spellings(),
+                                     "local_memory": i.local_memory,
+                                     "max_workgroup_size": i.max_workgroup_size,
+                                     **{k: v for k, v in i.details.items()}} for i in s.infos]})
+        print(json.dumps(out, indent=2))
+        return 0
+    for s in statuses:
+        if not s.available:
+            print(f"{s.name:<10} unavailable: {s.reason}")
+            continue
+        for i in s.infos:
+            extra = ", ".join(f"{k}={v}" for k, v in i.details.items()
+                              if k in ("compute_capability", "multiprocessors", "total_memory", "driver_version"))
+            print(f"{s.name:<10} {i.device}: W={i.wave_width}, local memory {i.local_memory} B, "
+                  f"max workgroup {i.max_workgroup_size}, capabilities {','.join(i.capabilities.spellings())}"
+                  + (f"; {extra}" if extra else ""))
+    return 0
