@@ -220,7 +220,8 @@ def main(argv: list[str] | None = None) -> int:
     if not ok:
         print(f"no CUDA device: {reason}")
         report["error"] = reason
-        (out_dir / "cuda_conformance.json").write_text(json.dumps(report, indent=1))
+        if args.out or os.environ.get("OUT"):  # never clobber recorded results with "no device"
+            (out_dir / "cuda_conformance.json").write_text(json.dumps(report, indent=1))
         return 2
     p = cuda.device_properties(args.device)
     report["device"] = {"name": p.name, "compute_capability": f"{p.compute_capability[0]}.{p.compute_capability[1]}",

@@ -335,3 +335,85 @@ def test_garbage_only_raises_asmerror(text: str) -> None:
         assemble(".kernel k\n" + text + "\n.end\n")
     except AsmError:
         pass
+
+
+# ----------------------------------------------------------------------------- review fixes (issue 2)
+
+_NATIVE = ".kernel k\n.arg x buffer u32 readwrite\n.registers 8\n{body}\n.end\n"
+
+
+def _asm_error(src: str) -> AsmError:
+    with pytest.raises(AsmError) as e:
+        assemble(src, "t.wave")
+    return e.value
+
+
+def test_label_in_a_native_kernel_is_an_error_at_the_label():
+    e = _asm_error(_NATIVE.format(body="    movi.b32 r0, 1\nfoo:\n    movi.b32 r0, 2"))
+    assert "labels are only allowed in reference-dialect kernels" in str(e)
+    assert e.loc == SourceLoc("t.wave", 5, 1)
+    # .dialect native without arguments: also native
+    e = _asm_error(".kernel k\n.dialect native\n.registers 1\nstart:\n    halt\n.end\n")
+    assert "labels are only allowed" in str(e) and e.loc.line == 4
+    # a reference-dialect kernel keeps its labels (they become functions)
+    m = assemble(".kernel k\n.registers 2\n    call helper\n    halt\nhelper:\n    mov_imm r1, 5\n    ret\n.end\n")
+    assert [f.name for f in m.functions] == ["helper"]
+
+
+@pytest.mark.parametrize("mn, lit, ok", [
+    ("movi.f16", "0x7e00", True), ("movi.f16", "0xffff", True), ("movi.bf16", "0x7fc0", True),
+    ("movi.f16", "0x12345", False), ("movi.bf16", "0x0ffff", False), ("movi.f16", "0x10000", False),
+    ("movi.f32", "0x7fc00001", True), ("movi.f32", "0x07fc00001", False),
+])
+def test_raw_float_bits_take_at_most_the_types_width(mn, lit, ok):
+    src = _NATIVE.format(body=f"    {mn} r0, {lit}").replace(".registers 8", ".registers 8\n.capabilities f16, bf16")
+    if ok:
+        (ins,) = assemble(src).kernels[0].code
+        assert ins.operands[1] == int(lit, 16)
+        return
+    e = _asm_error(src)
+    assert "hex digits" in str(e) and e.loc.line == 5 and e.loc.col == len(f"    {mn} r0, ") + 1
+
+
+@pytest.mark.parametrize("order", [".acquire", ".acq_rel", ".seq_cst"])
+def test_red_with_an_acquiring_order_is_an_error_at_the_order(order):
+    line = f"    red.device.add.u32 x[r0], r1, .device, {order}"
+    e = _asm_error(_NATIVE.format(body=line))
+    assert ".relaxed or .release" in str(e) and e.loc.col == line.index(order) + 1
+    for ok in (".relaxed", ".release"):
+        assemble(_NATIVE.format(body=f"    red.device.add.u32 x[r0], r1, .device, {ok}"))
+
+
+@pytest.mark.parametrize("body", [
+    "    movi.b32 r0, " + "9" * 5000,
+    "    movi.b32 r0, 0x" + "f" * 5000,
+    "    movi.f64 r0:r1, 1e" + "9" * 5000,
+    "    movi.f32 r0, 0." + "0" * 5000 + "1",
+    "    ld.device.b32 r0, x[r1+" + "1" * 5000 + "]",
+    "    mov.b32 r" + "1" * 5000 + ", r0",
+    "    @p" + "1" * 5000 + " halt",
+    "    ldarg.b32 r0, $" + "1" * 5000,
+])
+def test_absurdly_long_literals_are_asm_errors_with_location(body):
+    e = _asm_error(_NATIVE.format(body=body).replace(".registers 8", ".registers 8\n.capabilities f64"))
+    assert e.loc.file == "t.wave" and e.loc.line == 5
+
+
+def test_long_literal_limit_message_and_long_directive_numbers():
+    e = _asm_error(_NATIVE.format(body="    movi.b32 r0, " + "1" * 401))
+    assert "too long: 401 characters, at most 400" in str(e)
+    # 400 characters is fine as a literal (a decimal with many leading zeros)
+    (ins,) = assemble(_NATIVE.format(body="    movi.b32 r0, " + "0" * 399 + "7")).kernels[0].code
+    assert ins.operands[1] == 7
+    for src in (".version 1." + "0" * 5000 + "\n.kernel k\n    halt\n.end\n",
+                ".kernel k\n.registers " + "1" * 5000 + "\n    halt\n.end\n",
+                ".kernel k\n.loc \"f\" " + "1" * 5000 + "\n    halt\n.end\n"):
+        assert _asm_error(src).loc.file == "t.wave"
+
+
+def test_utf8_byte_order_mark_is_skipped():
+    src = _NATIVE.format(body="    movi.b32 r0, 1")
+    with_bom = assemble("\ufeff" + src, "t.wave")
+    assert with_bom == assemble(src, "t.wave")
+    # only at the start of the text: elsewhere it is an ordinary (invalid) character
+    assert "\ufeff" in str(_asm_error(src.replace("    movi", "\ufeffmovi")))

@@ -537,3 +537,52 @@ def test_round_trip_random_valid_modules(m):
 
 def test_errors_are_wave_errors():
     assert issubclass(BinaryFormatError, WaveError)
+
+
+# ----------------------------------------------------------------------------- canonical layout only
+
+def _fix_crc(b: bytearray) -> bytes:
+    b[20:24] = b"\0\0\0\0"
+    struct.pack_into("<I", b, 20, zlib.crc32(bytes(b)) & 0xFFFFFFFF)
+    return bytes(b)
+
+
+def _two_string_module() -> bytes:
+    k = Kernel("kk", args=[Arg("xy", ArgKind.BUFFER, ScalarType.U32, Access.READWRITE)], registers=2,
+               code=[Instruction.make("halt")])
+    return write_wbin(Module(kernels=[k]))
+
+
+def test_reader_rejects_reordered_strings_naming_the_string_table_and_offset():
+    blob = bytearray(_two_string_module())
+    kind, strtab, size, _ = struct.unpack_from("<4I", blob, 32)
+    assert kind == 1 and bytes(blob[strtab:strtab + size]) == b"\0kk\0xy\0"   # first-use order
+    kind, kernels, _, _ = struct.unpack_from("<4I", blob, 32 + 2 * 16)
+    assert kind == 3
+    # same strings, other order, references patched: decodes to the same module, not canonical
+    blob[strtab:strtab + size] = b"\0xy\0kk\0"
+    struct.pack_into("<I", blob, kernels + 4, 4)        # kernel name -> "kk" now at 4
+    struct.pack_into("<I", blob, kernels + 4 + 52, 1)   # argument name -> "xy" now at 1
+    with pytest.raises(BinaryFormatError) as e:
+        read_wbin(_fix_crc(blob))
+    assert "string table is not canonical" in str(e.value)
+    assert e.value.offset == strtab + 1 and f"offset {strtab + 1}" in str(e.value)
+
+
+def test_reader_rejects_a_duplicated_string():
+    blob = bytearray(_two_string_module())
+    kind, strtab, size, _ = struct.unpack_from("<4I", blob, 32)
+    # "\0kk\0xy\0" -> "\0kk\0kk\0": the argument renamed to "kk" but stored twice
+    blob[strtab + 4:strtab + 6] = b"kk"
+    with pytest.raises(BinaryFormatError, match="string table is not canonical"):
+        read_wbin(_fix_crc(blob))
+
+
+def test_every_written_file_is_accepted():
+    """The canonical check never rejects what the writer produces (with and without debug)."""
+    blob = write_wbin(saxpy_module())
+    assert write_wbin(read_wbin(blob)) == blob
+    m = saxpy_module()
+    m.kernels[0].code[0].loc = SourceLoc("a.wave", 3, 5)
+    blob = write_wbin(m)
+    assert write_wbin(read_wbin(blob)) == blob

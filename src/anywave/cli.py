@@ -294,7 +294,8 @@ class InfoCommand:
 #: subcommand providers in help order: objects, or dotted paths of modules, each with
 #: ``add_parser(subparsers)`` and ``run(args) -> int``
 COMMANDS: list[Provider | str] = [AsmCommand, DisCommand, ValidateCommand, InfoCommand,
-                                  "anywave.emu.cli_run", "anywave.compiler.cli_compile", "anywave.demo"]
+                                  "anywave.emu.cli_run", "anywave.compiler.cli_compile",
+                                  "anywave.backends.cli_translate", "anywave.runtime.cli_devices", "anywave.demo"]
 
 
 def register(provider: Provider | str) -> None:
