@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import struct
 import zlib
 
@@ -481,6 +482,8 @@ def valid_module(draw: st.DrawFn) -> Module:
         for k in d.operands:
             if k.reg_count:
                 ops.append(draw(st.integers(0, nregs - k.reg_count)))
+            elif k is Operand.IMM32 and d.type is not None and d.type.is_float and d.type.bits < 32:
+                ops.append(draw(st.integers(0, (1 << d.type.bits) - 1)))  # f16/bf16: a 16-bit pattern
             else:
                 ops.append(draw(operand_value(k)))
         guard = draw(st.none() | st.builds(Pred, st.integers(0, 7), st.booleans()))
@@ -583,6 +586,8 @@ def test_every_written_file_is_accepted():
     blob = write_wbin(saxpy_module())
     assert write_wbin(read_wbin(blob)) == blob
     m = saxpy_module()
-    m.kernels[0].code[0].loc = SourceLoc("a.wave", 3, 5)
+    code = m.kernels[0].code
+    code[0] = dataclasses.replace(code[0], loc=SourceLoc("a.wave", 3, 5))
+    code[2] = dataclasses.replace(code[2], loc=SourceLoc("b.wave", 1, 0))
     blob = write_wbin(m)
     assert write_wbin(read_wbin(blob)) == blob

@@ -429,9 +429,7 @@ def _check_canonical(data: bytes, module: Module) -> None:
                                 0) from None
     if canonical == data:
         return
-    n = min(len(canonical), len(data))
-    at = next((i for i in range(n) if canonical[i] != data[i]), n)
-    where = _locate(data, at)
+    at, where = _first_difference(data, canonical)
     if where == "STRTAB":
         what = ("string table is not canonical: unreferenced, duplicated or reordered strings (the writer "
                 "stores each distinct name once, in first-use order)")
@@ -439,6 +437,34 @@ def _check_canonical(data: bytes, module: Module) -> None:
         what = f"{where} is not in the canonical layout the writer produces"
     raise BinaryFormatError(f"not a canonical .wbin: {what}; first differing byte at offset {at} "
                             f"(found {_byte(data, at)}, canonical {_byte(canonical, at)})", at)
+
+
+def _sections(data: bytes) -> dict[int, tuple[int, int]]:
+    count = struct.unpack_from("<I", data, 12)[0]
+    out: dict[int, tuple[int, int]] = {}
+    for i in range(count):
+        kind, off, size, _ = struct.unpack_from("<IIII", data, HEADER_SIZE + SECTION_ENTRY_SIZE * i)
+        out[kind] = (off, size)
+    return out
+
+
+def _first_difference(data: bytes, canonical: bytes) -> tuple[int, str]:
+    """(offset in ``data``, where) of the first difference that matters: section payloads are
+    compared first, in kind order (a longer string table also moves every later offset and
+    changes the checksum, which are consequences, not the cause), then header and table."""
+    mine, theirs = _sections(data), _sections(canonical)
+    for kind in sorted(set(mine) | set(theirs)):
+        name = SECTION_NAMES.get(kind, f"section kind {kind}")
+        if kind not in mine or kind not in theirs:
+            return HEADER_SIZE, f"section table ({name} present in only one layout)"
+        (off, size), (coff, csize) = mine[kind], theirs[kind]
+        a, b = data[off:off + size], canonical[coff:coff + csize]
+        if a != b:
+            i = next((j for j in range(min(len(a), len(b))) if a[j] != b[j]), min(len(a), len(b)))
+            return off + i, name
+    n = min(len(data), len(canonical))
+    at = next((i for i in range(n) if data[i] != canonical[i] and not CRC_OFFSET <= i < CRC_OFFSET + 4), n)
+    return at, _locate(data, at)
 
 
 def _byte(data: bytes, at: int) -> str:

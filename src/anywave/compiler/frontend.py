@@ -515,6 +515,8 @@ class Frontend(ast.NodeVisitor):
 
     def assign_name(self, name: str, value: Any, node: ast.AST, ann: DType | None = None) -> None:
         ctx = self.ctx
+        if isinstance(value, PredUse):
+            value = self.pred_value(value)
         if name in ctx.const_names and not isinstance(value, Value) and ann is None:
             ctx.consts[name] = value
             return
@@ -1179,7 +1181,9 @@ class Frontend(ast.NodeVisitor):
             self.body.append(n)
             self.node = node
             result = self.as_pred(acc)
-        return result
+        # an expression's value is a Value (a pred register), never a bare PredUse: callers
+        # bind it to names, pass it to functions and store it
+        return self.pred_value(result) if isinstance(result, PredUse) else result
 
     def visit_IfExp(self, node: ast.IfExp) -> Any:
         cond = self.visit(node.test)

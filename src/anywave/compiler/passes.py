@@ -233,16 +233,52 @@ def _u32() -> Any:
 # ----------------------------------------------------------------------------- copies
 
 def copy_propagate(body: list[ir.Node]) -> None:
-    """``t2 = mov t1`` with both temporaries: every use of t2 reads t1."""
+    """``t2 = mov t1`` with both temporaries: every use of t2 reads t1.
+
+    Predicates are copied by ``mov.pred p2, [!]p1`` whose source is a :class:`PredUse`, not
+    a register: uses of ``p2`` become uses of ``p1`` with the negations combined (every
+    predicate use is a :class:`PredUse` — operands, guards and region conditions)."""
     mapping: dict[Value, Value] = {}
+    pmap: dict[Value, PredUse] = {}
     for n in ir.walk(body):
-        if (isinstance(n, Op) and n.defn.op == "mov" and n.guard is None
-                and not n.operands[0].is_var and not n.operands[1].is_var
-                and n.operands[0].type.regs == n.operands[1].type.regs):
-            src = n.operands[1]
-            mapping[n.operands[0]] = mapping.get(src, src)
+        if not isinstance(n, Op) or n.defn.op != "mov" or n.guard is not None:
+            continue
+        dst, src = n.operands[0], n.operands[1]
+        if dst.is_var:
+            continue
+        if isinstance(src, PredUse):
+            if src.value.is_var:
+                continue
+            root = pmap.get(src.value)
+            pmap[dst] = (PredUse(root.value, root.negated != src.negated) if root is not None else src)
+        elif isinstance(src, Value):
+            if not src.is_var and dst.type.regs == src.type.regs:
+                mapping[dst] = mapping.get(src, src)
     if mapping:
         _replace_uses(body, mapping)
+    if pmap:
+        _replace_pred_uses(body, pmap)
+
+
+def _subst_pred(pu: PredUse, pmap: dict[Value, PredUse]) -> PredUse:
+    r = pmap.get(pu.value)
+    if r is None:
+        return pu
+    return PredUse(r.value, r.negated != pu.negated)
+
+
+def _replace_pred_uses(body: list[ir.Node], pmap: dict[Value, PredUse]) -> None:
+    """Rewrite every predicate use of a key of ``pmap`` to the mapped (possibly negated) use."""
+    for n in ir.walk(body):
+        if isinstance(n, Op):
+            n.operands = [_subst_pred(v, pmap) if (isinstance(v, PredUse) and not k.is_dest) else v
+                          for k, v in zip(n.defn.operands, n.operands, strict=True)]
+            if n.guard is not None:
+                n.guard = _subst_pred(n.guard, pmap)
+        else:
+            c = getattr(n, "cond", None)
+            if c is not None:
+                n.cond = _subst_pred(c, pmap)  # type: ignore[union-attr]
 
 
 def _replace_uses(body: list[ir.Node], mapping: dict[Value, Value]) -> None:

@@ -17,8 +17,10 @@ The optional dependency is ``cuda-python`` (``pip install 'anywave[cuda]'``).
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import os
+import sys
 import tempfile
 import threading
 from collections.abc import Mapping, Sequence
@@ -46,9 +48,12 @@ _init_state: tuple[bool, str] | None = None
 
 
 def _driver() -> Any:
-    from cuda.bindings import driver
+    global _DRV
+    if _DRV is None:
+        from cuda.bindings import driver
 
-    return driver
+        _DRV = driver
+    return _DRV
 
 
 def _err_text(err: Any) -> str:
@@ -323,7 +328,83 @@ class LoadedModule:
 
 # ------------------------------------------------------------------------ the target
 
+_DRV: Any = None  # cuda.bindings.driver once imported (see _driver)
+_TORCH_TENSOR: Any = None  # torch.Tensor once torch has been imported by someone
+_SCALAR_INT: Any = None  # anywave.emu.machine's tables, imported on first use
+_scalar_word: Any = None
+
+
+def _torch_tensor_type() -> Any:
+    """``torch.Tensor`` when torch is already imported (never imports it), else None."""
+    global _TORCH_TENSOR
+    torch = sys.modules.get("torch")
+    _TORCH_TENSOR = getattr(torch, "Tensor", None) if torch is not None else None
+    return _TORCH_TENSOR
+
+
+class _LaunchPlan:
+    """Everything about one loaded kernel that does not change between launches: the ABI,
+    the driver function, and a parameter buffer (one 8-byte slot per argument, and the array
+    of slot pointers that ``cuLaunchKernel`` takes), refilled under ``lock`` at each launch."""
+
+    def __init__(self, lk: LoadedKernel, k: Any) -> None:
+        self.lk = lk
+        self.k = k
+        self.function = lk.function
+        self.dynamic_shared = lk.info.dynamic_shared
+        self.args = list(k.args)
+        self.names = [a.name for a in self.args]
+        #: 0 buffer (u64 pointer), 1 32-bit scalar, 2 64-bit scalar
+        self.kinds = [0 if a.is_buffer else (2 if a.type.bits == 64 else 1) for a in self.args]
+        from anywave.emu.machine import _SCALAR_INT as ints
+
+        #: (index, kind, arg, lo, hi, mask): Python ints in [lo, hi] pass as ``v & mask``
+        self.slots = []
+        for i, (kind, a) in enumerate(zip(self.kinds, self.args, strict=True)):
+            lo, hi = ints.get(a.type, (1, 0)) if kind else (1, 0)
+            self.slots.append((i, kind, a, lo, hi, (1 << a.type.bits) - 1 if kind else 0))
+        n = max(len(self.args), 1)
+        self.u64 = (ctypes.c_uint64 * n)()
+        self.u32 = (ctypes.c_uint32 * (2 * n)).from_buffer(self.u64)  # slot i's 32-bit value: u32[2i]
+        base = ctypes.addressof(self.u64)
+        self.ptrs = (ctypes.c_void_p * n)(*[base + 8 * i for i in range(n)])
+        self.kp = ctypes.addressof(self.ptrs) if self.args else 0
+        self.lock = threading.Lock()
+        self.checked: set[tuple[tuple[int, int, int], tuple[int, int, int]]] = set()
+        self._words: dict[tuple[str, type, str], int] = {}
+
+    def shape(self, g: tuple[int, int, int], wg: tuple[int, int, int]) -> str:
+        return f"kernel {self.k.name!r} grid={g} workgroup={wg}"
+
+    def scalar(self, a: Any, v: Any) -> int:
+        """The ABI word of scalar argument ``a`` = ``v``, exactly as the emulator converts it
+        (numbers through a small cache keyed by type and repr, which is exact for the number
+        types the emulator accepts; other values and NaNs uncached)."""
+        global _SCALAR_INT, _scalar_word
+        if _scalar_word is None:
+            from anywave.emu import machine
+
+            _SCALAR_INT, _scalar_word = machine._SCALAR_INT, machine._scalar_word
+        tv = type(v)
+        if tv is int or tv is float or isinstance(v, np.generic):
+            try:
+                key = (a.name, tv, repr(v))
+            except Exception:  # noqa: BLE001 - an unprintable value just skips the cache
+                key = None
+            if key is not None and v == v:  # NaNs keep their payload: never cached
+                w = self._words.get(key)
+                if w is None:
+                    w = _scalar_word(self.k, a.name, a.type, v)
+                    if len(self._words) < 256:
+                        self._words[key] = w
+                return w
+        return _scalar_word(self.k, a.name, a.type, v)
+
+
+
 def _dims(value: int | Sequence[int], what: str) -> tuple[int, int, int]:
+    if type(value) is int and value >= 1:
+        return (value, 1, 1)
     if isinstance(value, (int, np.integer)):
         value = (int(value),)
     vals = [int(v) for v in value]
@@ -352,6 +433,7 @@ class CudaTarget:
         self.info = self.device.target_info()
         self.use_cache = use_cache
         self._modules: dict[int, tuple[Any, LoadedModule]] = {}
+        self._plans: dict[tuple[int, str], tuple[Any, _LaunchPlan]] = {}
 
     def load(self, module: Any) -> LoadedModule:
         """Translate + link + load ``module`` (cached per module object and on disk)."""
@@ -385,57 +467,88 @@ class CudaTarget:
         Raises:
             CudaError: driver failure or a launch the device cannot run (names kernel and shape).
             TypeError / ValueError: bad arguments (the message lists the ABI).
-        """
-        from anywave.emu.machine import _scalar_word
 
-        lm = self.load(module)
-        if kernel not in lm.kernels:
-            raise ValueError(f"module has no kernel {kernel!r}; its kernels are {list(lm.kernels)}")
-        lk = lm.kernels[kernel]
-        k = lm.module.kernel(kernel)
+        The per-kernel work (module lookup, ABI, parameter buffers) is prepared once and cached
+        (:class:`_LaunchPlan`); a launch geometry is checked once per plan; device arrays and
+        repeated scalar values take a fast path, so that a launch with device arrays costs
+        little more than the driver's ``cuLaunchKernel``.
+        """
+        entry = self._plans.get((id(module), kernel))
+        if entry is None or entry[0] is not module:
+            plan = self._plan(module, kernel)
+        else:
+            plan = entry[1]
         g, wg = _dims(grid, "grid"), _dims(workgroup, "workgroup")
-        shape = f"kernel {kernel!r} grid={g} workgroup={wg}"
-        self._check_launch(k, lk, g, wg, shape)
-        names = [a.name for a in k.args]
-        if isinstance(args, Mapping):
-            missing = [n for n in names if n not in args]
-            unknown = [n for n in args if n not in names]
-            if missing or unknown:
-                raise TypeError(f"{shape}: arguments missing {missing}, unknown {unknown}; ABI: {names}")
+        if (g, wg) not in plan.checked:
+            shape = f"kernel {kernel!r} grid={g} workgroup={wg}"
+            self._check_launch(plan.k, plan.lk, g, wg, shape)
+            if len(plan.checked) < 64:
+                plan.checked.add((g, wg))
+        names = plan.names
+        if type(args) is list or type(args) is tuple:
+            values: Sequence[Any] = args
+            if len(values) != len(names):
+                raise TypeError(f"{plan.shape(g, wg)}: takes {len(names)} arguments {names}, got {len(values)}")
+        elif isinstance(args, Mapping):
+            if len(args) != len(names) or any(n not in args for n in names):
+                missing = [n for n in names if n not in args]
+                unknown = [n for n in args if n not in names]
+                raise TypeError(f"{plan.shape(g, wg)}: arguments missing {missing}, unknown {unknown}; "
+                                f"ABI: {names}")
             values = [args[n] for n in names]
         else:
             values = list(args)
             if len(values) != len(names):
-                raise TypeError(f"{shape}: takes {len(names)} arguments {names}, got {len(values)}")
-        drv = _driver()
-        self.device.activate()
-        hstream = _stream_handle(stream)
-        slots: list[np.ndarray] = []
+                raise TypeError(f"{plan.shape(g, wg)}: takes {len(names)} arguments {names}, got {len(values)}")
+        drv = _DRV or _driver()
+        hstream = 0 if stream is None else _stream_handle(stream)
         allocations: list[int] = []
         copy_back: list[tuple[np.ndarray, int, int]] = []
+        tensor = _TORCH_TENSOR or _torch_tensor_type()
         try:
-            for a, v in zip(k.args, values, strict=True):
-                if a.is_buffer:
-                    ptr = self._buffer_pointer(a, v, shape, allocations, copy_back, hstream)
-                    slots.append(np.array([ptr], dtype=np.uint64))
-                else:
-                    word = _scalar_word(k, a.name, a.type, v)
-                    dt = np.uint64 if a.type.bits == 64 else np.uint32
-                    slots.append(np.array([word], dtype=dt))
-            params = np.array([s.ctypes.data for s in slots], dtype=np.uint64)
-            kp = params.ctypes.data if slots else 0
-            try:
-                _check(drv.cuLaunchKernel(lk.function, *g, *wg, lk.info.dynamic_shared, hstream, kp, 0),
-                       "cuLaunchKernel")
-                if sync or copy_back:
+            with plan.lock:
+                u32, u64 = plan.u32, plan.u64
+                for (i, kind, a, lo, hi, mask), v in zip(plan.slots, values, strict=True):
+                    if kind == 0:  # buffer: a device pointer
+                        if tensor is not None and isinstance(v, tensor) and v.is_cuda and v.is_contiguous():
+                            ptr = v.data_ptr()
+                            if ptr & 15:
+                                raise ValueError(f"{plan.shape(g, wg)}: buffer argument {a.name!r} is not "
+                                                 f"16-byte aligned (address {ptr:#x})")
+                        else:
+                            ptr = self._buffer_pointer(a, v, plan.shape(g, wg), allocations, copy_back, hstream)
+                        u64[i] = ptr
+                    else:  # scalar: a Python int of an integer type directly, else exactly as the emulator
+                        word = v & mask if type(v) is int and lo <= v <= hi else plan.scalar(a, v)
+                        if kind == 1:
+                            u32[2 * i] = word
+                        else:
+                            u64[i] = word
+                r = drv.cuCtxSetCurrent(self.device.context)
+                if int(r[0]):
+                    raise CudaError(f"{plan.shape(g, wg)}: cuCtxSetCurrent failed: {_err_text(r[0])}")
+                r = drv.cuLaunchKernel(plan.function, g[0], g[1], g[2], wg[0], wg[1], wg[2], plan.dynamic_shared,
+                                       hstream, plan.kp, 0)
+            if int(r[0]):
+                raise CudaError(f"{plan.shape(g, wg)}: cuLaunchKernel failed: {_err_text(r[0])}")
+            if sync or copy_back:
+                try:
                     _check(drv.cuStreamSynchronize(hstream), "cuStreamSynchronize")
-            except CudaError as e:
-                raise CudaError(f"{shape}: {e}") from None
+                except CudaError as e:
+                    raise CudaError(f"{plan.shape(g, wg)}: {e}") from None
             for arr, dptr, nbytes in copy_back:
                 _check(drv.cuMemcpyDtoH(arr.ctypes.data, dptr, nbytes), "cuMemcpyDtoH")
         finally:
             for p in allocations:
                 drv.cuMemFree(p)
+
+    def _plan(self, module: Any, kernel: str) -> _LaunchPlan:
+        lm = self.load(module)
+        if kernel not in lm.kernels:
+            raise ValueError(f"module has no kernel {kernel!r}; its kernels are {list(lm.kernels)}")
+        plan = _LaunchPlan(lm.kernels[kernel], lm.module.kernel(kernel))
+        self._plans[(id(module), kernel)] = (module, plan)
+        return plan
 
     def _check_launch(self, k: Any, lk: LoadedKernel, g: tuple[int, int, int], wg: tuple[int, int, int],
                       shape: str) -> None:

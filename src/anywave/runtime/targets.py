@@ -121,7 +121,8 @@ def default_target(**options: Any) -> Any:
 # ------------------------------------------------------------------------ the emulator target
 
 class EmulatorTarget:
-    """The reference emulator as a target (every capability, the spec's minimum limits)."""
+    """The reference emulator as a target (every capability, the limits of
+    :data:`anywave.emu.DEFAULT_LIMITS`, spec §11.3)."""
 
     def __init__(self, wave_width: int = 32, check: bool = False) -> None:
         if wave_width not in LIMITS.wave_widths:
@@ -130,9 +131,12 @@ class EmulatorTarget:
         caps = Capability.NONE
         for c in Capability.names().values():
             caps |= c
+        from anywave.emu import DEFAULT_LIMITS
+
+        wg = DEFAULT_LIMITS.max_workgroup_size
         self.info = TargetInfo("emulator", "anywave reference emulator (NumPy)", wave_width, caps,
-                               LIMITS.min_local_memory, 1024, (1024, 1024, 64),
-                               (2**31 - 1, 65535, 65535))
+                               DEFAULT_LIMITS.max_local_memory, wg, (wg, wg, wg),
+                               (2**32 - 1, 2**32 - 1, 2**32 - 1))
 
     def launch(self, module: Any, kernel: str, grid: Any, workgroup: Any, args: Any) -> Any:
         """Run ``kernel`` on the emulator (see :func:`anywave.emu.emulate`)."""

@@ -1,0 +1,469 @@
+"""OpenCL runtime driver (pyopencl): runs WAVE modules through the OpenCL C backend.
+
+Primary device: Intel's OpenCL CPU runtime from PyPI (``intel-opencl-rt``). Its installed
+ICD file names a path that does not exist, and its library needs ``libimf.so`` from
+``intel-cmplr-lib-rt`` without declaring it; :func:`setup_environment` fixes both with no
+hand steps: it writes an ICD file naming the installed ``libintelocl.so`` into the anywave
+cache dir (plus copies of the system's ``/etc/OpenCL/vendors`` entries, so PoCL and others
+stay visible), points ``OCL_ICD_VENDORS`` at it before pyopencl first asks for platforms,
+and preloads ``libimf.so``. Set ``ANYWAVE_OPENCL_DEVICE`` to a substring of a device name
+to pick another device (e.g. ``pthread`` for PoCL).
+
+Launch model: the workgroup is launched as one dimension (x*y*z threads, padded to a
+multiple of W for kernels with wave operations); the kernel computes thread ids itself, so
+the spec's linear lane order (x fastest) holds by construction.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import sys
+import threading
+import warnings
+import weakref
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from anywave.backends.cfamily import WAVE_WIDTHS, CKernel, CProgram, Features, padded_workgroup
+from anywave.errors import WaveError
+from anywave.isa.types import Access, ArgKind, Capability
+
+_LOCK = threading.Lock()
+_ENV_DONE = False
+
+
+class OpenCLError(WaveError):
+    """OpenCL is unavailable, a program failed to build, or a launch was refused; the message
+    says which and why."""
+
+
+def cache_dir() -> Path:
+    """The anywave cache dir (platformdirs user cache, or ``ANYWAVE_CACHE_DIR``)."""
+    env = os.environ.get("ANYWAVE_CACHE_DIR")
+    if env:
+        return Path(env)
+    try:
+        import platformdirs
+
+        return Path(platformdirs.user_cache_dir("anywave"))
+    except ImportError:  # pragma: no cover - platformdirs is a dependency of pyopencl
+        return Path.home() / ".cache" / "anywave"
+
+
+def _lib_dirs() -> list[Path]:
+    dirs = [Path(sys.prefix) / "lib", Path(sys.base_prefix) / "lib"]
+    try:
+        import importlib.metadata as md
+
+        for dist in ("intel-opencl-rt", "intel-cmplr-lib-rt"):
+            try:
+                files = md.files(dist) or []
+            except md.PackageNotFoundError:
+                continue
+            for f in files:
+                if f.name.startswith(("libintelocl.so", "libimf.so")):
+                    dirs.append(Path(f.locate()).resolve().parent)
+    except Exception:  # noqa: BLE001 - metadata lookup is best effort
+        pass
+    out = []
+    for d in dirs:
+        if d not in out and d.is_dir():
+            out.append(d)
+    return out
+
+
+def find_intel_opencl() -> Path | None:
+    """The installed ``libintelocl.so`` of the ``intel-opencl-rt`` wheel, or None."""
+    for d in _lib_dirs():
+        hits = sorted(d.glob("libintelocl.so*"), key=lambda p: len(p.name))
+        hits = [h for h in hits if not h.name.endswith(".py")]
+        if hits:
+            return hits[0].resolve()
+    return None
+
+
+def setup_environment() -> str:
+    """Make the Intel OpenCL CPU runtime from PyPI visible to the ICD loader (idempotent).
+
+    Returns a one-line description of what was done. Never raises: problems show up later
+    as "no OpenCL device" with the reason."""
+    global _ENV_DONE
+    with _LOCK:
+        if _ENV_DONE:
+            return "already set up"
+        _ENV_DONE = True
+        notes = []
+        for d in _lib_dirs():
+            imf = d / "libimf.so"
+            if imf.exists():
+                try:
+                    ctypes.CDLL(str(imf), mode=ctypes.RTLD_GLOBAL)
+                    notes.append(f"preloaded {imf}")
+                except OSError as e:
+                    notes.append(f"could not preload {imf}: {e}")
+                break
+        lib = find_intel_opencl()
+        if lib is None:
+            return "; ".join(notes + ["intel-opencl-rt not installed"])
+        if os.environ.get("OCL_ICD_VENDORS"):
+            return "; ".join(notes + [f"OCL_ICD_VENDORS already set to {os.environ['OCL_ICD_VENDORS']}"])
+        vdir = cache_dir() / "opencl-vendors"
+        try:
+            vdir.mkdir(parents=True, exist_ok=True)
+            entries = {"anywave-intel-cpu.icd": str(lib)}
+            sysdir = Path("/etc/OpenCL/vendors")
+            if sysdir.is_dir():
+                for icd in sysdir.glob("*.icd"):
+                    try:
+                        entries.setdefault("system-" + icd.name, icd.read_text().strip())
+                    except OSError:
+                        pass
+            for name, text in entries.items():
+                p = vdir / name
+                if not p.exists() or p.read_text() != text + "\n":
+                    tmp = p.with_suffix(f".tmp{os.getpid()}")
+                    tmp.write_text(text + "\n")
+                    os.replace(tmp, p)
+            os.environ["OCL_ICD_VENDORS"] = str(vdir)
+            notes.append(f"OCL_ICD_VENDORS={vdir} ({lib.name})")
+        except OSError as e:
+            notes.append(f"could not write ICD files in {vdir}: {e}")
+        return "; ".join(notes)
+
+
+def _import_cl() -> Any:
+    setup_environment()
+    try:
+        import pyopencl as cl
+    except ImportError as e:
+        raise OpenCLError("pyopencl is not installed (pip install 'anywave[opencl]')") from e
+    return cl
+
+
+def _pick_device(cl: Any) -> Any:
+    try:
+        platforms = cl.get_platforms()
+    except Exception as e:  # noqa: BLE001 - no ICD / no platform
+        raise OpenCLError(f"no OpenCL platform found ({type(e).__name__}: {e}); install "
+                          "intel-opencl-rt (pip install 'anywave[opencl]')") from e
+    devices = [d for p in platforms for d in p.get_devices()]
+    if not devices:
+        raise OpenCLError("OpenCL platforms exist but offer no device")
+    want = os.environ.get("ANYWAVE_OPENCL_DEVICE", "").lower()
+    if want:
+        for d in devices:
+            if want in d.name.lower() or want in d.platform.name.lower():
+                return d
+        raise OpenCLError(f"ANYWAVE_OPENCL_DEVICE={want!r} matches none of {[d.name for d in devices]}")
+    for d in devices:
+        if "intel" in d.platform.name.lower() and d.type & cl.device_type.CPU:
+            return d
+    return devices[0]
+
+
+_PROBE_SRC = "\n".join(
+    f"__attribute__((intel_reqd_sub_group_size({w}))) __kernel void sg{w}(__global uint* o) "
+    f"{{ uint4 b = sub_group_ballot(1); o[get_local_id(0)] = sub_group_shuffle(get_sub_group_size(), 0u) + b.x * 0u; }}"
+    for w in WAVE_WIDTHS)
+
+
+class OpenCLDevice:
+    """One OpenCL device with a context, a queue, its probed :class:`Features` and a cache of
+    built programs (by source hash)."""
+
+    def __init__(self) -> None:
+        cl = self.cl = _import_cl()
+        self.device = _pick_device(cl)
+        self.ctx = cl.Context([self.device])
+        self.queue = cl.CommandQueue(self.ctx)
+        ext = set(self.device.extensions.split())
+        self.extensions = ext
+        self.name = self.device.name.strip()
+        self.fp64 = "cl_khr_fp64" in ext
+        self.max_workgroup = int(self.device.max_work_group_size)
+        self.local_memory = int(self.device.local_mem_size)
+        widths: tuple[int, ...] = ()
+        self.subgroup_note = ""
+        need = {"cl_khr_subgroup_shuffle", "cl_khr_subgroup_ballot", "cl_intel_required_subgroup_size"}
+        if need <= ext:
+            widths = self._probe_widths()
+        else:
+            self.subgroup_note = f"missing {sorted(need - ext)}"
+        self.features = Features(fp64=self.fp64, wave_widths=widths)
+        self._programs: dict[str, Any] = {}
+        self._kernels: dict[tuple[int, str], Any] = {}
+
+    def _probe_widths(self) -> tuple[int, ...]:
+        cl = self.cl
+        ok = []
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                prg = cl.Program(self.ctx, _PROBE_SRC).build("-cl-std=CL3.0")
+        except Exception as e:  # noqa: BLE001
+            self.subgroup_note = f"sub-group probe failed to build: {str(e)[:200]}"
+            return ()
+        for w in WAVE_WIDTHS:
+            k = getattr(prg, f"sg{w}")
+            buf = np.zeros(2 * w, np.uint32)
+            mem = cl.Buffer(self.ctx, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR, hostbuf=buf)
+            try:
+                k(self.queue, (2 * w,), (2 * w,), mem)
+                cl.enqueue_copy(self.queue, buf, mem)
+                self.queue.finish()
+            except Exception:  # noqa: BLE001
+                continue
+            if np.all(buf == w):
+                ok.append(w)
+        return tuple(ok)
+
+    def capabilities(self) -> Capability:
+        caps = Capability.F16 | Capability.BF16 | Capability.INT64 | Capability.OFFSET64 | Capability.ATOMIC_F32
+        if self.fp64:
+            caps |= Capability.F64
+        if self.features.wave_widths:
+            caps |= Capability.WAVE_OPS | Capability.MMA
+        return caps
+
+    def kernel(self, built: Any, name: str) -> Any:
+        """The ``cl.Kernel`` ``name`` of a built program (created once: kernel objects are costly)."""
+        key = (id(built), name)
+        k = self._kernels.get(key)
+        if k is None:
+            k = self._kernels[key] = self.cl.Kernel(built, name)
+        return k
+
+    def build(self, prog: CProgram) -> Any:
+        """The built ``cl.Program`` of a rendered program (cached by source hash).
+
+        Raises:
+            OpenCLError: the build failed (the message carries the build log's head)."""
+        key = prog.sha256
+        p = self._programs.get(key)
+        if p is None:
+            from anywave.backends.opencl import BUILD_OPTIONS
+
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")  # the build log's notes; errors still raise
+                    p = self.cl.Program(self.ctx, prog.text).build(BUILD_OPTIONS)
+            except Exception as e:  # noqa: BLE001 - carry the log
+                raise OpenCLError(f"OpenCL build failed on {self.name}: {str(e)[:3000]}") from e
+            self._programs[key] = p
+        return p
+
+
+_DEVICE: OpenCLDevice | None = None
+_DEVICE_ERR: str | None = None
+
+
+def get_device() -> OpenCLDevice:
+    """The process-wide OpenCL device (created on first use).
+
+    Raises:
+        OpenCLError: no usable OpenCL runtime (the message says why)."""
+    global _DEVICE, _DEVICE_ERR
+    with _LOCK:
+        if _DEVICE is not None:
+            return _DEVICE
+        if _DEVICE_ERR is not None:
+            raise OpenCLError(_DEVICE_ERR)
+    try:
+        dev = OpenCLDevice()
+    except OpenCLError as e:
+        _DEVICE_ERR = str(e)
+        raise
+    except Exception as e:  # noqa: BLE001
+        _DEVICE_ERR = f"OpenCL initialisation failed: {type(e).__name__}: {e}"
+        raise OpenCLError(_DEVICE_ERR) from e
+    _DEVICE = dev
+    return dev
+
+
+def status() -> tuple[bool, str]:
+    """(usable, reason) for the OpenCL target on this machine; never raises."""
+    try:
+        d = get_device()
+    except OpenCLError as e:
+        return False, str(e)
+    return True, d.name
+
+
+# --------------------------------------------------------------------------- launching
+
+class _ProgramCache:
+    """Rendered programs per (module object, W): a conformance group renders and builds once."""
+
+    def __init__(self) -> None:
+        self._by_module: dict[int, tuple[weakref.ref[Any], dict[int, CProgram]]] = {}
+
+    def get(self, module: Any, W: int, features: Features, translate: Any) -> CProgram:
+        key = id(module)
+        ent = self._by_module.get(key)
+        if ent is None or ent[0]() is not module:
+            ent = (weakref.ref(module), {})
+            self._by_module[key] = ent
+        progs = ent[1]
+        if W not in progs:
+            progs[W] = translate(module, W, features)
+        return progs[W]
+
+
+def marshal_args(kernel: Any, info: CKernel, args: Mapping[str, Any]) -> list[tuple[str, Any, Any]]:
+    """Check ``args`` against the kernel's ABI; returns ``(kind, host value, arg)`` per param.
+
+    Buffers: NumPy arrays (any dtype; their bytes are the buffer). Scalars: numbers, converted
+    exactly as the emulator does (``anywave.emu.machine._scalar_word``).
+
+    Raises:
+        OpenCLError: a missing/extra argument or a buffer that is not a NumPy array.
+    """
+    from anywave.emu.machine import _scalar_word
+
+    names = [a.name for a in kernel.args]
+    missing = [n for n in names if n not in args]
+    extra = [n for n in args if n not in names]
+    if missing or extra:
+        raise OpenCLError(f"kernel {kernel.name!r} takes arguments {names}; missing {missing}, unexpected {extra}")
+    out = []
+    for a, (_, kind) in zip(kernel.args, info.params, strict=True):
+        v = args[a.name]
+        if a.kind is ArgKind.BUFFER:
+            if not isinstance(v, np.ndarray):
+                raise OpenCLError(f"buffer argument {a.name!r} of kernel {kernel.name!r} must be a NumPy "
+                                  f"array, got {type(v).__name__}")
+            out.append(("buffer", v, a))
+        else:
+            word = _scalar_word(kernel, a.name, a.type, v)
+            out.append((kind, np.uint64(word) if kind == "u64" else np.uint32(word), a))
+    return out
+
+
+def launch_dims(info: CKernel, grid: Sequence[int], workgroup: Sequence[int], W: int,
+                max_workgroup: int) -> tuple[tuple[int, int, int], tuple[int, int, int]] | None:
+    """(global, local) NDRange sizes for a launch, or None for an empty grid.
+
+    Raises:
+        OpenCLError: bad sizes or a workgroup larger than the device allows."""
+    g = tuple(int(v) for v in grid) + (1,) * (3 - len(grid))
+    wg = tuple(int(v) for v in workgroup) + (1,) * (3 - len(workgroup))
+    if any(v < 0 for v in g) or any(v < 1 for v in wg):
+        raise OpenCLError(f"grid {g} and workgroup {wg} must be non-negative / positive")
+    if 0 in g:
+        return None
+    P = padded_workgroup(info, wg, W)
+    if P > max_workgroup:
+        raise OpenCLError(f"workgroup {wg} ({P} threads launched) exceeds the device's maximum "
+                          f"{max_workgroup}")
+    return (g[0] * P, g[1], g[2]), (P, 1, 1)
+
+
+class OpenCLRunner:
+    """A conformance :class:`~anywave.conformance.suite.Runner` (and the ``launch`` of the
+    ``opencl`` target): ``runner(module, kernel, grid, workgroup, args, wave_width)``
+    renders the module once per W, builds it once, and runs the kernel with ``args`` written
+    in place."""
+
+    serial_atomics = False
+
+    def __init__(self, device: OpenCLDevice | None = None) -> None:
+        self.dev = device or get_device()
+        self._cache = _ProgramCache()
+
+    def program(self, module: Any, wave_width: int) -> CProgram:
+        from anywave.backends.opencl import translate
+
+        return self._cache.get(module, wave_width, self.dev.features, translate)
+
+    def __call__(self, module: Any, kernel: str, grid: Sequence[int], workgroup: Sequence[int],
+                 args: dict[str, Any], wave_width: int, **_: Any) -> None:
+        cl = self.dev.cl
+        prog = self.program(module, wave_width)
+        if kernel in prog.refused:
+            raise OpenCLError(f"kernel {kernel!r} cannot run on {self.dev.name}: {prog.refused[kernel]}")
+        if kernel not in prog.kernels:
+            raise OpenCLError(f"module has no kernel {kernel!r}; it has {[k.name for k in module.kernels]}")
+        info = prog.kernels[kernel]
+        k = module.kernel(kernel)
+        if info.local_memory > self.dev.local_memory:
+            raise OpenCLError(f"kernel {kernel!r} needs {info.local_memory} bytes of local memory; "
+                              f"{self.dev.name} has {self.dev.local_memory}")
+        margs = marshal_args(k, info, args)
+        dims = launch_dims(info, grid, workgroup, wave_width, self.dev.max_workgroup)
+        if dims is None:
+            return
+        built = self.dev.build(prog)
+        ctx, q = self.dev.ctx, self.dev.queue
+        cargs: list[Any] = []
+        back: list[tuple[np.ndarray, np.ndarray, Any]] = []
+        for kind, v, a in margs:
+            if kind != "buffer":
+                cargs.append(v)
+                continue
+            host = np.ascontiguousarray(v)
+            raw = host.reshape(-1).view(np.uint8) if host.size else np.zeros(16, np.uint8)
+            if raw.size == 0:
+                raw = np.zeros(16, np.uint8)
+            mem = cl.Buffer(ctx, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR, hostbuf=raw)
+            cargs.append(mem)
+            if a.access is not Access.READ and host.size:
+                back.append((v, host, mem))
+        wg = tuple(int(x) for x in workgroup) + (1,) * (3 - len(workgroup))
+        cargs += [np.uint32(wg[0]), np.uint32(wg[1]), np.uint32(wg[2])]
+        fn = self.dev.kernel(built, info.c_name)
+        try:
+            fn(q, dims[0], dims[1], *cargs)
+            for orig, host, mem in back:
+                cl.enqueue_copy(q, host.reshape(-1).view(np.uint8), mem)
+            q.finish()
+        except Exception as e:  # noqa: BLE001
+            raise OpenCLError(f"launch of {kernel!r} on {self.dev.name} failed: {type(e).__name__}: {e}") from e
+        for orig, host, _ in back:
+            if host is not orig:
+                orig[...] = host
+
+
+def opencl_runner() -> OpenCLRunner:
+    """A conformance runner on the default OpenCL device.
+
+    Raises:
+        OpenCLError: no usable OpenCL runtime."""
+    return OpenCLRunner()
+
+
+class OpenCLTarget:
+    """The ``opencl`` target for :mod:`anywave.runtime.targets`: ``info`` and ``launch``."""
+
+    def __init__(self, wave_width: int = 16) -> None:
+        self.runner = OpenCLRunner()
+        dev = self.runner.dev
+        if wave_width not in dev.features.wave_widths and dev.features.wave_widths:
+            raise ValueError(f"wave_width {wave_width!r} not offered by {dev.name}; it offers "
+                             f"{list(dev.features.wave_widths)}")
+        from anywave.runtime.targets import TargetInfo
+
+        self.info = TargetInfo("opencl", dev.name, wave_width, dev.capabilities(), dev.local_memory,
+                               dev.max_workgroup, (dev.max_workgroup,) * 3, (2**31 - 1, 65535, 65535),
+                               {"sub_group_sizes": dev.features.wave_widths, "fp64": dev.fp64,
+                                "sub_group_note": dev.subgroup_note})
+
+    def launch(self, module: Any, kernel: str, grid: Any, workgroup: Any, args: Any) -> None:
+        """Run ``kernel`` of ``module``; buffers in ``args`` are updated in place."""
+        self.runner(module, kernel, grid, workgroup, args, self.info.wave_width)
+
+
+def register() -> None:
+    """Register the ``opencl`` target with :mod:`anywave.runtime.targets`."""
+    from anywave.runtime import targets
+
+    def probe() -> tuple[bool, str, Sequence[Any]]:
+        ok, why = status()
+        if not ok:
+            return False, why, ()
+        return True, "", (OpenCLTarget().info,)
+
+    targets.register_target("opencl", probe, OpenCLTarget)

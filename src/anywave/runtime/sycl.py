@@ -1,0 +1,284 @@
+"""SYCL runtime driver: runs WAVE modules through the SYCL backend on a real SYCL runtime.
+
+The SYCL source is compiled at run time by the kernel_compiler extension of
+``intel-sycl-rt`` (``create_kernel_bundle_from_source`` + ``build``) and launched on the
+Intel OpenCL CPU device. Python reaches the SYCL runtime through a tiny C++ shim
+(``sycl_shim/aw_sycl_shim.cpp``, a C ABI over ~10 SYCL calls) that is compiled on first
+use with the system C++ compiler (``$CXX``, else ``g++``/``c++``) against the wheel's
+headers and ``libsycl.so`` and cached in the anywave cache dir, keyed by the hash of the
+shim source and the SYCL library. The released dpctl has no SYCL-source entry point, so
+this is the route. The OpenCL ICD set-up of :mod:`anywave.runtime.opencl` is done first.
+Set ``ANYWAVE_SYCL_DEVICE`` to a substring of a device name to pick another device.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from anywave.backends.cfamily import WAVE_WIDTHS, CProgram, Features
+from anywave.errors import WaveError
+from anywave.isa.types import Access, Capability
+from anywave.runtime.opencl import _ProgramCache, cache_dir, launch_dims, marshal_args, setup_environment
+
+_SHIM_SRC = Path(__file__).with_name("sycl_shim") / "aw_sycl_shim.cpp"
+_LOCK = threading.Lock()
+
+
+class SyclError(WaveError):
+    """SYCL is unavailable (no runtime, no C++ compiler, no device), a program failed to
+    build, or a launch failed; the message says which and why."""
+
+
+def _sycl_paths() -> tuple[Path, Path]:
+    """(include dir holding ``sycl/sycl.hpp``, lib dir holding ``libsycl.so``) of intel-sycl-rt."""
+    for root in (Path(sys.prefix), Path(sys.base_prefix)):
+        inc, lib = root / "include", root / "lib"
+        if (inc / "sycl" / "sycl.hpp").exists() and any(lib.glob("libsycl.so*")):
+            return inc, lib
+    raise SyclError("the SYCL runtime is not installed: no sycl/sycl.hpp and libsycl.so under "
+                    f"{sys.prefix} (pip install 'anywave[sycl]', which brings intel-sycl-rt)")
+
+
+def _compiler() -> str:
+    for c in (os.environ.get("CXX"), "g++", "c++", "clang++"):
+        if c and shutil.which(c):
+            return c
+    raise SyclError("no C++ compiler found to build the SYCL shim (set CXX, or install g++)")
+
+
+def build_shim() -> Path:
+    """Compile the shim if needed; returns the shared library's path.
+
+    Raises:
+        SyclError: no runtime or compiler, or the compile failed (with its output)."""
+    inc, lib = _sycl_paths()
+    libsycl = sorted(lib.glob("libsycl.so*"), key=lambda p: len(p.name))[0]
+    key = hashlib.sha256(_SHIM_SRC.read_bytes() + str(libsycl.resolve()).encode()).hexdigest()[:16]
+    out = cache_dir() / "sycl" / f"libaw_sycl_shim-{key}.so"
+    if out.exists():
+        return out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_suffix(f".tmp{os.getpid()}")
+    cmd = [_compiler(), "-std=c++17", "-O1", "-shared", "-fPIC", f"-I{inc}", str(_SHIM_SRC), f"-L{lib}",
+           "-lsycl", f"-Wl,-rpath,{lib}", "-o", str(tmp)]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise SyclError(f"building the SYCL shim failed ({' '.join(cmd)}):\n{r.stderr[-3000:]}")
+    os.replace(tmp, out)
+    return out
+
+
+class SyclDevice:
+    """The SYCL device behind the shim, its :class:`Features` and a build cache."""
+
+    def __init__(self) -> None:
+        setup_environment()
+        path = build_shim()
+        try:
+            lib = ctypes.CDLL(str(path))
+        except OSError as e:
+            raise SyclError(f"cannot load the SYCL shim {path}: {e}") from e
+        lib.aw_sycl_device_name.restype = ctypes.c_char_p
+        lib.aw_sycl_build.restype = ctypes.c_void_p
+        lib.aw_sycl_build.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int]
+        lib.aw_sycl_local_mem.restype = ctypes.c_size_t
+        lib.aw_sycl_max_wg.restype = ctypes.c_size_t
+        lib.aw_sycl_launch.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_size_t),
+                                       ctypes.POINTER(ctypes.c_size_t), ctypes.c_int,
+                                       ctypes.POINTER(ctypes.c_int), ctypes.POINTER(ctypes.c_void_p),
+                                       ctypes.POINTER(ctypes.c_size_t), ctypes.c_char_p, ctypes.c_int]
+        self.lib = lib
+        err = ctypes.create_string_buffer(4096)
+        if lib.aw_sycl_init(err, 4096) != 0:
+            raise SyclError(f"no SYCL device: {err.value.decode(errors='replace')}")
+        self.name = lib.aw_sycl_device_name().decode(errors="replace").strip()
+        if not lib.aw_sycl_can_build():
+            raise SyclError(f"the SYCL device {self.name!r} cannot build SYCL source at run time "
+                            "(kernel_compiler extension unavailable)")
+        arr = (ctypes.c_int * 16)()
+        n = lib.aw_sycl_sub_group_sizes(arr, 16)
+        sizes = {int(arr[i]) for i in range(n)}
+        self.fp64 = bool(lib.aw_sycl_has_fp64())
+        self.features = Features(fp64=self.fp64, wave_widths=tuple(w for w in WAVE_WIDTHS if w in sizes))
+        self.local_memory = int(lib.aw_sycl_local_mem())
+        self.max_workgroup = int(lib.aw_sycl_max_wg())
+        self._bundles: dict[str, int] = {}
+
+    def capabilities(self) -> Capability:
+        caps = Capability.F16 | Capability.BF16 | Capability.INT64 | Capability.OFFSET64 | Capability.ATOMIC_F32
+        if self.fp64:
+            caps |= Capability.F64
+        if self.features.wave_widths:
+            caps |= Capability.WAVE_OPS | Capability.MMA
+        return caps
+
+    def build(self, prog: CProgram) -> int:
+        """The kernel-bundle handle of a rendered program (built once per source hash).
+
+        Raises:
+            SyclError: the build failed (with the compiler's log)."""
+        from anywave.backends.sycl import BUILD_OPTIONS
+
+        key = prog.sha256
+        h = self._bundles.get(key)
+        if h is None:
+            log = ctypes.create_string_buffer(1 << 16)
+            h = self.lib.aw_sycl_build(prog.text.encode(), "\n".join(BUILD_OPTIONS).encode(), log, 1 << 16)
+            if not h:
+                raise SyclError(f"SYCL build failed on {self.name}: {log.value.decode(errors='replace')[:3000]}")
+            self._bundles[key] = h
+        return h
+
+
+_DEVICE: SyclDevice | None = None
+_DEVICE_ERR: str | None = None
+
+
+def get_device() -> SyclDevice:
+    """The process-wide SYCL device (shim built and loaded on first use).
+
+    Raises:
+        SyclError: SYCL unusable here (the message says why)."""
+    global _DEVICE, _DEVICE_ERR
+    with _LOCK:
+        if _DEVICE is not None:
+            return _DEVICE
+        if _DEVICE_ERR is not None:
+            raise SyclError(_DEVICE_ERR)
+        try:
+            _DEVICE = SyclDevice()
+        except SyclError as e:
+            _DEVICE_ERR = str(e)
+            raise
+        except Exception as e:  # noqa: BLE001
+            _DEVICE_ERR = f"SYCL initialisation failed: {type(e).__name__}: {e}"
+            raise SyclError(_DEVICE_ERR) from e
+        return _DEVICE
+
+
+def status() -> tuple[bool, str]:
+    """(usable, reason) for the SYCL target on this machine; never raises."""
+    try:
+        d = get_device()
+    except SyclError as e:
+        return False, str(e)
+    return True, d.name
+
+
+class SyclRunner:
+    """A conformance runner (and the ``sycl`` target's launch):
+    ``runner(module, kernel, grid, workgroup, args, wave_width)``; one build per (module, W)."""
+
+    serial_atomics = False
+
+    def __init__(self, device: SyclDevice | None = None) -> None:
+        self.dev = device or get_device()
+        self._cache = _ProgramCache()
+
+    def program(self, module: Any, wave_width: int) -> CProgram:
+        from anywave.backends.sycl import translate
+
+        return self._cache.get(module, wave_width, self.dev.features, translate)
+
+    def __call__(self, module: Any, kernel: str, grid: Sequence[int], workgroup: Sequence[int],
+                 args: dict[str, Any], wave_width: int, **_: Any) -> None:
+        prog = self.program(module, wave_width)
+        if kernel in prog.refused:
+            raise SyclError(f"kernel {kernel!r} cannot run on {self.dev.name}: {prog.refused[kernel]}")
+        if kernel not in prog.kernels:
+            raise SyclError(f"module has no kernel {kernel!r}; it has {[k.name for k in module.kernels]}")
+        info = prog.kernels[kernel]
+        k = module.kernel(kernel)
+        if info.local_memory > self.dev.local_memory:
+            raise SyclError(f"kernel {kernel!r} needs {info.local_memory} bytes of local memory; "
+                            f"{self.dev.name} has {self.dev.local_memory}")
+        margs = marshal_args(k, info, args)
+        try:
+            dims = launch_dims(info, grid, workgroup, wave_width, self.dev.max_workgroup)
+        except WaveError as e:
+            raise SyclError(str(e)) from e
+        if dims is None:
+            return
+        handle = self.dev.build(prog)
+        wg = tuple(int(x) for x in workgroup) + (1,) * (3 - len(workgroup))
+        n = len(margs) + 3
+        kinds = (ctypes.c_int * n)()
+        vals = (ctypes.c_void_p * n)()
+        sizes = (ctypes.c_size_t * n)()
+        keep: list[Any] = []
+        back: list[tuple[np.ndarray, np.ndarray]] = []
+        items = [(kind, v, a) for kind, v, a in margs] + [("u32", np.uint32(x), None) for x in wg]
+        for i, (kind, v, a) in enumerate(items):
+            if kind == "buffer":
+                host = np.ascontiguousarray(v)
+                if host is v and not host.flags.writeable:
+                    host = host.copy()
+                kinds[i], vals[i], sizes[i] = 0, host.ctypes.data if host.size else None, host.nbytes
+                keep.append(host)
+                if a.access is not Access.READ and host is not v:
+                    back.append((v, host))
+            else:
+                box = np.array([v], np.uint64 if kind == "u64" else np.uint32)
+                keep.append(box)
+                kinds[i], vals[i], sizes[i] = (2 if kind == "u64" else 1), box.ctypes.data, box.nbytes
+        g = (ctypes.c_size_t * 3)(*dims[0])
+        loc = (ctypes.c_size_t * 3)(*dims[1])
+        err = ctypes.create_string_buffer(4096)
+        rc = self.dev.lib.aw_sycl_launch(ctypes.c_void_p(handle), info.c_name.encode(), g, loc, n, kinds, vals,
+                                         sizes, err, 4096)
+        if rc != 0:
+            raise SyclError(f"launch of {kernel!r} on {self.dev.name} failed: {err.value.decode(errors='replace')}")
+        for orig, host in back:
+            orig[...] = host
+
+
+def sycl_runner() -> SyclRunner:
+    """A conformance runner on the default SYCL device.
+
+    Raises:
+        SyclError: SYCL unusable here."""
+    return SyclRunner()
+
+
+class SyclTarget:
+    """The ``sycl`` target for :mod:`anywave.runtime.targets`: ``info`` and ``launch``."""
+
+    def __init__(self, wave_width: int = 16) -> None:
+        self.runner = SyclRunner()
+        dev = self.runner.dev
+        if dev.features.wave_widths and wave_width not in dev.features.wave_widths:
+            raise ValueError(f"wave_width {wave_width!r} not offered by {dev.name}; it offers "
+                             f"{list(dev.features.wave_widths)}")
+        from anywave.runtime.targets import TargetInfo
+
+        self.info = TargetInfo("sycl", dev.name, wave_width, dev.capabilities(), dev.local_memory,
+                               dev.max_workgroup, (dev.max_workgroup,) * 3, (2**31 - 1, 65535, 65535),
+                               {"sub_group_sizes": dev.features.wave_widths, "fp64": dev.fp64})
+
+    def launch(self, module: Any, kernel: str, grid: Any, workgroup: Any, args: Any) -> None:
+        """Run ``kernel`` of ``module``; buffers in ``args`` are updated in place."""
+        self.runner(module, kernel, grid, workgroup, args, self.info.wave_width)
+
+
+def register() -> None:
+    """Register the ``sycl`` target with :mod:`anywave.runtime.targets`."""
+    from anywave.runtime import targets
+
+    def probe() -> tuple[bool, str, Sequence[Any]]:
+        ok, why = status()
+        if not ok:
+            return False, why, ()
+        return True, "", (SyclTarget().info,)
+
+    targets.register_target("sycl", probe, SyclTarget)
