@@ -2,9 +2,10 @@
 
 Usage: python bench/bench_compile.py [--repeat N] [--out bench/results/compile_DATE.json]
 
-Compiles every kernel defined in tests/test_compiler*.py (and the precise-math
-specialisations) with the disk cache off, best of N, and writes JSON with machine, commit
-and date beside each figure.
+Compiles every kernel of the example library ``anywave.kernels`` (with representative
+compile-time constants: the defaults plus the variants the wrappers use) and every kernel
+defined in tests/test_compiler*.py (and the precise-math specialisations) with the disk
+cache off, best of N, and writes JSON with machine, commit and date beside each figure.
 """
 
 from __future__ import annotations
@@ -31,6 +32,35 @@ def _load(path: Path):
     return mod
 
 
+#: compile-time constant variants of the library kernels worth timing (besides the defaults)
+LIBRARY_VARIANTS: dict[str, list[dict[str, object]]] = {
+    "matmul_kernel": [{"epilogue": "none"}, {"epilogue": "bias"}, {"epilogue": "bias_relu"}],
+    "softmax_kernel": [{"block": 64}, {"block": 256}],
+    "layer_norm_kernel": [{"block": 64}, {"block": 256}],
+    "histogram_kernel": [{"bins": 64}],
+}
+
+
+def _library_jobs():
+    """(name, kernel, constants) for every @aw.kernel of ``anywave.kernels``."""
+    import importlib
+    import pkgutil
+
+    import anywave.kernels as lib
+    from anywave.compiler.kernel import KernelFunction
+
+    seen: set[int] = set()
+    for info in sorted(pkgutil.iter_modules(lib.__path__), key=lambda i: i.name):
+        mod = importlib.import_module(f"anywave.kernels.{info.name}")
+        for v in vars(mod).values():
+            if isinstance(v, KernelFunction) and id(v) not in seen:
+                seen.add(id(v))
+                yield f"kernels.{info.name}.{v.name}", v, {}
+                for consts in LIBRARY_VARIANTS.get(v.name, []):
+                    label = ",".join(f"{k}={c}" for k, c in consts.items())
+                    yield f"kernels.{info.name}.{v.name}[{label}]", v, consts
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--repeat", type=int, default=5)
@@ -39,9 +69,9 @@ def main() -> int:
     os.environ["ANYWAVE_NO_DISK_CACHE"] = "1"
     from anywave.compiler.kernel import KernelFunction
 
-    jobs = []
+    jobs = list(_library_jobs())
     for f in sorted((ROOT / "tests").glob("test_compiler*.py")):
-        if "property" in f.name:
+        if "property" in f.name or "fuzz" in f.name:
             continue
         mod = _load(f)
         for v in vars(mod).values():
@@ -55,14 +85,16 @@ def main() -> int:
                     jobs.append((v.name, v, {}))
     results = []
     for name, kf, consts in jobs:
+        kf.compile_kernel(kf._consts_from(consts))  # warm: imports, table lookups
         best = float("inf")
         for _ in range(a.repeat):
             t0 = time.perf_counter()
             k = kf.compile_kernel(kf._consts_from(consts))
             best = min(best, time.perf_counter() - t0)
-        results.append({"kernel": name, "compile_ms": round(best * 1e3, 3), "instructions": len(k.code),
+        results.append({"kernel": name, "library": name.startswith("kernels."),
+                        "compile_ms": round(best * 1e3, 3), "instructions": len(k.code),
                         "registers": k.registers})
-        print(f"{name:24s} {best * 1e3:8.2f} ms  {len(k.code):5d} instructions  {k.registers:3d} registers")
+        print(f"{name:56s} {best * 1e3:8.2f} ms  {len(k.code):5d} instructions  {k.registers:3d} registers")
     try:
         commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True,
                                 check=False).stdout.strip()
@@ -73,10 +105,13 @@ def main() -> int:
            "machine": {"platform": platform.platform(), "processor": platform.processor(),
                        "python": platform.python_version(), "cpus": os.cpu_count()},
            "repeat": a.repeat, "results": results,
-           "max_ms": max(r["compile_ms"] for r in results)}
+           "max_ms": max(r["compile_ms"] for r in results),
+           "library_max_ms": max((r["compile_ms"] for r in results if r["library"]), default=0.0),
+           "over_goal": [r["kernel"] for r in results if r["compile_ms"] > 50]}
     out = Path(a.out) if a.out else ROOT / "bench" / "results" / f"compile_{_dt.date.today().isoformat()}.json"
     out.write_text(json.dumps(doc, indent=2) + "\n")
-    print(f"wrote {out}; slowest {doc['max_ms']} ms")
+    slowest = max(results, key=lambda r: r["compile_ms"])
+    print(f"wrote {out}; slowest {slowest['kernel']} {slowest['compile_ms']} ms; over 50 ms: {doc['over_goal']}")
     return 0
 
 

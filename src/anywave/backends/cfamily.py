@@ -133,12 +133,12 @@ PRELUDE = r"""
 #define AW_FN static inline
 AW_FN bool aw_isnan32(float x) { return x != x; }
 AW_FN u32 aw_c32(float x) { return x != x ? 0x7FC00000u : AW_U32(x); }
+/* bit reversal by bytes (Anderson's 64-bit multiply/modulus trick): written so that LLVM does
+   not turn it into llvm.bitreverse, which one SYCL JIT path cannot read back */
+AW_FN u32 aw_rev8(u32 b) { return (u32)((((u64)b * 0x0202020202ul) & 0x010884422010ul) % 1023ul); }
 AW_FN u32 aw_brev(u32 x) {
-  x = ((x >> 1) & 0x55555555u) | ((x & 0x55555555u) << 1);
-  x = ((x >> 2) & 0x33333333u) | ((x & 0x33333333u) << 2);
-  x = ((x >> 4) & 0x0F0F0F0Fu) | ((x & 0x0F0F0F0Fu) << 4);
-  x = ((x >> 8) & 0x00FF00FFu) | ((x & 0x00FF00FFu) << 8);
-  return (x >> 16) | (x << 16);
+  return (aw_rev8(x & 0xFFu) << 24) | (aw_rev8((x >> 8) & 0xFFu) << 16) | (aw_rev8((x >> 16) & 0xFFu) << 8)
+         | aw_rev8(x >> 24);
 }
 /* f16 / bf16 bits (low half of a register) <-> float, exact in this direction */
 AW_FN float aw_h2f(u32 h) {

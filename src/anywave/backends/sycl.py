@@ -90,8 +90,8 @@ SYCL = Dialect(
     buffer_param=lambda n: f"u8* {n}",
     u32_param=lambda n: f"u32 {n}",
     u64_param=lambda n: f"u64 {n}",
-    local_decl=lambda n: ("u8* aw_lm = (u8*)&(*sycl::ext::oneapi::group_local_memory_for_overwrite"
-                          f"<u64[{(n + 7) // 8}]>(aw_it.get_group()))[0];"),
+    local_decl=lambda n: (f"static syclexp::work_group_static<u64[{(n + 7) // 8}]> aw_lm_s; "
+                          "u8* aw_lm = (u8*)&aw_lm_s[0];"),
     local_linear_id="aw_it.get_local_id(2)",
     group_id=lambda i: f"aw_it.get_group({2 - i})",
     num_groups=lambda i: f"aw_it.get_group_range({2 - i})",

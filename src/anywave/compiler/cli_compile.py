@@ -34,14 +34,64 @@ def load_kernels(path: Path) -> dict[str, Any]:
     """Import ``path`` and return its kernels by name (in definition order)."""
     from anywave.compiler.kernel import KernelFunction
 
+    if not path.is_file():
+        raise CompileCommandError(f"{str(path)!r}: no such file" if not path.exists()
+                                  else f"{str(path)!r} is not a file")
     name = f"_anywave_compile_{abs(hash(str(path.resolve())))}"
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
-        raise CompileCommandError(f"cannot import {str(path)!r} as a Python module")
+        raise CompileCommandError(f"cannot import {str(path)!r} as a Python module (expected a .py file)")
     mod = importlib.util.module_from_spec(spec)
     sys.modules[name] = mod
-    spec.loader.exec_module(mod)
+    try:
+        spec.loader.exec_module(mod)
+    except WaveError:
+        sys.modules.pop(name, None)
+        raise  # already a user error with its own location
+    except SyntaxError as e:
+        sys.modules.pop(name, None)
+        raise CompileCommandError(_syntax_message(path, e)) from None
+    except (Exception, SystemExit) as e:  # noqa: BLE001 - any failure of the user's module
+        sys.modules.pop(name, None)
+        raise CompileCommandError(_import_message(path, e)) from None
     return {v.name: v for v in vars(mod).values() if isinstance(v, KernelFunction)}
+
+
+def _syntax_message(path: Path, e: SyntaxError) -> str:
+    """``file:line:col: SyntaxError: msg`` and the line with a caret."""
+    from anywave.errors import caret_excerpt
+
+    where = f"{e.filename or path}:{e.lineno or '?'}" + (f":{e.offset}" if e.offset else "")
+    text = f"{where}: {type(e).__name__}: {e.msg}"
+    if e.text:
+        text += "\n" + caret_excerpt(e.text, e.offset or 1)
+    return text + f"\n(while importing {str(path)!r})"
+
+
+def _import_message(path: Path, e: BaseException) -> str:
+    """``file:line: Type: msg`` for the innermost traceback frame in ``path`` (or, for an
+    error raised inside a module it imports, the line of ``path`` that led there and the
+    innermost frame), with the source line."""
+    import linecache
+    import traceback
+
+    frames = traceback.extract_tb(e.__traceback__)
+    target = str(path.resolve())
+    mine = [f for f in frames if f.filename and Path(f.filename).resolve().as_posix() == Path(target).as_posix()]
+    detail = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
+    if isinstance(e, SystemExit):
+        detail = f"the module called sys.exit({e.code!r}) while being imported"
+    if not mine:
+        return f"{path}: error while importing it: {detail}"
+    f = mine[-1]
+    text = f"{path}:{f.lineno}: error while importing it: {detail}"
+    line = f.line or linecache.getline(str(path), f.lineno or 0)
+    if line:
+        text += "\n    " + line.strip()
+    inner = frames[-1]
+    if inner is not f:
+        text += f"\n(raised in {inner.filename}:{inner.lineno})"
+    return text
 
 
 def run(args: argparse.Namespace) -> int:

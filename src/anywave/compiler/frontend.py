@@ -433,28 +433,7 @@ class Frontend(ast.NodeVisitor):
     def _prescan(self, fd: ast.FunctionDef) -> None:
         """Names assigned exactly once, at the function's top level, from a Python constant
         expression become compile-time constants; everything else assigned is a variable."""
-        counts: dict[str, int] = {}
-        for n in ast.walk(fd):
-            targets: list[ast.AST] = []
-            if isinstance(n, ast.Assign):
-                targets = list(n.targets)
-            elif isinstance(n, (ast.AugAssign, ast.AnnAssign)):
-                targets = [n.target]
-                counts_inc = 2 if isinstance(n, ast.AugAssign) else 1
-                for t in targets:
-                    if isinstance(t, ast.Name):
-                        counts[t.id] = counts.get(t.id, 0) + counts_inc
-                continue
-            elif isinstance(n, ast.For):
-                targets = [n.target]
-                for t in ast.walk(n.target):
-                    if isinstance(t, ast.Name):
-                        counts[t.id] = counts.get(t.id, 0) + 2
-                continue
-            for t in targets:
-                for x in ast.walk(t):
-                    if isinstance(x, ast.Name):
-                        counts[x.id] = counts.get(x.id, 0) + 1
+        counts = _assign_counts(fd)
         for stmt in fd.body:
             if (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1
                     and isinstance(stmt.targets[0], ast.Name) and counts.get(stmt.targets[0].id) == 1):
@@ -1862,7 +1841,56 @@ def _has_early_return(body: list[ast.stmt]) -> bool:
     return False
 
 
-def _assigned_names(fd: ast.FunctionDef) -> set[str]:
+def _memo_by_tree(fn: Callable[[ast.FunctionDef], Any]) -> Callable[[ast.FunctionDef], Any]:
+    """Cache ``fn(fd)`` per function AST (device functions are inlined at every call site;
+    their syntax-only analyses need not be redone). The AST is kept alive by the entry, so
+    its id cannot be reused while cached."""
+    cache: dict[int, tuple[ast.FunctionDef, Any]] = {}
+
+    def wrapper(fd: ast.FunctionDef) -> Any:
+        hit = cache.get(id(fd))
+        if hit is not None and hit[0] is fd:
+            return hit[1]
+        if len(cache) > 1024:
+            cache.clear()
+        r = fn(fd)
+        cache[id(fd)] = (fd, r)
+        return r
+
+    return wrapper
+
+
+@_memo_by_tree
+def _assign_counts(fd: ast.FunctionDef) -> dict[str, int]:
+    """How many times each name is assigned in ``fd`` (augmented assignments and loop
+    targets count twice). Callers must not mutate the result (it is cached)."""
+    counts: dict[str, int] = {}
+    for n in ast.walk(fd):
+        targets: list[ast.AST] = []
+        if isinstance(n, ast.Assign):
+            targets = list(n.targets)
+        elif isinstance(n, (ast.AugAssign, ast.AnnAssign)):
+            targets = [n.target]
+            counts_inc = 2 if isinstance(n, ast.AugAssign) else 1
+            for t in targets:
+                if isinstance(t, ast.Name):
+                    counts[t.id] = counts.get(t.id, 0) + counts_inc
+            continue
+        elif isinstance(n, ast.For):
+            targets = [n.target]
+            for t in ast.walk(n.target):
+                if isinstance(t, ast.Name):
+                    counts[t.id] = counts.get(t.id, 0) + 2
+            continue
+        for t in targets:
+            for x in ast.walk(t):
+                if isinstance(x, ast.Name):
+                    counts[x.id] = counts.get(x.id, 0) + 1
+    return counts
+
+
+@_memo_by_tree
+def _assigned_names(fd: ast.FunctionDef) -> frozenset[str]:
     out: set[str] = set()
     for n in ast.walk(fd):
         if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.For)):
@@ -1871,7 +1899,7 @@ def _assigned_names(fd: ast.FunctionDef) -> set[str]:
                 for x in ast.walk(t):
                     if isinstance(x, ast.Name):
                         out.add(x.id)
-    return out
+    return frozenset(out)
 
 
 def _py_binop(op: type, a: Any, b: Any) -> Any:

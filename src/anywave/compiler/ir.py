@@ -66,6 +66,12 @@ class LocAddr:
     imm: int = 0
 
 
+_IMPURE_FLAGS = (Flag.LOAD | Flag.STORE | Flag.ATOMIC | Flag.WAVE_COLLECTIVE | Flag.BARRIER
+                 | Flag.STRUCTURED | Flag.TERMINATOR)
+#: purity by instruction record (a property of the table entry alone), keyed by id(defn)
+_PURE: dict[int, bool] = {}
+
+
 @dataclass(eq=False)
 class Op:
     """One instruction: table record, operands in assembly order, optional guard.
@@ -126,11 +132,12 @@ class Op:
     def is_pure(self) -> bool:
         """No side effect and cannot fault: may be removed, duplicated, hoisted or executed
         speculatively."""
-        f = self.defn.flags
-        if f & (Flag.LOAD | Flag.STORE | Flag.ATOMIC | Flag.WAVE_COLLECTIVE | Flag.BARRIER
-                | Flag.STRUCTURED | Flag.TERMINATOR):
-            return False
-        return self.defn.op not in ("fence", "call", "nop") and bool(self.defs())
+        d = self.defn
+        r = _PURE.get(id(d))
+        if r is None:
+            r = _PURE[id(d)] = (not (d.flags & _IMPURE_FLAGS) and d.op not in ("fence", "call", "nop")
+                                and any(k.is_dest for k in d.operands))
+        return r
 
     def __repr__(self) -> str:
         g = f"@{'!' if self.guard.negated else ''}{self.guard.value} " if self.guard else ""

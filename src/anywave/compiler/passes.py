@@ -297,7 +297,27 @@ def _defined_vars(nodes: list[ir.Node]) -> set[Value]:
     return {v for n in ir.walk(nodes) if isinstance(n, Op) for v in n.defs() if v.is_var}
 
 
+def _region_vars(nodes: list[ir.Node], memo: dict[int, set[Value]]) -> set[Value]:
+    """:func:`_defined_vars` of a region, memoised per nested region (linear, not quadratic,
+    in the nesting depth)."""
+    hit = memo.get(id(nodes))
+    if hit is not None:
+        return hit
+    out: set[Value] = set()
+    for n in nodes:
+        if isinstance(n, Op):
+            out.update(v for v in n.defs() if v.is_var)
+        elif isinstance(n, ir.If):
+            out |= _region_vars(n.then, memo)
+            out |= _region_vars(n.orelse, memo)
+        elif isinstance(n, ir.Loop):
+            out |= _region_vars(n.body, memo)
+    memo[id(nodes)] = out
+    return out
+
+
 def cse(body: list[ir.Node]) -> None:
+    memo: dict[int, set[Value]] = {}
     version: dict[Value, int] = {}
     counter = [0]
     mapping: dict[Value, Value] = {}
@@ -341,11 +361,14 @@ def cse(body: list[ir.Node]) -> None:
                 c = n.cond
                 if c.value in mapping:
                     n.cond = PredUse(mapping[c.value], c.negated)
+                # the regions' var sets are taken before visiting them (CSE only removes
+                # temporaries' definitions, never a variable's)
+                changed = _region_vars(n.then, memo) | _region_vars(n.orelse, memo)
                 go(n.then, dict(table))
                 go(n.orelse, dict(table))
-                bump(_defined_vars(n.then) | _defined_vars(n.orelse))
+                bump(changed)
             elif isinstance(n, ir.Loop):
-                inside = _defined_vars(n.body)
+                inside = _region_vars(n.body, memo)
                 bump(inside)
                 go(n.body, dict(table))
                 bump(inside)

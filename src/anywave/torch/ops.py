@@ -1,0 +1,523 @@
+"""WAVE kernels as PyTorch operators (``torch.ops.anywave.*``), built with ``torch.library``.
+
+Each op is a ``torch.library.custom_op`` with a fake (meta) implementation, so it runs in
+eager mode, traces under ``torch.compile`` without graph breaks and passes
+``torch.library.opcheck``; the differentiable ones carry ``register_autograd`` formulas that
+are themselves WAVE ops. The kernels and their fixed arithmetic order are in
+:mod:`anywave.torch.kernels`.
+
+=====================================  ===============================================  =========
+op                                     meaning (float32 tensors)                        autograd
+=====================================  ===============================================  =========
+``mm(a, b, trans_a, trans_b)``         ``op(a) @ op(b)``, op = transpose when the flag   yes
+``linear(x, weight, bias)``            ``x @ weight.T + bias`` (weight: (out, in))      yes
+``sum_dim0(x)``                        column sums of a 2-D tensor, shape (cols,)       yes
+``relu(x)``                            ``max(x, 0)`` (NaN → 0)                          yes
+``relu_backward(grad, y)``             ``grad * (y > 0)``                               no
+``cross_entropy(logits, labels)``      mean softmax cross-entropy, shape ()             yes
+``cross_entropy_backward(g, x, lab)``  ``(softmax(x) - onehot(lab)) * g / B``           no
+``sgd_(param, grad, lr)``              in place: ``param = param - lr * grad``          (mutates)
+=====================================  ===============================================  =========
+
+Where the work runs:
+
+* CUDA tensors → the ``cuda`` target on PyTorch's current stream of the tensors' device,
+  zero-copy (the kernel reads and writes the tensors' memory; launches are asynchronous
+  like any PyTorch kernel).
+* CPU tensors → the CPU target chosen with :func:`set_cpu_target` / :func:`cpu_target`
+  (default: the emulator at W = 32; ``opencl`` / ``sycl`` when registered and available),
+  zero-copy through ``Tensor.numpy()`` for the emulator.
+
+Inputs must be float32 (labels: int32 or int64, values in [0, classes)); non-contiguous
+inputs are made contiguous (a copy); all tensors of one call must be on one device.
+Violations raise :class:`OpDtypeError` (a TypeError) or :class:`OpInputError` (a
+ValueError), both :class:`~anywave.errors.WaveError`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import torch
+
+from anywave.errors import WaveError
+from anywave.torch import kernels as K
+
+__all__ = [
+    "OpDtypeError", "OpInputError", "cpu_target", "cross_entropy", "cross_entropy_backward", "current_cpu_target",
+    "linear", "mm", "relu", "relu_backward", "set_cpu_target", "sgd_", "sum_dim0",
+]
+
+
+class OpInputError(WaveError, ValueError):
+    """A tensor of the wrong shape, or tensors on different devices / an unsupported device."""
+
+
+class OpDtypeError(WaveError, TypeError):
+    """A tensor of a dtype the op does not support (the message names the supported ones)."""
+
+
+# ----------------------------------------------------------------------------- targets
+
+_LOCK = threading.Lock()
+_CPU_CHOICE: tuple[str, tuple[tuple[str, Any], ...]] = ("emulator", (("wave_width", 32),))
+_TARGET_CACHE: dict[tuple[str, tuple[tuple[str, Any], ...]], Any] = {}
+_OPTIONAL_RUNTIMES = ("opencl", "sycl")
+
+
+def _register_optional_runtimes() -> None:
+    """Let the OpenCL / SYCL drivers join the target registry when they are installed
+    (they register themselves through ``register()``; absent modules are skipped)."""
+    import importlib
+
+    from anywave.runtime import targets
+
+    for name in _OPTIONAL_RUNTIMES:
+        if name in targets.target_names():
+            continue
+        try:
+            mod = importlib.import_module(f"anywave.runtime.{name}")
+        except Exception:  # noqa: BLE001 - an optional runtime that cannot import is simply absent
+            continue
+        reg = getattr(mod, "register", None)
+        if callable(reg):
+            try:
+                reg()
+            except Exception:  # noqa: BLE001
+                continue
+
+
+def cpu_target_names() -> list[str]:
+    """Names of the registered targets that run on the host CPU and are available here
+    (``emulator`` always; ``opencl`` / ``sycl`` when their runtimes are usable)."""
+    from anywave.runtime import targets
+
+    _register_optional_runtimes()
+    return [st.name for st in targets.available_targets() if st.available and st.name != "cuda"]
+
+
+def _get_target(name: str, options: tuple[tuple[str, Any], ...]) -> Any:
+    key = (name, options)
+    with _LOCK:
+        t = _TARGET_CACHE.get(key)
+    if t is None:
+        from anywave.runtime import targets
+
+        if name != "emulator":
+            _register_optional_runtimes()
+        t = targets.get_target(name, **dict(options))
+        with _LOCK:
+            _TARGET_CACHE[key] = t
+    return t
+
+
+def set_cpu_target(name: str = "emulator", **options: Any) -> tuple[str, dict[str, Any]]:
+    """Choose the target that runs ops on CPU tensors: a registry name (``emulator``,
+    ``opencl``, ``sycl``) and its factory options (e.g. ``wave_width=16``). The target is
+    created now, so an unknown or unavailable one fails here.
+
+    Returns the previous choice ``(name, options)``.
+
+    Raises:
+        ValueError: unknown target name; TargetUnavailable: not usable on this machine.
+    """
+    global _CPU_CHOICE
+    if name == "cuda":
+        raise OpInputError("set_cpu_target: 'cuda' is not a CPU target; CUDA tensors always run on the cuda "
+                           f"target. CPU targets here: {cpu_target_names()}")
+    opts = tuple(sorted(options.items()))
+    _get_target(name, opts)
+    prev = _CPU_CHOICE
+    _CPU_CHOICE = (name, opts)
+    return prev[0], dict(prev[1])
+
+
+@contextlib.contextmanager
+def cpu_target(name: str = "emulator", **options: Any) -> Iterator[Any]:
+    """Context manager: run CPU-tensor ops on target ``name`` inside the block (see
+    :func:`set_cpu_target`); yields the target object."""
+    prev_name, prev_opts = set_cpu_target(name, **options)
+    try:
+        yield current_cpu_target()
+    finally:
+        set_cpu_target(prev_name, **prev_opts)
+
+
+def current_cpu_target() -> Any:
+    """The target object that runs ops on CPU tensors now (has ``.info`` and ``.launch``)."""
+    return _get_target(*_CPU_CHOICE)
+
+
+def _cuda_target(index: int) -> Any:
+    return _get_target("cuda", (("device", index),))
+
+
+# ----------------------------------------------------------------------------- launching
+
+def _ceil_div(a: int, b: int) -> int:
+    return (a + b - 1) // b
+
+
+def _launch(kfn: Any, threads: int, args: Mapping[str, Any], device: torch.device, **consts: Any) -> None:
+    """Launch ``kfn`` with one thread per work item (``threads`` of them, in workgroups of
+    :data:`~anywave.torch.kernels.BLOCK`) on the target serving ``device``."""
+    if threads <= 0:
+        return
+    module = kfn.compile(**consts)
+    grid = (_ceil_div(threads, K.BLOCK), 1, 1)
+    wg = (K.BLOCK, 1, 1)
+    if device.type == "cuda":
+        index = device.index if device.index is not None else torch.cuda.current_device()
+        tgt = _cuda_target(index)
+        stream = torch.cuda.current_stream(device).cuda_stream
+        tgt.launch(module, kfn.name, grid, wg, dict(args), stream=stream, sync=False)
+        return
+    if device.type != "cpu":
+        raise OpInputError(f"anywave ops run on CPU or CUDA tensors, got device {device}")
+    host = {k: (v.numpy() if isinstance(v, torch.Tensor) else v) for k, v in args.items()}
+    current_cpu_target().launch(module, kfn.name, grid, wg, host)
+
+
+def _f32(t: torch.Tensor, op: str, name: str, ndim: int | None = None) -> torch.Tensor:
+    if not isinstance(t, torch.Tensor):
+        raise OpDtypeError(f"anywave.{op}: {name} must be a torch.Tensor, got {type(t).__name__}")
+    if t.dtype != torch.float32:
+        raise OpDtypeError(f"anywave.{op}: {name} has dtype {t.dtype}; supported: torch.float32 "
+                           "(convert with .float())")
+    if ndim is not None and t.dim() != ndim:
+        raise OpInputError(f"anywave.{op}: {name} must be {ndim}-D, got shape {tuple(t.shape)}")
+    return _dense(t)
+
+
+def _dense(t: torch.Tensor) -> torch.Tensor:
+    # the kernels index row-major memory; the CUDA target also wants 16-byte aligned buffers
+    if not t.is_contiguous() or (t.is_cuda and t.data_ptr() % 16):
+        t = t.contiguous() if not t.is_contiguous() else t.clone()
+    return t
+
+
+def _labels(t: torch.Tensor, op: str, rows: int) -> torch.Tensor:
+    if not isinstance(t, torch.Tensor) or t.dtype not in (torch.int32, torch.int64):
+        got = t.dtype if isinstance(t, torch.Tensor) else type(t).__name__
+        raise OpDtypeError(f"anywave.{op}: labels has dtype {got}; supported: torch.int32, torch.int64")
+    if tuple(t.shape) != (rows,):
+        raise OpInputError(f"anywave.{op}: labels has shape {tuple(t.shape)}, expected ({rows},) "
+                           "(one class index per row of logits)")
+    return _dense(t.to(torch.int32))
+
+
+def _same_device(op: str, **tensors: torch.Tensor) -> torch.device:
+    devs = {n: t.device for n, t in tensors.items()}
+    first = next(iter(devs.values()))
+    if any(d != first for d in devs.values()):
+        where = ", ".join(f"{n} on {d}" for n, d in devs.items())
+        raise OpInputError(f"anywave.{op}: all tensors must be on one device; got {where}")
+    if first.type not in ("cpu", "cuda"):
+        raise OpInputError(f"anywave.{op}: supported devices are cpu and cuda, got {first}")
+    return first
+
+
+_EMPTY_BIAS: dict[torch.device, torch.Tensor] = {}
+
+
+def _dummy(device: torch.device) -> torch.Tensor:
+    # a never-read bias buffer for the no-bias matmul (16 bytes, the smallest aligned buffer)
+    t = _EMPTY_BIAS.get(device)
+    if t is None:
+        t = torch.zeros(4, dtype=torch.float32, device=device)
+        _EMPTY_BIAS[device] = t
+    return t
+
+
+def _mm_shapes(a: torch.Tensor, b: torch.Tensor, trans_a: bool, trans_b: bool, op: str) -> tuple[int, int, int]:
+    m, ka = (a.shape[1], a.shape[0]) if trans_a else (a.shape[0], a.shape[1])
+    kb, n = (b.shape[1], b.shape[0]) if trans_b else (b.shape[0], b.shape[1])
+    if ka != kb:
+        raise OpInputError(f"anywave.{op}: op(a) is ({m}, {ka}) but op(b) is ({kb}, {n}); the inner sizes must "
+                           f"match (trans_a={trans_a}, trans_b={trans_b}, a {tuple(a.shape)}, b {tuple(b.shape)})")
+    return int(m), int(n), int(ka)
+
+
+def _run_mm(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, trans_a: bool, trans_b: bool,
+            op: str) -> torch.Tensor:
+    m, n, k = _mm_shapes(a, b, trans_a, trans_b, op)
+    if bias is not None and tuple(bias.shape) != (n,):
+        raise OpInputError(f"anywave.{op}: bias has shape {tuple(bias.shape)}, expected ({n},)")
+    dev = _same_device(op, a=a, b=b) if bias is None else _same_device(op, a=a, b=b, bias=bias)
+    out = torch.empty((m, n), dtype=torch.float32, device=dev)
+    if k == 0:  # an empty sum: +0.0, then the bias
+        out.zero_()
+        if bias is not None:
+            out.add_(bias)
+        return out
+    _launch(K.mm, m * n, {"a": a, "b": b, "bias": _dummy(dev) if bias is None else bias, "c": out,
+                          "m": m, "n": n, "k": k}, dev,
+            trans_a=bool(trans_a), trans_b=bool(trans_b), use_bias=bias is not None)
+    return out
+
+
+# ----------------------------------------------------------------------------- mm
+
+@torch.library.custom_op("anywave::mm", mutates_args=())
+def mm(a: torch.Tensor, b: torch.Tensor, trans_a: bool = False, trans_b: bool = False) -> torch.Tensor:
+    """``op(a) @ op(b)`` in a WAVE kernel; ``op`` transposes when its flag is set.
+
+    Args:
+        a: float32, (M, K) — or (K, M) when ``trans_a``.
+        b: float32, (K, N) — or (N, K) when ``trans_b``.
+
+    Returns:
+        float32 (M, N); element (i, j) = ``fma`` chain over k = 0..K-1 in order from +0.0.
+
+    Raises:
+        OpDtypeError, OpInputError (shapes, devices).
+    """
+    a, b = _f32(a, "mm", "a", 2), _f32(b, "mm", "b", 2)
+    return _run_mm(a, b, None, trans_a, trans_b, "mm")
+
+
+@mm.register_fake
+def _(a: torch.Tensor, b: torch.Tensor, trans_a: bool = False, trans_b: bool = False) -> torch.Tensor:
+    m = a.shape[1] if trans_a else a.shape[0]
+    n = b.shape[0] if trans_b else b.shape[1]
+    return a.new_empty((m, n))
+
+
+def _mm_setup(ctx: Any, inputs: tuple[Any, ...], output: torch.Tensor) -> None:
+    a, b, trans_a, trans_b = inputs
+    ctx.save_for_backward(a, b)
+    ctx.trans_a, ctx.trans_b = trans_a, trans_b
+
+
+def _mm_backward(ctx: Any, grad: torch.Tensor) -> tuple[Any, ...]:
+    # C = A'B' with A' = op(A), B' = op(B): dA' = G B'^T, dB' = A'^T G (then transposed back)
+    a, b = ctx.saved_tensors
+    ta, tb = ctx.trans_a, ctx.trans_b
+    da = db = None
+    if ctx.needs_input_grad[0]:
+        da = torch.ops.anywave.mm(b, grad, tb, True) if ta else torch.ops.anywave.mm(grad, b, False, not tb)
+    if ctx.needs_input_grad[1]:
+        db = torch.ops.anywave.mm(grad, a, True, ta) if tb else torch.ops.anywave.mm(a, grad, not ta, False)
+    return da, db, None, None
+
+
+mm.register_autograd(_mm_backward, setup_context=_mm_setup)
+
+
+# ----------------------------------------------------------------------------- sum over rows
+
+@torch.library.custom_op("anywave::sum_dim0", mutates_args=())
+def sum_dim0(x: torch.Tensor) -> torch.Tensor:
+    """Column sums of a float32 (R, C) tensor → (C,); each a left-to-right sum over rows
+    from +0.0 (the bias gradient of a linear layer)."""
+    x = _f32(x, "sum_dim0", "x", 2)
+    rows, cols = int(x.shape[0]), int(x.shape[1])
+    out = torch.zeros(cols, dtype=torch.float32, device=x.device)
+    if rows:
+        _launch(K.sum_dim0, cols, {"x": x, "out": out, "rows": rows, "cols": cols}, x.device)
+    return out
+
+
+@sum_dim0.register_fake
+def _(x: torch.Tensor) -> torch.Tensor:
+    return x.new_empty((x.shape[1],))
+
+
+def _sum_dim0_setup(ctx: Any, inputs: tuple[Any, ...], output: torch.Tensor) -> None:
+    ctx.rows = inputs[0].shape[0]
+
+
+def _sum_dim0_backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor:
+    return grad.unsqueeze(0).expand(ctx.rows, grad.shape[0])
+
+
+sum_dim0.register_autograd(_sum_dim0_backward, setup_context=_sum_dim0_setup)
+
+
+# ----------------------------------------------------------------------------- linear
+
+@torch.library.custom_op("anywave::linear", mutates_args=())
+def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    """``x @ weight.T + bias`` (PyTorch's ``nn.Linear`` layout) in one WAVE kernel.
+
+    Args:
+        x: float32 (B, IN); weight: float32 (OUT, IN); bias: float32 (OUT,).
+
+    Returns:
+        float32 (B, OUT): the ``mm`` fma chain, then ``+ bias[j]`` (one rounding each).
+    """
+    x, w, b = _f32(x, "linear", "x", 2), _f32(weight, "linear", "weight", 2), _f32(bias, "linear", "bias", 1)
+    return _run_mm(x, w, b, False, True, "linear")
+
+
+@linear.register_fake
+def _(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    return x.new_empty((x.shape[0], weight.shape[0]))
+
+
+def _linear_setup(ctx: Any, inputs: tuple[Any, ...], output: torch.Tensor) -> None:
+    x, w, _ = inputs
+    ctx.save_for_backward(x, w)
+
+
+def _linear_backward(ctx: Any, grad: torch.Tensor) -> tuple[Any, ...]:
+    x, w = ctx.saved_tensors
+    dx = torch.ops.anywave.mm(grad, w, False, False) if ctx.needs_input_grad[0] else None
+    dw = torch.ops.anywave.mm(grad, x, True, False) if ctx.needs_input_grad[1] else None
+    db = torch.ops.anywave.sum_dim0(grad) if ctx.needs_input_grad[2] else None
+    return dx, dw, db
+
+
+linear.register_autograd(_linear_backward, setup_context=_linear_setup)
+
+
+# ----------------------------------------------------------------------------- relu
+
+@torch.library.custom_op("anywave::relu", mutates_args=())
+def relu(x: torch.Tensor) -> torch.Tensor:
+    """``x if x > 0 else +0.0`` elementwise (float32, any shape; NaN → +0.0)."""
+    x = _f32(x, "relu", "x")
+    y = torch.empty_like(x, memory_format=torch.contiguous_format)
+    _launch(K.relu, x.numel(), {"x": x, "y": y, "n": x.numel()}, x.device)
+    return y
+
+
+@relu.register_fake
+def _(x: torch.Tensor) -> torch.Tensor:
+    return torch.empty_like(x, memory_format=torch.contiguous_format)
+
+
+@torch.library.custom_op("anywave::relu_backward", mutates_args=())
+def relu_backward(grad: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Gradient of :func:`relu`: ``grad if y > 0 else +0.0`` (``y`` the ReLU output; float32,
+    same shape as ``grad``)."""
+    g, y = _f32(grad, "relu_backward", "grad"), _f32(y, "relu_backward", "y")
+    if g.shape != y.shape:
+        raise OpInputError(f"anywave.relu_backward: grad {tuple(g.shape)} and y {tuple(y.shape)} differ in shape")
+    dev = _same_device("relu_backward", grad=g, y=y)
+    dx = torch.empty_like(g, memory_format=torch.contiguous_format)
+    _launch(K.relu_backward, g.numel(), {"g": g, "y": y, "dx": dx, "n": g.numel()}, dev)
+    return dx
+
+
+@relu_backward.register_fake
+def _(grad: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return torch.empty_like(grad, memory_format=torch.contiguous_format)
+
+
+def _relu_setup(ctx: Any, inputs: tuple[Any, ...], output: torch.Tensor) -> None:
+    ctx.save_for_backward(output)
+
+
+def _relu_grad(ctx: Any, grad: torch.Tensor) -> torch.Tensor:
+    (y,) = ctx.saved_tensors
+    return torch.ops.anywave.relu_backward(grad, y)
+
+
+relu.register_autograd(_relu_grad, setup_context=_relu_setup)
+
+
+# ----------------------------------------------------------------------------- cross-entropy
+
+def _ce_inputs(logits: torch.Tensor, labels: torch.Tensor, op: str) -> tuple[torch.Tensor, torch.Tensor]:
+    x = _f32(logits, op, "logits", 2)
+    if x.shape[0] == 0 or x.shape[1] == 0:
+        raise OpInputError(f"anywave.{op}: logits must have at least one row and one class, got "
+                           f"{tuple(x.shape)}")
+    lab = _labels(labels, op, int(x.shape[0]))
+    _same_device(op, logits=x, labels=lab)
+    return x, lab
+
+
+@torch.library.custom_op("anywave::cross_entropy", mutates_args=())
+def cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Mean softmax cross-entropy, as ``torch.nn.functional.cross_entropy(logits, labels)``.
+
+    Args:
+        logits: float32 (B, C), B, C >= 1.
+        labels: int32/int64 (B,), class indices in [0, C); a row with a label outside that
+            range gives a NaN loss (on every target alike).
+
+    Returns:
+        float32 scalar tensor (shape ()). Per row ``(max + log(sum exp(x - max))) - x[label]``,
+        then the rows summed in order and divided by B (see :mod:`anywave.torch.kernels`).
+    """
+    x, lab = _ce_inputs(logits, labels, "cross_entropy")
+    rows, cols = int(x.shape[0]), int(x.shape[1])
+    per_row = torch.empty(rows, dtype=torch.float32, device=x.device)
+    out = torch.empty(1, dtype=torch.float32, device=x.device)
+    _launch(K.ce_rows, rows, {"x": x, "labels": lab, "out": per_row, "rows": rows, "cols": cols}, x.device)
+    _launch(K.mean, 1, {"v": per_row, "out": out, "n": rows}, x.device)
+    return out.reshape(())
+
+
+@cross_entropy.register_fake
+def _(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    return logits.new_empty(())
+
+
+@torch.library.custom_op("anywave::cross_entropy_backward", mutates_args=())
+def cross_entropy_backward(grad: torch.Tensor, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Gradient of :func:`cross_entropy` w.r.t. the logits: ``(softmax(x) - onehot) * (grad / B)``.
+
+    Args:
+        grad: float32 with one element (the loss's gradient); logits, labels: as
+            :func:`cross_entropy`.
+
+    Returns:
+        float32 (B, C).
+    """
+    x, lab = _ce_inputs(logits, labels, "cross_entropy_backward")
+    g = _f32(grad, "cross_entropy_backward", "grad")
+    if g.numel() != 1:
+        raise OpInputError(f"anywave.cross_entropy_backward: grad must have one element, got shape {tuple(g.shape)}")
+    dev = _same_device("cross_entropy_backward", grad=g, logits=x)
+    rows, cols = int(x.shape[0]), int(x.shape[1])
+    dx = torch.empty((rows, cols), dtype=torch.float32, device=dev)
+    _launch(K.ce_backward, rows * cols, {"grad": g.reshape(1), "x": x, "labels": lab, "dx": dx,
+                                         "rows": rows, "cols": cols}, dev)
+    return dx
+
+
+@cross_entropy_backward.register_fake
+def _(grad: torch.Tensor, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    return logits.new_empty(logits.shape)
+
+
+def _ce_setup(ctx: Any, inputs: tuple[Any, ...], output: torch.Tensor) -> None:
+    ctx.save_for_backward(inputs[0], inputs[1])
+
+
+def _ce_grad(ctx: Any, grad: torch.Tensor) -> tuple[Any, None]:
+    logits, labels = ctx.saved_tensors
+    return torch.ops.anywave.cross_entropy_backward(grad, logits, labels), None
+
+
+cross_entropy.register_autograd(_ce_grad, setup_context=_ce_setup)
+
+
+# ----------------------------------------------------------------------------- SGD
+
+@torch.library.custom_op("anywave::sgd_", mutates_args=("param",))
+def sgd_(param: torch.Tensor, grad: torch.Tensor, lr: float) -> None:
+    """In place: ``param = param - lr * grad`` (float32, same shape; the product rounded, then
+    the difference — no fused multiply-add). ``param`` must be contiguous (it is written)."""
+    if not isinstance(param, torch.Tensor) or param.dtype != torch.float32:
+        got = param.dtype if isinstance(param, torch.Tensor) else type(param).__name__
+        raise OpDtypeError(f"anywave.sgd_: param has dtype {got}; supported: torch.float32")
+    if not param.is_contiguous() or (param.is_cuda and param.data_ptr() % 16):
+        raise OpInputError("anywave.sgd_: param must be contiguous (and 16-byte aligned on CUDA): it is updated "
+                           "in place")
+    g = _f32(grad, "sgd_", "grad")
+    if g.shape != param.shape:
+        raise OpInputError(f"anywave.sgd_: grad {tuple(g.shape)} and param {tuple(param.shape)} differ in shape")
+    dev = _same_device("sgd_", param=param, grad=g)
+    _launch(K.sgd, param.numel(), {"p": param, "g": g, "lr": float(lr), "n": param.numel()}, dev)
+
+
+@sgd_.register_fake
+def _(param: torch.Tensor, grad: torch.Tensor, lr: float) -> None:
+    return None
