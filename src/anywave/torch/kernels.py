@@ -27,6 +27,8 @@ import anywave as aw
 
 #: threads per workgroup of every kernel here (a multiple of every W in {8, 16, 32, 64})
 BLOCK = 64
+#: loop unrolling of the sequential k loops (fewer loop-control instructions; same order)
+UNROLL = 4
 NEG_INF_BITS = 0xFF800000
 QNAN_BITS = 0x7FC00000
 
@@ -40,17 +42,22 @@ def mm(a: aw.In[aw.f32], b: aw.In[aw.f32], bias: aw.In[aw.f32], c: aw.Out[aw.f32
     if i < m * n:
         row = i // n
         col = i - row * n
+        # element indices of A'[row, 0] and B'[0, col] and their steps along k
+        ia = row
+        sa = m
+        if not trans_a:
+            ia = row * k
+            sa = 1
+        ib = col * k
+        sb = 1
+        if not trans_b:
+            ib = col
+            sb = n
         acc = 0.0
-        for kk in range(k):
-            if trans_a:
-                av = a[kk * m + row]
-            else:
-                av = a[row * k + kk]
-            if trans_b:
-                bv = b[col * k + kk]
-            else:
-                bv = b[kk * n + col]
-            acc = aw.fma(av, bv, acc)
+        for _ in aw.range(0, k, 1, unroll=UNROLL):
+            acc = aw.fma(a[ia], b[ib], acc)
+            ia += sa
+            ib += sb
         if use_bias:
             acc = acc + bias[col]
         c[i] = acc

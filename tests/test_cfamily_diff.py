@@ -1,0 +1,162 @@
+"""Differential property test: random straight-line and structured programs built from the
+instruction table, random inputs; the emulator, OpenCL and SYCL must agree bit for bit
+(NaN compared as a class, for the exact-nan instructions).
+
+Each example is a module of several random kernels, so one OpenCL/SYCL build covers many
+programs. ``ANYWAVE_DIFF_EXAMPLES`` raises the example count (default: 12 for OpenCL, 3 for
+SYCL, whose runtime compiler takes a few seconds per build)."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from anywave.asm import assemble
+from anywave.emu import emulate
+from anywave.isa.table import INSTRUCTIONS, Category, Determinism, Operand
+
+NREG = 8  # r0..r7 random data; r8 loop counter, r9/r10 address scratch
+GROUP = 37
+GRID = 2
+_OPS = {Operand.RD, Operand.RS, Operand.PD, Operand.PS}
+_CATS = {Category.INTEGER, Category.BITWISE, Category.FLOAT, Category.COMPARE, Category.CONVERT}
+POOL = sorted(
+    (d for d in INSTRUCTIONS
+     if d.category in _CATS and d.determinism in (Determinism.EXACT, Determinism.EXACT_NAN)
+     and d.operands and set(d.operands) <= _OPS and d.op not in ("setp_const",)),
+    key=lambda d: d.mnemonic)
+SPECIAL = [0, 0x80000000, 0x7F800000, 0xFF800000, 0x7FC00000, 0x00000001, 0x3F800000, 0xBF800000, 0x7FFFFFFF,
+           0xFFFFFFFF, 0x00007C00, 0x00003C00, 0x0000FC01, 0x00000400, 0x7F7FFFFF, 0x00800000, 31, 32, 33, 64]
+
+
+def _operand(kind: Operand, draw) -> str:  # noqa: ANN001
+    if kind in (Operand.RD, Operand.RS):
+        return f"r{draw(st.integers(0, NREG - 1))}"
+    if kind is Operand.PD:
+        return f"p{draw(st.integers(0, 6))}"
+    return ("!" if draw(st.booleans()) else "") + f"p{draw(st.integers(0, 6))}"
+
+
+def _instr(draw) -> str:  # noqa: ANN001
+    d = draw(st.sampled_from(POOL))
+    ops = ", ".join(_operand(k, draw) for k in d.operands)
+    guard = ""
+    if draw(st.integers(0, 5)) == 0:
+        guard = ("@!" if draw(st.booleans()) else "@") + f"p{draw(st.integers(0, 6))} "
+    return f"    {guard}{d.mnemonic} {ops}"
+
+
+@st.composite
+def block(draw, depth: int = 0) -> list[str]:  # noqa: ANN001
+    out: list[str] = []
+    for _ in range(draw(st.integers(1, 6))):
+        choice = draw(st.integers(0, 9)) if depth < 2 else 0
+        if choice == 8:
+            out.append(f"    if {'!' if draw(st.booleans()) else ''}p{draw(st.integers(0, 6))}")
+            out += draw(block(depth + 1))
+            if draw(st.booleans()):
+                out.append("    else")
+                out += draw(block(depth + 1))
+            out.append("    endif")
+        elif choice == 9 and depth == 0:
+            # a divergent loop: 0..3 iterations by the low bits of a data register
+            out += [f"    movi.b32 r9, 3", f"    and.b32 r8, r{draw(st.integers(0, NREG - 1))}, r9",
+                    "    loop", "    setp.eq.u32 p7, r8, 0", "    break p7"]
+            out += draw(block(depth + 1))
+            out += ["    movi.b32 r9, 1", "    sub.i32 r8, r8, r9", "    endloop"]
+        else:
+            out.append(_instr(draw))
+    return out
+
+
+def _kernel(name: str, body: list[str]) -> str:
+    load = ["    mov.sr r10, sr_global_id_x", "    movi.b32 r9, 5", "    shl.b32 r10, r10, r9"]
+    load += [f"    ld.device.b32 r{i}, x[r10+{4 * i}]" for i in range(NREG)]
+    store = [f"    st.device.b32 y[r10+{4 * i}], r{i}" for i in range(NREG)]
+    store += ["    selp.b32 r9, r10, r10, p0"]  # keep p0 observable below
+    preds = []
+    for p in range(7):
+        preds += [f"    movi.b32 r9, 0", f"    movi.b32 r8, {1 << p}", f"    selp.b32 r9, r8, r9, p{p}",
+                  f"    atom.device.or.b32 r8, y[r10+{4 * NREG}], r9, .device, .relaxed"]
+    return "\n".join([f".kernel {name}", ".arg x buffer u32 read", ".arg y buffer u32 readwrite",
+                      ".registers 12"] + load + body + store + preds + [".end", ""])
+
+
+@st.composite
+def program(draw) -> tuple[str, np.ndarray]:  # noqa: ANN001
+    n = draw(st.integers(2, 5))
+    src = "\n".join(_kernel(f"k{i}", draw(block())) for i in range(n))
+    seed = draw(st.integers(0, 2**32 - 1))
+    rng = np.random.default_rng(seed)
+    x = rng.integers(0, 2**32, size=GROUP * GRID * 8, dtype=np.uint64).astype(np.uint32)
+    pick = rng.random(x.size) < 0.35
+    x[pick] = np.array(SPECIAL, np.uint32)[rng.integers(0, len(SPECIAL), int(pick.sum()))]
+    return src, x
+
+
+def _nan_class_equal(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Elementwise: equal bits, or both NaN read as f32, or as f16/bf16 in the low half (with
+    equal high halves)."""
+    eq = a == b
+    f32 = np.isnan(a.view(np.float32)) & np.isnan(b.view(np.float32))
+    lo_a, lo_b = a & 0xFFFF, b & 0xFFFF
+    same_hi = (a >> 16) == (b >> 16)
+    h = lambda v: ((v & 0x7C00) == 0x7C00) & ((v & 0x3FF) != 0)  # noqa: E731
+    bf = lambda v: ((v & 0x7F80) == 0x7F80) & ((v & 0x7F) != 0)  # noqa: E731
+    hi_eq = ((a >> 16) == (b >> 16))
+    packed = (h(a >> 16) & h(b >> 16)) | (bf(a >> 16) & bf(b >> 16)) | hi_eq
+    low = (h(lo_a) & h(lo_b)) | (bf(lo_a) & bf(lo_b)) | (lo_a == lo_b)
+    return eq | f32 | (same_hi & low) | (packed & low)
+
+
+def _check(runner, src: str, x: np.ndarray, W: int) -> None:  # noqa: ANN001
+    mod = assemble(src)
+    for k in mod.kernels:
+        want = np.zeros(GROUP * GRID * 8 + 8, np.uint32)
+        emulate(mod, k.name, grid=(GRID, 1, 1), workgroup=(GROUP, 1, 1), args={"x": x, "y": want}, wave_width=W)
+        got = np.zeros_like(want)
+        runner(mod, k.name, (GRID, 1, 1), (GROUP, 1, 1), {"x": x.copy(), "y": got}, W)
+        ok = _nan_class_equal(want, got)
+        if not ok.all():
+            i = int(np.flatnonzero(~ok)[0])
+            pytest.fail(f"kernel {k.name}, word {i} (thread {i // 8}, r{i % 8}): emulator 0x{int(want[i]):08x}, "
+                        f"target 0x{int(got[i]):08x}\n{src}")
+
+
+def _n(default: int) -> int:
+    return int(os.environ.get("ANYWAVE_DIFF_EXAMPLES", default))
+
+
+def test_pool_is_drawn_from_the_table() -> None:
+    assert len(POOL) > 120
+    assert {"div.i32", "fma.f32", "min.f16", "cvt.i32.f32", "shr.i32", "setp.unord.bf16"} <= {d.mnemonic for d in POOL}
+
+
+@pytest.mark.opencl
+@settings(max_examples=_n(12), deadline=None, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(prog=program(), W=st.sampled_from([8, 16, 32, 64]))
+def test_emulator_vs_opencl(prog: tuple[str, np.ndarray], W: int) -> None:
+    from anywave.runtime import opencl
+
+    ok, why = opencl.status()
+    if not ok:
+        pytest.skip(f"OpenCL unavailable: {why}")
+    _check(opencl.OpenCLRunner(opencl.get_device()), *prog, W)
+
+
+@pytest.mark.sycl
+@settings(max_examples=_n(3), deadline=None, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(prog=program(), W=st.sampled_from([8, 16, 32, 64]))
+def test_emulator_vs_sycl(prog: tuple[str, np.ndarray], W: int) -> None:
+    from anywave.runtime import sycl
+
+    ok, why = sycl.status()
+    if not ok:
+        pytest.skip(f"SYCL unavailable: {why}")
+    _check(sycl.SyclRunner(sycl.get_device()), *prog, W)
