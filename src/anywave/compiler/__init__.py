@@ -9,7 +9,7 @@ from __future__ import annotations
 from . import language
 from .errors import CompileError
 from .kernel import COMPILER_VERSION, Func, KernelFunction, LaunchError, LaunchValueError, func, kernel
-from .targets import TARGETS, EmulatorTarget, TargetError, available_targets, get_target, register_target
+from .targets import Target, TargetError, available_targets, get_target, register_target
 from .types import (
     Buffer,
     BufferType,
@@ -34,8 +34,8 @@ from .types import (
 )
 
 __all__ = [
-    "COMPILER_VERSION", "TARGETS", "Buffer", "BufferType", "CompileError", "Const", "ConstType", "DType",
-    "EmulatorTarget", "Func", "In", "KernelFunction", "LaunchError", "LaunchValueError", "Out", "TargetError",
+    "COMPILER_VERSION", "Buffer", "BufferType", "CompileError", "Const", "ConstType", "DType",
+    "Func", "In", "KernelFunction", "LaunchError", "LaunchValueError", "Out", "Target", "TargetError",
     "available_targets", "bf16", "bool_", "f16", "f32", "f64", "func", "get_target", "i8", "i16", "i32", "i64",
     "kernel", "language", "register_target", "u8", "u16", "u32", "u64",
 ]

@@ -1,72 +1,84 @@
-"""A tiny registry of launch targets. The emulator is always present; backends (PTX,
-OpenCL ...) join with :func:`register_target` as their issues land.
+"""Where compiled kernels launch: a thin view of the runtime's target registry
+(:mod:`anywave.runtime.targets`), so the compiler, the demo, the torch ops and the CLI all
+see the same targets.
 
-A target has ``name``, ``priority`` (the highest available one is the default),
-``available() -> bool`` and ``launch(module, kernel, grid=, workgroup=, args=, wave_width=)``.
+``get_target(None)`` is the target named by the environment variable ``ANYWAVE_TARGET`` if
+set, else the best available one (:data:`anywave.runtime.targets.PREFERENCE`: a GPU, then a
+compiled CPU runtime, then the reference emulator).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Any
 
 from anywave.errors import WaveError
-
-
-class Target(Protocol):
-    name: str
-    priority: int
-
-    def available(self) -> bool: ...
-
-    def launch(self, module: Any, kernel: str, *, grid: tuple[int, int, int], workgroup: tuple[int, int, int],
-               args: Sequence[Any], wave_width: int | None = None) -> Any: ...
+from anywave.runtime import targets as rt
 
 
 class TargetError(WaveError, ValueError):
-    """An unknown or unavailable target."""
+    """An unknown or unavailable target, or a wave width it cannot run."""
 
 
-class EmulatorTarget:
-    """The reference emulator (:func:`anywave.emu.emulate`). ``wave_width`` defaults to 32,
-    the emulator's own default; pass 8, 16, 32 or 64."""
+class Target:
+    """A registered runtime target, created lazily once per wave width.
 
-    name = "emulator"
-    priority = 0
-    default_wave_width = 32
+    Attributes:
+        name: registry name (``emulator``, ``cuda``, ``opencl`` ...).
+        wave_widths: the wave widths it can run, or None for any of 8/16/32/64 (the emulator).
+    """
 
-    def available(self) -> bool:
-        return True
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._instances: dict[int | None, Any] = {}
+        status = next(st for st in rt.available_targets() if st.name == name)
+        widths: set[int] = set()
+        for info in status.infos:
+            widths.update(info.details.get("sub_group_sizes", (info.wave_width,)))
+        self.wave_widths: tuple[int, ...] | None = None if name == "emulator" else tuple(sorted(widths))
+
+    def _instance(self, wave_width: int | None) -> Any:
+        if wave_width is not None and self.wave_widths is not None and wave_width not in self.wave_widths:
+            raise TargetError(f"target {self.name!r} runs wave widths {list(self.wave_widths)}, not {wave_width}")
+        key = wave_width if self.name in ("emulator", "opencl", "sycl") else None
+        inst = self._instances.get(key)
+        if inst is None:
+            options = {"wave_width": key} if key is not None else {}
+            inst = self._instances[key] = rt.get_target(self.name, **options)
+        return inst
 
     def launch(self, module: Any, kernel: str, *, grid: tuple[int, int, int], workgroup: tuple[int, int, int],
                args: Sequence[Any], wave_width: int | None = None) -> Any:
-        from anywave.emu import emulate
-
-        return emulate(module, kernel, grid=grid, workgroup=workgroup, args=list(args),
-                       wave_width=wave_width or self.default_wave_width)
-
-
-TARGETS: dict[str, Target] = {"emulator": EmulatorTarget()}
+        """Run ``kernel`` of ``module`` (buffers in ``args`` are updated in place)."""
+        names = [a.name for a in module.kernel(kernel).args]
+        return self._instance(wave_width).launch(module, kernel, grid, workgroup, dict(zip(names, args, strict=True)))
 
 
-def register_target(target: Target) -> None:
-    """Add (or replace) a target by its ``name``."""
-    TARGETS[target.name] = target
+_CACHE: dict[str, Target] = {}
 
 
 def available_targets() -> list[str]:
     """Names of the available targets, best first."""
-    return [t.name for t in sorted(TARGETS.values(), key=lambda t: -t.priority) if t.available()]
+    return rt.preferred_names()
 
 
 def get_target(name: str | None) -> Target:
-    """The named target, or the best available one when ``name`` is None."""
+    """The named target, or the best available one when ``name`` is None.
+
+    Raises:
+        TargetError: unknown or unavailable here (the message lists what is available).
+    """
+    avail = available_targets()
     if name is None:
-        return TARGETS[available_targets()[0]]
-    t = TARGETS.get(name)
-    if t is None:
-        raise TargetError(f"unknown target {name!r}; known: {', '.join(sorted(TARGETS))}")
-    if not t.available():
-        raise TargetError(f"target {name!r} is not available on this machine; available: "
-                          f"{', '.join(available_targets())}")
-    return t
+        name = os.environ.get("ANYWAVE_TARGET") or avail[0]
+    if name not in avail:
+        known = rt.target_names()
+        why = "unknown" if name not in known else "not available on this machine"
+        raise TargetError(f"target {name!r} is {why}; available: {', '.join(avail)} (registered: {', '.join(known)})")
+    if name not in _CACHE:
+        _CACHE[name] = Target(name)
+    return _CACHE[name]
+
+
+register_target = rt.register_target

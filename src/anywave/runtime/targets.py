@@ -110,12 +110,22 @@ def get_target(name: str, **options: Any) -> Any:
     return e.factory(**options)
 
 
+#: which available target launches pick by default, best first: a GPU, then the compiled
+#: CPU runtimes, then the reference emulator (always present)
+PREFERENCE = ("cuda", "hip", "metal", "opencl", "sycl", "emulator")
+
+
+def preferred_names() -> list[str]:
+    """Names of the available targets, best first (:data:`PREFERENCE`, then any others)."""
+    ok = [st.name for st in available_targets() if st.available]
+    rank = {n: i for i, n in enumerate(PREFERENCE)}
+    return sorted(ok, key=lambda n: rank.get(n, len(PREFERENCE)))
+
+
 def default_target(**options: Any) -> Any:
-    """CUDA when a GPU is present, else the emulator."""
-    for st in available_targets():
-        if st.name == "cuda" and st.available:
-            return get_target("cuda", **options)
-    return get_target("emulator", **options)
+    """The best available target (:func:`preferred_names`): CUDA when a GPU is present,
+    else a CPU runtime, else the emulator."""
+    return get_target(preferred_names()[0], **options)
 
 
 # ------------------------------------------------------------------------ the emulator target
@@ -167,3 +177,21 @@ def _cuda_factory(**options: Any) -> Any:
 
 register_target("emulator", _emulator_probe, EmulatorTarget)
 register_target("cuda", _cuda_probe, _cuda_factory)
+
+
+def _register_optional_runtimes() -> None:
+    # Runtimes whose driver modules register themselves; a missing optional dependency
+    # shows up as an unavailable target with its reason, not as an import error here.
+    import importlib
+
+    for name in ("anywave.runtime.opencl", "anywave.runtime.sycl"):
+        try:
+            mod = importlib.import_module(name)
+        except ImportError:
+            continue
+        register = getattr(mod, "register", None)
+        if register is not None:
+            register()
+
+
+_register_optional_runtimes()
