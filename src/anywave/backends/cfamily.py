@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 
 from anywave.binary.module import DeviceAddr, Instruction, Kernel, LocalAddr, Module, Pred
 from anywave.errors import WaveError
-from anywave.isa.table import INSTRUCTIONS, Flag, InstrDef, Operand
+from anywave.isa.table import Flag, InstrDef, Operand
 from anywave.isa.types import ArgKind, MemoryOrder, ScalarType, Scope, SpecialRegister
 
 T = ScalarType
@@ -280,6 +280,10 @@ def unsupported_reason(defn: InstrDef, features: Features = Features()) -> str |
 
 
 # --------------------------------------------------------------------------- renderer state
+
+#: a device with everything (the default of the render functions)
+FULL_FEATURES = Features()
+
 
 @dataclass
 class _Frame:
@@ -654,7 +658,7 @@ def _int_bin(x: _KernelRenderer, ins: Instruction) -> list[str]:
             res = f"xb == 0 ? ({ut})xa : (bad ? ({ut})0 : ({ut})(xa % sb))"
     else:
         lines = [f"const {ut} xa = {A}, xb = {B};", f"const {ut} sb = xb == 0 ? 1 : xb;"]
-        res = f"xb == 0 ? ({ut})~({ut})0 : xa / sb" if op == "div" else f"xb == 0 ? xa : xa % sb"
+        res = f"xb == 0 ? ({ut})~({ut})0 : xa / sb" if op == "div" else "xb == 0 ? xa : xa % sb"
     return lines + x.set_t(dreg, t, res)
 
 
@@ -1071,8 +1075,8 @@ def _wscan(x: _KernelRenderer, ins: Instruction) -> list[str]:
     if t is T.F32:
         lines.append(f"float s = ex ? AW_F32(r{a}) : -0.0f;")
         while k < x.W:
-            lines.append(f"{{ const float o = AW_F32({x.d.shuffle('AW_U32(s)', f'aw_lane >= {k}u ? aw_lane - {k}u : aw_lane')});"
-                         f" if (aw_lane >= {k}u) s = o + s; }}")
+            src = x.d.shuffle("AW_U32(s)", f"aw_lane >= {k}u ? aw_lane - {k}u : aw_lane")
+            lines.append(f"{{ const float o = AW_F32({src}); if (aw_lane >= {k}u) s = o + s; }}")
             k *= 2
         if not incl:
             lines.append(f"{{ const float o = AW_F32({x.d.shuffle('AW_U32(s)', 'aw_lane > 0u ? aw_lane - 1u : 0u')});"

@@ -14,7 +14,7 @@ never passed).
 
 from __future__ import annotations
 
-from anywave.backends.cfamily import CProgram, Dialect, Features, render
+from anywave.backends.cfamily import FULL_FEATURES, CProgram, Dialect, Features, render
 from anywave.binary.module import Module
 from anywave.isa.types import MemoryOrder, Scope
 
@@ -105,7 +105,7 @@ OPENCL = Dialect(
 )
 
 
-def translate(module: Module, wave_width: int, features: Features = Features(),
+def translate(module: Module, wave_width: int, features: Features = FULL_FEATURES,
               kernels: list[str] | None = None) -> CProgram:
     """Render ``module`` as OpenCL C for sub-group size ``wave_width`` (8, 16, 32 or 64).
 

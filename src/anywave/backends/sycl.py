@@ -16,7 +16,7 @@ Any SYCL 2020 compiler with the free-function-kernel extension can build the tex
 
 from __future__ import annotations
 
-from anywave.backends.cfamily import CProgram, Dialect, Features, render
+from anywave.backends.cfamily import FULL_FEATURES, CProgram, Dialect, Features, render
 from anywave.binary.module import Module
 from anywave.isa.types import MemoryOrder, Scope
 
@@ -111,7 +111,7 @@ SYCL = Dialect(
 )
 
 
-def translate(module: Module, wave_width: int, features: Features = Features(),
+def translate(module: Module, wave_width: int, features: Features = FULL_FEATURES,
               kernels: list[str] | None = None) -> CProgram:
     """Render ``module`` as SYCL 2020 source for sub-group size ``wave_width`` (8, 16, 32, 64).
 

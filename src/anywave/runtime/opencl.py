@@ -417,7 +417,7 @@ class OpenCLRunner:
         fn = self.dev.kernel(built, info.c_name)
         try:
             fn(q, dims[0], dims[1], *cargs)
-            for orig, host, mem in back:
+            for _orig, host, mem in back:
                 cl.enqueue_copy(q, host.reshape(-1).view(np.uint8), mem)
             q.finish()
         except Exception as e:  # noqa: BLE001

@@ -1,0 +1,14 @@
+"""PyTorch integration (issue 8): WAVE kernels as ``torch.ops.anywave`` operators and a
+training demo that is bit-identical on every target.
+
+* :mod:`anywave.torch.ops` — the custom ops (``mm``, ``linear``, ``sum_dim0``, ``relu``,
+  ``relu_backward``, ``cross_entropy``, ``cross_entropy_backward``, ``sgd_``) and the CPU
+  target selection (:func:`~anywave.torch.ops.set_cpu_target`, :func:`~anywave.torch.ops.cpu_target`);
+* :mod:`anywave.torch.kernels` — the WAVE kernels behind them and their fixed arithmetic order;
+* :mod:`anywave.torch.train` — the MLP-on-digits training, bit-identity check, plot
+  (``python -m anywave.torch.train``); :mod:`anywave.torch.cli_train` — its ``anywave train`` provider;
+* :mod:`anywave.torch.checks` — opcheck / graph-break self-checks for any device.
+
+Importing this package does not import PyTorch; the submodules above (except
+``cli_train``) do.
+"""

@@ -68,7 +68,7 @@ def sum_dim0(x: aw.In[aw.f32], out: aw.Out[aw.f32], rows: aw.i32, cols: aw.i32):
     j = aw.global_id(0)
     if j < cols:
         s = 0.0
-        for r in range(rows):
+        for r in aw.range(rows, unroll=UNROLL):
             s = s + x[r * cols + j]
         out[j] = s
 
@@ -92,10 +92,10 @@ def relu_backward(g: aw.In[aw.f32], y: aw.In[aw.f32], dx: aw.Out[aw.f32], n: aw.
 def _row_max_sum(x, base, cols):
     # max (left to right), then sum of exp(x - max) (left to right)
     mx = aw.bitcast(aw.u32(NEG_INF_BITS), aw.f32)
-    for j in range(cols):
+    for j in aw.range(cols, unroll=2):
         mx = max(mx, x[base + j])
     s = 0.0
-    for j in range(cols):
+    for j in aw.range(cols, unroll=2):
         s = s + aw.exp(x[base + j] - mx)
     return mx, s
 
@@ -117,7 +117,7 @@ def ce_rows(x: aw.In[aw.f32], labels: aw.In[aw.i32], out: aw.Out[aw.f32], rows: 
 def mean(v: aw.In[aw.f32], out: aw.Out[aw.f32], n: aw.i32):
     if aw.global_id(0) == 0:
         s = 0.0
-        for i in range(n):
+        for i in aw.range(n, unroll=UNROLL):
             s = s + v[i]
         out[0] = s / aw.f32(n)
 

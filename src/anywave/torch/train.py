@@ -5,10 +5,10 @@ Model: 64 → 32 (ReLU) → 10, mean softmax cross-entropy, plain SGD; a fixed s
 initial weights (NumPy's PCG64, uniform ±1/√fan_in like ``torch.nn.Linear``), the train/test
 split and the mini-batch order, so two runs differ only in where the kernels ran.
 
-``python -m anywave.torch.train`` (or ``anywave train`` once the CLI registers this
-provider) trains on the emulator at W = 8, 16, 32, 64 and on every other available target,
-checks per-step losses and final weights bit for bit, compares with plain PyTorch and
-writes a loss-curve plot (matplotlib) and a JSON summary.
+``python -m anywave.torch.train`` (or ``anywave train`` once the CLI registers the provider
+:mod:`anywave.torch.cli_train`) trains on the emulator at W = 8, 16, 32, 64 and on every
+other available target, checks per-step losses and final weights bit for bit, compares
+with plain PyTorch and writes a loss-curve plot (matplotlib) and a JSON summary.
 
 Why plain PyTorch differs (a few ulp per op, growing slowly over the steps): its matmul
 (oneDNN/MKL, cuBLAS) sums in blocked orders with vector fma, its ``exp``/``log`` are other
@@ -32,6 +32,8 @@ import torch
 
 from anywave.errors import WaveError
 from anywave.torch import ops
+from anywave.torch.cli_train import add_parser as add_parser  # re-exported: this module is a CLI provider too
+from anywave.torch.cli_train import arguments
 
 #: layer sizes of the model
 SIZES = (64, 32, 10)
@@ -58,7 +60,7 @@ class TrainConfig:
 
     steps: int = 200
     batch: int = 64
-    lr: float = 0.1
+    lr: float = 0.5
     seed: int = 0
     hidden: int = SIZES[1]
 
@@ -272,10 +274,37 @@ def plot(runs: Sequence[RunResult], path: str | Path, title: str = "") -> Path:
     return p
 
 
+def provenance() -> dict[str, Any]:
+    """Where and when: UTC date, git commit of the source tree (``+dirty`` with uncommitted
+    changes; ``$ANYWAVE_COMMIT`` or ``unknown`` outside a checkout), Python, PyTorch and
+    NumPy versions, platform."""
+    import datetime
+    import os
+    import platform
+    import subprocess
+
+    commit = os.environ.get("ANYWAVE_COMMIT", "unknown")
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).resolve().parent, capture_output=True,
+                             text=True, timeout=10)
+        if out.returncode == 0:
+            commit = out.stdout.strip()
+            dirty = subprocess.run(["git", "status", "--porcelain"],
+                                   cwd=Path(__file__).resolve().parent, capture_output=True, text=True, timeout=10)
+            if dirty.returncode == 0 and dirty.stdout.strip():
+                commit += "+dirty"
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), "commit": commit,
+            "python": platform.python_version(), "torch": torch.__version__, "numpy": np.__version__,
+            "platform": platform.platform(), "cpu": platform.processor() or platform.machine()}
+
+
 def summary(runs: Sequence[RunResult], reference: RunResult, cfg: TrainConfig) -> dict[str, Any]:
-    """A JSON-ready record: config, per-target losses (floats) and accuracy, bit-identity,
-    differences from plain PyTorch."""
+    """A JSON-ready record: provenance, config, per-target losses (floats) and accuracy,
+    bit-identity, differences from plain PyTorch."""
     return {
+        **provenance(),
         "config": {"steps": cfg.steps, "batch": cfg.batch, "lr": cfg.lr, "seed": cfg.seed,
                    "sizes": [SIZES[0], cfg.hidden, SIZES[2]]},
         "bit_identical": True,
@@ -290,26 +319,6 @@ def summary(runs: Sequence[RunResult], reference: RunResult, cfg: TrainConfig) -
 
 # ----------------------------------------------------------------------------- command line
 
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    """The ``train`` subcommand (CLI provider protocol of :mod:`anywave.cli`)."""
-    p = subparsers.add_parser("train", help="train an MLP on digits with WAVE kernels on every target; "
-                                            "check bit-identity; plot the loss curves")
-    _arguments(p)
-    return p
-
-
-def _arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--steps", type=int, default=200, help="SGD steps (default 200)")
-    p.add_argument("--batch", type=int, default=64, help="mini-batch size (default 64)")
-    p.add_argument("--lr", type=float, default=0.1, help="learning rate (default 0.1)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--widths", default="8,16,32,64", help="emulator wave widths (comma-separated)")
-    p.add_argument("--targets", default="all",
-                   help="other targets: 'all' (every available one), 'none', or a comma list (opencl,sycl,cuda)")
-    p.add_argument("--plot", type=Path, default=Path("torch_train.png"), help="loss-curve PNG path")
-    p.add_argument("--json", type=Path, default=None, help="write the summary JSON here")
-
-
 def run(args: argparse.Namespace) -> int:
     """Train everywhere, check bit-identity, compare with PyTorch, plot. Exit 0 when the runs
     are bit-identical, 1 (with the first difference) when not."""
@@ -321,18 +330,22 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: --widths takes comma-separated integers from 8, 16, 32, 64, got {args.widths!r}",
               file=sys.stderr)
         return 1
+    if cfg.steps < 1 or not 1 <= cfg.batch <= len(data.train_y):
+        print(f"error: --steps must be >= 1 and --batch in 1..{len(data.train_y)}, got {cfg.steps} and {cfg.batch}",
+              file=sys.stderr)
+        return 1
+    others = _other_targets(args.targets)
     runs: list[RunResult] = []
 
     def note(r: RunResult) -> None:
         print(f"  {r.label:<16} final loss {r.losses[-1]:.6f}  test accuracy {r.test_accuracy:.1%}  "
-              f"({r.seconds:.1f} s)")
+              f"({r.seconds:.1f} s)", flush=True)
 
     print(f"MLP {SIZES[0]}-{cfg.hidden}-{SIZES[2]} on {len(data.train_y)} train / {len(data.test_y)} test digits, "
           f"{cfg.steps} SGD steps of {cfg.batch}, lr {cfg.lr}, seed {cfg.seed}")
     for w in widths:
         runs.append(train_on_cpu_target(data, cfg, "emulator", wave_width=w))
         note(runs[-1])
-    others = _other_targets(args.targets)
     for name in others:
         if name == "cuda":
             r = train(data, cfg, label="cuda", device="cuda")
@@ -382,7 +395,7 @@ def _other_targets(spec: str) -> list[str]:
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m anywave.torch.train``."""
     p = argparse.ArgumentParser(prog="python -m anywave.torch.train", description=__doc__.split("\n\n")[0])
-    _arguments(p)
+    arguments(p)
     args = p.parse_args(argv)
     try:
         return run(args)
