@@ -71,7 +71,6 @@ def test_emulator_bit_identical_at_every_wave_width(data, baseline, w):
 
 
 def _target_or_skip(name: str):
-    ops.cpu_target_names()  # lets the optional runtimes register
     st = {s.name: s for s in available_targets()}.get(name)
     if st is None:
         pytest.skip(f"{name}: no such target registered (runtime module absent)")

@@ -295,7 +295,8 @@ class InfoCommand:
 #: ``add_parser(subparsers)`` and ``run(args) -> int``
 COMMANDS: list[Provider | str] = [AsmCommand, DisCommand, ValidateCommand, InfoCommand,
                                   "anywave.emu.cli_run", "anywave.compiler.cli_compile",
-                                  "anywave.backends.cli_translate", "anywave.runtime.cli_devices", "anywave.demo"]
+                                  "anywave.backends.cli_translate", "anywave.runtime.cli_devices", "anywave.torch.cli_train",
+                                  "anywave.demo"]
 
 
 def register(provider: Provider | str) -> None:

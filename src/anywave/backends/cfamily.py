@@ -124,13 +124,19 @@ class Dialect:
     any_lane: Callable[[str], str]  # (bool) -> bool over the sub-group
     wave_barrier: str  # sub-group barrier with local memory visibility (for mma)
     build_notes: str = ""
+    #: why this dialect cannot honour one instruction (an operand it has no spelling for, e.g. a
+    #: memory order), naming the instruction; None when it can. Per-instruction-kind refusals
+    #: (fp64, sub-groups) come from :func:`unsupported_reason` and ``Features`` instead.
+    refuse: Callable[[Instruction], str | None] = lambda ins: None
 
 
 # --------------------------------------------------------------------------- shared prelude
 
 #: helpers shared by every dialect, in the C subset OpenCL C and C++ have in common.
 PRELUDE = r"""
+#ifndef AW_FN
 #define AW_FN static inline
+#endif
 AW_FN bool aw_isnan32(float x) { return x != x; }
 AW_FN u32 aw_c32(float x) { return x != x ? 0x7FC00000u : AW_U32(x); }
 /* bit reversal by bytes (Anderson's 64-bit multiply/modulus trick): written so that LLVM does
@@ -1157,7 +1163,8 @@ _HANDLERS: dict[str, _Handler] = {
 
 # --------------------------------------------------------------------------- entry points
 
-def check_supported(module: Module, features: Features = Features()) -> dict[str, list[str]]:
+def check_supported(module: Module, features: Features = Features(),
+                    dialect: Dialect | None = None) -> dict[str, list[str]]:
     """Per kernel, every instruction (its own or in a function it calls) that cannot be
     rendered for ``features``, as messages; kernels with no problem are absent."""
     out: dict[str, list[str]] = {}
@@ -1177,6 +1184,8 @@ def check_supported(module: Module, features: Features = Features()) -> dict[str
         for owner, code in bodies:
             for i, ins in enumerate(code):
                 why = unsupported_reason(ins.defn, features)
+                if why is None and dialect is not None:
+                    why = dialect.refuse(ins)
                 if why:
                     probs.append(f"{owner}, instruction {i}: {why}")
         if probs:
@@ -1206,7 +1215,7 @@ def render(module: Module, dialect: Dialect, wave_width: int, features: Features
         bad = [n for n in kernels if n not in names]
         if bad:
             raise CFamilyError(dialect.name, [f"no kernel {bad[0]!r}; the module has {names}"])
-    problems = check_supported(module, features)
+    problems = check_supported(module, features, dialect)
     parts = [dialect.header(features), PRELUDE]
     out: dict[str, CKernel] = {}
     refused: dict[str, str] = {}

@@ -65,37 +65,11 @@ class OpDtypeError(WaveError, TypeError):
 _LOCK = threading.Lock()
 _CPU_CHOICE: tuple[str, tuple[tuple[str, Any], ...]] = ("emulator", (("wave_width", 32),))
 _TARGET_CACHE: dict[tuple[str, tuple[tuple[str, Any], ...]], Any] = {}
-_OPTIONAL_RUNTIMES = ("opencl", "sycl")
-
-
-def _register_optional_runtimes() -> None:
-    """Let the OpenCL / SYCL drivers join the target registry when they are installed
-    (they register themselves through ``register()``; absent modules are skipped)."""
-    import importlib
-
-    from anywave.runtime import targets
-
-    for name in _OPTIONAL_RUNTIMES:
-        if name in targets.target_names():
-            continue
-        try:
-            mod = importlib.import_module(f"anywave.runtime.{name}")
-        except Exception:  # noqa: BLE001 - an optional runtime that cannot import is simply absent
-            continue
-        reg = getattr(mod, "register", None)
-        if callable(reg):
-            try:
-                reg()
-            except Exception:  # noqa: BLE001
-                continue
-
-
 def cpu_target_names() -> list[str]:
     """Names of the registered targets that run on the host CPU and are available here
     (``emulator`` always; ``opencl`` / ``sycl`` when their runtimes are usable)."""
     from anywave.runtime import targets
 
-    _register_optional_runtimes()
     return [st.name for st in targets.available_targets() if st.available and st.name != "cuda"]
 
 
@@ -104,10 +78,8 @@ def _get_target(name: str, options: tuple[tuple[str, Any], ...]) -> Any:
     with _LOCK:
         t = _TARGET_CACHE.get(key)
     if t is None:
-        from anywave.runtime import targets
+        from anywave.runtime import targets  # registers the optional runtimes (OpenCL, SYCL) on import
 
-        if name != "emulator":
-            _register_optional_runtimes()
         t = targets.get_target(name, **dict(options))
         with _LOCK:
             _TARGET_CACHE[key] = t

@@ -321,7 +321,8 @@ def summary(runs: Sequence[RunResult], reference: RunResult, cfg: TrainConfig) -
 
 def run(args: argparse.Namespace) -> int:
     """Train everywhere, check bit-identity, compare with PyTorch, plot. Exit 0 when the runs
-    are bit-identical, 1 (with the first difference) when not."""
+    are bit-identical, 1 (with the first difference) when not, or when a target failed to
+    run (the others are still compared, plotted and summarised)."""
     cfg = TrainConfig(steps=args.steps, batch=args.batch, lr=args.lr, seed=args.seed)
     data = load_data(cfg.seed)
     try:
@@ -346,12 +347,18 @@ def run(args: argparse.Namespace) -> int:
     for w in widths:
         runs.append(train_on_cpu_target(data, cfg, "emulator", wave_width=w))
         note(runs[-1])
+    failed: dict[str, str] = {}
     for name in others:
-        if name == "cuda":
-            r = train(data, cfg, label="cuda", device="cuda")
-            r.info = {"target": "cuda", "device": torch.cuda.get_device_name(), "wave_width": 32}
-        else:
-            r = train_on_cpu_target(data, cfg, name)
+        try:
+            if name == "cuda":
+                r = train(data, cfg, label="cuda", device="cuda")
+                r.info = {"target": "cuda", "device": torch.cuda.get_device_name(), "wave_width": 32}
+            else:
+                r = train_on_cpu_target(data, cfg, name)
+        except Exception as e:  # noqa: BLE001 - one broken runtime must not hide the others' results
+            failed[name] = f"{type(e).__name__}: {e}"
+            print(f"  {name:<16} FAILED: {failed[name]}", file=sys.stderr, flush=True)
+            continue
         runs.append(r)
         note(r)
     ref = train(data, cfg, label="pytorch", reference=True)
@@ -369,8 +376,11 @@ def run(args: argparse.Namespace) -> int:
     print(f"plot: {path}")
     if args.json is not None:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(summary(runs, ref, cfg), indent=1))
+        args.json.write_text(json.dumps({**summary(runs, ref, cfg), "failed_targets": failed}, indent=1))
         print(f"summary: {args.json}")
+    if failed:
+        print(f"targets that failed to run: {', '.join(failed)}", file=sys.stderr)
+        return 1
     return 0
 
 
