@@ -74,8 +74,8 @@ def get_target(name: str | None) -> Target:
         name = os.environ.get("ANYWAVE_TARGET") or avail[0]
     if name not in avail:
         known = rt.target_names()
-        why = "unknown" if name not in known else "not available on this machine"
-        raise TargetError(f"target {name!r} is {why}; available: {', '.join(avail)} (registered: {', '.join(known)})")
+        what = f"unknown target {name!r}" if name not in known else f"target {name!r} is not available on this machine"
+        raise TargetError(f"{what}; available: {', '.join(avail)} (registered: {', '.join(known)})")
     if name not in _CACHE:
         _CACHE[name] = Target(name)
     return _CACHE[name]
