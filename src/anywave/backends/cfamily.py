@@ -522,7 +522,13 @@ class _KernelRenderer:
         g = self.p(ins.guard) if ins.guard is not None else None
         when = (lambda s: f"if ({g}) {s}") if g else (lambda s: s)
         if op == "if":
-            self.emit(f"if ({self.p(ins.operands[0])}) {{")
+            # The condition goes through a volatile copy: Intel's OpenCL CPU compiler (2026.2)
+            # miscompiles some if/else on a predicate read again after the join (the predicate
+            # read back true in lanes that ran the else arm); the copy keeps the optimiser from
+            # correlating the branch with later reads of the predicate register.
+            n = self.fresh()
+            self.emit(f"volatile bool aw_if{n} = {self.p(ins.operands[0])};")
+            self.emit(f"if (aw_if{n}) {{")
             self.ind += 1
         elif op == "else":
             self.ind -= 1
@@ -564,7 +570,9 @@ class _KernelRenderer:
             self.frames.append(_Frame("if", n))
             self.emit("{")
             self.ind += 1
-            self.emit(f"const bool is{n} = act; const bool ic{n} = {self.p(ins.operands[0])};")
+            # volatile copy of the condition: see ctl_native
+            self.emit(f"volatile bool aw_if{n} = {self.p(ins.operands[0])};")
+            self.emit(f"const bool is{n} = act; const bool ic{n} = aw_if{n};")
             self.emit(f"act = is{n} && ic{n};")
         elif op == "else":
             n = self.frames[-1].n

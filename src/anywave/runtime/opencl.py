@@ -31,6 +31,7 @@ import numpy as np
 from anywave.backends.cfamily import WAVE_WIDTHS, CKernel, CProgram, Features, padded_workgroup
 from anywave.errors import WaveError
 from anywave.isa.types import Access, ArgKind, Capability
+from anywave.runtime.targets import RunnerTarget
 
 _LOCK = threading.Lock()
 _ENV_DONE = False
@@ -435,35 +436,15 @@ def opencl_runner() -> OpenCLRunner:
     return OpenCLRunner()
 
 
-class OpenCLTarget:
+class OpenCLTarget(RunnerTarget):
     """The ``opencl`` target for :mod:`anywave.runtime.targets`: ``info`` and ``launch``."""
 
-    def __init__(self, wave_width: int = 16) -> None:
-        self.runner = OpenCLRunner()
-        dev = self.runner.dev
-        if wave_width not in dev.features.wave_widths and dev.features.wave_widths:
-            raise ValueError(f"wave_width {wave_width!r} not offered by {dev.name}; it offers "
-                             f"{list(dev.features.wave_widths)}")
-        from anywave.runtime.targets import TargetInfo
+    name = "opencl"
 
-        self.info = TargetInfo("opencl", dev.name, wave_width, dev.capabilities(), dev.local_memory,
-                               dev.max_workgroup, (dev.max_workgroup,) * 3, (2**31 - 1, 65535, 65535),
-                               {"sub_group_sizes": dev.features.wave_widths, "fp64": dev.fp64,
-                                "sub_group_note": dev.subgroup_note})
-
-    def launch(self, module: Any, kernel: str, grid: Any, workgroup: Any, args: Any) -> None:
-        """Run ``kernel`` of ``module``; buffers in ``args`` are updated in place."""
-        self.runner(module, kernel, grid, workgroup, args, self.info.wave_width)
+    def make_runner(self) -> OpenCLRunner:
+        return OpenCLRunner()
 
 
 def register() -> None:
     """Register the ``opencl`` target with :mod:`anywave.runtime.targets`."""
-    from anywave.runtime import targets
-
-    def probe() -> tuple[bool, str, Sequence[Any]]:
-        ok, why = status()
-        if not ok:
-            return False, why, ()
-        return True, "", (OpenCLTarget().info,)
-
-    targets.register_target("opencl", probe, OpenCLTarget)
+    OpenCLTarget.register(status)

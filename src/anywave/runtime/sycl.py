@@ -30,6 +30,7 @@ from anywave.backends.cfamily import WAVE_WIDTHS, CProgram, Features
 from anywave.errors import WaveError
 from anywave.isa.types import Access, Capability
 from anywave.runtime.opencl import _ProgramCache, cache_dir, launch_dims, marshal_args, setup_environment
+from anywave.runtime.targets import RunnerTarget
 
 _SHIM_SRC = Path(__file__).with_name("sycl_shim") / "aw_sycl_shim.cpp"
 _LOCK = threading.Lock()
@@ -251,34 +252,15 @@ def sycl_runner() -> SyclRunner:
     return SyclRunner()
 
 
-class SyclTarget:
+class SyclTarget(RunnerTarget):
     """The ``sycl`` target for :mod:`anywave.runtime.targets`: ``info`` and ``launch``."""
 
-    def __init__(self, wave_width: int = 16) -> None:
-        self.runner = SyclRunner()
-        dev = self.runner.dev
-        if dev.features.wave_widths and wave_width not in dev.features.wave_widths:
-            raise ValueError(f"wave_width {wave_width!r} not offered by {dev.name}; it offers "
-                             f"{list(dev.features.wave_widths)}")
-        from anywave.runtime.targets import TargetInfo
+    name = "sycl"
 
-        self.info = TargetInfo("sycl", dev.name, wave_width, dev.capabilities(), dev.local_memory,
-                               dev.max_workgroup, (dev.max_workgroup,) * 3, (2**31 - 1, 65535, 65535),
-                               {"sub_group_sizes": dev.features.wave_widths, "fp64": dev.fp64})
-
-    def launch(self, module: Any, kernel: str, grid: Any, workgroup: Any, args: Any) -> None:
-        """Run ``kernel`` of ``module``; buffers in ``args`` are updated in place."""
-        self.runner(module, kernel, grid, workgroup, args, self.info.wave_width)
+    def make_runner(self) -> SyclRunner:
+        return SyclRunner()
 
 
 def register() -> None:
     """Register the ``sycl`` target with :mod:`anywave.runtime.targets`."""
-    from anywave.runtime import targets
-
-    def probe() -> tuple[bool, str, Sequence[Any]]:
-        ok, why = status()
-        if not ok:
-            return False, why, ()
-        return True, "", (SyclTarget().info,)
-
-    targets.register_target("sycl", probe, SyclTarget)
+    SyclTarget.register(status)

@@ -78,11 +78,13 @@ def register_target(name: str, probe: Callable[[], tuple[bool, str, Sequence[Tar
 
 def target_names() -> list[str]:
     """Registered target names, in registration order."""
+    _load_optional_runtimes()
     return list(_REGISTRY)
 
 
 def available_targets() -> list[TargetStatus]:
     """Probe every registered target (never raises; a failing probe is reported as the reason)."""
+    _load_optional_runtimes()
     out = []
     for name, e in _REGISTRY.items():
         try:
@@ -101,6 +103,7 @@ def get_target(name: str, **options: Any) -> Any:
         ValueError: unknown name (the message lists the registered ones).
         TargetUnavailable: the target cannot be used here (the message says why).
     """
+    _load_optional_runtimes()
     if name not in _REGISTRY:
         raise ValueError(f"unknown target {name!r}; registered targets: {target_names()}")
     e = _REGISTRY[name]
@@ -126,6 +129,54 @@ def default_target(**options: Any) -> Any:
     """The best available target (:func:`preferred_names`): CUDA when a GPU is present,
     else a CPU runtime, else the emulator."""
     return get_target(preferred_names()[0], **options)
+
+
+# ----------------------------------------------------- targets driven by a conformance runner
+
+class RunnerTarget:
+    """A target whose driver is a runner ``runner(module, kernel, grid, workgroup, args, W)``
+    on a device that offers several wave widths (the OpenCL and SYCL CPU runtimes).
+
+    Subclasses set ``name`` and implement ``make_runner()``; the runner's ``dev`` describes
+    the device (``name``, ``features.wave_widths``, ``capabilities()``, ``local_memory``,
+    ``max_workgroup``, ``fp64``).
+
+    Raises:
+        ValueError: ``wave_width`` is not one the device offers.
+    """
+
+    name = ""
+
+    def __init__(self, wave_width: int = 16) -> None:
+        self.runner = self.make_runner()
+        dev = self.runner.dev
+        widths = tuple(dev.features.wave_widths)
+        if widths and wave_width not in widths:
+            raise ValueError(f"wave_width {wave_width!r} not offered by {dev.name}; it offers {list(widths)}")
+        details = {"sub_group_sizes": widths, "fp64": dev.fp64}
+        if getattr(dev, "subgroup_note", ""):
+            details["sub_group_note"] = dev.subgroup_note
+        self.info = TargetInfo(self.name, dev.name, wave_width, dev.capabilities(), dev.local_memory,
+                               dev.max_workgroup, (dev.max_workgroup,) * 3, (2**31 - 1, 65535, 65535), details)
+
+    def make_runner(self) -> Any:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def launch(self, module: Any, kernel: str, grid: Any, workgroup: Any, args: Any) -> None:
+        """Run ``kernel`` of ``module``; buffers in ``args`` are updated in place."""
+        self.runner(module, kernel, grid, workgroup, args, self.info.wave_width)
+
+    @classmethod
+    def register(cls, status: Callable[[], tuple[bool, str]]) -> None:
+        """Register this target; ``status() -> (usable, reason)`` is its cheap probe."""
+
+        def probe() -> tuple[bool, str, Sequence[TargetInfo]]:
+            ok, why = status()
+            if not ok:
+                return False, why, ()
+            return True, "", (cls().info,)
+
+        register_target(cls.name, probe, cls)
 
 
 # ------------------------------------------------------------------------ the emulator target
@@ -179,19 +230,23 @@ register_target("emulator", _emulator_probe, EmulatorTarget)
 register_target("cuda", _cuda_probe, _cuda_factory)
 
 
-def _register_optional_runtimes() -> None:
-    # Runtimes whose driver modules register themselves; a missing optional dependency
-    # shows up as an unavailable target with its reason, not as an import error here.
+#: driver modules with a ``register()`` function, loaded on the registry's first use (not at
+#: import time, so importing one of them first cannot see a half-initialised registry)
+OPTIONAL_RUNTIMES = ("anywave.runtime.opencl", "anywave.runtime.sycl")
+_optional_loaded = False
+
+
+def _load_optional_runtimes() -> None:
+    # A missing optional dependency shows up later as an unavailable target with its
+    # reason (from the module's own probe), not as an import error here.
+    global _optional_loaded
+    if _optional_loaded:
+        return
+    _optional_loaded = True
     import importlib
 
-    for name in ("anywave.runtime.opencl", "anywave.runtime.sycl"):
+    for name in OPTIONAL_RUNTIMES:
         try:
-            mod = importlib.import_module(name)
+            importlib.import_module(name).register()
         except ImportError:
             continue
-        register = getattr(mod, "register", None)
-        if register is not None:
-            register()
-
-
-_register_optional_runtimes()
