@@ -179,16 +179,18 @@ AW_FN float aw_maxnum(float a, float b) {
   if (a > b) return a; if (b > a) return b;
   return (AW_U32(a) & 0x80000000u) ? b : a;
 }
-/* float -> integer: truncate toward zero, saturate, NaN -> 0 (spec "Conversions") */
+/* float -> integer: truncate toward zero, saturate, NaN -> 0 (spec "Conversions"). |x| < 1 gives
+   0 explicitly in the signed ones: Intel's OpenCL CPU compiler folds int->float(float->int x) to
+   trunc(x), which is -0.0 for x in (-1, 0) where WAVE (and C) give +0.0 */
 AW_FN u32 aw_f2i32(float x) {
-  if (x != x) return 0u; if (x >= 2147483648.0f) return 0x7FFFFFFFu;
+  if (x != x || (x > -1.0f && x < 1.0f)) return 0u; if (x >= 2147483648.0f) return 0x7FFFFFFFu;
   if (x <= -2147483648.0f) return 0x80000000u; return (u32)(i32)x;
 }
 AW_FN u32 aw_f2u32(float x) {
   if (x != x || x <= 0.0f) return 0u; if (x >= 4294967296.0f) return 0xFFFFFFFFu; return (u32)x;
 }
 AW_FN u64 aw_f2i64(float x) {
-  if (x != x) return 0ul; if (x >= 9223372036854775808.0f) return 0x7FFFFFFFFFFFFFFFul;
+  if (x != x || (x > -1.0f && x < 1.0f)) return 0ul; if (x >= 9223372036854775808.0f) return 0x7FFFFFFFFFFFFFFFul;
   if (x <= -9223372036854775808.0f) return 0x8000000000000000ul; return (u64)(i64)x;
 }
 AW_FN u64 aw_f2u64(float x) {
@@ -238,14 +240,14 @@ AW_FN u32 aw_fma16(float a, float b, float c, bool bf) {
   return bf ? aw_d2bf(s) : aw_d2h(s);
 }
 AW_FN u32 aw_d2i32(double x) {
-  if (x != x) return 0u; if (x >= 2147483647.0) return 0x7FFFFFFFu;
+  if (x != x || (x > -1.0 && x < 1.0)) return 0u; if (x >= 2147483647.0) return 0x7FFFFFFFu;
   if (x <= -2147483648.0) return 0x80000000u; return (u32)(i32)x;
 }
 AW_FN u32 aw_d2u32(double x) {
   if (x != x || x <= 0.0) return 0u; if (x >= 4294967295.0) return 0xFFFFFFFFu; return (u32)x;
 }
 AW_FN u64 aw_d2i64(double x) {
-  if (x != x) return 0ul; if (x >= 9223372036854775808.0) return 0x7FFFFFFFFFFFFFFFul;
+  if (x != x || (x > -1.0 && x < 1.0)) return 0ul; if (x >= 9223372036854775808.0) return 0x7FFFFFFFFFFFFFFFul;
   if (x <= -9223372036854775808.0) return 0x8000000000000000ul; return (u64)(i64)x;
 }
 AW_FN u64 aw_d2u64(double x) {

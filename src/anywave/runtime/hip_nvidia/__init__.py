@@ -1,0 +1,206 @@
+"""HIP on NVIDIA: the HIP backend's source, compiled for an NVIDIA GPU with NVRTC, run on the CUDA driver.
+
+The HIP text of :mod:`anywave.backends.hip` (W = 32) is compiled unchanged by NVRTC
+(``cuda.bindings.nvrtc``) with :data:`HEADER` -- ``hip_to_cuda.h``, ~30 lines mapping the HIP
+names the backend uses (``__shfl``, ``__ballot``, ``__hip_atomic_*`` ...) to CUDA -- given to
+NVRTC as the include ``hip/hip_runtime.h``. The PTX is linked to a cubin and loaded with the
+CUDA runtime's own helpers (:mod:`anywave.runtime.cuda`: ``_link_cubin``, ``CudaDevice``); a
+driver too old for NVRTC's PTX falls back to NVRTC's own cubin. Launches follow the C-family
+ABI: WAVE arguments in order, then the three workgroup sizes; the workgroup is one dimension
+padded to whole warps (:func:`anywave.backends.cfamily.padded_workgroup`).
+
+This is how the HIP backend's semantics are executed and checked bit-for-bit here (no AMD GPU):
+``bench/hip_on_cuda_conformance.py`` runs the conformance suite this way.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Mapping, Sequence
+from importlib import resources
+from typing import Any
+
+import numpy as np
+
+from anywave.errors import WaveError
+from anywave.isa.types import Access
+
+WAVE_WIDTH = 32
+
+#: the mapping header's text (hip_to_cuda.h next to this module)
+HEADER = resources.files(__name__).joinpath("hip_to_cuda.h").read_text()
+
+#: NVRTC options: no contraction, IEEE division and square root, denormals kept
+NVRTC_OPTIONS = ("--fmad=false", "--prec-div=true", "--prec-sqrt=true", "--ftz=false", "-std=c++17")
+
+
+class HipNvidiaError(WaveError):
+    """NVRTC is missing or failed (the message carries its log), or a launch failed."""
+
+
+def _nvrtc() -> Any:
+    try:
+        from cuda.bindings import nvrtc
+    except ImportError as e:
+        raise HipNvidiaError("cuda-python's NVRTC bindings are not installed (pip install cuda-python "
+                             "nvidia-cuda-nvrtc)") from e
+    return nvrtc
+
+
+def nvrtc_compile(source: str, arch: str = "sm_90", *, cubin: bool = False) -> bytes:
+    """Compile HIP ``source`` with NVRTC for NVIDIA ``arch`` (``sm_XY``).
+
+    Returns:
+        PTX text as bytes (``compute_XY``), or with ``cubin=True`` a cubin for ``sm_XY``.
+
+    Raises:
+        HipNvidiaError: NVRTC unavailable (its shared library comes from pip
+            ``nvidia-cuda-nvrtc``), a bad ``arch``, or a compile error (with the log).
+    """
+    if not (arch.startswith("sm_") and arch[3:].isdigit()):
+        raise HipNvidiaError(f"arch {arch!r} is not of the form sm_XY (e.g. sm_90)")
+    nvrtc = _nvrtc()
+    try:
+        err, prog = nvrtc.nvrtcCreateProgram(source.encode(), b"anywave_hip.cu", 1, [HEADER.encode()],
+                                             [b"hip/hip_runtime.h"])
+    except Exception as e:  # noqa: BLE001 - missing libnvrtc.so raises here
+        raise HipNvidiaError(f"NVRTC is unusable ({type(e).__name__}: {e}); pip install nvidia-cuda-nvrtc") from e
+    if int(err):
+        raise HipNvidiaError(f"nvrtcCreateProgram failed: {err}")
+    try:
+        target = arch if cubin else "compute_" + arch[3:]
+        opts = [f"-arch={target}".encode(), *(o.encode() for o in NVRTC_OPTIONS)]
+        (err,) = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
+        _, n = nvrtc.nvrtcGetProgramLogSize(prog)
+        log = b" " * int(n)
+        nvrtc.nvrtcGetProgramLog(prog, log)
+        if int(err):
+            text = log.decode(errors="replace").strip()
+            raise HipNvidiaError(f"NVRTC failed to compile the HIP source for {target}:\n{text[:4000]}")
+        if cubin:
+            _, n = nvrtc.nvrtcGetCUBINSize(prog)
+            buf = b" " * int(n)
+            nvrtc.nvrtcGetCUBIN(prog, buf)
+        else:
+            _, n = nvrtc.nvrtcGetPTXSize(prog)
+            buf = b" " * int(n)
+            nvrtc.nvrtcGetPTX(prog, buf)
+        return buf.rstrip(b"\0") if not cubin else buf
+    finally:
+        nvrtc.nvrtcDestroyProgram(prog)
+
+
+def nvrtc_version() -> str:
+    """NVRTC's version as ``"major.minor"``. Raises HipNvidiaError when NVRTC is unusable."""
+    nvrtc = _nvrtc()
+    try:
+        _, major, minor = nvrtc.nvrtcVersion()
+    except Exception as e:  # noqa: BLE001
+        raise HipNvidiaError(f"NVRTC is unusable ({type(e).__name__}: {e})") from e
+    return f"{major}.{minor}"
+
+
+class HipOnCudaRunner:
+    """A conformance :class:`~anywave.conformance.suite.Runner` (W = 32): renders the module as
+    HIP once, compiles it with NVRTC, loads it on CUDA device ``device`` and launches kernels
+    with NumPy arrays (copied in and, when writable, back) or ``__cuda_array_interface__``
+    objects (zero-copy)."""
+
+    serial_atomics = False
+
+    def __init__(self, device: int = 0) -> None:
+        from anywave.runtime import cuda
+
+        self.cuda = cuda
+        self.device = cuda.CudaDevice(device)
+        self.arch = self.device.props.arch
+        self._loaded: dict[int, tuple[Any, Any, Any, dict[str, Any]]] = {}
+        self.image_kinds: dict[int, str] = {}
+
+    def load(self, module: Any) -> tuple[Any, Any]:
+        """(rendered CProgram, module handle) for ``module`` (cached per module object)."""
+        hit = self._loaded.get(id(module))
+        if hit is not None and hit[0] is module:
+            return hit[1], hit[2]
+        from anywave.backends.cfamily import Features
+        from anywave.backends.hip import translate
+
+        cuda = self.cuda
+        prog = translate(module, WAVE_WIDTH, Features(fp64=True, wave_widths=(WAVE_WIDTH,)))
+        ptx = nvrtc_compile(prog.text, self.arch)
+        self.device.activate()
+        try:
+            image, kind = cuda._link_cubin(ptx + b"\0"), "ptx->cubin (driver linker)"
+        except cuda.CudaError:  # e.g. NVRTC's PTX ISA newer than the driver: use NVRTC's cubin
+            image, kind = nvrtc_compile(prog.text, self.arch, cubin=True), "cubin (NVRTC)"
+        data = np.frombuffer(image, np.uint8).copy()
+        handle = cuda._check(cuda._driver().cuModuleLoadData(data.ctypes.data), "cuModuleLoadData")
+        self._loaded[id(module)] = (module, prog, handle, {})
+        self.image_kinds[id(module)] = kind
+        return prog, handle
+
+    def __call__(self, module: Any, kernel: str, grid: Sequence[int], workgroup: Sequence[int],
+                 args: Mapping[str, Any], wave_width: int = WAVE_WIDTH, **_: Any) -> None:
+        if wave_width != WAVE_WIDTH:
+            raise HipNvidiaError(f"HIP on NVIDIA has W = {WAVE_WIDTH}, asked for W = {wave_width}")
+        from anywave.backends.cfamily import padded_workgroup
+        from anywave.emu.machine import _scalar_word
+
+        cuda = self.cuda
+        drv = cuda._driver()
+        prog, handle = self.load(module)
+        if kernel in prog.refused:
+            raise HipNvidiaError(f"kernel {kernel!r} refused: {prog.refused[kernel]}")
+        if kernel not in prog.kernels:
+            raise HipNvidiaError(f"module has no kernel {kernel!r}; it has {list(prog.kernels)}")
+        info = prog.kernels[kernel]
+        k = module.kernel(kernel)
+        names = [a.name for a in k.args]
+        if set(args) != set(names):
+            raise HipNvidiaError(f"kernel {kernel!r} takes arguments {names}, got {sorted(args)}")
+        g = tuple(int(v) for v in grid) + (1,) * (3 - len(grid))
+        wg = tuple(int(v) for v in workgroup) + (1,) * (3 - len(workgroup))
+        if 0 in g:
+            return
+        fns = self._loaded[id(module)][3]
+        fn = fns.get(kernel)
+        if fn is None:
+            fn = fns[kernel] = cuda._check(drv.cuModuleGetFunction(handle, info.c_name.encode()),
+                                           f"cuModuleGetFunction({info.c_name})")
+        P = padded_workgroup(info, wg, WAVE_WIDTH)
+        slots: list[Any] = []
+        allocs: list[int] = []
+        back: list[tuple[np.ndarray, int]] = []
+        try:
+            for a in k.args:
+                v = args[a.name]
+                if a.is_buffer:
+                    cai = getattr(v, "__cuda_array_interface__", None)
+                    if cai is not None:
+                        slots.append(ctypes.c_uint64(int(cai["data"][0])))
+                        continue
+                    host = np.ascontiguousarray(v)
+                    n = int(host.nbytes)
+                    dptr = int(cuda._check(drv.cuMemAlloc(max(n, 16)), "cuMemAlloc"))
+                    allocs.append(dptr)
+                    if n:
+                        cuda._check(drv.cuMemcpyHtoD(dptr, host.ctypes.data, n), "cuMemcpyHtoD")
+                    if a.access & Access.WRITE and n:
+                        back.append((v, dptr))
+                    slots.append(ctypes.c_uint64(dptr))
+                else:
+                    w = _scalar_word(k, a.name, a.type, v)
+                    slots.append(ctypes.c_uint64(w) if a.type.bits == 64 else ctypes.c_uint32(w))
+            slots += [ctypes.c_uint32(wg[0]), ctypes.c_uint32(wg[1]), ctypes.c_uint32(wg[2])]
+            ptrs = (ctypes.c_void_p * len(slots))(*[ctypes.addressof(s) for s in slots])
+            self.device.activate()
+            cuda._check(drv.cuLaunchKernel(fn, g[0], g[1], g[2], P, 1, 1, 0, 0, ctypes.addressof(ptrs), 0),
+                        f"cuLaunchKernel({kernel!r}, grid={g}, workgroup={wg} as {P} threads)")
+            cuda._check(drv.cuCtxSynchronize(), f"kernel {kernel!r} grid={g} workgroup={wg}")
+            for arr, dptr in back:
+                host = np.empty_like(np.ascontiguousarray(arr))
+                cuda._check(drv.cuMemcpyDtoH(host.ctypes.data, dptr, host.nbytes), "cuMemcpyDtoH")
+                arr[...] = host
+        finally:
+            for p in allocs:
+                drv.cuMemFree(p)
