@@ -160,3 +160,90 @@ def test_emulator_vs_sycl(prog: tuple[str, np.ndarray], W: int) -> None:
     if not ok:
         pytest.skip(f"SYCL unavailable: {why}")
     _check(sycl.SyclRunner(sycl.get_device()), *prog, W)
+
+
+# ---- regressions found by this fuzzer (reduced by hand; inputs chosen by hand) -------------------
+
+def _body_kernel(body: list[str]) -> str:
+    return _kernel("k0", body)
+
+
+def _threads(rows: list[list[int]]) -> np.ndarray:
+    """Input words for GROUP * GRID threads, thread t taking rows[t % len(rows)] as r0..r7."""
+    n = GROUP * GRID
+    return np.array([rows[t % len(rows)] for t in range(n)], np.uint32).reshape(-1)
+
+
+def _pred_bits(y: np.ndarray) -> np.ndarray:
+    return y.reshape(-1, 16)[:, NREG]
+
+
+def _run_opencl(src: str, x: np.ndarray, W: int) -> np.ndarray:
+    from anywave.runtime import opencl
+
+    ok, why = opencl.status()
+    if not ok:
+        pytest.skip(f"OpenCL unavailable: {why}")
+    _check(opencl.OpenCLRunner(opencl.get_device()), src, x, W)
+    got = np.zeros(GROUP * GRID * 16, np.uint32)
+    opencl.OpenCLRunner(opencl.get_device())(assemble(src), "k0", (GRID, 1, 1), (GROUP, 1, 1),
+                                             {"x": x.copy(), "y": got}, W)
+    return got
+
+
+# if/else on a predicate, f16 compare in the then-arm, f16 -> u32 in the else-arm: Intel's OpenCL
+# CPU compiler read p3 back as true after endif in vectorised lanes that ran the else-arm.
+_IF_ELSE_P3 = ["    setp.le.i32 p3, r3, r0", "    if p3", "    setp.le.f16 p4, r2, r6", "    else",
+               "    cvt.u32.f16 r6, r2", "    endif"]
+# the same bug class through `if !p1` (f16 compare, f16x2 add)
+_IF_NOT_P1 = ["    setp.eq.f16 p1, r0, r3", "    if !p1", "    add.f16x2 r5, r0, r4", "    else",
+              "    setp.unord.f16 p5, r4, r6", "    endif"]
+
+
+@pytest.mark.opencl
+@pytest.mark.parametrize("W", [8, 16, 32, 64])
+def test_regression_if_else_keeps_its_predicate(W: int) -> None:
+    # r0 = 1024; r3 = 0x5f97caa2 (> 1024: p3 false, else-arm) or -5 (p3 true); r2 = f16 -5.08 (0xc514)
+    # or 0.0, r6 = f16 4.37 (0x445e): p4 = (r2 <= r6) = true in the then-arm lanes.
+    rows = [[0x400, 0, 0xC514, 0x5F97CAA2, 0, 0, 0x445E5405, 0],
+            [0x400, 0, 0x0000, 0x5F97CAA2, 0, 0, 0x445E5405, 0],
+            [0x400, 0, 0xC514, 0xFFFFFFFB, 0, 0, 0x445E5405, 0]]
+    x = _threads(rows)
+    got = _run_opencl(_body_kernel(_IF_ELSE_P3), x, W)
+    # by hand: rows 0, 1: p3 = 0, p4 = 0 (else-arm: r6 = cvt.u32(-5.08 | 0.0) = 0); row 2: p3 = p4 = 1
+    want_bits = np.array([[0, 0, 0x18][t % 3] for t in range(GROUP * GRID)], np.uint32)
+    np.testing.assert_array_equal(_pred_bits(got), want_bits)
+    want_r6 = np.array([[0, 0, 0x445E5405][t % 3] for t in range(GROUP * GRID)], np.uint32)
+    np.testing.assert_array_equal(got.reshape(-1, 16)[:, 6], want_r6)
+
+
+@pytest.mark.opencl
+@pytest.mark.parametrize("W", [8, 32])
+def test_regression_if_not_keeps_its_predicate(W: int) -> None:
+    # r0 = f16 1.0 (0x3c00); r3 = 1.0 (p1 true: else-arm) or 2.0 (0x4000: p1 false, then-arm);
+    # r4 = f16 NaN (0x7e00) in the low half; r6 = 0.
+    rows = [[0x3C00, 0, 0, 0x3C00, 0x7E00, 0, 0, 0], [0x3C00, 0, 0, 0x4000, 0x7E00, 0, 0, 0]]
+    got = _run_opencl(_body_kernel(_IF_NOT_P1), _threads(rows), W)
+    # row 0: p1 = 1, else-arm: p5 = unord(NaN, 0) = 1 -> bits 0x22; row 1: p1 = 0, p5 = 0 -> 0
+    want_bits = np.array([[0x22, 0][t % 2] for t in range(GROUP * GRID)], np.uint32)
+    np.testing.assert_array_equal(_pred_bits(got), want_bits)
+
+
+@pytest.mark.opencl
+@pytest.mark.parametrize("W", [8, 16])
+def test_regression_float_int_float_zero_keeps_plus_sign(W: int) -> None:
+    # cvt.i32.f32 of -0.0543 is 0 and cvt.f32.i32 of 0 is +0.0; the target folded the pair into
+    # trunc(x) = -0.0. Same for -0.99.
+    body = ["    cvt.i32.f32 r0, r4", "    cvt.f32.i32 r1, r0", "    cvt.i32.f32 r2, r5", "    cvt.f32.i32 r3, r2",
+            "    mad.i32 r0, r4, r7, r1"]
+    rows = [[0, 0, 0, 0, 0xBD5E691B, 0xBF7D70A4, 0, 0x7F800000], [0, 0, 0, 0, 0xC0200000, 0x3F000000, 0, 3]]
+    got = _run_opencl(_body_kernel(body), _threads(rows), W).reshape(-1, 16)
+    r = got[:, :8]
+    # row 0: r1 = r3 = +0.0, r2 = 0, r0 = 0xbd5e691b * 0x7f800000 + 0 (mod 2^32) = 0xf2800000
+    # row 1: -2.5 -> -2 -> -2.0 (0xc0000000); 0.5 -> 0 -> +0.0; r0 = 0xc0200000 * 3 + 0xc0000000
+    assert (0xBD5E691B * 0x7F800000) % 2**32 == 0xF2800000
+    for t in range(GROUP * GRID):
+        if t % 2 == 0:
+            assert list(r[t, :4]) == [0xF2800000, 0, 0, 0], t
+        else:
+            assert list(r[t, :4]) == [(0xC0200000 * 3 + 0xC0000000) % 2**32, 0xC0000000, 0, 0], t

@@ -1,6 +1,16 @@
-"""CUDA target tests: need an NVIDIA GPU and cuda-python; skipped cleanly otherwise."""
+"""CUDA target tests.
+
+The GPU tests (marker ``cuda``) need an NVIDIA GPU and cuda-python and skip cleanly otherwise.
+The launch-path tests at the end run everywhere: they install :class:`cuda.FakeDriver` (no-op
+driver calls) and read back what each ``cuLaunchKernel`` was given: the grid, the workgroup,
+the stream and the kernelParams block, decoded here with ctypes."""
 
 from __future__ import annotations
+
+import ctypes
+import struct
+import threading
+from typing import Any
 
 import numpy as np
 import pytest
@@ -8,14 +18,18 @@ import pytest
 from anywave.runtime import cuda
 
 _OK, _WHY = cuda.driver_status()
-pytestmark = [pytest.mark.cuda, pytest.mark.skipif(not _OK, reason=f"no CUDA: {_WHY}")]
+gpu = pytest.mark.skipif(not _OK, reason=f"no CUDA: {_WHY}")
 
 
 @pytest.fixture(scope="module")
 def target() -> cuda.CudaTarget:
+    if not _OK:
+        pytest.skip(f"no CUDA: {_WHY}")
     return cuda.CudaTarget(0)
 
 
+@pytest.mark.cuda
+@gpu
 def test_device_properties(target: cuda.CudaTarget) -> None:
     p = target.device.props
     assert p.warp_size == 32 and target.info.wave_width == 32
@@ -23,6 +37,8 @@ def test_device_properties(target: cuda.CudaTarget) -> None:
     assert target.info.local_memory >= 32 * 1024 and target.info.max_workgroup_size >= 256
 
 
+@pytest.mark.cuda
+@gpu
 def test_saxpy_bit_exact_against_numpy(target: cuda.CudaTarget) -> None:
     from anywave.runtime.cuda import load_example
 
@@ -36,6 +52,8 @@ def test_saxpy_bit_exact_against_numpy(target: cuda.CudaTarget) -> None:
     assert np.array_equal(y.view(np.uint32), expect.view(np.uint32))
 
 
+@pytest.mark.cuda
+@gpu
 @pytest.mark.parametrize("group", ["integer", "control", "wave", "convert"])
 def test_conformance_groups(target: cuda.CudaTarget, group: str) -> None:
     from anywave.conformance import run_suite
@@ -45,6 +63,8 @@ def test_conformance_groups(target: cuda.CudaTarget, group: str) -> None:
     assert not bad, bad
 
 
+@pytest.mark.cuda
+@gpu
 def test_launch_refused_names_kernel_and_shape(target: cuda.CudaTarget) -> None:
     from anywave.runtime.cuda import load_example
 
@@ -53,6 +73,8 @@ def test_launch_refused_names_kernel_and_shape(target: cuda.CudaTarget) -> None:
         target.launch(load_example("saxpy"), "saxpy", 1, 2048, {"a": 1.0, "x": x, "y": x.copy(), "n": 4})
 
 
+@pytest.mark.cuda
+@gpu
 def test_cubin_cache_hit(tmp_path, monkeypatch) -> None:
     from anywave.runtime.cuda import load_example
 
@@ -63,6 +85,8 @@ def test_cubin_cache_hit(tmp_path, monkeypatch) -> None:
     assert second.cache_hit and second.cache_path.exists()
 
 
+@pytest.mark.cuda
+@gpu
 def test_zero_copy_device_arrays(target: cuda.CudaTarget) -> None:
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available():

@@ -363,12 +363,7 @@ class _LaunchPlan:
         for i, (kind, a) in enumerate(zip(self.kinds, self.args, strict=True)):
             lo, hi = ints.get(a.type, (1, 0)) if kind else (1, 0)
             self.slots.append((i, kind, a, lo, hi, (1 << a.type.bits) - 1 if kind else 0))
-        n = max(len(self.args), 1)
-        self.u64 = (ctypes.c_uint64 * n)()
-        self.u32 = (ctypes.c_uint32 * (2 * n)).from_buffer(self.u64)  # slot i's 32-bit value: u32[2i]
-        base = ctypes.addressof(self.u64)
-        self.ptrs = (ctypes.c_void_p * n)(*[base + 8 * i for i in range(n)])
-        self.kp = ctypes.addressof(self.ptrs) if self.args else 0
+        self.u64, self.u32, self.ptrs, self.kp = _param_buffers(len(self.args))
         self.lock = threading.Lock()
         self.checked: set[tuple[tuple[int, int, int], tuple[int, int, int]]] = set()
         self._words: dict[tuple[str, type, str], int] = {}
@@ -402,6 +397,18 @@ class _LaunchPlan:
 
 
 
+def _param_buffers(n: int) -> tuple[Any, Any, Any, int]:
+    """A kernelParams block for ``n`` arguments: (u64 slots, the same memory as u32 (slot i's
+    32-bit value is u32[2i]), the array of slot pointers, its address for ``cuLaunchKernel``
+    (0 when there are no arguments))."""
+    m = max(n, 1)
+    u64 = (ctypes.c_uint64 * m)()
+    u32 = (ctypes.c_uint32 * (2 * m)).from_buffer(u64)
+    base = ctypes.addressof(u64)
+    ptrs = (ctypes.c_void_p * m)(*[base + 8 * i for i in range(m)])
+    return u64, u32, ptrs, (ctypes.addressof(ptrs) if n else 0)
+
+
 def _dims(value: int | Sequence[int], what: str) -> tuple[int, int, int]:
     if type(value) is int and value >= 1:
         return (value, 1, 1)
@@ -422,6 +429,176 @@ def _stream_handle(stream: Any) -> int:
     return int(stream)
 
 
+# ------------------------------------------------------------------------ the launch fast path
+#
+# A launch whose (module object, kernel, grid, workgroup) this thread has already launched
+# successfully with device arrays only (twice: one-off launches never pay for the binding)
+# goes through a *bound launcher*: a function generated for that plan and geometry with the
+# kernelParams block, the driver function, the grid, the scalar ranges and masks prebuilt, so
+# that a call does one dict lookup, one type check per argument, writes each argument's
+# value into the block, sets the context and calls cuLaunchKernel. Anything the launcher does
+# not recognise (another argument count or container, a NumPy array that must be copied, a
+# non-contiguous or misaligned device array) makes it return False before any driver call,
+# and the checked path runs and raises its usual errors. Scalars are converted by the same
+# code as the checked path, so the same values pass and the same errors are raised.
+#
+# Thread safety: bound launchers are keyed by thread id and each owns its kernelParams block,
+# so concurrent launches of one kernel from several threads never share a block and need no
+# lock (the checked path still fills the plan's shared block under the plan's lock); the
+# caches are plain dicts whose get/set are atomic.
+
+class _NoTensor:
+    """Stands in for ``torch.Tensor`` in a bound launcher when torch is not imported."""
+
+    is_cuda = False
+
+
+def _cai_contiguous(cai: Mapping[str, Any]) -> bool:
+    """A ``__cuda_array_interface__`` dict describes a C-contiguous array (strides None, or
+    exactly the C strides, or at most one element)."""
+    strides = cai.get("strides")
+    if strides is None:
+        return True
+    acc = np.dtype(cai["typestr"]).itemsize
+    expect: list[int] = []
+    for n in reversed(cai["shape"]):
+        expect.insert(0, acc)
+        acc *= n
+    return tuple(strides) == tuple(expect) or int(np.prod(cai["shape"])) <= 1
+
+
+def _cai_pointer(v: Any) -> int | None:
+    """The device address of ``v`` when it exposes ``__cuda_array_interface__``, is C-contiguous
+    and 16-byte aligned; None otherwise (the checked path then decides and explains)."""
+    try:
+        cai = v.__cuda_array_interface__
+        if not _cai_contiguous(cai):
+            return None
+        ptr = int(cai["data"][0])
+    except Exception:  # noqa: BLE001 - anything odd: the checked path raises the proper error
+        return None
+    return None if ptr & 15 else ptr
+
+
+def _bindings_context_setter(context: Any) -> tuple[Any, Any, bool, str]:
+    """(set, argument, returns a result tuple, description): cuCtxSetCurrent via cuda.bindings."""
+    return (_driver().cuCtxSetCurrent, context, True, "cuda.bindings cuCtxSetCurrent")
+
+
+def _ctypes_context_setter(context: Any) -> tuple[Any, Any, bool, str] | None:
+    """cuCtxSetCurrent called through ctypes on the libcuda that cuda.bindings has already
+    loaded (``RTLD_NOLOAD``: never a second copy of the driver), about half the cost of the
+    bindings' call. Used only after checking that both see the same driver state (a context
+    set through the bindings reads back through ctypes); None when that cannot be shown (not
+    Linux, not the real cuda.bindings driver, libcuda not loaded under its soname)."""
+    drv = _driver()
+    if getattr(drv, "__name__", "") != "cuda.bindings.driver" or not sys.platform.startswith("linux"):
+        return None
+    try:
+        lib = ctypes.CDLL("libcuda.so.1", mode=os.RTLD_NOLOAD | os.RTLD_NOW)
+        set_ctx, get_ctx = lib.cuCtxSetCurrent, lib.cuCtxGetCurrent
+        set_ctx.argtypes, set_ctx.restype = [ctypes.c_void_p], ctypes.c_int
+        get_ctx.argtypes, get_ctx.restype = [ctypes.POINTER(ctypes.c_void_p)], ctypes.c_int
+        want = int(context)
+        previous = _check(drv.cuCtxGetCurrent(), "cuCtxGetCurrent")
+        _check(drv.cuCtxSetCurrent(context), "cuCtxSetCurrent")
+        seen = ctypes.c_void_p()
+        same = get_ctx(ctypes.byref(seen)) == 0 and (seen.value or 0) == want
+        _check(drv.cuCtxSetCurrent(previous), "cuCtxSetCurrent")
+    except Exception:  # noqa: BLE001 - no usable ctypes route: the bindings' call is used
+        return None
+    if not same:
+        return None
+    return (set_ctx, ctypes.c_void_p(want), False, "ctypes cuCtxSetCurrent (libcuda loaded by cuda.bindings)")
+
+
+def _bind_launcher(target: CudaTarget, plan: _LaunchPlan, g: tuple[int, int, int],
+                   wg: tuple[int, int, int], module: Any) -> Any:
+    """A bound launcher ``fast(args, stream, sync) -> bool`` for one plan and geometry (see the
+    comment above): True when it launched, False when the checked path must run instead.
+    Driver failures raise CudaError naming the kernel and launch shape, as the checked path."""
+    drv = _driver()
+    u64, u32, ptrs, kp = _param_buffers(len(plan.args))
+    set_ctx, ctx_arg, ctx_tuple, _ = target._context_setter
+    shape = plan.shape(g, wg)
+
+    def fail(call: str, err: Any) -> None:
+        if type(err) is int and hasattr(drv, "CUresult"):  # a ctypes status: name it as the bindings do
+            try:
+                err = drv.CUresult(err)
+            except Exception:  # noqa: BLE001
+                pass
+        raise CudaError(f"{shape}: {call} failed: {_err_text(err)}")
+
+    def synchronize(hstream: int) -> None:
+        r = drv.cuStreamSynchronize(hstream)
+        if r[0]:
+            fail("cuStreamSynchronize", r[0])
+
+    ns: dict[str, Any] = {
+        "T": _TORCH_TENSOR or _torch_tensor_type() or _NoTensor, "cai_ptr": _cai_pointer, "scalar": plan.scalar,
+        "u64": u64, "u32": u32, "ptrs": ptrs, "kp": kp, "fn": plan.function, "launch": drv.cuLaunchKernel,
+        "set_ctx": set_ctx, "ctx": ctx_arg, "stream_handle": _stream_handle, "fail": fail,
+        "synchronize": synchronize}
+    n = len(plan.args)
+    vs = [f"v{i}" for i in range(n)]
+    src = ["def fast(args, stream, sync):",
+           "    ta = type(args)",
+           "    if ta is list or ta is tuple:"]
+    if n:
+        src += ["        try:", f"            {', '.join(vs)}, = args", "        except ValueError:",
+                "            return False"]
+    else:
+        src += ["        if args:", "            return False"]
+    src += ["    elif ta is dict:",
+            f"        if len(args) != {n}:",
+            "            return False",
+            "        try:"]
+    src += [f"            {v} = args[{name!r}]" for v, name in zip(vs, plan.names, strict=True)]
+    src += ["            pass", "        except KeyError:", "            return False",
+            "    else:", "        return False"]
+    for (i, kind, a, lo, hi, mask), v in zip(plan.slots, vs, strict=True):
+        ns[f"a{i}"] = a
+        if kind == 0:
+            src += [f"    if isinstance({v}, T) and {v}.is_cuda and {v}.is_contiguous():",
+                    f"        p = {v}.data_ptr()",
+                    "        if p & 15:",
+                    "            return False",
+                    "    else:",
+                    f"        p = cai_ptr({v})",
+                    "        if p is None:",
+                    "            return False",
+                    f"    u64[{i}] = p"]
+        else:
+            dst = f"u32[{2 * i}]" if kind == 1 else f"u64[{i}]"
+            word = v if lo == 0 else f"{v} & {mask}"  # v & mask == v on [0, hi]
+            src.append(f"    {dst} = {word} if type({v}) is int and {lo} <= {v} <= {hi} else scalar(a{i}, {v})")
+    src += ["    hs = 0 if stream is None else stream_handle(stream)",
+            "    e = set_ctx(ctx)" + ("[0]" if ctx_tuple else ""),
+            "    if e:",
+            "        fail('cuCtxSetCurrent', e)",
+            f"    r = launch(fn, {g[0]}, {g[1]}, {g[2]}, {wg[0]}, {wg[1]}, {wg[2]}, {plan.dynamic_shared}, hs, kp, 0)",
+            "    if r[0]:",
+            "        fail('cuLaunchKernel', r[0])",
+            "    if sync:",
+            "        synchronize(hs)",
+            "    return True"]
+    text = "\n".join(src) + "\n"
+    exec(compile(text, f"<anywave bound launcher: {shape}>", "exec"), ns)  # noqa: S102 - our own text
+    fast = ns["fast"]
+    fast.source = text  # for reading what a launch does
+    fast.module = module  # keeps id(module) in the launcher's key unique
+    return fast
+
+
+_get_ident = threading.get_ident
+
+
+def _exact_dims(value: Any) -> bool:
+    """``value`` is an int or a tuple of ints (exact types): safe as part of a fast-path key."""
+    return type(value) is int or (type(value) is tuple and all(type(x) is int for x in value))
+
+
 class CudaTarget:
     """The PTX backend on one CUDA device (W = 32).
 
@@ -434,6 +611,13 @@ class CudaTarget:
         self.use_cache = use_cache
         self._modules: dict[int, tuple[Any, LoadedModule]] = {}
         self._plans: dict[tuple[int, str], tuple[Any, _LaunchPlan]] = {}
+        #: how launches make the device's context current (see _ctypes_context_setter)
+        self._context_setter = (_ctypes_context_setter(self.device.context)
+                                or _bindings_context_setter(self.device.context))
+        #: bound launchers by (id(module), kernel, grid, type(grid), workgroup, type(workgroup),
+        #: thread id); keys seen once wait in _fast_seen
+        self._fast: dict[tuple[Any, ...], Any] = {}
+        self._fast_seen: set[tuple[Any, ...]] = set()
 
     def load(self, module: Any) -> LoadedModule:
         """Translate + link + load ``module`` (cached per module object and on disk)."""
@@ -469,10 +653,38 @@ class CudaTarget:
             TypeError / ValueError: bad arguments (the message lists the ABI).
 
         The per-kernel work (module lookup, ABI, parameter buffers) is prepared once and cached
-        (:class:`_LaunchPlan`); a launch geometry is checked once per plan; device arrays and
-        repeated scalar values take a fast path, so that a launch with device arrays costs
-        little more than the driver's ``cuLaunchKernel``.
+        (:class:`_LaunchPlan`); a launch geometry is checked once per plan. A repeated launch
+        (same module object, kernel, grid and workgroup, same thread) whose buffers are all
+        device arrays goes through a bound launcher (:func:`_bind_launcher`) that writes the
+        argument values into a prebuilt parameter block and calls ``cuLaunchKernel``, so that it
+        costs little more than the driver call; anything else takes the checked path.
+
+        Thread safety: launches from several threads are safe; each thread's bound launchers
+        own their parameter block, and the checked path fills the plan's block under a lock.
+        The device's context is made current on the calling thread at every launch.
         """
+        # a bound launcher keeps its module alive, so id(module) in its key cannot be reused
+        try:
+            bound = self._fast.get((id(module), kernel, grid, type(grid), workgroup, type(workgroup), _get_ident()))
+        except TypeError:  # unhashable grid or workgroup (a list): the checked path
+            bound = None
+        if bound is not None and bound(args, stream, sync):
+            return
+        plan, g, wg = self._launch_checked(module, kernel, grid, workgroup, args, stream, sync)
+        if plan is not None and _exact_dims(grid) and _exact_dims(workgroup):
+            key = (id(module), kernel, grid, type(grid), workgroup, type(workgroup), _get_ident())
+            if key in self._fast_seen:
+                if len(self._fast) < 1024:
+                    self._fast[key] = _bind_launcher(self, plan, g, wg, module)
+            elif len(self._fast_seen) < 4096:
+                self._fast_seen.add(key)
+
+    def _launch_checked(self, module: Any, kernel: str, grid: int | Sequence[int],
+                        workgroup: int | Sequence[int], args: Mapping[str, Any] | Sequence[Any],
+                        stream: Any, sync: bool) -> tuple[_LaunchPlan | None, Any, Any]:
+        """:meth:`launch` with every check. Returns (plan, grid, workgroup) when a bound launcher
+        could repeat this launch (arguments in a list, tuple or dict, and device arrays only),
+        else (None, ...)."""
         entry = self._plans.get((id(module), kernel))
         if entry is None or entry[0] is not module:
             plan = self._plan(module, kernel)
@@ -524,9 +736,11 @@ class CudaTarget:
                             u32[2 * i] = word
                         else:
                             u64[i] = word
-                r = drv.cuCtxSetCurrent(self.device.context)
-                if int(r[0]):
-                    raise CudaError(f"{plan.shape(g, wg)}: cuCtxSetCurrent failed: {_err_text(r[0])}")
+                set_ctx, ctx_arg, ctx_tuple, _ = self._context_setter
+                e = set_ctx(ctx_arg)
+                e = e[0] if ctx_tuple else (drv.CUresult(e) if e and hasattr(drv, "CUresult") else e)
+                if int(e):
+                    raise CudaError(f"{plan.shape(g, wg)}: cuCtxSetCurrent failed: {_err_text(e)}")
                 r = drv.cuLaunchKernel(plan.function, g[0], g[1], g[2], wg[0], wg[1], wg[2], plan.dynamic_shared,
                                        hstream, plan.kp, 0)
             if int(r[0]):
@@ -541,6 +755,8 @@ class CudaTarget:
         finally:
             for p in allocations:
                 drv.cuMemFree(p)
+        repeatable = not allocations and (type(args) is list or type(args) is tuple or type(args) is dict)
+        return (plan if repeatable else None), g, wg
 
     def _plan(self, module: Any, kernel: str) -> _LaunchPlan:
         lm = self.load(module)
@@ -577,15 +793,8 @@ class CudaTarget:
         drv = _driver()
         cai = getattr(v, "__cuda_array_interface__", None)
         if cai is not None:
-            strides = cai.get("strides")
-            if strides is not None:
-                itemsize = np.dtype(cai["typestr"]).itemsize
-                expect, acc = [], itemsize
-                for n in reversed(cai["shape"]):
-                    expect.insert(0, acc)
-                    acc *= n
-                if tuple(strides) != tuple(expect) and int(np.prod(cai["shape"])) > 1:
-                    raise ValueError(f"{shape}: buffer argument {a.name!r} must be C-contiguous")
+            if not _cai_contiguous(cai):
+                raise ValueError(f"{shape}: buffer argument {a.name!r} must be C-contiguous")
             ptr = int(cai["data"][0])
             if ptr % 16:
                 raise ValueError(f"{shape}: buffer argument {a.name!r} is not 16-byte aligned (address {ptr:#x})")
@@ -634,3 +843,135 @@ def cuda_runner(target: CudaTarget | None = None) -> Any:
 
     run.target = tgt  # type: ignore[attr-defined]
     return run
+
+
+# ------------------------------------------------------------------------ a stand-in driver (no GPU)
+
+class FakeDriver:
+    """A no-GPU stand-in for ``cuda.bindings.driver``: every call the runtime makes, with the same
+    signature and the same ``(CUresult, value...)`` result tuples, doing nothing (or the least
+    that keeps the runtime going). For measuring the runtime's pure-Python host overhead and
+    for testing its launch path without a GPU::
+
+        fake = FakeDriver()
+        cuda._DRV, cuda._init_state = fake, None   # what tests/test_cuda.py's fixture does
+        tgt = cuda.CudaTarget(0)
+
+    ``cuLaunchKernel`` is a plain no-op returning ``(0, None)``; to see what a launch passed,
+    set ``on_launch`` (called as ``on_launch(f, grid, block, shared, stream, kernel_params)``
+    while the parameter buffer is still valid) or make ``launch_status``/``ctx_status``/
+    ``sync_status`` a nonzero CUresult to make those calls fail. The device it reports is an
+    H200-like sm_90 (132 SMs, 1024 threads per block)."""
+
+    class _Names:
+        def __getattr__(self, name: str) -> str:
+            return name
+
+    CUdevice_attribute = _Names()
+    CUfunction_attribute = _Names()
+    CUjitInputType = _Names()
+
+    _ATTRS = {
+        "CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR": 9, "CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR": 0,
+        "CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT": 132, "CU_DEVICE_ATTRIBUTE_WARP_SIZE": 32,
+        "CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK": 1024, "CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X": 1024,
+        "CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y": 1024, "CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z": 64,
+        "CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X": 2**31 - 1, "CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y": 65535,
+        "CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z": 65535, "CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK": 49152,
+        "CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN": 232448,
+        "CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK": 65536, "CU_DEVICE_ATTRIBUTE_CLOCK_RATE": 1980000,
+    }
+    _FUNC_ATTRS = {"CU_FUNC_ATTRIBUTE_NUM_REGS": 32, "CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK": 1024,
+                   "CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES": 0}
+
+    def __init__(self) -> None:
+        self.ctx_status = 0
+        self.launch_status = 0
+        self.sync_status = 0
+        self.on_launch: Any = None
+        self.ctx_sets = 0
+        self.current: Any = None
+        self._next = 0x10000
+        ok = (0, None)
+
+        def cuLaunchKernel(f: Any, gx: int, gy: int, gz: int, bx: int, by: int, bz: int,  # noqa: N802
+                           shared: int, stream: Any, params: Any, extra: Any) -> tuple[int, None]:
+            if self.on_launch is not None:
+                self.on_launch(f, (gx, gy, gz), (bx, by, bz), shared, stream, params)
+            return (self.launch_status, None) if self.launch_status else ok
+
+        def cuCtxSetCurrent(ctx: Any) -> tuple[int]:  # noqa: N802
+            self.ctx_sets += 1
+            self.current = ctx
+            return (self.ctx_status,)
+
+        # instance attributes, not methods: a plain function call, as cheap as the fake can be
+        self.cuLaunchKernel = cuLaunchKernel
+        self.cuCtxSetCurrent = cuCtxSetCurrent
+
+    def _handle(self) -> int:
+        self._next += 0x100
+        return self._next
+
+    def cuInit(self, flags: int) -> tuple[int]:  # noqa: N802
+        return (0,)
+
+    def cuDriverGetVersion(self) -> tuple[int, int]:  # noqa: N802
+        return (0, 13000)
+
+    def cuDeviceGetCount(self) -> tuple[int, int]:  # noqa: N802
+        return (0, 1)
+
+    def cuDeviceGet(self, ordinal: int) -> tuple[int, int]:  # noqa: N802
+        return (0, ordinal)
+
+    def cuDeviceGetName(self, n: int, dev: int) -> tuple[int, bytes]:  # noqa: N802
+        return (0, b"fake H200 (no GPU)\0")
+
+    def cuDeviceTotalMem(self, dev: int) -> tuple[int, int]:  # noqa: N802
+        return (0, 141 << 30)
+
+    def cuDeviceGetAttribute(self, attr: str, dev: int) -> tuple[int, int]:  # noqa: N802
+        return (0, self._ATTRS[attr])
+
+    def cuDevicePrimaryCtxRetain(self, dev: int) -> tuple[int, int]:  # noqa: N802
+        return (0, 0xC0000 + dev)
+
+    def cuCtxGetCurrent(self) -> tuple[int, Any]:  # noqa: N802
+        return (0, self.current)
+
+    def cuLinkCreate(self, n: int, opts: Any, vals: Any) -> tuple[int, None]:  # noqa: N802
+        return (999, None)  # CUDA_ERROR_UNKNOWN: the runtime then loads the PTX itself
+
+    def cuModuleLoadData(self, image: Any) -> tuple[int, int]:  # noqa: N802
+        return (0, self._handle())
+
+    def cuModuleGetFunction(self, module: Any, name: bytes) -> tuple[int, str]:  # noqa: N802
+        return (0, f"function {name.decode()} of module {module:#x}")
+
+    def cuFuncGetAttribute(self, attr: str, fn: Any) -> tuple[int, int]:  # noqa: N802
+        return (0, self._FUNC_ATTRS[attr])
+
+    def cuFuncSetAttribute(self, fn: Any, attr: str, value: int) -> tuple[int]:  # noqa: N802
+        return (0,)
+
+    def cuStreamSynchronize(self, stream: Any) -> tuple[int]:  # noqa: N802
+        return (self.sync_status,)
+
+    def cuMemAlloc(self, n: int) -> tuple[int, int]:  # noqa: N802
+        return (0, self._handle() << 8)
+
+    def cuMemFree(self, p: int) -> tuple[int]:  # noqa: N802
+        return (0,)
+
+    def cuMemcpyHtoD(self, dst: int, src: int, n: int) -> tuple[int]:  # noqa: N802
+        return (0,)
+
+    def cuMemcpyDtoH(self, dst: int, src: int, n: int) -> tuple[int]:  # noqa: N802
+        return (0,)
+
+    def cuGetErrorName(self, err: Any) -> tuple[int, bytes]:  # noqa: N802
+        return (0, f"CUDA_ERROR_{int(err)}".encode())
+
+    def cuGetErrorString(self, err: Any) -> tuple[int, bytes]:  # noqa: N802
+        return (0, b"fake driver error")

@@ -1,0 +1,183 @@
+"""Metal runtime driver for macOS on PyObjC's Metal framework (``pip install pyobjc-framework-Metal``).
+
+**Never run**: written without a Mac; only its absence path is tested here (tests/test_metal.py).
+The MSL it compiles is checked on Linux with a stand-in header only (see
+:mod:`anywave.backends.metal`).
+
+* Device: ``MTLCreateSystemDefaultDevice()``; W = 32 (the pipeline's
+  ``threadExecutionWidth`` is checked, and a device reporting another width is refused).
+* Compile: :mod:`anywave.backends.metal` -> ``newLibraryWithSource:options:error:`` with
+  MSL 3.2 (``atomic_thread_fence``) and fast math off -> one compute pipeline per kernel.
+* Launch: shared-storage buffers (NumPy bytes copied in and, when writable, back); scalars and
+  the workgroup sizes with ``setBytes``; argument i at buffer index i (ABI order); local memory
+  with ``setThreadgroupMemoryLength:atIndex:0``; ``dispatchThreadgroups`` of (P, 1, 1) threads,
+  P = the workgroup padded to whole SIMD-groups.
+
+Selected (target ``metal``) on a Mac where PyObjC's Metal imports and a device exists.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from anywave.errors import WaveError
+from anywave.isa.types import Access, Capability
+
+#: MTLLanguageVersion3_2 = (3 << 16) | 2
+MSL_VERSION_3_2 = (3 << 16) | 2
+
+
+class MetalError(WaveError):
+    """Metal is unavailable (not macOS, PyObjC missing, no device), or a compile/launch failed."""
+
+
+def _import_metal() -> Any:
+    if sys.platform != "darwin":
+        raise MetalError(f"Metal needs macOS; this is {sys.platform}")
+    try:
+        import Metal
+    except Exception as e:  # noqa: BLE001
+        raise MetalError(f"PyObjC's Metal framework is not installed ({type(e).__name__}: {e}); "
+                         "pip install pyobjc-framework-Metal") from e
+    return Metal
+
+
+def status() -> tuple[bool, str]:
+    """(usable, reason) of the ``metal`` target here; never raises."""
+    try:
+        Metal = _import_metal()
+        dev = Metal.MTLCreateSystemDefaultDevice()
+    except MetalError as e:
+        return False, str(e)
+    except Exception as e:  # noqa: BLE001
+        return False, f"Metal unusable: {type(e).__name__}: {e}"
+    return (True, "") if dev is not None else (False, "MTLCreateSystemDefaultDevice() returned no device")
+
+
+class MetalTarget:
+    """The Metal backend on the default Metal device. ``launch(module, kernel, grid, workgroup, args)``."""
+
+    serial_atomics = False
+
+    def __init__(self) -> None:
+        from anywave.backends.metal import METAL_FEATURES, WAVE_WIDTH
+        from anywave.runtime.targets import TargetInfo
+
+        self.Metal = Metal = _import_metal()
+        self.device = Metal.MTLCreateSystemDefaultDevice()
+        if self.device is None:
+            raise MetalError("no Metal device")
+        self.queue = self.device.newCommandQueue()
+        self.features = METAL_FEATURES
+        self.local_memory = int(self.device.maxThreadgroupMemoryLength())
+        caps = (Capability.F16 | Capability.BF16 | Capability.INT64 | Capability.OFFSET64
+                | Capability.ATOMIC_F32 | Capability.WAVE_OPS | Capability.MMA)
+        self.info = TargetInfo("metal", str(self.device.name()), WAVE_WIDTH, caps, self.local_memory, 1024,
+                               (1024, 1024, 1024), (2**31 - 1, 65535, 65535), {})
+        self._libs: dict[int, tuple[Any, Any, Any, dict[str, Any]]] = {}
+
+    def load(self, module: Any) -> tuple[Any, Any]:
+        """(CProgram, MTLLibrary) of ``module`` (cached per module object)."""
+        hit = self._libs.get(id(module))
+        if hit is not None and hit[0] is module:
+            return hit[1], hit[2]
+        from anywave.backends.metal import translate
+
+        prog = translate(module)
+        opts = self.Metal.MTLCompileOptions.alloc().init()
+        opts.setLanguageVersion_(MSL_VERSION_3_2)
+        opts.setFastMathEnabled_(False)
+        lib, err = self.device.newLibraryWithSource_options_error_(prog.text, opts, None)
+        if lib is None:
+            raise MetalError(f"Metal compile failed: {err}")
+        self._libs[id(module)] = (module, prog, lib, {})
+        return prog, lib
+
+    def _pipeline(self, module: Any, lib: Any, c_name: str) -> Any:
+        cache = self._libs[id(module)][3]
+        if c_name not in cache:
+            fn = lib.newFunctionWithName_(c_name)
+            pso, err = self.device.newComputePipelineStateWithFunction_error_(fn, None)
+            if pso is None:
+                raise MetalError(f"pipeline for {c_name} failed: {err}")
+            if int(pso.threadExecutionWidth()) != self.info.wave_width:
+                raise MetalError(f"SIMD-group width {pso.threadExecutionWidth()} is not {self.info.wave_width}")
+            cache[c_name] = pso
+        return cache[c_name]
+
+    def launch(self, module: Any, kernel: str, grid: Sequence[int], workgroup: Sequence[int],
+               args: Mapping[str, Any], wave_width: int | None = None) -> None:
+        """Run ``kernel``; NumPy buffers in ``args`` are updated in place.
+
+        Raises:
+            MetalError: a refused kernel (fp64, .system scope), bad arguments, or a Metal failure."""
+        from anywave.backends.cfamily import padded_workgroup
+        from anywave.emu.machine import _scalar_word
+
+        W = self.info.wave_width
+        if wave_width is not None and wave_width != W:
+            raise MetalError(f"Metal has W = {W}, asked for W = {wave_width}")
+        prog, lib = self.load(module)
+        if kernel not in prog.kernels:
+            raise MetalError(f"kernel {kernel!r}: {prog.refused.get(kernel, 'no such kernel')}")
+        info, k = prog.kernels[kernel], module.kernel(kernel)
+        if set(args) != {a.name for a in k.args}:
+            raise MetalError(f"kernel {kernel!r} takes arguments {[a.name for a in k.args]}, got {sorted(args)}")
+        g = tuple(int(v) for v in grid) + (1,) * (3 - len(grid))
+        wg = tuple(int(v) for v in workgroup) + (1,) * (3 - len(workgroup))
+        if 0 in g:
+            return
+        pso = self._pipeline(module, lib, info.c_name)
+        P = padded_workgroup(info, wg, W)
+        if P > int(pso.maxTotalThreadsPerThreadgroup()):
+            raise MetalError(f"kernel {kernel!r}: {P} threads exceed {pso.maxTotalThreadsPerThreadgroup()}")
+        cb = self.queue.commandBuffer()
+        enc = cb.computeCommandEncoder()
+        enc.setComputePipelineState_(pso)
+        back = []
+        shared = 0  # MTLResourceStorageModeShared
+        for i, a in enumerate(k.args):
+            v = args[a.name]
+            if a.is_buffer:
+                host = np.ascontiguousarray(v)
+                buf = self.device.newBufferWithBytes_length_options_(host.tobytes() or b"\0" * 16,
+                                                                     max(host.nbytes, 16), shared)
+                enc.setBuffer_offset_atIndex_(buf, 0, i)
+                if a.access & Access.WRITE and host.nbytes:
+                    back.append((v, buf, host.nbytes))
+            else:
+                w = _scalar_word(k, a.name, a.type, v)
+                data = np.array([w], np.uint64 if a.type.bits == 64 else np.uint32).tobytes()
+                enc.setBytes_length_atIndex_(data, len(data), i)
+        for j, n in enumerate(wg):
+            enc.setBytes_length_atIndex_(np.uint32(n).tobytes(), 4, len(k.args) + j)
+        if info.local_memory:
+            enc.setThreadgroupMemoryLength_atIndex_(-(-info.local_memory // 16) * 16, 0)
+        enc.dispatchThreadgroups_threadsPerThreadgroup_(self.Metal.MTLSizeMake(*g), self.Metal.MTLSizeMake(P, 1, 1))
+        enc.endEncoding()
+        cb.commit()
+        cb.waitUntilCompleted()
+        if cb.error() is not None:
+            raise MetalError(f"kernel {kernel!r} grid={g} workgroup={wg} failed: {cb.error()}")
+        for arr, buf, n in back:
+            raw = buf.contents().as_buffer(n)
+            arr[...] = np.frombuffer(bytes(raw), dtype=np.asarray(arr).dtype).reshape(np.shape(arr))
+
+    __call__ = launch
+
+
+def register() -> None:
+    """Register the ``metal`` target with :mod:`anywave.runtime.targets`."""
+    from anywave.runtime import targets
+
+    def probe() -> tuple[bool, str, Sequence[Any]]:
+        ok, why = status()
+        if not ok:
+            return False, why, ()
+        return True, "", (MetalTarget().info,)
+
+    targets.register_target("metal", probe, MetalTarget)
