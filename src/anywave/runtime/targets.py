@@ -232,7 +232,7 @@ register_target("cuda", _cuda_probe, _cuda_factory)
 
 #: driver modules with a ``register()`` function, loaded on the registry's first use (not at
 #: import time, so importing one of them first cannot see a half-initialised registry)
-OPTIONAL_RUNTIMES = ("anywave.runtime.opencl", "anywave.runtime.sycl")
+OPTIONAL_RUNTIMES = ("anywave.runtime.opencl", "anywave.runtime.sycl", "anywave.runtime.hip", "anywave.runtime.metal")
 _optional_loaded = False
 
 
