@@ -83,16 +83,24 @@ def allocate(body: list[ir.Node], kernel: str) -> Allocation:
     refs, loops, locs = _linearise(body)
     iv: dict[Value, list[int]] = {v: [min(ps), max(ps)] for v, ps in refs.items()}
     loops.sort(key=lambda se: se[1] - se[0])
-    for s, e in loops:
-        for v, rng in iv.items():
-            ps = refs[v]
-            if rng[1] < s or rng[0] > e:
-                continue
-            if not any(s <= p <= e for p in ps):
-                continue
-            if v.is_var or rng[0] < s or rng[1] > e:
-                rng[0] = min(rng[0], s)
-                rng[1] = max(rng[1], e)
+    if loops:
+        # the values referenced at each position: a loop visits only the values referenced
+        # inside it (O(loop length)), not every value of the kernel
+        at: list[list[Value]] = [[] for _ in locs]
+        for v, ps in refs.items():
+            for p in ps:
+                at[p].append(v)
+        for s, e in loops:
+            seen: set[Value] = set()
+            for p in range(s, e + 1):
+                for v in at[p]:
+                    if v in seen:
+                        continue
+                    seen.add(v)
+                    rng = iv[v]  # it has a reference in [s, e], so it meets the loop
+                    if v.is_var or rng[0] < s or rng[1] > e:
+                        rng[0] = min(rng[0], s)
+                        rng[1] = max(rng[1], e)
     alloc = Allocation()
     order = sorted(iv, key=lambda v: (iv[v][0], v.id))
     gpr_free = [True] * LIMITS.max_registers

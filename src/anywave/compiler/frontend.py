@@ -1759,7 +1759,7 @@ class Frontend(ast.NodeVisitor):
                     bound[p] = defaults[p]
                 else:
                     raise self.err(node, f"{fn.name}() missing argument {p!r}")
-        has_early = _has_early_return(fd.body)
+        has_early = _fn_has_early_return(fd)
         ctx = _FuncCtx(fsrc, {}, is_kernel=False, ret_wrapped=has_early)
         outer = self.ctx
         self.ctx = ctx
@@ -1858,6 +1858,12 @@ def _memo_by_tree(fn: Callable[[ast.FunctionDef], Any]) -> Callable[[ast.Functio
         return r
 
     return wrapper
+
+
+@_memo_by_tree
+def _fn_has_early_return(fd: ast.FunctionDef) -> bool:
+    """:func:`_has_early_return` of a function's body, cached per function AST."""
+    return _has_early_return(fd.body)
 
 
 @_memo_by_tree

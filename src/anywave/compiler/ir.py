@@ -70,6 +70,19 @@ _IMPURE_FLAGS = (Flag.LOAD | Flag.STORE | Flag.ATOMIC | Flag.WAVE_COLLECTIVE | F
                  | Flag.STRUCTURED | Flag.TERMINATOR)
 #: purity by instruction record (a property of the table entry alone), keyed by id(defn)
 _PURE: dict[int, bool] = {}
+#: per instruction record (keyed by id(defn)): (indices of destination operands, indices of
+#: source operands) in assembly order — computed once, so ``defs``/``uses`` do not re-test
+#: every operand kind of every instruction on every call
+_SHAPE: dict[int, tuple[tuple[int, ...], tuple[int, ...]]] = {}
+
+
+def _shape(d: InstrDef) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    r = _SHAPE.get(id(d))
+    if r is None:
+        dst = tuple(i for i, k in enumerate(d.operands) if k.is_dest)
+        src = tuple(i for i, k in enumerate(d.operands) if not k.is_dest)
+        r = _SHAPE[id(d)] = (dst, src)
+    return r
 
 
 @dataclass(eq=False)
@@ -94,13 +107,18 @@ class Op:
         return self.defn.mnemonic
 
     def defs(self) -> list[Value]:
-        return [v for k, v in zip(self.defn.operands, self.operands, strict=False) if k.is_dest]
+        ops = self.operands
+        n = len(ops)
+        return [ops[i] for i in _shape(self.defn)[0] if i < n]
 
     def uses(self) -> list[Value]:
         out: list[Value] = []
-        for k, v in zip(self.defn.operands, self.operands, strict=False):
-            if k.is_dest:
-                continue
+        ops = self.operands
+        n = len(ops)
+        for i in _shape(self.defn)[1]:
+            if i >= n:
+                break
+            v = ops[i]
             if isinstance(v, Value):
                 out.append(v)
             elif isinstance(v, PredUse):
@@ -112,6 +130,8 @@ class Op:
         return out
 
     def replace_uses(self, mapping: dict[Value, Value]) -> None:
+        if not mapping:
+            return
         new: list[Any] = []
         for k, v in zip(self.defn.operands, self.operands, strict=False):
             if not k.is_dest:
@@ -188,14 +208,23 @@ def node_uses(n: Node) -> list[Value]:
 
 
 def walk(body: list[Node]) -> Iterator[Node]:
-    """Every node, pre-order, nested regions included."""
-    for n in body:
-        yield n
-        if isinstance(n, If):
-            yield from walk(n.then)
-            yield from walk(n.orelse)
-        elif isinstance(n, Loop):
-            yield from walk(n.body)
+    """Every node, pre-order, nested regions included.
+
+    Iterative (an explicit stack of region iterators): a recursive generator would pass
+    every node up through one generator frame per nesting level (cost O(nodes x depth))."""
+    stack = [iter(body)]
+    while stack:
+        for n in stack[-1]:
+            yield n
+            if isinstance(n, If):
+                stack.append(iter(n.orelse))
+                stack.append(iter(n.then))
+                break
+            if isinstance(n, Loop):
+                stack.append(iter(n.body))
+                break
+        else:
+            stack.pop()
 
 
 def dump(body: list[Node], indent: int = 0) -> str:

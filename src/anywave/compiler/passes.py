@@ -342,7 +342,21 @@ def cse(body: list[ir.Node]) -> None:
                 parts.append(repr(v))
         return tuple(parts)
 
-    def go(nodes: list[ir.Node], table: dict[tuple[Any, ...], Value]) -> None:
+    # one table for the whole walk, scoped by an undo log: a region's entries are dropped
+    # when it is left (the same as giving every region a copy of its parent's table, without
+    # copying the table at each of thousands of unrolled regions)
+    table: dict[tuple[Any, ...], Value] = {}
+    log: list[tuple[tuple[Any, ...], Value | None]] = []
+
+    def undo(mark: int) -> None:
+        while len(log) > mark:
+            k, old = log.pop()
+            if old is None:
+                del table[k]
+            else:
+                table[k] = old
+
+    def go(nodes: list[ir.Node]) -> None:
         keep: list[ir.Node] = []
         for n in nodes:
             if isinstance(n, Op):
@@ -355,6 +369,7 @@ def cse(body: list[ir.Node]) -> None:
                         if prev is not None and prev.type.regs == defs[0].type.regs:
                             mapping[defs[0]] = prev
                             continue
+                        log.append((key, prev))
                         table[key] = defs[0]
                 bump({v for v in defs if v.is_var})
             elif isinstance(n, ir.If):
@@ -364,13 +379,18 @@ def cse(body: list[ir.Node]) -> None:
                 # the regions' var sets are taken before visiting them (CSE only removes
                 # temporaries' definitions, never a variable's)
                 changed = _region_vars(n.then, memo) | _region_vars(n.orelse, memo)
-                go(n.then, dict(table))
-                go(n.orelse, dict(table))
+                mark = len(log)
+                go(n.then)
+                undo(mark)
+                go(n.orelse)
+                undo(mark)
                 bump(changed)
             elif isinstance(n, ir.Loop):
                 inside = _region_vars(n.body, memo)
                 bump(inside)
-                go(n.body, dict(table))
+                mark = len(log)
+                go(n.body)
+                undo(mark)
                 bump(inside)
             else:
                 c = getattr(n, "cond", None)
@@ -379,7 +399,7 @@ def cse(body: list[ir.Node]) -> None:
             keep.append(n)
         nodes[:] = keep
 
-    go(body, {})
+    go(body)
     if mapping:
         _replace_uses(body, mapping)
 
@@ -428,35 +448,48 @@ def _hoist(loop: ir.Loop) -> list[ir.Node]:
 # ----------------------------------------------------------------------------- DCE
 
 def dce(body: list[ir.Node]) -> None:
-    while True:
-        uses: dict[Value, int] = {}
-        for n in ir.walk(body):
-            for v in ir.node_uses(n):
-                uses[v] = uses.get(v, 0) + 1
-        removed = False
+    """Remove ``nop``s, pure instructions none of whose results is read, and ``if``s left
+    with two empty regions, until none is left.
 
-        def go(nodes: list[ir.Node], uses: dict[Value, int] = uses) -> None:
-            nonlocal removed
-            keep: list[ir.Node] = []
-            for n in nodes:
-                if isinstance(n, Op) and (n.defn.op == "nop" or (
-                        n.is_pure and all(uses.get(v, 0) == 0 for v in n.defs()))):
+    Use counts are computed once and decremented as nodes go; each sweep visits the body in
+    reverse program order, so a chain of dead temporaries (defined before use) goes in one
+    sweep. Removability only grows as nodes go, so the result is the same greatest fixed
+    point as re-counting after every sweep, in O(nodes) per sweep (usually two sweeps)."""
+    uses: dict[Value, int] = {}
+    for n in ir.walk(body):
+        for v in ir.node_uses(n):
+            uses[v] = uses.get(v, 0) + 1
+
+    def go(nodes: list[ir.Node]) -> bool:
+        removed = False
+        keep: list[ir.Node] = []
+        for n in reversed(nodes):
+            if isinstance(n, Op):
+                if n.defn.op == "nop" or (n.is_pure and all(uses.get(v, 0) == 0 for v in n.defs())):
+                    for v in n.uses():
+                        uses[v] -= 1
                     removed = True
                     continue
-                if isinstance(n, ir.If):
-                    go(n.then)
-                    go(n.orelse)
-                    if not n.then and not n.orelse:
-                        removed = True
-                        continue
-                elif isinstance(n, ir.Loop):
-                    go(n.body)
-                keep.append(n)
+            elif isinstance(n, ir.If):
+                if go(n.orelse):
+                    removed = True
+                if go(n.then):
+                    removed = True
+                if not n.then and not n.orelse:
+                    uses[n.cond.value] -= 1
+                    removed = True
+                    continue
+            elif isinstance(n, ir.Loop):
+                if go(n.body):
+                    removed = True
+            keep.append(n)
+        if removed:
+            keep.reverse()
             nodes[:] = keep
+        return removed
 
-        go(body)
-        if not removed:
-            return
+    while go(body):
+        pass
 
 
 # ----------------------------------------------------------------------------- if-conversion
