@@ -196,6 +196,7 @@ def test_metal_runtime_absent_is_reported_not_raised() -> None:
     assert not ok and "macOS" in why
     with pytest.raises(metalrt.MetalError, match="macOS"):
         metalrt.MetalTarget()
+    targets.target_names()  # load the optional runtimes first, so restoring the registry keeps them
     saved = dict(targets._REGISTRY)
     try:
         metalrt.register()

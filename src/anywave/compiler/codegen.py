@@ -19,6 +19,7 @@ miscompile.
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,28 +49,35 @@ def _linearise(body: list[ir.Node]) -> tuple[dict[Value, list[int]], list[tuple[
     locs: list[SourceLoc | None] = []
 
     def ref(v: Value, p: int) -> None:
-        refs.setdefault(v, []).append(p)
+        r = refs.get(v)
+        if r is None:
+            refs[v] = [p]
+        else:
+            r.append(p)
 
     def go(nodes: list[ir.Node]) -> None:
         for n in nodes:
             p = len(locs)
-            locs.append(getattr(n, "loc", None))
             if isinstance(n, Op):
+                locs.append(n.loc)
                 for v in n.uses():
                     ref(v, p)
                 for v in n.defs():
                     ref(v, p)
             elif isinstance(n, ir.If):
+                locs.append(n.loc)
                 ref(n.cond.value, p)
                 go(n.then)
                 locs.append(n.loc)
                 go(n.orelse)
                 locs.append(n.loc)
             elif isinstance(n, ir.Loop):
+                locs.append(n.loc)
                 go(n.body)
                 locs.append(n.loc)
                 loops.append((p, len(locs) - 1))
             else:
+                locs.append(getattr(n, "loc", None))
                 c = getattr(n, "cond", None)
                 if c is not None:
                     ref(c.value, p)
@@ -103,44 +111,62 @@ def allocate(body: list[ir.Node], kernel: str) -> Allocation:
                         rng[1] = max(rng[1], e)
     alloc = Allocation()
     order = sorted(iv, key=lambda v: (iv[v][0], v.id))
-    gpr_free = [True] * LIMITS.max_registers
+    nmax = LIMITS.max_registers
+    gpr_free = [True] * nmax
     prd_free = [True] * LIMITS.num_predicates
-    active: list[tuple[int, Value]] = []
+    # active intervals as a heap on their end: those ending before the next start are freed
+    # (the same set a scan of every active interval frees; only the set matters)
+    active: list[tuple[int, int, Value]] = []
     high = 0
     for v in order:
         start, end = iv[v]
-        still: list[tuple[int, Value]] = []
-        for aend, av in active:
-            if aend < start:
-                if av.type.name == "pred":
-                    prd_free[alloc.pred[av]] = True
-                else:
-                    r = alloc.reg[av]
-                    for k in range(av.type.regs):
-                        gpr_free[r + k] = True
+        while active and active[0][0] < start:
+            _, _, av = heapq.heappop(active)
+            if av.type.name == "pred":
+                prd_free[alloc.pred[av]] = True
             else:
-                still.append((aend, av))
-        active = still
+                r = alloc.reg[av]
+                for k in range(av.type.regs):
+                    gpr_free[r + k] = True
         if v.type.name == "pred":
-            idx = next((i for i, f in enumerate(prd_free) if f), None)
+            idx = _first_fit(prd_free, 1, LIMITS.num_predicates)
             if idx is None:
                 _too_many(kernel, "predicates", LIMITS.num_predicates, locs[start], len(active))
             prd_free[idx] = False
             alloc.pred[v] = idx
         else:
             n = v.type.regs
-            idx = next((i for i in range(LIMITS.max_registers - n + 1)
-                        if all(gpr_free[i + k] for k in range(n))), None)
+            idx = _first_fit(gpr_free, n, nmax)
             if idx is None:
                 _too_many(kernel, "registers", LIMITS.max_registers, locs[start],
-                          sum(a.type.regs for _, a in active))
+                          sum(a.type.regs for _, _, a in active))
             for k in range(n):
                 gpr_free[idx + k] = False
             alloc.reg[v] = idx
             high = max(high, idx + n)
-        active.append((end, v))
+        heapq.heappush(active, (end, v.id, v))
     alloc.registers = max(1, high)
     return alloc
+
+
+def _first_fit(free: list[bool], n: int, limit: int) -> int | None:
+    """Lowest ``i`` with ``free[i:i+n]`` all free and ``i + n <= limit`` (None if none)."""
+    i = 0
+    while True:
+        try:
+            i = free.index(True, i, limit)
+        except ValueError:
+            return None
+        if i + n > limit:
+            return None
+        if n == 1:
+            return i
+        k = 1
+        while k < n and free[i + k]:
+            k += 1
+        if k == n:
+            return i
+        i += k
 
 
 def _too_many(kernel: str, what: str, limit: int, loc: SourceLoc | None, live: int) -> None:
@@ -151,6 +177,21 @@ def _too_many(kernel: str, what: str, limit: int, loc: SourceLoc | None, live: i
         "reuse variables, recompute cheap values, or split the kernel", loc, None, kernel=kernel)
 
 
+_C_REG, _C_PD, _C_PS, _C_DADDR, _C_LADDR, _C_PLAIN = range(6)
+_CODE_OF = {Operand.RD: _C_REG, Operand.RS: _C_REG, Operand.RD64: _C_REG, Operand.RS64: _C_REG,
+            Operand.RD128: _C_REG, Operand.RS128: _C_REG, Operand.PD: _C_PD, Operand.PS: _C_PS,
+            Operand.DADDR: _C_DADDR, Operand.DADDR64: _C_DADDR, Operand.LADDR: _C_LADDR}
+#: per instruction record (keyed by id(defn)): how each operand is lowered
+_CODES: dict[int, tuple[int, ...]] = {}
+
+
+def _codes(d: Any) -> tuple[int, ...]:
+    r = _CODES.get(id(d))
+    if r is None:
+        r = _CODES[id(d)] = tuple(_CODE_OF.get(k, _C_PLAIN) for k in d.operands)
+    return r
+
+
 def emit(body: list[ir.Node], alloc: Allocation) -> tuple[list[Instruction], Capability]:
     """Lower the allocated IR to instructions (every one carries its source location)."""
     out: list[Instruction] = []
@@ -159,26 +200,29 @@ def emit(body: list[ir.Node], alloc: Allocation) -> tuple[list[Instruction], Cap
     def pred(pu: PredUse) -> Pred:
         return Pred(alloc.pred[pu.value], pu.negated)
 
-    def operand(kind: Operand, v: Any) -> Any:
-        if kind in (Operand.RD, Operand.RS, Operand.RD64, Operand.RS64, Operand.RD128, Operand.RS128):
-            return alloc.reg[v]
-        if kind is Operand.PD:
-            return alloc.pred[v]
-        if kind is Operand.PS:
-            return pred(v)
-        if kind in (Operand.DADDR, Operand.DADDR64):
+    reg = alloc.reg
+    prd = alloc.pred
+
+    def operand(code: int, v: Any) -> Any:
+        if code == _C_REG:
+            return reg[v]
+        if code == _C_PD:
+            return prd[v]
+        if code == _C_PS:
+            return Pred(prd[v.value], v.negated)
+        if code == _C_DADDR:
             assert isinstance(v, DevAddr)
-            return DeviceAddr(v.buffer, alloc.reg[v.offset], v.imm)
-        if kind is Operand.LADDR:
+            return DeviceAddr(v.buffer, reg[v.offset], v.imm)
+        if code == _C_LADDR:
             assert isinstance(v, LocAddr)
-            return LocalAddr(alloc.reg[v.offset], v.imm)
+            return LocalAddr(reg[v.offset], v.imm)
         return v
 
     def go(nodes: list[ir.Node]) -> None:
         nonlocal caps
         for n in nodes:
             if isinstance(n, Op):
-                ops = tuple(operand(k, v) for k, v in zip(n.defn.operands, n.operands, strict=True))
+                ops = tuple([operand(c, v) for c, v in zip(_codes(n.defn), n.operands, strict=True)])
                 out.append(Instruction(n.defn, ops, pred(n.guard) if n.guard else None, n.loc))
                 caps |= n.defn.capability
             elif isinstance(n, ir.If):

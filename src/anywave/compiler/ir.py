@@ -106,16 +106,23 @@ class Op:
     def mnemonic(self) -> str:
         return self.defn.mnemonic
 
-    def defs(self) -> list[Value]:
-        ops = self.operands
-        n = len(ops)
-        return [ops[i] for i in _shape(self.defn)[0] if i < n]
+    #: (defn, operands, guard, defs, uses) as last computed: passes ask for an instruction's
+    #: defs and uses many times between changes; the operand list is never modified in place
+    #: (every change assigns a new list), so identity of the three inputs tells a valid entry
+    _du: tuple[Any, ...] | None = field(default=None, init=False, repr=False)
 
-    def uses(self) -> list[Value]:
-        out: list[Value] = []
+    def _defs_uses(self) -> tuple[Any, ...]:
+        c = self._du
+        d = self.defn
         ops = self.operands
+        g = self.guard
+        if c is not None and c[0] is d and c[1] is ops and c[2] is g:
+            return c
         n = len(ops)
-        for i in _shape(self.defn)[1]:
+        sh = _SHAPE.get(id(d)) or _shape(d)
+        defs = [ops[i] for i in sh[0] if i < n]
+        out: list[Value] = []
+        for i in sh[1]:
             if i >= n:
                 break
             v = ops[i]
@@ -125,13 +132,61 @@ class Op:
                 out.append(v.value)
             elif isinstance(v, (DevAddr, LocAddr)):
                 out.append(v.offset)
-        if self.guard is not None:
-            out.append(self.guard.value)
-        return out
+        if g is not None:
+            out.append(g.value)
+        c = self._du = (d, ops, g, defs, out)
+        return c
+
+    def defs(self) -> list[Value]:
+        """Values written, in operand order (a shared list: do not modify it)."""
+        return self._defs_uses()[3]
+
+    def uses(self) -> list[Value]:
+        """Values read — registers, predicates, address offsets, the guard (a shared list:
+        do not modify it)."""
+        return self._defs_uses()[4]
 
     def replace_uses(self, mapping: dict[Value, Value]) -> None:
         if not mapping:
             return
+        ops = self.operands
+        if len(ops) > len(self.defn.operands):
+            self._replace_uses_slow(mapping)
+            return
+        new: list[Any] | None = None  # copied on the first replacement only
+        for i in _shape(self.defn)[1]:
+            if i >= len(ops):
+                break
+            v = ops[i]
+            if isinstance(v, Value):
+                r = mapping.get(v)
+                if r is None:
+                    continue
+            elif isinstance(v, PredUse):
+                if v.value not in mapping:
+                    continue
+                r = PredUse(mapping[v.value], v.negated)
+            elif isinstance(v, DevAddr):
+                if v.offset not in mapping:
+                    continue
+                r = DevAddr(v.buffer, mapping[v.offset], v.imm)
+            elif isinstance(v, LocAddr):
+                if v.offset not in mapping:
+                    continue
+                r = LocAddr(mapping[v.offset], v.imm)
+            else:
+                continue
+            if new is None:
+                new = list(ops)
+            new[i] = r
+        if new is not None:
+            self.operands = new
+        if self.guard is not None and self.guard.value in mapping:
+            self.guard = PredUse(mapping[self.guard.value], self.guard.negated)
+
+    def _replace_uses_slow(self, mapping: dict[Value, Value]) -> None:
+        """:meth:`replace_uses` for an operand list longer than the record's (extra operands
+        are dropped, as ``zip`` drops them)."""
         new: list[Any] = []
         for k, v in zip(self.defn.operands, self.operands, strict=False):
             if not k.is_dest:

@@ -118,18 +118,39 @@ def _evaluate(op: Op, consts: dict[Value, int], pconsts: dict[Value, bool]) -> i
 
 # ----------------------------------------------------------------------------- folding
 
+#: per instruction record (keyed by id(defn)): _SKIP, _PCONST (``setp.true``/``setp.false``)
+#: or _CANDIDATE (foldable when its operands are constants) — a property of the record alone
+_FOLD_KIND: dict[int, int] = {}
+_SKIP, _PCONST, _CANDIDATE = range(3)
+
+
+def _fold_kind(n: Op) -> int:
+    d = n.defn
+    r = _FOLD_KIND.get(id(d))
+    if r is None:
+        if d.op in ("setp_const",) or d.mnemonic in ("setp.true", "setp.false"):
+            r = _PCONST
+        elif d.category not in _FOLDABLE or d.determinism is Determinism.APPROX or not n.is_pure:
+            r = _SKIP
+        else:
+            r = _CANDIDATE
+        _FOLD_KIND[id(d)] = r
+    return r
+
+
 def fold_constants(body: list[ir.Node]) -> None:
     consts = _consts(body)
     pconsts: dict[Value, bool] = {}
     for n in ir.walk(body):
         if not isinstance(n, Op) or n.guard is not None:
             continue
+        kind = _fold_kind(n)
+        if kind == _SKIP:
+            continue
         d = n.defn
-        if d.op in ("setp_const",) or d.mnemonic in ("setp.true", "setp.false"):
+        if kind == _PCONST:
             if not n.operands[0].is_var:
                 pconsts[n.operands[0]] = d.mnemonic == "setp.true"
-            continue
-        if d.category not in _FOLDABLE or d.determinism is Determinism.APPROX or not n.is_pure:
             continue
         defs = n.defs()
         if len(defs) != 1 or defs[0].is_var:
@@ -328,10 +349,13 @@ def cse(body: list[ir.Node]) -> None:
             version[v] = counter[0]
 
     def key_of(n: Op) -> tuple[Any, ...] | None:
-        parts: list[Any] = [n.defn.opcode]
-        for k, v in zip(n.defn.operands, n.operands, strict=True):
-            if k.is_dest:
-                continue
+        d = n.defn
+        ops = n.operands
+        parts: list[Any] = [d.opcode]
+        if len(ops) != len(d.operands):
+            raise ValueError(f"{d.mnemonic}: {len(ops)} operands, the record has {len(d.operands)}")
+        for i in ir._shape(d)[1]:
+            v = ops[i]
             if isinstance(v, Value):
                 v = mapping.get(v, v)
                 parts.append((v.id, version.get(v, 0)))
@@ -371,7 +395,8 @@ def cse(body: list[ir.Node]) -> None:
                             continue
                         log.append((key, prev))
                         table[key] = defs[0]
-                bump({v for v in defs if v.is_var})
+                if defs and (defs[0].is_var or len(defs) > 1):
+                    bump({v for v in defs if v.is_var})
             elif isinstance(n, ir.If):
                 c = n.cond
                 if c.value in mapping:
@@ -460,35 +485,45 @@ def dce(body: list[ir.Node]) -> None:
         for v in ir.node_uses(n):
             uses[v] = uses.get(v, 0) + 1
 
-    def go(nodes: list[ir.Node]) -> bool:
-        removed = False
+    def go(nodes: list[ir.Node], passed: set[Value]) -> tuple[bool, bool]:
+        """One reverse sweep of ``nodes``: (removed anything, a value defined by a node
+        already swept lost its last use — only then can another sweep remove more)."""
+        removed = again = False
         keep: list[ir.Node] = []
         for n in reversed(nodes):
             if isinstance(n, Op):
-                if n.defn.op == "nop" or (n.is_pure and all(uses.get(v, 0) == 0 for v in n.defs())):
+                defs = n.defs()
+                if n.defn.op == "nop" or (n.is_pure and all(uses.get(v, 0) == 0 for v in defs)):
                     for v in n.uses():
                         uses[v] -= 1
+                        if uses[v] == 0 and v in passed:
+                            again = True
                     removed = True
                     continue
+                passed.update(defs)
             elif isinstance(n, ir.If):
-                if go(n.orelse):
-                    removed = True
-                if go(n.then):
-                    removed = True
+                for region in (n.orelse, n.then):
+                    r, a = go(region, passed)
+                    removed = removed or r
+                    again = again or a
                 if not n.then and not n.orelse:
-                    uses[n.cond.value] -= 1
+                    v = n.cond.value
+                    uses[v] -= 1
+                    if uses[v] == 0 and v in passed:
+                        again = True
                     removed = True
                     continue
             elif isinstance(n, ir.Loop):
-                if go(n.body):
-                    removed = True
+                r, a = go(n.body, passed)
+                removed = removed or r
+                again = again or a
             keep.append(n)
         if removed:
             keep.reverse()
             nodes[:] = keep
-        return removed
+        return removed, again
 
-    while go(body):
+    while go(body, set())[1]:
         pass
 
 

@@ -17,6 +17,7 @@ kernel it builds the NumPy scalar (``aw.f32(1.5)`` is ``np.float32(1.5)``).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import ml_dtypes
@@ -40,15 +41,15 @@ class DType:
     scalar: ScalarType
     np_dtype: Any
 
-    @property
+    @cached_property  # immutable: computed once per type (the compiler asks often)
     def bits(self) -> int:
         return self.scalar.bits if self.name != "bool" else 32
 
-    @property
+    @cached_property  # immutable: computed once per type (the compiler asks often)
     def is_float(self) -> bool:
         return self.scalar.is_float
 
-    @property
+    @cached_property  # immutable: computed once per type (the compiler asks often)
     def is_int(self) -> bool:
         return not self.is_float and self.name not in ("bool", "pred")
 
@@ -60,7 +61,7 @@ class DType:
     def is_bool(self) -> bool:
         return self.name in ("bool", "pred")
 
-    @property
+    @cached_property  # immutable: computed once per type (the compiler asks often)
     def regs(self) -> int:
         """32-bit registers a value occupies (0 for predicates)."""
         if self.name == "pred":
@@ -101,13 +102,12 @@ BY_NAME = {t.name: t for t in (*VALUE_TYPES, *NARROW_TYPES)}
 BY_NAME["bool_"] = bool_
 
 
+_WIDENED = {i8: i32, i16: i32, u8: u32, u16: u32}
+
+
 def value_type_of_element(t: DType) -> DType:
     """The register type a load of element type ``t`` produces (narrow ints widen)."""
-    if t in (i8, i16):
-        return i32
-    if t in (u8, u16):
-        return u32
-    return t
+    return _WIDENED.get(t, t)
 
 
 def from_numpy(dt: Any) -> DType | None:
