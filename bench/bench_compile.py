@@ -1,6 +1,7 @@
 """Compile time per kernel (goal: <= 50 ms each), uncached.
 
 Usage: python bench/bench_compile.py [--repeat N] [--out bench/results/compile_DATE.json]
+       [--baseline EARLIER.json]  (records each kernel's earlier figure beside the new one)
 
 Compiles every kernel of the example library ``anywave.kernels`` (with representative
 compile-time constants: the defaults plus the variants the wrappers use) and every kernel
@@ -65,7 +66,12 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--out", default=None)
+    ap.add_argument("--baseline", default=None,
+                    help="an earlier results file: its figure of each kernel is recorded as before_ms")
     a = ap.parse_args()
+    before: dict[str, float] = {}
+    if a.baseline:
+        before = {r["kernel"]: r["compile_ms"] for r in json.loads(Path(a.baseline).read_text())["results"]}
     os.environ["ANYWAVE_NO_DISK_CACHE"] = "1"
     from anywave.compiler.kernel import KernelFunction
 
@@ -94,14 +100,19 @@ def main() -> int:
         results.append({"kernel": name, "library": name.startswith("kernels."),
                         "compile_ms": round(best * 1e3, 3), "instructions": len(k.code),
                         "registers": k.registers})
+        if name in before:
+            results[-1]["before_ms"] = before[name]
         print(f"{name:56s} {best * 1e3:8.2f} ms  {len(k.code):5d} instructions  {k.registers:3d} registers")
     try:
         commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True,
                                 check=False).stdout.strip()
+        dirty = bool(subprocess.run(["git", "status", "--porcelain", "--", "src"], cwd=ROOT, capture_output=True,
+                                    text=True, check=False).stdout.strip())
     except OSError:
-        commit = "unknown"
+        commit, dirty = "unknown", False
     doc = {"benchmark": "compile time per kernel (best of N, uncached)", "goal_ms": 50,
            "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), "commit": commit,
+           "src_modified": dirty, "baseline": a.baseline,
            "machine": {"platform": platform.platform(), "processor": platform.processor(),
                        "python": platform.python_version(), "cpus": os.cpu_count()},
            "repeat": a.repeat, "results": results,

@@ -196,6 +196,7 @@ def emit(body: list[ir.Node], alloc: Allocation) -> tuple[list[Instruction], Cap
     """Lower the allocated IR to instructions (every one carries its source location)."""
     out: list[Instruction] = []
     caps = Capability.NONE
+    cap_ids: dict[int, Capability] = {}
 
     def pred(pu: PredUse) -> Pred:
         return Pred(alloc.pred[pu.value], pu.negated)
@@ -219,12 +220,12 @@ def emit(body: list[ir.Node], alloc: Allocation) -> tuple[list[Instruction], Cap
         return v
 
     def go(nodes: list[ir.Node]) -> None:
-        nonlocal caps
         for n in nodes:
             if isinstance(n, Op):
-                ops = tuple([operand(c, v) for c, v in zip(_codes(n.defn), n.operands, strict=True)])
+                ops = tuple([reg[v] if c == _C_REG else operand(c, v)
+                             for c, v in zip(_codes(n.defn), n.operands, strict=True)])
                 out.append(Instruction(n.defn, ops, pred(n.guard) if n.guard else None, n.loc))
-                caps |= n.defn.capability
+                cap_ids[id(n.defn)] = n.defn.capability
             elif isinstance(n, ir.If):
                 out.append(Instruction.make("if", pred(n.cond), loc=n.loc))
                 go(n.then)
@@ -241,4 +242,6 @@ def emit(body: list[ir.Node], alloc: Allocation) -> tuple[list[Instruction], Cap
                 out.append(Instruction.make(name, guard=pred(n.cond) if n.cond else None, loc=n.loc))
 
     go(body)
+    for c in cap_ids.values():  # OR once per distinct record (enum.Flag ``|`` is slow)
+        caps |= c
     return out, caps

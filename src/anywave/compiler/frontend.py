@@ -95,6 +95,9 @@ class FuncSource:
     first_line: int
     lines: list[str]
     col_offset: int = 0
+    #: (line, col) -> SourceLoc: every instruction of a statement carries the same
+    #: (immutable) location object instead of a new one each
+    _locs: dict[tuple[int, int], SourceLoc] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def of(cls, fn: Callable[..., Any]) -> FuncSource:
@@ -119,7 +122,11 @@ class FuncSource:
     def loc(self, node: ast.AST) -> SourceLoc:
         line = getattr(node, "lineno", 1)
         col = getattr(node, "col_offset", 0)
-        return SourceLoc(self.file, self.first_line + line - 1, col + 1 + self.col_offset)
+        r = self._locs.get((line, col))
+        if r is None:
+            r = self._locs[(line, col)] = SourceLoc(self.file, self.first_line + line - 1,
+                                                    col + 1 + self.col_offset)
+        return r
 
     def error(self, node: ast.AST | None, message: str) -> CompileError:
         if node is None or not hasattr(node, "lineno"):
@@ -159,6 +166,10 @@ class _Terminated(Exception):
 
 
 # ----------------------------------------------------------------------------- the visitor
+
+#: node class -> the ``Frontend.visit_<Class>`` function (None: unsupported), filled on demand
+_VISITORS: dict[type, Any] = {}
+
 
 class Frontend(ast.NodeVisitor):
     """Translates one kernel (and the ``@aw.func`` functions it calls, inlined) to IR.
@@ -457,11 +468,14 @@ class Frontend(ast.NodeVisitor):
         if isinstance(node, (ast.stmt, ast.expr)):
             self.node = node
         try:
-            method = getattr(self, "visit_" + type(node).__name__, None)
+            t = type(node)
+            method = _VISITORS.get(t, _VISITORS)
+            if method is _VISITORS:  # not looked up yet for this node class
+                method = _VISITORS[t] = getattr(Frontend, "visit_" + t.__name__, None)
             if method is None:
                 raise self.err(node, f"{_construct(node)} is not supported in a kernel"
                                + _supported_hint(node))
-            return method(node)
+            return method(self, node)
         finally:
             self.node = prev
 

@@ -153,6 +153,8 @@ class Op:
         if len(ops) > len(self.defn.operands):
             self._replace_uses_slow(mapping)
             return
+        if mapping.keys().isdisjoint(self.uses()):  # the usual case: nothing to replace
+            return
         new: list[Any] | None = None  # copied on the first replacement only
         for i in _shape(self.defn)[1]:
             if i >= len(ops):

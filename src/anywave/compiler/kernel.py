@@ -60,6 +60,7 @@ class Func:
         self.__name__ = fn.__name__
         self.__wrapped__ = fn
         self._source: FuncSource | None = None
+        self._defaults: tuple[Any, Any, dict[str, Any]] | None = None
 
     @property
     def source(self) -> FuncSource:
@@ -68,8 +69,16 @@ class Func:
         return self._source
 
     def defaults(self) -> dict[str, Any]:
-        sig = inspect.signature(self.fn)
-        return {k: p.default for k, p in sig.parameters.items() if p.default is not inspect.Parameter.empty}
+        """Parameter defaults by name (a fresh dict; computed once per state of the
+        function's ``__defaults__``/``__kwdefaults__`` — it is inlined at every call site)."""
+        fn = self.fn
+        d, kd = getattr(fn, "__defaults__", None), getattr(fn, "__kwdefaults__", None)
+        c = self._defaults
+        if c is None or c[0] is not d or c[1] is not kd:
+            sig = inspect.signature(fn)
+            c = self._defaults = (d, kd, {k: p.default for k, p in sig.parameters.items()
+                                          if p.default is not inspect.Parameter.empty})
+        return dict(c[2])
 
     def annotations(self) -> dict[str, Any]:
         return _eval_annotations(self.fn)

@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 import numpy as np
@@ -130,12 +131,19 @@ def _fold_kind(n: Op) -> int:
     if r is None:
         if d.op in ("setp_const",) or d.mnemonic in ("setp.true", "setp.false"):
             r = _PCONST
-        elif d.category not in _FOLDABLE or d.determinism is Determinism.APPROX or not n.is_pure:
+        elif (d.category not in _FOLDABLE or d.determinism is Determinism.APPROX or not n.is_pure
+              or any(k in (Operand.RS128, Operand.RD128) for k in d.operands)):
             r = _SKIP
         else:
             r = _CANDIDATE
+            _FOLD_SRC[id(d)] = (tuple(i for i, k in enumerate(d.operands) if k in (Operand.RS, Operand.RS64)),
+                                tuple(i for i, k in enumerate(d.operands) if k is Operand.PS))
         _FOLD_KIND[id(d)] = r
     return r
+
+
+#: per candidate record: (indices of register sources, indices of predicate sources)
+_FOLD_SRC: dict[int, tuple[tuple[int, ...], tuple[int, ...]]] = {}
 
 
 def fold_constants(body: list[ir.Node]) -> None:
@@ -144,7 +152,9 @@ def fold_constants(body: list[ir.Node]) -> None:
     for n in ir.walk(body):
         if not isinstance(n, Op) or n.guard is not None:
             continue
-        kind = _fold_kind(n)
+        kind = _FOLD_KIND.get(id(n.defn))
+        if kind is None:
+            kind = _fold_kind(n)
         if kind == _SKIP:
             continue
         d = n.defn
@@ -155,15 +165,11 @@ def fold_constants(body: list[ir.Node]) -> None:
         defs = n.defs()
         if len(defs) != 1 or defs[0].is_var:
             continue
-        ok = True
-        for k, v in zip(d.operands, n.operands, strict=True):
-            if k in (Operand.RS, Operand.RS64) and v not in consts:
-                ok = False
-            elif k is Operand.PS and v.value not in pconsts:
-                ok = False
-            elif k in (Operand.RS128, Operand.RD128):
-                ok = False
-        if not ok:
+        ops = n.operands
+        if len(ops) != len(d.operands):
+            raise ValueError(f"{d.mnemonic}: {len(ops)} operands, the record has {len(d.operands)}")
+        rs, ps = _FOLD_SRC[id(d)]
+        if not (all(ops[i] in consts for i in rs) and all(ops[i].value in pconsts for i in ps)):
             continue
         bits = _evaluate(n, consts, pconsts)
         if bits is None:
@@ -196,7 +202,7 @@ def strength_reduce(body: list[ir.Node]) -> list[ir.Node]:
                 n.orelse = go(n.orelse)
             elif isinstance(n, ir.Loop):
                 n.body = go(n.body)
-            elif isinstance(n, Op) and n.guard is None:
+            elif isinstance(n, Op) and n.guard is None and _SR_CAND.get(id(n.defn), n) is not None:
                 rep = _reduce(n, consts)
                 if rep is not None:
                     out.extend(rep)
@@ -207,14 +213,30 @@ def strength_reduce(body: list[ir.Node]) -> list[ir.Node]:
     return go(body)
 
 
+#: per instruction record (keyed by id(defn)): (operation, type) when strength reduction may
+#: apply to it (``mul``/``div``/``rem``/``add`` on an integer type), else None
+_SR_CAND: dict[int, tuple[str, str] | None] = {}
+
+
+def _sr_candidate(d: Any) -> tuple[str, str] | None:
+    try:
+        return _SR_CAND[id(d)]
+    except KeyError:
+        pass
+    parts = d.mnemonic.split(".")
+    r = None
+    if len(parts) == 2 and parts[0] in ("mul", "div", "rem", "add") and parts[1][0] in "iu":
+        r = (parts[0], parts[1])
+    _SR_CAND[id(d)] = r
+    return r
+
+
 def _reduce(n: Op, consts: dict[Value, int]) -> list[ir.Node] | None:
-    m = n.mnemonic
-    parts = m.split(".")
-    if len(parts) != 2 or parts[0] not in ("mul", "div", "rem", "add") or len(n.operands) != 3:
+    cand = _sr_candidate(n.defn)
+    if cand is None or len(n.operands) != 3:
         return None
+    parts = cand
     t = parts[1]
-    if t[0] not in "iu":
-        return None
     width = int(t[1:])
     d, a, b = n.operands
     if parts[0] in ("mul", "add") and a in consts and b not in consts:
@@ -380,13 +402,17 @@ def cse(body: list[ir.Node]) -> None:
             else:
                 table[k] = old
 
-    def go(nodes: list[ir.Node]) -> None:
+    def go(nodes: list[ir.Node]) -> set[Value]:
+        """CSE over ``nodes``; returns the variables the region assigns (nested regions
+        included: what :func:`_region_vars` gives — CSE never removes a variable's
+        definition, so the set is the same before and after the visit)."""
         keep: list[ir.Node] = []
+        assigned: set[Value] = set()
         for n in nodes:
             if isinstance(n, Op):
                 n.replace_uses(mapping)
                 defs = n.defs()
-                if n.is_pure and n.guard is None and len(defs) == 1 and not defs[0].is_var:
+                if len(defs) == 1 and not defs[0].is_var and n.guard is None and n.is_pure:
                     key = key_of(n)
                     if key is not None:
                         prev = table.get(key)
@@ -395,21 +421,22 @@ def cse(body: list[ir.Node]) -> None:
                             continue
                         log.append((key, prev))
                         table[key] = defs[0]
-                if defs and (defs[0].is_var or len(defs) > 1):
-                    bump({v for v in defs if v.is_var})
+                elif defs:
+                    vs = {v for v in defs if v.is_var}
+                    if vs:
+                        bump(vs)
+                        assigned |= vs
             elif isinstance(n, ir.If):
                 c = n.cond
                 if c.value in mapping:
                     n.cond = PredUse(mapping[c.value], c.negated)
-                # the regions' var sets are taken before visiting them (CSE only removes
-                # temporaries' definitions, never a variable's)
-                changed = _region_vars(n.then, memo) | _region_vars(n.orelse, memo)
                 mark = len(log)
-                go(n.then)
+                changed = go(n.then)
                 undo(mark)
-                go(n.orelse)
+                changed = changed | go(n.orelse)
                 undo(mark)
                 bump(changed)
+                assigned |= changed
             elif isinstance(n, ir.Loop):
                 inside = _region_vars(n.body, memo)
                 bump(inside)
@@ -417,12 +444,15 @@ def cse(body: list[ir.Node]) -> None:
                 go(n.body)
                 undo(mark)
                 bump(inside)
+                assigned |= inside
             else:
                 c = getattr(n, "cond", None)
                 if c is not None and c.value in mapping:
                     n.cond = PredUse(mapping[c.value], c.negated)  # type: ignore[union-attr]
             keep.append(n)
-        nodes[:] = keep
+        if len(keep) != len(nodes):
+            nodes[:] = keep
+        return assigned
 
     go(body)
     if mapping:
@@ -479,11 +509,18 @@ def dce(body: list[ir.Node]) -> None:
     Use counts are computed once and decremented as nodes go; each sweep visits the body in
     reverse program order, so a chain of dead temporaries (defined before use) goes in one
     sweep. Removability only grows as nodes go, so the result is the same greatest fixed
-    point as re-counting after every sweep, in O(nodes) per sweep (usually two sweeps)."""
-    uses: dict[Value, int] = {}
+    point as re-counting after every sweep, in O(nodes) per sweep. Another sweep runs only
+    when a value defined by a node already swept lost its last use (a variable assigned
+    after its use in a loop), so usually there is one."""
+    flat: list[Value] = []
     for n in ir.walk(body):
-        for v in ir.node_uses(n):
-            uses[v] = uses.get(v, 0) + 1
+        if isinstance(n, Op):
+            flat.extend(n.uses())
+        else:
+            c = getattr(n, "cond", None)
+            if c is not None:
+                flat.append(c.value)
+    uses: dict[Value, int] = Counter(flat)
 
     def go(nodes: list[ir.Node], passed: set[Value]) -> tuple[bool, bool]:
         """One reverse sweep of ``nodes``: (removed anything, a value defined by a node
@@ -493,7 +530,14 @@ def dce(body: list[ir.Node]) -> None:
         for n in reversed(nodes):
             if isinstance(n, Op):
                 defs = n.defs()
-                if n.defn.op == "nop" or (n.is_pure and all(uses.get(v, 0) == 0 for v in defs)):
+                dead = n.defn.op == "nop"
+                if not dead and n.is_pure:
+                    dead = True
+                    for v in defs:
+                        if uses.get(v):
+                            dead = False
+                            break
+                if dead:
                     for v in n.uses():
                         uses[v] -= 1
                         if uses[v] == 0 and v in passed:
