@@ -313,7 +313,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The top-level parser with every registered subcommand."""
     parser = argparse.ArgumentParser(
         prog="anywave",
-        description="WAVE toolchain: assemble, disassemble, validate and inspect WAVE kernels.")
+        description="WAVE toolchain: compile, assemble, inspect, translate and run WAVE kernels.")
     parser.add_argument("--version", action="version", version=f"anywave {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for provider in COMMANDS:
