@@ -72,3 +72,9 @@ class EmulationError(WaveError):
     """A kernel did something the spec makes an error (out-of-bounds access, divergent
     barrier, data race in checked mode ...). The message names the kernel, the
     instruction, its source line when the debug table has it, and the threads."""
+
+
+class LaunchConfigError(WaveError, ValueError):
+    """A launch a target cannot run as asked: a grid or workgroup shape, wave width, local
+    memory size or argument outside what the kernel or the target allows. The message names
+    the value and the limit. (Also a ValueError, for callers that catch bad arguments.)"""

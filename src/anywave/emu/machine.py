@@ -30,7 +30,7 @@ from anywave.binary.module import Instruction, Kernel, Module
 from anywave.emu.alu import BIT_OPS, FLOAT_OPS, INT_OPS, OTHER_OPS, Run, _pred_op
 from anywave.emu.memory import MEMORY_OPS, RaceShadow
 from anywave.emu.waveops import WAVE_OPS
-from anywave.errors import EmulationError
+from anywave.errors import EmulationError, LaunchConfigError
 from anywave.isa.table import Category, InstrDef
 from anywave.isa.types import LIMITS, Access, ScalarType, SpecialRegister
 
@@ -95,34 +95,34 @@ def check_launch(kernel: Kernel, grid: tuple[int, int, int], wg: tuple[int, int,
     memory ≤ ``limits.max_local_memory``.
 
     Raises:
-        ValueError: naming the offending value and the limit.
+        LaunchConfigError (a ValueError): naming the offending value and the limit.
     """
     for what, dims in (("grid", grid), ("workgroup", wg)):
         for axis, v in zip("xyz", dims, strict=True):
             if v < 1:
-                raise ValueError(f"{what} dimension {axis} = {v}: must be at least 1")
+                raise LaunchConfigError(f"{what} dimension {axis} = {v}: must be at least 1")
     for axis, g, s in zip("xyz", grid, wg, strict=True):
         if g >= _U32_LIMIT:
-            raise ValueError(f"grid dimension {axis} = {g} workgroups does not fit in 32 bits "
+            raise LaunchConfigError(f"grid dimension {axis} = {g} workgroups does not fit in 32 bits "
                              f"(sr_grid_size_{axis} is a u32; at most {_U32_LIMIT - 1})")
         if g * s > _U32_LIMIT:
-            raise ValueError(f"grid {axis} = {g} workgroups of {s} threads = {g * s} threads along {axis}: "
+            raise LaunchConfigError(f"grid {axis} = {g} workgroups of {s} threads = {g * s} threads along {axis}: "
                              f"global ids would not fit in 32 bits (grid*workgroup along one dimension "
                              f"must be at most 2^32 = {_U32_LIMIT}; spec §3.3)")
     T = wg[0] * wg[1] * wg[2]
     if kernel.workgroup_size is not None and tuple(kernel.workgroup_size) != wg:
-        raise ValueError(f"kernel {kernel.name!r} requires workgroup size {tuple(kernel.workgroup_size)}, "
+        raise LaunchConfigError(f"kernel {kernel.name!r} requires workgroup size {tuple(kernel.workgroup_size)}, "
                          f"got {wg}")
     if kernel.max_workgroup_size is not None and T > kernel.max_workgroup_size:
-        raise ValueError(f"workgroup {wg} has {T} threads; kernel {kernel.name!r} allows at most "
+        raise LaunchConfigError(f"workgroup {wg} has {T} threads; kernel {kernel.name!r} allows at most "
                          f"{kernel.max_workgroup_size}")
     if T > limits.max_workgroup_size:
-        raise ValueError(f"workgroup {wg} has {T} threads; the emulator's max workgroup size is "
-                         f"{limits.max_workgroup_size} (max_workgroup_size=)")
+        raise LaunchConfigError(f"workgroup {wg} has {T} threads; the emulator's max workgroup size is "
+                         f"{limits.max_workgroup_size} (raise it with emulate(..., max_workgroup_size=N))")
     if kernel.local_memory > limits.max_local_memory:
-        raise ValueError(f"kernel {kernel.name!r} declares {kernel.local_memory} bytes of local memory; the "
+        raise LaunchConfigError(f"kernel {kernel.name!r} declares {kernel.local_memory} bytes of local memory; the "
                          f"emulator provides at most {limits.max_local_memory} bytes per workgroup "
-                         f"(max_local_memory=)")
+                         f"(raise it with emulate(..., max_local_memory=N))")
 
 
 @dataclass
@@ -456,7 +456,7 @@ def _dims(value: int | Sequence[int], what: str) -> tuple[int, int, int]:
     except (TypeError, ValueError):
         raise TypeError(f"{what} must be an int or 1-3 ints, got {value!r}") from None
     if not 1 <= len(vals) <= 3 or any(v < 1 for v in vals):
-        raise ValueError(f"{what} must be 1-3 positive ints, got {tuple(vals)}")
+        raise LaunchConfigError(f"{what} must be 1-3 positive ints, got {tuple(vals)}")
     return tuple(vals + [1] * (3 - len(vals)))  # type: ignore[return-value]
 
 
@@ -1026,7 +1026,7 @@ def emulate(program: Module | bytes | str | os.PathLike[str], kernel: str, *,
     except KeyError as e:
         raise ValueError(str(e.args[0])) from None
     if wave_width not in LIMITS.wave_widths:
-        raise ValueError(f"wave_width {wave_width!r} is not supported; valid: {LIMITS.wave_widths}")
+        raise LaunchConfigError(f"wave_width {wave_width!r} is not supported; valid: {LIMITS.wave_widths}")
     g = _dims(grid, "grid")
     wg = _dims(workgroup, "workgroup")
     T = wg[0] * wg[1] * wg[2]

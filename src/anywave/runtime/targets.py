@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from anywave.errors import WaveError
+from anywave.errors import LaunchConfigError, WaveError
 from anywave.isa.types import LIMITS, Capability
 
 
@@ -187,7 +187,7 @@ class EmulatorTarget:
 
     def __init__(self, wave_width: int = 32, check: bool = False) -> None:
         if wave_width not in LIMITS.wave_widths:
-            raise ValueError(f"wave_width must be one of {LIMITS.wave_widths}, got {wave_width!r}")
+            raise LaunchConfigError(f"wave_width must be one of {LIMITS.wave_widths}, got {wave_width!r}")
         self.check = check
         caps = Capability.NONE
         for c in Capability.names().values():
