@@ -98,24 +98,38 @@ def _first_mismatch(name: str, exp: np.ndarray, got: np.ndarray, how: Any) -> st
 
 def run_group_child(group: str, out_json: str, device: int) -> None:
     """Run one conformance group on CUDA and the emulator; write per-case results."""
-    from anywave.conformance import assemble_group, kernel_name, load_cases, run_case
-    from anywave.emu import emulate
     from anywave.runtime.cuda import CudaTarget, cuda_runner
 
     target = CudaTarget(device)
-    runner = cuda_runner(target)
-    results = []
+    run_group_cases(group, cuda_runner(target), target.load, out_json)
+
+
+def run_group_cases(group: str, runner: Any, load: Any, out_json: str, label: str = "cuda",
+                    extra: Any = None) -> None:
+    """Run every case of ``group`` through ``runner`` (after ``load(module)``, timed as the
+    compile), judge it with the suite's comparison, compare each exact-class output bit for bit
+    with the emulator at the same W, and write ``{"results", "compile_s", **extra(module)}`` to
+    ``out_json``. One case's failure never stops the group."""
+    from anywave.conformance import assemble_group, kernel_name, load_cases, run_case
+    from anywave.emu import emulate
+
+    results: list[dict[str, Any]] = []
     module = assemble_group(group)
     compile_s = None
+
+    def write() -> None:
+        Path(out_json).write_text(json.dumps({"results": results, "compile_s": compile_s,
+                                              **(extra(module) if extra else {})}))
+
     try:
         t0 = time.perf_counter()
-        target.load(module)
+        load(module)
         compile_s = time.perf_counter() - t0
     except Exception as e:  # noqa: BLE001
         for c in load_cases([group]):
-            results.append({"case": c.name, "group": group, "status": "error",
-                            "message": f"module load failed: {type(e).__name__}: {e}", "emulator_match": None})
-        Path(out_json).write_text(json.dumps({"results": results, "compile_s": compile_s}))
+            results.append({"case": c.name, "group": group, "status": "error", "emulator_match": None,
+                            "message": f"module load failed: {type(e).__name__}: {e}"[:4000]})
+        write()
         return
     for case in load_cases([group]):
         entry: dict[str, Any] = {"case": case.name, "group": group}
@@ -127,18 +141,18 @@ def run_group_child(group: str, out_json: str, device: int) -> None:
                 results.append(entry)
                 continue
             # bit-for-bit against the emulator at the same W
-            a_cuda = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in case.args.items()}
+            a_dev = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in case.args.items()}
             a_emu = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in case.args.items()}
-            runner(module, kernel_name(case), case.grid, case.workgroup, a_cuda, W)
+            runner(module, kernel_name(case), case.grid, case.workgroup, a_dev, W)
             emulate(module, kernel_name(case), grid=case.grid, workgroup=case.workgroup, args=a_emu, wave_width=W)
             mism = []
             for name in sorted(case.expected_for(W)):
                 how = case.compare_for(name)
                 if getattr(how, "mode", "exact") not in ("exact", "exact-nan"):
                     continue  # schedule/approx/bounded outputs: judged by the suite's comparison only
-                m = _first_mismatch(name, _output(a_emu, name), _output(a_cuda, name), how)
+                m = _first_mismatch(name, _output(a_emu, name), _output(a_dev, name), how)
                 if m:
-                    mism.append(m)
+                    mism.append(m.replace("cuda ", f"{label} ", 1))
             entry["emulator_match"] = not mism
             if mism:
                 entry["emulator_mismatch"] = mism[0]
@@ -147,7 +161,7 @@ def run_group_child(group: str, out_json: str, device: int) -> None:
                          message=entry.get("message") or f"{type(e).__name__}: {e}",
                          traceback="".join(traceback.format_exception(type(e), e, e.__traceback__)[-3:]))
         results.append(entry)
-    Path(out_json).write_text(json.dumps({"results": results, "compile_s": compile_s}))
+    write()
 
 
 # ------------------------------------------------------------------------ examples

@@ -25,7 +25,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import traceback
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +32,6 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT / "src") not in sys.path:
     sys.path.insert(0, str(ROOT / "src"))
 
-import numpy as np  # noqa: E402
 
 _spec = importlib.util.spec_from_file_location("cuda_conformance", Path(__file__).with_name("cuda_conformance.py"))
 cc = importlib.util.module_from_spec(_spec)  # type: ignore[arg-type]
@@ -45,55 +43,11 @@ NAME = "hip_on_cuda_conformance.json"
 
 def run_group_child(group: str, out_json: str, device: int) -> None:
     """Run one group through HIP-on-NVIDIA and the emulator; write per-case results to ``out_json``."""
-    from anywave.conformance import assemble_group, kernel_name, load_cases, run_case
-    from anywave.emu import emulate
     from anywave.runtime.hip_nvidia import HipOnCudaRunner
 
     runner = HipOnCudaRunner(device)
-    module = assemble_group(group)
-    results: list[dict[str, Any]] = []
-    compile_s = None
-    try:
-        t0 = time.perf_counter()
-        runner.load(module)
-        compile_s = time.perf_counter() - t0
-    except Exception as e:  # noqa: BLE001
-        for c in load_cases([group]):
-            results.append({"case": c.name, "group": group, "status": "error", "emulator_match": None,
-                            "message": f"NVRTC compile / module load failed: {type(e).__name__}: {e}"[:4000]})
-        Path(out_json).write_text(json.dumps({"results": results, "compile_s": compile_s}))
-        return
-    for case in load_cases([group]):
-        entry: dict[str, Any] = {"case": case.name, "group": group}
-        try:
-            r = run_case(case, runner, W, module=module)
-            entry.update(status=r.status, message=r.message, seconds=round(r.seconds, 4))
-            if r.status == "skip":
-                entry["emulator_match"] = None
-                results.append(entry)
-                continue
-            a_hip = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in case.args.items()}
-            a_emu = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in case.args.items()}
-            runner(module, kernel_name(case), case.grid, case.workgroup, a_hip, W)
-            emulate(module, kernel_name(case), grid=case.grid, workgroup=case.workgroup, args=a_emu, wave_width=W)
-            mism = []
-            for name in sorted(case.expected_for(W)):
-                how = case.compare_for(name)
-                if getattr(how, "mode", "exact") not in ("exact", "exact-nan"):
-                    continue  # schedule/approx outputs: judged by the suite's comparison only
-                m = cc._first_mismatch(name, cc._output(a_emu, name), cc._output(a_hip, name), how)
-                if m:
-                    mism.append(m.replace("cuda ", "hip ", 1))
-            entry["emulator_match"] = not mism
-            if mism:
-                entry["emulator_mismatch"] = mism[0]
-        except Exception as e:  # noqa: BLE001 - one case's failure must not stop the group
-            entry.update(status=entry.get("status", "error"), emulator_match=False,
-                         message=entry.get("message") or f"{type(e).__name__}: {e}",
-                         traceback="".join(traceback.format_exception(type(e), e, e.__traceback__)[-3:]))
-        results.append(entry)
-    Path(out_json).write_text(json.dumps({"results": results, "compile_s": compile_s,
-                                          "image": runner.image_kinds.get(id(module))}))
+    cc.run_group_cases(group, runner, runner.load, out_json, label="hip",
+                       extra=lambda module: {"image": runner.image_kinds.get(id(module))})
 
 
 def main(argv: list[str] | None = None) -> int:

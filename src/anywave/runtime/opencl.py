@@ -31,7 +31,7 @@ import numpy as np
 from anywave.backends.cfamily import WAVE_WIDTHS, CKernel, CProgram, Features, padded_workgroup
 from anywave.errors import WaveError
 from anywave.isa.types import Access, ArgKind, Capability
-from anywave.runtime.targets import RunnerTarget
+from anywave.runtime.targets import ProcessDevice, RunnerTarget
 
 _LOCK = threading.Lock()
 _ENV_DONE = False
@@ -258,40 +258,20 @@ class OpenCLDevice:
         return p
 
 
-_DEVICE: OpenCLDevice | None = None
-_DEVICE_ERR: str | None = None
+_DEVICE = ProcessDevice(OpenCLDevice, OpenCLError, "OpenCL")
 
 
 def get_device() -> OpenCLDevice:
     """The process-wide OpenCL device (created on first use).
 
     Raises:
-        OpenCLError: no usable OpenCL runtime (the message says why)."""
-    global _DEVICE, _DEVICE_ERR
-    with _LOCK:
-        if _DEVICE is not None:
-            return _DEVICE
-        if _DEVICE_ERR is not None:
-            raise OpenCLError(_DEVICE_ERR)
-    try:
-        dev = OpenCLDevice()
-    except OpenCLError as e:
-        _DEVICE_ERR = str(e)
-        raise
-    except Exception as e:  # noqa: BLE001
-        _DEVICE_ERR = f"OpenCL initialisation failed: {type(e).__name__}: {e}"
-        raise OpenCLError(_DEVICE_ERR) from e
-    _DEVICE = dev
-    return dev
+        OpenCLError: OpenCL is unusable here (the message says why)."""
+    return _DEVICE.get()
 
 
 def status() -> tuple[bool, str]:
     """(usable, reason) for the OpenCL target on this machine; never raises."""
-    try:
-        d = get_device()
-    except OpenCLError as e:
-        return False, str(e)
-    return True, d.name
+    return _DEVICE.status()
 
 
 # --------------------------------------------------------------------------- launching

@@ -19,7 +19,6 @@ import os
 import shutil
 import subprocess
 import sys
-import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -30,10 +29,9 @@ from anywave.backends.cfamily import WAVE_WIDTHS, CProgram, Features
 from anywave.errors import WaveError
 from anywave.isa.types import Access, Capability
 from anywave.runtime.opencl import _ProgramCache, cache_dir, launch_dims, marshal_args, setup_environment
-from anywave.runtime.targets import RunnerTarget
+from anywave.runtime.targets import ProcessDevice, RunnerTarget
 
 _SHIM_SRC = Path(__file__).with_name("sycl_shim") / "aw_sycl_shim.cpp"
-_LOCK = threading.Lock()
 
 
 class SyclError(WaveError):
@@ -142,39 +140,20 @@ class SyclDevice:
         return h
 
 
-_DEVICE: SyclDevice | None = None
-_DEVICE_ERR: str | None = None
+_DEVICE = ProcessDevice(SyclDevice, SyclError, "SYCL")
 
 
 def get_device() -> SyclDevice:
     """The process-wide SYCL device (shim built and loaded on first use).
 
     Raises:
-        SyclError: SYCL unusable here (the message says why)."""
-    global _DEVICE, _DEVICE_ERR
-    with _LOCK:
-        if _DEVICE is not None:
-            return _DEVICE
-        if _DEVICE_ERR is not None:
-            raise SyclError(_DEVICE_ERR)
-        try:
-            _DEVICE = SyclDevice()
-        except SyclError as e:
-            _DEVICE_ERR = str(e)
-            raise
-        except Exception as e:  # noqa: BLE001
-            _DEVICE_ERR = f"SYCL initialisation failed: {type(e).__name__}: {e}"
-            raise SyclError(_DEVICE_ERR) from e
-        return _DEVICE
+        SyclError: SYCL is unusable here (the message says why)."""
+    return _DEVICE.get()
 
 
 def status() -> tuple[bool, str]:
     """(usable, reason) for the SYCL target on this machine; never raises."""
-    try:
-        d = get_device()
-    except SyclError as e:
-        return False, str(e)
-    return True, d.name
+    return _DEVICE.status()
 
 
 class SyclRunner:

@@ -131,6 +131,43 @@ def default_target(**options: Any) -> Any:
     return get_target(preferred_names()[0], **options)
 
 
+# ------------------------------------------------------------- process-wide runtime devices
+
+class ProcessDevice:
+    """A runtime's process-wide device, created on first use under a lock. A failure is
+    remembered and raised again (as ``error``) on later calls, so probing an absent runtime
+    stays cheap; :meth:`status` turns it into the ``(usable, reason)`` pair probes return."""
+
+    def __init__(self, factory: Callable[[], Any], error: type[Exception], label: str) -> None:
+        import threading
+
+        self._factory, self._error, self._label = factory, error, label
+        self._lock = threading.Lock()
+        self._device: Any = None
+        self._failure: str | None = None
+
+    def get(self) -> Any:
+        """The device. Raises ``error`` (with the reason) when the runtime is unusable."""
+        with self._lock:
+            if self._device is None and self._failure is None:
+                try:
+                    self._device = self._factory()
+                except self._error as e:
+                    self._failure = str(e)
+                except Exception as e:  # noqa: BLE001 - any driver failure makes the target unusable
+                    self._failure = f"{self._label} initialisation failed: {type(e).__name__}: {e}"
+            if self._device is None:
+                raise self._error(self._failure)
+            return self._device
+
+    def status(self) -> tuple[bool, str]:
+        """``(True, device name)`` or ``(False, reason)``; never raises."""
+        try:
+            return True, self.get().name
+        except self._error as e:
+            return False, str(e)
+
+
 # ----------------------------------------------------- targets driven by a conformance runner
 
 class RunnerTarget:
