@@ -44,6 +44,7 @@ import hashlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
+from anywave.backends.ptx_memory import load_space
 from anywave.binary.module import DeviceAddr, Instruction, Kernel, LocalAddr, Module, Pred
 from anywave.errors import WaveError
 from anywave.isa.table import INSTRUCTIONS, Category, Flag, InstrDef, Operand
@@ -603,7 +604,7 @@ def _e_ld(b: _Block, ins: Instruction) -> None:
     assert t is not None
     kind = d.operands[1]
     a = b.addr(kind, ins.operands[1])
-    sp = b.space()
+    sp = load_space(b, ins)
     dst = ins.operands[0]
     if t.bits <= 32:
         b(f"ld.{sp}.{_LD[t]} %r{dst}, {a};")

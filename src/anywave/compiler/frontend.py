@@ -33,6 +33,7 @@ from . import ir
 from . import language as L
 from . import types as ty
 from .errors import CompileError
+from .frontend_perf import BufferView, PerfOps, RegisterArray
 from .ir import DevAddr, LocAddr, Op, PredUse, Value
 from .types import DType
 
@@ -171,7 +172,7 @@ class _Terminated(Exception):
 _VISITORS: dict[type, Any] = {}
 
 
-class Frontend(ast.NodeVisitor):
+class Frontend(PerfOps, ast.NodeVisitor):
     """Translates one kernel (and the ``@aw.func`` functions it calls, inlined) to IR.
 
     After :meth:`build`: ``body`` (IR), ``args`` (ABI list of (name, BufferArg | DType)),
@@ -1246,6 +1247,10 @@ class Frontend(ast.NodeVisitor):
         if isinstance(base, LocalArray):
             addr = self._local_addr(base, sl, node)
             return self._load("local", base.elem, addr, False)
+        if isinstance(base, RegisterArray):
+            return self._register_index(base, sl, node)
+        if isinstance(base, BufferView):
+            return self._view_load(base, sl, node)
         if isinstance(base, (Value, PredUse)):
             raise self.err(node, "only buffers, local arrays and tuples can be indexed; this is a scalar value")
         raise self.err(node, f"{_describe(base)} cannot be indexed")
@@ -1253,6 +1258,9 @@ class Frontend(ast.NodeVisitor):
     def _local_addr(self, arr: LocalArray, sl: ast.AST, node: ast.AST) -> LocAddr:
         idx = self.visit(sl)
         self.node = node
+        return self._local_addr_of(arr, idx, node)
+
+    def _local_addr_of(self, arr: LocalArray, idx: Any, node: ast.AST) -> LocAddr:
         idxs = idx if isinstance(idx, tuple) else (idx,)
         if len(idxs) != len(arr.shape):
             raise self.err(node, f"local array of shape {arr.shape} needs {len(arr.shape)} indices, got {len(idxs)}")
@@ -1313,8 +1321,13 @@ class Frontend(ast.NodeVisitor):
             addr = self._local_addr(base, target.slice, target)
             v = self._store_value(value, base.elem, target)
             self._store("local", base.elem, addr, v, False)
+        elif isinstance(base, RegisterArray):
+            self._register_store(base, target, value)
+        elif isinstance(base, BufferView):
+            self._view_store(base, target, value)
         else:
-            raise self.err(target.value, f"cannot store into {_describe(base)}; valid: buffers and local arrays")
+            raise self.err(target.value, f"cannot store into {_describe(base)}; valid: buffers, buffer views, "
+                           "local arrays and register arrays")
 
     def _store_value(self, value: Any, elem: DType, node: ast.AST) -> Value:
         vt = ty.value_type_of_element(elem)
@@ -1903,10 +1916,21 @@ def _assign_counts(fd: ast.FunctionDef) -> dict[str, int]:
                     counts[t.id] = counts.get(t.id, 0) + 2
             continue
         for t in targets:
-            for x in ast.walk(t):
-                if isinstance(x, ast.Name):
-                    counts[x.id] = counts.get(x.id, 0) + 1
+            for x in _bound_names(t):
+                counts[x] = counts.get(x, 0) + 1
     return counts
+
+
+def _bound_names(t: ast.AST) -> list[str]:
+    """Names an assignment target binds (``x``, ``x, y``); ``buf[i, j] = v`` binds none (the
+    names inside its index are read, not assigned)."""
+    if isinstance(t, ast.Name):
+        return [t.id]
+    if isinstance(t, (ast.Tuple, ast.List)):
+        return [n for e in t.elts for n in _bound_names(e)]
+    if isinstance(t, ast.Starred):
+        return _bound_names(t.value)
+    return []
 
 
 @_memo_by_tree

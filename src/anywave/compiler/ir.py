@@ -36,6 +36,13 @@ class Value:
     name: str = ""
     is_var: bool = False
     id: int = field(default_factory=lambda: next(_ids))
+    #: a vector value (``vec2``/``vec4``: the destination of ``ld.*.b64``/``b128`` or the
+    #: source of ``st.*``) names its 32-bit components; each component has ``parent`` set and
+    #: lives in register ``reg(parent) + part``. An instruction that defines or reads the
+    #: vector defines or reads its components too (``Op.defs``/``Op.uses`` list them).
+    parts: tuple[Value, ...] = field(default=(), repr=False)
+    parent: Value | None = field(default=None, repr=False)
+    part: int = 0
 
     def __repr__(self) -> str:
         return f"%{self.name or 'v'}{self.id}:{self.type.name}"
@@ -134,6 +141,13 @@ class Op:
                 out.append(v.offset)
         if g is not None:
             out.append(g.value)
+        if d.type is not None and d.type.bits > 32 and d.flags & (Flag.LOAD | Flag.STORE):
+            for v in defs[:]:
+                if v.parts:
+                    defs = [*defs, *v.parts]
+            for v in out[:]:
+                if v.parts:
+                    out.extend(v.parts)
         c = self._du = (d, ops, g, defs, out)
         return c
 
@@ -311,3 +325,12 @@ def dump(body: list[Node], indent: int = 0) -> str:
 
 def is_dest(kind: Operand) -> bool:
     return kind.is_dest
+
+
+def vector(vt: DType, elem: DType, n: int, *, is_var: bool = False, name: str = "vec") -> Value:
+    """A vector value of type ``vt`` (``vec2``/``vec4``) with ``n`` 32-bit components of
+    type ``elem`` (see :attr:`Value.parts`). ``is_var``: the components are written one by
+    one (the source of a vector store), so passes treat them as variables."""
+    v = Value(vt, name, is_var=is_var)
+    v.parts = tuple(Value(elem, f"{name}.{i}", is_var=is_var, parent=v, part=i) for i in range(n))
+    return v
