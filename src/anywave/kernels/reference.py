@@ -150,3 +150,70 @@ def sobel_f32(img: np.ndarray) -> np.ndarray:
     gx = (at(-1, 1) - at(-1, -1)) + two * (at(0, 1) - at(0, -1)) + (at(1, 1) - at(1, -1))
     gy = (at(1, -1) - at(-1, -1)) + two * (at(1, 0) - at(-1, 0)) + (at(1, 1) - at(-1, 1))
     return np.sqrt(gx * gx + gy * gy).astype(np.float32)
+
+
+# ----------------------------------------------------------------------------- kernels.vec
+
+def row_fold4(x: np.ndarray, block: int, op: str) -> np.ndarray:
+    """:mod:`anywave.kernels.vec`'s row reduction: thread t folds the quads t, t + block, ... of
+    the row (each quad's 4 lanes in order) sequentially, then the tree of :func:`row_fold`."""
+    rows, cols = x.shape
+    v = np.asarray(x, np.float32).reshape(rows, cols // (4 * block), block, 4)
+    init = np.float32(0) if op == "sum" else np.float32(-np.inf)
+    acc = np.full((rows, block), init, np.float32)
+    f = (lambda p, q: (p + q).astype(np.float32)) if op == "sum" else np.maximum
+    for c in range(v.shape[1]):
+        for j in range(4):
+            acc = f(acc, v[:, c, :, j])
+    s = block // 2
+    while s:
+        acc[:, :s] = f(acc[:, :s], acc[:, s:2 * s])
+        s //= 2
+    return acc[:, 0]
+
+
+def softmax4_f32(x: np.ndarray, block: int) -> np.ndarray:
+    """:func:`anywave.kernels.vec.softmax4` with a correctly rounded exp (the kernel's exp is
+    within 2 ulp, so agreement is within a few ulp, not bit for bit)."""
+    x = np.asarray(x, np.float32)
+    m = row_fold4(x, block, "max")
+    e = np.exp((x - m[:, None]).astype(np.float64)).astype(np.float32)
+    return (e / row_fold4(e, block, "sum")[:, None]).astype(np.float32)
+
+
+def layer_norm4_f32(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float, block: int) -> np.ndarray:
+    """:func:`anywave.kernels.vec.layer_norm4` in its float32 order (bit-exact)."""
+    x = np.asarray(x, np.float32)
+    n = np.float32(x.shape[1])
+    mean = (row_fold4(x, block, "sum") / n).astype(np.float32)
+    d = (x - mean[:, None]).astype(np.float32)
+    var = (row_fold4((d * d).astype(np.float32), block, "sum") / n).astype(np.float32)
+    rstd = (np.float32(1) / np.sqrt((var + np.float32(eps)).astype(np.float32))).astype(np.float32)
+    return ((d * rstd[:, None]) * np.asarray(gamma, np.float32) + np.asarray(beta, np.float32)).astype(np.float32)
+
+
+def _sum4_stage(a: np.ndarray, groups: int, wg: int, w: int) -> np.ndarray:
+    n = a.size
+    t = groups * wg
+    quads = n // 4
+    q = a[:4 * quads].reshape(quads, 4)
+    acc = np.zeros((t, 4), np.float32)
+    for it in range(0, quads, t):
+        chunk = q[it:it + t]
+        acc[:len(chunk)] = (acc[:len(chunk)] + chunk).astype(np.float32)
+    s = ((acc[:, 0] + acc[:, 1]).astype(np.float32) + (acc[:, 2] + acc[:, 3]).astype(np.float32)).astype(np.float32)
+    tail = n % 4
+    s[:tail] = (s[:tail] + a[4 * quads:]).astype(np.float32)
+    waves = butterfly_sum(s.reshape(groups, wg // w, w), w)
+    total = waves[:, 0]
+    for i in range(1, waves.shape[1]):
+        total = (total + waves[:, i]).astype(np.float32)
+    return total
+
+
+def sum4_f32(x: np.ndarray, wave_width: int, workgroups: int, wg: int = 256) -> np.float32:
+    """:func:`anywave.kernels.vec.sum4` at wave width ``wave_width`` with ``workgroups``
+    workgroups in the first launch (order: the module docstring of kernels.vec)."""
+    a = np.asarray(x, np.float32).ravel()
+    part = _sum4_stage(a, workgroups, wg, wave_width)
+    return np.float32(_sum4_stage(part, 1, wg, wave_width)[0])
