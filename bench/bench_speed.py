@@ -70,6 +70,8 @@ def sass_counts(sass: str) -> dict[str, int]:
 def kernel_report(tgt: cuda.CudaTarget, mod: Any, name: str, out_dir: Path, tag: str = "") -> dict[str, Any]:
     lm = tgt.load(mod)
     fname = name + tag
+    out_dir = out_dir / "dumps"
+    out_dir.mkdir(exist_ok=True)
     info: dict[str, Any] = {"wave_registers": mod.kernels[0].registers,
                             "ptx_registers": lm.kernels[name].num_regs}
     try:
@@ -325,7 +327,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", help="output directory (default $OUT or bench/results)")
     ap.add_argument("--commit", help="anywave commit to record (default $ANYWAVE_COMMIT)")
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--only", default="gemm,elementwise,rows", help="comma-separated sections")
+    ap.add_argument("--only", default="gemm,rows,elementwise", help="comma-separated sections")
     ns = ap.parse_args(argv)
     out_dir = Path(ns.out or os.environ.get("OUT") or ROOT / "bench" / "results")
     out_dir.mkdir(parents=True, exist_ok=True)
