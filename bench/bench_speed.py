@@ -356,8 +356,43 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[{name}: {time.perf_counter() - t0:.1f} s]", flush=True)
         path = out_dir / f"speed_{result['environment']['date'][:10]}.json"
         path.write_text(json.dumps(result, indent=1, default=str) + "\n")
+    print(short_table(result))
     print(f"wrote {path}")
     return 0
+
+
+def short_table(r: dict[str, Any]) -> str:
+    """A few lines for the end of the log: each ratio against its peer, and the checks."""
+    lines = []
+    g = r.get("gemm", {})
+    for size in ("4096", "8192"):
+        e = g.get(size)
+        if isinstance(e, dict) and "times" in e:
+            t = e["times"]
+            lines.append(f"gemm {size}: " + ", ".join(f"{k} {v['tflop_per_s']:.1f}" for k, v in t.items())
+                         + f" TFLOP/s; best/cublas {e['ratio_best_over_cublas']:.3f}")
+    for sec in ("elementwise", "rows"):
+        d = r.get(sec, {})
+        for k, v in d.items():
+            if isinstance(v, dict) and "times" in v:
+                ratios = {kk: round(vv, 3) for kk, vv in v.items() if kk.startswith("over")}
+                tb = {kk: round(vv["tb_per_s"], 2) for kk, vv in v["times"].items()}
+                lines.append(f"{k}: {tb} TB/s; {ratios}")
+    checks = []
+
+    def walk(prefix: str, d: Any) -> None:
+        if isinstance(d, dict):
+            for k, v in d.items():
+                walk(f"{prefix}.{k}" if prefix else k, v)
+        elif isinstance(d, bool) and ("exact" in prefix or "same_bits" in prefix):
+            checks.append(f"{prefix}={d}")
+
+    walk("", {k: v for k, v in r.items() if k != "environment"})
+    lines.append("checks: " + " ".join(checks))
+    for sec in ("gemm", "elementwise", "rows"):
+        if isinstance(r.get(sec), dict) and "error" in r[sec]:
+            lines.append(f"{sec} ERROR: {r[sec]['error']}")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":
