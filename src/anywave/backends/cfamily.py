@@ -128,6 +128,11 @@ class Dialect:
     #: memory order), naming the instruction; None when it can. Per-instruction-kind refusals
     #: (fp64, sub-groups) come from :func:`unsupported_reason` and ``Features`` instead.
     refuse: Callable[[Instruction], str | None] = lambda ins: None
+    #: a 16-byte vector of four u32 for 128-bit accesses (``uint4``), its component i of a
+    #: value, and its construction from four u32 expressions; "" keeps four 32-bit accesses
+    vec4: str = ""
+    vec4_get: Callable[[str, int], str] = lambda v, i: f"{v}.{'xyzw'[i]}"
+    vec4_make: Callable[[list[str]], str] = lambda xs: "(uint4)(" + ", ".join(xs) + ")"
 
 
 # --------------------------------------------------------------------------- shared prelude
@@ -949,6 +954,9 @@ def _ptr(x: _KernelRenderer, ins: Instruction, addr: DeviceAddr | LocalAddr, cty
 def _ld(x: _KernelRenderer, ins: Instruction) -> list[str]:
     t = ins.defn.type
     dreg, addr = ins.operands
+    if t.bits == 128 and x.d.vec4:  # one 16-byte access (aligned: spec 4.4)
+        return [f"{x.d.vec4} q = *{_ptr(x, ins, addr, x.d.vec4)};",
+                *[f"r{dreg + i} = {x.d.vec4_get('q', i)};" for i in range(4)]]
     if t.bits == 128:
         return [f"{x.d.global_ptr('u32') if isinstance(addr, DeviceAddr) else x.d.local_ptr('u32')} q = "
                 f"{_ptr(x, ins, addr, 'u32')};", *[f"r{dreg + i} = q[{i}];" for i in range(4)]]
@@ -961,6 +969,8 @@ def _ld(x: _KernelRenderer, ins: Instruction) -> list[str]:
 def _st(x: _KernelRenderer, ins: Instruction) -> list[str]:
     t = ins.defn.type
     addr, sreg = ins.operands
+    if t.bits == 128 and x.d.vec4:
+        return [f"*{_ptr(x, ins, addr, x.d.vec4)} = {x.d.vec4_make([f'r{sreg + i}' for i in range(4)])};"]
     if t.bits == 128:
         return [f"{x.d.global_ptr('u32') if isinstance(addr, DeviceAddr) else x.d.local_ptr('u32')} q = "
                 f"{_ptr(x, ins, addr, 'u32')};", *[f"q[{i}] = r{sreg + i};" for i in range(4)]]

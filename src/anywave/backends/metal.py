@@ -130,6 +130,7 @@ def _refuse(ins: Instruction) -> str | None:
 
 METAL = Dialect(
     name="metal",
+    vec4="uint4", vec4_make=lambda xs: "uint4(" + ", ".join(xs) + ")",
     header=_header,
     kernel_open=_kernel_open,
     kernel_preamble=lambda W, wave: "",
