@@ -88,7 +88,8 @@ def cases() -> list[Case]:
         for t in range(WG):
             u = tile[4 * (WG - 1 - t):4 * (WG - t)]
             u2 = tile[2 * t:2 * t + 2]
-            ol[grp * WG + t] = [(int(u[0]) + int(u2[0])) & 0xFFFFFFFF, u[1], (int(u[2]) + int(u2[1])) & 0xFFFFFFFF, u[3]]
+            ol[grp * WG + t] = [(int(u[0]) + int(u2[0])) & 0xFFFFFFFF, u[1],
+                                (int(u[2]) + int(u2[1])) & 0xFFFFFFFF, u[3]]
     sent = np.full(4 * n, SENTINEL[32], np.uint32)
     out.append(Case("perf_vector_access", "perf", _wave_text(perf_vector_access), (GROUPS, 1, 1), (WG, 1, 1),
                     {"a": a, "o4": sent.copy(), "o2": np.full(2 * n, SENTINEL[32], np.uint32), "ol": sent.copy()},
