@@ -45,12 +45,13 @@ from anywave.compiler import (  # noqa: E402
     u32,
     u64,
 )
+from anywave.compiler.autotune import autotune  # noqa: E402
 from anywave.compiler.language import *  # noqa: E402,F401,F403
 from anywave.compiler.stdlib import *  # noqa: E402,F401,F403
 from anywave.emu import emulate  # noqa: E402
 
 __all__ = [
-    "Buffer", "CompileError", "Const", "In", "LaunchError", "Out", "available_targets", "bf16", "bool_",
+    "Buffer", "CompileError", "Const", "autotune", "In", "LaunchError", "Out", "available_targets", "bf16", "bool_",
     "emulate", "f16", "f32", "f64", "func", "i8", "i16", "i32", "i64", "kernel", "register_target", "u8", "u16",
     "u32", "u64",
 ]
