@@ -137,3 +137,16 @@ def test_kernels_on_cpu_runtimes(target: str) -> None:
     gm, bt = np.ones(1024, np.float32), np.zeros(1024, np.float32)
     assert _same(V.layer_norm4(xr, gm, bt, target=target), R.layer_norm4_f32(xr, gm, bt, 1e-5, 256))
     assert _same(V.softmax4(xr, target=target), V.softmax4(xr))
+
+
+def test_torch_mm_uses_the_tiled_gemm(monkeypatch) -> None:
+    torch = pytest.importorskip("torch")
+    from anywave.torch import ops
+
+    seen = []
+    real = ops._launch_grid
+    monkeypatch.setattr(ops, "_launch_grid", lambda kfn, *a, **k: (seen.append(kfn.name), real(kfn, *a, **k))[1])
+    a, b, _ = _mats(7, 128, 128, 16)
+    out = ops.mm(torch.from_numpy(a), torch.from_numpy(b))
+    assert seen == ["gemm_f32_kernel"]
+    assert _same(out.numpy(), R.matmul_f32(a, b))

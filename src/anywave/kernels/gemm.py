@@ -34,6 +34,8 @@ EPILOGUES = ("none", "bias", "bias_relu", "bias_gelu")
 CONFIGS = ({"bm": 128, "bn": 128, "bk": 8}, {"bm": 128, "bn": 128, "bk": 16},
            {"bm": 64, "bn": 128, "bk": 8}, {"bm": 128, "bn": 64, "bk": 8}, {"bm": 64, "bn": 64, "bk": 8})
 DEFAULT = CONFIGS[0]
+#: the fastest config measured on an H200 (bench/results/speed_2026-12-01.json: 0.92-0.93 of cuBLAS)
+FAST = CONFIGS[1]
 
 
 @aw.func

@@ -44,6 +44,7 @@ from typing import Any
 import torch
 
 from anywave.errors import WaveError
+from anywave.kernels import gemm
 from anywave.torch import kernels as K
 
 __all__ = [
@@ -138,9 +139,13 @@ def _launch(kfn: Any, threads: int, args: Mapping[str, Any], device: torch.devic
     :data:`~anywave.torch.kernels.BLOCK`) on the target serving ``device``."""
     if threads <= 0:
         return
+    _launch_grid(kfn, (_ceil_div(threads, K.BLOCK), 1, 1), (K.BLOCK, 1, 1), args, device, **consts)
+
+
+def _launch_grid(kfn: Any, grid: tuple[int, int, int], wg: tuple[int, int, int], args: Mapping[str, Any],
+                 device: torch.device, **consts: Any) -> None:
+    """Launch ``kfn`` on ``grid`` workgroups of ``wg`` threads on the target serving ``device``."""
     module = kfn.compile(**consts)
-    grid = (_ceil_div(threads, K.BLOCK), 1, 1)
-    wg = (K.BLOCK, 1, 1)
     if device.type == "cuda":
         index = device.index if device.index is not None else torch.cuda.current_device()
         tgt = _cuda_target(index)
@@ -225,9 +230,14 @@ def _run_mm(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, trans_a
         if bias is not None:
             out.add_(bias)
         return out
-    _launch(K.mm, m * n, {"a": a, "b": b, "bias": _dummy(dev) if bias is None else bias, "c": out,
-                          "m": m, "n": n, "k": k}, dev,
-            trans_a=bool(trans_a), trans_b=bool(trans_b), use_bias=bias is not None)
+    args = {"a": a, "b": b, "bias": _dummy(dev) if bias is None else bias, "c": out, "m": m, "n": n, "k": k}
+    if not trans_a and not trans_b and gemm.fits(m, n, k, gemm.FAST):
+        # the register-tiled kernel: the same fma order, so the same bits (kernels/gemm.py)
+        (gx, gy), wg = gemm.launch_shape(m, n, gemm.FAST)
+        _launch_grid(gemm.gemm_f32_kernel, (gx, gy, 1), (wg, 1, 1), args, dev, **gemm.FAST,
+                     epilogue="none" if bias is None else "bias")
+        return out
+    _launch(K.mm, m * n, args, dev, trans_a=bool(trans_a), trans_b=bool(trans_b), use_bias=bias is not None)
     return out
 
 
