@@ -117,3 +117,12 @@ def test_config_errors() -> None:
         aw.autotune(configs=[{"x": 4}])(_order)
     with pytest.raises(A.AutotuneError, match="key 'n'"):
         aw.autotune(configs=[{"reverse": True}], key=["n"])(_order)
+
+
+def test_gemm_auto_config() -> None:
+    a, b, bias, *_ = _args(128, 64, 8, seed=3)
+    c = G.gemm(a, b, np.ones(64, np.float32), config="auto", wave_width=16)
+    assert np.array_equal(c, R.matmul_f32(a, b, np.ones(64, np.float32)))
+    (entry,) = json.loads(A.cache_path().read_text())["choices"].values()
+    assert entry["config"] in [cfg for cfg in G.CONFIGS if G.fits(128, 64, 8, cfg)]
+    assert entry["key"]["epilogue"] == "bias"

@@ -23,6 +23,8 @@ wrapper :func:`gemm` falls back to :func:`anywave.kernels.linalg.matmul` otherwi
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 import anywave as aw
@@ -169,12 +171,26 @@ def launch_shape(m: int, n: int, cfg: dict | None = None) -> tuple[tuple[int, in
     return (n // cfg["bn"], m // cfg["bm"]), (cfg["bm"] // 8) * (cfg["bn"] // 8)
 
 
+def tuner(configs: list[dict] | tuple[dict, ...] = CONFIGS) -> Any:
+    """An :class:`anywave.compiler.autotune.Autotuner` of :data:`gemm_f32_kernel` over
+    ``configs``, keyed by (m, n, k, epilogue)."""
+    from anywave.compiler.autotune import Autotuner
+
+    return Autotuner(gemm_f32_kernel, configs, key=["m", "n", "k", "epilogue"],
+                     grid=lambda cfg, a: launch_shape(a["m"], a["n"], cfg)[0],
+                     workgroup=lambda cfg, a: launch_shape(a["m"], a["n"], cfg)[1])
+
+
 def gemm(a: np.ndarray, b: np.ndarray, bias: np.ndarray | None = None, *, epilogue: str | None = None,
-         config: dict | None = None, wave_width: int | None = None, target: str | None = None) -> np.ndarray:
+         config: dict | str | None = None, wave_width: int | None = None, target: str | None = None) -> np.ndarray:
     """``a @ b`` for float32 a: (M, K), b: (K, N), with an optional epilogue on ``bias`` (N,):
     ``"bias"``, ``"bias_relu"``, ``"bias_gelu"`` (default: ``"bias"`` when a bias is given, else
     ``"none"``). Returns float32 (M, N), bit-identical to
     :func:`anywave.kernels.reference.matmul_f32` (order: module docstring) for every config.
+
+    ``config``: one of :data:`CONFIGS` (default :data:`DEFAULT`), or ``"auto"``: the autotuner
+    times the configs that fit on the target once and remembers the choice (see
+    :mod:`anywave.compiler.autotune`).
 
     Shapes the tiled kernel does not cover (see :func:`fits`) run
     :func:`anywave.kernels.linalg.matmul` (same arithmetic order, same bits; no GELU there).
@@ -194,6 +210,10 @@ def gemm(a: np.ndarray, b: np.ndarray, bias: np.ndarray | None = None, *, epilog
     bv = np.zeros(4, np.float32) if bias is None else as_f32(bias, "bias", 1)
     if bias is not None and bv.shape != (n,):
         raise KernelInputError(f"gemm: bias has shape {bv.shape}, expected ({n},)")
+    if config == "auto":  # the autotuner's choice among the configs that fit, on this target
+        cands = [c for c in CONFIGS if fits(m, n, kk, c)]
+        config = tuner(cands).best_config(x, w, bv, np.empty((m, n), np.float32), m, n, kk, epilogue=ep,
+                                          wave_width=wave_width, target=target) if cands else None
     cfg = config or DEFAULT
     if not fits(m, n, kk, cfg):
         if ep == "bias_gelu":
