@@ -126,3 +126,11 @@ def test_gemm_auto_config() -> None:
     (entry,) = json.loads(A.cache_path().read_text())["choices"].values()
     assert entry["config"] in [cfg for cfg in G.CONFIGS if G.fits(128, 64, 8, cfg)]
     assert entry["key"]["epilogue"] == "bias"
+
+
+def test_launch_hook_replaces_the_kernel_call() -> None:
+    seen = []
+    t = aw.autotune(configs=[{"reverse": False}, {"reverse": True}], key=["x"], warmup=0, reps=2,
+                    launch=lambda cfg, a: seen.append((cfg["reverse"], a["x"].shape)))(_order)
+    t.best_config(np.zeros(8, np.float32), np.zeros(1, np.float32))
+    assert seen == [(False, (8,))] * 2 + [(True, (8,))] * 2

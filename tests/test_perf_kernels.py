@@ -150,3 +150,18 @@ def test_torch_mm_uses_the_tiled_gemm(monkeypatch) -> None:
     out = ops.mm(torch.from_numpy(a), torch.from_numpy(b))
     assert seen == ["gemm_f32_kernel"]
     assert _same(out.numpy(), R.matmul_f32(a, b))
+
+
+@pytest.mark.cuda
+def test_torch_mm_on_cuda_tensors_is_the_sequential_order() -> None:
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    from anywave.torch import ops
+
+    a, b, bias = _mats(8, 256, 128, 32)
+    out = ops.mm(torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda())
+    lin = ops.linear(torch.from_numpy(a).cuda(), torch.from_numpy(np.ascontiguousarray(b.T)).cuda(),
+                     torch.from_numpy(bias).cuda())
+    assert _same(out.cpu().numpy(), R.matmul_f32(a, b))
+    assert _same(lin.cpu().numpy(), R.matmul_f32(a, b, bias))

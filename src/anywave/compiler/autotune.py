@@ -159,6 +159,8 @@ class Autotuner:
             ``args`` maps parameter names to the call's arguments.
         warmup, reps: launches before timing, timed launches per config.
         timer: ``timer(run) -> seconds`` for one timed launch (default: wall clock).
+        launch: ``launch(config, args)`` runs one config instead of calling the kernel (e.g. a
+            runtime's own launch with device tensors and a stream); ``args`` as for ``grid``.
         progress: show a rich progress bar while timing (default: stderr is a terminal).
 
     Raises:
@@ -168,13 +170,16 @@ class Autotuner:
 
     def __init__(self, kernel: Any, configs: Sequence[Mapping[str, Any]], key: Sequence[str] = (), *,
                  grid: Any = None, workgroup: Any = None, warmup: int = 1, reps: int = 5,
-                 timer: Callable[[Callable[[], Any]], float] | None = None, progress: bool | None = None) -> None:
+                 timer: Callable[[Callable[[], Any]], float] | None = None,
+                 launch: Callable[[Mapping[str, Any], Mapping[str, Any]], Any] | None = None,
+                 progress: bool | None = None) -> None:
         self.kernel = kernel
         self.configs = [dict(c) for c in configs]
         self.key = list(key)
         self.grid, self.workgroup = grid, workgroup
         self.warmup, self.reps = warmup, max(1, reps)
         self.timer = timer
+        self.launch = launch
         self.progress = progress
         self.name = getattr(kernel, "name", repr(kernel))
         if not self.configs:
@@ -211,6 +216,8 @@ class Autotuner:
 
     def _run(self, cfg: Mapping[str, Any], args: Sequence[Any], kwargs: Mapping[str, Any], bound: Mapping[str, Any],
              target: str | None, wave_width: int | None) -> Any:
+        if self.launch is not None:
+            return self.launch(cfg, {**bound, **cfg})
         kw = {k: v for k, v in kwargs.items() if k not in cfg}
         return self.kernel(*args, **kw, **cfg, grid=self._geometry(self.grid, cfg, bound, "grid"),
                            workgroup=self._geometry(self.workgroup, cfg, bound, "workgroup"), target=target,
