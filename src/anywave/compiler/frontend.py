@@ -770,7 +770,10 @@ class Frontend(PerfOps, ast.NodeVisitor):
         args = [self.static_eval(a) for a in it.args]
         if not all(isinstance(a, int) and not isinstance(a, bool) for a in args) or not 1 <= len(args) <= 3:
             raise self.err(it, f"aw.static_range() takes 1 to 3 compile-time ints, got {args!r}")
-        if any(isinstance(n, (ast.Break, ast.Continue)) for n in ast.walk(node)):
+        jumps = getattr(node, "_aw_jumps", None)  # memoised: nested static loops revisit this node
+        if jumps is None:
+            jumps = node._aw_jumps = any(isinstance(n, (ast.Break, ast.Continue)) for n in ast.walk(node))  # type: ignore[attr-defined]
+        if jumps:
             raise self.err(node, "break/continue are not supported inside aw.static_range (the loop is "
                            "unrolled at compile time); use range() or an if")
         values = range(*args)
@@ -955,8 +958,10 @@ class Frontend(PerfOps, ast.NodeVisitor):
         if isinstance(b, PredUse):
             b = self.pred_value(b)
         if not isinstance(a, Value) and not isinstance(b, Value):
+            if isinstance(a, tuple) and isinstance(b, tuple) and op is ast.Add:
+                return a + b  # compile-time concatenation (e.g. two aw.load4 results)
             if isinstance(a, tuple) or isinstance(b, tuple):
-                raise self.err(node, f"operator {sym} on tuples is not supported in a kernel")
+                raise self.err(node, f"operator {sym} on tuples is not supported in a kernel (only tuple + tuple)")
             try:
                 return _py_binop(op, a, b)
             except Exception as e:  # noqa: BLE001 - reported with the user's line

@@ -124,15 +124,11 @@ def gemm_f32_kernel(a: aw.In[aw.f32], b: aw.In[aw.f32], bias: aw.In[aw.f32], c: 
         ao = cur * (bk * bm) + ty * 4
         bo = cur * (bk * bn) + tx * 4
         for kk in aw.static_range(bk):
-            a0 = aw.load4(at, (2 * kk, ao))
-            a1 = aw.load4(at, (2 * kk + 1, ao))
-            b0 = aw.load4(bt, (2 * kk, bo))
-            b1 = aw.load4(bt, (2 * kk + 1, bo))
+            av = aw.load4(at, (2 * kk, ao)) + aw.load4(at, (2 * kk + 1, ao))  # 8 values: a tuple
+            bv = aw.load4(bt, (2 * kk, bo)) + aw.load4(bt, (2 * kk + 1, bo))
             for i in aw.static_range(8):
-                ai = a0[i] if i < 4 else a1[i - 4]
                 for j in aw.static_range(8):
-                    bj = b0[j] if j < 4 else b1[j - 4]
-                    acc[i, j] = aw.fma(ai, bj, acc[i, j])
+                    acc[i, j] = aw.fma(av[i], bv[j], acc[i, j])
         nxt = 1 - cur
         for p in aw.static_range(bm // a_rows):
             for q in aw.static_range(4):
