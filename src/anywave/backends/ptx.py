@@ -1041,6 +1041,13 @@ def _e_mma(b: _Block, ins: Instruction) -> None:
         b(f"add.s64 {p}, {p}, %lmbase;")
         return p
 
+    # the mask-stack machine walks every instruction with the whole warp, also where no lane is
+    # active (after a break, in a skipped branch): an mma whose executing set is empty must not
+    # run (it would accumulate once more: issue 15)
+    skip = b.label("mma_skip")
+    anyq = b.t("pred")
+    b(f"vote.sync.any.pred {anyq}, {b.pe}, %exist;")
+    b(f"@!{anyq} bra {skip};")
     pa = base(ra, 32, 0)  # A[i][k]: A + 32*i + 2k, i = lq + 2m
     pb = base(rb, 0, 2)  # B[k][j]: B + 32*k + 2j
     pc = base(rc, 64, 4)  # C[i][j]: C + 64*i + 4j
@@ -1073,6 +1080,7 @@ def _e_mma(b: _Block, ins: Instruction) -> None:
     for m, r in enumerate(acc):
         b(f"st.shared.b32 [{pd}+{128 * m}], {r};")
     b("bar.warp.sync %exist;")
+    b(f"{skip}:")
 
 
 #: op -> emitter. Control-flow ops (if, else, ...) are handled by the kernel emitter itself.
