@@ -43,6 +43,7 @@ import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from anywave.backends import cfamily_mma
 from anywave.binary.module import DeviceAddr, Instruction, Kernel, LocalAddr, Module, Pred
 from anywave.errors import WaveError
 from anywave.isa.table import Flag, InstrDef, Operand
@@ -452,6 +453,8 @@ class _KernelRenderer:
         self.emit("u32 " + ", ".join(f"r{i} = 0u" for i in range(nreg)) + ";")
         self.emit("bool " + ", ".join(f"p{i} = false" for i in range(8)) + ";")
         self.emit("(void)aw_n;")
+        for line in cfamily_mma.declarations(self.m, k.code, W):  # fragment slots (spec 8.14)
+            self.emit(line)
         if self.wave:
             self.emit("bool act = aw_tl < aw_n;")
             self.emit("bool halted = !act;")
@@ -1163,7 +1166,7 @@ _HANDLERS: dict[str, _Handler] = {
     "setp": _setp, "selp": _selp, "setp_const": _pred_op, "mov": _mov,
     "ld": _ld, "st": _st, "atom": _atom, "red": _atom,
     "shfl": _shfl, "bcast": _bcast, "ballot": _ballot, "any": _any_all, "all": _any_all,
-    "wred": _wred, "wscan": _wscan, "mma": _mma,
+    "wred": _wred, "wscan": _wscan, "mma": _mma, **cfamily_mma.HANDLERS,
     "cvt": _cvt, "cvt_pack": _cvt_pack, "movi": _movi, "mov_sr": _mov_sr, "ldarg": _ldarg,
     # handled by the walk itself
     "barrier": _no_stmt, "fence": _no_stmt,

@@ -44,6 +44,7 @@ import hashlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
+from anywave.backends import ptx_mma
 from anywave.binary.module import DeviceAddr, Instruction, Kernel, LocalAddr, Module, Pred
 from anywave.errors import WaveError
 from anywave.isa.table import INSTRUCTIONS, Category, Flag, InstrDef, Operand
@@ -109,7 +110,7 @@ def unsupported_reason(defn: InstrDef, arch: str | int = "sm_90") -> str | None:
                 f"emulation on sm_{a} is not implemented")
     if defn.op not in EMITTERS:
         return f"{defn.mnemonic}: no PTX emitter for operation {defn.op!r}"
-    return None
+    return ptx_mma.unsupported_reason(defn, a)
 
 
 def check_supported(module: Module, arch: str | int = "sm_90") -> list[str]:
@@ -1095,7 +1096,7 @@ EMITTERS: dict[str, Emitter | None] = {
     "setp": _e_setp, "selp": _e_selp, "setp_const": _e_setp_const,
     "ld": _e_ld, "st": _e_st, "atom": _e_atom, "red": _e_atom,
     "shfl": _e_shfl, "bcast": _e_bcast, "ballot": _e_ballot, "any": _e_vote, "all": _e_vote,
-    "wred": _e_wred, "wscan": _e_wscan, "mma": _e_mma,
+    "wred": _e_wred, "wscan": _e_wscan, "mma": _e_mma, **ptx_mma.EMITTERS,
     "barrier": _e_barrier, "fence": _e_fence, "nop": _e_nop,
     "cvt": _e_cvt, "cvt_pack": _e_cvt_pack,
     "mov": _e_mov, "movi": _e_movi, "mov_sr": _e_mov_sr, "ldarg": _e_ldarg,
@@ -1469,6 +1470,7 @@ class _KernelEmitter:
         ]
         pro += [f"mov.b32 %r{i}, 0;" for i in range(k.registers)]
         pro += [f"mov.pred %p{i}, 0;" for i in range(8)]
+        pro += ptx_mma.declarations(self.m, k.code)  # fragment registers (spec 8.14), +0.0
         lines += ["    " + p for p in pro]
         lines += self.body
         lines.append("    exit;")

@@ -204,7 +204,7 @@ def _felementwise(ins: Instruction) -> Run:
             addr: DeviceAddr = ins.operands[2]
             _uniform(st, ins, addr.reg, own, lanes, "offset register")
             one = np.zeros(lanes.size, I64)
-            byt, mem, _ = _tile_bytes(st, ins, addr, one, lanes, 1, kind.cols, 4, False, False)
+            byt, mem, _ = _tile_bytes(st, ins, addr, one, lanes, 1, kind.cols, 4, True, False)
             bias = mem[byt].copy().view(np.float32).reshape(lanes.size, kind.cols)
             out = (src.reshape(-1, kind.rows, kind.cols) + bias[:, None, :]).reshape(own.size, -1)
         _slot(st, d, no, kind.elems)[own] = fl.canon32(out.reshape(-1).astype(np.float32)).view(np.float32).reshape(own.size, -1)
