@@ -29,6 +29,7 @@ from anywave.errors import SourceLoc
 from anywave.isa.table import BY_MNEMONIC
 from anywave.isa.types import Access, MemoryOrder, Scope, SpecialRegister
 
+from .mma_lang import FragmentIntrinsics
 from . import ir
 from . import language as L
 from . import types as ty
@@ -171,7 +172,7 @@ class _Terminated(Exception):
 _VISITORS: dict[type, Any] = {}
 
 
-class Frontend(ast.NodeVisitor):
+class Frontend(FragmentIntrinsics, ast.NodeVisitor):
     """Translates one kernel (and the ``@aw.func`` functions it calls, inlined) to IR.
 
     After :meth:`build`: ``body`` (IR), ``args`` (ABI list of (name, BufferArg | DType)),

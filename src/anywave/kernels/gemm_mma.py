@@ -1,0 +1,116 @@
+"""bf16/f16 GEMM on MMA fragments (docs/spec.md §8.14): ``C = A @ B (+ bias) (GELU)``.
+
+Each workgroup has ``WAVES`` waves (``WAVES * W`` threads, W the target's wave width); each
+wave owns a ``16*TM x 16*TN`` block of C kept in ``TM*TN`` accumulator fragments across the
+whole K loop, loading its A and B fragments straight from device memory (``mma.load.*.device``)
+16 columns of K at a time. The epilogue adds ``bias[j]`` on the fragments (``mma_bias``)
+and, with ``gelu=True``, stores through a local tile and applies
+``0.5 * x * (1 + tanh(0.7978845608 * (x + 0.044715 x^3)))`` (the tanh form; ``fast_tanh``,
+class ``approx``).
+
+Accuracy: class ``bounded`` per fragment ``mma`` (spec §8.13's bound per 16-deep step), so
+``|C - A@B| <= 2^-18 * (K/16) * (|A| @ |B|) * (1 + 2^-18)^(K/16)`` elementwise (plus the
+bias/GELU roundings); the tests check exactly that bound against a float64 reference.
+
+Shapes: A (M, K), B (K, N) row-major, M, N multiples of ``16*TM*WM`` / ``16*TN*WN`` and K of
+16 (the wrapper pads otherwise); the output is f32 (M, N).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+
+import anywave as aw
+from anywave.kernels._launch import KernelInputError
+
+#: default tiling: a workgroup of WM x WN waves, each 16*TM x 16*TN of C
+DEFAULT_TILE = {"TM": 4, "TN": 2, "WM": 2, "WN": 4}
+
+
+@aw.kernel
+def gemm_frag_kernel(a: aw.In[aw.bf16], b: aw.In[aw.bf16], bias: aw.In[aw.f32], c: aw.Out[aw.f32],
+                     m: aw.i32, n: aw.i32, k: aw.i32, *, TM: int = 4, TN: int = 2, WM: int = 2, WN: int = 4,
+                     use_bias: bool = False, gelu: bool = False, f16: bool = False):
+    elt = aw.f16 if f16 else aw.bf16
+    acc = aw.fragments(TM * TN, "acc")
+    fa = aw.fragments(TM, "a", elt)
+    fb = aw.fragments(TN, "b", elt)
+    wv = aw.wave_id()
+    r0 = aw.workgroup_id(1) * (16 * TM * WM) + (wv // WN) * (16 * TM)
+    c0 = aw.workgroup_id(0) * (16 * TN * WN) + (wv % WN) * (16 * TN)
+    for k0 in range(0, k, 16):
+        for i in aw.static_range(TM):
+            aw.mma_load(fa[i], a, (r0 + 16 * i) * k + k0, k)
+        for j in aw.static_range(TN):
+            aw.mma_load(fb[j], b, k0 * n + c0 + 16 * j, n)
+        for i in aw.static_range(TM):
+            for j in aw.static_range(TN):
+                aw.mma_sync(acc[i * TN + j], fa[i], fb[j], acc[i * TN + j])
+    if use_bias:
+        for i in aw.static_range(TM):
+            for j in aw.static_range(TN):
+                aw.mma_bias(acc[i * TN + j], bias, c0 + 16 * j)
+    if gelu:
+        t = aw.local_array(aw.f32, (16 * WM * WN, 16))
+        lane = aw.lane_id()
+        for i in aw.static_range(TM):
+            for j in aw.static_range(TN):
+                aw.mma_store(t, acc[i * TN + j], 16 * wv, 0)
+                for e in range(lane, 256, aw.wave_width()):
+                    x = t[16 * wv + e // 16, e % 16]
+                    y = 0.5 * x * (1.0 + aw.fast_tanh(0.7978845608 * (x + 0.044715 * x * x * x)))
+                    c[(r0 + 16 * i + e // 16) * n + c0 + 16 * j + e % 16] = y
+    else:
+        for i in aw.static_range(TM):
+            for j in aw.static_range(TN):
+                aw.mma_store(c, acc[i * TN + j], (r0 + 16 * i) * n + c0 + 16 * j, n)
+
+
+def _as16(x: Any, name: str, f16: bool) -> np.ndarray:
+    dt = np.float16 if f16 else ml_dtypes.bfloat16
+    a = np.ascontiguousarray(np.asarray(x).astype(dt, copy=False))
+    if a.ndim != 2:
+        raise KernelInputError(f"{name}: expected a 2-D array, got shape {a.shape}")
+    return a
+
+
+def gemm(a: Any, b: Any, bias: Any = None, *, gelu: bool = False, target: str | None = None,
+         wave_width: int | None = None, tile: dict[str, int] | None = None) -> np.ndarray:
+    """``a @ b (+ bias) (then GELU)`` with bf16 (or f16, by a's dtype) inputs, f32 output.
+
+    Args:
+        a: (M, K), b: (K, N) arrays (converted to bf16 unless ``a`` is float16).
+        bias: optional (N,) f32.
+        target, wave_width: where to run (default target; W default 32).
+        tile: overrides of ``DEFAULT_TILE`` (TM, TN, WM, WN).
+    Returns: (M, N) float32. Raises KernelInputError on mismatched shapes.
+    """
+    f16 = np.asarray(a).dtype == np.float16
+    A, B = _as16(a, "a", f16), _as16(b, "b", f16)
+    M, K = A.shape
+    K2, N = B.shape
+    if K != K2:
+        raise KernelInputError(f"gemm: a is {A.shape} but b is {B.shape} (inner dimensions differ)")
+    p = {**DEFAULT_TILE, **(tile or {})}
+    bm, bn = 16 * p["TM"] * p["WM"], 16 * p["TN"] * p["WN"]
+    Mp, Np, Kp = -(-M // bm) * bm, -(-N // bn) * bn, -(-K // 16) * 16
+    if (Mp, Kp) != (M, K):
+        A = np.pad(A, ((0, Mp - M), (0, Kp - K)))
+    if (Kp, Np) != (K, N):
+        B = np.pad(B, ((0, Kp - K), (0, Np - N)))
+    bvec = np.zeros(Np, np.float32)
+    if bias is not None:
+        bb = np.asarray(bias, np.float32).reshape(-1)
+        if bb.shape != (N,):
+            raise KernelInputError(f"gemm: bias must have shape ({N},), got {bb.shape}")
+        bvec[:N] = bb
+    out = np.zeros((Mp, Np), np.float32)
+    W = wave_width or 32
+    waves = p["WM"] * p["WN"]
+    gemm_frag_kernel(A.reshape(-1), B.reshape(-1), bvec, out.reshape(-1), Mp, Np, Kp,
+                     grid=(Np // bn, Mp // bm), workgroup=(waves * W, 1, 1), target=target, wave_width=wave_width,
+                     use_bias=bias is not None, gelu=gelu, f16=f16, **p)
+    return out[:M, :N]
