@@ -76,7 +76,8 @@ def _fload(x: Any, ins: Instruction) -> list[str]:
         loop = (f"for (u32 e = 0; e < {k.elems}u; ++e) aw_f{f}[e] = "
                 + _conv(ins.defn.type, f"(u32)*(({_deref_ptr(x, addr, ctype)})({base} + (e / {k.cols}u) * r{rs} + "
                                        f"(e % {k.cols}u) * {esz}u))") + ";")
-    return pre + [f"if ({_cond(ins, wave)}) {{", "  " + loop, "}"]
+    post = [x.d.wave_barrier] if wave and not isinstance(addr, DeviceAddr) else []
+    return pre + [f"if ({_cond(ins, wave)}) {{", "  " + loop, "}"] + post
 
 
 def _deref_ptr(x: Any, addr: Any, ctype: str) -> str:
@@ -95,6 +96,7 @@ def _fstore(x: Any, ins: Instruction) -> list[str]:
             f"aw_c32(aw_f{f}[j]); }}")
     out = [f"if ({_cond(ins, wave)}) {{", "  " + body, "}"]
     if wave and not isinstance(addr, DeviceAddr):
+        out.insert(0, x.d.wave_barrier)
         out.append(x.d.wave_barrier)
     return out
 

@@ -125,6 +125,8 @@ def _e_fload(b: Any, ins: Instruction) -> None:
         return
     skip = _wave_guard(b)
     base, space = _base(b, addr)
+    if space == "shared":
+        b("bar.warp.sync %exist;")  # the wave's earlier local stores are visible (spec 8.14)
     if kind.role == "c":
         _acc_access(b, f, base, space, rs, store=False)
     elif space == "shared":
@@ -207,7 +209,11 @@ def _e_fstore(b: Any, ins: Instruction) -> None:
         return
     skip = _wave_guard(b)
     base, space = _base(b, addr)
+    if space == "shared":
+        b("bar.warp.sync %exist;")  # earlier local reads of the wave complete first
     _acc_access(b, f, base, space, rs, store=True)
+    if space == "shared":
+        b("bar.warp.sync %exist;")  # the stored tile is visible to the wave's lanes
     b(f"{skip}:")
 
 
