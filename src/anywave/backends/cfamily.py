@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 from anywave.backends import cfamily_mma
 from anywave.binary.module import DeviceAddr, Instruction, Kernel, LocalAddr, Module, Pred
 from anywave.errors import WaveError
+from anywave.isa.mma import MMA_SREG_VALUES
 from anywave.isa.table import Flag, InstrDef, Operand
 from anywave.isa.types import ArgKind, MemoryOrder, ScalarType, Scope, SpecialRegister
 
@@ -924,6 +925,7 @@ def _mov_sr(x: _KernelRenderer, ins: Instruction) -> list[str]:
         S.GLOBAL_ID_Y: f"(u32){d.group_id(1)} * aw_wgy + (aw_tl / aw_wgx) % aw_wgy",
         S.GLOBAL_ID_Z: f"(u32){d.group_id(2)} * aw_wgz + aw_tl / (aw_wgx * aw_wgy)",
         S.THREAD_LINEAR_ID: "aw_tl",
+        **{S[name]: f"{v}u" for name, v in MMA_SREG_VALUES.items()},
     }[SpecialRegister(sr)]
     return [f"r{dreg} = (u32)({e});"]
 

@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 from anywave.backends import ptx_mma
 from anywave.binary.module import DeviceAddr, Instruction, Kernel, LocalAddr, Module, Pred
 from anywave.errors import WaveError
+from anywave.isa.mma import MMA_SREG_VALUES
 from anywave.isa.table import INSTRUCTIONS, Category, Flag, InstrDef, Operand
 from anywave.isa.types import ArgKind, MemoryOrder, ScalarType, Scope, SpecialRegister
 
@@ -840,6 +841,8 @@ def _e_mov_sr(b: _Block, ins: Instruction) -> None:
         b(f"mov.b32 %r{dst}, {_SREG_DIRECT[sr]};")
     elif sr is SpecialRegister.WAVE_WIDTH:
         b(f"mov.b32 %r{dst}, {WAVE_WIDTH};")
+    elif sr.name in MMA_SREG_VALUES:
+        b(f"mov.b32 %r{dst}, {MMA_SREG_VALUES[sr.name]};")
     else:  # global ids wrap modulo 2^32
         axis = sr.name[-1].lower()
         b(f"mad.lo.u32 %r{dst}, %sr_c{axis}, %sr_n{axis}, %sr_t{axis};")

@@ -96,16 +96,19 @@ class FragmentIntrinsics:
 
         mul = self.binop  # type: ignore[attr-defined]
         if isinstance(src, LocalArray):
-            if len(src.shape) != 2 or src.elem.scalar.nbytes != esz:
-                raise self.err(node, f"{what}: the local array must be 2-D of {esz}-byte elements, got "  # type: ignore[attr-defined]
-                               f"shape {src.shape} of {src.elem.name}")
-            cols = src.shape[1]
-            if (cols * esz) % 16:
+            # a tile of esz-byte elements; a 32-bit array may hold 16-bit elements in pairs
+            # (then the column j counts 16-bit elements)
+            nb = src.elem.scalar.nbytes
+            if len(src.shape) != 2 or nb not in (esz, 4):
+                raise self.err(node, f"{what}: the local array must be 2-D of {esz}-byte (or packed 4-byte) "  # type: ignore[attr-defined]
+                               f"elements, got shape {src.shape} of {src.elem.name}")
+            rowbytes = src.shape[1] * nb
+            if rowbytes % 16:
                 raise self.err(node, f"{what}: a row of the local array must be a multiple of 16 bytes, got "  # type: ignore[attr-defined]
-                               f"{cols} x {esz}")
-            e = mul(ast.Add, mul(ast.Mult, i, cols, node), j, node)
-            off = mul(ast.Add, mul(ast.Mult, e, esz, node), src.base, node)
-            return LocAddr(self._u32(node, off, f"{what} offset")), self.const(cols * esz, ty.u32), "local"  # type: ignore[attr-defined]
+                               f"{rowbytes}")
+            off = mul(ast.Add, mul(ast.Mult, i, rowbytes, node), mul(ast.Mult, j, esz, node), node)
+            off = mul(ast.Add, off, src.base, node)
+            return LocAddr(self._u32(node, off, f"{what} offset")), self.const(rowbytes, ty.u32), "local"  # type: ignore[attr-defined]
         if isinstance(src, BufferArg):
             if src.elem.scalar.nbytes != esz:
                 raise self.err(node, f"{what}: buffer {src.name!r} holds {src.elem.name}, expected {esz}-byte "  # type: ignore[attr-defined]
@@ -118,7 +121,8 @@ class FragmentIntrinsics:
     def _i_mma_load(self, node: ast.Call, discard: bool) -> None:
         frag, src, i, j = self._plain_args(node, 4, 4, "aw.mma_load(frag, src, row_or_offset, col_or_ld)")  # type: ignore[attr-defined]
         f = self._frag_arg(node, frag, None, "aw.mma_load")
-        if f.role != "acc" and getattr(src, "elem", f.elem) is not f.elem:
+        # raw 16-bit buffers (u16/i16) or packed 32-bit local arrays may hold the elements
+        if f.role != "acc" and getattr(src, "elem", f.elem) not in (f.elem, ty.u16, ty.i16, ty.u32, ty.i32):
             raise self.err(node, f"aw.mma_load: a {f.elem.name} fragment cannot load {src.elem.name} data")  # type: ignore[attr-defined]
         esz = f.elem.scalar.nbytes
         addr, ld, space = self._tile_addr(node, src, i, j, esz, "aw.mma_load")

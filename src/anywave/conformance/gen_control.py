@@ -457,6 +457,7 @@ def _sregs(grid: tuple[int, int, int], wg: tuple[int, int, int], name: str) -> C
                                     "GLOBAL_ID_Y": gy * sy + y,
                                     "GLOBAL_ID_Z": gz * sz + z,
                                     "THREAD_LINEAR_ID": t,
+                                    "MMA_SUPPORTED": 1, "MMA_M": 4, "MMA_N": 4, "MMA_K": 4,
                                 }
                                 o[wl * nthreads + t] = [v[sr.name] for sr in _SREGS]
         return {"out": o.reshape(-1)}

@@ -32,6 +32,7 @@ from anywave.emu.memory import MEMORY_OPS, RaceShadow
 from anywave.emu.waveops import WAVE_OPS
 from anywave.errors import EmulationError, LaunchConfigError
 from anywave.isa.table import Category, InstrDef
+from anywave.isa.mma import MMA_SREG_VALUES
 from anywave.isa.types import LIMITS, Access, ScalarType, SpecialRegister
 
 __all__ = ["DEFAULT_LIMITS", "EmulationStats", "EmulatorLimits", "emulate", "emulate_flat",
@@ -798,6 +799,7 @@ class Batch:
             S.GLOBAL_ID_Y: lambda: (((g // gx) % gy) * sy, (t // sx) % sy),
             S.GLOBAL_ID_Z: lambda: ((g // (gx * gy)) * sz, t // (sx * sy)),
             S.THREAD_LINEAR_ID: lambda: (zg, t),
+            **{S[name]: (lambda v=v: (zg, zt + v)) for name, v in MMA_SREG_VALUES.items()},
         }
         return table[sr]()
 

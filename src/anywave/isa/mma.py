@@ -29,6 +29,9 @@ T = ScalarType
 #: fragment slots per thread (f0..f31)
 MAX_FRAGMENTS = 32
 
+#: values of the MMA query special registers on every target (spec §3.3)
+MMA_SREG_VALUES = {"MMA_SUPPORTED": 1, "MMA_M": 4, "MMA_N": 4, "MMA_K": 4}
+
 
 @dataclass(frozen=True)
 class Shape:

@@ -31,7 +31,7 @@ DEFAULT_TILE = {"TM": 4, "TN": 2, "WM": 2, "WN": 4}
 
 
 @aw.kernel
-def gemm_frag_kernel(a: aw.In[aw.bf16], b: aw.In[aw.bf16], bias: aw.In[aw.f32], c: aw.Out[aw.f32],
+def gemm_frag_kernel(a: aw.In[aw.u16], b: aw.In[aw.u16], bias: aw.In[aw.f32], c: aw.Out[aw.f32],
                      m: aw.i32, n: aw.i32, k: aw.i32, *, TM: int = 4, TN: int = 2, WM: int = 2, WN: int = 4,
                      use_bias: bool = False, gelu: bool = False, f16: bool = False):
     elt = aw.f16 if f16 else aw.bf16
@@ -67,6 +67,51 @@ def gemm_frag_kernel(a: aw.In[aw.bf16], b: aw.In[aw.bf16], bias: aw.In[aw.f32], 
         for i in aw.static_range(TM):
             for j in aw.static_range(TN):
                 aw.mma_store(c, acc[i * TN + j], (r0 + 16 * i) * n + c0 + 16 * j, n)
+
+
+@aw.kernel
+def gemm_smem_kernel(a: aw.In[aw.u32], b: aw.In[aw.u32], bias: aw.In[aw.f32], c: aw.Out[aw.f32],
+                     m: aw.i32, n: aw.i32, k: aw.i32, *, TM: int = 4, TN: int = 2, WM: int = 2, WN: int = 4,
+                     BK: int = 32, use_bias: bool = False, f16: bool = False):
+    # A (m, k) and B (k, n) hold bf16 (f16 with f16=True) elements in pairs (one u32 = two neighbours of a row):
+    # the workgroup stages a (16*TM*WM) x BK block of A and a BK x (16*TN*WN) block of B in
+    # local memory (rows padded by 16 bytes: conflict-free 8-row fragment loads), then each wave
+    # loads its fragments from there (ldmatrix on CUDA)
+    elt = aw.f16 if f16 else aw.bf16
+    ta = aw.local_array(aw.u32, (16 * TM * WM, BK // 2 + 4))
+    tb = aw.local_array(aw.u32, (BK, 8 * TN * WN + 4))
+    acc = aw.fragments(TM * TN, "acc")
+    fa = aw.fragments(TM, "a", elt)
+    fb = aw.fragments(TN, "b", elt)
+    t = aw.local_id(0)
+    nt = aw.workgroup_size(0)
+    wv = aw.wave_id()
+    rb = aw.workgroup_id(1) * (16 * TM * WM)
+    cb = aw.workgroup_id(0) * (16 * TN * WN)
+    wr = (wv // WN) * (16 * TM)
+    wc = (wv % WN) * (16 * TN)
+    kw = k // 2
+    nw = n // 2
+    for k0 in range(0, k, BK):
+        for e in range(t, (16 * TM * WM) * (BK // 2), nt):
+            ta[e // (BK // 2), e % (BK // 2)] = a[(rb + e // (BK // 2)) * kw + k0 // 2 + e % (BK // 2)]
+        for e in range(t, BK * (8 * TN * WN), nt):
+            tb[e // (8 * TN * WN), e % (8 * TN * WN)] = b[(k0 + e // (8 * TN * WN)) * nw + cb // 2 + e % (8 * TN * WN)]
+        aw.barrier()
+        for kk in aw.static_range(BK // 16):
+            for i in aw.static_range(TM):
+                aw.mma_load(fa[i], ta, wr + 16 * i, 16 * kk)
+            for j in aw.static_range(TN):
+                aw.mma_load(fb[j], tb, 16 * kk, wc + 16 * j)
+            for i in aw.static_range(TM):
+                for j in aw.static_range(TN):
+                    aw.mma_sync(acc[i * TN + j], fa[i], fb[j], acc[i * TN + j])
+        aw.barrier()
+    for i in aw.static_range(TM):
+        for j in aw.static_range(TN):
+            if use_bias:
+                aw.mma_bias(acc[i * TN + j], bias, cb + wc + 16 * j)
+            aw.mma_store(c, acc[i * TN + j], (rb + wr + 16 * i) * n + cb + wc + 16 * j, n)
 
 
 def _as16(x: Any, name: str, f16: bool) -> np.ndarray:
@@ -110,7 +155,7 @@ def gemm(a: Any, b: Any, bias: Any = None, *, gelu: bool = False, target: str | 
     out = np.zeros((Mp, Np), np.float32)
     W = wave_width or 32
     waves = p["WM"] * p["WN"]
-    gemm_frag_kernel(A.reshape(-1), B.reshape(-1), bvec, out.reshape(-1), Mp, Np, Kp,
+    gemm_frag_kernel(A.reshape(-1).view(np.uint16), B.reshape(-1).view(np.uint16), bvec, out.reshape(-1), Mp, Np, Kp,
                      grid=(Np // bn, Mp // bm), workgroup=(waves * W, 1, 1), target=target, wave_width=wave_width,
                      use_bias=bias is not None, gelu=gelu, f16=f16, **p)
     return out[:M, :N]
