@@ -337,3 +337,39 @@ def test_reference_kernels_opencl() -> None:
     args = {"memory": np.zeros(64, np.uint8), **{f"init_r{i}": np.uint32(0) for i in range(6)}}
     r(q, "mma_query", (1, 1, 1), (1, 1, 1), args, W)
     assert args["memory"][:16].view(np.uint32).tolist() == [1, 4, 4, 4]
+
+
+# ----------------------------------------------------------------------------- torch op
+def test_torch_gemm_mma_cpu() -> None:
+    torch = pytest.importorskip("torch")
+    from anywave.torch import mma_ops  # noqa: F401 - registers torch.ops.anywave.gemm_mma
+    from anywave.torch.ops import OpDtypeError, cpu_target
+
+    g = torch.Generator().manual_seed(0)
+    a = torch.randn(40, 48, generator=g).to(torch.bfloat16)  # padded to 128 x 64 inside
+    b = torch.randn(48, 24, generator=g).to(torch.bfloat16)
+    bias = torch.randn(24, generator=g)
+    with cpu_target("emulator", wave_width=16):
+        out = torch.ops.anywave.gemm_mma(a, b, bias)
+    ref = a.double() @ b.double() + bias.double()
+    bound = torch.from_numpy(_bound(a.float().numpy(), b.float().numpy(), 64)) + 2.0 ** -22 * ref.abs()
+    assert out.shape == (40, 24) and out.dtype == torch.float32
+    assert bool(((out.double() - ref).abs() <= bound).all())
+    with pytest.raises(OpDtypeError, match="bfloat16"):
+        torch.ops.anywave.gemm_mma(a.float(), b.float())
+
+
+@pytest.mark.cuda
+def test_torch_gemm_mma_cuda() -> None:
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    from anywave.torch import mma_ops  # noqa: F401
+
+    g = torch.Generator(device="cuda").manual_seed(1)
+    a = torch.randn(256, 512, device="cuda", generator=g).to(torch.bfloat16)
+    b = torch.randn(512, 384, device="cuda", generator=g).to(torch.bfloat16)
+    out = torch.ops.anywave.gemm_mma(a, b)
+    ref = a.double() @ b.double()
+    bound = 2.0 ** -18 * (512 / 16) * (a.double().abs() @ b.double().abs()) * 1.001
+    assert bool(((out.double() - ref).abs() <= bound).all())

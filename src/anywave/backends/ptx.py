@@ -61,6 +61,8 @@ PTX_VERSIONS: dict[int, str] = {
 }
 #: wave width of every NVIDIA target
 WAVE_WIDTH = 32
+#: blocks of at most this many PTX lines are predicated line by line instead of branched around
+_PREDICATE_LINES = 12
 #: static shared memory above this needs the dynamic (extern) form
 STATIC_SHARED_LIMIT = 48 * 1024
 
@@ -1236,6 +1238,16 @@ class _KernelEmitter:
             return
         if simple:
             self.out(f"@{pe} {b.lines[0]}")
+            return
+        if len(b.lines) <= _PREDICATE_LINES and not any(ln.startswith(("@", "//", "$")) for ln in b.lines):
+            # a short straight-line block: predicate every line instead of branching around it,
+            # so ptxas schedules across WAVE instructions (no basic-block boundary per instruction)
+            self.out("{")
+            for line in decls:
+                self.out(line, 2)
+            for line in b.lines:
+                self.out(f"@{pe} {line}", 2)
+            self.out("}")
             return
         skip = self.new_label("skip")
         neg = pe[1:] if pe.startswith("!") else "!" + pe

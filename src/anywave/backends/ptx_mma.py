@@ -73,14 +73,21 @@ def declarations(module: Module, code: Iterable[Instruction]) -> list[str]:
     return lines
 
 
-def _wave_guard(b: Any) -> str:
-    """Skip the instruction when no lane of the warp executes it (the mask-stack walk also
-    passes instructions with no active lane); returns the label to place at the end."""
-    skip = b.label("frag_skip")
+def _wave_guard(b: Any) -> tuple[str, int]:
+    """The instruction runs only when a lane of the warp executes it (the mask-stack walk also
+    passes instructions with no active lane). Returns (warp-uniform predicate, first line):
+    :func:`_end_guard` predicates every line from there on (no branch, so ptxas can interleave
+    neighbouring fragment loads and mma; ``.aligned`` allows a warp-uniform predicate)."""
     q = b.t("pred")
     b(f"vote.sync.any.pred {q}, {b.pe}, %exist;")
-    b(f"@!{q} bra {skip};")
-    return skip
+    return q, len(b.lines)
+
+
+def _end_guard(b: Any, guard: tuple[str, int]) -> None:
+    q, first = guard
+    for i in range(first, len(b.lines)):
+        assert not b.lines[i].startswith(("@", "$", "//")), b.lines[i]
+        b.lines[i] = f"@{q} {b.lines[i]}"
 
 
 def _base(b: Any, addr: Any) -> tuple[str, str]:
@@ -123,7 +130,7 @@ def _e_fload(b: Any, ins: Instruction) -> None:
     if kind.shape.scope == "thread":
         _thread_load(b, ins)
         return
-    skip = _wave_guard(b)
+    guard = _wave_guard(b)
     base, space = _base(b, addr)
     if space == "shared":
         b("bar.warp.sync %exist;")  # the wave's earlier local stores are visible (spec 8.14)
@@ -175,7 +182,7 @@ def _e_fload(b: Any, ins: Instruction) -> None:
                     b(f"ld.global.b16 {lo}, [{q0}];")
                     b(f"ld.global.b16 {hi}, [{q1}];")
                     b(f"mov.b32 {frag_reg(f, 2 * h + j)}, {{{lo}, {hi}}};")
-    b(f"{skip}:")
+    _end_guard(b, guard)
 
 
 def _acc_access(b: Any, f: int, base: str, space: str, rs: int, store: bool) -> None:
@@ -207,14 +214,14 @@ def _e_fstore(b: Any, ins: Instruction) -> None:
     if kind.shape.scope == "thread":
         _thread_store(b, ins)
         return
-    skip = _wave_guard(b)
+    guard = _wave_guard(b)
     base, space = _base(b, addr)
     if space == "shared":
         b("bar.warp.sync %exist;")  # earlier local reads of the wave complete first
     _acc_access(b, f, base, space, rs, store=True)
     if space == "shared":
         b("bar.warp.sync %exist;")  # the stored tile is visible to the wave's lanes
-    b(f"{skip}:")
+    _end_guard(b, guard)
 
 
 def _e_fmma(b: Any, ins: Instruction) -> None:
@@ -236,7 +243,7 @@ def _e_fmma(b: Any, ins: Instruction) -> None:
         for e in range(16):
             b(f"mov.b32 {frag_reg(d, e)}, {acc[e]};")
         return
-    skip = _wave_guard(b)
+    guard = _wave_guard(b)
     ab = "bf16" if et is T.BF16 else "f16"
     a = ", ".join(frag_reg(fa, i) for i in range(4))
     for h in range(2):
@@ -244,7 +251,7 @@ def _e_fmma(b: Any, ins: Instruction) -> None:
         c = ", ".join(frag_reg(fc, 4 * h + i) for i in range(4))
         dd = ", ".join(frag_reg(d, 4 * h + i) for i in range(4))
         b(f"mma.sync.aligned.m16n8k16.row.col.f32.{ab}.{ab}.f32 {{{dd}}}, {{{a}}}, {{{bb}}}, {{{c}}};")
-    b(f"{skip}:")
+    _end_guard(b, guard)
 
 
 def _e_felementwise(b: Any, ins: Instruction) -> None:
@@ -253,7 +260,7 @@ def _e_felementwise(b: Any, ins: Instruction) -> None:
     wave = kind.shape.scope == "wave"
     n = _count(kind)
     d = ins.operands[0]
-    skip = _wave_guard(b) if wave else None
+    guard = _wave_guard(b) if wave else None
     if op == "ffill":
         for i in range(n):
             b(f"mov.b32 {frag_reg(d, i)}, %r{ins.operands[1]};")
@@ -282,9 +289,9 @@ def _e_felementwise(b: Any, ins: Instruction) -> None:
         for i in range(n):
             q = b.t("pred")
             b(f"setp.nan.f32 {q}, {frag_reg(d, i)}, {frag_reg(d, i)};")
-            b(f"@{q} mov.b32 {frag_reg(d, i)}, 0x7fc00000;")
-    if skip is not None:
-        b(f"{skip}:")
+            b(f"selp.b32 {frag_reg(d, i)}, 0x7fc00000, {frag_reg(d, i)}, {q};")
+    if guard is not None:
+        _end_guard(b, guard)
 
 
 def _thread_tile(b: Any, ins: Instruction, addr: Any, rs: int) -> tuple[str, str, str]:
@@ -321,8 +328,7 @@ EMITTERS = {"fload": _e_fload, "fstore": _e_fstore, "fmma": _e_fmma, "ffill": _e
 
 
 def unsupported_reason(defn: Any, arch: int) -> str | None:
-    if defn.category is Category.MMA and defn.op in EMITTERS and arch < MIN_ARCH \
-            and fragment_kinds(defn)[0] is not None and _wave(defn):
+    if defn.category is Category.MMA and defn.op in EMITTERS and arch < MIN_ARCH and _wave(defn):
         return f"{defn.mnemonic} needs sm_{MIN_ARCH} or newer (mma.sync.m16n8k16 with ldmatrix)"
     return None
 

@@ -72,7 +72,7 @@ def gemm_frag_kernel(a: aw.In[aw.u16], b: aw.In[aw.u16], bias: aw.In[aw.f32], c:
 @aw.kernel
 def gemm_smem_kernel(a: aw.In[aw.u32], b: aw.In[aw.u32], bias: aw.In[aw.f32], c: aw.Out[aw.f32],
                      m: aw.i32, n: aw.i32, k: aw.i32, *, TM: int = 4, TN: int = 2, WM: int = 2, WN: int = 4,
-                     BK: int = 32, use_bias: bool = False, f16: bool = False):
+                     BK: int = 32, use_bias: bool = False, gelu: bool = False, f16: bool = False):
     # A (m, k) and B (k, n) hold bf16 (f16 with f16=True) elements in pairs (one u32 = two neighbours of a row):
     # the workgroup stages a (16*TM*WM) x BK block of A and a BK x (16*TN*WN) block of B in
     # local memory (rows padded by 16 bytes: conflict-free 8-row fragment loads), then each wave
@@ -80,6 +80,7 @@ def gemm_smem_kernel(a: aw.In[aw.u32], b: aw.In[aw.u32], bias: aw.In[aw.f32], c:
     elt = aw.f16 if f16 else aw.bf16
     ta = aw.local_array(aw.u32, (16 * TM * WM, BK // 2 + 4))
     tb = aw.local_array(aw.u32, (BK, 8 * TN * WN + 4))
+    stage = aw.local_array(aw.f32, (16 * WM * WN if gelu else 1, 16))  # the GELU epilogue's staging
     acc = aw.fragments(TM * TN, "acc")
     fa = aw.fragments(TM, "a", elt)
     fb = aw.fragments(TN, "b", elt)
@@ -92,11 +93,16 @@ def gemm_smem_kernel(a: aw.In[aw.u32], b: aw.In[aw.u32], bias: aw.In[aw.f32], c:
     wc = (wv % WN) * (16 * TN)
     kw = k // 2
     nw = n // 2
+    # copy rows: each thread a fixed 32-bit column of the tiles, rows strided by the workgroup
+    # (the workgroup size is a multiple of the 8 * TN * WN words of a B row: the wrapper launches
+    # WM * WN waves of >= 8 lanes)
+    wa = t % (BK // 2)
+    wb = t % (8 * TN * WN)
     for k0 in range(0, k, BK):
-        for e in range(t, (16 * TM * WM) * (BK // 2), nt):
-            ta[e // (BK // 2), e % (BK // 2)] = a[(rb + e // (BK // 2)) * kw + k0 // 2 + e % (BK // 2)]
-        for e in range(t, BK * (8 * TN * WN), nt):
-            tb[e // (8 * TN * WN), e % (8 * TN * WN)] = b[(k0 + e // (8 * TN * WN)) * nw + cb // 2 + e % (8 * TN * WN)]
+        for r in range(t // (BK // 2), 16 * TM * WM, nt // (BK // 2)):
+            ta[r, wa] = a[(rb + r) * kw + k0 // 2 + wa]
+        for r in range(t // (8 * TN * WN), BK, nt // (8 * TN * WN)):
+            tb[r, wb] = b[(k0 + r) * nw + cb // 2 + wb]
         aw.barrier()
         for kk in aw.static_range(BK // 16):
             for i in aw.static_range(TM):
@@ -111,7 +117,23 @@ def gemm_smem_kernel(a: aw.In[aw.u32], b: aw.In[aw.u32], bias: aw.In[aw.f32], c:
         for j in aw.static_range(TN):
             if use_bias:
                 aw.mma_bias(acc[i * TN + j], bias, cb + wc + 16 * j)
-            aw.mma_store(c, acc[i * TN + j], (rb + wr + 16 * i) * n + cb + wc + 16 * j, n)
+            if gelu:
+                _gelu_store(c, stage, acc[i * TN + j], rb + wr + 16 * i, cb + wc + 16 * j, n)
+            else:
+                aw.mma_store(c, acc[i * TN + j], (rb + wr + 16 * i) * n + cb + wc + 16 * j, n)
+
+
+@aw.func
+def _gelu_store(c, t, frag, row, col, n):
+    # through the wave's 16x16 f32 staging rows of t: GELU (tanh form) per element, then to c
+    wv = aw.wave_id()
+    aw.barrier()
+    aw.mma_store(t, frag, 16 * wv, 0)
+    aw.barrier()
+    for e in range(aw.lane_id(), 256, aw.wave_width()):
+        x = t[16 * wv + e // 16, e % 16]
+        y = 0.5 * x * (1.0 + aw.fast_tanh(0.7978845608 * (x + 0.044715 * x * x * x)))
+        c[(row + e // 16) * n + col + e % 16] = y
 
 
 def _as16(x: Any, name: str, f16: bool) -> np.ndarray:
