@@ -20,7 +20,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from anywave.backends import ptx  # noqa: E402
 from anywave.conformance import run_suite  # noqa: E402
 from anywave.emu import emulate  # noqa: E402
-from anywave.kernels.gemm_mma import gemm_frag_kernel, gemm_smem_kernel  # noqa: E402
+from anywave.kernels.gemm_mma import (  # noqa: E402
+    gemm_frag_kernel,
+    gemm_pipe_kernel,
+    gemm_smem64_kernel,
+    gemm_smem_kernel,
+)
 from anywave.runtime import cuda  # noqa: E402
 from mma_issue_kernel import mma_gemm  # noqa: E402
 
@@ -88,16 +93,23 @@ VARIANTS = {  # name: (kernel, TM, TN, WM, WN, BK)
     "direct_4x2_2x4": ("frag", 4, 2, 2, 4, 16),
     "smem_4x2_2x4_k32": ("smem", 4, 2, 2, 4, 32),
     "smem_2x4_4x2_k32": ("smem", 2, 4, 4, 2, 32),
-    "smem_4x2_2x4_k16": ("smem", 4, 2, 2, 4, 16),
     "smem_4x2_2x4_k64": ("smem", 4, 2, 2, 4, 64),
-    "smem_2x2_2x4_k32": ("smem", 2, 2, 2, 4, 32),
+    "smem64_4x2_2x4_k32": ("smem64", 4, 2, 2, 4, 32),
+    "smem64_2x4_4x2_k32": ("smem64", 2, 4, 4, 2, 32),
+    "smem64_4x2_2x4_k64": ("smem64", 4, 2, 2, 4, 64),
+    "smem64_4x4_2x4_k32": ("smem64", 4, 4, 2, 4, 32),
+    "smem64_2x2_2x4_k32": ("smem64", 2, 2, 2, 4, 32),
+    "pipe_4x2_2x4_k32": ("pipe", 4, 2, 2, 4, 32),
 }
+KERNELS = {"frag": gemm_frag_kernel, "smem": gemm_smem_kernel, "smem64": gemm_smem64_kernel, "pipe": gemm_pipe_kernel}
 MODS = {}
 for _name, (_kind, _tm, _tn, _wm, _wn, _bk) in VARIANTS.items():
     if _kind == "frag":
         MODS[_name] = gemm_frag_kernel.compile(TM=_tm, TN=_tn, WM=_wm, WN=_wn)
+    elif _kind == "pipe":
+        MODS[_name] = gemm_pipe_kernel.compile()
     else:
-        MODS[_name] = gemm_smem_kernel.compile(TM=_tm, TN=_tn, WM=_wm, WN=_wn, BK=_bk)
+        MODS[_name] = KERNELS[_kind].compile(TM=_tm, TN=_tn, WM=_wm, WN=_wn, BK=_bk)
 
 
 def sass() -> None:
@@ -108,7 +120,7 @@ def sass() -> None:
         pv = subprocess.run(["ptxas", "-arch=sm_90", "-v", str(OUT / "k.ptx"), "-o", str(OUT / "k.cubin")],
                             capture_output=True, text=True)
         sa = subprocess.run(["cuobjdump", "--dump-sass", str(OUT / "k.cubin")], capture_output=True, text=True).stdout
-        if name == "smem_4x2_2x4_k32":
+        if name == "pipe_4x2_2x4_k32":
             (OUT / "gemm_smem.sass").write_text(sa)
         regs = [ln.strip() for ln in pv.stderr.splitlines() if "registers" in ln or "spill" in ln]
         out[name] = {"HMMA": sa.count("HMMA"), "LDSM": sa.count("LDSM"), "LDL": sa.count("LDL"),
@@ -159,12 +171,12 @@ def launcher(name, A, B, bias, C, n):
     kind, tm, tn, wm, wn, bk = VARIANTS[name]
     bm, bn = 16 * tm * wm, 16 * tn * wn
     mod = MODS[name]
+    kname = KERNELS[kind].name
     if kind == "frag":
         args = [A, B, bias, C, n, n, n]
-        kname = "gemm_frag_kernel"
     else:
-        args = [A.view(torch.int32), B.view(torch.int32), bias, C, n, n, n]
-        kname = "gemm_smem_kernel"
+        vt = torch.int32 if kind == "smem" else torch.int64
+        args = [A.view(vt), B.view(vt), bias, C, n, n, n]
     return lambda: tgt.launch(mod, kname, (n // bn, n // bm), wm * wn * 32, args, stream=stream, sync=False)
 
 

@@ -107,9 +107,8 @@ def test_issue_kernel_sycl() -> None:
 def test_ptx_mma_skipped_without_active_lanes() -> None:
     """The PTX walk passes an mma after a loop's final break with no lane active: the lowering
     must test the executing set first (issue 15: it accumulated once more there)."""
-    from mma_issue_kernel import mma_gemm
-
     from anywave.backends import ptx
+    from mma_issue_kernel import mma_gemm
 
     text = str(ptx.translate(mma_gemm.compile()))
     body = text[text.index("// mma.m16n16k16"):]
@@ -257,8 +256,8 @@ def test_fragment_gemm_opencl_matches_emulator() -> None:
     outs = []
     for run in ("opencl", "emu"):
         c = np.full(M * N, np.nan, np.float32)
-        args = {"a": a.reshape(-1).view(np.uint16), "b": b.reshape(-1).view(np.uint16), "bias": np.zeros(N, np.float32), "c": c,
-                "m": np.int32(M), "n": np.int32(N), "k": np.int32(K)}
+        args = {"a": a.reshape(-1).view(np.uint16), "b": b.reshape(-1).view(np.uint16),
+                "bias": np.zeros(N, np.float32), "c": c, "m": np.int32(M), "n": np.int32(N), "k": np.int32(K)}
         launch = ((N // 128, M // 128, 1), (8 * W, 1, 1))  # DEFAULT_TILE: 128 x 128 per workgroup
         if run == "opencl":
             r(mod, "gemm_frag_kernel", *launch, args, W)

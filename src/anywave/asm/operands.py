@@ -25,8 +25,8 @@ from anywave.asm.syntax import (
     small_int,
 )
 from anywave.binary.module import DeviceAddr, LocalAddr, Pred
-from anywave.isa.table import InstrDef, Operand
 from anywave.isa.mma import MAX_FRAGMENTS
+from anywave.isa.table import InstrDef, Operand
 from anywave.isa.types import LIMITS, MemoryOrder, ScalarType, Scope, SpecialRegister
 
 MAX_REG = LIMITS.max_registers - 1

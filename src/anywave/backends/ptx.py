@@ -1159,6 +1159,8 @@ class _KernelEmitter:
         self.nlabel = 0
         self.frames: list[_Frame] = []
         self.max_depth = 0
+        #: inside a segment that a warp with no active lane skips as a whole (ptx_mma)
+        self.frag_covered = False
         from anywave.asm.disassembler import _Printer
 
         self._printer = _Printer(module)
@@ -1189,13 +1191,28 @@ class _KernelEmitter:
         self.body.append("    " * indent + line)
 
     def emit_code(self, code: Sequence[Instruction]) -> None:
-        for ins in code:
+        seg: str | None = None  # open straight-line segment of wave-scope fragment code (ptx_mma)
+        for i, ins in enumerate(code):
+            boundary = ins.defn.category is Category.CONTROL or ins.defn.op == "barrier"
+            if seg is not None and boundary:
+                self.out(f"{seg}:", 0)
+                seg, self.frag_covered = None, False
+            if seg is None and self.uniform and not boundary and ptx_mma.segment_has_fragments(code, i):
+                # skip the whole segment in a warp with no active lane, so its fragment
+                # instructions need no per-instruction test (spec 8.14)
+                seg = self.new_label("frag_seg")
+                self.out("vote.sync.any.pred %pany, %A, %exist;")
+                self.out(f"@!%pany bra {seg};")
+                self.frag_covered = True
             if self.comments:
                 self.out(f"// {self.text_of(ins)}")
             if ins.defn.category is Category.CONTROL:
                 self.control(ins)
             else:
                 self.instruction(ins)
+        if seg is not None:
+            self.out(f"{seg}:", 0)
+            self.frag_covered = False
 
     def exec_pred(self, guard: Pred | None) -> str | None:
         """Predicate string of the executing lanes (None: every thread that runs this)."""

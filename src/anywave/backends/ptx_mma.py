@@ -73,17 +73,33 @@ def declarations(module: Module, code: Iterable[Instruction]) -> list[str]:
     return lines
 
 
-def _wave_guard(b: Any) -> tuple[str, int]:
+def segment_has_fragments(code: Any, start: int) -> bool:
+    """Whether the straight-line run of ``code`` from ``start`` (up to the next control
+    instruction or barrier) holds an unguarded wave-scope fragment instruction."""
+    for ins in code[start:]:
+        d = ins.defn
+        if d.category is Category.CONTROL or d.op == "barrier":
+            return False
+        if d.op in EMITTERS and ins.guard is None and _wave(d):
+            return True
+    return False
+
+
+def _wave_guard(b: Any) -> tuple[str, int] | None:
     """The instruction runs only when a lane of the warp executes it (the mask-stack walk also
     passes instructions with no active lane). Returns (warp-uniform predicate, first line):
     :func:`_end_guard` predicates every line from there on (no branch, so ptxas can interleave
     neighbouring fragment loads and mma; ``.aligned`` allows a warp-uniform predicate)."""
+    if b.pe == "%A" and b.kx.frag_covered:
+        return None  # the enclosing segment is skipped as a whole when no lane is active
     q = b.t("pred")
     b(f"vote.sync.any.pred {q}, {b.pe}, %exist;")
     return q, len(b.lines)
 
 
-def _end_guard(b: Any, guard: tuple[str, int]) -> None:
+def _end_guard(b: Any, guard: tuple[str, int] | None) -> None:
+    if guard is None:
+        return
     q, first = guard
     for i in range(first, len(b.lines)):
         assert not b.lines[i].startswith(("@", "$", "//")), b.lines[i]
@@ -132,8 +148,6 @@ def _e_fload(b: Any, ins: Instruction) -> None:
         return
     guard = _wave_guard(b)
     base, space = _base(b, addr)
-    if space == "shared":
-        b("bar.warp.sync %exist;")  # the wave's earlier local stores are visible (spec 8.14)
     if kind.role == "c":
         _acc_access(b, f, base, space, rs, store=False)
     elif space == "shared":
@@ -216,11 +230,7 @@ def _e_fstore(b: Any, ins: Instruction) -> None:
         return
     guard = _wave_guard(b)
     base, space = _base(b, addr)
-    if space == "shared":
-        b("bar.warp.sync %exist;")  # earlier local reads of the wave complete first
     _acc_access(b, f, base, space, rs, store=True)
-    if space == "shared":
-        b("bar.warp.sync %exist;")  # the stored tile is visible to the wave's lanes
     _end_guard(b, guard)
 
 

@@ -30,8 +30,8 @@ from collections.abc import Sequence
 
 from anywave.binary.module import DeviceAddr, Instruction, LocalAddr, OperandValue, Pred
 from anywave.errors import BinaryFormatError
-from anywave.isa.table import BY_OPCODE, Operand
 from anywave.isa.mma import MAX_FRAGMENTS
+from anywave.isa.table import BY_OPCODE, Operand
 from anywave.isa.types import LIMITS, MemoryOrder, Scope, SpecialRegister
 
 GUARD_PRESENT = 1 << 23

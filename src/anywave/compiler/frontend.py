@@ -29,12 +29,12 @@ from anywave.errors import SourceLoc
 from anywave.isa.table import BY_MNEMONIC
 from anywave.isa.types import Access, MemoryOrder, Scope, SpecialRegister
 
-from .mma_lang import FragmentIntrinsics
 from . import ir
 from . import language as L
 from . import types as ty
 from .errors import CompileError
 from .ir import DevAddr, LocAddr, Op, PredUse, Value
+from .mma_lang import FragmentIntrinsics
 from .types import DType
 
 SR = SpecialRegister

@@ -99,8 +99,8 @@ class FragmentIntrinsics:
             # a tile of esz-byte elements; a 32-bit array may hold 16-bit elements in pairs
             # (then the column j counts 16-bit elements)
             nb = src.elem.scalar.nbytes
-            if len(src.shape) != 2 or nb not in (esz, 4):
-                raise self.err(node, f"{what}: the local array must be 2-D of {esz}-byte (or packed 4-byte) "  # type: ignore[attr-defined]
+            if len(src.shape) != 2 or nb not in (esz, 4, 8):
+                raise self.err(node, f"{what}: the local array must be 2-D of {esz}-byte (or packed 4/8-byte) "  # type: ignore[attr-defined]
                                f"elements, got shape {src.shape} of {src.elem.name}")
             rowbytes = src.shape[1] * nb
             if rowbytes % 16:
@@ -122,7 +122,7 @@ class FragmentIntrinsics:
         frag, src, i, j = self._plain_args(node, 4, 4, "aw.mma_load(frag, src, row_or_offset, col_or_ld)")  # type: ignore[attr-defined]
         f = self._frag_arg(node, frag, None, "aw.mma_load")
         # raw 16-bit buffers (u16/i16) or packed 32-bit local arrays may hold the elements
-        if f.role != "acc" and getattr(src, "elem", f.elem) not in (f.elem, ty.u16, ty.i16, ty.u32, ty.i32):
+        if f.role != "acc" and getattr(src, "elem", f.elem) not in (f.elem, ty.u16, ty.i16, ty.u32, ty.i32, ty.u64):
             raise self.err(node, f"aw.mma_load: a {f.elem.name} fragment cannot load {src.elem.name} data")  # type: ignore[attr-defined]
         esz = f.elem.scalar.nbytes
         addr, ld, space = self._tile_addr(node, src, i, j, esz, "aw.mma_load")
@@ -172,7 +172,7 @@ class FragmentIntrinsics:
 DOCS = {
     "fragment": "fragment(role, dtype): an MMA fragment ('a'/'b': f16/bf16 16x16; 'acc': f32 16x16, +0.0)",
     "mma_load": "mma_load(frag, src, i, j): load a 16x16 block (local 2-D array at (i, j), or buffer offset i, ld j)",
-    "mma_store": "mma_store(dst, acc, i, j): store an accumulator (local 2-D array at (i, j), or buffer offset i, ld j)",
+    "mma_store": "mma_store(dst, acc, i, j): store an accumulator (local 2-D array at (i, j), or offset i, ld j)",
     "mma_sync": "mma_sync(d, a, b, c): d = a @ b + c on fragments (tensor cores where the target has them)",
     "mma_scale": "mma_scale(acc, s): acc *= s element-wise", "mma_fill": "mma_fill(acc, v): every element = v",
     "mma_bias": "mma_bias(acc, bias, j0): acc[i][j] += bias[j0 + j]",

@@ -207,7 +207,8 @@ def _felementwise(ins: Instruction) -> Run:
             byt, mem, _ = _tile_bytes(st, ins, addr, one, lanes, 1, kind.cols, 4, True, False)
             bias = mem[byt].copy().view(np.float32).reshape(lanes.size, kind.cols)
             out = (src.reshape(-1, kind.rows, kind.cols) + bias[:, None, :]).reshape(own.size, -1)
-        _slot(st, d, no, kind.elems)[own] = fl.canon32(out.reshape(-1).astype(np.float32)).view(np.float32).reshape(own.size, -1)
+        res = fl.canon32(out.reshape(-1).astype(np.float32)).view(np.float32)
+        _slot(st, d, no, kind.elems)[own] = res.reshape(own.size, -1)
     return run
 
 

@@ -31,8 +31,8 @@ from anywave.emu.alu import BIT_OPS, FLOAT_OPS, INT_OPS, OTHER_OPS, Run, _pred_o
 from anywave.emu.memory import MEMORY_OPS, RaceShadow
 from anywave.emu.waveops import WAVE_OPS
 from anywave.errors import EmulationError, LaunchConfigError
-from anywave.isa.table import Category, InstrDef
 from anywave.isa.mma import MMA_SREG_VALUES
+from anywave.isa.table import Category, InstrDef
 from anywave.isa.types import LIMITS, Access, ScalarType, SpecialRegister
 
 __all__ = ["DEFAULT_LIMITS", "EmulationStats", "EmulatorLimits", "emulate", "emulate_flat",

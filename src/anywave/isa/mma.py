@@ -91,7 +91,6 @@ class FragKind:
 def fragment_kinds(defn) -> tuple[FragKind | None, ...]:  # noqa: ANN001 - an InstrDef
     """Per operand of an MMA fragment instruction, the fragment kind it names (None for
     operands that are not fragments). Driven by the record's ``op`` and ``variant``."""
-    from anywave.isa.table import Operand
 
     op = defn.op
     parts = defn.variant.split(".")

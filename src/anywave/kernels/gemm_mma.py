@@ -123,6 +123,137 @@ def gemm_smem_kernel(a: aw.In[aw.u32], b: aw.In[aw.u32], bias: aw.In[aw.f32], c:
                 aw.mma_store(c, acc[i * TN + j], (rb + wr + 16 * i) * n + cb + wc + 16 * j, n)
 
 
+@aw.kernel
+def gemm_smem64_kernel(a: aw.In[aw.u64], b: aw.In[aw.u64], bias: aw.In[aw.f32], c: aw.Out[aw.f32],
+                     m: aw.i32, n: aw.i32, k: aw.i32, *, TM: int = 4, TN: int = 2, WM: int = 2, WN: int = 4,
+                     BK: int = 32, use_bias: bool = False, gelu: bool = False, f16: bool = False):
+    # gemm_smem_kernel with 8-byte copies: A and B hold four 16-bit elements per u64.
+    # the workgroup stages a (16*TM*WM) x BK block of A and a BK x (16*TN*WN) block of B in
+    # local memory (rows padded by 16 bytes: conflict-free 8-row fragment loads), then each wave
+    # loads its fragments from there (ldmatrix on CUDA)
+    elt = aw.f16 if f16 else aw.bf16
+    ta = aw.local_array(aw.u64, (16 * TM * WM, BK // 4 + 2))
+    tb = aw.local_array(aw.u64, (BK, 4 * TN * WN + 2))
+    stage = aw.local_array(aw.f32, (16 * WM * WN if gelu else 1, 16))  # the GELU epilogue's staging
+    acc = aw.fragments(TM * TN, "acc")
+    fa = aw.fragments(TM, "a", elt)
+    fb = aw.fragments(TN, "b", elt)
+    t = aw.local_id(0)
+    nt = aw.workgroup_size(0)
+    wv = aw.wave_id()
+    rb = aw.workgroup_id(1) * (16 * TM * WM)
+    cb = aw.workgroup_id(0) * (16 * TN * WN)
+    wr = (wv // WN) * (16 * TM)
+    wc = (wv % WN) * (16 * TN)
+    kw = k // 4
+    nw = n // 4
+    # copy rows: each thread a fixed 32-bit column of the tiles, rows strided by the workgroup
+    # (the workgroup size is a multiple of the 4 * TN * WN words of a B row: the wrapper launches
+    # WM * WN waves of >= 8 lanes)
+    wa = t % (BK // 4)
+    wb = t % (4 * TN * WN)
+    for k0 in range(0, k, BK):
+        for r in range(t // (BK // 4), 16 * TM * WM, nt // (BK // 4)):
+            ta[r, wa] = a[(rb + r) * kw + k0 // 4 + wa]
+        for r in range(t // (4 * TN * WN), BK, nt // (4 * TN * WN)):
+            tb[r, wb] = b[(k0 + r) * nw + cb // 4 + wb]
+        aw.barrier()
+        for kk in aw.static_range(BK // 16):
+            for i in aw.static_range(TM):
+                aw.mma_load(fa[i], ta, wr + 16 * i, 16 * kk)
+            for j in aw.static_range(TN):
+                aw.mma_load(fb[j], tb, 16 * kk, wc + 16 * j)
+            for i in aw.static_range(TM):
+                for j in aw.static_range(TN):
+                    aw.mma_sync(acc[i * TN + j], fa[i], fb[j], acc[i * TN + j])
+        aw.barrier()
+    for i in aw.static_range(TM):
+        for j in aw.static_range(TN):
+            if use_bias:
+                aw.mma_bias(acc[i * TN + j], bias, cb + wc + 16 * j)
+            if gelu:
+                _gelu_store(c, stage, acc[i * TN + j], rb + wr + 16 * i, cb + wc + 16 * j, n)
+            else:
+                aw.mma_store(c, acc[i * TN + j], (rb + wr + 16 * i) * n + cb + wc + 16 * j, n)
+
+
+@aw.kernel
+def gemm_pipe_kernel(a: aw.In[aw.u64], b: aw.In[aw.u64], bias: aw.In[aw.f32], c: aw.Out[aw.f32],
+                     m: aw.i32, n: aw.i32, k: aw.i32, *, use_bias: bool = False, gelu: bool = False,
+                     f16: bool = False):
+    # The CUDA fast path: 128 x 128 x 32 tiles, 8 waves of 32 lanes (256 threads), each wave
+    # 64 x 32 of C in 8 accumulators. A and B hold four 16-bit elements per u64. The next K step's
+    # tile is loaded into registers (8 x 8 bytes per thread) while the current one is multiplied
+    # out of local memory (register prefetch; two barriers per step).
+    elt = aw.f16 if f16 else aw.bf16
+    ta = aw.local_array(aw.u64, (128, 10))  # 32 columns + 16 bytes of padding per row
+    tb = aw.local_array(aw.u64, (32, 34))  # 128 columns + 16 bytes
+    stage = aw.local_array(aw.f32, (128 if gelu else 1, 16))
+    acc = aw.fragments(8, "acc")
+    fa = aw.fragments(4, "a", elt)
+    fb = aw.fragments(2, "b", elt)
+    t = aw.local_id(0)
+    wv = aw.wave_id()
+    rb = aw.workgroup_id(1) * 128
+    cb = aw.workgroup_id(0) * 128
+    wr = (wv // 4) * 64
+    wc = (wv % 4) * 32
+    kw = k // 4
+    nw = n // 4
+    ar = t // 8
+    ac = t % 8
+    br = t // 32
+    bc = t % 32
+    ga = (rb + ar) * kw + ac
+    gb = br * nw + cb // 4 + bc
+    a0 = a[ga]
+    a1 = a[ga + 32 * kw]
+    a2 = a[ga + 64 * kw]
+    a3 = a[ga + 96 * kw]
+    b0 = b[gb]
+    b1 = b[gb + 8 * nw]
+    b2 = b[gb + 16 * nw]
+    b3 = b[gb + 24 * nw]
+    for k0 in range(0, k, 32):
+        aw.barrier()
+        ta[ar, ac] = a0
+        ta[ar + 32, ac] = a1
+        ta[ar + 64, ac] = a2
+        ta[ar + 96, ac] = a3
+        tb[br, bc] = b0
+        tb[br + 8, bc] = b1
+        tb[br + 16, bc] = b2
+        tb[br + 24, bc] = b3
+        aw.barrier()
+        if k0 + 32 < k:
+            ga2 = ga + (k0 + 32) // 4
+            gb2 = gb + (k0 + 32) * nw
+            a0 = a[ga2]
+            a1 = a[ga2 + 32 * kw]
+            a2 = a[ga2 + 64 * kw]
+            a3 = a[ga2 + 96 * kw]
+            b0 = b[gb2]
+            b1 = b[gb2 + 8 * nw]
+            b2 = b[gb2 + 16 * nw]
+            b3 = b[gb2 + 24 * nw]
+        for kk in aw.static_range(2):
+            for i in aw.static_range(4):
+                aw.mma_load(fa[i], ta, wr + 16 * i, 16 * kk)
+            for j in aw.static_range(2):
+                aw.mma_load(fb[j], tb, 16 * kk, wc + 16 * j)
+            for i in aw.static_range(4):
+                for j in aw.static_range(2):
+                    aw.mma_sync(acc[i * 2 + j], fa[i], fb[j], acc[i * 2 + j])
+    for i in aw.static_range(4):
+        for j in aw.static_range(2):
+            if use_bias:
+                aw.mma_bias(acc[i * 2 + j], bias, cb + wc + 16 * j)
+            if gelu:
+                _gelu_store(c, stage, acc[i * 2 + j], rb + wr + 16 * i, cb + wc + 16 * j, n)
+            else:
+                aw.mma_store(c, acc[i * 2 + j], (rb + wr + 16 * i) * n + cb + wc + 16 * j, n)
+
+
 @aw.func
 def _gelu_store(c, t, frag, row, col, n):
     # through the wave's 16x16 f32 staging rows of t: GELU (tanh form) per element, then to c

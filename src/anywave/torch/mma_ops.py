@@ -15,7 +15,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from anywave.kernels.gemm_mma import gemm_smem_kernel
+from anywave.kernels.gemm_mma import gemm_pipe_kernel, gemm_smem_kernel
 from anywave.torch import ops as O
 
 #: tiling of the CUDA launches: 8 waves of 32 lanes, 128 x 128 per workgroup, K steps of 32
@@ -56,19 +56,22 @@ def gemm_mma(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = None,
     if bias is not None:
         bv[:n] = bias
     out = torch.empty((mp, np_), dtype=torch.float32, device=dev)
-    args = {"a": ap.view(torch.int32), "b": bp.view(torch.int32), "bias": bv, "c": out, "m": mp, "n": np_, "k": kp}
     waves = p["WM"] * p["WN"]
-    w = 32 if dev.type == "cuda" else int(O.current_cpu_target().info.wave_width)
-    consts = dict(p, use_bias=bias is not None, gelu=bool(gelu), f16=a.dtype == torch.float16)
-    module = gemm_smem_kernel.compile(**consts)
+    flags = {"use_bias": bias is not None, "gelu": bool(gelu), "f16": a.dtype == torch.float16}
     grid = (np_ // bn, mp // bm, 1)
-    if dev.type == "cuda":
+    if dev.type == "cuda":  # the register-prefetch kernel (W = 32: 256 threads, 128 x 128 x 32 tiles)
+        args = {"a": ap.view(torch.int64), "b": bp.view(torch.int64), "bias": bv, "c": out, "m": mp, "n": np_,
+                "k": kp}
         index = dev.index if dev.index is not None else torch.cuda.current_device()
         tgt = O._cuda_target(index)
-        tgt.launch(module, gemm_smem_kernel.name, grid, (waves * 32, 1, 1), args,
+        tgt.launch(gemm_pipe_kernel.compile(**flags), gemm_pipe_kernel.name, grid, (waves * 32, 1, 1), args,
                    stream=torch.cuda.current_stream(dev).cuda_stream, sync=False)
     else:
+        args = {"a": ap.view(torch.int32), "b": bp.view(torch.int32), "bias": bv, "c": out, "m": mp, "n": np_,
+                "k": kp}
+        module = gemm_smem_kernel.compile(**p, **flags)
         tgt = O.current_cpu_target()
+        w = int(tgt.info.wave_width)
         host = {key: (v.numpy() if isinstance(v, torch.Tensor) else v) for key, v in args.items()}
         tgt.launch(module, gemm_smem_kernel.name, grid, (waves * w, 1, 1), host)
     return out[:m, :n].contiguous() if (mp, np_) != (m, n) else out
