@@ -372,3 +372,13 @@ def test_torch_gemm_mma_cuda() -> None:
     ref = a.double() @ b.double()
     bound = 2.0 ** -18 * (512 / 16) * (a.double().abs() @ b.double().abs()) * 1.001
     assert bool(((out.double() - ref).abs() <= bound).all())
+
+
+def test_hip_wave64_uses_mfma() -> None:
+    """HIP at W = 64: the fragment mma is the CDNA matrix-core builtin on gfx90a/gfx94x (the loop
+    elsewhere); the CI's hipcc compile of every conformance group builds it for gfx90a/gfx940."""
+    from anywave.backends import hip
+
+    text = hip.translate(assemble_group_frag(), wave_width=64).text
+    assert "__builtin_amdgcn_mfma_f32_16x16x16bf16_1k" in text and "__builtin_amdgcn_mfma_f32_16x16x16f16" in text
+    assert "mfma" not in hip.translate(assemble_group_frag(), wave_width=32).text

@@ -3,8 +3,9 @@
 
 Layout of this backend (not observable, spec §8.14): a wave-scope A or B fragment is held
 *whole* by every lane (``float aw_fN[256]``, each lane loads the same tile); a wave-scope
-accumulator is distributed, element ``e = lane + j*W`` at ``aw_fN[j]`` (``256/W`` floats per
-lane). ``mma`` computes each lane's accumulator elements from the whole A and B, summing
+accumulator is distributed over the lanes, ``256/W`` floats each: for W >= 16 lane l holds
+column ``l % 16`` of rows ``(256/W)*(l/16) + j`` (j < 256/W), which at W = 64 is the AMD MFMA
+16x16 accumulator layout; at W = 8, element ``l + 8j``. ``mma`` computes each lane's accumulator elements from the whole A and B, summing
 ``k = 0..15`` in order with ``fma`` (the emulator's order: bit-identical). Thread-scope
 ``m4n4k4`` fragments are 16 floats per lane. Every slot starts at +0.0.
 """
@@ -46,6 +47,13 @@ def declarations(module: Module, code: Any, W: int) -> list[str]:
             f"aw_f{s}[aw_i] = 0.0f;" for s, k in sorted(slots(module, code).items())]
 
 
+def _acc_e(W: int, j: str) -> str:
+    """C expression: the tile element (16*row + col) of accumulator slot ``j`` of this lane."""
+    if W < 16:
+        return f"(aw_lane + ({j}) * {W}u)"
+    return f"(16u * ({256 // W}u * (aw_lane / 16u) + ({j})) + aw_lane % 16u)"
+
+
 def _ptr(x: Any, addr: Any, ctype: str) -> str:
     if isinstance(addr, DeviceAddr):
         return f"(({x.d.global_ptr(ctype)}){x.daddr(addr, False)})"
@@ -68,7 +76,7 @@ def _fload(x: Any, ins: Instruction) -> list[str]:
     base = _ptr(x, addr, "u8")
     pre = [x.d.wave_barrier] if wave and not isinstance(addr, DeviceAddr) else []
     if wave and k.role == "c":
-        loop = (f"for (u32 j = 0; j < {k.elems // x.W}u; ++j) {{ const u32 e = aw_lane + j * {x.W}u; "
+        loop = (f"for (u32 j = 0; j < {k.elems // x.W}u; ++j) {{ const u32 e = {_acc_e(x.W, 'j')}; "
                 f"aw_f{f}[j] = AW_F32(*(({_deref_ptr(x, addr, ctype)})({base} + (e / {k.cols}u) * r{rs} + "
                 f"(e % {k.cols}u) * 4u))); }}")
     else:
@@ -89,9 +97,9 @@ def _fstore(x: Any, ins: Instruction) -> list[str]:
     k = fragment_kinds(ins.defn)[1]
     wave = k.shape.scope == "wave"
     base = _ptr(x, addr, "u8")
-    n, step = (k.elems // x.W, x.W) if wave else (k.elems, 1)
-    lane = "aw_lane" if wave else "0u"
-    body = (f"for (u32 j = 0; j < {n}u; ++j) {{ const u32 e = {lane} + j * {step}u; "
+    n = k.elems // x.W if wave else k.elems
+    e = _acc_e(x.W, "j") if wave else "j"
+    body = (f"for (u32 j = 0; j < {n}u; ++j) {{ const u32 e = {e}; "
             f"*(({_deref_ptr(x, addr, 'u32')})({base} + (e / {k.cols}u) * r{rs} + (e % {k.cols}u) * 4u)) = "
             f"aw_c32(aw_f{f}[j]); }}")
     out = [f"if ({_cond(ins, wave)}) {{", "  " + body, "}"]
@@ -106,18 +114,35 @@ def _fmma(x: Any, ins: Instruction) -> list[str]:
     k = fragment_kinds(ins.defn)[0]
     wave = k.shape.scope == "wave"
     sh = k.shape
-    n, step = (k.elems // x.W, x.W) if wave else (k.elems, 1)
-    lane = "aw_lane" if wave else "0u"
+    n = k.elems // x.W if wave else k.elems
+    e = _acc_e(x.W, "j") if wave else "j"
     fma = x.d.math["fma"]
-    return [f"if ({_cond(ins, wave)}) {{",
-            f"  float aw_acc[{n}];",
-            f"  for (u32 j = 0; j < {n}u; ++j) {{ const u32 e = {lane} + j * {step}u, i = e / {sh.n}u, "
+    loop = [f"  float aw_acc[{n}];",
+            f"  for (u32 j = 0; j < {n}u; ++j) {{ const u32 e = {e}, i = e / {sh.n}u, "
             f"c = e % {sh.n}u; float s = aw_f{c}[j];",
             f"    for (u32 kk = 0; kk < {sh.k}u; ++kk) s = {fma}(aw_f{a}[i * {sh.k}u + kk], "
             f"aw_f{b}[kk * {sh.n}u + c], s);",
             "    aw_acc[j] = s; }",
-            f"  for (u32 j = 0; j < {n}u; ++j) aw_f{d}[j] = AW_F32(aw_c32(aw_acc[j]));",
-            "}"]
+            f"  for (u32 j = 0; j < {n}u; ++j) aw_f{d}[j] = AW_F32(aw_c32(aw_acc[j]));"]
+    if wave and x.W == 64 and x.d.name == "hip":
+        # AMD CDNA matrix cores (gfx90a, gfx94x): v_mfma_f32_16x16x16 on the same layout; lane l
+        # gives A[l%16][4(l/16)+i] and B[4(l/16)+i][l%16] (both copies are whole in every lane)
+        et = ins.defn.src_type
+        vec, conv, fn = (("short", "(short)aw_f2bf", "__builtin_amdgcn_mfma_f32_16x16x16bf16_1k") if et is T.BF16
+                         else ("_Float16", "(_Float16)", "__builtin_amdgcn_mfma_f32_16x16x16f16"))
+        mfma = ["#if defined(__gfx90a__) || defined(__gfx940__) || defined(__gfx941__) || defined(__gfx942__)",
+                f"  typedef {vec} aw_v4h __attribute__((ext_vector_type(4)));",
+                "  typedef float aw_v4f __attribute__((ext_vector_type(4)));",
+                "  aw_v4h va, vb; aw_v4f vc;",
+                "  for (u32 i = 0; i < 4u; ++i) {",
+                f"    va[i] = {conv}(aw_f{a}[(aw_lane % 16u) * 16u + 4u * (aw_lane / 16u) + i]);",
+                f"    vb[i] = {conv}(aw_f{b}[(4u * (aw_lane / 16u) + i) * 16u + aw_lane % 16u]);",
+                f"    vc[i] = aw_f{c}[i]; }}",
+                f"  vc = {fn}(va, vb, vc, 0, 0, 0);",
+                f"  for (u32 i = 0; i < 4u; ++i) aw_f{d}[i] = AW_F32(aw_c32(vc[i]));",
+                "#else"]
+        loop = mfma + loop + ["#endif"]
+    return [f"if ({_cond(ins, wave)}) {{", *loop, "}"]
 
 
 def _felementwise(x: Any, ins: Instruction) -> list[str]:
@@ -125,8 +150,8 @@ def _felementwise(x: Any, ins: Instruction) -> list[str]:
     k = fragment_kinds(ins.defn)[0]
     wave = k.shape.scope == "wave"
     d = ins.operands[0]
-    n, step = (k.elems // x.W, x.W) if wave else (k.elems, 1)
-    lane = "aw_lane" if wave else "0u"
+    n = k.elems // x.W if wave else k.elems
+    e = _acc_e(x.W, "j") if wave else "j"
     if op == "ffill":
         body = f"for (u32 j = 0; j < {n}u; ++j) aw_f{d}[j] = AW_F32(r{ins.operands[1]});"
     elif op == "fscale":
@@ -134,7 +159,7 @@ def _felementwise(x: Any, ins: Instruction) -> list[str]:
                 f"AW_F32(r{ins.operands[2]})));")
     else:
         s, addr = ins.operands[1], ins.operands[2]
-        body = (f"for (u32 j = 0; j < {n}u; ++j) {{ const u32 e = {lane} + j * {step}u; aw_f{d}[j] = "
+        body = (f"for (u32 j = 0; j < {n}u; ++j) {{ const u32 e = {e}; aw_f{d}[j] = "
                 f"AW_F32(aw_c32(aw_f{s}[j] + AW_F32(*(({x.d.global_ptr('u32')})({_ptr(x, addr, 'u8')} + "
                 f"(e % {k.cols}u) * 4u))))); }}")
     return [f"if ({_cond(ins, wave)}) {{", "  " + body, "}"]
