@@ -1,12 +1,12 @@
 """C-family (OpenCL, SYCL, HIP, Metal) lowering of the MMA fragment instructions (docs/spec.md
-§8.14): a loop with the fragment semantics, no matrix unit.
+§8.14): a loop with the fragment semantics; HIP at W = 64 on gfx90a/gfx94x uses the MFMA unit.
 
 Layout of this backend (not observable, spec §8.14): a wave-scope A or B fragment is held
 *whole* by every lane (``float aw_fN[256]``, each lane loads the same tile); a wave-scope
 accumulator is distributed over the lanes, ``256/W`` floats each: for W >= 16 lane l holds
 column ``l % 16`` of rows ``(256/W)*(l/16) + j`` (j < 256/W), which at W = 64 is the AMD MFMA
-16x16 accumulator layout; at W = 8, element ``l + 8j``. ``mma`` computes each lane's accumulator elements from the whole A and B, summing
-``k = 0..15`` in order with ``fma`` (the emulator's order: bit-identical). Thread-scope
+16x16 accumulator layout; at W = 8, element ``l + 8j``. ``mma`` computes each lane's
+accumulator elements from the whole A and B, summing ``k = 0..15`` in order with ``fma`` (the emulator's order: bit-identical; MFMA: class ``bounded``). Thread-scope
 ``m4n4k4`` fragments are 16 floats per lane. Every slot starts at +0.0.
 """
 

@@ -82,10 +82,16 @@ def _wave_gemm(t: str, steps: int = 2, groups: int = 2) -> Case:
         "ldarg.b32 r26, half",
         "mma.scale.m16n16k16.f32 f2, f2, r26",
         "mma.bias.device.m16n16k16.f32 f2, f2, bias[r11]",
-        "mma.store.device.m16n16k16.f32 out2[r10], f2, r12",
         "movi.u32 r27, 80",
         "mma.store.local.m16n16k16.f32 [r9], f2, r27",
         "barrier",
+        "mma.load.c.local.m16n16k16.f32 f6, [r9], r27",
+        "mma.store.device.m16n16k16.f32 out2[r10], f6, r12",
+        # a filled accumulator: out3 = A_last B_last + 0.5 (f0, f1 hold the last step's tiles)
+        "mma.fill.m16n16k16.f32 f5, r26",
+        f"mma.mma.m16n16k16.f32.{T} f5, f0, f1, f5",
+        "movi.u32 r6, 10", "shl.b32 r28, r5, r6", "movi.u32 r29, 64",
+        "mma.store.device.m16n16k16.f32 out3[r28], f5, r29",
         "mov.b32 r17, r0",
         "loop",
         "movi.u32 r6, 256", "setp.ge.u32 p1, r17, r6", "break p1",
@@ -101,15 +107,19 @@ def _wave_gemm(t: str, steps: int = 2, groups: int = 2) -> Case:
         "endloop",
     ]
 
+    last = (A[:, 16 * (steps - 1):].astype(f64) @ B[16 * (steps - 1):].astype(f64) + 0.5).astype(np.float32)
+
     def expected(w: int) -> dict[str, np.ndarray]:
         o1 = out_buffer(nq * 256, 32)
+        o3 = out_buffer(nq * 256, 32)
         o2 = out_buffer(16 * nq * 32, 32).reshape(16 * nq, 32)
         for q in range(groups * (64 // w)):
             h = 16 * (q & 1)
             d = ((C0[16 * q:16 * q + 16, h:h + 16].astype(f64) + prod) * 0.5 + bias[h:h + 16]).astype(np.float32)
             o1[256 * q:256 * (q + 1)] = d.reshape(-1).view(np.uint32)
             o2[16 * q:16 * q + 16, h:h + 16] = d.view(np.uint32)
-        return {"out1": o1, "out2": o2.reshape(-1)}
+            o3[256 * q:256 * (q + 1)] = last.reshape(-1).view(np.uint32)
+        return {"out1": o1, "out2": o2.reshape(-1), "out3": o3}
 
     u32 = np.uint32
     return Case(
@@ -118,13 +128,15 @@ def _wave_gemm(t: str, steps: int = 2, groups: int = 2) -> Case:
                            ("b", "buffer", "u16", "read"), ("b2", "buffer", "u16", "read"),
                            ("c0", "buffer", "f32", "read"), ("bias", "buffer", "f32", "read"),
                            ("out1", "buffer", "u32", "write"), ("out2", "buffer", "u32", "write"),
-                           ("steps", "scalar", "u32", "read"), ("half", "scalar", "f32", "read")],
+                           ("out3", "buffer", "u32", "write"), ("steps", "scalar", "u32", "read"),
+                           ("half", "scalar", "f32", "read")],
                     body, local_memory=MAXW * 2816),
         (groups, 1, 1), (64, 1, 1),
         {"a": A.reshape(-1).view(np.uint16).copy(), "a2": A2.reshape(-1).view(np.uint16).copy(),
          "b": B.reshape(-1).view(np.uint16).copy(), "b2": B2.reshape(-1).view(np.uint16).copy(),
          "c0": C0.reshape(-1).copy(), "bias": bias, "out1": out_buffer(nq * 256, 32),
-         "out2": out_buffer(16 * nq * 32, 32), "steps": u32(steps), "half": np.float32(0.5)},
+         "out2": out_buffer(16 * nq * 32, 32), "out3": out_buffer(nq * 256, 32), "steps": u32(steps),
+         "half": np.float32(0.5)},
         expected,
         requires=("mma", "wave_ops", t),
         description=f"m16n16k16 {t} fragments: device and local loads, accumulator in place over a "
