@@ -6,7 +6,8 @@ Layout of this backend (not observable, spec §8.14): a wave-scope A or B fragme
 accumulator is distributed over the lanes, ``256/W`` floats each: for W >= 16 lane l holds
 column ``l % 16`` of rows ``(256/W)*(l/16) + j`` (j < 256/W), which at W = 64 is the AMD MFMA
 16x16 accumulator layout; at W = 8, element ``l + 8j``. ``mma`` computes each lane's
-accumulator elements from the whole A and B, summing ``k = 0..15`` in order with ``fma`` (the emulator's order: bit-identical; MFMA: class ``bounded``). Thread-scope
+accumulator elements from the whole A and B, summing ``k = 0..15`` in order with ``fma``
+(the emulator's order: bit-identical; MFMA: class ``bounded``). Thread-scope
 ``m4n4k4`` fragments are 16 floats per lane. Every slot starts at +0.0.
 """
 
