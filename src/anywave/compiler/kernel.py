@@ -291,24 +291,22 @@ class KernelFunction:
                 written (spec §4.2), workgroup size rules (spec §2.1), ids past i32).
             TargetError: unknown/unavailable target or wave width. CompileError.
         """
-        from .launch import MISS, launch
-
         key = None
         if not kwargs:
             cp = self._const_pos
             if cp is None:
                 cp = self._const_pos = tuple(i for i, p in enumerate(self.params) if p.kind == "const")
             try:
-                key = (tuple(map(type, args)), grid, workgroup, target, wave_width, check, stream,
-                       tuple(args[i] for i in cp if i < len(args)))
+                key = (tuple(map(type, args)), grid, workgroup, target, wave_width, check, stream, _get_ident(),
+                       tuple(args[i] for i in cp if i < len(args)) if cp else ())
                 plan = self._calls.get(key)
             except TypeError:  # an unhashable grid or constant: no plan
                 key = plan = None
             if plan is not None:
-                r = plan.run(args)
-                if r is not MISS:
+                r = plan(args)
+                if r is not _MISS:
                     return r
-        return launch(self, args, kwargs, grid, workgroup, target, wave_width, check, stream, key)
+        return _full_launch(self, args, kwargs, grid, workgroup, target, wave_width, check, stream, key)
 
     def _bind(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> dict[str, Any]:
         names = [p.name for p in self.params]
@@ -499,5 +497,9 @@ class _DiskCache:
 
 
 _DISK = _DiskCache()
+_get_ident = threading.get_ident
+
+from .launch import MISS as _MISS  # noqa: E402 - launch.py imports this module's names lazily
+from .launch import launch as _full_launch  # noqa: E402
 
 _ = LIMITS

@@ -111,41 +111,34 @@ def _kind_text(k: str) -> str:
 class CallPlan:
     """A recorded launch of one argument layout (see the module docstring). ``run(args)``
     launches and returns the target's result, or :data:`MISS` when ``args`` do not match the
-    layout (nothing launched)."""
+    layout (nothing launched). CUDA plans whose buffers are all device memory run a launcher
+    generated for the layout (:func:`_cuda_fast`), which writes the argument words straight
+    into its own kernelParams block (plans are per thread, so the block is never shared)."""
 
     def __init__(self, kf: Any, module: Any, tgt: Any, tname: str, grid: tuple[int, int, int],
-                 wg: tuple[int, int, int], specs: list[tuple[Any, ...]], options: dict[str, Any],
-                 raw: Any, stream: Any, torch_dev: int | None) -> None:
+                 wg: tuple[int, int, int], specs: list[tuple[Any, ...]], options: dict[str, Any]) -> None:
         self.kf, self.module, self.tgt, self.tname = kf, module, tgt, tname
         self.grid, self.wg = grid, wg
         self.specs = specs
         self.options = options
-        self.raw = raw
-        self.stream = stream
-        self.torch_dev = torch_dev
         self.names = [s[1] for s in specs]
         bufs = [s for s in specs if s[2] == "buffer"]
         self.alias = len(bufs) >= 2 and any(s[4] for s in bufs)
-        self.written = [bool(s[4]) for s in specs]
-        cplan = getattr(raw, "plan", None)
-        self.cslots = cplan.slots if cplan is not None else None
-        self.cplan = cplan
+        self.written = [bool(s[4]) if s[2] == "buffer" else False for s in specs]
 
     def run(self, args: Sequence[Any]) -> Any:
         vals: list[Any] = []
         ranges: list[tuple[int, int, int, int]] = []
-        raw = self.raw
         for spec in self.specs:
-            i, name, what = spec[0], spec[1], spec[2]
-            v = args[i]
-            if what == "buffer":
+            v = args[spec[0]]
+            if spec[2] == "buffer":
                 q = spec[3](v)
                 if q is None:
                     return MISS
                 base, start, nbytes, val = q
                 if self.alias and nbytes:
                     ranges.append((base, start, start + nbytes, len(vals)))
-                vals.append(start if raw is not None else val)
+                vals.append(val)
             else:
                 t = spec[3]
                 tv = type(v)
@@ -153,11 +146,11 @@ class CallPlan:
                     lo, hi = spec[4]
                     if tv is not int or not lo <= v <= hi:
                         return MISS
-                    vals.append(v & spec[5] if raw is not None else v)
+                    vals.append(v)
                 else:
                     if tv is not float and tv is not int:
                         return MISS
-                    vals.append(self.cplan.scalar(spec[6], v) if raw is not None else float(v))
+                    vals.append(float(v))
         if ranges:
             written = self.written
             for a in range(len(ranges)):
@@ -166,14 +159,89 @@ class CallPlan:
                     bb, sb, eb, ib = ranges[b]
                     if ba == bb and sa < eb and sb < ea and (written[ia] or written[ib]):
                         return MISS  # the full path raises the overlap error
-        if raw is not None:
-            s = self.stream
-            if self.torch_dev is not None:
-                s = A._torch_stream(self.torch_dev)
-            raw(vals, s)
-            return None
         return self.tgt.launch(self.module, self.kf.name, self.grid, self.wg, dict(zip(self.names, vals, strict=True)),
                                **self.options)
+
+
+def _cuda_fast(parts: dict[str, Any], specs: list[tuple[Any, ...]], nargs: int, stream: int,
+               torch_dev: int | None) -> Any:
+    """The generated launcher of a CUDA plan: ``fast(args)`` → None (launched) or MISS.
+    Per buffer it re-checks the layout's type, dtype, device and contiguity and takes the
+    address; per scalar the type and range; then the overlap rule on the address ranges,
+    then the words go into the block and ``cuLaunchKernel`` runs on the stream."""
+    torch = sys.modules.get("torch")
+    ns: dict[str, Any] = {"MISS": MISS, "DA": A.Array, "T": torch.Tensor if torch is not None else None,
+                          "u64": parts["u64"], "u32": parts["u32"], "kp": parts["kp"], "fn": parts["fn"],
+                          "launch": parts["launch"], "set_ctx": parts["set_ctx"], "ctx": parts["ctx"],
+                          "fail": parts["fail"], "space": parts["space"], "shape": parts["shape"],
+                          "scalar": parts["scalar"], "RAW": A._torch_stream}
+    kinds = parts["kinds"]
+    abi = {a.name: a for a in parts["args"]}
+    src = ["def fast(args):", f"    if len(args) != {nargs}:", "        return MISS"]
+    bufs: list[tuple[int, bool, str]] = []
+    for slot, spec in enumerate(specs):
+        i, name, what = spec[0], spec[1], spec[2]
+        v = f"v{slot}"
+        src.append(f"    {v} = args[{i}]")
+        if what == "buffer":
+            how = spec[5]
+            if how[0] == "array":
+                ns[f"S{slot}"], ns[f"D{slot}"] = how[1], how[2]
+                src += [f"    if type({v}) is not DA or {v}.space is not S{slot} or {v}.dtype is not D{slot}:",
+                        "        return MISS",
+                        f"    p{slot} = {v}.ptr",
+                        f"    n{slot} = {v}.nbytes",
+                        f"    b{slot} = {v}.base"]
+            elif how[0] == "torch":
+                ns[f"D{slot}"] = how[1]
+                src += [f"    if type({v}) is not T or {v}.dtype is not D{slot} or {v}.get_device() != {how[2]} "
+                        f"or not {v}.is_contiguous():",
+                        "        return MISS",
+                        f"    p{slot} = {v}.data_ptr()",
+                        f"    if p{slot} & 15:",
+                        "        return MISS",
+                        f"    n{slot} = {v}.nbytes",
+                        f"    b{slot} = 0"]
+            else:
+                ns[f"Q{slot}"] = spec[3]
+                src += [f"    q = Q{slot}({v})", "    if q is None:", "        return MISS",
+                        f"    b{slot}, p{slot}, n{slot}, _ = q"]
+            bufs.append((slot, bool(spec[4]), name))
+            src.append(f"    u64[{slot}] = p{slot}")
+        else:
+            t = spec[3]
+            dst = f"u32[{2 * slot}]" if kinds[slot] == 1 else f"u64[{slot}]"
+            if t.is_int:
+                lo, hi = spec[4]
+                word = v if lo == 0 else f"{v} & {spec[5]}"
+                src += [f"    if type({v}) is not int or not {lo} <= {v} <= {hi}:", "        return MISS",
+                        f"    {dst} = {word}"]
+            else:
+                ns[f"A{slot}"] = abi[name]
+                src += [f"    if type({v}) is not float and type({v}) is not int:", "        return MISS",
+                        f"    {dst} = scalar(A{slot}, {v})"]
+    for x in range(len(bufs)):
+        for y in range(x + 1, len(bufs)):
+            (i, wi, _), (j, wj, _) = bufs[x], bufs[y]
+            if wi or wj:
+                src += [f"    if n{i} and n{j} and b{i} == b{j} and p{i} < p{j} + n{j} and p{j} < p{i} + n{i}:",
+                        "        return MISS"]
+    hs = f"RAW({torch_dev})" if torch_dev is not None else str(int(stream))
+    g, wg = parts["grid"], parts["workgroup"]
+    src += ["    e = set_ctx(ctx)" + ("[0]" if parts["ctx_tuple"] else ""),
+            "    if e:",
+            "        fail('cuCtxSetCurrent', e)",
+            f"    r = launch(fn, {g[0]}, {g[1]}, {g[2]}, {wg[0]}, {wg[1]}, {wg[2]}, {parts['shared']}, {hs}, kp, 0)",
+            "    if r[0]:",
+            "        fail('cuLaunchKernel', r[0])",
+            "    space.pending = shape",
+            "    return None"]
+    text = "\n".join(src) + "\n"
+    exec(compile(text, f"<anywave kernel launcher: {parts['shape']}>", "exec"), ns)  # noqa: S102 - our own text
+    fast = ns["fast"]
+    fast.source = text  # type: ignore[attr-defined]
+    fast.keep = parts  # type: ignore[attr-defined]  # the block and the module stay alive with the plan
+    return fast
 
 
 # ------------------------------------------------------------------ per-kind quick checks
@@ -265,13 +333,13 @@ def quick_for(kf: Any, p: Any, v: Any, m: A.Memory, tname: str, tdev: int) -> An
     :class:`CallPlan`): a fast one for NumPy arrays, anywave arrays and CUDA tensors."""
     written = bool(p.ann.access & 2)
     if type(v) is np.ndarray:
-        return _quick_numpy(v.dtype, written)
+        return _quick_numpy(v.dtype, written), ("numpy",)
     if type(v) is A.Array:
-        return _quick_array(v.space, v.dtype)
+        return _quick_array(v.space, v.dtype), ("array", v.space, v.dtype)
     torch = sys.modules.get("torch")
     if torch is not None and type(v) is torch.Tensor and m.kind == "cuda":
-        return _quick_torch_cuda(torch.Tensor, v.dtype, m.device)
-    return _quick_generic(kf, p, tname, tdev)
+        return _quick_torch_cuda(torch.Tensor, v.dtype, m.device), ("torch", v.dtype, m.device)
+    return _quick_generic(kf, p, tname, tdev), ("generic",)
 
 
 def launch(kf: Any, args: Sequence[Any], kwargs: Mapping[str, Any], grid: Any, workgroup: Any, target: Any,
@@ -368,28 +436,29 @@ def launch(kf: Any, args: Sequence[Any], kwargs: Mapping[str, Any], grid: Any, w
 def _make_plan(kf: Any, module: Any, tgt: Any, tname: str, tdev: int, g: tuple[int, int, int],
                wg: tuple[int, int, int], bound: Mapping[str, Any], checked: Mapping[str, A.Memory],
                options: dict[str, Any], dev_only: bool, check: bool, stream: Any, torch_dev: int | None,
-               args: Sequence[Any]) -> CallPlan | None:
+               args: Sequence[Any]) -> Any:
     pos = {p.name: i for i, p in enumerate(kf.params)}
-    raw = None
-    if tname == "cuda" and dev_only and not check:
-        raw = tgt.raw_launcher(module, kf.name, g, wg)
     specs: list[tuple[Any, ...]] = []
-    cplan = getattr(raw, "plan", None)
     for p in kf.params:
         if p.kind == "const":
             continue
         i = pos[p.name]
         if i >= len(args):
-            return None
+            return None  # given by keyword: the full path each time
         if p.kind == "buffer":
-            specs.append((i, p.name, "buffer", quick_for(kf, p, bound[p.name], checked[p.name], tname, tdev),
-                          bool(p.ann.access & 2)))
+            fn, how = quick_for(kf, p, bound[p.name], checked[p.name], tname, tdev)
+            specs.append((i, p.name, "buffer", fn, bool(p.ann.access & 2), how))
         else:
             t = p.ann
-            a = next(x for x in cplan.args if x.name == p.name) if cplan is not None else None
             if t.is_int:
                 lo, hi = _int_range(t)
-                specs.append((i, p.name, "scalar", t, (lo, hi), (1 << t.bits) - 1, a))
+                specs.append((i, p.name, "scalar", t, (lo, hi), (1 << t.bits) - 1))
             else:
-                specs.append((i, p.name, "scalar", t, None, None, a))
-    return CallPlan(kf, module, tgt, tname, g, wg, specs, options, raw, stream, torch_dev)
+                specs.append((i, p.name, "scalar", t, None, None))
+    if tname == "cuda" and dev_only and not check and hasattr(tgt, "launch_parts"):
+        parts = tgt.launch_parts(module, kf.name, g, wg)
+        fast = _cuda_fast(parts, specs, len(args), int(stream or 0), torch_dev)
+        A.mark_used(parts["space"])
+        return fast
+    plan = CallPlan(kf, module, tgt, tname, g, wg, specs, options)
+    return plan.run

@@ -686,51 +686,42 @@ class CudaTarget:
             elif len(self._fast_seen) < 4096:
                 self._fast_seen.add(key)
 
-    def raw_launcher(self, module: Any, kernel: str, grid: tuple[int, int, int],
-                     workgroup: tuple[int, int, int]) -> Any:
-        """A launcher ``run(words, stream)`` for one kernel and geometry (checked once here):
-        ``words`` holds one int per ABI argument, already converted (device addresses for
-        buffers, :meth:`scalar_word` for scalars); ``stream`` a stream handle. It writes them
-        into its own parameter block under a lock, makes the context current and calls
-        ``cuLaunchKernel`` (asynchronous). The kernel language's launch path
-        (:mod:`anywave.compiler.kernel`) uses it after its own cached ABI check.
+    def launch_parts(self, module: Any, kernel: str, grid: tuple[int, int, int],
+                     workgroup: tuple[int, int, int]) -> dict[str, Any]:
+        """What a caller needs to launch one kernel and geometry without this class (checked
+        once here): a fresh parameter block (``u64``, ``u32``: slot i's 32-bit value is
+        ``u32[2i]``; ``kp`` its address), ``kinds`` per ABI argument (0 buffer address,
+        1 32-bit scalar, 2 64-bit scalar), ``scalar(arg, value)`` (the exact ABI word),
+        ``args`` (the ABI), the driver function ``fn``, ``launch`` (``cuLaunchKernel``),
+        ``set_ctx``/``ctx``/``ctx_tuple`` (make the context current), ``shared`` bytes,
+        ``fail(call, status)`` (raises CudaError naming the kernel and shape), ``space`` (the
+        device's memory space) and ``shape``. The kernel language's launch plans
+        (:mod:`anywave.compiler.launch`) generate their launcher from these; the block must
+        be used by one thread at a time.
 
         Raises:
-            CudaError: the geometry is refused (now), or a driver call fails (when run)."""
+            CudaError: the device refuses the geometry."""
         plan = self._plan_for(module, kernel)
         g, wg = _dims(grid, "grid"), _dims(workgroup, "workgroup")
-        self._check_launch(plan.k, plan.lk, g, wg, plan.shape(g, wg))
+        shape = plan.shape(g, wg)
+        self._check_launch(plan.k, plan.lk, g, wg, shape)
         drv = _DRV or _driver()
         u64, u32, ptrs, kp = _param_buffers(len(plan.args))
         set_ctx, ctx_arg, ctx_tuple, _ = self._context_setter
-        fn, shared, launch = plan.function, plan.dynamic_shared, drv.cuLaunchKernel
-        shape = plan.shape(g, wg)
-        slots = [(2 * i if kind == 1 else i, kind == 1) for i, kind in enumerate(plan.kinds)]
-        lock = threading.Lock()
-        space = memory_space(self.device.props.ordinal)
-        gx, gy, gz = g
-        bx, by, bz = wg
 
-        def run(words: Sequence[int], stream: int) -> None:
-            with lock:
-                for (j, small), w in zip(slots, words, strict=True):
-                    if small:
-                        u32[j] = w
-                    else:
-                        u64[j] = w
-                e = set_ctx(ctx_arg)
-                if ctx_tuple:
-                    e = e[0]
-                if e:
-                    raise CudaError(f"{shape}: cuCtxSetCurrent failed: {_err_text(e)}")
-                r = launch(fn, gx, gy, gz, bx, by, bz, shared, stream, kp, 0)
-            if r[0]:
-                raise CudaError(f"{shape}: cuLaunchKernel failed: {_err_text(r[0])}")
-            space.pending = shape
+        def fail(call: str, err: Any) -> None:
+            if type(err) is int and hasattr(drv, "CUresult"):
+                try:
+                    err = drv.CUresult(err)
+                except Exception:  # noqa: BLE001
+                    pass
+            raise CudaError(f"{shape}: {call} failed: {_err_text(err)}")
 
-        run.plan = plan  # type: ignore[attr-defined]
-        run.keep = (ptrs, module)  # type: ignore[attr-defined]
-        return run
+        return {"u64": u64, "u32": u32, "ptrs": ptrs, "kp": kp, "kinds": list(plan.kinds), "args": plan.args,
+                "scalar": plan.scalar, "fn": plan.function, "launch": drv.cuLaunchKernel, "set_ctx": set_ctx,
+                "ctx": ctx_arg, "ctx_tuple": ctx_tuple, "shared": plan.dynamic_shared, "fail": fail,
+                "space": memory_space(self.device.props.ordinal), "shape": shape, "grid": g, "workgroup": wg,
+                "module": module}
 
     def _plan_for(self, module: Any, kernel: str) -> _LaunchPlan:
         entry = self._plans.get((id(module), kernel))
