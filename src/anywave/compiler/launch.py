@@ -292,7 +292,7 @@ def _quick_generic(kf: Any, p: Any, tname: str, tdev: int) -> Any:
     return q
 
 
-def check_buffer(kf: Any, p: Any, v: Any, tname: str, tdev: int) -> A.Memory:
+def check_buffer(kf: Any, p: Any, v: Any, tname: str, tdev: int, m: A.Memory | None = None) -> A.Memory:
     """The checked :class:`Memory` of buffer parameter ``p`` = ``v`` for a launch on
     ``tname``:``tdev``.
 
@@ -302,10 +302,11 @@ def check_buffer(kf: Any, p: Any, v: Any, tname: str, tdev: int) -> A.Memory:
     from .kernel import LaunchError
 
     bt = p.ann
-    try:
-        m = A.describe(v, f"kernel {kf.name!r}: argument {p.name!r}")
-    except A.ArgumentError as e:
-        raise LaunchError(f"{e} (it is {bt!r})") from None
+    if m is None:  # (a DLPack capsule can be read once: callers that described it pass m)
+        try:
+            m = A.describe(v, f"kernel {kf.name!r}: argument {p.name!r}")
+        except A.ArgumentError as e:
+            raise LaunchError(f"{e} (it is {bt!r})") from None
     where = f"kernel {kf.name!r}: argument {p.name!r} is {bt!r}"
     want = np.dtype(bt.elem.np_dtype)
     if m.dtype is None or m.dtype != want:
@@ -381,11 +382,12 @@ def launch(kf: Any, args: Sequence[Any], kwargs: Mapping[str, Any], grid: Any, w
         raise LaunchError(str(e)) from None
     values: list[Any] = []
     checked: dict[str, A.Memory] = {}
+    described = dict(mems)
     for p in kf.params:
         if p.kind == "const":
             continue
         if p.kind == "buffer":
-            m = check_buffer(kf, p, bound[p.name], tname, tdev)
+            m = check_buffer(kf, p, bound[p.name], tname, tdev, described[p.name])
             checked[p.name] = m
             values.append(m.value)
         else:

@@ -143,7 +143,8 @@ def check_launch_rules(kernel: Any, grid: Sequence[int], workgroup: Sequence[int
                        id_limit: int = ID_LIMIT_U32, id_type: str = "u32") -> None:
     """The launch rules every target enforces before running (spec §2.1, §3.3): the kernel's
     required ``.workgroup_size``, its ``max_workgroup_size``, and global ids that fit their type
-    (``grid[d] * workgroup[d] <= id_limit`` for each dimension d).
+    (``grid[d] * workgroup[d] <= id_limit`` and ``grid[d] < id_limit`` for each dimension d:
+    the grid size is a special register of the id type too).
 
     Args:
         kernel: a :class:`~anywave.binary.module.Kernel` (``name``, ``workgroup_size``,
@@ -166,7 +167,10 @@ def check_launch_rules(kernel: Any, grid: Sequence[int], workgroup: Sequence[int
     if mx is not None and total > mx:
         problems.append(f"workgroup {wg} has {total} threads; the kernel's max_workgroup_size is {mx}")
     for d, (gd, wd) in enumerate(zip(g, wg, strict=True)):
-        if int(gd) * int(wd) > id_limit:
+        if int(gd) > id_limit - 1:
+            problems.append(f"grid[{d}] = {gd} workgroups, but the grid size along dimension {d} is {id_type} "
+                            f"(at most {id_limit - 1})")
+        elif int(gd) * int(wd) > id_limit:
             problems.append(f"grid[{d}] * workgroup[{d}] = {gd} * {wd} = {int(gd) * int(wd)} threads, but global ids "
                             f"along dimension {d} are {id_type} (at most {id_limit} threads per dimension)")
     if problems:
