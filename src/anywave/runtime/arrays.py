@@ -165,9 +165,9 @@ register_memory_space("sycl", _lazy("anywave.runtime.sycl"))
 
 def _split_target(target: str | None) -> tuple[str, int | None]:
     if target is None:
-        from anywave.compiler.targets import available_targets
-
         import os
+
+        from anywave.compiler.targets import available_targets
 
         return os.environ.get("ANYWAVE_TARGET") or available_targets()[0], None
     name, _, dev = str(target).partition(":")

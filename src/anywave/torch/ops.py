@@ -45,7 +45,7 @@ import torch
 
 from anywave.errors import WaveError
 from anywave.torch import kernels as K
-from anywave.torch.custom_op import custom_op
+from anywave.torch.custom_ops import custom_op
 
 __all__ = [
     "OpDtypeError", "OpInputError", "cpu_target", "cross_entropy", "cross_entropy_backward", "current_cpu_target",
@@ -147,7 +147,7 @@ def _launch(kfn: Any, threads: int, args: Mapping[str, Any], device: torch.devic
         index = device.index if device.index is not None else torch.cuda.current_device()
         target, w = f"cuda:{index}", None
     elif device.type == "cpu":
-        from anywave.torch.custom_op import _cpu_choice
+        from anywave.torch.custom_ops import _cpu_choice
 
         target, w = _cpu_choice(None, None)
     else:
