@@ -69,8 +69,8 @@ def main(argv: list[str] | None = None) -> int:
     ref_p, ref_v = reference(pos0, vel0, ns.steps)
     same = np.array_equal(got_p.view(np.uint32), ref_p.view(np.uint32)) and \
         np.array_equal(got_v.view(np.uint32), ref_v.view(np.uint32))
-    print(f"{(t1 - t0) * 1e3:.1f} ms for {ns.steps} launches (the first one compiles); lowest particle at {got_p.min():.4f}; "
-          f"bit-identical to NumPy: {same}")
+    print(f"{(t1 - t0) * 1e3:.1f} ms for {ns.steps} launches (the first one compiles); lowest particle at "
+          f"{got_p.min():.4f}; bit-identical to NumPy: {same}")
     return 0 if same else 1
 
 

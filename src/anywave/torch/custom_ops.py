@@ -204,10 +204,12 @@ def custom_op(name: str, kernel: Any, *, out_shape: Callable[..., Any] | Mapping
             raise CustomOpError(f"{name}: runs on CPU or CUDA tensors, got device {dev}")
         for n in in_names:
             v = kw[n]
-            if isinstance(v, torch.Tensor) and not v.is_contiguous():
+            # the kernels index row-major memory, and device buffers must be 16-byte aligned (spec §4.2)
+            if isinstance(v, torch.Tensor) and (not v.is_contiguous() or (v.is_cuda and v.data_ptr() % 16)):
                 if n in mutated:
-                    raise CustomOpError(f"{name}: {n} is updated in place and must be contiguous")
-                kw[n] = v.contiguous()
+                    raise CustomOpError(f"{name}: {n} is updated in place and must be contiguous (and 16-byte "
+                                        "aligned on CUDA)")
+                kw[n] = v.contiguous() if not v.is_contiguous() else v.clone()
         out = alloc(kw, dev)
         full = dict(kw)
         full.update(out)
