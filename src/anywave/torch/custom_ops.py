@@ -104,7 +104,8 @@ def custom_op(name: str, kernel: Any, *, out_shape: Callable[..., Any] | Mapping
             ``ceil(numel / threads per workgroup)``.
         workgroup: threads per workgroup (int or tuple; default 64, a multiple of every W).
         validate: called with the inputs before each launch (and on fake tensors when
-            tracing); raise a clear error there for inputs the kernel cannot take.
+            tracing, so it must read only metadata: shape, dtype, device — never
+            ``data_ptr()`` or values); raise a clear error there for inputs the kernel cannot take.
         backward, setup_context: autograd formula, as ``torch.library.register_autograd``.
         cpu_target, wave_width: where CPU tensors run (default: the choice of
             :func:`anywave.torch.ops.set_cpu_target`).

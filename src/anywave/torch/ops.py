@@ -168,6 +168,18 @@ def _f32(t: torch.Tensor, op: str, name: str, ndim: int | None = None) -> torch.
     return _dense(t)
 
 
+def _check_f32(t: torch.Tensor, op: str, name: str, ndim: int | None = None) -> None:
+    """The dtype/rank checks of :func:`_f32` without touching memory: the ``validate`` hooks
+    of the custom ops also run on fake tensors while tracing (no ``data_ptr`` there)."""
+    if not isinstance(t, torch.Tensor):
+        raise OpDtypeError(f"anywave.{op}: {name} must be a torch.Tensor, got {type(t).__name__}")
+    if t.dtype != torch.float32:
+        raise OpDtypeError(f"anywave.{op}: {name} has dtype {t.dtype}; supported: torch.float32 "
+                           "(convert with .float())")
+    if ndim is not None and t.dim() != ndim:
+        raise OpInputError(f"anywave.{op}: {name} must be {ndim}-D, got shape {tuple(t.shape)}")
+
+
 def _dense(t: torch.Tensor) -> torch.Tensor:
     # the kernels index row-major memory; the CUDA target also wants 16-byte aligned buffers
     if not t.is_contiguous() or (t.is_cuda and t.data_ptr() % 16):
@@ -222,7 +234,7 @@ def _mm_shapes(a: torch.Tensor, b: torch.Tensor, trans_a: bool, trans_b: bool, o
 # zero-copy launches on CPU targets and on CUDA (current stream), autograd from the formulas.
 
 def _check_mm(a: torch.Tensor, b: torch.Tensor, trans_a: bool = False, trans_b: bool = False, **_: Any) -> None:
-    _f32(a, "mm", "a", 2), _f32(b, "mm", "b", 2)
+    _check_f32(a, "mm", "a", 2), _check_f32(b, "mm", "b", 2)
     _mm_shapes(a, b, trans_a, trans_b, "mm")
     _same_device("mm", a=a, b=b)
 
@@ -272,7 +284,7 @@ mm.register_autograd(_mm_backward, setup_context=_mm_setup)
 # ----------------------------------------------------------------------------- sum over rows
 
 def _check_sum_dim0(x: torch.Tensor, **_: Any) -> None:
-    _f32(x, "sum_dim0", "x", 2)
+    _check_f32(x, "sum_dim0", "x", 2)
 
 
 def _sum_dim0_setup(ctx: Any, inputs: tuple[Any, ...], output: torch.Tensor) -> None:
@@ -294,7 +306,7 @@ sum_dim0.__doc__ = """Column sums of a float32 (R, C) tensor → (C,); each a le
 # ----------------------------------------------------------------------------- linear
 
 def _check_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, **_: Any) -> None:
-    _f32(x, "linear", "x", 2), _f32(weight, "linear", "weight", 2), _f32(bias, "linear", "bias", 1)
+    _check_f32(x, "linear", "x", 2), _check_f32(weight, "linear", "weight", 2), _check_f32(bias, "linear", "bias", 1)
     _, n, _ = _mm_shapes(x, weight, False, True, "linear")
     if tuple(bias.shape) != (n,):
         raise OpInputError(f"anywave.linear: bias has shape {tuple(bias.shape)}, expected ({n},)")
@@ -343,7 +355,7 @@ def _relu_grad(ctx: Any, grad: torch.Tensor) -> torch.Tensor:
 
 
 def _check_relu(x: torch.Tensor, **_: Any) -> None:
-    _f32(x, "relu", "x")
+    _check_f32(x, "relu", "x")
 
 
 relu = custom_op(
@@ -354,7 +366,8 @@ relu.__doc__ = """``x if x > 0 else +0.0`` elementwise (float32, any shape; NaN 
 
 
 def _check_relu_backward(grad: torch.Tensor, y: torch.Tensor, **_: Any) -> None:
-    g, y = _f32(grad, "relu_backward", "grad"), _f32(y, "relu_backward", "y")
+    _check_f32(grad, "relu_backward", "grad"), _check_f32(y, "relu_backward", "y")
+    g = grad
     if g.shape != y.shape:
         raise OpInputError(f"anywave.relu_backward: grad {tuple(g.shape)} and y {tuple(y.shape)} differ in shape")
     _same_device("relu_backward", grad=g, y=y)
@@ -452,10 +465,11 @@ def _check_sgd(param: torch.Tensor, grad: torch.Tensor, lr: float, **_: Any) -> 
     if not isinstance(param, torch.Tensor) or param.dtype != torch.float32:
         got = param.dtype if isinstance(param, torch.Tensor) else type(param).__name__
         raise OpDtypeError(f"anywave.sgd_: param has dtype {got}; supported: torch.float32")
-    if not param.is_contiguous() or (param.is_cuda and param.data_ptr() % 16):
+    if not param.is_contiguous():  # (custom_op refuses a misaligned CUDA param; no data_ptr on fake tensors)
         raise OpInputError("anywave.sgd_: param must be contiguous (and 16-byte aligned on CUDA): it is updated "
                            "in place")
-    g = _f32(grad, "sgd_", "grad")
+    _check_f32(grad, "sgd_", "grad")
+    g = grad
     if g.shape != param.shape:
         raise OpInputError(f"anywave.sgd_: grad {tuple(g.shape)} and param {tuple(param.shape)} differ in shape")
     _same_device("sgd_", param=param, grad=g)
