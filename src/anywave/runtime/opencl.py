@@ -440,7 +440,9 @@ class OpenCLRunner:
             if sync or hosts:
                 q.finish()
             else:
-                mark_used(memory_space())
+                sp = memory_space()
+                sp.pending = f"kernel {kernel!r} grid={g3} workgroup={wg}"
+                mark_used(sp)
         except Exception as e:  # noqa: BLE001
             raise OpenCLError(f"launch of {kernel!r} grid={g3} workgroup={wg} on {self.dev.name} failed: "
                               f"{type(e).__name__}: {e}") from e
@@ -477,6 +479,8 @@ class OpenCLMemory:
             raise OpenCLError(f"the opencl target has one device (0), asked for device {device}")
         self.device = 0
         self.dev = get_device()
+        #: the last launch enqueued without waiting (named when a later wait fails)
+        self.pending = ""
 
     def allocate(self, nbytes: int) -> tuple[Any, int, Any]:
         cl = self.dev.cl
@@ -494,10 +498,12 @@ class OpenCLMemory:
         self.dev.cl.enqueue_copy(self.dev.queue, host.reshape(-1).view(np.uint8), handle, is_blocking=True)
 
     def synchronize(self) -> None:
+        pending, self.pending = self.pending, ""
         try:
             self.dev.queue.finish()
         except Exception as e:  # noqa: BLE001
-            raise OpenCLError(f"an enqueued launch on {self.dev.name} failed: {type(e).__name__}: {e}") from e
+            raise OpenCLError(f"an enqueued launch on {self.dev.name} failed (last enqueued: {pending or '?'}): "
+                              f"{type(e).__name__}: {e}") from e
 
 
 _MEMORY: list[OpenCLMemory] = []

@@ -251,7 +251,9 @@ class SyclRunner:
             raise SyclError(f"launch of {kernel!r} grid={g3} workgroup={wg} on {self.dev.name} failed: "
                             f"{err.value.decode(errors='replace')}")
         if not blocking:
-            mark_used(memory_space())
+            sp = memory_space()
+            sp.pending = f"kernel {kernel!r} grid={g3} workgroup={wg}"
+            mark_used(sp)
         for orig, host in back:
             orig[...] = host
 
@@ -267,6 +269,8 @@ class SyclMemory:
             raise SyclError(f"the sycl target has one device (0), asked for device {device}")
         self.device = 0
         self.dev = get_device()
+        #: the last launch enqueued without waiting (named when a later wait fails)
+        self.pending = ""
 
     def allocate(self, nbytes: int) -> tuple[Any, int, Any]:
         lib = self.dev.lib
@@ -288,8 +292,10 @@ class SyclMemory:
 
     def synchronize(self) -> None:
         err = ctypes.create_string_buffer(4096)
+        pending, self.pending = self.pending, ""
         if self.dev.lib.aw_sycl_wait(err, 4096):
-            raise SyclError(f"an enqueued launch on {self.dev.name} failed: {err.value.decode(errors='replace')}")
+            raise SyclError(f"an enqueued launch on {self.dev.name} failed (last enqueued: {pending or '?'}): "
+                            f"{err.value.decode(errors='replace')}")
 
 
 _MEMORY: list[SyclMemory] = []
