@@ -425,6 +425,8 @@ def launch(kf: Any, args: Sequence[Any], kwargs: Mapping[str, Any], grid: Any, w
             raise LaunchError(f"kernel {kf.name!r}: target {tname!r} has no bounds-checked mode (check=True / "
                               "ANYWAVE_CHECK=1)")
         options["check"] = True
+        if "sync" in options:
+            options["sync"] = True  # a checked launch reports its errors at once, not at the next wait
     names = [a.name for a in k.args]
     result = tgt.launch(module, kf.name, g, wg, dict(zip(names, values, strict=True)), **options)
     if dev_only and tname != "emulator":
