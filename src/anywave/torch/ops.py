@@ -1,10 +1,13 @@
 """WAVE kernels as PyTorch operators (``torch.ops.anywave.*``), built with ``torch.library``.
 
-Each op is a ``torch.library.custom_op`` with a fake (meta) implementation, so it runs in
-eager mode, traces under ``torch.compile`` without graph breaks and passes
-``torch.library.opcheck``; the differentiable ones carry ``register_autograd`` formulas that
-are themselves WAVE ops. The kernels and their fixed arithmetic order are in
-:mod:`anywave.torch.kernels`.
+``mm``, ``linear``, ``sum_dim0``, ``relu``, ``relu_backward`` and ``sgd_`` are built with
+:func:`anywave.torch.custom_op` from their kernels, the wrapper users have for their own
+kernels; ``cross_entropy`` (two kernels per call) and its backward are ``torch.library``
+ops that launch through the same kernel-language launch path. Each has a fake (meta)
+implementation, so it runs in eager mode, traces under ``torch.compile`` without graph
+breaks and passes ``torch.library.opcheck``; the differentiable ones carry
+``register_autograd`` formulas that are themselves WAVE ops. The kernels and their fixed
+arithmetic order are in :mod:`anywave.torch.kernels`.
 
 =====================================  ===============================================  =========
 op                                     meaning (float32 tensors)                        autograd
@@ -26,7 +29,7 @@ Where the work runs:
   like any PyTorch kernel).
 * CPU tensors → the CPU target chosen with :func:`set_cpu_target` / :func:`cpu_target`
   (default: the emulator at W = 32; ``opencl`` / ``sycl`` when registered and available),
-  zero-copy through ``Tensor.numpy()`` for the emulator.
+  zero-copy (the tensors' memory is the kernel's buffers; SYCL copies host memory into USM).
 
 Inputs must be float32 (labels: int32 or int64, values in [0, classes)); non-contiguous
 inputs are made contiguous (a copy); all tensors of one call must be on one device.
