@@ -429,7 +429,7 @@ def launch(kf: Any, args: Sequence[Any], kwargs: Mapping[str, Any], grid: Any, w
             options["sync"] = True  # a checked launch reports its errors at once, not at the next wait
     names = [a.name for a in k.args]
     result = tgt.launch(module, kf.name, g, wg, dict(zip(names, values, strict=True)), **options)
-    if dev_only and tname != "emulator":
+    if dev_only and tname != "emulator" and tname in A._SPACE_FACTORIES:
         A.mark_used(A.memory_space(f"{tname}:{tdev}" if tdev else tname))
     if key is not None and len(kf._calls) < 256:
         kf._calls[key] = _make_plan(kf, module, tgt, tname, tdev, g, wg, bound, checked, options, dev_only, check,
