@@ -138,30 +138,3 @@ def test_kernels_on_cpu_runtimes(target: str) -> None:
     assert _same(V.layer_norm4(xr, gm, bt, target=target), R.layer_norm4_f32(xr, gm, bt, 1e-5, 256))
     assert _same(V.softmax4(xr, target=target), V.softmax4(xr))
 
-
-def test_torch_mm_uses_the_tiled_gemm(monkeypatch) -> None:
-    torch = pytest.importorskip("torch")
-    from anywave.torch import ops
-
-    seen = []
-    real = ops._launch_grid
-    monkeypatch.setattr(ops, "_launch_grid", lambda kfn, *a, **k: (seen.append(kfn.name), real(kfn, *a, **k))[1])
-    a, b, _ = _mats(7, 128, 128, 16)
-    out = ops.mm(torch.from_numpy(a), torch.from_numpy(b))
-    assert seen == ["gemm_f32_kernel"]
-    assert _same(out.numpy(), R.matmul_f32(a, b))
-
-
-@pytest.mark.cuda
-def test_torch_mm_on_cuda_tensors_is_the_sequential_order() -> None:
-    torch = pytest.importorskip("torch")
-    if not torch.cuda.is_available():
-        pytest.skip("no CUDA device")
-    from anywave.torch import ops
-
-    a, b, bias = _mats(8, 256, 128, 32)
-    out = ops.mm(torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda())
-    lin = ops.linear(torch.from_numpy(a).cuda(), torch.from_numpy(np.ascontiguousarray(b.T)).cuda(),
-                     torch.from_numpy(bias).cuda())
-    assert _same(out.cpu().numpy(), R.matmul_f32(a, b))
-    assert _same(lin.cpu().numpy(), R.matmul_f32(a, b, bias))

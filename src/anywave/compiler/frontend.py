@@ -35,6 +35,7 @@ from . import types as ty
 from .errors import CompileError
 from .frontend_perf import BufferView, PerfOps, RegisterArray
 from .ir import DevAddr, LocAddr, Op, PredUse, Value
+from .mma_lang import FragmentIntrinsics
 from .types import DType
 
 SR = SpecialRegister
@@ -172,7 +173,7 @@ class _Terminated(Exception):
 _VISITORS: dict[type, Any] = {}
 
 
-class Frontend(PerfOps, ast.NodeVisitor):
+class Frontend(PerfOps, FragmentIntrinsics, ast.NodeVisitor):
     """Translates one kernel (and the ``@aw.func`` functions it calls, inlined) to IR.
 
     After :meth:`build`: ``body`` (IR), ``args`` (ABI list of (name, BufferArg | DType)),
