@@ -35,6 +35,7 @@ from . import types as ty
 from .errors import CompileError
 from .ir import DevAddr, LocAddr, Op, PredUse, Value
 from .types import DType
+from .wdep import W_DEPENDENT_INTRINSICS
 
 SR = SpecialRegister
 _DIM_SR = {
@@ -189,6 +190,9 @@ class Frontend(ast.NodeVisitor):
         self._inline_stack: list[Any] = []
         self._discard = False
         self._const_cache: dict[tuple[str, int], Value] = {}
+        #: uses of W-dependent intrinsics outside W-invariant library functions (compiler/wdep.py)
+        self.w_uses: list[str] = []
+        self._w_invariant_depth = 0
 
     # ------------------------------------------------------------------ helpers
     @property
@@ -1348,6 +1352,9 @@ class Frontend(ast.NodeVisitor):
         from .kernel import Func, KernelFunction
 
         if isinstance(fn, L.Intrinsic):
+            if fn.name in W_DEPENDENT_INTRINSICS and not self._w_invariant_depth:
+                loc = self.loc()
+                self.w_uses.append(f"aw.{fn.name}()" + (f" at {loc}" if loc is not None else ""))
             handler = getattr(self, "_i_" + fn.name, None)
             if handler is None:
                 raise self.err(node, f"aw.{fn.name}() cannot be called like this")
@@ -1779,6 +1786,8 @@ class Frontend(ast.NodeVisitor):
         self.ctx = ctx
         self._inline_stack.append(fn)
         saved_node = self.node
+        inv = bool(getattr(fn, "w_invariant", False))
+        self._w_invariant_depth += inv
         try:
             ann = fn.annotations()
             self._prescan(fd)
@@ -1816,6 +1825,7 @@ class Frontend(ast.NodeVisitor):
             else:
                 self.visit_block(fd.body)
         finally:
+            self._w_invariant_depth -= inv
             self._inline_stack.pop()
             self.ctx = outer
             self.node = saved_node

@@ -46,6 +46,7 @@ import types as _pytypes
 from . import language as _lang
 from . import types as _ty
 from .kernel import func
+from .wdep import w_invariant
 
 aw = _pytypes.SimpleNamespace(**_lang.INTRINSICS,
                               **{k: v for k, v in vars(_ty).items() if isinstance(v, _ty.DType)})
@@ -122,6 +123,7 @@ def _push(scratch, node, c, op):
     scratch[CHUNK + top] = node
 
 
+@w_invariant
 @func
 def workgroup_reduce(v, op="sum"):
     assert op == "sum" or op == "min" or op == "max" or op == "and" or op == "or" or op == "xor", \
@@ -172,6 +174,7 @@ def workgroup_reduce(v, op="sum"):
     return total
 
 
+@w_invariant
 @func
 def workgroup_scan(v, exclusive=False):
     i = aw.thread_linear_id()
@@ -256,6 +259,7 @@ def workgroup_scan(v, exclusive=False):
     return out
 
 
+@w_invariant
 @func
 def workgroup_broadcast(v, src):
     slot = aw.local_array(aw.dtype_of(v), 1)

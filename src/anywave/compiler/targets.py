@@ -5,6 +5,14 @@ see the same targets.
 ``get_target(None)`` is the target named by the environment variable ``ANYWAVE_TARGET`` if
 set, else the best available one (:data:`anywave.runtime.targets.PREFERENCE`: a GPU, then a
 compiled CPU runtime, then the reference emulator).
+
+A launch that gives no ``wave_width`` runs at the one default rule
+(:func:`anywave.runtime.targets.default_wave_width`: W = 32 wherever the target can run it).
+Where a target cannot, a kernel that may depend on W (its kernel record lacks the
+``w_invariant`` flag and its code observes W) gets a :class:`WaveWidthWarning` naming the
+W it runs at, instead of a silently different W. Every launch returns an object with the
+``wave_width`` that ran (:class:`anywave.runtime.targets.LaunchResult` or the emulator's
+stats).
 """
 
 from __future__ import annotations
@@ -13,12 +21,19 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
+from anywave.binary.module import w_invariant
 from anywave.errors import WaveError
 from anywave.runtime import targets as rt
 
 
 class TargetError(WaveError, ValueError):
     """An unknown or unavailable target, or a wave width it cannot run."""
+
+
+class WaveWidthWarning(UserWarning):
+    """A W-dependent kernel launched without ``wave_width`` runs at a W other than the
+    default (:data:`anywave.runtime.targets.DEFAULT_WAVE_WIDTH`) because the target cannot
+    run the default; its results may differ from a launch at the default W."""
 
 
 class Target:
@@ -51,8 +66,20 @@ class Target:
     def launch(self, module: Any, kernel: str, *, grid: tuple[int, int, int], workgroup: tuple[int, int, int],
                args: Sequence[Any], wave_width: int | None = None) -> Any:
         """Run ``kernel`` of ``module`` (buffers in ``args`` are updated in place)."""
-        names = [a.name for a in module.kernel(kernel).args]
-        return self._instance(wave_width).launch(module, kernel, grid, workgroup, dict(zip(names, args, strict=True)))
+        k = module.kernel(kernel)
+        names = [a.name for a in k.args]
+        inst = self._instance(wave_width)
+        ran = inst.info.wave_width
+        if wave_width is None and ran != rt.DEFAULT_WAVE_WIDTH and not w_invariant(module, k):
+            import warnings
+
+            warnings.warn(f"kernel {kernel!r} may depend on the wave width and target {self.name!r} cannot run the "
+                          f"default W = {rt.DEFAULT_WAVE_WIDTH}; it runs at W = {ran} (pass wave_width={ran} to "
+                          "accept, or choose another target)", WaveWidthWarning, stacklevel=4)
+        res = inst.launch(module, kernel, grid, workgroup, dict(zip(names, args, strict=True)))
+        if getattr(res, "wave_width", None) is None:
+            res = rt.LaunchResult(kernel, self.name, inst.info.device, ran)
+        return res
 
 
 _CACHE: dict[str, Target] = {}
