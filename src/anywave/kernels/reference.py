@@ -41,21 +41,25 @@ def butterfly_sum(x: np.ndarray, w: int) -> np.ndarray:
     return s[..., 0]
 
 
-def sum_f32(x: np.ndarray, wave_width: int, wg: int = 256) -> np.float32:
-    """:func:`anywave.kernels.sum_f32` at wave width ``wave_width``: butterfly per wave, wave
-    partials in wave order, repeated over workgroup partials until one value is left."""
+def sum_f32(x: np.ndarray, wave_width: int | None = None, wg: int = 256) -> np.float32:
+    """:func:`anywave.kernels.sum_f32`: :func:`tree_sum_f32` over each block of ``wg``
+    elements (the last block short), repeated over the block sums until one value is left.
+    ``wave_width`` is accepted for old callers and ignored: the order does not depend on W.
+    Vectorised: blocks padded with -0.0 (``x + (-0.0) = x`` exactly, so a padded right half
+    leaves its left half unchanged, as an absent one does), then pairs added level by level;
+    ``wg`` a power of two."""
     a = np.asarray(x, np.float32).ravel()
     if a.size == 0:
         return np.float32(0.0)
     while a.size > 1:
         g = -(-a.size // wg)
-        padded = np.zeros(g * wg, np.float32)
-        padded[:a.size] = a
-        waves = butterfly_sum(padded.reshape(g, wg // wave_width, wave_width), wave_width)
-        total = waves[:, 0]
-        for i in range(1, waves.shape[1]):
-            total = (total + waves[:, i]).astype(np.float32)
-        a = total
+        s = np.full(g * wg, -0.0, np.float32)
+        s[:a.size] = a
+        s = s.reshape(g, wg)
+        with np.errstate(all="ignore"):
+            while s.shape[1] > 1:
+                s = (s[:, 0::2] + s[:, 1::2]).astype(np.float32)
+        a = s[:, 0]
     return np.float32(a[0])
 
 
