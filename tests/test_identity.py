@@ -193,7 +193,8 @@ def test_opencl_largest_workgroup(W: int) -> None:
 # the SYCL runtime compiler takes 10-100 s per W for this kernel: W = 8 (crashed before the
 # fix) and 32 (returned a wrong sum) always, the others in the slow run
 @pytest.mark.sycl
-@pytest.mark.parametrize("W", [8, 32, pytest.param(16, marks=pytest.mark.slow), pytest.param(64, marks=pytest.mark.slow)])
+@pytest.mark.parametrize("W", [8, 32, pytest.param(16, marks=pytest.mark.slow),
+                               pytest.param(64, marks=pytest.mark.slow)])
 def test_sycl_largest_workgroup(W: int) -> None:
     _large_workgroup_case("sycl", W)
 

@@ -50,7 +50,9 @@ def run(args: argparse.Namespace) -> int:
             extra = ", ".join(f"{k}={v}" for k, v in i.details.items()
                               if k in ("compute_capability", "multiprocessors", "total_memory", "driver_version"))
             ws = widths(i)
-            runs = f"W={default_wave_width(ws)} by default" + (f" (runs {'/'.join(map(str, ws))})" if len(ws) > 1 else "")
+            runs = f"W={default_wave_width(ws)} by default"
+            if len(ws) > 1:
+                runs += f" (runs {'/'.join(map(str, ws))})"
             print(f"{s.name:<10} {i.device}: {runs}, local memory {i.local_memory} B, "
                   f"max workgroup {i.max_workgroup_size}, capabilities {','.join(i.capabilities.spellings())}"
                   + (f"; {extra}" if extra else ""))
