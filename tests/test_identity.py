@@ -393,3 +393,23 @@ def test_sum_f32_same_bits_on_opencl_and_the_emulator_at_other_w() -> None:
     got = {(t, W): bits(np.array([K.sum_f32(x, wave_width=W, target=t)]))
            for t, W in [("emulator", 64), ("opencl", 8), ("opencl", 32)]}
     assert all(g == want for g in got.values()), got
+
+
+# ----------------------------------------------------------------------------- conformance
+
+def test_the_collectives_conformance_kernels_are_current() -> None:
+    from anywave.conformance import gen_collectives
+
+    assert gen_collectives.DATA.read_text() == gen_collectives.regenerate(), (
+        "regenerate: python -c \"from anywave.conformance import gen_collectives as g; "
+        "g.DATA.write_text(g.regenerate())\"")
+
+
+def test_collective_groups_expect_the_same_bits_at_every_w() -> None:
+    from anywave.conformance import load_cases
+
+    cs = load_cases(["collectives", "large_workgroups"])
+    assert {c.group for c in cs} == {"collectives", "large_workgroups"}
+    assert any(c.workgroup[0] * c.workgroup[1] * c.workgroup[2] == 1024 for c in cs)
+    for c in cs:
+        assert not callable(c.expected) and c.wave_widths == WS
