@@ -100,15 +100,32 @@ def _wave_combine(v, op):
 
 
 @func
-def _chunk_tree(scratch, m, i, op):
-    # the pairwise tree over slots [0, m) in place: slot j (a multiple of 2d) takes j + d
+def _chunk_tree(scratch, m, i, op, t):
+    # the pairwise tree over slots [0, m), result in slot 0: levels through local memory
+    # (slot j, a multiple of 2d, takes j + d) until the remaining nodes fit one wave, then
+    # wave 0 does the rest by shuffles (lane l holds node l of the level reached)
+    W = aw.wave_width()
     d = 1
-    while d < m:
+    while m > d * W:
         j = i * (d + d)
         if j + d < m:
             scratch[j] = _combine(scratch[j], scratch[j + d], op)
         aw.barrier()
         d = d + d
+    if aw.wave_id() == 0:
+        lane = aw.lane_id()
+        cnt = (m + (d - 1)) // d
+        val = aw.cast(0, t)
+        if lane < cnt:
+            val = scratch[lane * d]
+        e = 1
+        while e < cnt:
+            o = aw.wave_shfl_down(val, e)
+            val = aw.where(lane + e < cnt, _combine(val, o, op), val)
+            e = e + e
+        if lane == 0:
+            scratch[0] = val
+    aw.barrier()
 
 
 @func
@@ -152,7 +169,7 @@ def workgroup_reduce(v, op="sum"):
         if lane == 0 and wid >= base and wid < base + m:
             scratch[wid - base] = s
         aw.barrier()
-        _chunk_tree(scratch, m, i, op)
+        _chunk_tree(scratch, m, i, op, aw.dtype_of(v))
         if rounds == 1:
             total = scratch[0]
         else:
@@ -209,14 +226,30 @@ def workgroup_scan(v, exclusive=False):
         if mine and (lane == W - 1 or i == n - 1):
             scratch[wid - base] = tot
         aw.barrier()
-        # up-sweep over the round's wave nodes: slot r (r + 1 a multiple of 2d) takes r - d
+        # up-sweep over the round's wave nodes: slot r (r + 1 a multiple of 2d) takes r - d,
+        # through local memory until the complete nodes fit one wave, then in wave 0 by
+        # shuffles (lane l holds the node ending at slot l*d + d - 1)
         d = 1
-        while d < m:
+        while m > d * W:
             r = (d + d) * i + (d + d - 1)
             if r < m:
                 scratch[r] = scratch[r - d] + scratch[r]
             aw.barrier()
             d = d + d
+        if wid == 0:
+            cnt = m // d
+            q = lane * d + (d - 1)
+            val = zero
+            if lane < cnt:
+                val = scratch[q]
+            k = 1
+            while k < cnt:
+                o = aw.wave_shfl_up(val, k)
+                val = aw.where(((lane + 1) & (k + k - 1)) == 0 and lane < cnt, o + val, val)
+                k = k + k
+            if lane < cnt:
+                scratch[q] = val
+        aw.barrier()
         if mine:
             # earlier rounds' pending nodes (largest first), then this round's left siblings
             for k in range(aw.popc(c)):
