@@ -1,16 +1,17 @@
-"""Cost of W-invariance: ``aw.workgroup_reduce`` (f32 sum; the tree's levels inside a wave by
-shuffles, then the wave nodes through local memory) against two peers measured in the same
+"""Cost of W-invariance: ``aw.workgroup_reduce`` (f32 sum; the pairwise tree over thread ids,
+every level through local memory, docs/spec.md §8.14) against two peers measured in the same
 run on the same target:
 
-* ``local_only`` — the same tree with every level through local memory (one barrier per
-  level, no wave operation): the other design docs/spec.md §8.14 considered;
+* ``shuffle_tree`` — the same tree (same bits) with its levels inside a wave done by
+  ``wave_shfl_down`` and only the wave nodes through local memory: the alternative design
+  (fewer barriers, more wave operations);
 * ``butterfly`` — the previous, W-dependent library reduction (``wave_sum`` per wave, then
-  the wave partials in order by every thread), what a vendor library typically does.
+  the wave partials in order), what a vendor library typically does.
 
-Each kernel sums 256 (or ``--wg``) f32 per workgroup over ``--n`` elements, launched
-``--repeat`` times after a warm-up launch (which includes the runtime compile); the figure
-is the median launch time. Writes ``bench/results/collectives_<target>_<date>.json``
-(machine, device, commit, date).
+Each kernel sums ``--wg`` f32 per workgroup over ``--n`` elements, launched ``--repeat``
+times after a warm-up launch (which includes the runtime compile); the figure is the median
+launch time. Writes ``bench/results/collectives_<target>_<date>.json`` (machine, device,
+commit, date).
 
     python bench/bench_collectives.py --target opencl [--wg 256] [--n 4194304] [--repeat 5]
     python bench/bench_collectives.py --target cuda            # on the H200
@@ -36,28 +37,37 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 @aw.kernel
-def tree_shuffle(x: aw.In[aw.f32], out: aw.Out[aw.f32]):
-    i = aw.global_id(0)
-    s = aw.workgroup_reduce(x[i])
+def library(x: aw.In[aw.f32], out: aw.Out[aw.f32]):
+    s = aw.workgroup_reduce(x[aw.global_id(0)])
     if aw.local_id(0) == 0:
         out[aw.workgroup_id(0)] = s
 
 
 @aw.kernel
-def local_only(x: aw.In[aw.f32], out: aw.Out[aw.f32], *, wg: int = 256):
-    buf = aw.local_array(aw.f32, wg)
-    t = aw.local_id(0)
-    buf[t] = x[aw.global_id(0)]
-    aw.barrier()
+def shuffle_tree(x: aw.In[aw.f32], out: aw.Out[aw.f32]):
+    # workgroups of at most 128 waves (the benchmark's)
+    sums = aw.local_array(aw.f32, 128)
+    i = aw.local_id(0)
+    n = aw.workgroup_size(0)
+    s = x[aw.global_id(0)]
     d = 1
-    while d < wg:
-        j = t * (d + d)
-        if j + d < wg:
-            buf[j] = buf[j] + buf[j + d]
+    while d < aw.wave_width():
+        o = aw.wave_shfl_down(s, d)
+        s = aw.where(i + d < n, s + o, s)
+        d = d + d
+    if aw.lane_id() == 0:
+        sums[aw.wave_id()] = s
+    aw.barrier()
+    m = aw.num_waves()
+    d = 1
+    while d < m:
+        j = i * (d + d)
+        if j + d < m:
+            sums[j] = sums[j] + sums[j + d]
         aw.barrier()
         d = d + d
-    if t == 0:
-        out[aw.workgroup_id(0)] = buf[0]
+    if i == 0:
+        out[aw.workgroup_id(0)] = sums[0]
 
 
 @aw.kernel
@@ -100,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     g = n // a.wg
     rows = []
     for W in widths:
-        for name, k, consts in (("tree_shuffle", tree_shuffle, {}), ("local_only", local_only, {"wg": a.wg}),
+        for name, k, consts in (("library", library, {}), ("shuffle_tree", shuffle_tree, {}),
                                 ("butterfly", butterfly, {})):
             out = np.zeros(g, np.float32)
             t0 = time.perf_counter()
@@ -113,9 +123,9 @@ def main(argv: list[str] | None = None) -> int:
                 times.append(time.perf_counter() - t0)
             med = statistics.median(times)
             rows.append({"kernel": name, "wave_width": res.wave_width, "first_launch_s": round(first, 3),
-                         "median_s": round(med, 5), "gelem_per_s": round(n / med / 1e9, 3)})
+                         "median_s": round(med, 5), "melem_per_s": round(n / med / 1e6, 2)})
             print(f"W={W:<3} {name:<13} first {first:7.2f} s  median {med * 1e3:8.2f} ms  "
-                  f"{n / med / 1e9:6.2f} Gelem/s", flush=True)
+                  f"{n / med / 1e6:8.2f} Melem/s", flush=True)
     info = getattr(tgt._instance(widths[0]), "info", None)
     rec = {"bench": "collectives", "target": a.target, "device": getattr(info, "device", ""),
            "machine": platform.node(), "python": sys.version.split()[0], "commit": _commit(),

@@ -139,11 +139,11 @@ def test_integer_collectives_at_every_w(n: int) -> None:
 
 @pytest.mark.parametrize("n", [2000, 4100])
 def test_more_waves_than_the_scratch_has_slots(n: int) -> None:
-    # 250 and 513 waves at W = 8: several rounds through the 128-slot scratch (the old
-    # 128-entry array overflowed here); 4100 leaves 5 rounds, so the round tree is uneven
+    # 250 and 513 waves at W = 8 (the old 128-entry per-wave array overflowed here): several
+    # rounds through the 1024-slot scratch; 4100 takes 5 rounds, so the round tree is uneven
     from anywave.compiler.stdlib import CHUNK
 
-    assert n // 8 > CHUNK
+    assert n > CHUNK
     rng = np.random.default_rng(n)
     x = wide_f32(rng, n)
     exp = f32_expect(x, n - 1)

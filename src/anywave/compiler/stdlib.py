@@ -3,15 +3,17 @@
 Workgroup collectives (docs/spec.md §8.14). They must be reached by every thread of the
 workgroup (they contain barriers); ``v`` is i32, u32 or f32. Their results are
 **W-invariant**: the same bits at W = 8, 16, 32 and 64 and on every conformant target,
-for any workgroup size the target allows (no cap on waves per workgroup: wave partials
-go through a fixed local scratch of :data:`CHUNK` slots, a chunk of waves at a time).
+for any workgroup size the target allows (no cap on waves per workgroup: the values go
+through a fixed local scratch of :data:`CHUNK` slots, a round of CHUNK threads at a time).
+They use no wave operation at all: every tree level goes through local memory (measured
+faster on the CPU runtimes than shuffles, bench/bench_collectives.py).
 
 * ``workgroup_reduce(v, op="sum")`` — ``op`` in {"sum", "min", "max", "and", "or", "xor"}
   (and/or/xor: integers only); every thread gets the result. Order: the fixed pairwise
   tree over linear thread ids — node ``[s, s + 2d)`` (``s`` a multiple of ``2d``) is
   ``left ⊕ right`` where ``right = [s + d, s + 2d)`` exists iff ``s + d < S`` (else the node
   is its left child). Only f32 ``sum`` is order-sensitive; the other operations are
-  associative and commutative (spec §8.8) and may use ``wred``.
+  associative and commutative (spec §8.8), so any order gives their bits.
 * ``workgroup_scan(v, exclusive=False)`` — prefix sum over the workgroup in linear thread
   order. Order (f32): the exclusive prefix of thread ``t`` is the left fold, largest first,
   of the tree nodes of the binary decomposition of ``[0, t)`` (Blelloch's down-sweep order);
@@ -54,10 +56,11 @@ aw = _pytypes.SimpleNamespace(**_lang.INTRINSICS,
 __all__ = ["workgroup_reduce", "workgroup_scan", "workgroup_broadcast",
            "exp", "exp2", "log", "log2", "sin", "cos", "tanh", "erf"]
 
-#: wave partials handled per round of a collective (a power of two): 1024 threads at W = 8
-#: in one round; larger workgroups take ceil(waves / CHUNK) rounds through the same slots
-CHUNK = 128
-#: pending chunk-level tree nodes (a binary counter over rounds): enough for 2^32 rounds
+#: values handled per round of a collective (a power of two): one round for every
+#: workgroup of up to 1024 threads; larger ones take ceil(S / CHUNK) rounds through the
+#: same slots (4 KiB of local memory per call for 32-bit values)
+CHUNK = 1024
+#: pending round-level tree nodes (a binary counter over rounds): enough for 2^32 rounds
 STACK = 32
 #: kept for callers of the old name: the scratch no longer limits the waves per workgroup
 MAX_WAVES = CHUNK
@@ -83,52 +86,6 @@ def _combine(a, b, op):
 
 
 @func
-def _wave_combine(v, op):
-    if op == "sum":
-        r = aw.wave_sum(v)
-    elif op == "min":
-        r = aw.wave_min(v)
-    elif op == "max":
-        r = aw.wave_max(v)
-    elif op == "and":
-        r = aw.wave_and(v)
-    elif op == "or":
-        r = aw.wave_or(v)
-    else:
-        r = aw.wave_xor(v)
-    return r
-
-
-@func
-def _chunk_tree(scratch, m, i, op, t):
-    # the pairwise tree over slots [0, m), result in slot 0: levels through local memory
-    # (slot j, a multiple of 2d, takes j + d) until the remaining nodes fit one wave, then
-    # wave 0 does the rest by shuffles (lane l holds node l of the level reached)
-    W = aw.wave_width()
-    d = 1
-    while m > d * W:
-        j = i * (d + d)
-        if j + d < m:
-            scratch[j] = _combine(scratch[j], scratch[j + d], op)
-        aw.barrier()
-        d = d + d
-    if aw.wave_id() == 0:
-        lane = aw.lane_id()
-        cnt = (m + (d - 1)) // d
-        val = aw.cast(0, t)
-        if lane < cnt:
-            val = scratch[lane * d]
-        e = 1
-        while e < cnt:
-            o = aw.wave_shfl_down(val, e)
-            val = aw.where(lane + e < cnt, _combine(val, o, op), val)
-            e = e + e
-        if lane == 0:
-            scratch[0] = val
-    aw.barrier()
-
-
-@func
 def _push(scratch, node, c, op):
     # binary counter: round c's node merges with the completed siblings below it
     top = aw.popc(c)
@@ -147,29 +104,23 @@ def workgroup_reduce(v, op="sum"):
         "workgroup_reduce: op must be 'sum', 'min', 'max', 'and', 'or' or 'xor'"
     i = aw.thread_linear_id()
     n = aw.workgroup_size(0) * aw.workgroup_size(1) * aw.workgroup_size(2)
-    lane = aw.lane_id()
-    wid = aw.wave_id()
-    nw = aw.num_waves()
     scratch = aw.local_array(aw.dtype_of(v), CHUNK + STACK)
-    if op == "sum" and aw.dtype_of(v) == aw.f32:
-        # the tree's levels inside the wave by shuffles: lane s (a multiple of 2d) takes s + d
-        s = v
-        d = 1
-        while d < aw.wave_width():
-            o = aw.wave_shfl_down(s, d)
-            s = aw.where(i + d < n, s + o, s)
-            d = d + d
-    else:
-        s = _wave_combine(v, op)  # associative and commutative: any order gives these bits
-    rounds = (nw + (CHUNK - 1)) // CHUNK
-    total = s
+    rounds = (n + (CHUNK - 1)) // CHUNK
+    total = v
     for c in range(rounds):
         base = c * CHUNK
-        m = min(CHUNK, nw - base)
-        if lane == 0 and wid >= base and wid < base + m:
-            scratch[wid - base] = s
+        m = min(CHUNK, n - base)
+        if i >= base and i < base + m:
+            scratch[i - base] = v
         aw.barrier()
-        _chunk_tree(scratch, m, i, op, aw.dtype_of(v))
+        # the pairwise tree over slots [0, m): slot j (a multiple of 2d) takes j + d
+        d = 1
+        while d < m:
+            j = i * (d + d)
+            if j + d < m:
+                scratch[j] = _combine(scratch[j], scratch[j + d], op)
+            aw.barrier()
+            d = d + d
         if rounds == 1:
             total = scratch[0]
         else:
@@ -196,67 +147,34 @@ def workgroup_reduce(v, op="sum"):
 def workgroup_scan(v, exclusive=False):
     i = aw.thread_linear_id()
     n = aw.workgroup_size(0) * aw.workgroup_size(1) * aw.workgroup_size(2)
-    lane = aw.lane_id()
-    wid = aw.wave_id()
-    nw = aw.num_waves()
-    W = aw.wave_width()
     t = aw.dtype_of(v)
-    zero = aw.cast(0, t)
     scratch = aw.local_array(t, CHUNK + STACK)
-    if t == aw.f32:
-        # up-sweep inside the wave (Blelloch layout): lane r holds the largest complete
-        # node whose last thread is r
-        u = v
-        d = 1
-        while d < W:
-            o = aw.wave_shfl_up(u, d)
-            u = aw.where(((lane + 1) & (d + d - 1)) == 0, o + u, u)
-            d = d + d
-        tot = u
-    else:
-        incl_w = aw.wave_prefix_sum(v)  # integers: any order gives these bits
-        tot = incl_w
-    rounds = (nw + (CHUNK - 1)) // CHUNK
-    e = zero
+    rounds = (n + (CHUNK - 1)) // CHUNK
+    e = aw.cast(0, t)
     has_e = False
     for c in range(rounds):
         base = c * CHUNK
-        m = min(CHUNK, nw - base)
-        mine = wid >= base and wid < base + m
-        if mine and (lane == W - 1 or i == n - 1):
-            scratch[wid - base] = tot
+        m = min(CHUNK, n - base)
+        mine = i >= base and i < base + m
+        if mine:
+            scratch[i - base] = v
         aw.barrier()
-        # up-sweep over the round's wave nodes: slot r (r + 1 a multiple of 2d) takes r - d,
-        # through local memory until the complete nodes fit one wave, then in wave 0 by
-        # shuffles (lane l holds the node ending at slot l*d + d - 1)
+        # up-sweep (Blelloch layout): slot r (r + 1 a multiple of 2d) takes r - d; only
+        # complete nodes are built, the only ones a prefix reads
         d = 1
-        while m > d * W:
+        while d + d <= m:
             r = (d + d) * i + (d + d - 1)
             if r < m:
                 scratch[r] = scratch[r - d] + scratch[r]
             aw.barrier()
             d = d + d
-        if wid == 0:
-            cnt = m // d
-            q = lane * d + (d - 1)
-            val = zero
-            if lane < cnt:
-                val = scratch[q]
-            k = 1
-            while k < cnt:
-                o = aw.wave_shfl_up(val, k)
-                val = aw.where(((lane + 1) & (k + k - 1)) == 0 and lane < cnt, o + val, val)
-                k = k + k
-            if lane < cnt:
-                scratch[q] = val
-        aw.barrier()
         if mine:
             # earlier rounds' pending nodes (largest first), then this round's left siblings
             for k in range(aw.popc(c)):
                 x = scratch[CHUNK + k]
                 e = aw.where(has_e, e + x, x)
                 has_e = True
-            cw = wid - base
+            cw = i - base
             d = CHUNK // 2
             while d >= 1:
                 if (cw & d) != 0:
@@ -269,26 +187,10 @@ def workgroup_scan(v, exclusive=False):
             if i == 0:
                 _push(scratch, scratch[CHUNK - 1], c, "sum")
         aw.barrier()
-    if t == aw.f32:
-        # down the wave: the left siblings of the lane's path, largest first
-        p = e
-        has_p = has_e
-        d = W >> 1
-        while d >= 1:
-            o = aw.wave_shfl(u, (lane & ~(d + d - 1)) + (d - 1))
-            take = (lane & d) != 0
-            p = aw.where(take, aw.where(has_p, p + o, o), p)
-            has_p = has_p or take
-            d = d >> 1
-        if exclusive:
-            out = aw.where(has_p, p, zero)
-        else:
-            out = aw.where(has_p, p + v, v)
+    if exclusive:
+        out = aw.where(has_e, e, aw.cast(0, t))
     else:
-        if exclusive:
-            out = e + (incl_w - v)
-        else:
-            out = e + incl_w
+        out = aw.where(has_e, e + v, v)
     return out
 
 
