@@ -88,7 +88,6 @@ def cases() -> list[Case]:
             expected={"red": np.full(n, tree_sum_f32(x), np.float32), "inc": tree_scan_f32(x),
                       "exc": tree_scan_f32(x, exclusive=True), "mx": np.full(n, x.max(), np.float32),
                       "bc": np.full(n, x[srcid], np.float32)},
-            requires=("wave_ops",),
             description="W-invariant f32 workgroup sum/scan/max/broadcast: the same bits at every W"))
         name = f"coll_u32_{tag}"
         rng = rng_for(name)
@@ -101,6 +100,5 @@ def cases() -> list[Case]:
             args={"u": u, **{k: np.zeros(n, np.uint32) for k in ("s", "inc", "mn", "xr")}},
             expected={"s": np.full(n, total, np.uint32), "inc": inc, "mn": np.full(n, u.min(), np.uint32),
                       "xr": np.full(n, np.bitwise_xor.reduce(u), np.uint32)},
-            requires=("wave_ops",),
             description="u32 workgroup sum/scan/min/xor (mod 2^32)"))
     return out
