@@ -413,3 +413,38 @@ def test_collective_groups_expect_the_same_bits_at_every_w() -> None:
     assert any(c.workgroup[0] * c.workgroup[1] * c.workgroup[2] == 1024 for c in cs)
     for c in cs:
         assert not callable(c.expected) and c.wave_widths == WS
+
+
+# ----------------------------------------------------------------------------- CUDA (H200)
+
+@pytest.mark.cuda
+def test_cuda_largest_workgroup() -> None:
+    _large_workgroup_case("cuda", 32)
+
+
+@pytest.mark.cuda
+def test_cuda_collectives_and_library_equal_the_emulator_at_other_w() -> None:
+    _need("cuda")
+    import anywave.kernels as K
+
+    m = collect_f32.compile()
+    for wg in [(1000, 1, 1), (8, 5, 3), (1024, 1, 1)]:
+        n = wg[0] * wg[1] * wg[2]
+        x = wide_f32(np.random.default_rng(n), n)
+        got = run_f32(x, wg, 32, 3, _target_launch("cuda", m, "collect_f32"))
+        assert_f32(got, f32_expect(x, 3), f"cuda workgroup {wg}")
+    x = wide_f32(np.random.default_rng(9), 100_000)
+    assert bits(np.array([K.sum_f32(x, target="cuda")])) == bits(np.array([K.sum_f32(x, wave_width=8)]))
+    rows = np.random.default_rng(4).standard_normal((7, 90)).astype(np.float32)
+    assert K.softmax_rows(rows, target="cuda").tobytes() == K.softmax_rows(rows, wave_width=64).tobytes()
+
+
+def _target_launch(target: str, m: Module, name: str):  # noqa: ANN202
+    from anywave.compiler.targets import get_target
+
+    def launch(args, wg, W):  # noqa: ANN001, ANN202
+        names = [a.name for a in m.kernel(name).args]
+        res = get_target(target).launch(m, name, grid=(1, 1, 1), workgroup=wg, args=[args[k] for k in names],
+                                        wave_width=W)
+        assert res.wave_width == W
+    return launch
