@@ -357,6 +357,7 @@ def readme_table(report: dict[str, Any]) -> str:
              f"{report['machine']}): per target and W, the conformance groups and library kernels that are "
              "bit-identical / bounded / failed / skipped. Library kernels are W-invariant and compared with one "
              "reference output across every W and target.", "",
+             "Rows: " + _rows_text(report["groups"]) + ".", "",
              "| target | device | W | bit-identical | bounded | failed | skipped |", "|---|---|---|---|---|---|---|"]
     for p in report["plan"]:
         t, w = p["target"], p["wave_width"]
@@ -366,6 +367,17 @@ def readme_table(report: dict[str, Any]) -> str:
                      f"{n['skipped']} |")
     lines += ["", README_END]
     return "\n".join(lines)
+
+
+def _rows_text(groups: Sequence[str]) -> str:
+    conf = [g for g in groups if not g.startswith("lib:")]
+    lib = [g[4:] for g in groups if g.startswith("lib:")]
+    parts = []
+    if conf:
+        parts.append(f"{len(conf)} conformance group(s) ({', '.join(conf)})")
+    if lib:
+        parts.append(f"{len(lib)} library kernel(s) ({', '.join(lib)})")
+    return "; ".join(parts) or "none"
 
 
 def update_readme(path: Path, report: dict[str, Any]) -> None:
