@@ -1,5 +1,5 @@
 """Cost of W-invariance: ``aw.workgroup_reduce`` (f32 sum; the pairwise tree over thread ids,
-every level through local memory, docs/spec.md §8.14) against two peers measured in the same
+every level through local memory, docs/spec.md §8.15) against two peers measured in the same
 run on the same target:
 
 * ``shuffle_tree`` — the same tree (same bits) with its levels inside a wave done by

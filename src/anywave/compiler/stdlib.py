@@ -1,6 +1,6 @@
 """Standard library written in the kernel language itself (``@aw.func``, inlined).
 
-Workgroup collectives (docs/spec.md §8.14). They must be reached by every thread of the
+Workgroup collectives (docs/spec.md §8.15). They must be reached by every thread of the
 workgroup (they contain barriers); ``v`` is i32, u32 or f32. Their results are
 **W-invariant**: the same bits at W = 8, 16, 32 and 64 and on every conformant target,
 for any workgroup size the target allows (no cap on waves per workgroup: the values go

@@ -2,7 +2,7 @@
 
 The frontend notes every use of an intrinsic in :data:`W_DEPENDENT_INTRINSICS` outside the
 W-invariant library collectives (functions marked with :func:`w_invariant`, whose results
-the spec defines independently of W, §8.14). A kernel with no such use gets
+the spec defines independently of W, §8.15). A kernel with no such use gets
 ``KERNEL_FLAG_W_INVARIANT`` in its kernel record; checks then compare its outputs across
 all W, and a kernel without the flag only at equal W.
 """

@@ -1,4 +1,4 @@
-"""Workgroup-collective cases (docs/spec.md §8.14): the standard library's W-invariant
+"""Workgroup-collective cases (docs/spec.md §8.15): the standard library's W-invariant
 ``workgroup_reduce`` / ``workgroup_scan`` / ``workgroup_broadcast``, compiled once into
 ``data/collectives.wave`` (:func:`regenerate`; a test checks the file is current) and run
 like every other case. The expected outputs are the same at every W (that is what the

@@ -18,7 +18,7 @@ returning NumPy arrays) pick the launch geometry, chain multi-pass algorithms an
 
 Determinism: every kernel here gives the same bits at every wave width and on every target
 (each is recorded W-invariant in its kernel table; :func:`~anywave.kernels.scan.sum_f32` uses
-the W-invariant ``aw.workgroup_reduce`` tree, docs/spec.md §8.14).
+the W-invariant ``aw.workgroup_reduce`` tree, docs/spec.md §8.15).
 """
 
 from __future__ import annotations

@@ -176,7 +176,7 @@ def _tree_nodes(a: np.ndarray):
 
 
 def tree_sum_f32(x: np.ndarray) -> np.float32:
-    """The workgroup collectives' f32 sum (docs/spec.md §8.14): the pairwise tree over the
+    """The workgroup collectives' f32 sum (docs/spec.md §8.15): the pairwise tree over the
     positions of ``x`` (1-D), each node ``[s, s + 2d)`` the float32 sum of its halves, a node
     whose right half is empty being its left half. Recursive on the definition."""
     a = np.asarray(x, np.float32).ravel()
@@ -189,7 +189,7 @@ def tree_sum_f32(x: np.ndarray) -> np.float32:
 
 
 def tree_scan_f32(x: np.ndarray, exclusive: bool = False) -> np.ndarray:
-    """The workgroup collectives' f32 prefix sum (docs/spec.md §8.14): the exclusive prefix
+    """The workgroup collectives' f32 prefix sum (docs/spec.md §8.15): the exclusive prefix
     of position t is the left fold, largest block first, of :func:`tree_sum_f32` over the
     aligned power-of-two blocks of the binary decomposition of ``[0, t)``; exclusive of
     position 0 is +0.0; inclusive is ``exclusive + x[t]`` (``x[0]`` for t = 0)."""

@@ -2,7 +2,7 @@
 histogram (local-memory atomics, then device atomics).
 
 Order: :func:`sum_f32` sums each workgroup's 256 elements with ``aw.workgroup_reduce``
-(the W-invariant pairwise tree over thread ids, docs/spec.md §8.14; elements past the end
+(the W-invariant pairwise tree over thread ids, docs/spec.md §8.15; elements past the end
 are absent), then the workgroup partials by the same kernel again until one value is left.
 The result is the same bits at every W and on every target
 (:func:`anywave.kernels.reference.sum_f32` reproduces it). The prefix sum and histogram are
