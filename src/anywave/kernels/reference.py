@@ -252,7 +252,7 @@ def layer_norm4_f32(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: flo
     return ((d * rstd[:, None]) * np.asarray(gamma, np.float32) + np.asarray(beta, np.float32)).astype(np.float32)
 
 
-def _sum4_stage(a: np.ndarray, groups: int, wg: int, w: int) -> np.ndarray:
+def _sum4_stage(a: np.ndarray, groups: int, wg: int) -> np.ndarray:
     n = a.size
     t = groups * wg
     quads = n // 4
@@ -264,16 +264,12 @@ def _sum4_stage(a: np.ndarray, groups: int, wg: int, w: int) -> np.ndarray:
     s = ((acc[:, 0] + acc[:, 1]).astype(np.float32) + (acc[:, 2] + acc[:, 3]).astype(np.float32)).astype(np.float32)
     tail = n % 4
     s[:tail] = (s[:tail] + a[4 * quads:]).astype(np.float32)
-    waves = butterfly_sum(s.reshape(groups, wg // w, w), w)
-    total = waves[:, 0]
-    for i in range(1, waves.shape[1]):
-        total = (total + waves[:, i]).astype(np.float32)
-    return total
+    return np.array([tree_sum_f32(row) for row in s.reshape(groups, wg)], np.float32)
 
 
-def sum4_f32(x: np.ndarray, wave_width: int, workgroups: int, wg: int = 256) -> np.float32:
-    """:func:`anywave.kernels.vec.sum4` at wave width ``wave_width`` with ``workgroups``
-    workgroups in the first launch (order: the module docstring of kernels.vec)."""
+def sum4_f32(x: np.ndarray, workgroups: int, wg: int = 256) -> np.float32:
+    """:func:`anywave.kernels.vec.sum4` with ``workgroups`` workgroups in the first launch
+    (order: the module docstring of kernels.vec; W-invariant)."""
     a = np.asarray(x, np.float32).ravel()
-    part = _sum4_stage(a, workgroups, wg, wave_width)
-    return np.float32(_sum4_stage(part, 1, wg, wave_width)[0])
+    part = _sum4_stage(a, workgroups, wg)
+    return np.float32(_sum4_stage(part, 1, wg)[0])

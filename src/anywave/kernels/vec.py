@@ -10,9 +10,9 @@ Orders (reproduced by :mod:`anywave.kernels.reference`):
 * ``sum4``: thread g of T keeps 4 accumulators ``acc[j] += x[4q + j]`` (from +0.0) over its
   quads q = g, g + T, ... in order; then ``s = (acc[0] + acc[1]) + (acc[2] + acc[3])``; the
   thread with g < n % 4 then adds ``x[4 (n // 4) + g]``; then the workgroup's ``s`` values are
-  summed by :func:`anywave.compiler.stdlib.workgroup_reduce` (a wave butterfly, then the wave
-  partials in wave order — depends on W, as any wave-tree sum does). A second launch with one
-  workgroup reduces the per-workgroup partials the same way.
+  summed by :func:`anywave.compiler.stdlib.workgroup_reduce` (its fixed pairwise tree over the
+  thread ids: W-invariant). A second launch with one workgroup reduces the per-workgroup
+  partials the same way.
 * ``softmax4``/``layer_norm4`` (rows of ``cols = 4 * block * vecs`` f32): one workgroup of
   ``block`` threads per row; thread t holds the quads t, t + block, ... of the row in registers
   (the row is read once), folds its 4 * vecs values in order (quad by quad, lanes 0..3), then
@@ -202,7 +202,7 @@ def gelu4(x: np.ndarray, *, per: int = 1, wave_width: int | None = None, target:
 def sum4(x: np.ndarray, *, workgroups: int = 64, wave_width: int | None = None,
          target: str | None = None) -> np.float32:
     """Sum of a float32 array (flattened): ``workgroups`` workgroups of 256 threads, then one
-    workgroup over their partials (order: module docstring; depends on W)."""
+    workgroup over their partials (order: module docstring; the same bits at every W)."""
     a = np.ascontiguousarray(np.asarray(x, dtype=np.float32)).ravel()
     if a.size == 0:
         return np.float32(0.0)
