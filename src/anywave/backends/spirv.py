@@ -916,6 +916,129 @@ class _Lowering:
     def ext(self, rtype: int, inst: str, *args: int) -> int:
         return self.b.ext(rtype, inst, *args)
 
+    def integral64(self, op: str, x: int) -> int:
+        """floor/ceil/trunc/rint of a double on its bits (exact, sign of zero kept): lavapipe's
+        f64 Trunc/RoundEven drop the sign of zero and misround."""
+        d, u64 = self.f64, self.u64
+        k = self.b.const_u64
+        xb = self.u64_of(x)
+        sign = self.op("BitwiseAnd", u64, xb, k(1 << 63))
+        ax = self.op("BitwiseAnd", u64, xb, k((1 << 63) - 1))
+        big = self.op("UGreaterThanEqual", self.bool_, ax, k(0x4330000000000000))  # |x| >= 2^52, inf, NaN
+        if op == "rint":
+            two52 = self.b.const_f64(0x4330000000000000)
+            r = self.fop("FSub", d, self.fop("FAdd", d, self.f64_of(ax), two52), two52)
+            rb = self.op("BitwiseOr", u64, self.u64_of(r), sign)
+            return self.f64_of(self.sel(u64, big, xb, rb))
+        e = self.op("UConvert", self.u32, self.op("ShiftRightLogical", u64, ax, k(52)))
+        frac_bits = self.op("ISub", self.u32, self.c(1075), e)  # fraction bits below the unit, when e >= 1023
+        small = self.op("ULessThan", self.bool_, e, self.c(1023))  # |x| < 1
+        sh = self.sel(self.u32, small, self.c(0), frac_bits)
+        mask = self.op("ISub", u64, self.op("ShiftLeftLogical", u64, k(1), self.op("UConvert", u64, sh)), k(1))
+        t = self.op("BitwiseAnd", u64, xb, self.op("Not", u64, mask))
+        t = self.sel(u64, small, sign, t)
+        t = self.sel(u64, big, xb, t)
+        tv = self.f64_of(t)
+        if op == "trunc":
+            return tv
+        one = self.b.const_f64(0x3FF0000000000000)
+        if op == "floor":
+            adj = self.op("FOrdLessThan", self.bool_, x, tv)
+            return self.sel(d, adj, self.fop("FSub", d, tv, one), tv)
+        adj = self.op("FOrdGreaterThan", self.bool_, x, tv)
+        return self.sel(d, adj, self.fop("FAdd", d, tv, one), tv)
+
+    def two_sum(self, a: int, b: int) -> tuple[int, int]:
+        d = self.f64
+        s = self.fop("FAdd", d, a, b)
+        bb = self.fop("FSub", d, s, a)
+        return s, self.fop("FAdd", d, self.fop("FSub", d, a, self.fop("FSub", d, s, bb)), self.fop("FSub", d, b, bb))
+
+    def fma64(self, a: int, b: int, c: int) -> int:
+        """Correctly rounded double a*b + c without a fused multiply-add: Dekker's exact product
+        (Veltkamp splitting) and Boldo & Melquiond's correctly rounded three-term sum
+        (RN(th + RO(tl + ul)), 2008). Operands are first scaled by powers of two (exact) so that
+        the split cannot overflow and the product's error term cannot underflow: a huge product or
+        addend is computed 2^8 lower and scaled back up (exact, or the right overflow); a tiny
+        product 2^200 higher, rounded to odd, then scaled down (one rounding into the subnormal
+        range). Zero, infinite or NaN operands use the driver's Fma, exact there because the
+        product is then exact; a finite product plus an infinite addend is the addend."""
+        d = self.f64
+        k = self.b.const_f64
+        fabs = lambda v: self.ext(d, "FAbs", v)  # noqa: E731
+        lt = lambda u, v: self.op("FOrdLessThan", self.bool_, u, v)  # noqa: E731
+        fin = lambda v: self.not_(self.or_(self.isnan(v), self.op("IsInf", self.bool_, v)))  # noqa: E731
+        two900, two_900, two800 = k(0x7830000000000000), k(0x07B0000000000000), k(0x71F0000000000000)
+        ph0 = self.fop("FMul", d, a, b)
+        P, C = fabs(ph0), fabs(c)
+        nz = lambda v: self.op("FOrdNotEqual", self.bool_, v, k(0))  # noqa: E731
+        ok = self.and_(fin(a), fin(b), fin(c), nz(a), nz(b))
+        hi = self.and_(ok, self.not_(self.and_(lt(P, two900), lt(C, two900))))
+        lo = self.and_(ok, self.not_(hi), lt(P, two_900))
+        a_big = lt(fabs(b), fabs(a))
+        # hi: the larger of a, b down by 2^8 and c down by 2^8; lo: the smaller up by 2^200, c too
+        s_big = self.sel(d, hi, k(0x3F70000000000000), k(0x3FF0000000000000))  # 2^-8 or 1
+        s_small = self.sel(d, lo, k(0x4C70000000000000), k(0x3FF0000000000000))  # 2^200 or 1
+        sa = self.sel(d, a_big, s_big, s_small)
+        sb = self.sel(d, a_big, s_small, s_big)
+        sc = self.sel(d, hi, s_big, s_small)
+        a1, b1, c1 = self.fop("FMul", d, a, sa), self.fop("FMul", d, b, sb), self.fop("FMul", d, c, sc)
+        # keep the split from overflowing: move 2^100 from a huge operand to the other (exact)
+        down, up = k(0x39B0000000000000), k(0x4630000000000000)  # 2^-100, 2^100
+        ab = lt(two900, fabs(a1))
+        bb = lt(two900, fabs(b1))
+        a2 = self.sel(d, ab, self.fop("FMul", d, a1, down), self.sel(d, bb, self.fop("FMul", d, a1, up), a1))
+        b2 = self.sel(d, ab, self.fop("FMul", d, b1, up), self.sel(d, bb, self.fop("FMul", d, b1, down), b1))
+        split_c = k(0x41A0000002000000)  # 2^27 + 1
+
+        def split(v: int) -> tuple[int, int]:
+            t = self.fop("FMul", d, split_c, v)
+            h = self.fop("FSub", d, t, self.fop("FSub", d, t, v))
+            return h, self.fop("FSub", d, v, h)
+
+        ph = self.fop("FMul", d, a2, b2)
+        ah, al = split(a2)
+        bh, bl = split(b2)
+        pl = self.fop("FAdd", d, self.fop("FAdd", d, self.fop("FAdd", d, self.fop("FSub", d, self.fop(
+            "FMul", d, ah, bh), ph), self.fop("FMul", d, ah, bl)), self.fop("FMul", d, al, bh)),
+            self.fop("FMul", d, al, bl))
+        uh, ul = self.two_sum(c1, pl)
+        th, tl = self.two_sum(ph, uh)
+        v = self.sum_odd(tl, ul)
+        res = self.fop("FAdd", d, th, v)
+        res = self.sel(d, hi, self.fop("FMul", d, res, k(0x4070000000000000)), res)  # * 2^8
+        # a result below 2^-1022 once scaled back: round to odd here, round once when scaling down
+        sub = self.and_(lo, lt(fabs(res), k(0x0C90000000000000)))  # 2^-822
+        scaled = self.sel(d, sub, self.sum_odd(th, v), res)
+        # [2^-823, 2^-822) scales to subnormals of 52 bits, one too many for round-to-odd at 53:
+        # round th + v to the 2^-874 grid directly (RNE of |th| by adding 2^-822, then v decides)
+        band = self.and_(sub, self.not_(lt(fabs(res), k(0x0C80000000000000))))
+        sgn = self.op("FOrdLessThan", self.bool_, th, k(0))
+        ath = fabs(th)
+        cst = k(0x0C90000000000000)
+        r = self.fop("FSub", d, self.fop("FAdd", d, ath, cst), cst)
+        e = self.fop("FSub", d, ath, r)
+        vs = self.sel(d, sgn, self.op("FNegate", d, v), v)
+        h = k(0x0940000000000000)  # half the grid: 2^-875
+        grid = k(0x0950000000000000)  # 2^-874
+        q = self.op("ConvertFToU", self.u64, self.fop("FMul", d, r, k(0x7690000000000000)))  # r / 2^-874
+        rodd = self.ieq(self.op("BitwiseAnd", self.u64, q, self.b.const_u64(1)), self.b.const_u64(1))
+        du = self.fop("FAdd", d, self.fop("FSub", d, e, h), vs)
+        dd = self.fop("FAdd", d, self.fop("FAdd", d, e, h), vs)
+        zero = k(0)
+        go_up = self.or_(lt(zero, du), self.and_(self.op("FOrdEqual", self.bool_, du, zero), rodd))
+        go_dn = self.or_(lt(dd, zero), self.and_(self.op("FOrdEqual", self.bool_, dd, zero), rodd))
+        rb = self.sel(d, go_up, self.fop("FAdd", d, r, grid), self.sel(d, go_dn, self.fop("FSub", d, r, grid), r))
+        rb = self.sel(d, sgn, self.op("FNegate", d, rb), rb)
+        scaled = self.sel(d, band, rb, scaled)
+        res = self.sel(d, lo, self.fop("FMul", d, scaled, k(0x3370000000000000)), res)  # * 2^-200
+        P2 = fabs(ph)
+        two1020 = k(0x7FB0000000000000)
+        exact_ok = self.and_(ok, lt(two_900, P2), lt(P2, two1020), lt(fabs(c1), two1020))
+        out = self.sel(d, exact_ok, res, self.ext(d, "Fma", a, b, c))
+        out = self.sel(d, self.and_(lo, self.not_(lt(C, two800))), c, out)  # a tiny product leaves a huge c
+        return self.sel(d, self.and_(fin(a), fin(b), self.not_(fin(c))), c, out)
+
 
 # --------------------------------------------------------------------------- instruction handlers
 # Each handler emits one instruction's effect (inside a selection on its executing condition);
@@ -1020,8 +1143,10 @@ def _float_compute(x: _Lowering, op: str, t: T, vals: list[int]) -> int:
         return x.minmax(op, t, *vals)
     if op == "fma":
         if t is T.F64:
-            return x.fbits(x.ext(ft, "Fma", *vals), t)
+            return x.fbits(x.fma64(*vals), t)
         return x.fma_exact(*vals, T.F32)
+    if t is T.F64:
+        return x.fbits(x.integral64(op, vals[0]), t)
     name = {"floor": "Floor", "ceil": "Ceil", "trunc": "Trunc", "rint": "RoundEven"}[op]
     return x.fbits(x.ext(ft, name, vals[0]), t)
 
