@@ -211,9 +211,6 @@ def unsupported_reason(defn: InstrDef, features: VulkanFeatures = FULL_FEATURES)
     (tests/test_vulkan_spirv.py checks it)."""
     if defn.op not in _HANDLERS:
         return f"{defn.mnemonic}: no SPIR-V lowering for operation {defn.op!r}"
-    if defn.op == "mma":
-        return (f"{defn.mnemonic}: the SPIR-V backend has no mma lowering yet "
-                "(use the C-family or PTX targets)")
     if not features.fp64 and _needs_f64(defn):
         return (f"{defn.mnemonic} needs double precision (shaderFloat64), which the device lacks: "
                 "Vulkan rounds OpFDiv/sqrt/fma loosely, the exact emulation goes through f64")
@@ -1694,6 +1691,72 @@ def _wscan(x: _Lowering, ins: Instruction) -> None:
     _write_ex(x, dreg, s)
 
 
+def _counted_loop(x: _Lowering, n: int, body: Callable[[int], None]) -> None:
+    """``for (j = 0; j < n; ++j) body(j)`` as a structured SPIR-V loop (j a u32 id)."""
+    jv = x.var(x.u32)
+    x.store(jv, x.c(0))
+    merge, cont = x.loop_open()
+    j = x.load(jv)
+    x.loop_exit_unless(x.op("ULessThan", x.bool_, j, x.c(n)), merge)
+    body(j)
+    x.store(jv, x.add(j, x.c(1)))
+    x.loop_close(merge, cont)
+
+
+def _lm_word(x: _Lowering, byte_off: int) -> int:
+    return x.op("AccessChain", x.b.t_ptr("Workgroup", x.u32), x.lm, x.shr(byte_off, 2))
+
+
+def _mma(x: _Lowering, ins: Instruction) -> None:
+    """D = A x B + C on 16x16 tiles in local memory: each lane computes 256 / W elements of D,
+    accumulating k = 0..15 in order with a single-rounding f32 fma (the emulator's order, spec
+    §8.13), between subgroup barriers so every tile is read before D is written."""
+    rd, ra, rb, rc = ins.operands
+    W = x.W
+    per = 256 // W
+    conv = x.h2f if ins.defn.src_type is T.F16 else x.bf2f
+    acc = x.var(x.b.t_array(x.f32, per))
+    fptr = x.b.t_ptr("Function", x.f32)
+    sg = x.c(SCOPE["Subgroup"])
+    sem = x.c(SEM["AcquireRelease"] | SEM["WorkgroupMemory"])
+    mul = lambda a, b: x.op("IMul", x.u32, a, b)  # noqa: E731
+
+    def half_at(off: int) -> int:
+        word = x.load(_lm_word(x, off))
+        return conv(x.op("BitFieldUExtract", x.u32, word, x.shl(x.iand(off, x.c(3)), 3), x.c(16)))
+
+    x.b.emit("ControlBarrier", sg, sg, sem)
+    with x.when(x.ex):
+        a0, b0, c0 = x.r(ra), x.r(rb), x.r(rc)
+
+        def element(j: int) -> None:
+            e = x.add(x.lane, mul(j, x.c(W)))
+            row, col = x.shr(e, 4), x.iand(e, x.c(15))
+            s = x.var(x.f32)
+            x.store(s, x.bits_f32(x.load(_lm_word(x, x.add(c0, x.shl(e, 2))))))
+
+            def step(kk: int) -> None:
+                av = half_at(x.add(a0, x.shl(x.add(x.shl(row, 4), kk), 1)))
+                bv = half_at(x.add(b0, x.shl(x.add(x.shl(kk, 4), col), 1)))
+                x.store(s, x.bits_f32(x.fma_exact(av, bv, x.load(s, x.f32), T.F32)))
+
+            _counted_loop(x, 16, step)
+            x.store(x.op("AccessChain", fptr, acc, j), x.load(s, x.f32))
+
+        _counted_loop(x, per, element)
+    x.b.emit("ControlBarrier", sg, sg, sem)
+    with x.when(x.ex):
+        d0 = x.r(rd)
+
+        def write(j: int) -> None:
+            e = x.add(x.lane, mul(j, x.c(W)))
+            v = x.load(x.op("AccessChain", fptr, acc, j), x.f32)
+            x.store(_lm_word(x, x.add(d0, x.shl(e, 2))), x.f32_bits(v))
+
+        _counted_loop(x, per, write)
+    x.b.emit("ControlBarrier", sg, sg, sem)
+
+
 def _no_stmt(x: _Lowering, ins: Instruction) -> None:
     return None
 
@@ -1715,7 +1778,7 @@ _HANDLERS: dict[str, _Handler] = {
     "setp": _setp, "selp": _selp, "setp_const": _pred_op, "mov": _mov,
     "ld": _ld, "st": _st, "atom": _atom, "red": _atom,
     "shfl": _shfl, "bcast": _bcast, "ballot": _ballot, "any": _any_all, "all": _any_all,
-    "wred": _wred, "wscan": _wscan, "mma": _no_stmt,
+    "wred": _wred, "wscan": _wscan, "mma": _mma,
     "cvt": _cvt, "cvt_pack": _cvt_pack, "movi": _movi, "mov_sr": _mov_sr, "ldarg": _ldarg,
     "barrier": _no_stmt, "fence": _no_stmt,
     **{op: _no_stmt for op in _CONTROL},

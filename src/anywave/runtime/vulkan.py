@@ -160,7 +160,7 @@ class VulkanDevice:
         if self.features.int64:
             caps |= Capability.INT64
         if self.features.wave_widths:
-            caps |= Capability.WAVE_OPS
+            caps |= Capability.WAVE_OPS | Capability.MMA
         return caps
 
     def details(self) -> dict[str, Any]:
