@@ -41,7 +41,7 @@ class Target:
     def _instance(self, wave_width: int | None) -> Any:
         if wave_width is not None and self.wave_widths is not None and wave_width not in self.wave_widths:
             raise TargetError(f"target {self.name!r} runs wave widths {list(self.wave_widths)}, not {wave_width}")
-        key = wave_width if self.name in ("emulator", "opencl", "sycl") else None
+        key = wave_width if self.name in ("emulator", "opencl", "sycl", "vulkan") else None
         inst = self._instances.get(key)
         if inst is None:
             options = {"wave_width": key} if key is not None else {}
