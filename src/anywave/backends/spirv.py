@@ -53,7 +53,7 @@ from anywave.backends.cfamily import uses_wave_ops
 from anywave.backends.spirv_asm import BUILTIN, EXEC_MODE, SCOPE, SEM, Builder
 from anywave.binary.module import DeviceAddr, Instruction, Kernel, LocalAddr, Module, Pred
 from anywave.errors import WaveError
-from anywave.isa.table import Flag, InstrDef, Operand
+from anywave.isa.table import Flag, InstrDef
 from anywave.isa.types import ArgKind, MemoryOrder, ScalarType, Scope, SpecialRegister
 
 T = ScalarType
@@ -61,7 +61,6 @@ S = SpecialRegister
 
 #: wave widths the lowering can target (subgroup sizes)
 WAVE_WIDTHS = (8, 16, 32, 64)
-_F16S = (T.F16, T.BF16, T.F16X2, T.BF16X2)
 
 
 class SpirvError(WaveError):

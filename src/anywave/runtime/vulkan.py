@@ -33,7 +33,7 @@ import numpy as np
 
 from anywave.backends.spirv import WAVE_WIDTHS, SpirvKernel, SpirvProgram, VulkanFeatures
 from anywave.errors import WaveError
-from anywave.isa.types import Access, ArgKind, Capability
+from anywave.isa.types import Access, Capability
 from anywave.runtime.targets import ProcessDevice, RunnerTarget
 
 
@@ -98,7 +98,9 @@ class VulkanDevice:
         sc = vk.VkPhysicalDeviceSubgroupSizeControlProperties()
         sg = vk.VkPhysicalDeviceSubgroupProperties(pNext=sc)
         fc = vk.VkPhysicalDeviceFloatControlsProperties(pNext=sg)
-        vk.vkGetPhysicalDeviceProperties2(pd, vk.VkPhysicalDeviceProperties2(pNext=fc))
+        drv = vk.VkPhysicalDeviceDriverProperties(pNext=fc)
+        vk.vkGetPhysicalDeviceProperties2(pd, vk.VkPhysicalDeviceProperties2(pNext=drv))
+        self.driver = f"{vk.ffi.string(drv.driverName).decode()} {vk.ffi.string(drv.driverInfo).decode()}".strip()
         f13 = vk.VkPhysicalDeviceVulkan13Features()
         f2 = vk.VkPhysicalDeviceFeatures2(pNext=f13)
         vk.vkGetPhysicalDeviceFeatures2(pd, f2)
@@ -165,7 +167,7 @@ class VulkanDevice:
 
     def details(self) -> dict[str, Any]:
         fc = self.float_controls
-        return {"api_version": self.api_version, "driver_version": self.driver_version,
+        return {"api_version": self.api_version, "driver": self.driver, "driver_version": self.driver_version,
                 "subgroup_size": self.subgroup_size, "subgroup_size_range": self.subgroup_range,
                 "float_controls": {k: list(v) for k, v in fc.items()},
                 "missing_float_controls": [f"{k}{w}" for k, v in fc.items() for w in (32, 64) if w not in v]}
@@ -443,4 +445,3 @@ def register() -> None:
     VulkanTarget.register(status)
 
 
-del ArgKind
