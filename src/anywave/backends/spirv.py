@@ -784,27 +784,85 @@ class _Lowering:
     def isnan(self, v: int) -> int:
         return self.op("IsNan", self.bool_, v)
 
+    # Float compares, min/max and f32 <-> f64 conversions are done on the bits: NVIDIA's Vulkan
+    # driver offers no DenormPreserve for f32 and flushes subnormal f32 operands of compares and
+    # of OpFConvert (its add/sub/mul keep them), so nothing that must see a subnormal f32 goes
+    # through those instructions.
+    def _ord_key(self, x: int, wide: bool) -> int:
+        """Unsigned key whose order is the float order of bits x (-0 < +0; NaN excluded)."""
+        ut = self.u64 if wide else self.u32
+        k = self.b.const_u64 if wide else self.c
+        top = 1 << (63 if wide else 31)
+        neg = self.op("INotEqual", self.bool_, self.op("BitwiseAnd", ut, x, k(top)), k(0))
+        return self.sel(ut, neg, self.op("Not", ut, x), self.op("BitwiseOr", ut, x, k(top)))
+
+    def _bits_nan(self, x: int, wide: bool) -> int:
+        ut = self.u64 if wide else self.u32
+        k = self.b.const_u64 if wide else self.c
+        mag = self.op("BitwiseAnd", ut, x, k((1 << (63 if wide else 31)) - 1))
+        return self.op("UGreaterThan", self.bool_, mag, k(0x7FF0000000000000 if wide else 0x7F800000))
+
+    def _bits_zero(self, x: int, wide: bool) -> int:
+        ut = self.u64 if wide else self.u32
+        k = self.b.const_u64 if wide else self.c
+        return self.op("IEqual", self.bool_, self.op("BitwiseAnd", ut, x, k((1 << (63 if wide else 31)) - 1)), k(0))
+
+    def fcmp(self, var: str, a: int, b: int, wide: bool) -> int:
+        """setp.CMP on float bits a, b (u32 f32 bits, or u64 f64 bits): IEEE 754 §5.11, -0 == +0,
+        every comparison with a NaN false except ``ne``; ``unord`` is true iff one is NaN."""
+        ut = self.u64 if wide else self.u32
+        k = self.b.const_u64 if wide else self.c
+        nan = self.or_(self._bits_nan(a, wide), self._bits_nan(b, wide))
+        if var == "unord":
+            return nan
+        az = self.sel(ut, self._bits_zero(a, wide), k(0), a)
+        bz = self.sel(ut, self._bits_zero(b, wide), k(0), b)
+        ka, kb = self._ord_key(az, wide), self._ord_key(bz, wide)
+        if var in ("eq", "ne"):
+            eq = self.and_(self.not_(nan), self.op("IEqual", self.bool_, ka, kb))
+            return eq if var == "eq" else self.not_(eq)
+        name = {"lt": "ULessThan", "le": "ULessThanEqual", "gt": "UGreaterThan", "ge": "UGreaterThanEqual"}[var]
+        return self.and_(self.not_(nan), self.op(name, self.bool_, ka, kb))
+
     def minmax(self, op: str, t: T, a: int, b: int) -> int:
         """IEEE 754-2019 minimumNumber / maximumNumber on compute-type values; both NaN gives
         the canonical NaN (returned as bits of ``t``'s compute type: u32 or u64)."""
-        ut = self.u64 if t is T.F64 else self.u32
+        wide = t is T.F64
+        ut = self.u64 if wide else self.u32
         ab = self.op("Bitcast", ut, a)
         bb = self.op("Bitcast", ut, b)
-        lt = self.op("FOrdLessThan" if op == "min" else "FOrdGreaterThan", self.bool_, a, b)
-        eq = self.op("FOrdEqual", self.bool_, a, b)
-        both = self.op("BitwiseOr" if op == "min" else "BitwiseAnd", ut, ab, bb)  # -0 < +0 on equal values
-        r = self.sel(ut, lt, ab, bb)
-        r = self.sel(ut, eq, both, r)
-        r = self.sel(ut, self.isnan(b), ab, r)
-        r = self.sel(ut, self.isnan(a), bb, r)
-        canon = self.b.const_u64(0x7FF8000000000000) if t is T.F64 else self.c(0x7FC00000)
-        return self.sel(ut, self.and_(self.isnan(a), self.isnan(b)), canon, r)
+        ka, kb = self._ord_key(ab, wide), self._ord_key(bb, wide)  # raw keys: -0 < +0 built in
+        first = self.op("ULessThanEqual" if op == "min" else "UGreaterThanEqual", self.bool_, ka, kb)
+        r = self.sel(ut, first, ab, bb)
+        na, nb = self._bits_nan(ab, wide), self._bits_nan(bb, wide)
+        r = self.sel(ut, nb, ab, r)
+        r = self.sel(ut, na, bb, r)
+        canon = self.b.const_u64(0x7FF8000000000000) if wide else self.c(0x7FC00000)
+        return self.sel(ut, self.and_(na, nb), canon, r)
 
     def f2d(self, v: int) -> int:
-        return self.op("FConvert", self.f64, v)
+        """float -> double, exact, subnormal inputs included (scaled from their integer
+        significand instead of OpFConvert, which flushes them on NVIDIA)."""
+        d = self.f64
+        x = self.f32_bits(v)
+        sub = self.ieq(self.iand(x, self.c(0x7F800000)), self.c(0))
+        m = self.op("ConvertUToF", d, self.iand(x, self.c(0x7FFFFF)))
+        sv = self.fop("FMul", d, m, self.b.const_f64(0x36A0000000000000))  # * 2^-149
+        sv = self.sel(d, self.ieq(self.shr(x, 31), self.c(1)), self.op("FNegate", d, sv), sv)
+        return self.sel(d, sub, sv, self.op("FConvert", d, v))
 
     def d2f(self, v: int) -> int:
-        return self.op("FConvert", self.f32, v)
+        """double -> float rounded to nearest even, subnormal results included (|v| < 2^-126 is
+        scaled by 2^149 and rounded to an integer significand in f64, exactly)."""
+        d = self.f64
+        av = self.ext(d, "FAbs", v)
+        tiny = self.op("FOrdLessThan", self.bool_, av, self.b.const_f64(0x3810000000000000))  # 2^-126
+        q = self.integral64("rint", self.fop("FMul", d, av, self.b.const_f64(0x4940000000000000)))  # * 2^149
+        bits = self.op("UConvert", self.u32, self.op("ConvertFToU", self.u64, q))
+        sign = self.op("UConvert", self.u32, self.op("ShiftRightLogical", self.u64, self.u64_of(v),
+                                                     self.b.const_u64(32)))
+        sub = self.ior(self.iand(sign, self.c(0x80000000)), bits)
+        return self.sel(self.f32, tiny, self.bits_f32(sub), self.op("FConvert", self.f32, v))
 
     def sum_odd(self, p: int, c: int) -> int:
         """p + c (doubles) rounded to odd (Knuth's TwoSum error term decides the sticky bit)."""
@@ -887,7 +945,7 @@ class _Lowering:
         c_hi = self.fop("FSub", d, A, self.fop("FMul", d, m_hi, B))
         c_lo = self.fop("FSub", d, A, self.fop("FMul", d, m_lo, B))
         fin = lambda v: self.not_(self.or_(self.isnan(v), self.op("IsInf", self.bool_, v)))  # noqa: E731
-        nz = lambda v: self.op("FOrdNotEqual", self.bool_, v, self.b.const_f32(0))  # noqa: E731
+        nz = lambda v: self.not_(self._bits_zero(self.f32_bits(v), False))  # noqa: E731
         ok = self.and_(fin(a), fin(b), nz(a), nz(b), self.op("ULessThan", self.bool_, qb, self.c(0x7F800000)))
         return self.ior(sign, self._round_fix(qb, c_hi, c_lo, ok, ties=True))
 
@@ -900,13 +958,15 @@ class _Lowering:
         _, m_hi, m_lo = self._neighbours(qb)
         c_hi = self.fop("FSub", d, ad, self.fop("FMul", d, m_hi, m_hi))
         c_lo = self.fop("FSub", d, ad, self.fop("FMul", d, m_lo, m_lo))
-        pos = self.op("FOrdGreaterThan", self.bool_, a, self.b.const_f32(0))
+        ab = self.f32_bits(a)
+        zero = self._bits_zero(ab, False)
+        negative = self.and_(self.ieq(self.shr(ab, 31), self.c(1)), self.not_(zero))
+        pos = self.and_(self.not_(zero), self.not_(negative), self.not_(self.isnan(a)))
         ok = self.and_(pos, self.not_(self.op("IsInf", self.bool_, a)),
                        self.op("ULessThan", self.bool_, qb, self.c(0x7F800000)))
         r = self._round_fix(qb, c_hi, c_lo, ok, ties=False)
-        ab = self.f32_bits(a)
-        r = self.sel(self.u32, self.op("FOrdLessThan", self.bool_, a, self.b.const_f32(0)), self.c(0x7FC00000), r)
-        r = self.sel(self.u32, self.op("FOrdEqual", self.bool_, a, self.b.const_f32(0)), ab, r)
+        r = self.sel(self.u32, negative, self.c(0x7FC00000), r)
+        r = self.sel(self.u32, zero, ab, r)
         return self.sel(self.u32, self.isnan(a), self.c(0x7FC00000), r)
 
     def ext(self, rtype: int, inst: str, *args: int) -> int:
@@ -1046,8 +1106,6 @@ _CMP_I = {("eq", False): "IEqual", ("ne", False): "INotEqual", ("lt", False): "U
           ("le", False): "ULessThanEqual", ("gt", False): "UGreaterThan", ("ge", False): "UGreaterThanEqual",
           ("eq", True): "IEqual", ("ne", True): "INotEqual", ("lt", True): "SLessThan",
           ("le", True): "SLessThanEqual", ("gt", True): "SGreaterThan", ("ge", True): "SGreaterThanEqual"}
-_CMP_F = {"eq": "FOrdEqual", "ne": "FUnordNotEqual", "lt": "FOrdLessThan", "le": "FOrdLessThanEqual",
-          "gt": "FOrdGreaterThan", "ge": "FOrdGreaterThanEqual"}
 
 
 def _ival(x: _Lowering, r: int, t: T) -> tuple[int, int]:
@@ -1088,7 +1146,8 @@ def _int_bin(x: _Lowering, ins: Instruction) -> None:
             q = x.op("SDiv", ty, A, sb)
             res = x.sel(ty, bz, allones, x.sel(ty, ov, A, q))
         else:
-            q = x.op("SRem", ty, A, sb)
+            # a - b * trunc(a / b): NVIDIA's OpSRem gives wrong answers for some negative operands
+            q = x.op("ISub", ty, A, x.op("IMul", ty, sb, x.op("SDiv", ty, A, sb)))
             res = x.sel(ty, bz, A, x.sel(ty, ov, zero, q))
     else:
         sb = x.sel(ty, bz, one, B)
@@ -1260,11 +1319,10 @@ def _setp(x: _Lowering, ins: Instruction) -> None:
     t, var = ins.defn.type, ins.defn.variant
     dreg, a, b = ins.operands
     if t.is_float:
-        A, B = x.fval(a, t), x.fval(b, t)
-        if var == "unord":
-            res = x.or_(x.isnan(A), x.isnan(B))
+        if t is T.F64:
+            res = x.fcmp(var, x.r64(a), x.r64(b), True)
         else:
-            res = x.op(_CMP_F[var], x.bool_, A, B)
+            res = x.fcmp(var, x.f32_bits(x.fval(a, t)), x.f32_bits(x.fval(b, t)), False)
     else:
         A, _ = _ival(x, a, t)
         B, _ = _ival(x, b, t)
