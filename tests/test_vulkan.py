@@ -90,6 +90,9 @@ def test_errors_name_the_problem(runner) -> None:  # noqa: ANN001
         runner(mod, "lanes", (1, 1, 1), (4, 1, 1), {"out": [0, 0]}, W)
     with pytest.raises(VulkanError, match="maxComputeWorkGroupCount"):
         runner(mod, "lanes", (1 << 31, 1, 1), (4, 1, 1), buf, W)
+    fixed = assemble(_PARTIAL.replace(".registers 8", ".registers 8\n.workgroup_size 8, 2"))
+    with pytest.raises(VulkanError, match=r"requires workgroup size \(8, 2, 1\), got \(4, 1, 1\)"):
+        runner(fixed, "lanes", (1, 1, 1), (4, 1, 1), buf, W)
 
 
 def test_registered_target_and_devices_listing(runner, capsys) -> None:  # noqa: ANN001

@@ -363,6 +363,12 @@ class VulkanRunner:
         if any(v < 0 for v in g) or any(v < 1 for v in wg):
             raise VulkanError(f"grid {g} and workgroup {wg} must be non-negative / positive")
         n = wg[0] * wg[1] * wg[2]
+        if k.workgroup_size is not None and tuple(k.workgroup_size) != wg:
+            raise VulkanError(f"launch refused: kernel {kernel!r} requires workgroup size "
+                              f"{tuple(k.workgroup_size)}, got {wg}")
+        if k.max_workgroup_size is not None and n > k.max_workgroup_size:
+            raise VulkanError(f"launch refused: workgroup {wg} has {n} threads, more than kernel {kernel!r}'s "
+                              f"maximum {k.max_workgroup_size}")
         P = -(-n // wave_width) * wave_width if info.wave_mode else n
         if P > dev.max_workgroup:
             raise VulkanError(f"workgroup {wg} ({P} threads launched) exceeds the device's maximum "
