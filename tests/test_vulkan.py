@@ -190,3 +190,13 @@ def test_training_example_same_bits(runner) -> None:  # noqa: ANN001
     r = T.train_on_cpu_target(data, cfg, "vulkan", wave_width=W)
     assert r.info["wave_width"] == W
     T.assert_identical([base, r])
+
+
+def test_declared_capabilities_the_device_lacks_are_refused(runner, monkeypatch) -> None:  # noqa: ANN001
+    from anywave.isa.types import Capability
+    from anywave.runtime.vulkan import VulkanError
+
+    mod = assemble(_PARTIAL)  # declares wave_ops (inferred from ballot / wred)
+    monkeypatch.setattr(runner.dev, "capabilities", lambda: Capability.F16)
+    with pytest.raises(VulkanError, match=r"declares capabilities \['wave_ops'\]"):
+        runner(mod, "lanes", (1, 1, 1), (4, 1, 1), {"out": np.zeros(64, np.uint32)}, (_widths(runner) or (8,))[0])

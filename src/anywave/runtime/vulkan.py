@@ -348,6 +348,10 @@ class VulkanRunner:
             raise VulkanError(f"module has no kernel {kernel!r}; it has {[k.name for k in module.kernels]}")
         info = prog.kernels[kernel]
         k = module.kernel(kernel)
+        lacking = k.capabilities & ~dev.capabilities()
+        if lacking:
+            raise VulkanError(f"kernel {kernel!r} declares capabilities {lacking.spellings()} that {dev.name} "
+                              f"lacks (it offers {dev.capabilities().spellings()}; spec §11.1)")
         names = [a.name for a in k.args]
         missing = [n for n in names if n not in args]
         extra = [n for n in args if n not in names]
