@@ -14,10 +14,11 @@ TARGETS = ("ptx", "spirv")
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Register the ``translate`` subcommand."""
-    p = subparsers.add_parser("translate", help="translate a WAVE module to a vendor language (PTX)",
+    p = subparsers.add_parser("translate", help="translate a WAVE module to a vendor language (PTX, SPIR-V)",
                               description=__doc__)
     p.add_argument("file", help=".wbin or .wave file")
-    p.add_argument("--target", choices=TARGETS, default="ptx", help="output language (default ptx)")
+    p.add_argument("--target", choices=TARGETS, default="ptx",
+                   help="output language: ptx, or spirv (Vulkan compute; default ptx)")
     p.add_argument("--arch", default="sm_90", help="GPU architecture, e.g. sm_75, sm_80, sm_90 (default sm_90)")
     p.add_argument("--wave-width", type=int, default=32,
                    help="spirv: the subgroup size W wave operations are lowered for (default 32)")

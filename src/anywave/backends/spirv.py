@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from anywave.backends.cfamily import uses_wave_ops
-from anywave.backends.spirv_asm import BUILTIN, EXEC_MODE, SCOPE, SEM, Builder
+from anywave.backends.spirv_asm import BUILTIN, EXEC_MODE, OP, SCOPE, SEM, STORAGE, Builder, encode
 from anywave.backends.spirv_float import FloatOps
 from anywave.backends.spirv_ops import CONTROL, HANDLERS, ORDER_SEM, SCOPE_OF
 from anywave.binary.module import DeviceAddr, Instruction, Kernel, LocalAddr, Module, Pred
@@ -287,8 +287,6 @@ class _Lowering(FloatOps):
         return self.n
 
     def var(self, t: int, init: int | None = None) -> int:
-        from anywave.backends.spirv_asm import OP, STORAGE, encode
-
         v = self.b.id()
         extra = (init,) if init is not None else ()
         self._vars += encode(OP["Variable"], (self.b.t_ptr("Function", t), v, STORAGE["Function"], *extra))
