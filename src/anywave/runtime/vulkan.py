@@ -34,7 +34,7 @@ import numpy as np
 from anywave.backends.spirv import WAVE_WIDTHS, SpirvKernel, SpirvProgram, VulkanFeatures
 from anywave.errors import WaveError
 from anywave.isa.types import Access, Capability
-from anywave.runtime.targets import ProcessDevice, RunnerTarget
+from anywave.runtime.targets import ProcessDevice, RunnerTarget, check_launch_rules
 
 
 class VulkanError(WaveError):
@@ -367,12 +367,7 @@ class VulkanRunner:
         if any(v < 0 for v in g) or any(v < 1 for v in wg):
             raise VulkanError(f"grid {g} and workgroup {wg} must be non-negative / positive")
         n = wg[0] * wg[1] * wg[2]
-        if k.workgroup_size is not None and tuple(k.workgroup_size) != wg:
-            raise VulkanError(f"launch refused: kernel {kernel!r} requires workgroup size "
-                              f"{tuple(k.workgroup_size)}, got {wg}")
-        if k.max_workgroup_size is not None and n > k.max_workgroup_size:
-            raise VulkanError(f"launch refused: workgroup {wg} has {n} threads, more than kernel {kernel!r}'s "
-                              f"maximum {k.max_workgroup_size}")
+        check_launch_rules(k, g, wg)  # the kernel's workgroup-size rules and u32 ids (spec §2.1, §3.3)
         P = -(-n // wave_width) * wave_width if info.wave_mode else n
         if P > dev.max_workgroup:
             raise VulkanError(f"workgroup {wg} ({P} threads launched) exceeds the device's maximum "
