@@ -207,7 +207,8 @@ def unsupported_reason(defn: InstrDef, features: VulkanFeatures = FULL_FEATURES)
     Every mnemonic of the instruction table is either handled or refused with a reason
     (tests/test_vulkan_spirv.py checks it)."""
     if defn.op not in HANDLERS:
-        return f"{defn.mnemonic}: no SPIR-V lowering for operation {defn.op!r}"
+        return (f"{defn.mnemonic}: no SPIR-V lowering for operation {defn.op!r} (the MMA fragment "
+                "instructions of spec §8.14 are not lowered to SPIR-V yet; use the C-family or PTX targets)")
     if not features.fp64 and _needs_f64(defn):
         return (f"{defn.mnemonic} needs double precision (shaderFloat64), which the device lacks: "
                 "Vulkan rounds OpFDiv/sqrt/fma loosely, the exact emulation goes through f64")

@@ -417,8 +417,12 @@ def _mov_sr(x: _Lowering, ins: Instruction) -> None:
     elif sr in (S.GLOBAL_ID_X, S.GLOBAL_ID_Y, S.GLOBAL_ID_Z):
         i = sr - S.GLOBAL_ID_X
         v = x.add(mul(ex(x.wg_id, i), size[i]), tid[i]())
-    else:
+    elif sr is S.THREAD_LINEAR_ID:
         v = tl
+    else:
+        from anywave.isa.mma import MMA_SREG_VALUES  # the reference dialect's fixed fragment shape (§3.3)
+
+        v = x.c(MMA_SREG_VALUES[sr.name])
     x.setr(dreg, v)
 
 
