@@ -65,7 +65,7 @@ class Target:
         """
         if wave_width is not None and self.wave_widths is not None and wave_width not in self.wave_widths:
             raise TargetError(f"target {self.name!r} runs wave widths {list(self.wave_widths)}, not {wave_width}")
-        key = (wave_width if self.name in ("emulator", "opencl", "sycl") else None, device or None)
+        key = (wave_width if self.name in ("emulator", "opencl", "sycl", "vulkan") else None, device or None)
         inst = self._instances.get(key)
         if inst is None:
             options: dict[str, Any] = {"wave_width": key[0]} if key[0] is not None else {}

@@ -149,7 +149,7 @@ def get_target(name: str, **options: Any) -> Any:
 
 #: which available target launches pick by default, best first: a GPU, then the compiled
 #: CPU runtimes, then the reference emulator (always present)
-PREFERENCE = ("cuda", "hip", "metal", "opencl", "sycl", "emulator")
+PREFERENCE = ("cuda", "hip", "metal", "opencl", "sycl", "vulkan", "emulator")
 
 
 def preferred_names() -> list[str]:
@@ -359,7 +359,8 @@ register_target("cuda", _cuda_probe, _cuda_factory)
 
 #: driver modules with a ``register()`` function, loaded on the registry's first use (not at
 #: import time, so importing one of them first cannot see a half-initialised registry)
-OPTIONAL_RUNTIMES = ("anywave.runtime.opencl", "anywave.runtime.sycl", "anywave.runtime.hip", "anywave.runtime.metal")
+OPTIONAL_RUNTIMES = ("anywave.runtime.opencl", "anywave.runtime.sycl", "anywave.runtime.hip", "anywave.runtime.metal",
+                     "anywave.runtime.vulkan")
 _optional_loaded = False
 
 
