@@ -1216,8 +1216,13 @@ def render(module: Module, dialect: Dialect, wave_width: int, features: Features
         kernels: restrict to these kernel names.
 
     Raises:
+        VerifyError: ``module`` breaks a rule of the spec (it is verified first, once per
+            module object).
         CFamilyError: W not supported, or an unknown kernel name.
     """
+    from anywave.binary.verify import verify_cached
+
+    verify_cached(module)
     if wave_width not in WAVE_WIDTHS:
         raise CFamilyError(dialect.name, [f"wave width {wave_width!r} is not one of {WAVE_WIDTHS}"])
     names = [k.name for k in module.kernels]

@@ -1480,7 +1480,7 @@ def translate(module: Module, arch: str | int = "sm_90", *, kernels: Iterable[st
     """Translate ``module`` to PTX for ``arch``.
 
     Args:
-        module: a valid WAVE module (verify it first; the translator assumes validity).
+        module: a WAVE module; it is verified first (once per module object).
         arch: ``"sm_75"``, ``"sm_80"``, ``"sm_90"`` ... (see :data:`PTX_VERSIONS`).
         kernels: names of the kernels to translate (default: all).
         comments: precede each instruction's PTX with its WAVE text and source location.
@@ -1489,9 +1489,13 @@ def translate(module: Module, arch: str | int = "sm_90", *, kernels: Iterable[st
         :class:`PtxProgram` with the text and per-kernel launch information.
 
     Raises:
+        VerifyError: ``module`` breaks a rule of the spec.
         PtxError: unknown architecture, unknown kernel name, or instructions unsupported on
             ``arch`` (every one is listed, before any translation happens).
     """
+    from anywave.binary.verify import verify_cached
+
+    verify_cached(module)
     a = parse_arch(arch)
     names = [k.name for k in module.kernels]
     wanted = names if kernels is None else list(kernels)

@@ -462,10 +462,10 @@ def _dims(value: int | Sequence[int], what: str) -> tuple[int, int, int]:
 
 def load_program(program: Module | bytes | bytearray | str | os.PathLike[str]) -> Module:
     """A Module from a Module, ``.wbin`` bytes, or a ``.wbin``/``.wave`` path; verified."""
-    from anywave.binary.verify import verify
+    from anywave.binary.verify import verify, verify_cached
 
     if isinstance(program, Module):
-        verify(program)
+        verify_cached(program)  # once per unchanged module object, not on every launch
         return program
     if isinstance(program, (bytes, bytearray, memoryview)):
         from anywave.binary.wbin import read_wbin
