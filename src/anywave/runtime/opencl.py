@@ -20,6 +20,7 @@ import ctypes
 import os
 import sys
 import threading
+import time
 import warnings
 import weakref
 from collections.abc import Mapping, Sequence
@@ -397,7 +398,8 @@ class OpenCLRunner:
         cargs += [np.uint32(wg[0]), np.uint32(wg[1]), np.uint32(wg[2])]
         fn = self.dev.kernel(built, info.c_name)
         try:
-            fn(q, dims[0], dims[1], *cargs)
+            ev = fn(q, dims[0], dims[1], *cargs)
+            wait_interruptibly(ev)
             for _orig, host, mem in back:
                 cl.enqueue_copy(q, host.reshape(-1).view(np.uint8), mem)
             q.finish()
@@ -406,6 +408,23 @@ class OpenCLRunner:
         for orig, host, _ in back:
             if host is not orig:
                 orig[...] = host
+
+
+def wait_interruptibly(event: Any) -> None:
+    """Wait for an OpenCL event from Python, so that Ctrl-C (KeyboardInterrupt) gets through: a
+    blocking ``clFinish``/``clWaitForEvents`` holds the main thread inside the driver, where
+    Python cannot run its signal handler (issue 11, item 17). Polls the event's status with a
+    sleep that doubles from 20 us to 2 ms (a kernel of t seconds is seen done by about 2t).
+
+    Raises:
+        KeyboardInterrupt: on Ctrl-C (the kernel keeps running on the device; the OpenCL
+            device of this process is then unusable).
+        pyopencl errors: the command failed (from the final ``wait``)."""
+    d = 2e-5
+    while int(event.command_execution_status) > 0:  # CL_COMPLETE = 0, errors < 0
+        time.sleep(d)
+        d = min(d * 2, 2e-3)
+    event.wait()
 
 
 def opencl_runner() -> OpenCLRunner:

@@ -19,6 +19,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -133,7 +134,8 @@ class SyclDevice:
         h = self._bundles.get(key)
         if h is None:
             log = ctypes.create_string_buffer(1 << 16)
-            h = self.lib.aw_sycl_build(prog.text.encode(), "\n".join(BUILD_OPTIONS).encode(), log, 1 << 16)
+            h = call_interruptibly(self.lib.aw_sycl_build, prog.text.encode(), "\n".join(BUILD_OPTIONS).encode(),
+                                   log, 1 << 16)
             if not h:
                 raise SyclError(f"SYCL build failed on {self.name}: {log.value.decode(errors='replace')[:3000]}")
             self._bundles[key] = h
@@ -215,12 +217,40 @@ class SyclRunner:
         g = (ctypes.c_size_t * 3)(*dims[0])
         loc = (ctypes.c_size_t * 3)(*dims[1])
         err = ctypes.create_string_buffer(4096)
-        rc = self.dev.lib.aw_sycl_launch(ctypes.c_void_p(handle), info.c_name.encode(), g, loc, n, kinds, vals,
-                                         sizes, err, 4096)
+        rc = call_interruptibly(self.dev.lib.aw_sycl_launch, ctypes.c_void_p(handle), info.c_name.encode(), g, loc,
+                                n, kinds, vals, sizes, err, 4096)
         if rc != 0:
             raise SyclError(f"launch of {kernel!r} on {self.dev.name} failed: {err.value.decode(errors='replace')}")
         for orig, host in back:
             orig[...] = host
+
+
+def call_interruptibly(fn: Any, *args: Any) -> Any:
+    """``fn(*args)`` (a blocking ctypes call, which releases the GIL) on a worker thread while
+    the main thread waits in ``join`` with a timeout, where Python runs its signal handlers:
+    Ctrl-C raises KeyboardInterrupt at once instead of being ignored until the kernel ends
+    (issue 11, item 17). The abandoned call keeps running on its daemon thread.
+
+    Raises:
+        KeyboardInterrupt: on Ctrl-C; whatever ``fn`` raises otherwise."""
+    if threading.current_thread() is not threading.main_thread():
+        return fn(*args)  # signals are only handled on the main thread anyway
+    box: list[Any] = []
+
+    def work() -> None:
+        try:
+            box.append((True, fn(*args)))
+        except BaseException as e:  # noqa: BLE001 - handed to the caller
+            box.append((False, e))
+
+    t = threading.Thread(target=work, name="anywave-sycl-launch", daemon=True)
+    t.start()
+    while t.is_alive():
+        t.join(0.1)
+    ok, v = box[0]
+    if not ok:
+        raise v
+    return v
 
 
 def sycl_runner() -> SyclRunner:
