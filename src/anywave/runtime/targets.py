@@ -236,12 +236,19 @@ class EmulatorTarget:
                                DEFAULT_LIMITS.max_local_memory, wg, (wg, wg, wg),
                                (2**32 - 1, 2**32 - 1, 2**32 - 1))
 
-    def launch(self, module: Any, kernel: str, grid: Any, workgroup: Any, args: Any) -> Any:
-        """Run ``kernel`` on the emulator (see :func:`anywave.emu.emulate`)."""
+    def launch(self, module: Any, kernel: str, grid: Any, workgroup: Any, args: Any, *,
+               check: bool | None = None, budget: float | None | str = "default") -> Any:
+        """Run ``kernel`` on the emulator (see :func:`anywave.emu.emulate`).
+
+        ``check``: the emulator's checked mode (race and uninitialised-local-memory detection;
+        out-of-bounds accesses are always reported); None: the target's ``check``.
+        ``budget``: seconds one loop may run before :class:`~anywave.emu.machine.BudgetExceeded`
+        (None: unbounded; default 10 s or ``ANYWAVE_EMU_BUDGET``)."""
         from anywave.emu import emulate
 
         return emulate(module, kernel, grid=grid, workgroup=workgroup, args=args,
-                       wave_width=self.info.wave_width, check=self.check)
+                       wave_width=self.info.wave_width, check=self.check if check is None else bool(check),
+                       budget=budget)
 
 
 def _emulator_probe() -> tuple[bool, str, Sequence[TargetInfo]]:
