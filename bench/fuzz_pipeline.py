@@ -44,7 +44,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
 import test_fuzz as fz  # noqa: E402
-
 from anywave.asm import assemble  # noqa: E402
 from anywave.backends import hip, metal, opencl, ptx, sycl  # noqa: E402
 from anywave.binary.module import Function, Instruction, Kernel, Module, Pred  # noqa: E402
@@ -229,10 +228,9 @@ def main(argv: list[str] | None = None) -> int:
     for case in range(args.cases):
         kind = rng.choices(["binary", "text", "callgraph"], [0.45, 0.35, 0.2])[0]
         kinds[kind] += 1
-        payload: str | bytes = b""
         signal.alarm(HANG_SECONDS)
         try:
-            payload = one_case(kind, random.Random(rng.getrandbits(64)), binaries, texts, outcomes)
+            one_case(kind, random.Random(rng.getrandbits(64)), binaries, texts, outcomes)
         except Hang:
             hangs += 1
             failures[f"{kind}:hang"] += 1

@@ -9,4 +9,5 @@ kernel with NumPy arrays as buffers (zero-copy) and returns :class:`EmulationSta
 from anywave.emu.machine import DEFAULT_LIMITS, BudgetExceeded, EmulationStats, EmulatorLimits, emulate, emulate_flat
 from anywave.errors import EmulationError
 
-__all__ = ["DEFAULT_LIMITS", "BudgetExceeded", "EmulationError", "EmulationStats", "EmulatorLimits", "emulate", "emulate_flat"]
+__all__ = ["DEFAULT_LIMITS", "BudgetExceeded", "EmulationError", "EmulationStats", "EmulatorLimits", "emulate",
+           "emulate_flat"]

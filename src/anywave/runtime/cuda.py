@@ -21,7 +21,6 @@ import ctypes
 import hashlib
 import os
 import sys
-import tempfile
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -221,31 +220,37 @@ def list_devices() -> list[CudaDevice]:
 # ------------------------------------------------------------------------ cubin cache
 
 def cache_dir() -> Path:
-    """Directory of the on-disk cubin cache (``$ANYWAVE_CACHE_DIR/cuda`` or the user cache)."""
-    root = os.environ.get("ANYWAVE_CACHE_DIR")
-    if root:
-        return Path(root) / "cuda"
-    try:
-        import platformdirs
+    """Directory of the on-disk cubin cache: ``<anywave cache>/cuda``, created 0700 and checked
+    (:func:`anywave.runtime.cache.safe_subdir`; a read-only cache falls back to a private
+    temporary directory).
 
-        return Path(platformdirs.user_cache_dir("anywave")) / "cuda"
-    except ImportError:
-        return Path.home() / ".cache" / "anywave" / "cuda"
+    Raises:
+        CacheSecurityError: the directory is another user's or writable by others."""
+    from anywave.runtime.cache import safe_subdir
+
+    try:
+        return safe_subdir("cuda")
+    except OSError:
+        from anywave.runtime.cache import cache_dir as root
+
+        return root() / "cuda"  # not creatable now: loads miss, stores fail quietly
 
 
 def _atomic_write(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    """Write a cache entry atomically with its content hash (see :func:`_read_cached`)."""
+    from anywave.runtime.cache import atomic_write
+
+    atomic_write(path, data, record_hash=True)
+
+
+def _read_cached(path: Path) -> bytes | None:
+    """A cubin from the cache, or None when absent or damaged (its recorded SHA-256 differs).
+
+    Raises:
+        CacheSecurityError: the entry is another user's or writable by others."""
+    from anywave.runtime.cache import verified_read
+
+    return verified_read(path)
 
 
 def _link_cubin(ptx: bytes) -> bytes:
@@ -291,9 +296,9 @@ class LoadedModule:
         drv = _driver()
         device.activate()
         image: bytes | None = None
-        if use_cache and self.cache_path.exists():
-            image = self.cache_path.read_bytes()
-            self.cache_hit = True
+        if use_cache:
+            image = _read_cached(self.cache_path)
+            self.cache_hit = image is not None
         if image is None:
             try:
                 image = _link_cubin(ptx)

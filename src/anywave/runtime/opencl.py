@@ -44,16 +44,10 @@ class OpenCLError(WaveError):
 
 
 def cache_dir() -> Path:
-    """The anywave cache dir (platformdirs user cache, or ``ANYWAVE_CACHE_DIR``)."""
-    env = os.environ.get("ANYWAVE_CACHE_DIR")
-    if env:
-        return Path(env)
-    try:
-        import platformdirs
+    """The checked anywave cache dir (:func:`anywave.runtime.cache.cache_dir`)."""
+    from anywave.runtime.cache import cache_dir as _cache_dir
 
-        return Path(platformdirs.user_cache_dir("anywave"))
-    except ImportError:  # pragma: no cover - platformdirs is a dependency of pyopencl
-        return Path.home() / ".cache" / "anywave"
+    return _cache_dir()
 
 
 def _lib_dirs() -> list[Path]:
@@ -113,28 +107,72 @@ def setup_environment() -> str:
             return "; ".join(notes + ["intel-opencl-rt not installed"])
         if os.environ.get("OCL_ICD_VENDORS"):
             return "; ".join(notes + [f"OCL_ICD_VENDORS already set to {os.environ['OCL_ICD_VENDORS']}"])
-        vdir = cache_dir() / "opencl-vendors"
+        entries = {"anywave-intel-cpu.icd": str(lib)}
+        sysdir = Path("/etc/OpenCL/vendors")
+        if sysdir.is_dir():
+            for icd in sysdir.glob("*.icd"):
+                try:
+                    entries.setdefault("system-" + icd.name, icd.read_text().strip())
+                except OSError:
+                    pass
         try:
-            vdir.mkdir(parents=True, exist_ok=True)
-            entries = {"anywave-intel-cpu.icd": str(lib)}
-            sysdir = Path("/etc/OpenCL/vendors")
-            if sysdir.is_dir():
-                for icd in sysdir.glob("*.icd"):
-                    try:
-                        entries.setdefault("system-" + icd.name, icd.read_text().strip())
-                    except OSError:
-                        pass
-            for name, text in entries.items():
-                p = vdir / name
-                if not p.exists() or p.read_text() != text + "\n":
-                    tmp = p.with_suffix(f".tmp{os.getpid()}")
-                    tmp.write_text(text + "\n")
-                    os.replace(tmp, p)
-            os.environ["OCL_ICD_VENDORS"] = str(vdir)
-            notes.append(f"OCL_ICD_VENDORS={vdir} ({lib.name})")
-        except OSError as e:
-            notes.append(f"could not write ICD files in {vdir}: {e}")
+            vdir = _write_vendor_dir(entries)
+        except (WaveError, OSError) as e:  # CacheSecurityError: never point the ICD loader at it
+            _ENV_PROBLEMS.append(str(e))
+            return "; ".join(notes + [str(e)])
+        os.environ["OCL_ICD_VENDORS"] = str(vdir)
+        notes.append(f"OCL_ICD_VENDORS={vdir} ({lib.name})")
         return "; ".join(notes)
+
+
+#: why the ICD set-up could not be done (shown in "no OpenCL platform" errors)
+_ENV_PROBLEMS: list[str] = []
+
+
+def _write_vendor_dir(entries: dict[str, str]) -> Path:
+    """The directory of ICD files for ``OCL_ICD_VENDORS``: ``<cache>/opencl-vendors`` (0700,
+    checked), holding exactly ``entries`` (file name -> library path), each written atomically
+    and read back before use. The ICD loader loads every ``.icd`` it finds there, so a
+    file that is not ours refuses the directory. A cache that cannot be written (read-only,
+    full) falls back, with a warning, to a private temporary directory.
+
+    Raises:
+        CacheSecurityError: the directory or an entry is another user's, writable by others,
+            or holds ``.icd`` files anywave did not write."""
+    import tempfile
+
+    from anywave.runtime.cache import CacheSecurityError, atomic_write, check_private, safe_subdir
+
+    def fill(vdir: Path) -> None:
+        for name, text in entries.items():
+            p = vdir / name
+            want = text + "\n"
+            try:
+                check_private(p, directory=False)
+                same = p.read_text() == want
+            except FileNotFoundError:
+                same = False
+            if not same:
+                atomic_write(p, want.encode())
+            check_private(p, directory=False)
+            if p.read_text() != want:
+                raise OSError(f"{p} does not read back as written")
+        extra = sorted(f.name for f in vdir.iterdir() if f.name.endswith(".icd") and f.name not in entries)
+        if extra:
+            raise CacheSecurityError(f"the anywave OpenCL vendor directory {str(vdir)!r} holds ICD files "
+                                     f"anywave did not write ({', '.join(extra)}); the ICD loader would load "
+                                     f"the libraries they name, so it is not used. Remove them.")
+
+    try:
+        vdir = safe_subdir("opencl-vendors")
+        fill(vdir)
+        return vdir
+    except OSError as e:
+        vdir = Path(tempfile.mkdtemp(prefix=f"anywave-opencl-vendors-{os.geteuid()}-"))
+        warnings.warn(f"cannot write the OpenCL ICD files in the anywave cache ({e}); using the private "
+                      f"temporary directory {vdir}", RuntimeWarning, stacklevel=3)
+        fill(vdir)
+        return vdir
 
 
 def _import_cl() -> Any:
@@ -150,8 +188,9 @@ def _pick_device(cl: Any) -> Any:
     try:
         platforms = cl.get_platforms()
     except Exception as e:  # noqa: BLE001 - no ICD / no platform
-        raise OpenCLError(f"no OpenCL platform found ({type(e).__name__}: {e}); install "
-                          "intel-opencl-rt (pip install 'anywave[opencl]')") from e
+        why = f"; the ICD set-up failed: {' '.join(_ENV_PROBLEMS)}" if _ENV_PROBLEMS else (
+            "; install intel-opencl-rt (pip install 'anywave[opencl]')")
+        raise OpenCLError(f"no OpenCL platform found ({type(e).__name__}: {e}){why}") from e
     devices = [d for p in platforms for d in p.get_devices()]
     if not devices:
         raise OpenCLError("OpenCL platforms exist but offer no device")

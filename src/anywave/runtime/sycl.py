@@ -29,7 +29,7 @@ import numpy as np
 from anywave.backends.cfamily import WAVE_WIDTHS, CProgram, Features
 from anywave.errors import WaveError
 from anywave.isa.types import Access, Capability
-from anywave.runtime.opencl import _ProgramCache, cache_dir, launch_dims, marshal_args, setup_environment
+from anywave.runtime.opencl import _ProgramCache, launch_dims, marshal_args, setup_environment
 from anywave.runtime.targets import ProcessDevice, RunnerTarget
 
 _SHIM_SRC = Path(__file__).with_name("sycl_shim") / "aw_sycl_shim.cpp"
@@ -57,6 +57,12 @@ def _compiler() -> str:
     raise SyclError("no C++ compiler found to build the SYCL shim (set CXX, or install g++)")
 
 
+def shim_key(libsycl: Path) -> str:
+    """The cache key of the shim library: hash of the shim source and the SYCL library's path
+    (the shim is ``<cache>/sycl/libaw_sycl_shim-<key>.so``)."""
+    return hashlib.sha256(_SHIM_SRC.read_bytes() + str(libsycl.resolve()).encode()).hexdigest()[:16]
+
+
 def build_shim() -> Path:
     """Compile the shim if needed; returns the shared library's path.
 
@@ -64,18 +70,38 @@ def build_shim() -> Path:
         SyclError: no runtime or compiler, or the compile failed (with its output)."""
     inc, lib = _sycl_paths()
     libsycl = sorted(lib.glob("libsycl.so*"), key=lambda p: len(p.name))[0]
-    key = hashlib.sha256(_SHIM_SRC.read_bytes() + str(libsycl.resolve()).encode()).hexdigest()[:16]
-    out = cache_dir() / "sycl" / f"libaw_sycl_shim-{key}.so"
-    if out.exists():
-        return out
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(f".tmp{os.getpid()}")
-    cmd = [_compiler(), "-std=c++17", "-O1", "-shared", "-fPIC", f"-I{inc}", str(_SHIM_SRC), f"-L{lib}",
-           "-lsycl", f"-Wl,-rpath,{lib}", "-o", str(tmp)]
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode != 0:
-        raise SyclError(f"building the SYCL shim failed ({' '.join(cmd)}):\n{r.stderr[-3000:]}")
-    os.replace(tmp, out)
+    key = shim_key(libsycl)
+    from anywave.runtime.cache import CacheSecurityError, atomic_write, safe_subdir, verified_read
+
+    try:
+        d = safe_subdir("sycl")
+    except CacheSecurityError as e:
+        raise SyclError(f"the SYCL shim is not loaded from the cache: {e}") from e
+    except OSError as e:
+        raise SyclError(f"cannot create the SYCL shim directory in the anywave cache: {e}") from e
+    out = d / f"libaw_sycl_shim-{key}.so"
+    try:
+        if verified_read(out) is not None:  # ours, private, and the bytes we built
+            return out
+    except CacheSecurityError as e:
+        raise SyclError(f"the SYCL shim is not loaded: {e}") from e
+    import tempfile
+
+    fd, tmp_name = tempfile.mkstemp(dir=d, prefix=f".{out.name}.build-", suffix=".so")
+    os.close(fd)
+    tmp = Path(tmp_name)
+    try:
+        cmd = [_compiler(), "-std=c++17", "-O1", "-shared", "-fPIC", f"-I{inc}", str(_SHIM_SRC), f"-L{lib}",
+               "-lsycl", f"-Wl,-rpath,{lib}", "-o", str(tmp)]
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        if r.returncode != 0:
+            raise SyclError(f"building the SYCL shim failed ({' '.join(cmd)}):\n{r.stderr[-3000:]}")
+        try:
+            atomic_write(out, tmp.read_bytes(), record_hash=True)
+        except OSError as e:
+            raise SyclError(f"cannot write the SYCL shim into the anywave cache ({e})") from e
+    finally:
+        tmp.unlink(missing_ok=True)
     return out
 
 
@@ -85,6 +111,13 @@ class SyclDevice:
     def __init__(self) -> None:
         setup_environment()
         path = build_shim()
+        from anywave.runtime.cache import CacheSecurityError, verified_read
+
+        try:  # checked again just before dlopen: ours, private, and the bytes recorded at build
+            if verified_read(path) is None:
+                raise SyclError(f"the SYCL shim {path} does not match its recorded hash; remove it to rebuild")
+        except CacheSecurityError as e:
+            raise SyclError(f"the SYCL shim is not loaded: {e}") from e
         try:
             lib = ctypes.CDLL(str(path))
         except OSError as e:

@@ -127,8 +127,28 @@ def preferred_names() -> list[str]:
 
 def default_target(**options: Any) -> Any:
     """The best available target (:func:`preferred_names`): CUDA when a GPU is present,
-    else a CPU runtime, else the emulator."""
-    return get_target(preferred_names()[0], **options)
+    else a CPU runtime, else the emulator. Falling back to the emulator warns (once per
+    process, RuntimeWarning) with the reason each other registered target is unavailable."""
+    best = preferred_names()[0]
+    if best == "emulator":
+        _warn_fallback()
+    return get_target(best, **options)
+
+
+_FALLBACK_WARNED = False
+
+
+def _warn_fallback() -> None:
+    global _FALLBACK_WARNED
+    if _FALLBACK_WARNED:
+        return
+    _FALLBACK_WARNED = True
+    import warnings
+
+    why = [f"{st.name}: {st.reason}" for st in available_targets() if not st.available]
+    if why:
+        warnings.warn("anywave runs on the reference emulator; no faster target is usable here (" + "; ".join(why)
+                      + ")", RuntimeWarning, stacklevel=3)
 
 
 # ------------------------------------------------------------- process-wide runtime devices
