@@ -22,7 +22,7 @@ import numpy as np
 
 from anywave.binary.module import Instruction
 from anywave.emu.alu import Run, r64
-from anywave.errors import EmulationError
+from anywave.errors import EmulationError, OutOfBoundsError
 from anywave.isa.table import Operand
 from anywave.isa.types import ScalarType as T
 
@@ -71,7 +71,7 @@ def check_access(st: Any, ins: Instruction, what: str, off: np.ndarray, size: in
     if int(off.min()) < 0 or int(off.max()) > limit - size:
         bad = (off < 0) | (off > limit - size)
         i = int(np.flatnonzero(bad)[0])
-        raise EmulationError(
+        raise OutOfBoundsError(
             f"out-of-bounds {space} access in {st.where()}: {what} byte offset {int(off[i])} "
             f"({size}-byte access; {limit} bytes, valid offsets 0..{max(limit - size, -1)}) by "
             f"{st.describe_lane(int(idx[i]))}; {int(bad.sum())} lane(s) out of bounds")

@@ -322,13 +322,18 @@ class _ProgramCache:
     def __init__(self) -> None:
         self._by_module: dict[int, tuple[weakref.ref[Any], dict[int, CProgram]]] = {}
 
-    def get(self, module: Any, W: int, features: Features, translate: Any) -> CProgram:
+    def get(self, module: Any, W: int, features: Features, translate: Any, checked: bool = False) -> CProgram:
         key = id(module)
         ent = self._by_module.get(key)
         if ent is None or ent[0]() is not module:
             ent = (weakref.ref(module), {})
             self._by_module[key] = ent
         progs = ent[1]
+        if checked:  # the bounds-checked build, cached apart from the plain one
+            ck = (W, True)
+            if ck not in progs:
+                progs[ck] = translate(module, W, features, checked=True)
+            return progs[ck]
         if W not in progs:
             progs[W] = translate(module, W, features)
         return progs[W]
@@ -364,6 +369,14 @@ def marshal_args(kernel: Any, info: CKernel, args: Mapping[str, Any]) -> list[tu
     return out
 
 
+def resolve_check(check: bool | None) -> bool:
+    """A launch's ``check`` option: None means the default, ``ANYWAVE_CHECK=1`` (bounds-checked
+    builds on the compiled targets; the emulator always checks bounds)."""
+    if check is None:
+        return os.environ.get("ANYWAVE_CHECK", "").strip() == "1"
+    return bool(check)
+
+
 def launch_dims(info: CKernel, grid: Sequence[int], workgroup: Sequence[int], W: int,
                 max_workgroup: int) -> tuple[tuple[int, int, int], tuple[int, int, int]] | None:
     """(global, local) NDRange sizes for a launch, or None for an empty grid.
@@ -395,15 +408,21 @@ class OpenCLRunner:
         self.dev = device or get_device()
         self._cache = _ProgramCache()
 
-    def program(self, module: Any, wave_width: int) -> CProgram:
+    def program(self, module: Any, wave_width: int, checked: bool = False) -> CProgram:
         from anywave.backends.opencl import translate
 
-        return self._cache.get(module, wave_width, self.dev.features, translate)
+        return self._cache.get(module, wave_width, self.dev.features, translate, checked)
 
     def __call__(self, module: Any, kernel: str, grid: Sequence[int], workgroup: Sequence[int],
-                 args: dict[str, Any], wave_width: int, **_: Any) -> None:
+                 args: dict[str, Any], wave_width: int, check: bool | None = None, **_: Any) -> None:
+        """Run ``kernel``; ``check`` (default: ``ANYWAVE_CHECK=1``) runs the bounds-checked build.
+
+        Raises:
+            OutOfBoundsError: (checked build) a memory access left its buffer.
+            OpenCLError, VerifyError, LaunchConfigError: see the module docs."""
         cl = self.dev.cl
-        prog = self.program(module, wave_width)
+        checked = resolve_check(check)
+        prog = self.program(module, wave_width, checked)
         if kernel in prog.refused:
             raise OpenCLError(f"kernel {kernel!r} cannot run on {self.dev.name}: {prog.refused[kernel]}")
         if kernel not in prog.kernels:
@@ -435,15 +454,35 @@ class OpenCLRunner:
                 back.append((v, host, mem))
         wg = tuple(int(x) for x in workgroup) + (1,) * (3 - len(workgroup))
         cargs += [np.uint32(wg[0]), np.uint32(wg[1]), np.uint32(wg[2])]
+        record = err_mem = None
+        if checked:
+            from anywave.backends.bounds import new_error_record
+
+            cargs += [np.uint64(np.asarray(v).nbytes) for kind, v, _a in margs if kind == "buffer"]
+            record = new_error_record()
+            err_mem = cl.Buffer(ctx, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR, hostbuf=record)
+            cargs.append(err_mem)
         fn = self.dev.kernel(built, info.c_name)
         try:
             ev = fn(q, dims[0], dims[1], *cargs)
             wait_interruptibly(ev)
             for _orig, host, mem in back:
                 cl.enqueue_copy(q, host.reshape(-1).view(np.uint8), mem)
+            if err_mem is not None:
+                cl.enqueue_copy(q, record, err_mem)
             q.finish()
         except Exception as e:  # noqa: BLE001
             raise OpenCLError(f"launch of {kernel!r} on {self.dev.name} failed: {type(e).__name__}: {e}") from e
+        if record is not None:
+            from anywave.backends.bounds import raise_if_failed
+
+            sizes = [np.asarray(v).nbytes if kind == "buffer" else 0 for kind, v, _a in margs]
+            try:
+                raise_if_failed(record, k, info.sites, sizes, info.local_memory, f"OpenCL ({self.dev.name})")
+            finally:
+                for orig, host, _ in back:  # the in-bounds results are still copied back
+                    if host is not orig:
+                        orig[...] = host
         for orig, host, _ in back:
             if host is not orig:
                 orig[...] = host

@@ -29,7 +29,7 @@ import numpy as np
 from anywave.backends.cfamily import WAVE_WIDTHS, CProgram, Features
 from anywave.errors import WaveError
 from anywave.isa.types import Access, Capability
-from anywave.runtime.opencl import _ProgramCache, launch_dims, marshal_args, setup_environment
+from anywave.runtime.opencl import _ProgramCache, launch_dims, marshal_args, resolve_check, setup_environment
 from anywave.runtime.targets import ProcessDevice, RunnerTarget
 
 _SHIM_SRC = Path(__file__).with_name("sycl_shim") / "aw_sycl_shim.cpp"
@@ -201,14 +201,20 @@ class SyclRunner:
         self.dev = device or get_device()
         self._cache = _ProgramCache()
 
-    def program(self, module: Any, wave_width: int) -> CProgram:
+    def program(self, module: Any, wave_width: int, checked: bool = False) -> CProgram:
         from anywave.backends.sycl import translate
 
-        return self._cache.get(module, wave_width, self.dev.features, translate)
+        return self._cache.get(module, wave_width, self.dev.features, translate, checked)
 
     def __call__(self, module: Any, kernel: str, grid: Sequence[int], workgroup: Sequence[int],
-                 args: dict[str, Any], wave_width: int, **_: Any) -> None:
-        prog = self.program(module, wave_width)
+                 args: dict[str, Any], wave_width: int, check: bool | None = None, **_: Any) -> None:
+        """Run ``kernel``; ``check`` (default: ``ANYWAVE_CHECK=1``) runs the bounds-checked build.
+
+        Raises:
+            OutOfBoundsError: (checked build) a memory access left its buffer.
+            SyclError, VerifyError, LaunchConfigError: see the module docs."""
+        checked = resolve_check(check)
+        prog = self.program(module, wave_width, checked)
         if kernel in prog.refused:
             raise SyclError(f"kernel {kernel!r} cannot run on {self.dev.name}: {prog.refused[kernel]}")
         if kernel not in prog.kernels:
@@ -227,13 +233,21 @@ class SyclRunner:
             return
         handle = self.dev.build(prog)
         wg = tuple(int(x) for x in workgroup) + (1,) * (3 - len(workgroup))
-        n = len(margs) + 3
+        record = None
+        extra: list[tuple[str, Any, Any]] = []
+        if checked:
+            from anywave.backends.bounds import new_error_record
+
+            extra = [("u64", np.uint64(np.asarray(v).nbytes), None) for kind, v, _a in margs if kind == "buffer"]
+            record = new_error_record()
+            extra.append(("buffer", record, None))
+        n = len(margs) + 3 + len(extra)
         kinds = (ctypes.c_int * n)()
         vals = (ctypes.c_void_p * n)()
         sizes = (ctypes.c_size_t * n)()
         keep: list[Any] = []
         back: list[tuple[np.ndarray, np.ndarray]] = []
-        items = [(kind, v, a) for kind, v, a in margs] + [("u32", np.uint32(x), None) for x in wg]
+        items = [(kind, v, a) for kind, v, a in margs] + [("u32", np.uint32(x), None) for x in wg] + extra
         for i, (kind, v, a) in enumerate(items):
             if kind == "buffer":
                 host = np.ascontiguousarray(v)
@@ -241,7 +255,7 @@ class SyclRunner:
                     host = host.copy()
                 kinds[i], vals[i], sizes[i] = 0, host.ctypes.data if host.size else None, host.nbytes
                 keep.append(host)
-                if a.access is not Access.READ and host is not v:
+                if a is not None and a.access is not Access.READ and host is not v:
                     back.append((v, host))
             else:
                 box = np.array([v], np.uint64 if kind == "u64" else np.uint32)
@@ -256,6 +270,11 @@ class SyclRunner:
             raise SyclError(f"launch of {kernel!r} on {self.dev.name} failed: {err.value.decode(errors='replace')}")
         for orig, host in back:
             orig[...] = host
+        if record is not None:
+            from anywave.backends.bounds import raise_if_failed
+
+            sizes = [np.asarray(v).nbytes if kind == "buffer" else 0 for kind, v, _a in margs]
+            raise_if_failed(record, k, info.sites, sizes, info.local_memory, f"SYCL ({self.dev.name})")
 
 
 def call_interruptibly(fn: Any, *args: Any) -> Any:

@@ -219,9 +219,15 @@ class RunnerTarget:
     def make_runner(self) -> Any:  # pragma: no cover - abstract
         raise NotImplementedError
 
-    def launch(self, module: Any, kernel: str, grid: Any, workgroup: Any, args: Any) -> None:
-        """Run ``kernel`` of ``module``; buffers in ``args`` are updated in place."""
-        self.runner(module, kernel, grid, workgroup, args, self.info.wave_width)
+    def launch(self, module: Any, kernel: str, grid: Any, workgroup: Any, args: Any, *,
+               check: bool | None = None) -> None:
+        """Run ``kernel`` of ``module``; buffers in ``args`` are updated in place.
+
+        ``check``: run the bounds-checked build (every memory access guarded; the first
+        out-of-bounds one raises :class:`~anywave.errors.OutOfBoundsError` after the launch).
+        None (default): on when ``ANYWAVE_CHECK=1``. Unchecked launches use a separate build
+        and cost nothing extra."""
+        self.runner(module, kernel, grid, workgroup, args, self.info.wave_width, check=check)
 
     @classmethod
     def register(cls, status: Callable[[], tuple[bool, str]]) -> None:
