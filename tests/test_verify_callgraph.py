@@ -51,7 +51,7 @@ def test_limit_is_exact():
     # just at and just over the bound, with few instructions to verify: kernel = m calls of f0 and
     # e nops; f0 = 1024 calls of f1; f1 = one nop -> 1 + 2048 per f0 call... counted by hand below
     lim = LIMITS.max_inlined_instructions
-    m = 511
+    m = lim // 2049 - 1
     base = m + m * (1024 + 1024)
     for e, valid in ((lim - base, True), (lim - base + 1, False)):
         fs = [Function("f0", [I("call", 1)] * 1024), Function("f1", [I("nop")])]

@@ -142,3 +142,78 @@ def guard_c(x: object, ins: Instruction, stmts: list[str]) -> list[str]:
             f"  if (aw_e0 == 0u) {{ aw_err[1] = {arg & 0xFFFFFFFF}u; aw_err[2] = (u32)aw_o; "
             f"aw_err[3] = (u32)(aw_o >> 32); aw_err[4] = {site}u; aw_err[5] = {size}u; aw_err[6] = {int(wrote)}u; }}",
             "}"]
+
+
+# ----------------------------------------------------------------------------- PTX lowering
+
+def ptx_hidden_params(kx: object) -> list[str]:
+    """The hidden ``.param`` lines of a checked PTX kernel (after the WAVE ones)."""
+    from anywave.isa.types import ArgKind
+
+    k = kx.k  # type: ignore[attr-defined]
+    out = [f"    .param .u64 __wa_n{i}" for i, a in enumerate(k.args) if a.kind is ArgKind.BUFFER]
+    return out + ["    .param .u64 .ptr.global.align 16 __wa_err"]
+
+
+def ptx_prologue(kx: object) -> list[str]:
+    """Registers of a checked PTX kernel: ``%bufn<i>`` (buffer bytes), ``%errp`` (error record),
+    and the per-access predicates ``%ckbad``/``%ckok``."""
+    from anywave.isa.types import ArgKind
+
+    k = kx.k  # type: ignore[attr-defined]
+    bufs = [i for i, a in enumerate(k.args) if a.kind is ArgKind.BUFFER]
+    out = [".reg .b64 %errp;", ".reg .pred %ckbad, %ckok;"]
+    if bufs:
+        out.append(".reg .b64 " + ", ".join(f"%bufn{i}" for i in bufs) + ";")
+    out += [f"ld.param.u64 %bufn{i}, [__wa_n{i}];" for i in bufs]
+    out += ["ld.param.u64 %errp, [__wa_err];", "cvta.to.global.u64 %errp, %errp;"]
+    return out
+
+
+def guard_ptx(kx: object, ins: Instruction, pe: str | None) -> str:
+    """Emit the bounds test of one memory instruction before it; returns the predicate under
+    which the instruction itself then runs (executing and in bounds). Failing executing lanes
+    get 0 in the destination registers and the first failure is recorded at ``%errp``."""
+    from anywave.binary.module import DeviceAddr
+    from anywave.isa.table import Operand
+
+    addr, size, wrote = access_of(ins)
+    label, pc = kx.cur  # type: ignore[attr-defined]
+    site = len(kx.sites)  # type: ignore[attr-defined]
+    kx.sites.append(Site(label, pc, ins))  # type: ignore[attr-defined]
+    lines = [".reg .b64 %ck_o, %ck_l;", ".reg .b32 %ck_w, %ck_lo, %ck_hi;", ".reg .pred %ck_t, %ck_s;"]
+    if isinstance(addr, DeviceAddr) and Operand.DADDR64 in ins.defn.operands:
+        lines.append(f"mov.b64 %ck_o, {{%r{addr.reg}, %r{addr.reg + 1}}};")
+    else:
+        lines.append(f"cvt.u64.u32 %ck_o, %r{addr.reg};")
+    if addr.offset:
+        lines.append(f"add.s64 %ck_o, %ck_o, {int(addr.offset)};")
+    if isinstance(addr, DeviceAddr):
+        n, arg = f"%bufn{addr.buffer}", addr.buffer
+        lines += [f"sub.s64 %ck_l, {n}, {size};", "setp.gt.u64 %ckbad, %ck_o, %ck_l;",
+                  f"setp.lt.u64 %ck_s, {n}, {size};", "or.pred %ckbad, %ckbad, %ck_s;"]
+    else:
+        lim = int(kx.k.local_memory) - size  # type: ignore[attr-defined]
+        arg = LOCAL_ARG
+        if lim < 0:
+            lines.append("setp.eq.u32 %ckbad, 0, 0;")
+        else:
+            lines.append(f"setp.gt.u64 %ckbad, %ck_o, {lim};")
+    if pe is None:
+        lines.append("not.pred %ckok, %ckbad;")
+    else:
+        neg = pe[1:] if pe.startswith("!") else "!" + pe
+        lines += [f"or.pred %ckok, %ckbad, {neg};", "not.pred %ckok, %ckok;", f"and.pred %ckbad, %ckbad, {pe};"]
+    kind0 = ins.defn.operands[0]
+    if kind0.is_dest and kind0.reg_count:
+        lines += [f"@%ckbad mov.b32 %r{int(ins.operands[0]) + i}, 0;" for i in range(kind0.reg_count)]
+    lines += ["mov.b32 %ck_w, 1;", "@%ckbad atom.global.cas.b32 %ck_w, [%errp], 0, 1;",
+              "setp.eq.u32 %ck_t, %ck_w, 0;", "and.pred %ck_t, %ck_t, %ckbad;", "mov.b64 {%ck_lo, %ck_hi}, %ck_o;"]
+    for word, val in ((1, str(arg & 0xFFFFFFFF)), (2, "%ck_lo"), (3, "%ck_hi"), (4, str(site)), (5, str(size)),
+                      (6, str(int(wrote)))):
+        lines.append(f"@%ck_t st.global.u32 [%errp+{4 * word}], {val};")
+    kx.out("{")  # type: ignore[attr-defined]
+    for line in lines:
+        kx.out(line, 2)  # type: ignore[attr-defined]
+    kx.out("}")  # type: ignore[attr-defined]
+    return "%ckok"

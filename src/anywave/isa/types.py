@@ -209,7 +209,7 @@ class Limits:
     max_control_nesting: int = 64
     #: instructions of a kernel with every call replaced by the callee's body, recursively
     #: (bounds what an inlining backend emits and the calls a launch makes without loops)
-    max_inlined_instructions: int = 1 << 20
+    max_inlined_instructions: int = 1 << 17
 
 
 LIMITS = Limits()
