@@ -168,3 +168,49 @@ def test_other_dialects_render_checked(backend: str) -> None:
     m = assemble(WAVE_STORE, "w.wave")
     prog = mod.translate(m, 32, checked=True) if backend != "metal" else mod.translate(m, checked=True)
     assert "aw_err" in prog.text
+
+
+@pytest.mark.parametrize("arch", ["sm_75", "sm_90"])
+def test_checked_ptx_assembles_with_ptxas(arch: str, tmp_path) -> None:
+    import shutil
+    import subprocess
+
+    from anywave.backends import ptx
+
+    m = assemble(ALL, "all.wave")
+    plain = ptx.translate(m, arch)
+    prog = ptx.translate(m, arch, checked=True)
+    assert "__wa_err" not in plain.text and "__wa_err" in prog.text
+    k = prog.kernels["saxpy"]
+    assert k.checked and [s.ins.mnemonic for s in k.sites] == ["ld.device.b32", "ld.device.b32", "st.device.b32"]
+    assert prog.kernels["loc"].sites[0].ins.loc.line == 3
+    exe = shutil.which("ptxas")
+    if exe is None:
+        pytest.skip("ptxas not installed")
+    src = tmp_path / "k.ptx"
+    src.write_text(prog.text)
+    r = subprocess.run([exe, f"-arch={arch}", str(src), "-o", str(tmp_path / "k.cubin")], capture_output=True,
+                       text=True)
+    assert r.returncode == 0, r.stderr[-3000:]
+
+
+@pytest.mark.cuda
+def test_cuda_bounds_checked_launch() -> None:
+    from anywave.runtime.targets import TargetUnavailable, get_target
+
+    try:
+        t = get_target("cuda")
+    except TargetUnavailable as e:
+        pytest.skip(str(e))
+    m = assemble(ALL, "all.wave")
+    n = 97
+    x = np.ones(n, np.float32)
+    y = np.ones(64, np.float32)
+    with pytest.raises(OutOfBoundsError, match=r"argument 'y' byte offset \d+ \(4-byte load; 256 bytes"):
+        t.launch(m, "saxpy", (1,), (128,), {"a": 2.0, "x": x, "y": y, "n": n}, check=True)
+    assert np.all(y == 3.0)
+    y2 = np.ones(n, np.float32)
+    t.launch(m, "saxpy", (1,), (128,), {"a": 2.0, "x": x, "y": y2, "n": n}, check=True)
+    assert np.all(y2 == 3.0)
+    with pytest.raises(OutOfBoundsError, match=r"local memory.*loc.py:3"):
+        t.launch(m, "loc", (1,), (32,), {"out": np.zeros(4, np.uint32)}, check=True)
