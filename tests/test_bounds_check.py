@@ -113,7 +113,10 @@ def test_too_small_buffer_raises_and_process_survives(name: str, w: int) -> None
     y2 = np.ones(n, np.float32)
     t.launch(m, "saxpy", (1,), (4 * w,), {"a": 2.0, "x": x, "y": y2, "n": n}, check=True)
     assert np.all(y2 == 3.0)
-    # and so does an unchecked launch of the same module (a separate, cached build)
+    # and so does an unchecked launch of the same module (a separate, cached build; OpenCL only:
+    # one more SYCL build costs ~10 s)
+    if name != "opencl":
+        return
     y3 = np.ones(n, np.float32)
     t.launch(m, "saxpy", (1,), (4 * w,), {"a": 2.0, "x": x, "y": y3, "n": n}, check=False)
     assert np.all(y3 == 3.0)
