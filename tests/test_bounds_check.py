@@ -217,3 +217,20 @@ def test_cuda_bounds_checked_launch() -> None:
     assert np.all(y2 == 3.0)
     with pytest.raises(OutOfBoundsError, match=r"local memory.*loc.py:3"):
         t.launch(m, "loc", (1,), (32,), {"out": np.zeros(4, np.uint32)}, check=True)
+
+
+@pytest.mark.cuda
+def test_hip_on_nvidia_bounds_checked_launch() -> None:
+    from anywave.runtime import hip_nvidia
+
+    try:
+        run = hip_nvidia.HipOnCudaRunner()
+    except Exception as e:  # noqa: BLE001 - no GPU / NVRTC here
+        pytest.skip(f"HIP on NVIDIA unavailable: {e}")
+    m = assemble(ALL, "all.wave")
+    n = 97
+    x = np.ones(n, np.float32)
+    y = np.ones(64, np.float32)
+    with pytest.raises(OutOfBoundsError, match=r"argument 'y' .*256 bytes.*HIP on NVIDIA"):
+        run(m, "saxpy", (1,), (128,), {"a": 2.0, "x": x, "y": y, "n": n}, 32, check=True)
+    assert np.all(y == 3.0)
