@@ -110,20 +110,13 @@ class MetalTarget:
         return cache[c_name]
 
     def launch(self, module: Any, kernel: str, grid: Sequence[int], workgroup: Sequence[int],
-               args: Mapping[str, Any], wave_width: int | None = None, check: bool | None = None) -> None:
-        """Run ``kernel``; NumPy buffers in ``args`` are updated in place. ``check=True`` (a
-        bounds-checked build) is refused here: the renderer emits one (``translate(...,
-        checked=True)``) but this runtime does not pass its hidden arguments yet; the
-        ``ANYWAVE_CHECK=1`` default does not apply to this target.
+               args: Mapping[str, Any], wave_width: int | None = None) -> None:
+        """Run ``kernel``; NumPy buffers in ``args`` are updated in place.
 
         Raises:
             MetalError: a refused kernel (fp64, .system scope), bad arguments, or a Metal failure."""
         from anywave.backends.cfamily import padded_workgroup
         from anywave.emu.machine import _scalar_word
-
-        if check:
-            raise MetalError(f"kernel {kernel!r}: bounds-checked launches (check=True) are not available on this "
-                        "target yet; run the kernel with check=True on opencl, sycl, cuda or the emulator")
 
         W = self.info.wave_width
         if wave_width is not None and wave_width != W:
