@@ -100,12 +100,15 @@ def checked_params(x: object) -> list[str]:
     return out + [d.buffer_param("aw_errb")]
 
 
-def access_of(ins: Instruction) -> tuple[object, int, bool]:
-    """(address operand, access size in bytes, writes) of a memory instruction."""
+def access_of(ins: Instruction) -> tuple[object, int, bool] | None:
+    """(address operand, access size in bytes, writes) of a memory instruction, or None when it
+    has no address operand (not guarded)."""
     from anywave.binary.module import DeviceAddr, LocalAddr
     from anywave.isa.table import Flag
 
-    addr = next(v for v in ins.operands if isinstance(v, (DeviceAddr, LocalAddr)))
+    addr = next((v for v in ins.operands if isinstance(v, (DeviceAddr, LocalAddr))), None)
+    if addr is None:
+        return None
     size = ins.defn.type.nbytes if ins.defn.type is not None else 4
     return addr, size, bool(ins.defn.flags & Flag.STORE)
 
@@ -117,7 +120,10 @@ def guard_c(x: object, ins: Instruction, stmts: list[str]) -> list[str]:
     from anywave.isa.table import Operand
     from anywave.isa.types import MemoryOrder, Scope
 
-    addr, size, wrote = access_of(ins)
+    acc = access_of(ins)
+    if acc is None:
+        return stmts
+    addr, size, wrote = acc
     label, pc = x.cur  # type: ignore[attr-defined]
     site = len(x.sites)  # type: ignore[attr-defined]
     x.sites.append(Site(label, pc, ins))  # type: ignore[attr-defined]
@@ -170,14 +176,17 @@ def ptx_prologue(kx: object) -> list[str]:
     return out
 
 
-def guard_ptx(kx: object, ins: Instruction, pe: str | None) -> str:
+def guard_ptx(kx: object, ins: Instruction, pe: str | None) -> str | None:
     """Emit the bounds test of one memory instruction before it; returns the predicate under
     which the instruction itself then runs (executing and in bounds). Failing executing lanes
     get 0 in the destination registers and the first failure is recorded at ``%errp``."""
     from anywave.binary.module import DeviceAddr
     from anywave.isa.table import Operand
 
-    addr, size, wrote = access_of(ins)
+    acc = access_of(ins)
+    if acc is None:
+        return pe  # type: ignore[return-value]
+    addr, size, wrote = acc
     label, pc = kx.cur  # type: ignore[attr-defined]
     site = len(kx.sites)  # type: ignore[attr-defined]
     kx.sites.append(Site(label, pc, ins))  # type: ignore[attr-defined]

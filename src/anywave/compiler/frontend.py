@@ -34,7 +34,9 @@ from . import language as L
 from . import types as ty
 from .errors import CompileError
 from .ir import DevAddr, LocAddr, Op, PredUse, Value
+from .mma_lang import FragmentIntrinsics
 from .types import DType
+from .wdep import W_DEPENDENT_INTRINSICS
 
 SR = SpecialRegister
 _DIM_SR = {
@@ -171,7 +173,7 @@ class _Terminated(Exception):
 _VISITORS: dict[type, Any] = {}
 
 
-class Frontend(ast.NodeVisitor):
+class Frontend(FragmentIntrinsics, ast.NodeVisitor):
     """Translates one kernel (and the ``@aw.func`` functions it calls, inlined) to IR.
 
     After :meth:`build`: ``body`` (IR), ``args`` (ABI list of (name, BufferArg | DType)),
@@ -189,6 +191,9 @@ class Frontend(ast.NodeVisitor):
         self._inline_stack: list[Any] = []
         self._discard = False
         self._const_cache: dict[tuple[str, int], Value] = {}
+        #: uses of W-dependent intrinsics outside W-invariant library functions (compiler/wdep.py)
+        self.w_uses: list[str] = []
+        self._w_invariant_depth = 0
 
     # ------------------------------------------------------------------ helpers
     @property
@@ -1348,6 +1353,9 @@ class Frontend(ast.NodeVisitor):
         from .kernel import Func, KernelFunction
 
         if isinstance(fn, L.Intrinsic):
+            if fn.name in W_DEPENDENT_INTRINSICS and not self._w_invariant_depth:
+                loc = self.loc()
+                self.w_uses.append(f"aw.{fn.name}()" + (f" at {loc}" if loc is not None else ""))
             handler = getattr(self, "_i_" + fn.name, None)
             if handler is None:
                 raise self.err(node, f"aw.{fn.name}() cannot be called like this")
@@ -1779,6 +1787,8 @@ class Frontend(ast.NodeVisitor):
         self.ctx = ctx
         self._inline_stack.append(fn)
         saved_node = self.node
+        inv = bool(getattr(fn, "w_invariant", False))
+        self._w_invariant_depth += inv
         try:
             ann = fn.annotations()
             self._prescan(fd)
@@ -1816,6 +1826,7 @@ class Frontend(ast.NodeVisitor):
             else:
                 self.visit_block(fd.body)
         finally:
+            self._w_invariant_depth -= inv
             self._inline_stack.pop()
             self.ctx = outer
             self.node = saved_node

@@ -673,7 +673,7 @@ class CudaTarget:
 
     def launch(self, module: Any, kernel: str, grid: int | Sequence[int],
                workgroup: int | Sequence[int], args: Mapping[str, Any] | Sequence[Any], *,
-               stream: Any = None, sync: bool = True, check: bool | None = None) -> None:
+               stream: Any = None, sync: bool = True, check: bool | None = None) -> Any:
         """Run ``kernel`` of ``module`` on the device.
 
         Args:
@@ -713,14 +713,14 @@ class CudaTarget:
 
             if resolve_check(check):
                 self._launch_bounds_checked(module, kernel, grid, workgroup, args, stream)
-                return
+                return self._result(kernel)
         # a bound launcher keeps its module alive, so id(module) in its key cannot be reused
         try:
             bound = self._fast.get((id(module), kernel, grid, type(grid), workgroup, type(workgroup), _get_ident()))
         except TypeError:  # unhashable grid or workgroup (a list): the checked path
             bound = None
         if bound is not None and bound(args, stream, sync):
-            return
+            return self._result(kernel)
         plan, g, wg = self._launch_checked(module, kernel, grid, workgroup, args, stream, sync)
         if plan is not None and _exact_dims(grid) and _exact_dims(workgroup):
             key = (id(module), kernel, grid, type(grid), workgroup, type(workgroup), _get_ident())
@@ -729,6 +729,17 @@ class CudaTarget:
                     self._fast[key] = _bind_launcher(self, plan, g, wg, module)
             elif len(self._fast_seen) < 4096:
                 self._fast_seen.add(key)
+        return self._result(kernel)
+
+    def _result(self, kernel: str) -> Any:
+        """The (immutable, cached) :class:`~anywave.runtime.targets.LaunchResult`: which W ran."""
+        cache = self.__dict__.setdefault("_results", {})
+        r = cache.get(kernel)
+        if r is None:
+            from anywave.runtime.targets import LaunchResult
+
+            r = cache[kernel] = LaunchResult(kernel, "cuda", self.info.device, self.info.wave_width)
+        return r
 
     def _launch_bounds_checked(self, module: Any, kernel: str, grid: int | Sequence[int],
                                workgroup: int | Sequence[int], args: Mapping[str, Any] | Sequence[Any],
