@@ -56,7 +56,7 @@ def _operand(kind: Operand, d) -> object:
         Operand.RS128: 12, Operand.PD: 1, Operand.PS: Pred(2, True), Operand.IMM32: 0x3C00,
         Operand.IMM64: 0x123456789, Operand.SREG: SpecialRegister.GLOBAL_ID_Y,
         Operand.ARG: 2 if d.type is not None and d.type.bits == 64 else 1,
-        Operand.DADDR: DeviceAddr(0, 2, -8), Operand.DADDR64: DeviceAddr(0, 4, 16),
+        Operand.DADDR: DeviceAddr(0, 2, -16), Operand.DADDR64: DeviceAddr(0, 4, 16),  # -16: aligned for b128
         Operand.LADDR: LocalAddr(2, 32), Operand.SCOPE: Scope.DEVICE,
         Operand.ORDER: MemoryOrder.RELEASE if d.op == "red" else MemoryOrder.ACQ_REL,
         Operand.FUNC: 0,

@@ -78,3 +78,10 @@ class LaunchConfigError(WaveError, ValueError):
     """A launch a target cannot run as asked: a grid or workgroup shape, wave width, local
     memory size or argument outside what the kernel or the target allows. The message names
     the value and the limit. (Also a ValueError, for callers that catch bad arguments.)"""
+
+
+class OutOfBoundsError(EmulationError):
+    """A memory access outside its buffer or the workgroup's local memory: raised by the
+    emulator (always) and by the bounds-checked builds of the compiled targets
+    (``launch(..., check=True)``, ``ANYWAVE_CHECK=1``). The message names the kernel, the
+    argument, the byte offset, the access size, the buffer size and the source line."""

@@ -325,6 +325,11 @@ class CKernel:
     params: tuple[tuple[str, str], ...]
     wave_mode: bool
     local_memory: int
+    #: bounds-checked build (:mod:`anywave.backends.bounds`): after the workgroup sizes, one
+    #: ``u64`` byte size per buffer argument (ABI order), then the error record buffer
+    checked: bool = False
+    #: the guarded accesses, indexed by the site number an error record holds
+    sites: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -365,8 +370,14 @@ def uses_wave_ops(module: Module, code: list[Instruction], seen: set[int] | None
 
 
 class _KernelRenderer:
-    def __init__(self, d: Dialect, feats: Features, module: Module, kernel: Kernel, W: int) -> None:
+    def __init__(self, d: Dialect, feats: Features, module: Module, kernel: Kernel, W: int,
+                 checked: bool = False) -> None:
         self.d, self.f, self.m, self.k, self.W = d, feats, module, kernel, W
+        self.checked = checked
+        self.sites: list = []
+        self.labels = {id(kernel.code): f"kernel {kernel.name!r}",
+                       **{id(f.code): f"function {f.name!r}" for f in module.functions}}
+        self.cur: tuple[str, int] = (self.labels[id(kernel.code)], 0)
         self.wave = uses_wave_ops(module, kernel.code)
         self.lines: list[str] = []
         self.ind = 1
@@ -446,6 +457,10 @@ class _KernelRenderer:
                 params.append(d.u32_param(self.scal[i]))
                 pinfo.append((a.name, "u32"))
         params += [d.u32_param("aw_wgx"), d.u32_param("aw_wgy"), d.u32_param("aw_wgz")]
+        if self.checked:
+            from anywave.backends.bounds import checked_params
+
+            params += checked_params(self)
         cn = c_name(k.name)
         head = [d.kernel_open(cn, params, W, self.wave, k.local_memory)]
         pre = d.kernel_preamble(W, self.wave)
@@ -459,6 +474,8 @@ class _KernelRenderer:
         self.emit("u32 " + ", ".join(f"r{i} = 0u" for i in range(nreg)) + ";")
         self.emit("bool " + ", ".join(f"p{i} = false" for i in range(8)) + ";")
         self.emit("(void)aw_n;")
+        if self.checked:
+            self.emit(f"{d.global_ptr('u32')} aw_err = ({d.global_ptr('u32')})aw_errb;")
         for line in cfamily_mma.declarations(self.m, k.code, W):  # fragment slots (spec 8.14)
             self.emit(line)
         if self.wave:
@@ -468,7 +485,7 @@ class _KernelRenderer:
         self.body(k.code, in_func=False)
         self.ind = 0
         text = "\n".join(head + self.lines + ["}", ""])
-        return text, CKernel(k.name, cn, tuple(pinfo), self.wave, k.local_memory)
+        return text, CKernel(k.name, cn, tuple(pinfo), self.wave, k.local_memory, self.checked, tuple(self.sites))
 
     def gone(self) -> str:
         """Lanes that left the innermost enclosing construct (active at its start, no longer)."""
@@ -486,7 +503,9 @@ class _KernelRenderer:
         return " || ".join(parts)
 
     def body(self, code: list[Instruction], in_func: bool) -> None:
-        for ins in code:
+        label = self.labels.get(id(code), "function")
+        for pc, ins in enumerate(code):
+            self.cur = (label, pc)
             self.instr(ins, in_func)
 
     def exec_cond(self, ins: Instruction) -> str | None:
@@ -519,6 +538,10 @@ class _KernelRenderer:
         stmts = _HANDLERS[op](self, ins)
         if not stmts:
             return
+        if self.checked and ins.defn.flags & (Flag.LOAD | Flag.STORE):
+            from anywave.backends.bounds import guard_c
+
+            stmts = guard_c(self, ins, stmts)
         cond = self.exec_cond(ins)
         self.emit(f"if ({cond}) {{" if cond else "{")
         self.ind += 1
@@ -1219,7 +1242,7 @@ def check_supported(module: Module, features: Features = Features(),
 
 
 def render(module: Module, dialect: Dialect, wave_width: int, features: Features = Features(),
-           kernels: Sequence[str] | None = None) -> CProgram:
+           kernels: Sequence[str] | None = None, checked: bool = False) -> CProgram:
     """Render the kernels of ``module`` (all, or the named ones) as one program in ``dialect``.
 
     Args:
@@ -1229,10 +1252,17 @@ def render(module: Module, dialect: Dialect, wave_width: int, features: Features
         features: the device's features; kernels needing more are refused (listed in
             ``CProgram.refused`` with the reason) instead of rendered.
         kernels: restrict to these kernel names.
+        checked: a bounds-checked build (:mod:`anywave.backends.bounds`): every memory access
+            is guarded and the first failure recorded; kernels take hidden parameters.
 
     Raises:
+        VerifyError: ``module`` breaks a rule of the spec (it is verified first, once per
+            module object).
         CFamilyError: W not supported, or an unknown kernel name.
     """
+    from anywave.binary.verify import verify_cached
+
+    verify_cached(module)
     if wave_width not in WAVE_WIDTHS:
         raise CFamilyError(dialect.name, [f"wave width {wave_width!r} is not one of {WAVE_WIDTHS}"])
     names = [k.name for k in module.kernels]
@@ -1255,7 +1285,7 @@ def render(module: Module, dialect: Dialect, wave_width: int, features: Features
             refused[k.name] = (f"kernel {k.name!r} uses wave operations but the device cannot form "
                                f"sub-groups of {wave_width} (it offers {list(features.wave_widths)})")
             continue
-        text, info = _KernelRenderer(dialect, features, module, k, wave_width).render()
+        text, info = _KernelRenderer(dialect, features, module, k, wave_width, checked).render()
         parts.append(f"/* WAVE kernel {k.name} */\n" + text)
         out[k.name] = info
     return CProgram("\n".join(parts), dialect.name, wave_width, out, refused)

@@ -132,7 +132,7 @@ HIP = Dialect(
 
 
 def translate(module: Module, wave_width: int = 64, features: Features = FULL_FEATURES,
-              kernels: list[str] | None = None) -> CProgram:
+              kernels: list[str] | None = None, checked: bool = False) -> CProgram:
     """Render ``module`` as HIP C++ for wavefront size ``wave_width`` (the device's ``warpSize``:
     64 on CDNA, 32 on RDNA and on NVIDIA).
 
@@ -145,4 +145,4 @@ def translate(module: Module, wave_width: int = 64, features: Features = FULL_FE
         from anywave.backends.cfamily import CFamilyError
 
         raise CFamilyError("hip", [f"wave width {wave_width!r} is not a HIP wavefront size {WAVE_WIDTHS}"])
-    return render(module, HIP, wave_width, features, kernels)
+    return render(module, HIP, wave_width, features, kernels, checked)

@@ -162,7 +162,7 @@ METAL = Dialect(
 
 
 def translate(module: Module, wave_width: int = WAVE_WIDTH, features: Features = METAL_FEATURES,
-              kernels: list[str] | None = None) -> CProgram:
+              kernels: list[str] | None = None, checked: bool = False) -> CProgram:
     """Render ``module`` as Metal Shading Language (W = 32).
 
     Kernels Metal cannot run (fp64, ``.system`` scope) are listed in ``CProgram.refused`` with
@@ -177,7 +177,7 @@ def translate(module: Module, wave_width: int = WAVE_WIDTH, features: Features =
         raise CFamilyError("metal", [f"wave width {wave_width!r}: Metal SIMD-groups are {WAVE_WIDTH} wide"])
     if features.fp64:
         raise CFamilyError("metal", ["features.fp64 is True but Metal has no double precision"])
-    prog = render(module, METAL, wave_width, features, kernels)
+    prog = render(module, METAL, wave_width, features, kernels, checked)
     for k, why in prog.refused.items():
         prog.refused[k] = why.replace("(device has no fp64)", "(Metal has no double precision)")
     return prog

@@ -154,6 +154,11 @@ class PtxKernel:
     local_memory: int
     #: True when the mask-stack (warp-uniform) lowering was used
     uniform: bool
+    #: bounds-checked build (:mod:`anywave.backends.bounds`): hidden ``.u64`` params after the
+    #: WAVE ones, ``__wa_n<i>`` (bytes of buffer i, ABI order) then ``__wa_err`` (error record)
+    checked: bool = False
+    #: the guarded accesses, indexed by the site number an error record holds
+    sites: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -1150,9 +1155,14 @@ def _uses_collectives(module: Module, code: Iterable[Instruction], seen: set[int
 
 
 class _KernelEmitter:
-    def __init__(self, module: Module, kernel: Kernel, arch: int, comments: bool) -> None:
+    def __init__(self, module: Module, kernel: Kernel, arch: int, comments: bool, checked: bool = False) -> None:
         self.m = module
         self.k = kernel
+        self.checked = checked
+        self.sites: list = []
+        self.labels = {id(kernel.code): f"kernel {kernel.name!r}",
+                       **{id(f.code): f"function {f.name!r}" for f in module.functions}}
+        self.cur: tuple[str, int] = (self.labels[id(kernel.code)], 0)
         self.arch = arch
         self.comments = comments
         self.uniform = _uses_collectives(module, kernel.code)
@@ -1192,8 +1202,10 @@ class _KernelEmitter:
         self.body.append("    " * indent + line)
 
     def emit_code(self, code: Sequence[Instruction]) -> None:
+        label = self.labels.get(id(code), "function")
         seg: str | None = None  # open straight-line segment of wave-scope fragment code (ptx_mma)
         for i, ins in enumerate(code):
+            self.cur = (label, i)
             boundary = ins.defn.category is Category.CONTROL or ins.defn.op == "barrier"
             if seg is not None and boundary:
                 self.out(f"{seg}:", 0)
@@ -1240,6 +1252,10 @@ class _KernelEmitter:
             return
         pe = self.exec_pred(ins.guard)
         emit(b, ins)
+        if self.checked and ins.defn.flags & (Flag.LOAD | Flag.STORE):
+            from anywave.backends.bounds import guard_ptx
+
+            pe = guard_ptx(self, ins, pe)
         self.block(b, pe)
 
     def block(self, b: _Block, pe: str | None) -> None:
@@ -1456,6 +1472,10 @@ class _KernelEmitter:
                 plist.append(f"    .param .u64 .ptr.global.align 16 {p.ptx_name}")
             else:
                 plist.append(f"    .param .{p.kind} {p.ptx_name}")
+        if self.checked:
+            from anywave.backends.bounds import ptx_hidden_params
+
+            plist += ptx_hidden_params(self)
         lines.append(f".visible .entry {k.name}(" + ("\n" + ",\n".join(plist) + "\n" if plist else "") + ")")
         lines.append("{")
         pro = [f".reg .b32 %r<{max(k.registers, 1)}>;", ".reg .pred %p<8>;",
@@ -1475,6 +1495,10 @@ class _KernelEmitter:
             a = k.args[i]
             pro.append(f"ld.param.u64 %buf{i}, [{self.param_name(i)}];   // buffer {a.name}")
             pro.append(f"cvta.to.global.u64 %buf{i}, %buf{i};")
+        if self.checked:
+            from anywave.backends.bounds import ptx_prologue
+
+            pro += ptx_prologue(self)
         if k.local_memory:
             pro.append(f"mov.u64 %lmbase, {'__wa_dynlocal' if dynamic else '__wa_local'};")
         else:
@@ -1508,7 +1532,7 @@ class _KernelEmitter:
         lines += self.body
         lines.append("    exit;")
         lines.append("}")
-        info = PtxKernel(k.name, params, dynamic, k.local_memory, self.uniform)
+        info = PtxKernel(k.name, params, dynamic, k.local_memory, self.uniform, self.checked, tuple(self.sites))
         return "\n".join(lines), info
 
 
@@ -1519,22 +1543,28 @@ def Block_pred(p: Pred, negate: bool = False) -> str:  # noqa: N802 - shared wit
 # ------------------------------------------------------------------------ public entry points
 
 def translate(module: Module, arch: str | int = "sm_90", *, kernels: Iterable[str] | None = None,
-              comments: bool = True) -> PtxProgram:
+              comments: bool = True, checked: bool = False) -> PtxProgram:
     """Translate ``module`` to PTX for ``arch``.
 
     Args:
-        module: a valid WAVE module (verify it first; the translator assumes validity).
+        module: a WAVE module; it is verified first (once per module object).
         arch: ``"sm_75"``, ``"sm_80"``, ``"sm_90"`` ... (see :data:`PTX_VERSIONS`).
         kernels: names of the kernels to translate (default: all).
         comments: precede each instruction's PTX with its WAVE text and source location.
+        checked: a bounds-checked build (:mod:`anywave.backends.bounds`; hidden parameters in
+            ``PtxKernel.params`` order, see ``PtxKernel.checked``).
 
     Returns:
         :class:`PtxProgram` with the text and per-kernel launch information.
 
     Raises:
+        VerifyError: ``module`` breaks a rule of the spec.
         PtxError: unknown architecture, unknown kernel name, or instructions unsupported on
             ``arch`` (every one is listed, before any translation happens).
     """
+    from anywave.binary.verify import verify_cached
+
+    verify_cached(module)
     a = parse_arch(arch)
     names = [k.name for k in module.kernels]
     wanted = names if kernels is None else list(kernels)
@@ -1557,7 +1587,7 @@ def translate(module: Module, arch: str | int = "sm_90", *, kernels: Iterable[st
     for k in module.kernels:
         if k.name not in wanted:
             continue
-        text, info = _KernelEmitter(module, k, a, comments).run()
+        text, info = _KernelEmitter(module, k, a, comments, checked).run()
         parts.append(text)
         infos[k.name] = info
         need_dynamic |= info.dynamic_shared > 0

@@ -114,12 +114,13 @@ SYCL = Dialect(
 
 
 def translate(module: Module, wave_width: int, features: Features = FULL_FEATURES,
-              kernels: list[str] | None = None) -> CProgram:
+              kernels: list[str] | None = None, checked: bool = False) -> CProgram:
     """Render ``module`` as SYCL 2020 source for sub-group size ``wave_width`` (8, 16, 32, 64).
 
-    Kernels needing what ``features`` lacks are listed in ``CProgram.refused``.
+    Kernels needing what ``features`` lacks are listed in ``CProgram.refused``. ``checked``:
+    a bounds-checked build (:mod:`anywave.backends.bounds`).
 
     Raises:
         CFamilyError: bad W or unknown kernel name.
     """
-    return render(module, SYCL, wave_width, features, kernels)
+    return render(module, SYCL, wave_width, features, kernels, checked)

@@ -42,12 +42,17 @@ Rules (docs/spec.md, "Validation rules"):
 * **Capabilities**: the kernel's declared capabilities include those of every instruction
   of the kernel and of every function it reaches.
 * **Calls**: targets exist; the call graph has no cycle (no recursion); the call depth
-  from each kernel is <= ``LIMITS.max_call_depth``.
+  from each kernel is <= ``LIMITS.max_call_depth``; the kernel's inlined size (its
+  instructions with every call replaced by the callee's body, recursively; computed per
+  function by dynamic programming over the acyclic call graph) is <=
+  ``LIMITS.max_inlined_instructions`` (spec §7.2 rule 4).
 """
 
 from __future__ import annotations
 
 import re
+import threading
+import weakref
 from collections.abc import Sequence
 
 from anywave.binary.encoding import encode_instruction
@@ -97,6 +102,53 @@ def verify(module: Module) -> None:
     problems = check(module)
     if problems:
         raise VerifyError(problems)
+
+
+#: verified modules: id(module) -> (weak reference, snapshot of what was verified)
+_VERIFIED: dict[int, tuple[weakref.ref[Module], tuple]] = {}
+_VERIFIED_LOCK = threading.Lock()
+
+
+def _snapshot(module: Module) -> tuple:
+    """Everything the verifier reads, as a tuple holding the (immutable) instructions themselves:
+    equal snapshots mean an unchanged module (tuple comparison tries identity first, so an
+    unchanged module compares in microseconds)."""
+    ks = tuple((k.name, k.registers, k.local_memory, k.workgroup_size, k.max_workgroup_size, int(k.capabilities)
+                if isinstance(k.capabilities, int) else k.capabilities, k.flags,
+                tuple((a.name, a.kind, a.type, a.access) for a in k.args), tuple(k.code))
+               for k in module.kernels)
+    fs = tuple((f.name, tuple(f.code)) for f in module.functions)
+    return (tuple(module.version), ks, fs)
+
+
+def verify_cached(module: Module) -> None:
+    """:func:`verify`, done once per module object: a later call on the same, unchanged module
+    (compared by a snapshot of its kernels, functions and instructions) returns at once. Hot
+    launch paths and translators call this so that every reader verifies first without paying
+    for it on every launch.
+
+    Raises:
+        VerifyError: as :func:`verify`.
+    """
+    if not isinstance(module, Module):
+        verify(module)
+        return
+    try:
+        snap = _snapshot(module)
+    except (TypeError, AttributeError):  # malformed fields: let the verifier describe them
+        verify(module)
+        return
+    key = id(module)
+    with _VERIFIED_LOCK:
+        ent = _VERIFIED.get(key)
+        if ent is not None and ent[0]() is module and ent[1] == snap:
+            return
+    verify(module)
+    with _VERIFIED_LOCK:
+        if len(_VERIFIED) > 4096:  # drop entries of collected modules
+            for k2 in [k2 for k2, (ref, _) in _VERIFIED.items() if ref() is None]:
+                del _VERIFIED[k2]
+        _VERIFIED[key] = (weakref.ref(module), snap)
 
 
 def check(module: Module) -> list[str]:
@@ -342,6 +394,11 @@ class _Verifier:
         calls = {fi: self._callees(f.code) for fi, f in enumerate(self.m.functions)}
         state: dict[int, int] = {}  # 1 = on stack, 2 = done
         depth: dict[int, int] = {}
+        #: inlined size per function, capped just above the limit (a chain of doublings
+        #: would otherwise make huge integers)
+        cap = LIMITS.max_inlined_instructions + 1
+        size: dict[int, int] = {}
+        funcs = self.m.functions
         cyclic: set[int] = set()
         names = [f.name for f in self.m.functions]
 
@@ -358,6 +415,7 @@ class _Verifier:
                 if nxt is None:
                     state[fi] = 2
                     depth[fi] = 1 + max((depth.get(c, 0) for c in calls[fi]), default=0)
+                    size[fi] = self._inlined_size(funcs[fi].code, size, cap)
                     path.pop()
                     iters.pop()
                 elif state.get(nxt) == 1:
@@ -376,7 +434,26 @@ class _Verifier:
             d = max(depth.get(c, 1) for c in callees)
             if d > LIMITS.max_call_depth:
                 self.p(f"kernel {k.name!r}: call depth {d} exceeds the limit {LIMITS.max_call_depth}")
+            n = self._inlined_size(k.code, size, cap)
+            if n >= cap:
+                big = max(callees, key=lambda c: size.get(c, 0))
+                self.p(f"kernel {k.name!r}: inlined size exceeds the limit of {LIMITS.max_inlined_instructions} "
+                       f"instructions (its code with every call replaced by the callee's body; function "
+                       f"{names[big]!r} alone inlines to {'more than ' if size.get(big, 0) >= cap else ''}"
+                       f"{min(size.get(big, 0), cap - 1)}); call functions from a loop instead of repeating "
+                       f"the calls (spec §7.2 rule 4)")
         return calls
+
+    def _inlined_size(self, code: Sequence[Instruction], size: dict[int, int], cap: int) -> int:
+        """Instructions of ``code`` with every call inlined (callees' sizes from ``size``),
+        at most ``cap``."""
+        n = len(code)
+        for ins, ok in zip(code, self.valid.get(id(code), []), strict=False):
+            if ok and ins.defn.op == "call":
+                n += size.get(ins.operands[0], 0)
+                if n >= cap:
+                    return cap
+        return n
 
     def _callees(self, code: Sequence[Instruction]) -> set[int]:
         valid = self.valid.get(id(code), [])

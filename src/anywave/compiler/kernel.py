@@ -15,7 +15,6 @@ import ast
 import hashlib
 import inspect
 import os
-import tempfile
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -446,30 +445,31 @@ def _fingerprint(fn: Callable[..., Any], seen: set[int] | None = None) -> str:
 # ----------------------------------------------------------------------------- disk cache
 
 class _DiskCache:
-    """Content-addressed ``.wbin`` files under the user cache dir (platformdirs), or
-    ``$ANYWAVE_CACHE_DIR``; ``ANYWAVE_NO_DISK_CACHE=1`` turns it off. Writes are atomic
-    (temporary file + ``os.replace``); unreadable entries are ignored and rewritten."""
+    """Content-addressed ``.wbin`` files under ``<anywave cache>/compiled``
+    (:mod:`anywave.runtime.cache`: directories 0700, entries refused when another user's or
+    writable by others, each checked against its recorded SHA-256 before it is read);
+    ``ANYWAVE_NO_DISK_CACHE=1`` turns it off. Writes are atomic; damaged entries are ignored
+    and rewritten; a read-only cache falls back to a private temporary directory.
+    Raises CacheSecurityError (a WaveError) for an untrustworthy directory or entry."""
 
     def directory(self) -> Path | None:
         if os.environ.get("ANYWAVE_NO_DISK_CACHE"):
             return None
-        d = os.environ.get("ANYWAVE_CACHE_DIR")
-        if d:
-            return Path(d) / "compiled"
+        from anywave.runtime.cache import safe_subdir
+
         try:
-            import platformdirs
-        except ImportError:
-            return None
-        return Path(platformdirs.user_cache_dir("anywave")) / "compiled"
+            return safe_subdir("compiled")
+        except OSError:
+            return None  # cannot be created (a full disk): compile without the cache
 
     def load(self, digest: str) -> Module | None:
         d = self.directory()
         if d is None:
             return None
-        p = d / f"{digest}.wbin"
-        try:
-            data = p.read_bytes()
-        except OSError:
+        from anywave.runtime.cache import verified_read
+
+        data = verified_read(d / f"{digest}.wbin")
+        if data is None:
             return None
         try:
             from anywave.binary.wbin import read_wbin
@@ -484,17 +484,9 @@ class _DiskCache:
             return
         try:
             from anywave.binary.wbin import write_wbin
+            from anywave.runtime.cache import atomic_write
 
-            d.mkdir(parents=True, exist_ok=True)
-            data = write_wbin(module)
-            fd, tmp = tempfile.mkstemp(dir=d, prefix=".tmp-", suffix=".wbin")
-            try:
-                with os.fdopen(fd, "wb") as f:
-                    f.write(data)
-                os.replace(tmp, d / f"{digest}.wbin")
-            except BaseException:
-                Path(tmp).unlink(missing_ok=True)
-                raise
+            atomic_write(d / f"{digest}.wbin", write_wbin(module), record_hash=True)
         except OSError:
             pass  # a read-only or full cache directory only costs recompilation
 

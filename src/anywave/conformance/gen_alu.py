@@ -350,13 +350,15 @@ def _cvt_crafted(d: InstrDef) -> list[int]:
 # ----------------------------------------------------------------------------- case building
 
 
-def _alu_case(d: InstrDef, group: str) -> Case:
-    name = "alu_" + d.mnemonic.replace(".", "_")
+def _alu_case(d: InstrDef, group: str, tuples: list[tuple[int, ...]] | None = None, suffix: str = "",
+              workgroup: int = 64) -> Case:
+    name = "alu_" + d.mnemonic.replace(".", "_") + suffix
     rng = rng_for(name)
     srcs = [(i, k) for i, k in enumerate(d.operands) if not k.is_dest]
     dest = d.operands[0]
     src_bits = [_src_bits(d, i, k) for i, (_, k) in enumerate(srcs)]
-    tuples = _tuples(d, len(srcs), src_bits, rng)
+    if tuples is None:
+        tuples = _tuples(d, len(srcs), src_bits, rng)
     n = len(tuples)
     names = "abc"
     args: dict[str, np.ndarray] = {}
@@ -416,7 +418,7 @@ def _alu_case(d: InstrDef, group: str) -> Case:
         assert d.type is not None
         ref = _int_ref(d.op, d.type)
     expected = np.array([ref(*tp) for tp in tuples], dtype=BITS_DTYPE[out_bits])
-    grid, wg = launch_1d(n)
+    grid, wg = launch_1d(n, workgroup)
     src = kernel_text(name, decls, body)
     return Case(
         name,
@@ -463,9 +465,45 @@ _GENERIC_CATEGORIES = {
 }
 
 
-def cases() -> list[Case]:
-    """One case per integer, float, bitwise, conversion and setp record of the table."""
+#: thread counts of the small-launch NaN cases: a whole workgroup of 1..17 threads, so the
+#: emulator's arrays are short (at W = 8: 8..24 lanes) -- NumPy's SIMD loops and scalar tails
+#: must agree (issue 11, item 12: ``np.fmax`` gave NaN for a signalling NaN in the tail)
+NAN_LANE_COUNTS = (1, 2, 5, 8, 9, 17)
+
+
+def _nan_pairs(fmt: R.FloatFormat) -> list[tuple[int, int]]:
+    """(a, b) pairs with signalling / quiet NaNs of both signs against numbers and each other."""
+    snan, qnan = fmt.inf | 1, fmt.canonical_nan
+    nums = [fmt.from_float(1.0), fmt.from_float(-2.0), 0, fmt.sign_bit, fmt.inf, fmt.inf | fmt.sign_bit]
+    nans = [snan, snan | fmt.sign_bit, qnan, qnan | fmt.sign_bit, fmt.inf | (1 << (fmt.mbits - 2)) | 3]
     out = []
+    for i, x in enumerate(nans):
+        y = nums[i % len(nums)]
+        out += [(x, y), (y, x)]
+    out += [(snan, qnan), (qnan, snan), (snan, snan)]
+    return out
+
+
+def _minmax_nan_cases() -> list[Case]:
+    """min/max with signalling NaNs in launches of few threads, every float type."""
+    out = []
+    for d in INSTRUCTIONS:
+        if d.op not in ("min", "max") or d.type is None or not d.type.is_float or d.category is not Category.FLOAT:
+            continue
+        fmt = _FMT[d.type]
+        pairs = _nan_pairs(fmt)
+        if d.type.is_packed:
+            pairs = [(a | c << 16, b | e << 16) for (a, b), (c, e) in zip(pairs, pairs[3:] + pairs[:3], strict=True)]
+        for n in NAN_LANE_COUNTS:
+            tuples = [pairs[(i + n) % len(pairs)] for i in range(n)]
+            out.append(_alu_case(d, group_of(d, "float.nan_lanes"), tuples, f"_nan_lanes{n}", workgroup=n))
+    return out
+
+
+def cases() -> list[Case]:
+    """One case per integer, float, bitwise, conversion and setp record of the table, plus the
+    small-launch min/max NaN cases."""
+    out = _minmax_nan_cases()
     for d in INSTRUCTIONS:
         if d.determinism is Determinism.APPROX:
             out.append(_approx_case(d, "float.approx"))

@@ -6,7 +6,8 @@ kernel with NumPy arrays as buffers (zero-copy) and returns :class:`EmulationSta
 :mod:`anywave.emu.machine` for the execution model.
 """
 
-from anywave.emu.machine import DEFAULT_LIMITS, EmulationStats, EmulatorLimits, emulate, emulate_flat
+from anywave.emu.machine import DEFAULT_LIMITS, BudgetExceeded, EmulationStats, EmulatorLimits, emulate, emulate_flat
 from anywave.errors import EmulationError
 
-__all__ = ["DEFAULT_LIMITS", "EmulationError", "EmulationStats", "EmulatorLimits", "emulate", "emulate_flat"]
+__all__ = ["DEFAULT_LIMITS", "BudgetExceeded", "EmulationError", "EmulationStats", "EmulatorLimits", "emulate",
+           "emulate_flat"]

@@ -15,6 +15,7 @@ Provider protocol of :mod:`anywave.cli`: ``add_parser(subparsers)`` and ``run(ar
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -122,6 +123,16 @@ def _split(item: str, opt: str) -> tuple[str, str]:
     return name.strip(), value.strip()
 
 
+def max_buffer_bytes() -> int:
+    """The largest ``zeros:N:TYPE`` buffer the CLI allocates: the machine's physical memory
+    (``sysconf``), at most 2^40 bytes."""
+    try:
+        phys = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        phys = 1 << 40
+    return int(min(phys, 1 << 40))
+
+
 def _value(text: str, name: str) -> Any:
     if text.endswith(".npy"):
         return np.ascontiguousarray(np.load(text))
@@ -135,7 +146,16 @@ def _value(text: str, name: str) -> Any:
             raise CliError(f"--arg {name}={text}: N = {parts[1]!r} is not an integer") from None
         if count < 0:
             raise CliError(f"--arg {name}={text}: N = {count} must not be negative")
-        return np.zeros(count, abi_dtype(parts[2]))
+        dt = abi_dtype(parts[2])
+        nbytes = count * np.dtype(dt).itemsize
+        limit = max_buffer_bytes()
+        if nbytes > limit:
+            raise CliError(f"--arg {name}={text}: {count} elements of {parts[2]} are {nbytes} bytes; a buffer may "
+                           f"have at most {limit} bytes here (this machine's physical memory, at most 2^40)")
+        try:
+            return np.zeros(count, dt)
+        except MemoryError:
+            raise CliError(f"--arg {name}={text}: cannot allocate {nbytes} bytes for the buffer") from None
     try:
         return int(text, 0)
     except ValueError:

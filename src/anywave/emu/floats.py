@@ -225,21 +225,38 @@ def _fma_exact(a: float, b: float, c: float) -> float:
         return float("inf") if x > 0 else float("-inf")
 
 
-def min_num(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """IEEE 754-2019 minimumNumber on same-dtype float arrays (NaN ignored, -0 < +0)."""
-    r = np.fmin(a, b)
-    z = (a == b) & (a == 0)
-    if z.any():
+def _num_select(a: np.ndarray, b: np.ndarray, want_min: bool) -> np.ndarray:
+    """minimumNumber / maximumNumber written out element by element, so the result never
+    depends on the array length: ``np.fmin``/``np.fmax`` treat a signalling NaN differently
+    in their SIMD loop and their scalar tail (the tail returns NaN), which made the oracle's
+    result depend on the lane count (issue 11, item 12)."""
+    an, bn = np.isnan(a), np.isnan(b)
+    with np.errstate(invalid="ignore"):
+        lt = (a < b) if want_min else (a > b)
+        gt = (b < a) if want_min else (b > a)
+    zero = (a == b) & (a == 0)
+    if want_min:
         neg = np.signbit(a) | np.signbit(b)
-        r = np.where(z, np.where(neg, -a.dtype.type(0), a.dtype.type(0)), r)
-    return r
+    else:
+        neg = np.signbit(a) & np.signbit(b)
+    z = np.where(neg, -a.dtype.type(0), a.dtype.type(0)).astype(a.dtype, copy=False)
+    r = np.where(lt, a, b)  # a == b (not zero), gt, or a NaN in b: b; lt: a
+    r = np.where(gt, b, r)
+    r = np.where(zero, z, r)
+    # exactly one NaN: the other operand; both NaN: a NaN (canonicalised by the caller's rounding)
+    r = np.where(bn, a, r)
+    return np.where(an, b, r)
+
+
+def min_num(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """IEEE 754-2019 §9.6 minimumNumber on same-dtype float arrays (spec §8.2): one NaN
+    operand (quiet or signalling) gives the other operand, two give a NaN (the caller
+    canonicalises it), -0 < +0. Independent of the array length."""
+    return _num_select(np.asarray(a), np.asarray(b), True)
 
 
 def max_num(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """IEEE 754-2019 maximumNumber on same-dtype float arrays (NaN ignored, -0 < +0)."""
-    r = np.fmax(a, b)
-    z = (a == b) & (a == 0)
-    if z.any():
-        neg = np.signbit(a) & np.signbit(b)
-        r = np.where(z, np.where(neg, -a.dtype.type(0), a.dtype.type(0)), r)
-    return r
+    """IEEE 754-2019 §9.6 maximumNumber on same-dtype float arrays (spec §8.2): one NaN
+    operand (quiet or signalling) gives the other operand, two give a NaN (the caller
+    canonicalises it), -0 < +0. Independent of the array length."""
+    return _num_select(np.asarray(a), np.asarray(b), False)

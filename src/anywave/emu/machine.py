@@ -35,7 +35,7 @@ from anywave.isa.mma import MMA_SREG_VALUES
 from anywave.isa.table import Category, InstrDef
 from anywave.isa.types import LIMITS, Access, ScalarType, SpecialRegister
 
-__all__ = ["DEFAULT_LIMITS", "EmulationStats", "EmulatorLimits", "emulate", "emulate_flat",
+__all__ = ["DEFAULT_LIMITS", "BudgetExceeded", "EmulationStats", "EmulatorLimits", "emulate", "emulate_flat",
            "compile_instruction"]
 
 # entry kinds
@@ -55,6 +55,32 @@ _BATCH_REG_BYTES = 32 << 20
 _BATCH_LOCAL_BYTES = 64 << 20
 #: default bound on loop iterations per batch (emulate's max_loop_iterations)
 DEFAULT_MAX_LOOP_ITERATIONS = 10 ** 7
+#: default time budget of emulate(): seconds one loop may keep iterating, from entering it to
+#: leaving it, in one batch of workgroups; ``ANYWAVE_EMU_BUDGET`` (seconds, or ``none``)
+#: overrides it. An infinite loop is reported after this long instead of after the
+#: iteration bound (which takes minutes at ~60 us per iteration).
+DEFAULT_LOOP_BUDGET = 10.0
+
+
+def _default_budget() -> float | None:
+    env = os.environ.get("ANYWAVE_EMU_BUDGET", "").strip().lower()
+    if not env:
+        return DEFAULT_LOOP_BUDGET
+    if env in ("none", "off", "0", "inf"):
+        return None
+    try:
+        v = float(env)
+    except ValueError:
+        raise LaunchConfigError(f"ANYWAVE_EMU_BUDGET={env!r}: expected seconds (a positive number) or "
+                                "'none'") from None
+    if not v > 0:
+        raise LaunchConfigError(f"ANYWAVE_EMU_BUDGET={env!r}: expected a positive number of seconds or 'none'")
+    return v
+
+
+class BudgetExceeded(EmulationError):
+    """A loop ran past the launch's time budget or iteration bound (an infinite loop?); the
+    message names the kernel, the loop instruction, its source line and the budget."""
 
 
 @dataclass(frozen=True)
@@ -463,10 +489,10 @@ def _dims(value: int | Sequence[int], what: str) -> tuple[int, int, int]:
 
 def load_program(program: Module | bytes | bytearray | str | os.PathLike[str]) -> Module:
     """A Module from a Module, ``.wbin`` bytes, or a ``.wbin``/``.wave`` path; verified."""
-    from anywave.binary.verify import verify
+    from anywave.binary.verify import verify, verify_cached
 
     if isinstance(program, Module):
-        verify(program)
+        verify_cached(program)  # once per unchanged module object, not on every launch
         return program
     if isinstance(program, (bytes, bytearray, memoryview)):
         from anywave.binary.wbin import read_wbin
@@ -500,6 +526,7 @@ class _Launch:
         self.scalars = scalars
         self.check = check
         self.max_loop_iterations = DEFAULT_MAX_LOOP_ITERATIONS
+        self.budget: float | None = DEFAULT_LOOP_BUDGET
         self._shapes: dict[int, _BatchShape] = {}
         self._ramps: dict[tuple[int, int], np.ndarray] = {}
         self.sr_cache: dict[tuple[SpecialRegister, int], np.ndarray] = {}
@@ -655,6 +682,7 @@ class Batch:
                 self.trace_idx = (g - wg0) * Tp + t
         self.loop_iterations = 0
         self.max_loop_iterations = launch.max_loop_iterations
+        self.budget = launch.budget
         self._set(self.exists.copy())
 
     @property
@@ -901,7 +929,7 @@ class Batch:
                 self._set(frames.pop()[1])
                 pc += 1
             elif kind == LOOP:
-                frames.append([LOOP, self.active, self.active.copy()])
+                frames.append([LOOP, self.active, self.active.copy(), time.perf_counter()])
                 self._set(self.active.copy())
                 pc += 1
             elif kind == ENDLOOP:
@@ -910,6 +938,8 @@ class Batch:
                     self.loop_iterations += 1
                     if self.loop_iterations > self.max_loop_iterations:
                         self._too_many_iterations(ents[match[pc]][3])
+                    if self.budget is not None and time.perf_counter() - f[3] > self.budget:
+                        self._over_budget(ents[match[pc]][3], time.perf_counter() - f[3])
                     self._set(f[2].copy())
                     pc = match[pc] + 1
                 else:
@@ -951,9 +981,17 @@ class Batch:
             if tr is not None and was_active:
                 self._trace(ins_id, before)
 
+    def _over_budget(self, loop_id: int, seconds: float) -> None:
+        L = self.launch
+        raise BudgetExceeded(
+            f"kernel {L.kernel.name!r}: the loop at {L.describe_ins(loop_id)} has run for {seconds:.1f} s "
+            f"in the batch of workgroups {self.wg0}..{self.wg0 + self.nwg - 1} without ending, past the "
+            f"time budget of {self.budget:g} s (an infinite loop?); pass budget=<seconds> (or None) to "
+            f"emulate() or to the launch, or set ANYWAVE_EMU_BUDGET, if it really runs that long")
+
     def _too_many_iterations(self, loop_id: int) -> None:
         L = self.launch
-        raise EmulationError(
+        raise BudgetExceeded(
             f"kernel {L.kernel.name!r}: loop iteration bound exceeded at {L.describe_ins(loop_id)}: "
             f"more than {self.max_loop_iterations} loop iterations in the batch of workgroups "
             f"{self.wg0}..{self.wg0 + self.nwg - 1} (an infinite loop?); pass a larger "
@@ -979,7 +1017,7 @@ def emulate(program: Module | bytes | str | os.PathLike[str], kernel: str, *,
             check: bool = False, trace_lane: int | None = None,
             max_loop_iterations: int = DEFAULT_MAX_LOOP_ITERATIONS,
             max_workgroup_size: int | None = None, max_local_memory: int | None = None,
-            limits: EmulatorLimits | None = None) -> EmulationStats:
+            limits: EmulatorLimits | None = None, budget: float | None | str = "default") -> EmulationStats:
     """Run ``kernel`` of ``program`` on the reference emulator.
 
     Args:
@@ -1002,6 +1040,11 @@ def emulate(program: Module | bytes | str | os.PathLike[str], kernel: str, *,
             loops together) per batch of workgroups; exceeding it raises EmulationError
             naming the kernel, the loop instruction and its source line instead of hanging.
             Default 10^7.
+        budget: seconds one loop may keep iterating (from entering it until it exits, in one
+            batch of workgroups) before the launch stops with :class:`BudgetExceeded` (an
+            EmulationError naming the kernel, the loop and its source line); None for no
+            time bound. Default :data:`DEFAULT_LOOP_BUDGET` = 10 s, or ``ANYWAVE_EMU_BUDGET``.
+            Straight-line code never counts against it.
         max_workgroup_size, max_local_memory, limits: the target limits the launch is
             checked against (:class:`EmulatorLimits`; default 1024 threads per workgroup and
             65536 bytes of local memory, spec §11.3). The keywords override ``limits``.
@@ -1040,9 +1083,16 @@ def emulate(program: Module | bytes | str | os.PathLike[str], kernel: str, *,
     if isinstance(max_loop_iterations, bool) or not isinstance(max_loop_iterations, (int, np.integer)) \
             or max_loop_iterations < 1:
         raise ValueError(f"max_loop_iterations must be a positive int, got {max_loop_iterations!r}")
+    if isinstance(budget, str) and budget == "default":
+        budget = _default_budget()
+    elif budget is not None and (isinstance(budget, bool) or not isinstance(budget, (int, float, np.integer,
+                                                                                    np.floating))
+                                 or not budget > 0):
+        raise LaunchConfigError(f"budget must be a positive number of seconds or None, got {budget!r}")
     buffers, scalars = _bind(k, args, check)
     launch = _Launch(module, k, wave_width, g, wg, buffers, scalars, check)
     launch.max_loop_iterations = int(max_loop_iterations)
+    launch.budget = None if budget is None else float(budget)
     nwg = g[0] * g[1] * g[2]
     if trace_lane is not None and not 0 <= int(trace_lane) < nwg * T:
         raise ValueError(f"trace_lane {trace_lane} is outside the launch's {nwg * T} threads")

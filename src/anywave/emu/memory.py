@@ -22,7 +22,7 @@ import numpy as np
 
 from anywave.binary.module import Instruction
 from anywave.emu.alu import Run, r64
-from anywave.errors import EmulationError
+from anywave.errors import EmulationError, OutOfBoundsError
 from anywave.isa.table import Operand
 from anywave.isa.types import ScalarType as T
 
@@ -71,7 +71,7 @@ def check_access(st: Any, ins: Instruction, what: str, off: np.ndarray, size: in
     if int(off.min()) < 0 or int(off.max()) > limit - size:
         bad = (off < 0) | (off > limit - size)
         i = int(np.flatnonzero(bad)[0])
-        raise EmulationError(
+        raise OutOfBoundsError(
             f"out-of-bounds {space} access in {st.where()}: {what} byte offset {int(off[i])} "
             f"({size}-byte access; {limit} bytes, valid offsets 0..{max(limit - size, -1)}) by "
             f"{st.describe_lane(int(idx[i]))}; {int(bad.sum())} lane(s) out of bounds")
@@ -400,25 +400,61 @@ class RaceShadow:
     not both atomic. An atomic counts as a write (read-modify-write).
     """
 
+    #: bytes per shadow page: shadow state exists only for pages an access touched, so the
+    #: cost is proportional to what a launch touches, not to the buffer (issue 11, item 20:
+    #: 60 bytes of shadow per buffer byte made 8 MB buffers cost 320 MB)
+    PAGE = 4096
+    _THREAD = ("writer", "reader", "reader2", "atom", "atom2")
+    _INS = ("writer_ins", "reader_ins", "reader2_ins", "atom_ins", "atom2_ins")
+
     def __init__(self, nbytes: int, space: str, track_init: bool, describe: Any) -> None:
-        self.writer = np.full(nbytes, -1, I64)
-        self.writer_ins = np.zeros(nbytes, np.int32)
-        self.reader = np.full(nbytes, -1, I64)
-        self.reader_ins = np.zeros(nbytes, np.int32)
-        self.reader2 = np.full(nbytes, -1, I64)
-        self.reader2_ins = np.zeros(nbytes, np.int32)
-        self.atom = np.full(nbytes, -1, I64)
-        self.atom_ins = np.zeros(nbytes, np.int32)
-        self.atom2 = np.full(nbytes, -1, I64)
-        self.atom2_ins = np.zeros(nbytes, np.int32)
-        self.written = np.zeros(nbytes, bool) if track_init else None
+        self.nbytes = nbytes
+        #: shadow page of each buffer page (-1: never touched)
+        self.page_slot = np.full(max(1, -(-nbytes // self.PAGE)), -1, I64)
+        self.pages = 0
+        for name in self._THREAD:
+            setattr(self, name, np.full(0, -1, I64))
+        for name in self._INS:
+            setattr(self, name, np.zeros(0, np.int32))
+        self.written = np.zeros(0, bool) if track_init else None
         self.space = space
         self.describe = describe  # flat byte -> text
 
+    def _grow(self, need: int) -> None:
+        """Room for ``need`` shadow pages (capacity doubles)."""
+        cap = self.writer.size // self.PAGE
+        if need <= cap:
+            return
+        extra = (max(need, 2 * cap) - cap) * self.PAGE
+        for name in self._THREAD:
+            setattr(self, name, np.concatenate([getattr(self, name), np.full(extra, -1, I64)]))
+        for name in self._INS:
+            setattr(self, name, np.concatenate([getattr(self, name), np.zeros(extra, np.int32)]))
+        if self.written is not None:
+            self.written = np.concatenate([self.written, np.zeros(extra, bool)])
+
+    def _slots(self, b: np.ndarray) -> np.ndarray:
+        """Shadow indices of flat bytes ``b`` (pages allocated on first touch)."""
+        pg = b >> 12
+        slot = self.page_slot[pg]
+        if (slot < 0).any():
+            new = np.unique(pg[slot < 0])
+            self._grow(self.pages + new.size)
+            self.page_slot[new] = np.arange(self.pages, self.pages + new.size)
+            self.pages += new.size
+            slot = self.page_slot[pg]
+        return slot * self.PAGE + (b & (self.PAGE - 1))
+
     def reset(self, lo: int, hi: int) -> None:
         """Forget accesses to bytes [lo, hi) (a barrier)."""
-        for a in (self.writer, self.reader, self.reader2, self.atom, self.atom2):
-            a[lo:hi] = -1
+        P = self.PAGE
+        for p in range(lo // P, -(-hi // P)):
+            slot = int(self.page_slot[p])
+            if slot < 0:
+                continue
+            a0, a1 = max(lo, p * P) - p * P + slot * P, min(hi, (p + 1) * P) - p * P + slot * P
+            for a in (self.writer, self.reader, self.reader2, self.atom, self.atom2):
+                a[a0:a1] = -1
 
     def access(self, st: Any, flat: np.ndarray, size: int, idx: np.ndarray, write: bool,
                atomic: bool = False) -> None:
@@ -427,31 +463,32 @@ class RaceShadow:
         thr = np.repeat(take(st.gthread, idx), size)
         self.access_bytes(st, b, thr, "atomic" if atomic else ("write" if write else "read"))
 
-    def _check_other(self, st: Any, b: np.ndarray, thr: np.ndarray, who: np.ndarray,
+    def _check_other(self, st: Any, s: np.ndarray, b: np.ndarray, thr: np.ndarray, who: np.ndarray,
                      who_ins: np.ndarray, what1: str, what2: str) -> None:
-        w = who[b]
+        w = who[s]
         hit = (w >= 0) & (w != thr)
         if hit.any():
             i = int(np.flatnonzero(hit)[0])
-            self._race(st, int(b[i]), int(w[i]), int(who_ins[b[i]]), what1, int(thr[i]), st.cur_id, what2)
+            self._race(st, int(b[i]), int(w[i]), int(who_ins[s[i]]), what1, int(thr[i]), st.cur_id, what2)
 
-    def _record(self, b: np.ndarray, thr: np.ndarray, one: np.ndarray, one_ins: np.ndarray,
+    def _record(self, s: np.ndarray, thr: np.ndarray, one: np.ndarray, one_ins: np.ndarray,
                 two: np.ndarray, two_ins: np.ndarray, ins_id: int) -> None:
-        r = one[b]
+        r = one[s]
         first = r < 0
-        one[b[first]] = thr[first]
-        one_ins[b[first]] = ins_id
-        other = (one[b] != thr) & (two[b] < 0)
-        two[b[other]] = thr[other]
-        two_ins[b[other]] = ins_id
+        one[s[first]] = thr[first]
+        one_ins[s[first]] = ins_id
+        other = (one[s] != thr) & (two[s] < 0)
+        two[s[other]] = thr[other]
+        two_ins[s[other]] = ins_id
 
     def access_bytes(self, st: Any, b: np.ndarray, thr: np.ndarray, kind: str) -> None:
         """Record accesses of bytes ``b`` (flat, int64) by threads ``thr`` (global thread
         numbers, same length); kind is "read", "write" or "atomic". Raises EmulationError
         on a race or (local memory) a read of never-written bytes."""
         ins_id = st.cur_id
+        s = self._slots(b)
         if kind != "write" and self.written is not None:
-            un = ~self.written[b]
+            un = ~self.written[s]
             if un.any():
                 i = int(np.flatnonzero(un)[0])
                 raise EmulationError(
@@ -468,23 +505,23 @@ class RaceShadow:
                 i = int(dup[0])
                 self._race(st, int(bs[i]), int(ts[i]), ins_id, "wrote", int(ts[i + 1]), ins_id, "wrote")
         # against plain writes, plain reads (unless this is a read) and atomics (unless atomic)
-        self._check_other(st, b, thr, self.writer, self.writer_ins, "wrote", verb)
+        self._check_other(st, s, b, thr, self.writer, self.writer_ins, "wrote", verb)
         if kind != "read":
-            self._check_other(st, b, thr, self.reader, self.reader_ins, "read", verb)
-            self._check_other(st, b, thr, self.reader2, self.reader2_ins, "read", verb)
+            self._check_other(st, s, b, thr, self.reader, self.reader_ins, "read", verb)
+            self._check_other(st, s, b, thr, self.reader2, self.reader2_ins, "read", verb)
         if kind != "atomic":
-            self._check_other(st, b, thr, self.atom, self.atom_ins, "atomically updated", verb)
-            self._check_other(st, b, thr, self.atom2, self.atom2_ins, "atomically updated", verb)
+            self._check_other(st, s, b, thr, self.atom, self.atom_ins, "atomically updated", verb)
+            self._check_other(st, s, b, thr, self.atom2, self.atom2_ins, "atomically updated", verb)
         if kind == "read":
-            self._record(b, thr, self.reader, self.reader_ins, self.reader2, self.reader2_ins, ins_id)
+            self._record(s, thr, self.reader, self.reader_ins, self.reader2, self.reader2_ins, ins_id)
             return
         if kind == "write":
-            self.writer[b] = thr
-            self.writer_ins[b] = ins_id
+            self.writer[s] = thr
+            self.writer_ins[s] = ins_id
         else:
-            self._record(b, thr, self.atom, self.atom_ins, self.atom2, self.atom2_ins, ins_id)
+            self._record(s, thr, self.atom, self.atom_ins, self.atom2, self.atom2_ins, ins_id)
         if self.written is not None:
-            self.written[b] = True
+            self.written[s] = True
 
     def _race(self, st: Any, byte: int, t1: int, i1: int, what1: str, t2: int, i2: int,
               what2: str) -> None:

@@ -212,6 +212,9 @@ class Limits:
     min_max_workgroup_size: int = 256
     max_call_depth: int = 16
     max_control_nesting: int = 64
+    #: instructions of a kernel with every call replaced by the callee's body, recursively
+    #: (bounds what an inlining backend emits and the calls a launch makes without loops)
+    max_inlined_instructions: int = 1 << 17
 
 
 LIMITS = Limits()

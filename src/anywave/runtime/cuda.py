@@ -21,7 +21,6 @@ import ctypes
 import hashlib
 import os
 import sys
-import tempfile
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -221,31 +220,37 @@ def list_devices() -> list[CudaDevice]:
 # ------------------------------------------------------------------------ cubin cache
 
 def cache_dir() -> Path:
-    """Directory of the on-disk cubin cache (``$ANYWAVE_CACHE_DIR/cuda`` or the user cache)."""
-    root = os.environ.get("ANYWAVE_CACHE_DIR")
-    if root:
-        return Path(root) / "cuda"
-    try:
-        import platformdirs
+    """Directory of the on-disk cubin cache: ``<anywave cache>/cuda``, created 0700 and checked
+    (:func:`anywave.runtime.cache.safe_subdir`; a read-only cache falls back to a private
+    temporary directory).
 
-        return Path(platformdirs.user_cache_dir("anywave")) / "cuda"
-    except ImportError:
-        return Path.home() / ".cache" / "anywave" / "cuda"
+    Raises:
+        CacheSecurityError: the directory is another user's or writable by others."""
+    from anywave.runtime.cache import safe_subdir
+
+    try:
+        return safe_subdir("cuda")
+    except OSError:
+        from anywave.runtime.cache import cache_dir as root
+
+        return root() / "cuda"  # not creatable now: loads miss, stores fail quietly
 
 
 def _atomic_write(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    """Write a cache entry atomically with its content hash (see :func:`_read_cached`)."""
+    from anywave.runtime.cache import atomic_write
+
+    atomic_write(path, data, record_hash=True)
+
+
+def _read_cached(path: Path) -> bytes | None:
+    """A cubin from the cache, or None when absent or damaged (its recorded SHA-256 differs).
+
+    Raises:
+        CacheSecurityError: the entry is another user's or writable by others."""
+    from anywave.runtime.cache import verified_read
+
+    return verified_read(path)
 
 
 def _link_cubin(ptx: bytes) -> bytes:
@@ -278,12 +283,13 @@ class LoadedKernel:
 class LoadedModule:
     """A WAVE module translated, linked and loaded on one device."""
 
-    def __init__(self, device: CudaDevice, module: Any, *, use_cache: bool = True) -> None:
+    def __init__(self, device: CudaDevice, module: Any, *, use_cache: bool = True, checked: bool = False) -> None:
         from anywave.backends.ptx import translate
 
         self.device = device
         self.module = module
-        self.program = translate(module, device.props.arch)
+        self.program = translate(module, device.props.arch, checked=checked) if checked else \
+            translate(module, device.props.arch)
         ptx = self.program.text.encode() + b"\0"
         key = hashlib.sha256(ptx + device.props.arch.encode() + str(device.props.driver_version).encode())
         self.cache_path = cache_dir() / f"{key.hexdigest()}.cubin"
@@ -291,9 +297,9 @@ class LoadedModule:
         drv = _driver()
         device.activate()
         image: bytes | None = None
-        if use_cache and self.cache_path.exists():
-            image = self.cache_path.read_bytes()
-            self.cache_hit = True
+        if use_cache:
+            image = _read_cached(self.cache_path)
+            self.cache_hit = image is not None
         if image is None:
             try:
                 image = _link_cubin(ptx)
@@ -596,6 +602,33 @@ def _bind_launcher(target: CudaTarget, plan: _LaunchPlan, g: tuple[int, int, int
 _get_ident = threading.get_ident
 
 
+#: whether ANYWAVE_CHECK was set when this module was imported (launch(check=None) then
+#: resolves it per launch; without it the unchecked fast path pays one global read)
+_CHECK_ENV = bool(os.environ.get("ANYWAVE_CHECK"))
+
+
+def _missing(names: list[str], args: Mapping[str, Any]) -> Any:
+    missing = [n for n in names if n not in args]
+    unknown = [n for n in args if n not in names]
+    raise TypeError(f"arguments missing {missing}, unknown {unknown}; ABI: {names}")
+
+
+def _nbytes(v: Any) -> int:
+    """Bytes of a buffer argument: a NumPy array, a torch tensor or a __cuda_array_interface__ object."""
+    if isinstance(v, np.ndarray):
+        return int(v.nbytes)
+    if hasattr(v, "element_size") and hasattr(v, "numel"):
+        return int(v.numel()) * int(v.element_size())
+    cai = getattr(v, "__cuda_array_interface__", None)
+    if cai is not None:
+        n = 1
+        for d in cai["shape"]:
+            n *= int(d)
+        return n * np.dtype(cai["typestr"]).itemsize
+    nb = getattr(v, "nbytes", None)
+    return int(nb) if nb is not None else int(np.asarray(v).nbytes)
+
+
 def _exact_dims(value: Any) -> bool:
     """``value`` is an int or a tuple of ints (exact types): safe as part of a fast-path key."""
     return type(value) is int or (type(value) is tuple and all(type(x) is int for x in value))
@@ -640,7 +673,7 @@ class CudaTarget:
 
     def launch(self, module: Any, kernel: str, grid: int | Sequence[int],
                workgroup: int | Sequence[int], args: Mapping[str, Any] | Sequence[Any], *,
-               stream: Any = None, sync: bool = True) -> Any:
+               stream: Any = None, sync: bool = True, check: bool | None = None) -> Any:
         """Run ``kernel`` of ``module`` on the device.
 
         Args:
@@ -654,8 +687,13 @@ class CudaTarget:
             stream: a CUDA stream (handle int, or an object with ``cuda_stream``/``ptr``/
                 ``handle``); default the legacy default stream.
             sync: wait for completion (always done when NumPy arrays must be copied back).
+            check: run the bounds-checked build (:mod:`anywave.backends.bounds`; default: on when
+                ``ANYWAVE_CHECK=1``): the first out-of-bounds access raises OutOfBoundsError after
+                the launch (which then always synchronises). A separate build: unchecked launches
+                are unchanged.
 
         Raises:
+            OutOfBoundsError: (checked build) a memory access left its buffer.
             CudaError: driver failure or a launch the device cannot run (names kernel and shape).
             TypeError / ValueError: bad arguments (the message lists the ABI).
 
@@ -670,6 +708,12 @@ class CudaTarget:
         own their parameter block, and the checked path fills the plan's block under a lock.
         The device's context is made current on the calling thread at every launch.
         """
+        if check is not None or _CHECK_ENV:
+            from anywave.runtime.opencl import resolve_check
+
+            if resolve_check(check):
+                self._launch_bounds_checked(module, kernel, grid, workgroup, args, stream)
+                return self._result(kernel)
         # a bound launcher keeps its module alive, so id(module) in its key cannot be reused
         try:
             bound = self._fast.get((id(module), kernel, grid, type(grid), workgroup, type(workgroup), _get_ident()))
@@ -696,6 +740,54 @@ class CudaTarget:
 
             r = cache[kernel] = LaunchResult(kernel, "cuda", self.info.device, self.info.wave_width)
         return r
+
+    def _launch_bounds_checked(self, module: Any, kernel: str, grid: int | Sequence[int],
+                               workgroup: int | Sequence[int], args: Mapping[str, Any] | Sequence[Any],
+                               stream: Any) -> None:
+        """A launch of the bounds-checked build: the hidden parameters (buffer sizes, error
+        record) are appended as extra arguments of an extended ABI, the launch synchronises,
+        and the error record is checked (:func:`anywave.backends.bounds.raise_if_failed`)."""
+        import dataclasses
+
+        from anywave.backends.bounds import new_error_record, raise_if_failed
+        from anywave.binary.module import Arg
+        from anywave.isa.types import ArgKind, ScalarType
+
+        key = (id(module), kernel, "bounds-checked")
+        entry = self._plans.get(key)
+        if entry is None or entry[0] is not module:
+            hit = self._modules.get(key)  # type: ignore[call-overload]
+            if hit is None or hit[0] is not module:
+                from anywave.emu.machine import load_program
+
+                hit = (module, LoadedModule(self.device, load_program(module), use_cache=self.use_cache, checked=True))
+                self._modules[key] = hit  # type: ignore[index]
+            lm = hit[1]
+            if kernel not in lm.kernels:
+                raise ValueError(f"module has no kernel {kernel!r}; its kernels are {list(lm.kernels)}")
+            k = lm.module.kernel(kernel)
+            hidden = [Arg(f"__wa_n{i}", ArgKind.SCALAR, ScalarType.U64) for i, a in enumerate(k.args) if a.is_buffer]
+            hidden.append(Arg("__wa_err", ArgKind.BUFFER, ScalarType.U32, Access.READWRITE))
+            plan = _LaunchPlan(lm.kernels[kernel], dataclasses.replace(k, args=list(k.args) + hidden))
+            self._plans[key] = (module, plan)  # type: ignore[index]
+        else:
+            plan = entry[1]
+        k = plan.lk.info  # PtxKernel: sites, local memory
+        wave_args = plan.args[:len(plan.args) - sum(1 for a in plan.args if a.name.startswith("__wa_"))]
+        names = [a.name for a in wave_args]
+        if isinstance(args, Mapping):
+            values = [args[n] if n in args else _missing(names, args) for n in names]
+            if len(args) != len(names):
+                _missing(names, args)
+        else:
+            values = list(args)
+        if len(values) != len(names):
+            raise TypeError(f"kernel {kernel!r} takes {len(names)} arguments {names}, got {len(values)}")
+        sizes = [_nbytes(v) if a.is_buffer else 0 for a, v in zip(wave_args, values, strict=True)]
+        record = new_error_record()
+        ext = values + [int(n) for a, n in zip(wave_args, sizes, strict=True) if a.is_buffer] + [record]
+        self._launch_checked(module, kernel, grid, workgroup, ext, stream, True, plan=plan)
+        raise_if_failed(record, plan.k, k.sites, sizes, k.local_memory, f"CUDA ({self.device.props.name})")
 
     def launch_parts(self, module: Any, kernel: str, grid: tuple[int, int, int],
                      workgroup: tuple[int, int, int]) -> dict[str, Any]:
@@ -742,11 +834,13 @@ class CudaTarget:
 
     def _launch_checked(self, module: Any, kernel: str, grid: int | Sequence[int],
                         workgroup: int | Sequence[int], args: Mapping[str, Any] | Sequence[Any],
-                        stream: Any, sync: bool) -> tuple[_LaunchPlan | None, Any, Any]:
+                        stream: Any, sync: bool,
+                        plan: _LaunchPlan | None = None) -> tuple[_LaunchPlan | None, Any, Any]:
         """:meth:`launch` with every check. Returns (plan, grid, workgroup) when a bound launcher
         could repeat this launch (arguments in a list, tuple or dict, and device arrays only),
-        else (None, ...)."""
-        entry = self._plans.get((id(module), kernel))
+        else (None, ...). ``plan``: use this plan (the bounds-checked build's) instead of the
+        module's own."""
+        entry = self._plans.get((id(module), kernel)) if plan is None else (module, plan)
         if entry is None or entry[0] is not module:
             plan = self._plan(module, kernel)
         else:

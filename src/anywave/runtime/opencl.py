@@ -20,6 +20,7 @@ import ctypes
 import os
 import sys
 import threading
+import time
 import warnings
 import weakref
 from collections.abc import Mapping, Sequence
@@ -43,16 +44,10 @@ class OpenCLError(WaveError):
 
 
 def cache_dir() -> Path:
-    """The anywave cache dir (platformdirs user cache, or ``ANYWAVE_CACHE_DIR``)."""
-    env = os.environ.get("ANYWAVE_CACHE_DIR")
-    if env:
-        return Path(env)
-    try:
-        import platformdirs
+    """The checked anywave cache dir (:func:`anywave.runtime.cache.cache_dir`)."""
+    from anywave.runtime.cache import cache_dir as _cache_dir
 
-        return Path(platformdirs.user_cache_dir("anywave"))
-    except ImportError:  # pragma: no cover - platformdirs is a dependency of pyopencl
-        return Path.home() / ".cache" / "anywave"
+    return _cache_dir()
 
 
 def _lib_dirs() -> list[Path]:
@@ -112,28 +107,72 @@ def setup_environment() -> str:
             return "; ".join(notes + ["intel-opencl-rt not installed"])
         if os.environ.get("OCL_ICD_VENDORS"):
             return "; ".join(notes + [f"OCL_ICD_VENDORS already set to {os.environ['OCL_ICD_VENDORS']}"])
-        vdir = cache_dir() / "opencl-vendors"
+        entries = {"anywave-intel-cpu.icd": str(lib)}
+        sysdir = Path("/etc/OpenCL/vendors")
+        if sysdir.is_dir():
+            for icd in sysdir.glob("*.icd"):
+                try:
+                    entries.setdefault("system-" + icd.name, icd.read_text().strip())
+                except OSError:
+                    pass
         try:
-            vdir.mkdir(parents=True, exist_ok=True)
-            entries = {"anywave-intel-cpu.icd": str(lib)}
-            sysdir = Path("/etc/OpenCL/vendors")
-            if sysdir.is_dir():
-                for icd in sysdir.glob("*.icd"):
-                    try:
-                        entries.setdefault("system-" + icd.name, icd.read_text().strip())
-                    except OSError:
-                        pass
-            for name, text in entries.items():
-                p = vdir / name
-                if not p.exists() or p.read_text() != text + "\n":
-                    tmp = p.with_suffix(f".tmp{os.getpid()}")
-                    tmp.write_text(text + "\n")
-                    os.replace(tmp, p)
-            os.environ["OCL_ICD_VENDORS"] = str(vdir)
-            notes.append(f"OCL_ICD_VENDORS={vdir} ({lib.name})")
-        except OSError as e:
-            notes.append(f"could not write ICD files in {vdir}: {e}")
+            vdir = _write_vendor_dir(entries)
+        except (WaveError, OSError) as e:  # CacheSecurityError: never point the ICD loader at it
+            _ENV_PROBLEMS.append(str(e))
+            return "; ".join(notes + [str(e)])
+        os.environ["OCL_ICD_VENDORS"] = str(vdir)
+        notes.append(f"OCL_ICD_VENDORS={vdir} ({lib.name})")
         return "; ".join(notes)
+
+
+#: why the ICD set-up could not be done (shown in "no OpenCL platform" errors)
+_ENV_PROBLEMS: list[str] = []
+
+
+def _write_vendor_dir(entries: dict[str, str]) -> Path:
+    """The directory of ICD files for ``OCL_ICD_VENDORS``: ``<cache>/opencl-vendors`` (0700,
+    checked), holding exactly ``entries`` (file name -> library path), each written atomically
+    and read back before use. The ICD loader loads every ``.icd`` it finds there, so a
+    file that is not ours refuses the directory. A cache that cannot be written (read-only,
+    full) falls back, with a warning, to a private temporary directory.
+
+    Raises:
+        CacheSecurityError: the directory or an entry is another user's, writable by others,
+            or holds ``.icd`` files anywave did not write."""
+    import tempfile
+
+    from anywave.runtime.cache import CacheSecurityError, atomic_write, check_private, safe_subdir
+
+    def fill(vdir: Path) -> None:
+        for name, text in entries.items():
+            p = vdir / name
+            want = text + "\n"
+            try:
+                check_private(p, directory=False)
+                same = p.read_text() == want
+            except FileNotFoundError:
+                same = False
+            if not same:
+                atomic_write(p, want.encode())
+            check_private(p, directory=False)
+            if p.read_text() != want:
+                raise OSError(f"{p} does not read back as written")
+        extra = sorted(f.name for f in vdir.iterdir() if f.name.endswith(".icd") and f.name not in entries)
+        if extra:
+            raise CacheSecurityError(f"the anywave OpenCL vendor directory {str(vdir)!r} holds ICD files "
+                                     f"anywave did not write ({', '.join(extra)}); the ICD loader would load "
+                                     f"the libraries they name, so it is not used. Remove them.")
+
+    try:
+        vdir = safe_subdir("opencl-vendors")
+        fill(vdir)
+        return vdir
+    except OSError as e:
+        vdir = Path(tempfile.mkdtemp(prefix=f"anywave-opencl-vendors-{os.geteuid()}-"))
+        warnings.warn(f"cannot write the OpenCL ICD files in the anywave cache ({e}); using the private "
+                      f"temporary directory {vdir}", RuntimeWarning, stacklevel=3)
+        fill(vdir)
+        return vdir
 
 
 def _import_cl() -> Any:
@@ -149,8 +188,9 @@ def _pick_device(cl: Any) -> Any:
     try:
         platforms = cl.get_platforms()
     except Exception as e:  # noqa: BLE001 - no ICD / no platform
-        raise OpenCLError(f"no OpenCL platform found ({type(e).__name__}: {e}); install "
-                          "intel-opencl-rt (pip install 'anywave[opencl]')") from e
+        why = f"; the ICD set-up failed: {' '.join(_ENV_PROBLEMS)}" if _ENV_PROBLEMS else (
+            "; install intel-opencl-rt (pip install 'anywave[opencl]')")
+        raise OpenCLError(f"no OpenCL platform found ({type(e).__name__}: {e}){why}") from e
     devices = [d for p in platforms for d in p.get_devices()]
     if not devices:
         raise OpenCLError("OpenCL platforms exist but offer no device")
@@ -282,13 +322,18 @@ class _ProgramCache:
     def __init__(self) -> None:
         self._by_module: dict[int, tuple[weakref.ref[Any], dict[int, CProgram]]] = {}
 
-    def get(self, module: Any, W: int, features: Features, translate: Any) -> CProgram:
+    def get(self, module: Any, W: int, features: Features, translate: Any, checked: bool = False) -> CProgram:
         key = id(module)
         ent = self._by_module.get(key)
         if ent is None or ent[0]() is not module:
             ent = (weakref.ref(module), {})
             self._by_module[key] = ent
         progs = ent[1]
+        if checked:  # the bounds-checked build, cached apart from the plain one
+            ck = (W, True)
+            if ck not in progs:
+                progs[ck] = translate(module, W, features, checked=True)
+            return progs[ck]
         if W not in progs:
             progs[W] = translate(module, W, features)
         return progs[W]
@@ -329,6 +374,14 @@ def marshal_args(kernel: Any, info: CKernel, args: Mapping[str, Any]) -> list[tu
     return out
 
 
+def resolve_check(check: bool | None) -> bool:
+    """A launch's ``check`` option: None means the default, ``ANYWAVE_CHECK=1`` (bounds-checked
+    builds on the compiled targets; the emulator always checks bounds)."""
+    if check is None:
+        return os.environ.get("ANYWAVE_CHECK", "").strip() == "1"
+    return bool(check)
+
+
 def launch_dims(info: CKernel, grid: Sequence[int], workgroup: Sequence[int], W: int,
                 max_workgroup: int) -> tuple[tuple[int, int, int], tuple[int, int, int]] | None:
     """(global, local) NDRange sizes for a launch, or None for an empty grid.
@@ -363,22 +416,30 @@ class OpenCLRunner:
         self.dev = device or get_device()
         self._cache = _ProgramCache()
 
-    def program(self, module: Any, wave_width: int) -> CProgram:
+    def program(self, module: Any, wave_width: int, checked: bool = False) -> CProgram:
         from anywave.backends.opencl import translate
 
-        return self._cache.get(module, wave_width, self.dev.features, translate)
+        return self._cache.get(module, wave_width, self.dev.features, translate, checked)
 
     def __call__(self, module: Any, kernel: str, grid: Sequence[int], workgroup: Sequence[int],
-                 args: dict[str, Any], wave_width: int, *, sync: bool = True, **_: Any) -> None:
+                 args: dict[str, Any], wave_width: int, *, sync: bool = True, check: bool | None = None,
+                 **_: Any) -> None:
         """Run ``kernel``. NumPy buffers are used in place through ``CL_MEM_USE_HOST_PTR`` (no
         copy on a CPU device; the runtime maps them back) and make the call synchronous;
         ``opencl`` device arrays are passed as their ``cl.Buffer``. With ``sync=False`` and
         only device arrays the kernel is enqueued on the device's in-order queue and the call
-        returns (errors then surface at the next ``.numpy()`` / ``aw.synchronize()``)."""
+        returns (errors then surface at the next ``.numpy()`` / ``aw.synchronize()``).
+        ``check`` (default: ``ANYWAVE_CHECK=1``) runs the bounds-checked build (always
+        synchronous). Waits let Ctrl-C through (:func:`wait_interruptibly`).
+
+        Raises:
+            OutOfBoundsError: (checked build) a memory access left its buffer.
+            OpenCLError, VerifyError, LaunchConfigError: see the module docs."""
         from anywave.runtime.arrays import Array, mark_used
 
         cl = self.dev.cl
-        prog = self.program(module, wave_width)
+        checked = resolve_check(check)
+        prog = self.program(module, wave_width, checked)
         if kernel in prog.refused:
             raise OpenCLError(f"kernel {kernel!r} cannot run on {self.dev.name}: {prog.refused[kernel]}")
         if kernel not in prog.kernels:
@@ -428,16 +489,28 @@ class OpenCLRunner:
             if written:
                 back.append((v, host, mem))
         cargs += [np.uint32(wg[0]), np.uint32(wg[1]), np.uint32(wg[2])]
+        record = err_mem = None
+        if checked:
+            from anywave.backends.bounds import new_error_record
+
+            cargs += [np.uint64(_buffer_nbytes(v)) for kind, v, _a in margs if kind == "buffer"]
+            record = new_error_record()
+            err_mem = cl.Buffer(ctx, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR, hostbuf=record)
+            cargs.append(err_mem)
         fn = self.dev.kernel(built, info.c_name)
         try:
-            fn(q, dims[0], dims[1], *cargs)
+            ev = fn(q, dims[0], dims[1], *cargs)
+            if sync or hosts or checked:
+                wait_interruptibly(ev)
             for _orig, host, mem in back:
                 raw = host.reshape(-1).view(np.uint8)
                 mapped, _ev = cl.enqueue_map_buffer(q, mem, cl.map_flags.READ, 0, raw.shape, raw.dtype)
                 if mapped.__array_interface__["data"][0] != raw.__array_interface__["data"][0]:
                     raw[...] = mapped  # the runtime kept its own copy: bring the bytes home
                 mapped.base.release(q)
-            if sync or hosts:
+            if err_mem is not None:
+                cl.enqueue_copy(q, record, err_mem)
+            if sync or hosts or checked:
                 q.finish()
             else:
                 sp = memory_space()
@@ -446,9 +519,42 @@ class OpenCLRunner:
         except Exception as e:  # noqa: BLE001
             raise OpenCLError(f"launch of {kernel!r} grid={g3} workgroup={wg} on {self.dev.name} failed: "
                               f"{type(e).__name__}: {e}") from e
+        if record is not None:
+            from anywave.backends.bounds import raise_if_failed
+
+            sizes = [_buffer_nbytes(v) if kind == "buffer" else 0 for kind, v, _a in margs]
+            try:
+                raise_if_failed(record, k, info.sites, sizes, info.local_memory, f"OpenCL ({self.dev.name})")
+            finally:
+                for orig, host, _ in back:  # the in-bounds results are still copied back
+                    if host is not orig:
+                        orig[...] = host
         for orig, host, _ in back:
             if host is not orig:
                 orig[...] = host
+
+
+def _buffer_nbytes(v: Any) -> int:
+    """Bytes of a buffer argument (a NumPy array or a device array)."""
+    n = getattr(v, "nbytes", None)
+    return int(n) if n is not None else int(np.asarray(v).nbytes)
+
+
+def wait_interruptibly(event: Any) -> None:
+    """Wait for an OpenCL event from Python, so that Ctrl-C (KeyboardInterrupt) gets through: a
+    blocking ``clFinish``/``clWaitForEvents`` holds the main thread inside the driver, where
+    Python cannot run its signal handler (issue 11, item 17). Polls the event's status with a
+    sleep that doubles from 20 us to 2 ms (a kernel of t seconds is seen done by about 2t).
+
+    Raises:
+        KeyboardInterrupt: on Ctrl-C (the kernel keeps running on the device; the OpenCL
+            device of this process is then unusable).
+        pyopencl errors: the command failed (from the final ``wait``)."""
+    d = 2e-5
+    while int(event.command_execution_status) > 0:  # CL_COMPLETE = 0, errors < 0
+        time.sleep(d)
+        d = min(d * 2, 2e-3)
+    event.wait()
 
 
 def opencl_runner() -> OpenCLRunner:

@@ -19,6 +19,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,7 @@ import numpy as np
 from anywave.backends.cfamily import WAVE_WIDTHS, CProgram, Features
 from anywave.errors import LaunchConfigError, WaveError
 from anywave.isa.types import Access, Capability
-from anywave.runtime.opencl import _ProgramCache, cache_dir, launch_dims, marshal_args, setup_environment
+from anywave.runtime.opencl import _ProgramCache, launch_dims, marshal_args, resolve_check, setup_environment
 from anywave.runtime.targets import ProcessDevice, RunnerTarget, check_launch_rules
 
 _SHIM_SRC = Path(__file__).with_name("sycl_shim") / "aw_sycl_shim.cpp"
@@ -56,6 +57,12 @@ def _compiler() -> str:
     raise SyclError("no C++ compiler found to build the SYCL shim (set CXX, or install g++)")
 
 
+def shim_key(libsycl: Path) -> str:
+    """The cache key of the shim library: hash of the shim source and the SYCL library's path
+    (the shim is ``<cache>/sycl/libaw_sycl_shim-<key>.so``)."""
+    return hashlib.sha256(_SHIM_SRC.read_bytes() + str(libsycl.resolve()).encode()).hexdigest()[:16]
+
+
 def build_shim() -> Path:
     """Compile the shim if needed; returns the shared library's path.
 
@@ -63,18 +70,38 @@ def build_shim() -> Path:
         SyclError: no runtime or compiler, or the compile failed (with its output)."""
     inc, lib = _sycl_paths()
     libsycl = sorted(lib.glob("libsycl.so*"), key=lambda p: len(p.name))[0]
-    key = hashlib.sha256(_SHIM_SRC.read_bytes() + str(libsycl.resolve()).encode()).hexdigest()[:16]
-    out = cache_dir() / "sycl" / f"libaw_sycl_shim-{key}.so"
-    if out.exists():
-        return out
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(f".tmp{os.getpid()}")
-    cmd = [_compiler(), "-std=c++17", "-O1", "-shared", "-fPIC", f"-I{inc}", str(_SHIM_SRC), f"-L{lib}",
-           "-lsycl", f"-Wl,-rpath,{lib}", "-o", str(tmp)]
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode != 0:
-        raise SyclError(f"building the SYCL shim failed ({' '.join(cmd)}):\n{r.stderr[-3000:]}")
-    os.replace(tmp, out)
+    key = shim_key(libsycl)
+    from anywave.runtime.cache import CacheSecurityError, atomic_write, safe_subdir, verified_read
+
+    try:
+        d = safe_subdir("sycl")
+    except CacheSecurityError as e:
+        raise SyclError(f"the SYCL shim is not loaded from the cache: {e}") from e
+    except OSError as e:
+        raise SyclError(f"cannot create the SYCL shim directory in the anywave cache: {e}") from e
+    out = d / f"libaw_sycl_shim-{key}.so"
+    try:
+        if verified_read(out) is not None:  # ours, private, and the bytes we built
+            return out
+    except CacheSecurityError as e:
+        raise SyclError(f"the SYCL shim is not loaded: {e}") from e
+    import tempfile
+
+    fd, tmp_name = tempfile.mkstemp(dir=d, prefix=f".{out.name}.build-", suffix=".so")
+    os.close(fd)
+    tmp = Path(tmp_name)
+    try:
+        cmd = [_compiler(), "-std=c++17", "-O1", "-shared", "-fPIC", f"-I{inc}", str(_SHIM_SRC), f"-L{lib}",
+               "-lsycl", f"-Wl,-rpath,{lib}", "-o", str(tmp)]
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        if r.returncode != 0:
+            raise SyclError(f"building the SYCL shim failed ({' '.join(cmd)}):\n{r.stderr[-3000:]}")
+        try:
+            atomic_write(out, tmp.read_bytes(), record_hash=True)
+        except OSError as e:
+            raise SyclError(f"cannot write the SYCL shim into the anywave cache ({e})") from e
+    finally:
+        tmp.unlink(missing_ok=True)
     return out
 
 
@@ -84,6 +111,13 @@ class SyclDevice:
     def __init__(self) -> None:
         setup_environment()
         path = build_shim()
+        from anywave.runtime.cache import CacheSecurityError, verified_read
+
+        try:  # checked again just before dlopen: ours, private, and the bytes recorded at build
+            if verified_read(path) is None:
+                raise SyclError(f"the SYCL shim {path} does not match its recorded hash; remove it to rebuild")
+        except CacheSecurityError as e:
+            raise SyclError(f"the SYCL shim is not loaded: {e}") from e
         try:
             lib = ctypes.CDLL(str(path))
         except OSError as e:
@@ -140,7 +174,8 @@ class SyclDevice:
         h = self._bundles.get(key)
         if h is None:
             log = ctypes.create_string_buffer(1 << 16)
-            h = self.lib.aw_sycl_build(prog.text.encode(), "\n".join(BUILD_OPTIONS).encode(), log, 1 << 16)
+            h = call_interruptibly(self.lib.aw_sycl_build, prog.text.encode(), "\n".join(BUILD_OPTIONS).encode(),
+                                   log, 1 << 16)
             if not h:
                 raise SyclError(f"SYCL build failed on {self.name}: {log.value.decode(errors='replace')[:3000]}")
             self._bundles[key] = h
@@ -173,20 +208,28 @@ class SyclRunner:
         self.dev = device or get_device()
         self._cache = _ProgramCache()
 
-    def program(self, module: Any, wave_width: int) -> CProgram:
+    def program(self, module: Any, wave_width: int, checked: bool = False) -> CProgram:
         from anywave.backends.sycl import translate
 
-        return self._cache.get(module, wave_width, self.dev.features, translate)
+        return self._cache.get(module, wave_width, self.dev.features, translate, checked)
 
     def __call__(self, module: Any, kernel: str, grid: Sequence[int], workgroup: Sequence[int],
-                 args: dict[str, Any], wave_width: int, *, sync: bool = True, **_: Any) -> None:
+                 args: dict[str, Any], wave_width: int, *, sync: bool = True, check: bool | None = None,
+                 **_: Any) -> None:
         """Run ``kernel``. NumPy buffers are copied into device USM and back (a host pointer
         is not USM) and make the call synchronous; ``sycl`` device arrays (USM) are used in
         place. With ``sync=False`` and only device arrays the launch is only enqueued on the
-        in-order queue (errors surface at the next ``.numpy()`` / ``aw.synchronize()``)."""
+        in-order queue (errors surface at the next ``.numpy()`` / ``aw.synchronize()``).
+        ``check`` (default: ``ANYWAVE_CHECK=1``) runs the bounds-checked build (always
+        synchronous). Builds and blocking launches let Ctrl-C through (:func:`call_interruptibly`).
+
+        Raises:
+            OutOfBoundsError: (checked build) a memory access left its buffer.
+            SyclError, VerifyError, LaunchConfigError: see the module docs."""
         from anywave.runtime.arrays import Array, mark_used
 
-        prog = self.program(module, wave_width)
+        checked = resolve_check(check)
+        prog = self.program(module, wave_width, checked)
         if kernel in prog.refused:
             raise SyclError(f"kernel {kernel!r} cannot run on {self.dev.name}: {prog.refused[kernel]}")
         if kernel not in prog.kernels:
@@ -210,14 +253,22 @@ class SyclRunner:
         if dims is None:
             return
         handle = self.dev.build(prog)
-        n = len(margs) + 3
+        record = None
+        extra: list[tuple[str, Any, Any]] = []
+        if checked:
+            from anywave.backends.bounds import new_error_record
+
+            extra = [("u64", np.uint64(_nbytes(v)), None) for kind, v, _a in margs if kind == "buffer"]
+            record = new_error_record()
+            extra.append(("buffer", record, None))
+        n = len(margs) + 3 + len(extra)
         kinds = (ctypes.c_int * n)()
         vals = (ctypes.c_void_p * n)()
         sizes = (ctypes.c_size_t * n)()
         keep: list[Any] = []
         back: list[tuple[np.ndarray, np.ndarray]] = []
         hosts = 0
-        items = [(kind, v, a) for kind, v, a in margs] + [("u32", np.uint32(x), None) for x in wg]
+        items = [(kind, v, a) for kind, v, a in margs] + [("u32", np.uint32(x), None) for x in wg] + extra
         for i, (kind, v, a) in enumerate(items):
             if kind == "buffer" and isinstance(v, Array):
                 if v.space.kind != "sycl":
@@ -228,14 +279,14 @@ class SyclRunner:
             elif kind == "buffer":
                 hosts += 1
                 host = np.ascontiguousarray(v)
-                if a.access is not Access.READ and host.size and not host.flags.writeable:
+                if a is not None and a.access is not Access.READ and host.size and not host.flags.writeable:
                     raise SyclError(f"buffer argument {a.name!r} of kernel {kernel!r} is written but the array "
                                     "is read-only")
                 if host is v and not host.flags.writeable:
                     host = host.copy()
                 kinds[i], vals[i], sizes[i] = 0, host.ctypes.data if host.size else None, host.nbytes
                 keep.append(host)
-                if a.access is not Access.READ and host is not v:
+                if a is not None and a.access is not Access.READ and host is not v:
                     back.append((v, host))
             else:
                 box = np.array([v], np.uint64 if kind == "u64" else np.uint32)
@@ -245,8 +296,9 @@ class SyclRunner:
         loc = (ctypes.c_size_t * 3)(*dims[1])
         err = ctypes.create_string_buffer(4096)
         blocking = 1 if (sync or hosts) else 0
-        rc = self.dev.lib.aw_sycl_launch(ctypes.c_void_p(handle), info.c_name.encode(), g, loc, n, kinds, vals,
-                                         sizes, err, 4096, blocking)
+        launch = self.dev.lib.aw_sycl_launch
+        args_ = (ctypes.c_void_p(handle), info.c_name.encode(), g, loc, n, kinds, vals, sizes, err, 4096, blocking)
+        rc = call_interruptibly(launch, *args_) if blocking else launch(*args_)
         if rc != 0:
             raise SyclError(f"launch of {kernel!r} grid={g3} workgroup={wg} on {self.dev.name} failed: "
                             f"{err.value.decode(errors='replace')}")
@@ -256,6 +308,45 @@ class SyclRunner:
             mark_used(sp)
         for orig, host in back:
             orig[...] = host
+        if record is not None:
+            from anywave.backends.bounds import raise_if_failed
+
+            nb = [_nbytes(v) if kind == "buffer" else 0 for kind, v, _a in margs]
+            raise_if_failed(record, k, info.sites, nb, info.local_memory, f"SYCL ({self.dev.name})")
+
+
+def _nbytes(v: Any) -> int:
+    """Bytes of a buffer argument (a NumPy array or a device array)."""
+    n = getattr(v, "nbytes", None)
+    return int(n) if n is not None else int(np.asarray(v).nbytes)
+
+
+def call_interruptibly(fn: Any, *args: Any) -> Any:
+    """``fn(*args)`` (a blocking ctypes call, which releases the GIL) on a worker thread while
+    the main thread waits in ``join`` with a timeout, where Python runs its signal handlers:
+    Ctrl-C raises KeyboardInterrupt at once instead of being ignored until the kernel ends
+    (issue 11, item 17). The abandoned call keeps running on its daemon thread.
+
+    Raises:
+        KeyboardInterrupt: on Ctrl-C; whatever ``fn`` raises otherwise."""
+    if threading.current_thread() is not threading.main_thread():
+        return fn(*args)  # signals are only handled on the main thread anyway
+    box: list[Any] = []
+
+    def work() -> None:
+        try:
+            box.append((True, fn(*args)))
+        except BaseException as e:  # noqa: BLE001 - handed to the caller
+            box.append((False, e))
+
+    t = threading.Thread(target=work, name="anywave-sycl-launch", daemon=True)
+    t.start()
+    while t.is_alive():
+        t.join(0.1)
+    ok, v = box[0]
+    if not ok:
+        raise v
+    return v
 
 
 class SyclMemory:

@@ -161,8 +161,28 @@ def preferred_names() -> list[str]:
 
 def default_target(**options: Any) -> Any:
     """The best available target (:func:`preferred_names`): CUDA when a GPU is present,
-    else a CPU runtime, else the emulator."""
-    return get_target(preferred_names()[0], **options)
+    else a CPU runtime, else the emulator. Falling back to the emulator warns (once per
+    process, RuntimeWarning) with the reason each other registered target is unavailable."""
+    best = preferred_names()[0]
+    if best == "emulator":
+        _warn_fallback()
+    return get_target(best, **options)
+
+
+_FALLBACK_WARNED = False
+
+
+def _warn_fallback() -> None:
+    global _FALLBACK_WARNED
+    if _FALLBACK_WARNED:
+        return
+    _FALLBACK_WARNED = True
+    import warnings
+
+    why = [f"{st.name}: {st.reason}" for st in available_targets() if not st.available]
+    if why:
+        warnings.warn("anywave runs on the reference emulator; no faster target is usable here (" + "; ".join(why)
+                      + ")", RuntimeWarning, stacklevel=3)
 
 
 # ------------------------------------------------------------- launch rules, one place
@@ -285,12 +305,17 @@ class RunnerTarget:
         raise NotImplementedError
 
     def launch(self, module: Any, kernel: str, grid: Any, workgroup: Any, args: Any, *,
-               sync: bool = True) -> LaunchResult:
+               sync: bool = True, check: bool | None = None) -> LaunchResult:
         """Run ``kernel`` of ``module``; buffers in ``args`` (NumPy arrays, or this target's
         :class:`~anywave.runtime.arrays.Array`) are updated in place. With ``sync=False`` a
         launch whose buffers are all device arrays is only enqueued (see ``aw.synchronize``).
-        Returns the :class:`LaunchResult` (which W ran)."""
-        self.runner(module, kernel, grid, workgroup, args, self.info.wave_width, sync=sync)
+        Returns the :class:`LaunchResult` (which W ran).
+
+        ``check``: run the bounds-checked build (every memory access guarded; the first
+        out-of-bounds one raises :class:`~anywave.errors.OutOfBoundsError` after the launch,
+        which is then synchronous). None (default): on when ``ANYWAVE_CHECK=1``. Unchecked
+        launches use a separate build and cost nothing extra."""
+        self.runner(module, kernel, grid, workgroup, args, self.info.wave_width, sync=sync, check=check)
         return LaunchResult(kernel, self.name, self.info.device, self.info.wave_width)
 
     @classmethod
@@ -326,12 +351,19 @@ class EmulatorTarget:
                                DEFAULT_LIMITS.max_local_memory, wg, (wg, wg, wg),
                                (2**32 - 1, 2**32 - 1, 2**32 - 1))
 
-    def launch(self, module: Any, kernel: str, grid: Any, workgroup: Any, args: Any) -> Any:
-        """Run ``kernel`` on the emulator (see :func:`anywave.emu.emulate`)."""
+    def launch(self, module: Any, kernel: str, grid: Any, workgroup: Any, args: Any, *,
+               check: bool | None = None, budget: float | None | str = "default") -> Any:
+        """Run ``kernel`` on the emulator (see :func:`anywave.emu.emulate`).
+
+        ``check``: the emulator's checked mode (race and uninitialised-local-memory detection;
+        out-of-bounds accesses are always reported); None: the target's ``check``.
+        ``budget``: seconds one loop may run before :class:`~anywave.emu.machine.BudgetExceeded`
+        (None: unbounded; default 10 s or ``ANYWAVE_EMU_BUDGET``)."""
         from anywave.emu import emulate
 
         return emulate(module, kernel, grid=grid, workgroup=workgroup, args=args,
-                       wave_width=self.info.wave_width, check=self.check)
+                       wave_width=self.info.wave_width, check=self.check if check is None else bool(check),
+                       budget=budget)
 
 
 def _emulator_probe() -> tuple[bool, str, Sequence[TargetInfo]]:

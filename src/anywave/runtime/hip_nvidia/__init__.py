@@ -117,16 +117,19 @@ class HipOnCudaRunner:
         self._loaded: dict[int, tuple[Any, Any, Any, dict[str, Any]]] = {}
         self.image_kinds: dict[int, str] = {}
 
-    def load(self, module: Any) -> tuple[Any, Any]:
-        """(rendered CProgram, module handle) for ``module`` (cached per module object)."""
-        hit = self._loaded.get(id(module))
+    def load(self, module: Any, checked: bool = False) -> tuple[Any, Any]:
+        """(rendered CProgram, module handle) for ``module`` (cached per module object; the
+        bounds-checked build, ``checked=True``, apart)."""
+        key: Any = (id(module), "checked") if checked else id(module)
+        hit = self._loaded.get(key)
         if hit is not None and hit[0] is module:
             return hit[1], hit[2]
         from anywave.backends.cfamily import Features
         from anywave.backends.hip import translate
 
         cuda = self.cuda
-        prog = translate(module, WAVE_WIDTH, Features(fp64=True, wave_widths=(WAVE_WIDTH,)))
+        feats = Features(fp64=True, wave_widths=(WAVE_WIDTH,))
+        prog = translate(module, WAVE_WIDTH, feats, checked=True) if checked else translate(module, WAVE_WIDTH, feats)
         ptx = nvrtc_compile(prog.text, self.arch)
         self.device.activate()
         try:
@@ -135,20 +138,25 @@ class HipOnCudaRunner:
             image, kind = nvrtc_compile(prog.text, self.arch, cubin=True), "cubin (NVRTC)"
         data = np.frombuffer(image, np.uint8).copy()
         handle = cuda._check(cuda._driver().cuModuleLoadData(data.ctypes.data), "cuModuleLoadData")
-        self._loaded[id(module)] = (module, prog, handle, {})
-        self.image_kinds[id(module)] = kind
+        self._loaded[key] = (module, prog, handle, {})
+        self.image_kinds[key] = kind
         return prog, handle
 
     def __call__(self, module: Any, kernel: str, grid: Sequence[int], workgroup: Sequence[int],
-                 args: Mapping[str, Any], wave_width: int = WAVE_WIDTH, **_: Any) -> None:
+                 args: Mapping[str, Any], wave_width: int = WAVE_WIDTH, check: bool | None = None,
+                 **_: Any) -> None:
+        """Run ``kernel``; ``check`` (default: ``ANYWAVE_CHECK=1``) runs the bounds-checked build
+        (OutOfBoundsError after the launch for an access outside its buffer)."""
         if wave_width != WAVE_WIDTH:
             raise HipNvidiaError(f"HIP on NVIDIA has W = {WAVE_WIDTH}, asked for W = {wave_width}")
         from anywave.backends.cfamily import padded_workgroup
         from anywave.emu.machine import _scalar_word
+        from anywave.runtime.opencl import resolve_check
 
         cuda = self.cuda
         drv = cuda._driver()
-        prog, handle = self.load(module)
+        checked = resolve_check(check)
+        prog, handle = self.load(module, checked)
         if kernel in prog.refused:
             raise HipNvidiaError(f"kernel {kernel!r} refused: {prog.refused[kernel]}")
         if kernel not in prog.kernels:
@@ -162,7 +170,7 @@ class HipOnCudaRunner:
         wg = tuple(int(v) for v in workgroup) + (1,) * (3 - len(workgroup))
         if 0 in g:
             return
-        fns = self._loaded[id(module)][3]
+        fns = self._loaded[(id(module), "checked") if checked else id(module)][3]
         fn = fns.get(kernel)
         if fn is None:
             fn = fns[kernel] = cuda._check(drv.cuModuleGetFunction(handle, info.c_name.encode()),
@@ -192,6 +200,17 @@ class HipOnCudaRunner:
                     w = _scalar_word(k, a.name, a.type, v)
                     slots.append(ctypes.c_uint64(w) if a.type.bits == 64 else ctypes.c_uint32(w))
             slots += [ctypes.c_uint32(wg[0]), ctypes.c_uint32(wg[1]), ctypes.c_uint32(wg[2])]
+            record = err_ptr = None
+            if checked:
+                from anywave.backends.bounds import new_error_record
+
+                sizes = [cuda._nbytes(args[a.name]) if a.is_buffer else 0 for a in k.args]
+                slots += [ctypes.c_uint64(n) for a, n in zip(k.args, sizes, strict=True) if a.is_buffer]
+                record = new_error_record()
+                err_ptr = int(cuda._check(drv.cuMemAlloc(record.nbytes), "cuMemAlloc"))
+                allocs.append(err_ptr)
+                cuda._check(drv.cuMemcpyHtoD(err_ptr, record.ctypes.data, record.nbytes), "cuMemcpyHtoD")
+                slots.append(ctypes.c_uint64(err_ptr))
             ptrs = (ctypes.c_void_p * len(slots))(*[ctypes.addressof(s) for s in slots])
             self.device.activate()
             cuda._check(drv.cuLaunchKernel(fn, g[0], g[1], g[2], P, 1, 1, 0, 0, ctypes.addressof(ptrs), 0),
@@ -201,6 +220,12 @@ class HipOnCudaRunner:
                 host = np.empty_like(np.ascontiguousarray(arr))
                 cuda._check(drv.cuMemcpyDtoH(host.ctypes.data, dptr, host.nbytes), "cuMemcpyDtoH")
                 arr[...] = host
+            if record is not None:
+                cuda._check(drv.cuMemcpyDtoH(record.ctypes.data, err_ptr, record.nbytes), "cuMemcpyDtoH")
         finally:
             for p in allocs:
                 drv.cuMemFree(p)
+        if record is not None:
+            from anywave.backends.bounds import raise_if_failed
+
+            raise_if_failed(record, k, info.sites, sizes, info.local_memory, f"HIP on NVIDIA ({self.arch})")
