@@ -102,7 +102,8 @@ class AsmCommand:
         p = subparsers.add_parser("asm", help="assemble a .wave text into a .wbin binary",
                                   description="Assemble a .wave text, verify it and write a .wbin binary.")
         p.add_argument("input", help="the .wave file")
-        p.add_argument("-o", "--output", help="output path (default: the input with suffix .wbin)")
+        p.add_argument("-o", "--output", help="output path (default: the input with suffix .wbin; '-': standard "
+                                                "output)")
         return p
 
     @staticmethod
@@ -113,6 +114,12 @@ class AsmCommand:
         if src.suffix.lower() != ".wave":
             raise UserError(f"{src}: expected a .wave file")
         module = load_module(src)
+        if args.output == "-":
+            from anywave.binary.wbin import write_wbin
+
+            sys.stdout.buffer.write(write_wbin(module))
+            sys.stdout.flush()
+            return EXIT_OK
         out = _output_path(Path(args.output), src.with_suffix(".wbin").name) if args.output \
             else src.with_suffix(".wbin")
         save(module, out)
@@ -129,7 +136,10 @@ class DisCommand:
         p = subparsers.add_parser("dis", help="disassemble a .wbin binary into .wave text",
                                   description="Read (and verify) a .wbin binary and print its .wave text.")
         p.add_argument("input", help="the .wbin file")
-        p.add_argument("-o", "--output", help="write the text here instead of standard output")
+        p.add_argument("-o", "--output", help="write the text here ('-' or none: standard output)")
+        p.add_argument("-g", "--loc", action="store_true",
+                       help="print the debug table as .loc lines (source file, line, column) before the "
+                            "instructions they belong to")
         return p
 
     @staticmethod
@@ -138,9 +148,9 @@ class DisCommand:
         from anywave.binary.wbin import load
 
         out = _output_path(Path(args.output), Path(args.input).with_suffix(".wave").name) \
-            if args.output else None
+            if args.output and args.output != "-" else None
         module = load(args.input)
-        text = disassemble(module)
+        text = disassemble(module, locations=args.loc)
         if out is not None:
             out.write_text(text, encoding="utf-8")
         else:

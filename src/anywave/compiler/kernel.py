@@ -243,6 +243,10 @@ class KernelFunction:
         h = hashlib.sha256()
         h.update(f"anywave-compiler {COMPILER_VERSION}\n".encode())
         h.update(_fingerprint(self.fn).encode())
+        try:  # the debug table records the file: the same text in another file is another entry
+            h.update((inspect.getsourcefile(self.fn) or "").encode())
+        except TypeError:
+            pass
         h.update(repr(sorted((k, repr(v)) for k, v in consts.items())).encode())
         h.update(repr((self.name, self.workgroup, self.max_workgroup_size, self.optimize)).encode())
         return h.hexdigest()
