@@ -75,7 +75,8 @@ class _Printer:
     def run(self) -> str:
         major, minor = self.m.version
         parts = [f".version {major}.{minor}\n"]
-        has_debug = self.locations and any(ins.loc is not None for unit in [*self.m.kernels, *self.m.functions] for ins in unit.code)
+        units = [*self.m.kernels, *self.m.functions]
+        has_debug = self.locations and any(ins.loc is not None for unit in units for ins in unit.code)
         if not has_debug:
             # without it, assembling this text would record its own lines as debug info
             parts.append(".nodebug\n")
