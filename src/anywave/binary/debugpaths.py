@@ -12,7 +12,7 @@ rewrites the paths before a module is written, like a C compiler's ``-fdebug-pre
 * ``absolute``: paths are stored as given (the pre-0.2 behaviour);
 * ``none``: the debug table is dropped.
 
-Pseudo-file names such as ``<stdin>`` or ``<string>`` are kept as they are.
+The places of ``aw.print`` call sites (PRINT section) follow the same rule. Pseudo-file names such as ``<stdin>`` or ``<string>`` are kept as they are.
 """
 
 from __future__ import annotations
@@ -75,6 +75,15 @@ def relocate(module: Module, mode: str = "relative", root: str | os.PathLike[str
     def code(body: list) -> list:
         return [dataclasses.replace(ins, loc=fix(ins.loc)) if ins.loc is not None else ins for ins in body]
 
-    kernels: list[Kernel] = [dataclasses.replace(k, code=code(k.code)) for k in module.kernels]
+    def place(where: str) -> str:  # an aw.print call site's "file:line"
+        if mode == "none" or not where:
+            return ""
+        file, sep, line = where.rpartition(":")
+        return f"{relative_path(file, base)}:{line}" if sep and line.isdigit() else relative_path(where, base)
+
+    kernels: list[Kernel] = [
+        dataclasses.replace(k, code=code(k.code),
+                            prints=[dataclasses.replace(p, where=place(p.where)) for p in getattr(k, "prints", ())])
+        for k in module.kernels]
     functions: list[Function] = [dataclasses.replace(f, code=code(f.code)) for f in module.functions]
     return dataclasses.replace(module, kernels=kernels, functions=functions)

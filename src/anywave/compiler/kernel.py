@@ -237,7 +237,7 @@ class KernelFunction:
                 args.append(Arg(name, ArgKind.SCALAR, ann.scalar))
         return Kernel(self.name, args=args, registers=alloc.registers, local_memory=fe.local_memory,
                       workgroup_size=self.workgroup, max_workgroup_size=self.max_workgroup_size,
-                      capabilities=caps, code=code)
+                      capabilities=caps, code=code, prints=list(fe.prints))
 
     def cache_key(self, consts: Mapping[str, Any]) -> str:
         h = hashlib.sha256()
@@ -287,7 +287,10 @@ class KernelFunction:
             raise LaunchValueError(f"kernel {self.name!r} requires workgroup {tuple(k.workgroup_size)}, got {wg}")
         values = [self._check_arg(p, bound[p.name]) for p in self.params if p.kind != "const"]
         tgt = get_target(target)
-        return tgt.launch(module, self.name, grid=g, workgroup=wg, args=values, wave_width=wave_width)
+        from .debugprint import launch_with_prints
+
+        return launch_with_prints(k, values, lambda vals: tgt.launch(module, self.name, grid=g, workgroup=wg,
+                                                                     args=vals, wave_width=wave_width))
 
     def _bind(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> dict[str, Any]:
         names = [p.name for p in self.params]

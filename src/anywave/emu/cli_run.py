@@ -238,6 +238,11 @@ def run(args: argparse.Namespace) -> int:
                 raise CliError(f"--out {name}: {name!r} is {what} of kernel {k.name!r}; --out saves a "
                                f"buffer argument (buffers: "
                                f"{', '.join(a.name for a in k.args if a.is_buffer) or 'none'})")
+        from anywave.compiler import debugprint
+
+        pbuf = None
+        if debugprint.has_prints(k) and k.args[-1].name not in buffers:
+            pbuf = buffers[k.args[-1].name] = debugprint.new_buffer()
         if target == "emulator":
             stats = emulate(module, args.kernel, args=buffers, **common)
         else:
@@ -250,6 +255,8 @@ def run(args: argparse.Namespace) -> int:
                                            workgroup=tuple(wg) + (1,) * (3 - len(wg)),
                                            args=[buffers[a.name] for a in k.args], wave_width=wave_width)
             stats = None
+        if pbuf is not None:
+            debugprint.flush(k, pbuf)
     for item in args.out:
         name, path = _split(item, "--out")
         if name not in buffers:
