@@ -12,7 +12,8 @@ rewrites the paths before a module is written, like a C compiler's ``-fdebug-pre
 * ``absolute``: paths are stored as given (the pre-0.2 behaviour);
 * ``none``: the debug table is dropped.
 
-The places of ``aw.print`` call sites (PRINT section) follow the same rule. Pseudo-file names such as ``<stdin>`` or ``<string>`` are kept as they are.
+The places of ``aw.print`` call sites (PRINT section) follow the same rule.
+Pseudo-file names such as ``<stdin>`` or ``<string>`` are kept as they are.
 """
 
 from __future__ import annotations

@@ -37,7 +37,8 @@ offset size field    meaning
 
 Entries are listed in strictly increasing ``kind`` order; each kind appears at most once.
 STRTAB, CODE, KERNELS and FUNCS are required; DEBUG is present iff at least one
-instruction has a source location; PRINT is present iff a kernel has ``aw.print`` call sites. Layout: the first section starts at
+instruction has a source location; PRINT is present iff a kernel has ``aw.print`` call
+sites. Layout: the first section starts at
 ``align4(32 + 16 * section_count)``; each next section starts at ``align4(end of the
 previous one)``; the file ends at ``align4(end of the last section)``. Padding bytes are
 zero. Anything else (gaps, overlap, bytes past the last section) is rejected.
@@ -137,9 +138,9 @@ from anywave.binary.encoding import decode_code, encode_code
 from anywave.binary.module import (
     FORMAT_VERSION,
     KERNEL_FLAG_FLAT,
+    PRINT_ARG,
     Arg,
     Function,
-    PRINT_ARG,
     Instruction,
     Kernel,
     Module,

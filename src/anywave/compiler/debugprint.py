@@ -39,7 +39,7 @@ from typing import Any, TextIO
 import numpy as np
 
 from anywave.binary.module import PRINT_ARG, Kernel, PrintFormat
-from anywave.isa.types import Access, MemoryOrder, Scope, ScalarType
+from anywave.isa.types import Access, MemoryOrder, ScalarType, Scope
 from anywave.isa.types import SpecialRegister as SR
 
 from . import ir
