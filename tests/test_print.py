@@ -31,7 +31,7 @@ def _expected(x: np.ndarray, n: int, reps: int) -> list[str]:
     out = []
     for i in range(n):
         for r in range(reps):
-            out.append(f"t{i} r{r}: x={np.float32(x[i])} big={i * 3000000000} neg={-i:+d} ok={bool(x[i] > 1.0)}")
+            out.append(f"t{i} r{r}: x={str(np.float32(x[i]))} big={i * 3000000000} neg={-i:+d} ok={bool(x[i] > 1.0)}")
     return out
 
 
@@ -110,6 +110,16 @@ def test_compile_errors_point_at_the_call(body, message, tmp_path):
         mod.k.compile()
     text = str(ei.value)
     assert message in text and "bad_print.py:10" in text and "^" in text
+
+
+def test_f32_prints_its_shortest_repr(capsys):
+    @aw.kernel
+    def tenth(n: aw.i32):
+        if aw.global_id(0) < n:
+            aw.print("{} {:.3f} {!r}", aw.f32(0.1), aw.f32(0.1), aw.f32(0.1))
+
+    tenth(1, grid=1, workgroup=1, target="emulator")
+    assert capsys.readouterr().out == "0.1 0.100 0.1\n"
 
 
 def test_format_records_ignores_unwritten_tail():

@@ -306,6 +306,7 @@ class InfoCommand:
 COMMANDS: list[Provider | str] = [
     AsmCommand, DisCommand, ValidateCommand, InfoCommand, "anywave.emu.cli_run", "anywave.compiler.cli_compile",
     "anywave.backends.cli_translate", "anywave.runtime.cli_devices", "anywave.torch.cli_train", "anywave.demo",
+    "anywave.explore",
 ]
 
 

@@ -368,6 +368,8 @@ class _KernelRenderer:
         self.ret_labels: list[int] = []
         self.bufname = {i: f"aw_b{i}" for i, a in enumerate(kernel.args) if a.kind is ArgKind.BUFFER}
         self.scal = {i: f"aw_s{i}" for i, a in enumerate(kernel.args) if a.kind is ArgKind.SCALAR}
+        self.locations = False
+        self.last_loc: object = None
 
     # ---- small helpers
     def emit(self, line: str) -> None:
@@ -478,6 +480,9 @@ class _KernelRenderer:
 
     def body(self, code: list[Instruction], in_func: bool) -> None:
         for ins in code:
+            if self.locations and ins.loc is not None and ins.loc != self.last_loc:
+                self.last_loc = ins.loc  # source-line comments (render(locations=True)) for readers/the explorer
+                self.emit(f"/* {ins.loc.file}:{ins.loc.line} */")
             self.instr(ins, in_func)
 
     def exec_cond(self, ins: Instruction) -> str | None:
@@ -1204,7 +1209,7 @@ def check_supported(module: Module, features: Features = Features(),
 
 
 def render(module: Module, dialect: Dialect, wave_width: int, features: Features = Features(),
-           kernels: Sequence[str] | None = None) -> CProgram:
+           kernels: Sequence[str] | None = None, *, locations: bool = False) -> CProgram:
     """Render the kernels of ``module`` (all, or the named ones) as one program in ``dialect``.
 
     Args:
@@ -1214,6 +1219,8 @@ def render(module: Module, dialect: Dialect, wave_width: int, features: Features
         features: the device's features; kernels needing more are refused (listed in
             ``CProgram.refused`` with the reason) instead of rendered.
         kernels: restrict to these kernel names.
+        locations: precede the code of each source line with a ``/* file:line */`` comment
+            (from the debug table).
 
     Raises:
         CFamilyError: W not supported, or an unknown kernel name.
@@ -1240,7 +1247,9 @@ def render(module: Module, dialect: Dialect, wave_width: int, features: Features
             refused[k.name] = (f"kernel {k.name!r} uses wave operations but the device cannot form "
                                f"sub-groups of {wave_width} (it offers {list(features.wave_widths)})")
             continue
-        text, info = _KernelRenderer(dialect, features, module, k, wave_width).render()
+        renderer = _KernelRenderer(dialect, features, module, k, wave_width)
+        renderer.locations = locations
+        text, info = renderer.render()
         parts.append(f"/* WAVE kernel {k.name} */\n" + text)
         out[k.name] = info
     return CProgram("\n".join(parts), dialect.name, wave_width, out, refused)

@@ -129,10 +129,16 @@ def _ptx(module: Any, *, arch: str, wave_width: Any, kernels: Any, comments: boo
     return t(module, arch, kernels=kernels, comments=comments).text
 
 
-def _cfamily(modname: str) -> Callable[..., str]:
+def _cfamily(modname: str, dialect: str, features: str = "FULL_FEATURES") -> Callable[..., str]:
     def run(module: Any, *, arch: Any, wave_width: int, kernels: Any, comments: bool) -> str:
+        from anywave.backends.cfamily import render
+
         mod = importlib.import_module(f"anywave.backends.{modname}")
-        prog = mod.translate(module, wave_width, kernels=list(kernels) if kernels is not None else None)
+        names = list(kernels) if kernels is not None else None
+        if comments:  # the module's own translate() plus source-line comments
+            prog = render(module, getattr(mod, dialect), wave_width, getattr(mod, features), names, locations=True)
+        else:
+            prog = mod.translate(module, wave_width, kernels=names)
         text = prog.text
         if prog.refused:
             text += "".join(f"\n/* kernel {k} not rendered: {why} */" for k, why in prog.refused.items()) + "\n"
@@ -142,7 +148,8 @@ def _cfamily(modname: str) -> Callable[..., str]:
 
 
 register_backend(Backend("ptx", "NVIDIA PTX", ".ptx", _ptx, arch_default="sm_90"))
-register_backend(Backend("opencl", "OpenCL C", ".cl", _cfamily("opencl"), (8, 16, 32, 64), 16))
-register_backend(Backend("sycl", "SYCL 2020 C++", ".cpp", _cfamily("sycl"), (8, 16, 32, 64), 16))
-register_backend(Backend("hip", "AMD HIP C++", ".hip", _cfamily("hip"), (32, 64), 64))
-register_backend(Backend("metal", "Apple Metal Shading Language", ".metal", _cfamily("metal"), (32,), 32))
+register_backend(Backend("opencl", "OpenCL C", ".cl", _cfamily("opencl", "OPENCL"), (8, 16, 32, 64), 16))
+register_backend(Backend("sycl", "SYCL 2020 C++", ".cpp", _cfamily("sycl", "SYCL"), (8, 16, 32, 64), 16))
+register_backend(Backend("hip", "AMD HIP C++", ".hip", _cfamily("hip", "HIP"), (32, 64), 64))
+register_backend(Backend("metal", "Apple Metal Shading Language", ".metal",
+                         _cfamily("metal", "METAL", "METAL_FEATURES"), (32,), 32))

@@ -212,6 +212,25 @@ def _py(v: Any) -> Any:
     return v
 
 
+def _format(fmt: str, vals: list[Any]) -> str:
+    """``fmt.format(*vals)``, except that an f32 value in a plain field (``{}``, ``{!s}``,
+    ``{!r}``) prints as its shortest repr ("0.1"), as NumPy's ``str`` does."""
+    out: list[str] = []
+    k = 0
+    for literal, name, spec, conv in string.Formatter().parse(fmt):
+        out.append(literal)
+        if name is None:
+            continue
+        v = vals[k]
+        k += 1
+        if isinstance(v, np.float32) and (conv or not spec):
+            v = str(v)
+        elif conv:
+            v = {"r": repr, "s": str, "a": ascii}[conv](v)
+        out.append(format(v, spec or ""))
+    return "".join(out)
+
+
 def format_records(kernel: Kernel, buf: np.ndarray) -> tuple[list[str], str]:
     """(lines in thread order, truncation note or "") from a print buffer after a launch.
 
@@ -240,8 +259,8 @@ def format_records(kernel: Kernel, buf: np.ndarray) -> tuple[list[str], str]:
             vals.append(_py(_decode(t, words[p:p + w])))
             p += w
         try:
-            text = pf.format.format(*vals)
-        except (ValueError, TypeError) as e:
+            text = _format(pf.format, vals)
+        except (ValueError, TypeError, IndexError) as e:
             text = f"[aw.print at {pf.where}: cannot format {vals!r} with {pf.format!r}: {e}]"
         recs.append((int(words[pos + 1]), int(words[pos + 2]), pos, text))
         pos = p
