@@ -1000,9 +1000,10 @@ def emulate(program: Module | bytes | str | os.PathLike[str], kernel: str, *,
             loops together) per batch of workgroups; exceeding it raises EmulationError
             naming the kernel, the loop instruction and its source line instead of hanging.
             Default 10^7.
-        max_workgroup_size, max_local_memory, limits: the target limits the launch is
-            checked against (:class:`EmulatorLimits`; default 1024 threads per workgroup and
-            65536 bytes of local memory, spec §11.3). The keywords override ``limits``.
+        limits: the target limits the launch is checked against (:class:`EmulatorLimits`;
+            default 1024 threads per workgroup and 65536 bytes of local memory, spec §11.3).
+        max_workgroup_size: overrides ``limits.max_workgroup_size``.
+        max_local_memory: overrides ``limits.max_local_memory``.
 
     The launch is refused (ValueError naming the value and the limit) before any work when
     a grid or workgroup dimension is < 1, a grid dimension or ``grid*workgroup`` along a
