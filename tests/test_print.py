@@ -171,3 +171,18 @@ def test_zero_capacity_buffer_runs_without_prints():
     x = _x(8)
     get_target("emulator").launch(m, "show", grid=(1, 1, 1), workgroup=(8, 1, 1), args=[x, 8, 1, buf])
     assert buf[1] == 0 and buf[0] == 8 * 10  # the counter still counts the requested words
+
+
+def test_cli_run_and_info_of_a_printing_binary(tmp_path, capsys):
+    from anywave import cli
+    from anywave.binary.wbin import save
+
+    p = tmp_path / "show.wbin"
+    save(show.compile(), p)
+    x = _x(4)
+    np.save(tmp_path / "x.npy", x)
+    assert cli.main(["info", str(p)]) == 0
+    assert "aw.print site 0:" in capsys.readouterr().out
+    assert cli.main(["run", str(p), "--grid", "1", "--workgroup", "4", "--wave-width", "8",
+                     "--arg", f"x={tmp_path / 'x.npy'}", "--arg", "n=4", "--arg", "reps=1"]) == 0
+    assert capsys.readouterr().out.splitlines() == _expected(x, 4, 1)

@@ -231,6 +231,8 @@ def module_info(module: Module) -> dict[str, Any]:
             "calls": [funcs[fi].name for fi in called],
             "instructions": len(code),
             "instructions_by_category": counts(code),
+            "prints": [{"format": pf.format, "types": [t.spelling for t in pf.types], "where": pf.where}
+                       for pf in getattr(k, "prints", ())],
         })
     return {
         "version": f"{module.version[0]}.{module.version[1]}",
@@ -268,6 +270,9 @@ def format_info(info: dict[str, Any]) -> str:
             lines.append(f"  calls:              {', '.join(k['calls'])}")
         cats = ", ".join(f"{n} {c}" for c, n in k["instructions_by_category"].items())
         lines.append(f"  instructions:       {k['instructions']}" + (f" ({cats})" if cats else ""))
+        for i, pf in enumerate(k.get("prints", ())):
+            lines.append(f"  aw.print site {i}:   {pf['format']!r} ({', '.join(pf['types'])})"
+                         + (f" at {pf['where']}" if pf["where"] else ""))
     for f in info["functions"]:
         lines.append("")
         cats = ", ".join(f"{n} {c}" for c, n in f["instructions_by_category"].items())
