@@ -216,3 +216,21 @@ def test_debug_path_modes(tmp_path):
     rooted = _compile_in(tmp_path / "r" / "s", tmp_path / "c", "--debug-root", "..")
     files = {i.loc.file for i in read_wbin(rooted).kernels[0].code if i.loc is not None}
     assert "s/k.py" in files
+
+
+def test_a_binary_backend_writes_bytes_with_o(wbin, tmp_path, capsys, monkeypatch):
+    from anywave.backends import registry
+
+    def text(module, *, arch, wave_width, kernels, comments):
+        return "; readable\n"
+
+    def binary(module, *, wave_width, kernels):
+        return bytes([wave_width, 0, 255])
+
+    monkeypatch.setitem(registry._REGISTRY, "binlang", registry.Backend("binlang", "Bin", ".bin", text, (8, 16), 8,
+                                                                          binary=binary))
+    assert cli.main(["translate", str(wbin), "-t", "binlang"]) == 0
+    assert capsys.readouterr().out == "; readable\n"
+    out = tmp_path / "k.bin"
+    assert cli.main(["translate", str(wbin), "-t", "binlang", "-W", "16", "-o", str(out)]) == 0
+    assert out.read_bytes() == bytes([16, 0, 255])

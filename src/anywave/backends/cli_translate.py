@@ -40,10 +40,18 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 def run(args: argparse.Namespace) -> int:
     """Translate; WaveErrors propagate to the CLI, which prints them (exit status 1)."""
-    from anywave.backends.registry import translate
+    from anywave.backends.registry import get_backend, translate
     from anywave.cli import load_module
 
     module = load_module(args.file)
+    backend = get_backend(args.target)
+    if backend.binary is not None and args.output and args.output != "-":
+        translate(args.target, module, wave_width=args.wave_width, kernels=args.kernel)  # option checks
+        w = backend.default_wave_width if args.wave_width is None else args.wave_width
+        data = backend.binary(module, wave_width=w, kernels=args.kernel)
+        Path(args.output).write_bytes(data)
+        print(f"wrote {args.output}: {args.target}, {len(data)} bytes", file=sys.stderr)
+        return 0
     text = translate(args.target, module, arch=args.arch, wave_width=args.wave_width, kernels=args.kernel,
                      comments=not args.no_comments)
     if args.output and args.output != "-":

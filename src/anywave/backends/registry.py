@@ -14,6 +14,7 @@ translators are registered below.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import pkgutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -40,6 +41,9 @@ class Backend:
         wave_widths: the wave widths it can render (empty for an ``arch`` backend).
         default_wave_width: W when none is given.
         arch_default: default architecture for backends that take one (PTX: ``sm_90``), else "".
+        binary: for backends whose output file is binary (SPIR-V),
+            ``binary(module, *, wave_width, kernels) -> bytes`` is what ``-o FILE`` writes;
+            ``translate`` then gives the human-readable text for standard output.
     """
 
     name: str
@@ -49,6 +53,7 @@ class Backend:
     wave_widths: tuple[int, ...] = ()
     default_wave_width: int = 32
     arch_default: str = ""
+    binary: Callable[..., bytes] | None = None
 
 
 _REGISTRY: dict[str, Backend] = {}
@@ -153,3 +158,32 @@ register_backend(Backend("sycl", "SYCL 2020 C++", ".cpp", _cfamily("sycl", "SYCL
 register_backend(Backend("hip", "AMD HIP C++", ".hip", _cfamily("hip", "HIP"), (32, 64), 64))
 register_backend(Backend("metal", "Apple Metal Shading Language", ".metal",
                          _cfamily("metal", "METAL", "METAL_FEATURES"), (32,), 32))
+
+
+def _spirv(module: Any, *, arch: Any, wave_width: int, kernels: Any, comments: bool) -> str:
+    from anywave.backends.spirv import translate as t
+
+    prog = t(module, wave_width, kernels=list(kernels) if kernels is not None else None)
+    text = prog.text
+    if prog.refused:
+        text += "".join(f"\n; kernel {k} not translated: {why}" for k, why in prog.refused.items()) + "\n"
+    return text
+
+
+def _spirv_binary(module: Any, *, wave_width: int, kernels: Any) -> bytes:
+    from anywave.backends.spirv import SpirvError
+    from anywave.backends.spirv import translate as t
+
+    prog = t(module, wave_width, kernels=list(kernels) if kernels is not None else None)
+    if len(prog.kernels) != 1:
+        raise SpirvError([f"-o writes one SPIR-V module, but {len(prog.kernels)} kernels were translated "
+                          f"({sorted(prog.kernels)}); choose one with --kernel"
+                          + (f"; refused: {prog.refused}" if prog.refused else "")])
+    (k,) = prog.kernels.values()
+    return bytes(k.binary)
+
+
+# the Vulkan backend, where it is installed (a module of its own, see anywave.backends.spirv)
+if importlib.util.find_spec("anywave.backends.spirv") is not None:
+    register_backend(Backend("spirv", "Vulkan SPIR-V 1.5 (text: spirv-dis; -o FILE: the binary module)", ".spv",
+                             _spirv, (8, 16, 32, 64), 32, binary=_spirv_binary))
