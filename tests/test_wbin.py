@@ -424,6 +424,8 @@ def operand_value(kind: Operand) -> st.SearchStrategy:
         return st.sampled_from(list(MemoryOrder))
     if kind in (Operand.ARG, Operand.FUNC):
         return st.integers(0, 0xFFFF)
+    if kind in (Operand.FD, Operand.FS):
+        return st.integers(0, 31)
     off = st.integers(-(2**31), 2**31 - 1)
     if kind is Operand.DADDR:
         return st.builds(DeviceAddr, st.integers(0, 0xFFFF), st.integers(0, 254), off)

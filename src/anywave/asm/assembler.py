@@ -321,7 +321,18 @@ class _Assembler:
         for native in alias.native:
             defn = BY_MNEMONIC[native]
             try:
-                return self._parse_with(raw, defn, operands, parser, alias.order, alias.defaults)
+                if alias.fixed:
+                    need = len(defn.operands) - len(alias.fixed) + len(alias.ignored)
+                    if len(operands) != need:
+                        tok = operands[need] if len(operands) > need else raw.mnemonic
+                        raise raw.line.error_at(f"wrong operand count: {name} takes {need} register operands, "
+                                                f"got {len(operands)}", tok)
+                parsed = self._parse_with(raw, defn, operands, parser, alias.order, alias.defaults,
+                                          dict(alias.fixed))
+                for i in alias.ignored:
+                    if i < len(operands):
+                        parser.reg(raw.line, operands[i], 1)
+                return parsed
             except AsmError as exc:
                 errors.append((native, exc))
         if len(errors) == 1:
@@ -331,7 +342,8 @@ class _Assembler:
                              raw.mnemonic.col, len(raw.mnemonic.text))
 
     def _parse_with(self, raw: _RawIns, defn: InstrDef, operands: list[Token], parser: OperandParser,
-                    order: tuple[int, ...] | None, defaults: tuple[object, ...]) -> _Parsed:
+                    order: tuple[int, ...] | None, defaults: tuple[object, ...],
+                    fixed: dict[int, object] | None = None) -> _Parsed:
         line, mn_tok = raw.line, raw.mnemonic
         guard = parser.pred(line, raw.guard) if raw.guard is not None else None
         if raw.guard is not None and Flag.NO_GUARD in defn.flags:
@@ -350,13 +362,16 @@ class _Assembler:
             return _Parsed(defn, [], guard, raw.loc, raw)
         n = len(defn.operands)
         given = len(operands)
-        if not n - len(defaults) <= given <= n:
+        if not fixed and not n - len(defaults) <= given <= n:
             want = f"{n}" if not defaults else f"{n - len(defaults)} to {n}"
             tok = operands[n] if given > n else mn_tok
             raise line.error_at(f"wrong operand count: {defn.mnemonic} takes {want} operands "
                                 f"({operand_kinds_text(defn)}), got {given}", tok)
         values: list[object] = []
         for i, kind in enumerate(defn.operands):
+            if fixed and i in fixed:  # a reference alias's implicit operand
+                values.append(fixed[i])
+                continue
             src = order[i] if order is not None else i
             if src < given:
                 values.append(parser.operand(line, operands[src], kind, defn))

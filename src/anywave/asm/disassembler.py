@@ -198,6 +198,8 @@ class _Printer:
         if kind is Operand.LADDR:
             assert isinstance(v, LocalAddr)
             return f"[r{v.reg}{_offset(v.offset)}]"
+        if kind in (Operand.FD, Operand.FS):
+            return f"f{v}"
         if kind is Operand.FUNC:
             assert isinstance(v, int)
             if 0 <= v < len(self.m.functions):

@@ -43,8 +43,10 @@ import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from anywave.backends import cfamily_mma
 from anywave.binary.module import DeviceAddr, Instruction, Kernel, LocalAddr, Module, Pred
 from anywave.errors import WaveError
+from anywave.isa.mma import MMA_SREG_VALUES
 from anywave.isa.table import Flag, InstrDef, Operand
 from anywave.isa.types import ArgKind, MemoryOrder, ScalarType, Scope, SpecialRegister
 
@@ -454,6 +456,8 @@ class _KernelRenderer:
         self.emit("u32 " + ", ".join(f"r{i} = 0u" for i in range(nreg)) + ";")
         self.emit("bool " + ", ".join(f"p{i} = false" for i in range(8)) + ";")
         self.emit("(void)aw_n;")
+        for line in cfamily_mma.declarations(self.m, k.code, W):  # fragment slots (spec 8.14)
+            self.emit(line)
         if self.wave:
             self.emit("bool act = aw_tl < aw_n;")
             self.emit("bool halted = !act;")
@@ -926,6 +930,7 @@ def _mov_sr(x: _KernelRenderer, ins: Instruction) -> list[str]:
         S.GLOBAL_ID_Y: f"(u32){d.group_id(1)} * aw_wgy + (aw_tl / aw_wgx) % aw_wgy",
         S.GLOBAL_ID_Z: f"(u32){d.group_id(2)} * aw_wgz + aw_tl / (aw_wgx * aw_wgy)",
         S.THREAD_LINEAR_ID: "aw_tl",
+        **{S[name]: f"{v}u" for name, v in MMA_SREG_VALUES.items()},
     }[SpecialRegister(sr)]
     return [f"r{dreg} = (u32)({e});"]
 
@@ -1168,7 +1173,7 @@ _HANDLERS: dict[str, _Handler] = {
     "setp": _setp, "selp": _selp, "setp_const": _pred_op, "mov": _mov,
     "ld": _ld, "st": _st, "atom": _atom, "red": _atom,
     "shfl": _shfl, "bcast": _bcast, "ballot": _ballot, "any": _any_all, "all": _any_all,
-    "wred": _wred, "wscan": _wscan, "mma": _mma,
+    "wred": _wred, "wscan": _wscan, "mma": _mma, **cfamily_mma.HANDLERS,
     "cvt": _cvt, "cvt_pack": _cvt_pack, "movi": _movi, "mov_sr": _mov_sr, "ldarg": _ldarg,
     # handled by the walk itself
     "barrier": _no_stmt, "fence": _no_stmt,

@@ -56,6 +56,7 @@ OPERAND_VALUE_TYPES: dict[Operand, type] = {
     Operand.IMM32: int, Operand.IMM64: int, Operand.SREG: SpecialRegister, Operand.ARG: int,
     Operand.DADDR: DeviceAddr, Operand.DADDR64: DeviceAddr, Operand.LADDR: LocalAddr,
     Operand.SCOPE: Scope, Operand.ORDER: MemoryOrder, Operand.FUNC: int,
+    Operand.FD: int, Operand.FS: int,
 }
 
 

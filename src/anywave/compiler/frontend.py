@@ -35,6 +35,7 @@ from . import language as L
 from . import types as ty
 from .errors import CompileError
 from .ir import DevAddr, LocAddr, Op, PredUse, Value
+from .mma_lang import FragmentIntrinsics
 from .types import DType
 
 SR = SpecialRegister
@@ -172,7 +173,7 @@ class _Terminated(Exception):
 _VISITORS: dict[type, Any] = {}
 
 
-class Frontend(ast.NodeVisitor):
+class Frontend(FragmentIntrinsics, ast.NodeVisitor):
     """Translates one kernel (and the ``@aw.func`` functions it calls, inlined) to IR.
 
     After :meth:`build`: ``body`` (IR), ``args`` (ABI list of (name, BufferArg | DType)),

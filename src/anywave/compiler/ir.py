@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from anywave.errors import SourceLoc
-from anywave.isa.table import BY_MNEMONIC, Flag, InstrDef, Operand
+from anywave.isa.table import BY_MNEMONIC, Category, Flag, InstrDef, Operand
 
 from .types import DType
 
@@ -79,8 +79,9 @@ _SHAPE: dict[int, tuple[tuple[int, ...], tuple[int, ...]]] = {}
 def _shape(d: InstrDef) -> tuple[tuple[int, ...], tuple[int, ...]]:
     r = _SHAPE.get(id(d))
     if r is None:
-        dst = tuple(i for i, k in enumerate(d.operands) if k.is_dest)
-        src = tuple(i for i, k in enumerate(d.operands) if not k.is_dest)
+        # fragment operands (fN) are plain slot numbers: the IR tracks no fragment values
+        dst = tuple(i for i, k in enumerate(d.operands) if k.is_dest and k is not Operand.FD)
+        src = tuple(i for i, k in enumerate(d.operands) if not k.is_dest or k is Operand.FD)
         r = _SHAPE[id(d)] = (dst, src)
     return r
 
@@ -212,8 +213,9 @@ class Op:
         d = self.defn
         r = _PURE.get(id(d))
         if r is None:
+            # MMA fragment instructions act on the fragment file, which the IR does not track
             r = _PURE[id(d)] = (not (d.flags & _IMPURE_FLAGS) and d.op not in ("fence", "call", "nop")
-                                and any(k.is_dest for k in d.operands))
+                                and d.category is not Category.MMA and any(k.is_dest for k in d.operands))
         return r
 
     def __repr__(self) -> str:

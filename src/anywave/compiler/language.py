@@ -33,6 +33,8 @@ class Intrinsic:
         return f"<anywave intrinsic {self.name}>"
 
 
+from .mma_lang import DOCS as _MMA_DOCS  # noqa: E402
+
 _DOCS = {
     # ids
     "global_id": "global_id(d=0) -> i32: workgroup_id(d) * workgroup_size(d) + local_id(d)",
@@ -99,6 +101,7 @@ _DOCS = {
     # mma
     "mma": "mma(D, A, B, C): D = A @ B + C on 16x16 local tiles (A, B f16/bf16; C, D f32)",
 }
+_DOCS.update(_MMA_DOCS)
 
 for _name, _doc in _DOCS.items():
     globals()[_name] = Intrinsic(_name, _doc)

@@ -38,21 +38,34 @@ class Target:
             widths.update(info.details.get("sub_group_sizes", (info.wave_width,)))
         self.wave_widths: tuple[int, ...] | None = None if name == "emulator" else tuple(sorted(widths))
 
-    def _instance(self, wave_width: int | None) -> Any:
+    def _instance(self, wave_width: int | None, device: int | None = None) -> Any:
+        return self.instance(wave_width, device)
+
+    def instance(self, wave_width: int | None = None, device: int | None = None) -> Any:
+        """The runtime target object for ``wave_width`` (None: the target's default) and
+        ``device`` (an ordinal, for multi-device targets such as ``cuda``; None: 0).
+
+        Raises:
+            TargetError: a wave width the target does not run (the message lists those it does).
+        """
         if wave_width is not None and self.wave_widths is not None and wave_width not in self.wave_widths:
             raise TargetError(f"target {self.name!r} runs wave widths {list(self.wave_widths)}, not {wave_width}")
-        key = wave_width if self.name in ("emulator", "opencl", "sycl") else None
+        key = (wave_width if self.name in ("emulator", "opencl", "sycl") else None, device or None)
         inst = self._instances.get(key)
         if inst is None:
-            options = {"wave_width": key} if key is not None else {}
+            options: dict[str, Any] = {"wave_width": key[0]} if key[0] is not None else {}
+            if key[1] is not None:
+                options["device"] = key[1]
             inst = self._instances[key] = rt.get_target(self.name, **options)
         return inst
 
     def launch(self, module: Any, kernel: str, *, grid: tuple[int, int, int], workgroup: tuple[int, int, int],
-               args: Sequence[Any], wave_width: int | None = None) -> Any:
-        """Run ``kernel`` of ``module`` (buffers in ``args`` are updated in place)."""
+               args: Sequence[Any], wave_width: int | None = None, **options: Any) -> Any:
+        """Run ``kernel`` of ``module`` (buffers in ``args`` are updated in place); ``options``
+        (``stream=``, ``sync=``, ``check=``) go to the runtime target's ``launch``."""
         names = [a.name for a in module.kernel(kernel).args]
-        return self._instance(wave_width).launch(module, kernel, grid, workgroup, dict(zip(names, args, strict=True)))
+        return self.instance(wave_width).launch(module, kernel, grid, workgroup, dict(zip(names, args, strict=True)),
+                                                **options)
 
 
 _CACHE: dict[str, Target] = {}

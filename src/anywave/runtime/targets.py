@@ -131,6 +131,53 @@ def default_target(**options: Any) -> Any:
     return get_target(preferred_names()[0], **options)
 
 
+# ------------------------------------------------------------- launch rules, one place
+
+#: global ids are u32 special registers (spec §3.3): grid * workgroup along a dimension must
+#: not exceed 2^32 in a module launch; the kernel language reads them as i32 (2^31)
+ID_LIMIT_U32 = 2**32
+ID_LIMIT_I32 = 2**31
+
+
+def check_launch_rules(kernel: Any, grid: Sequence[int], workgroup: Sequence[int], *,
+                       id_limit: int = ID_LIMIT_U32, id_type: str = "u32") -> None:
+    """The launch rules every target enforces before running (spec §2.1, §3.3): the kernel's
+    required ``.workgroup_size``, its ``max_workgroup_size``, and global ids that fit their type
+    (``grid[d] * workgroup[d] <= id_limit`` and ``grid[d] < id_limit`` for each dimension d:
+    the grid size is a special register of the id type too).
+
+    Args:
+        kernel: a :class:`~anywave.binary.module.Kernel` (``name``, ``workgroup_size``,
+            ``max_workgroup_size``); grid, workgroup: 3 ints each.
+        id_limit, id_type: the id range (2^32 for the u32 special registers; 2^31 for the
+            kernel language's i32 ``aw.global_id``).
+
+    Raises:
+        LaunchConfigError: naming the kernel, the value and the rule.
+    """
+    g, wg = tuple(grid), tuple(workgroup)
+    total = 1
+    for w in wg:
+        total *= int(w)
+    problems = []
+    req = getattr(kernel, "workgroup_size", None)
+    if req is not None and tuple(req) != wg:
+        problems.append(f"the kernel requires workgroup size {tuple(req)} (its .workgroup_size), got {wg}")
+    mx = getattr(kernel, "max_workgroup_size", None)
+    if mx is not None and total > mx:
+        problems.append(f"workgroup {wg} has {total} threads; the kernel's max_workgroup_size is {mx}")
+    for d, (gd, wd) in enumerate(zip(g, wg, strict=True)):
+        if int(gd) > id_limit - 1:
+            problems.append(f"grid[{d}] = {gd} workgroups, but the grid size along dimension {d} is {id_type} "
+                            f"(at most {id_limit - 1})")
+        elif int(gd) * int(wd) > id_limit:
+            problems.append(f"grid[{d}] * workgroup[{d}] = {gd} * {wd} = {int(gd) * int(wd)} threads, but global ids "
+                            f"along dimension {d} are {id_type} (at most {id_limit} threads per dimension)")
+    if problems:
+        raise LaunchConfigError(f"launch of kernel {getattr(kernel, 'name', '?')!r} with grid={g} workgroup={wg} "
+                                "refused: " + "; ".join(problems))
+
+
 # ------------------------------------------------------------- process-wide runtime devices
 
 class ProcessDevice:
@@ -199,9 +246,11 @@ class RunnerTarget:
     def make_runner(self) -> Any:  # pragma: no cover - abstract
         raise NotImplementedError
 
-    def launch(self, module: Any, kernel: str, grid: Any, workgroup: Any, args: Any) -> None:
-        """Run ``kernel`` of ``module``; buffers in ``args`` are updated in place."""
-        self.runner(module, kernel, grid, workgroup, args, self.info.wave_width)
+    def launch(self, module: Any, kernel: str, grid: Any, workgroup: Any, args: Any, *, sync: bool = True) -> None:
+        """Run ``kernel`` of ``module``; buffers in ``args`` (NumPy arrays, or this target's
+        :class:`~anywave.runtime.arrays.Array`) are updated in place. With ``sync=False`` a
+        launch whose buffers are all device arrays is only enqueued (see ``aw.synchronize``)."""
+        self.runner(module, kernel, grid, workgroup, args, self.info.wave_width, sync=sync)
 
     @classmethod
     def register(cls, status: Callable[[], tuple[bool, str]]) -> None:
