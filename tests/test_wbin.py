@@ -368,7 +368,8 @@ def test_bad_capability_and_flag_bits():
     caps = kernel_field(data, 36)
     rejects(patch(data, caps, "<I", 1 << 20), "capabilities", "undefined bits", offset=caps)
     flags = kernel_field(data, 40)
-    rejects(patch(data, flags, "<I", 2), "flags", "undefined bits", offset=flags)
+    rejects(patch(data, flags, "<I", 4), "flags", "undefined bits", offset=flags)
+    rejects(patch(data, flags, "<I", 1 << 31), "flags", "undefined bits", offset=flags)
 
 
 def test_partial_workgroup_size():

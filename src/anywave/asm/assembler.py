@@ -51,6 +51,7 @@ from anywave.asm.syntax import (
 from anywave.binary.module import (
     FORMAT_VERSION,
     KERNEL_FLAG_FLAT,
+    KERNEL_FLAG_W_INVARIANT,
     Arg,
     DeviceAddr,
     Function,
@@ -74,7 +75,7 @@ from anywave.isa.types import (
 )
 
 #: kernel flags by their ``.flags`` spelling
-KERNEL_FLAG_NAMES: dict[str, int] = {"flat": KERNEL_FLAG_FLAT}
+KERNEL_FLAG_NAMES: dict[str, int] = {"flat": KERNEL_FLAG_FLAT, "w_invariant": KERNEL_FLAG_W_INVARIANT}
 
 _KERNEL_DIRECTIVES = (".arg", ".registers", ".local_memory", ".workgroup_size", ".max_workgroup_size",
                       ".capabilities", ".flags", ".dialect")

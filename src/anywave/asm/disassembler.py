@@ -22,7 +22,7 @@ from anywave.isa.types import Capability, ScalarType
 _INDENT = "    "
 _NEST = "  "
 _MNEMONIC_WIDTH = 14
-_FLAG_NAMES = {1 << 0: "flat"}  # mirrors assembler.KERNEL_FLAG_NAMES
+_FLAG_NAMES = {1 << 0: "flat", 1 << 1: "w_invariant"}  # mirrors assembler.KERNEL_FLAG_NAMES
 
 
 def disassemble(module: Module, *, locations: bool = True) -> str:

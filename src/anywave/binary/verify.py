@@ -54,6 +54,7 @@ from anywave.binary.encoding import encode_instruction
 from anywave.binary.module import (
     FORMAT_VERSION,
     KERNEL_FLAG_FLAT,
+    KERNEL_FLAG_W_INVARIANT,
     OPERAND_VALUE_TYPES,
     Arg,
     DeviceAddr,
@@ -80,7 +81,7 @@ from anywave.isa.types import (
 
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 KNOWN_CAPABILITIES = int(sum(int(c) for c in Capability.names().values()))
-KNOWN_KERNEL_FLAGS = KERNEL_FLAG_FLAT
+KNOWN_KERNEL_FLAGS = KERNEL_FLAG_FLAT | KERNEL_FLAG_W_INVARIANT
 MAX_ARGS = 0x10000
 #: bytes of the largest tile an ``mma`` reads or writes (16x16 f32)
 MMA_TILE_BYTES = 16 * 16 * 4
@@ -214,7 +215,7 @@ class _Verifier:
             self.p(f"{who}: capabilities {caps!r} has undefined bits; defined: "
                    f"{', '.join(Capability.names())}")
         if not _is_int(k.flags) or k.flags & ~KNOWN_KERNEL_FLAGS:
-            self.p(f"{who}: flags {k.flags!r} has undefined bits; defined: {KNOWN_KERNEL_FLAGS:#x} (flat)")
+            self.p(f"{who}: flags {k.flags!r} has undefined bits; defined: {KNOWN_KERNEL_FLAGS:#x} (flat, w_invariant)")
         if len(k.args) > MAX_ARGS:
             self.p(f"{who}: {len(k.args)} arguments; at most {MAX_ARGS} are allowed")
         names: set[str] = set()

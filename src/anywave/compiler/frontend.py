@@ -37,6 +37,7 @@ from .errors import CompileError
 from .ir import DevAddr, LocAddr, Op, PredUse, Value
 from .mma_lang import FragmentIntrinsics
 from .types import DType
+from .wdep import W_DEPENDENT_INTRINSICS
 
 SR = SpecialRegister
 _DIM_SR = {
@@ -194,6 +195,9 @@ class Frontend(FragmentIntrinsics, ast.NodeVisitor):
         #: aw.print call sites (PrintFormat) and the index of the hidden print buffer argument
         self.prints: list[Any] = []
         self._print_buffer: int | None = None
+        #: uses of W-dependent intrinsics outside W-invariant library functions (compiler/wdep.py)
+        self.w_uses: list[str] = []
+        self._w_invariant_depth = 0
 
     # ------------------------------------------------------------------ helpers
     @property
@@ -1355,6 +1359,9 @@ class Frontend(FragmentIntrinsics, ast.NodeVisitor):
         from .kernel import Func, KernelFunction
 
         if isinstance(fn, L.Intrinsic):
+            if fn.name in W_DEPENDENT_INTRINSICS and not self._w_invariant_depth:
+                loc = self.loc()
+                self.w_uses.append(f"aw.{fn.name}()" + (f" at {loc}" if loc is not None else ""))
             handler = getattr(self, "_i_" + fn.name, None)
             if handler is None:
                 raise self.err(node, f"aw.{fn.name}() cannot be called like this")
@@ -1807,6 +1814,8 @@ class Frontend(FragmentIntrinsics, ast.NodeVisitor):
         self.ctx = ctx
         self._inline_stack.append(fn)
         saved_node = self.node
+        inv = bool(getattr(fn, "w_invariant", False))
+        self._w_invariant_depth += inv
         try:
             ann = fn.annotations()
             self._prescan(fd)
@@ -1844,6 +1853,7 @@ class Frontend(FragmentIntrinsics, ast.NodeVisitor):
             else:
                 self.visit_block(fd.body)
         finally:
+            self._w_invariant_depth -= inv
             self._inline_stack.pop()
             self.ctx = outer
             self.node = saved_node

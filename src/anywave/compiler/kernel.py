@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from anywave.binary.module import Arg, Kernel, Module
+from anywave.binary.module import KERNEL_FLAG_W_INVARIANT, Arg, Kernel, Module
 from anywave.binary.verify import verify
 from anywave.errors import VerifyError, WaveError
 from anywave.isa.types import LIMITS, ArgKind
@@ -34,7 +34,7 @@ from . import types as ty
 from .errors import CompileError
 from .frontend import Frontend, FuncSource
 
-COMPILER_VERSION = "0.1.0"
+COMPILER_VERSION = "0.1.1"  # 0.1.1: W-invariant collectives, the kernel W-dependence flag
 
 
 class LaunchError(WaveError, TypeError):
@@ -236,9 +236,12 @@ class KernelFunction:
                 args.append(Arg(name, ArgKind.BUFFER, ann.elem.scalar, ann.access))
             else:
                 args.append(Arg(name, ArgKind.SCALAR, ann.scalar))
+        # the W-dependence flag (docs/spec.md §14.3): no W-observing intrinsic outside the
+        # W-invariant library collectives (compiler/wdep.py)
+        flags = 0 if fe.w_uses else KERNEL_FLAG_W_INVARIANT
         return Kernel(self.name, args=args, registers=alloc.registers, local_memory=fe.local_memory,
                       workgroup_size=self.workgroup, max_workgroup_size=self.max_workgroup_size,
-                      capabilities=caps, code=code, prints=list(fe.prints))
+                      capabilities=caps, code=code, flags=flags, prints=list(fe.prints))
 
     def cache_key(self, consts: Mapping[str, Any]) -> str:
         h = hashlib.sha256()

@@ -399,6 +399,10 @@ def launch(kf: Any, args: Sequence[Any], kwargs: Mapping[str, Any], grid: Any, w
         raise LaunchError(str(e)) from None
     wrapper = get_target(tname)
     tgt = wrapper.instance(wave_width, tdev or None)
+    if wave_width is None:  # the default-W rule (spec §2.4): never a silently different W
+        from .targets import check_default_wave_width
+
+        check_default_wave_width(tname, module, k, tgt.info.wave_width)
     dev_only = all(m.kind != "host" for m in checked.values())
     options: dict[str, Any] = {}
     cuda_stream: Any = None

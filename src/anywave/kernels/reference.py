@@ -41,21 +41,25 @@ def butterfly_sum(x: np.ndarray, w: int) -> np.ndarray:
     return s[..., 0]
 
 
-def sum_f32(x: np.ndarray, wave_width: int, wg: int = 256) -> np.float32:
-    """:func:`anywave.kernels.sum_f32` at wave width ``wave_width``: butterfly per wave, wave
-    partials in wave order, repeated over workgroup partials until one value is left."""
+def sum_f32(x: np.ndarray, wave_width: int | None = None, wg: int = 256) -> np.float32:
+    """:func:`anywave.kernels.sum_f32`: :func:`tree_sum_f32` over each block of ``wg``
+    elements (the last block short), repeated over the block sums until one value is left.
+    ``wave_width`` is accepted for old callers and ignored: the order does not depend on W.
+    Vectorised: blocks padded with -0.0 (``x + (-0.0) = x`` exactly, so a padded right half
+    leaves its left half unchanged, as an absent one does), then pairs added level by level;
+    ``wg`` a power of two."""
     a = np.asarray(x, np.float32).ravel()
     if a.size == 0:
         return np.float32(0.0)
     while a.size > 1:
         g = -(-a.size // wg)
-        padded = np.zeros(g * wg, np.float32)
-        padded[:a.size] = a
-        waves = butterfly_sum(padded.reshape(g, wg // wave_width, wave_width), wave_width)
-        total = waves[:, 0]
-        for i in range(1, waves.shape[1]):
-            total = (total + waves[:, i]).astype(np.float32)
-        a = total
+        s = np.full(g * wg, -0.0, np.float32)
+        s[:a.size] = a
+        s = s.reshape(g, wg)
+        with np.errstate(all="ignore"):
+            while s.shape[1] > 1:
+                s = (s[:, 0::2] + s[:, 1::2]).astype(np.float32)
+        a = s[:, 0]
     return np.float32(a[0])
 
 
@@ -150,3 +154,59 @@ def sobel_f32(img: np.ndarray) -> np.ndarray:
     gx = (at(-1, 1) - at(-1, -1)) + two * (at(0, 1) - at(0, -1)) + (at(1, 1) - at(1, -1))
     gy = (at(1, -1) - at(-1, -1)) + two * (at(1, 0) - at(-1, 0)) + (at(1, 1) - at(-1, 1))
     return np.sqrt(gx * gx + gy * gy).astype(np.float32)
+
+
+def _tree_nodes(a: np.ndarray):
+    """``node(s, size)``: the pairwise-tree value of the aligned block ``[s, s + size)`` of ``a``
+    (right halves past the end are empty: the node is its left half), memoised."""
+    memo: dict[tuple[int, int], np.float32] = {}
+
+    def node(s: int, size: int) -> np.float32:
+        key = (s, size)
+        if key not in memo:
+            if size == 1:
+                memo[key] = a[s]
+            else:
+                h = size // 2
+                left = node(s, h)
+                memo[key] = left if s + h >= a.size else np.float32(left + node(s + h, h))
+        return memo[key]
+
+    return node
+
+
+def tree_sum_f32(x: np.ndarray) -> np.float32:
+    """The workgroup collectives' f32 sum (docs/spec.md §8.15): the pairwise tree over the
+    positions of ``x`` (1-D), each node ``[s, s + 2d)`` the float32 sum of its halves, a node
+    whose right half is empty being its left half. Recursive on the definition."""
+    a = np.asarray(x, np.float32).ravel()
+    if a.size == 0:
+        return np.float32(0.0)
+    size = 1
+    while size < a.size:
+        size *= 2
+    return _tree_nodes(a)(0, size)
+
+
+def tree_scan_f32(x: np.ndarray, exclusive: bool = False) -> np.ndarray:
+    """The workgroup collectives' f32 prefix sum (docs/spec.md §8.15): the exclusive prefix
+    of position t is the left fold, largest block first, of :func:`tree_sum_f32` over the
+    aligned power-of-two blocks of the binary decomposition of ``[0, t)``; exclusive of
+    position 0 is +0.0; inclusive is ``exclusive + x[t]`` (``x[0]`` for t = 0)."""
+    a = np.asarray(x, np.float32).ravel()
+    node = _tree_nodes(a)
+    out = np.empty_like(a)
+    for t in range(a.size):
+        acc = None
+        start = 0
+        for bit in range(31, -1, -1):
+            size = 1 << bit
+            if t & size:
+                b = node(start, size)
+                acc = b if acc is None else np.float32(acc + b)
+                start += size
+        if exclusive:
+            out[t] = np.float32(0.0) if acc is None else acc
+        else:
+            out[t] = a[t] if acc is None else np.float32(acc + a[t])
+    return out

@@ -50,6 +50,8 @@ class ArgumentError(WaveError, TypeError):
 #: out by targets that cannot address it: CUDA and SYCL)
 TARGET_MEMORY: dict[str, tuple[str, ...]] = {
     "emulator": ("host",), "opencl": ("opencl", "host"), "sycl": ("sycl", "host"), "cuda": ("cuda", "host"),
+    # Vulkan buffers live in host-visible memory the launch copies host arrays into and out of
+    "vulkan": ("host",),
 }
 
 #: DLPack device types (dlpack.h, ``DLDeviceType``)
@@ -161,6 +163,7 @@ register_memory_space("emulator", lambda device: HostSpace())
 register_memory_space("cuda", _lazy("anywave.runtime.cuda"))
 register_memory_space("opencl", _lazy("anywave.runtime.opencl"))
 register_memory_space("sycl", _lazy("anywave.runtime.sycl"))
+register_memory_space("vulkan", lambda device: HostSpace())  # host arrays (see TARGET_MEMORY)
 
 
 def _split_target(target: str | None) -> tuple[str, int | None]:

@@ -640,7 +640,7 @@ class CudaTarget:
 
     def launch(self, module: Any, kernel: str, grid: int | Sequence[int],
                workgroup: int | Sequence[int], args: Mapping[str, Any] | Sequence[Any], *,
-               stream: Any = None, sync: bool = True) -> None:
+               stream: Any = None, sync: bool = True) -> Any:
         """Run ``kernel`` of ``module`` on the device.
 
         Args:
@@ -676,7 +676,7 @@ class CudaTarget:
         except TypeError:  # unhashable grid or workgroup (a list): the checked path
             bound = None
         if bound is not None and bound(args, stream, sync):
-            return
+            return self._result(kernel)
         plan, g, wg = self._launch_checked(module, kernel, grid, workgroup, args, stream, sync)
         if plan is not None and _exact_dims(grid) and _exact_dims(workgroup):
             key = (id(module), kernel, grid, type(grid), workgroup, type(workgroup), _get_ident())
@@ -685,6 +685,17 @@ class CudaTarget:
                     self._fast[key] = _bind_launcher(self, plan, g, wg, module)
             elif len(self._fast_seen) < 4096:
                 self._fast_seen.add(key)
+        return self._result(kernel)
+
+    def _result(self, kernel: str) -> Any:
+        """The (immutable, cached) :class:`~anywave.runtime.targets.LaunchResult`: which W ran."""
+        cache = self.__dict__.setdefault("_results", {})
+        r = cache.get(kernel)
+        if r is None:
+            from anywave.runtime.targets import LaunchResult
+
+            r = cache[kernel] = LaunchResult(kernel, "cuda", self.info.device, self.info.wave_width)
+        return r
 
     def launch_parts(self, module: Any, kernel: str, grid: tuple[int, int, int],
                      workgroup: tuple[int, int, int]) -> dict[str, Any]:
