@@ -29,8 +29,9 @@ def test_compile_links_every_panel_to_source_lines():
     for name, out in r["outputs"].items():
         assert out["error"] is None, (name, out["error"])
         linked = {s for _, s in out["lines"] if s is not None}
-        assert fma_line in linked, name  # the multiply-add's code is linked to its source line
         assert linked <= set(range(1, len(src_lines) + 1)), name
+        if name in service.TITLES:  # the six panels the page promises (SPIR-V text has no line info)
+            assert fma_line in linked, name  # the multiply-add's code is linked to its source line
     wave = [t for t, s in r["outputs"]["wave"]["lines"] if s == fma_line]
     assert any("mul.f32" in t for t in wave) and any("add.f32" in t for t in wave)  # a*x + y: no contraction
 
@@ -103,6 +104,7 @@ def test_explorer_end_to_end_in_chromium(browser, tmp_path):
         # load: every panel is there and filled
         for name in ("wave", *backend_names()):
             assert page.locator(f"#panel-{name} .body div").count() > 10, name
+        assert set(service.TITLES) <= {"wave", *backend_names()}
         # hover a WAVE line of the multiply: lines of other panels from the same source line light up
         fma = page.locator("#panel-wave .body div", has_text="mul.f32").first
         line = fma.get_attribute("data-src")

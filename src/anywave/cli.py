@@ -19,6 +19,7 @@ import argparse
 import importlib
 import json
 import os
+import re
 import sys
 from collections import Counter
 from collections.abc import Sequence
@@ -360,8 +361,19 @@ def build_parser() -> argparse.ArgumentParser:
     for provider in COMMANDS:
         prov = _resolve(provider)
         p = prov.add_parser(sub)
+        if p.description:  # descriptions taken from docstrings: show plain text, not reST markup
+            p.description = plain_text(p.description)
         p.set_defaults(_run=prov.run)
     return parser
+
+
+_ROLE = re.compile(r":(?:mod|func|class|meth|data|attr|exc|obj):`~?([^`]+)`")
+
+
+def plain_text(text: str) -> str:
+    """``text`` with reST inline markup removed: roles (:mod:`x` → x), ``literals``, **bold**."""
+    text = _ROLE.sub(lambda m: m.group(1), text)
+    return text.replace("``", "").replace("**", "")
 
 
 def _message(e: BaseException) -> str:
