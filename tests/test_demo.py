@@ -30,14 +30,17 @@ def test_quick_demo_passes_and_writes_png(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "all checks passed" in out and "camera_blur_edges.png" in out
     png = Image.open(tmp_path / "camera_blur_edges.png")
-    assert png.mode == "L" and png.size == (3 * 128 + 16, 128)
+    assert png.mode == "L" and png.size == (3 * 128 + 16, 128 + 24)
     res = json.loads((tmp_path / "results.json").read_text())
     assert res["problems"] == [] and res["wave_widths"] == [8, 64]
     keys = {r["stage"] for r in res["runs"]}
     assert {"blur", "edges", "histogram", "sort", "logits", "softmax"} <= keys
     assert all(r["ok"] for r in res["runs"])
     # the panels are the original and the kernels' blurred image (independent check here)
-    a = np.asarray(png)
+    full = np.asarray(png)
+    strip, a = full[:24], full[24:]
+    for x0 in (0, 136, 272):  # every panel has a label: dark text pixels in the strip above it
+        assert (strip[:, x0:x0 + 128] < 128).sum() > 20
     data = demo.load_real_data(quick=True)
     assert np.array_equal(a[:, :128], data.image)
     blur = np.clip(np.rint(demo.build_stages(data, demo.train_mlp(data.train_x, data.train_y))[1]["blur"]),

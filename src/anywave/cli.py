@@ -19,6 +19,7 @@ import argparse
 import importlib
 import json
 import os
+import re
 import sys
 from collections import Counter
 from collections.abc import Sequence
@@ -102,7 +103,8 @@ class AsmCommand:
         p = subparsers.add_parser("asm", help="assemble a .wave text into a .wbin binary",
                                   description="Assemble a .wave text, verify it and write a .wbin binary.")
         p.add_argument("input", help="the .wave file")
-        p.add_argument("-o", "--output", help="output path (default: the input with suffix .wbin)")
+        p.add_argument("-o", "--output", help="output path (default: the input with suffix .wbin; '-': standard "
+                                                "output)")
         return p
 
     @staticmethod
@@ -113,6 +115,12 @@ class AsmCommand:
         if src.suffix.lower() != ".wave":
             raise UserError(f"{src}: expected a .wave file")
         module = load_module(src)
+        if args.output == "-":
+            from anywave.binary.wbin import write_wbin
+
+            sys.stdout.buffer.write(write_wbin(module))
+            sys.stdout.flush()
+            return EXIT_OK
         out = _output_path(Path(args.output), src.with_suffix(".wbin").name) if args.output \
             else src.with_suffix(".wbin")
         save(module, out)
@@ -129,7 +137,10 @@ class DisCommand:
         p = subparsers.add_parser("dis", help="disassemble a .wbin binary into .wave text",
                                   description="Read (and verify) a .wbin binary and print its .wave text.")
         p.add_argument("input", help="the .wbin file")
-        p.add_argument("-o", "--output", help="write the text here instead of standard output")
+        p.add_argument("-o", "--output", help="write the text here ('-' or none: standard output)")
+        p.add_argument("-g", "--loc", action="store_true",
+                       help="print the debug table as .loc lines (source file, line, column) before the "
+                            "instructions they belong to")
         return p
 
     @staticmethod
@@ -138,9 +149,9 @@ class DisCommand:
         from anywave.binary.wbin import load
 
         out = _output_path(Path(args.output), Path(args.input).with_suffix(".wave").name) \
-            if args.output else None
+            if args.output and args.output != "-" else None
         module = load(args.input)
-        text = disassemble(module)
+        text = disassemble(module, locations=args.loc)
         if out is not None:
             out.write_text(text, encoding="utf-8")
         else:
@@ -223,6 +234,8 @@ def module_info(module: Module) -> dict[str, Any]:
             "calls": [funcs[fi].name for fi in called],
             "instructions": len(code),
             "instructions_by_category": counts(code),
+            "prints": [{"format": pf.format, "types": [t.spelling for t in pf.types], "where": pf.where}
+                       for pf in getattr(k, "prints", ())],
         })
     return {
         "version": f"{module.version[0]}.{module.version[1]}",
@@ -283,6 +296,9 @@ def format_info(info: dict[str, Any]) -> str:
             lines.append(f"  calls:              {', '.join(k['calls'])}")
         cats = ", ".join(f"{n} {c}" for c, n in k["instructions_by_category"].items())
         lines.append(f"  instructions:       {k['instructions']}" + (f" ({cats})" if cats else ""))
+        for i, pf in enumerate(k.get("prints", ())):
+            lines.append(f"  aw.print site {i}:   {pf['format']!r} ({', '.join(pf['types'])})"
+                         + (f" at {pf['where']}" if pf["where"] else ""))
     for f in info["functions"]:
         lines.append("")
         cats = ", ".join(f"{n} {c}" for c, n in f["instructions_by_category"].items())
@@ -321,7 +337,7 @@ class InfoCommand:
 COMMANDS: list[Provider | str] = [
     AsmCommand, DisCommand, ValidateCommand, InfoCommand, "anywave.emu.cli_run", "anywave.compiler.cli_compile",
     "anywave.backends.cli_translate", "anywave.runtime.cli_devices", "anywave.torch.cli_train", "anywave.demo",
-    "anywave.conformance.report",
+    "anywave.conformance.report", "anywave.explore",
 ]
 
 
@@ -345,8 +361,19 @@ def build_parser() -> argparse.ArgumentParser:
     for provider in COMMANDS:
         prov = _resolve(provider)
         p = prov.add_parser(sub)
+        if p.description:  # descriptions taken from docstrings: show plain text, not reST markup
+            p.description = plain_text(p.description)
         p.set_defaults(_run=prov.run)
     return parser
+
+
+_ROLE = re.compile(r":(?:mod|func|class|meth|data|attr|exc|obj):`~?([^`]+)`")
+
+
+def plain_text(text: str) -> str:
+    """``text`` with reST inline markup removed: roles (:mod:`x` → x), ``literals``, **bold**."""
+    text = _ROLE.sub(lambda m: m.group(1), text)
+    return text.replace("``", "").replace("**", "")
 
 
 def _message(e: BaseException) -> str:

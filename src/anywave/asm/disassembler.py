@@ -25,8 +25,11 @@ _MNEMONIC_WIDTH = 14
 _FLAG_NAMES = {1 << 0: "flat", 1 << 1: "w_invariant"}  # mirrors assembler.KERNEL_FLAG_NAMES
 
 
-def disassemble(module: Module) -> str:
+def disassemble(module: Module, *, locations: bool = True) -> str:
     """Print a Module as canonical native ``.wave`` text.
+
+    With ``locations=False`` the debug table is left out (no ``.loc`` lines; the text starts
+    with ``.nodebug``, so it assembles to the module without source locations).
 
     Returns text that :func:`anywave.asm.assemble` turns back into an equal Module (same
     kernels, ABI, functions, instructions, guards and debug locations), hence the same
@@ -36,7 +39,7 @@ def disassemble(module: Module) -> str:
         WaveError: a kernel, function or argument name that the text syntax cannot spell
             (names are ``[A-Za-z_][A-Za-z0-9_]*``).
     """
-    return _Printer(module).run()
+    return _Printer(module, locations).run()
 
 
 def _check_name(what: str, name: str) -> str:
@@ -47,8 +50,9 @@ def _check_name(what: str, name: str) -> str:
 
 
 class _Printer:
-    def __init__(self, module: Module) -> None:
+    def __init__(self, module: Module, locations: bool = True) -> None:
         self.m = module
+        self.locations = locations
         self.callers = self._callers()
 
     def _callers(self) -> dict[int, list[Kernel]]:
@@ -71,7 +75,8 @@ class _Printer:
     def run(self) -> str:
         major, minor = self.m.version
         parts = [f".version {major}.{minor}\n"]
-        has_debug = any(ins.loc is not None for unit in [*self.m.kernels, *self.m.functions] for ins in unit.code)
+        units = [*self.m.kernels, *self.m.functions]
+        has_debug = self.locations and any(ins.loc is not None for unit in units for ins in unit.code)
         if not has_debug:
             # without it, assembling this text would record its own lines as debug info
             parts.append(".nodebug\n")
@@ -84,6 +89,11 @@ class _Printer:
     # ------------------------------------------------------------------ blocks
     def kernel(self, k: Kernel) -> str:
         out = [f".kernel {_check_name('kernel', k.name)}"]
+        for i, pf in enumerate(getattr(k, "prints", ())):
+            # aw.print call sites live in the binary's PRINT section; the text format has no
+            # directive for them yet, so they are shown as comments
+            types = ", ".join(ScalarType(t).spelling for t in pf.types)
+            out.append(f"; aw.print site {i}: {quote(pf.format)} ({types})" + (f" at {pf.where}" if pf.where else ""))
         for a in k.args:
             access = f" {a.access.spelling}" if a.is_buffer else ""
             out.append(f".arg {_check_name('argument', a.name)} {'buffer' if a.is_buffer else 'scalar'} "
@@ -147,7 +157,7 @@ class _Printer:
             if op in ("endif", "endloop", "else"):
                 depth = max(depth - 1, 0)
             pad = _INDENT + _NEST * depth
-            if ins.loc is not None:
+            if ins.loc is not None and self.locations:
                 lines.append(f"{pad}.loc {quote(ins.loc.file)} {ins.loc.line} {ins.loc.col}")
             lines.append(pad + self.instruction(ins, arg_name))
             if op in ("if", "loop", "else"):

@@ -1,7 +1,7 @@
-"""``anywave translate FILE --target ptx [--arch sm_90] [-o out.ptx]``: print or write the PTX of
-a ``.wbin``/``.wave`` module; ``--target spirv [--wave-width W]`` prints the SPIR-V disassembly
-(``spirv-dis``) or writes one kernel's binary module with ``-o`` (provider for :mod:`anywave.cli`:
-``add_parser``/``run``)."""
+"""``anywave translate FILE --target T``: print or write the vendor code of a WAVE module.
+
+The targets are the registered backends (:mod:`anywave.backends.registry`).
+"""
 
 from __future__ import annotations
 
@@ -9,56 +9,54 @@ import argparse
 import sys
 from pathlib import Path
 
-TARGETS = ("ptx", "spirv")
+from anywave.backends.registry import backends
+
+
+def _description() -> str:
+    rows = []
+    for b in backends():
+        opt = f"--arch (default {b.arch_default})" if b.arch_default else \
+            f"--wave-width {'/'.join(map(str, b.wave_widths))} (default {b.default_wave_width})"
+        rows.append(f"  {b.name:<8} {b.language}; {opt}")
+    return ("Translate a .wbin or .wave module to a vendor language and print it (or write it with -o).\n\n"
+            "Targets:\n" + "\n".join(rows))
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Register the ``translate`` subcommand."""
-    p = subparsers.add_parser("translate", help="translate a WAVE module to a vendor language (PTX, SPIR-V)",
-                              description=__doc__)
+    names = [b.name for b in backends()]
+    p = subparsers.add_parser("translate", help=f"translate a WAVE module to vendor code ({', '.join(names)})",
+                              description=_description(), formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("file", help=".wbin or .wave file")
-    p.add_argument("--target", choices=TARGETS, default="ptx",
-                   help="output language: ptx, or spirv (Vulkan compute; default ptx)")
-    p.add_argument("--arch", default="sm_90", help="GPU architecture, e.g. sm_75, sm_80, sm_90 (default sm_90)")
-    p.add_argument("--wave-width", type=int, default=32,
-                   help="spirv: the subgroup size W wave operations are lowered for (default 32)")
+    p.add_argument("--target", "-t", choices=names, default="ptx", help="output language (default ptx)")
+    p.add_argument("--arch", default=None, help="GPU architecture for ptx, e.g. sm_75, sm_80, sm_90 (default sm_90)")
+    p.add_argument("--wave-width", "-W", type=int, default=None, metavar="W",
+                   help="wave (sub-group) width for the C-family targets (default: the target's)")
     p.add_argument("--kernel", action="append", help="translate only this kernel (repeatable)")
-    p.add_argument("--no-comments", action="store_true", help="omit the WAVE text comments")
-    p.add_argument("-o", "--output", help="output file (default: stdout)")
+    p.add_argument("--no-comments", action="store_true", help="omit the WAVE text comments (ptx)")
+    p.add_argument("-o", "--output", help="output file; '-' or none: standard output")
     return p
 
 
 def run(args: argparse.Namespace) -> int:
     """Translate; WaveErrors propagate to the CLI, which prints them (exit status 1)."""
+    from anywave.backends.registry import get_backend, translate
     from anywave.cli import load_module
 
     module = load_module(args.file)
-    if args.target == "spirv":
-        return _run_spirv(args, module)
-    from anywave.backends.ptx import translate
-
-    program = translate(module, args.arch, kernels=args.kernel, comments=not args.no_comments)
-    if args.output:
-        Path(args.output).write_text(program.text)
-        print(f"wrote {args.output}: {len(program.kernels)} kernel(s) for {program.arch}", file=sys.stderr)
+    backend = get_backend(args.target)
+    if backend.binary is not None and args.output and args.output != "-":
+        translate(args.target, module, wave_width=args.wave_width, kernels=args.kernel)  # option checks
+        w = backend.default_wave_width if args.wave_width is None else args.wave_width
+        data = backend.binary(module, wave_width=w, kernels=args.kernel)
+        Path(args.output).write_bytes(data)
+        print(f"wrote {args.output}: {args.target}, {len(data)} bytes", file=sys.stderr)
+        return 0
+    text = translate(args.target, module, arch=args.arch, wave_width=args.wave_width, kernels=args.kernel,
+                     comments=not args.no_comments)
+    if args.output and args.output != "-":
+        Path(args.output).write_text(text)
+        print(f"wrote {args.output}: {args.target}", file=sys.stderr)
     else:
-        sys.stdout.write(program.text)
-    return 0
-
-
-def _run_spirv(args: argparse.Namespace, module: object) -> int:
-    from anywave.backends.spirv import SpirvError, translate
-
-    program = translate(module, args.wave_width, kernels=args.kernel)
-    if args.output:
-        if len(program.kernels) != 1:
-            raise SpirvError([f"-o writes one SPIR-V module, but {len(program.kernels)} kernels were translated "
-                              f"({sorted(program.kernels)}); choose one with --kernel"
-                              + (f"; refused: {program.refused}" if program.refused else "")])
-        (k,) = program.kernels.values()
-        Path(args.output).write_bytes(k.binary)
-        print(f"wrote {args.output}: SPIR-V 1.5 compute module of kernel {k.name!r} (W = {args.wave_width}, "
-              f"{len(k.words)} words)", file=sys.stderr)
-    else:
-        sys.stdout.write(program.text)
+        sys.stdout.write(text)
     return 0

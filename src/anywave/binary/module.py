@@ -114,6 +114,26 @@ KERNEL_FLAG_FLAT = 1 << 0
 #: files written before the flag existed keep their (conservative) meaning.
 KERNEL_FLAG_W_INVARIANT = 1 << 1
 
+#: name of the hidden buffer argument (u32, readwrite) that ``aw.print`` records go to; it is
+#: the kernel's last argument and the launch supplies it (see :mod:`anywave.compiler.debugprint`)
+PRINT_ARG = "_aw_print"
+
+
+@dataclass(frozen=True)
+class PrintFormat:
+    """One ``aw.print`` call site of a kernel: its format string (Python ``str.format``
+    syntax, one ``{}`` field per value) and the ABI types of the values it records.
+
+    Attributes:
+        format: the format string as written in the kernel.
+        types: value types, in order; each is stored as one 32-bit word (64-bit types: two).
+        where: ``file:line`` of the call (for messages), or "".
+    """
+
+    format: str
+    types: tuple[ScalarType, ...] = ()
+    where: str = ""
+
 
 @dataclass
 class Kernel:
@@ -129,6 +149,8 @@ class Kernel:
         capabilities: capabilities the kernel uses.
         code: instructions of the body.
         flags: ``KERNEL_FLAG_*`` bits.
+        prints: the ``aw.print`` call sites, by record index (the kernel's last argument is
+            then the hidden :data:`PRINT_ARG` buffer).
     """
 
     name: str
@@ -140,6 +162,7 @@ class Kernel:
     capabilities: Capability = Capability.NONE
     code: list[Instruction] = field(default_factory=list)
     flags: int = 0
+    prints: list[PrintFormat] = field(default_factory=list)
 
     def arg(self, name: str) -> Arg:
         for a in self.args:

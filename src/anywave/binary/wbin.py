@@ -16,7 +16,7 @@ offset size field            meaning
 6      2    minor            format minor version, 0 (a reader rejects versions it does not
                              know: 1.0 is the only one)
 8      4    flags            file flags; no flag is defined, must be 0
-12     4    section_count    number of section-table entries (4 or 5)
+12     4    section_count    number of section-table entries (4 to 6)
 16     4    file_size        total size of the file in bytes (must equal the actual size)
 20     4    crc32            CRC-32 (ISO-HDLC, ``zlib.crc32``) of the whole file computed
                              with these four bytes set to zero
@@ -29,7 +29,7 @@ Section table (``section_count`` entries of 16 bytes, offset 32)
 ====== ==== ======== ===================================================================
 offset size field    meaning
 ====== ==== ======== ===================================================================
-+0     4    kind     1 STRTAB, 2 CODE, 3 KERNELS, 4 FUNCS, 5 DEBUG
++0     4    kind     1 STRTAB, 2 CODE, 3 KERNELS, 4 FUNCS, 5 DEBUG, 6 PRINT
 +4     4    offset   byte offset of the section's first byte from the start of the file
 +8     4    size     section size in bytes (without padding)
 +12    4    reserved must be 0
@@ -37,7 +37,8 @@ offset size field    meaning
 
 Entries are listed in strictly increasing ``kind`` order; each kind appears at most once.
 STRTAB, CODE, KERNELS and FUNCS are required; DEBUG is present iff at least one
-instruction has a source location. Layout: the first section starts at
+instruction has a source location; PRINT is present iff a kernel has ``aw.print`` call
+sites. Layout: the first section starts at
 ``align4(32 + 16 * section_count)``; each next section starts at ``align4(end of the
 previous one)``; the file ends at ``align4(end of the last section)``. Padding bytes are
 zero. Anything else (gaps, overlap, bytes past the last section) is rejected.
@@ -49,7 +50,8 @@ empty string is at offset 0) and the last byte is NUL. A *string reference* else
 u32 byte offset into this section that points at the first byte of a string (offset 0 or
 a byte right after a NUL). Strings contain no NUL and are valid UTF-8. A writer stores
 each distinct string once, in order of first use (kernels in module order: name, argument
-names; then functions' names; then debug file names).
+names; then functions' names; then debug file names; then, per PRINT entry, its format,
+place and types strings).
 
 Section CODE (kind 2): instruction words
 ========================================
@@ -105,6 +107,17 @@ of an instruction), +4 u32 file (string reference), +8 u32 line, +12 u32 column 
 0 = unknown). Entries are sorted by strictly increasing word index. The section ends right
 after the last entry.
 
+Section PRINT (kind 6, optional): ``aw.print`` call sites
+=========================================================
+u32 ``count``, then ``count`` entries of 16 bytes: +0 u32 kernel index (into KERNELS),
++4 u32 format (string reference: the format string, Python ``str.format`` syntax), +8 u32
+place (string reference: ``file:line`` of the call, or the empty string), +12 u32 types
+(string reference: the value types' ABI spellings joined by commas, e.g. ``f32,i32``; empty
+for none). Entries are sorted by kernel index (stable: a kernel's entries are its call sites
+in record-index order). A kernel with entries has the hidden buffer argument ``_aw_print``
+(u32, readwrite) as its last argument. Record layout in that buffer:
+:mod:`anywave.compiler.debugprint`.
+
 Errors
 ======
 :func:`read_wbin` raises :class:`~anywave.errors.BinaryFormatError` naming the byte offset
@@ -127,11 +140,13 @@ from anywave.binary.module import (
     FORMAT_VERSION,
     KERNEL_FLAG_FLAT,
     KERNEL_FLAG_W_INVARIANT,
+    PRINT_ARG,
     Arg,
     Function,
     Instruction,
     Kernel,
     Module,
+    PrintFormat,
 )
 from anywave.errors import BinaryFormatError, SourceLoc
 from anywave.isa.types import Access, ArgKind, Capability, ScalarType
@@ -150,8 +165,10 @@ SECTION_CODE = 2
 SECTION_KERNELS = 3
 SECTION_FUNCS = 4
 SECTION_DEBUG = 5
+SECTION_PRINT = 6
 SECTION_NAMES = {SECTION_STRTAB: "STRTAB", SECTION_CODE: "CODE", SECTION_KERNELS: "KERNELS",
-                 SECTION_FUNCS: "FUNCS", SECTION_DEBUG: "DEBUG"}
+                 SECTION_FUNCS: "FUNCS", SECTION_DEBUG: "DEBUG", SECTION_PRINT: "PRINT"}
+PRINT_ENTRY_SIZE = 16
 REQUIRED_SECTIONS = (SECTION_STRTAB, SECTION_CODE, SECTION_KERNELS, SECTION_FUNCS)
 
 #: every defined kernel-flag bit
@@ -277,6 +294,17 @@ def write_wbin(module: Module, *, verify: bool = True) -> bytes:
         dbg += _u32(pos, "debug word index") + _u32(strtab.add(loc.file, "debug file name"), "file")
         dbg += _u32(loc.line, f"debug line of {loc}") + _u32(loc.col, f"debug column of {loc}")
 
+    prn = bytearray()
+    nprint = 0
+    for ki, k in enumerate(module.kernels):
+        for pf in k.prints:
+            what = f"kernel {k.name!r} print format"
+            prn += _u32(ki, "print kernel index") + _u32(strtab.add(pf.format, what), what)
+            prn += _u32(strtab.add(pf.where, what), what)
+            prn += _u32(strtab.add(",".join(ScalarType(t).spelling for t in pf.types), what), what)
+            nprint += 1
+    prn = bytearray(_u32(nprint, "print entry count")) + prn
+
     sections: list[tuple[int, bytes]] = [
         (SECTION_STRTAB, bytes(strtab.data)),
         (SECTION_CODE, struct.pack(f"<{len(code)}I", *code)),
@@ -285,6 +313,8 @@ def write_wbin(module: Module, *, verify: bool = True) -> bytes:
     ]
     if debug:
         sections.append((SECTION_DEBUG, bytes(dbg)))
+    if nprint:
+        sections.append((SECTION_PRINT, bytes(prn)))
 
     table = bytearray()
     body = bytearray()
@@ -646,7 +676,46 @@ def _parse(data: bytes) -> Module:
             last = word
         cur.finish()
 
+    if SECTION_PRINT in sections:
+        _read_prints(_Cursor(data, *sections[SECTION_PRINT], "PRINT"), strings, kernels)
+
     return Module(kernels, functions, (major, minor))
+
+
+_TYPE_BY_SPELLING = {t.spelling: t for t in ScalarType}
+
+
+def _read_prints(cur: _Cursor, strings: _Strings, kernels: list[Kernel]) -> None:
+    count, at = cur.u32("print entry count")
+    cur.need(count, PRINT_ENTRY_SIZE, "print entry", at)
+    last = 0
+    for pi in range(count):
+        ki, at = cur.u32(f"print entry {pi} kernel index")
+        if ki >= len(kernels):
+            raise BinaryFormatError(f"print entry {pi}: kernel index {ki} is out of range (the module has "
+                                    f"{len(kernels)} kernels)", at)
+        if ki < last:
+            raise BinaryFormatError(f"print entry {pi}: kernel index {ki} after {last}; entries must be sorted "
+                                    "by kernel index", at)
+        last = ki
+        ref, fat = cur.u32(f"print entry {pi} format")
+        fmt = strings.get(ref, f"print entry {pi} format", fat)
+        ref, wat = cur.u32(f"print entry {pi} place")
+        where = strings.get(ref, f"print entry {pi} place", wat)
+        ref, tat = cur.u32(f"print entry {pi} types")
+        spelled = strings.get(ref, f"print entry {pi} types", tat)
+        types = []
+        for name in spelled.split(",") if spelled else []:
+            if name not in _TYPE_BY_SPELLING:
+                raise BinaryFormatError(f"print entry {pi}: unknown value type {name!r} in {spelled!r}", tat)
+            types.append(_TYPE_BY_SPELLING[name])
+        k = kernels[ki]
+        last_arg = k.args[-1] if k.args else None
+        if last_arg is None or last_arg.name != PRINT_ARG or not last_arg.is_buffer:
+            raise BinaryFormatError(f"print entry {pi}: kernel {k.name!r} has print call sites but its last "
+                                    f"argument is not the {PRINT_ARG!r} buffer", at)
+        k.prints.append(PrintFormat(fmt, tuple(types), where))
+    cur.finish()
 
 
 def _check_zero(data: bytes, start: int, end: int, what: str) -> None:

@@ -20,13 +20,21 @@ class CompileCommandError(WaveError):
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p = subparsers.add_parser("compile", help="compile the @aw.kernel functions of a Python file to .wbin",
-                              description=__doc__)
+                              description="Compile every @aw.kernel function of a Python file (or the ones "
+                                          "named with --kernel) into one .wbin module. Debug locations are "
+                                          "stored relative to --debug-root (default: the current directory), "
+                                          "so the same source gives the same bytes on any machine.")
     p.add_argument("file", help="Python source file defining @aw.kernel functions")
     p.add_argument("-o", "--output", help="output .wbin (default: FILE with suffix .wbin)")
     p.add_argument("--kernel", action="append", default=[], help="compile only this kernel (repeatable)")
     p.add_argument("-D", "--define", action="append", default=[], metavar="NAME=VALUE",
                    help="value of a compile-time constant (Python literal), for every kernel that has it")
     p.add_argument("-S", "--asm", action="store_true", help="also print the disassembly")
+    p.add_argument("--debug-root", default=None, metavar="DIR",
+                   help="store source paths relative to DIR (default: the current directory)")
+    p.add_argument("--debug-paths", choices=("relative", "absolute", "none"), default="relative",
+                   help="relative (default): paths relative to --debug-root, the anywave package as "
+                        "<anywave>/...; absolute: as Python reports them; none: no debug table")
     return p
 
 
@@ -121,8 +129,16 @@ def run(args: argparse.Namespace) -> int:
         consts = {p.name: defines[p.name] for p in kf.params if p.kind == "const" and p.name in defines}
         module.kernels.extend(kf.compile(**consts).kernels)
     verify(module)
+    from anywave.binary.debugpaths import relocate
+
+    module = relocate(module, args.debug_paths, args.debug_root)
+    data = write_wbin(module)
+    if args.output == "-":
+        sys.stdout.buffer.write(data)
+        sys.stdout.flush()
+        return 0
     out = Path(args.output) if args.output else path.with_suffix(".wbin")
-    out.write_bytes(write_wbin(module))
+    out.write_bytes(data)
     print(f"{out}: {len(module.kernels)} kernel(s): " + ", ".join(
         f"{k.name} ({len(k.code)} instructions, {k.registers} registers)" for k in module.kernels))
     if args.asm:

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from anywave.binary.module import PRINT_ARG
 from anywave.errors import SourceLoc
 from anywave.isa.table import BY_MNEMONIC
 from anywave.isa.types import Access, MemoryOrder, Scope, SpecialRegister
@@ -192,6 +193,9 @@ class Frontend(PerfOps, FragmentIntrinsics, ast.NodeVisitor):
         self._inline_stack: list[Any] = []
         self._discard = False
         self._const_cache: dict[tuple[str, int], Value] = {}
+        #: aw.print call sites (PrintFormat) and the index of the hidden print buffer argument
+        self.prints: list[Any] = []
+        self._print_buffer: int | None = None
         #: uses of W-dependent intrinsics outside W-invariant library functions (compiler/wdep.py)
         self.w_uses: list[str] = []
         self._w_invariant_depth = 0
@@ -433,6 +437,8 @@ class Frontend(PerfOps, FragmentIntrinsics, ast.NodeVisitor):
         """Translate the kernel body. ``params``: (name, annotation) of runtime parameters."""
         fd = self.src.tree
         for name, ann in params:
+            if name == PRINT_ARG:
+                raise self.err(fd, f"parameter name {PRINT_ARG!r} is reserved for aw.print's buffer")
             if isinstance(ann, ty.BufferType):
                 self.ctx.consts[name] = BufferArg(name, len(self.args), ann.elem, ann.access)
                 self.args.append((name, ann))
@@ -1419,7 +1425,8 @@ class Frontend(PerfOps, FragmentIntrinsics, ast.NodeVisitor):
         if fn is builtins.range:
             raise self.err(node, "range() can only be used as a for-loop iterable")
         if fn is builtins.print:
-            raise self.err(node, "print() is not available in a kernel; write values to an output buffer")
+            raise self.err(node, "print() is a host function; in a kernel use aw.print(fmt, *values), e.g. "
+                           "aw.print(\"i={} x={}\", i, x[i])")
         if isinstance(fn, type(math.sqrt)) and getattr(fn, "__module__", None) == "math":
             raise self.err(node, f"math.{fn.__name__} is a host function; use aw.{fn.__name__} in kernels")
         raise self.err(node.func, f"cannot call {_describe(fn)} in a kernel; valid: aw intrinsics, @aw.func "
@@ -1494,6 +1501,26 @@ class Frontend(PerfOps, FragmentIntrinsics, ast.NodeVisitor):
             if iname in ("popc", "clz", "ctz", "brev"):
                 return lambda node, discard: self._bits(iname, node)
         raise AttributeError(name)
+
+    # --- debugging
+    def _i_print(self, node: ast.Call, discard: bool) -> None:
+        from . import debugprint
+
+        debugprint.lower(self, node)
+
+    def add_print(self, pf: Any) -> int:
+        """Record an aw.print call site; returns its index."""
+        self.prints.append(pf)
+        return len(self.prints) - 1
+
+    def print_buffer_index(self) -> int:
+        """ABI index of the hidden aw.print buffer (added as the last argument on first use)."""
+        if self._print_buffer is None:
+            from .debugprint import PRINT_BUFFER_TYPE
+
+            self._print_buffer = len(self.args)
+            self.args.append((PRINT_ARG, PRINT_BUFFER_TYPE))
+        return self._print_buffer
 
     # --- sync / memory
     def _i_barrier(self, node: ast.Call, discard: bool) -> None:

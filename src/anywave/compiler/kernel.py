@@ -240,12 +240,16 @@ class KernelFunction:
         flags = 0 if fe.w_uses else KERNEL_FLAG_W_INVARIANT
         return Kernel(self.name, args=args, registers=alloc.registers, local_memory=fe.local_memory,
                       workgroup_size=self.workgroup, max_workgroup_size=self.max_workgroup_size,
-                      capabilities=caps, code=code, flags=flags)
+                      capabilities=caps, code=code, flags=flags, prints=list(fe.prints))
 
     def cache_key(self, consts: Mapping[str, Any]) -> str:
         h = hashlib.sha256()
         h.update(f"anywave-compiler {COMPILER_VERSION}\n".encode())
         h.update(_fingerprint(self.fn).encode())
+        try:  # the debug table records the file: the same text in another file is another entry
+            h.update((inspect.getsourcefile(self.fn) or "").encode())
+        except TypeError:
+            pass
         h.update(repr(sorted((k, repr(v)) for k, v in consts.items())).encode())
         h.update(repr((self.name, self.workgroup, self.max_workgroup_size, self.optimize)).encode())
         return h.hexdigest()

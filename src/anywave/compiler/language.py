@@ -104,6 +104,9 @@ _DOCS = {
     # loops
     "static_range": "static_range(stop) / (start, stop[, step]): fully unrolled at compile time",
     "range": "range(start, stop, step, unroll=k): a runtime loop, body replicated k times",
+    # debugging
+    "print": "print(fmt, *values): per-thread print; fmt is a compile-time str.format string with one {} "
+             "field per value (numbers and bools); lines appear after the launch in thread order",
     # mma
     "mma": "mma(D, A, B, C): D = A @ B + C on 16x16 local tiles (A, B f16/bf16; C, D f32)",
 }

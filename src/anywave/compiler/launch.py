@@ -432,7 +432,18 @@ def launch(kf: Any, args: Sequence[Any], kwargs: Mapping[str, Any], grid: Any, w
         if "sync" in options:
             options["sync"] = True  # a checked launch reports its errors at once, not at the next wait
     names = [a.name for a in k.args]
+    from . import debugprint
+
+    pbuf = None
+    if debugprint.has_prints(k):  # aw.print: a fresh host buffer each launch, read after it (no plan)
+        pbuf = debugprint.new_buffer()
+        values = [*values, pbuf]
+        if "sync" in options or _accepts(tgt.launch, "sync"):
+            options["sync"] = True
+        key = None
     result = tgt.launch(module, kf.name, g, wg, dict(zip(names, values, strict=True)), **options)
+    if pbuf is not None:
+        debugprint.flush(k, pbuf)
     if dev_only and tname != "emulator" and tname in A._SPACE_FACTORIES:
         A.mark_used(A.memory_space(f"{tname}:{tdev}" if tdev else tname))
     if key is not None and len(kf._calls) < 256:

@@ -1,4 +1,5 @@
-"""``anywave run``: execute a kernel on the reference emulator from the command line.
+"""``anywave run``: execute a kernel on the reference emulator (or any runtime target) from the
+command line.
 
     anywave run FILE(.wbin|.wave) --kernel K --grid X,Y,Z --workgroup X,Y,Z
         --arg name=in.npy --arg name=3.5 --out name=out.npy --wave-width 32
@@ -9,7 +10,8 @@ Buffer arguments come from ``.npy`` files (or ``zeros:N:TYPE`` for a fresh buffe
 scalars are numbers. ``--out name=path.npy`` saves a buffer after the run. The flat form
 (reference-dialect kernels) takes the one flat memory from a raw ``.bin`` or a ``.npy``
 file and initial registers with ``--reg``; ``--out-memory`` saves the memory after the run.
-Provider protocol of :mod:`anywave.cli`: ``add_parser(subparsers)`` and ``run(args)``.
+``--target`` picks a registered runtime target (:mod:`anywave.runtime.targets`; default the
+emulator); tracing, statistics, the checker and the flat form are emulator features.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ class CliError(WaveError):
 
 
 _DESCRIPTION = """\
-Run a kernel on the reference emulator.
+Run a kernel on the reference emulator or on a runtime target (--target).
 
 Normal form:
   anywave run FILE --kernel K --grid X,Y,Z [--workgroup X,Y,Z]
@@ -47,7 +49,8 @@ the argument's ABI element type (--allow-dtype-mismatch passes the bytes of any 
 zeros:N:TYPE for a fresh buffer of N elements (TYPE: an ABI type such as f32, u32, bf16, or
 a NumPy dtype name). Scalar arguments are numbers. --out NAME=PATH.npy saves a buffer after
 the run. --workgroup defaults to the kernel's required workgroup size (.workgroup_size)
-and is required otherwise.
+and is required otherwise. --target runs on another registered target (see
+'anywave devices'); --trace, --stats, --check and the flat form need the emulator.
 """
 
 #: NumPy dtype of each ABI element type (spec §12)
@@ -80,9 +83,13 @@ def abi_dtype(name: str) -> np.dtype:
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    p = subparsers.add_parser("run", help="run a kernel on the reference emulator",
+    from anywave.runtime.targets import target_names
+
+    p = subparsers.add_parser("run", help="run a kernel on the emulator or a runtime target",
                               description=_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("file", help=".wbin or .wave file")
+    p.add_argument("--target", "-t", choices=target_names(), default="emulator",
+                   help="where to run (default: emulator); 'anywave devices' lists what is available here")
     p.add_argument("--kernel", "-k", help="kernel name (default: the only kernel)")
     p.add_argument("--grid", required=True, help="workgroups per dimension: X[,Y[,Z]]")
     p.add_argument("--workgroup", default=None, help="threads per workgroup: X[,Y[,Z]] "
@@ -94,7 +101,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--allow-dtype-mismatch", action="store_true",
                    help="accept a buffer .npy whose dtype differs from the argument's element type "
                         "(the kernel sees its bytes)")
-    p.add_argument("--wave-width", type=int, default=32, choices=(8, 16, 32, 64))
+    p.add_argument("--wave-width", type=int, default=None, choices=(8, 16, 32, 64),
+                   help="wave width W (default: 32 on the emulator, the device's own on a target)")
     p.add_argument("--trace", type=int, default=None, metavar="LANE",
                    help="print register changes of this global thread number")
     p.add_argument("--stats", action="store_true", help="print execution statistics")
@@ -207,7 +215,15 @@ def run(args: argparse.Namespace) -> int:
     else:
         raise UsageError(f"--workgroup is required: kernel {k.name!r} declares no required workgroup "
                          f"size (.workgroup_size)")
-    common = dict(grid=grid, workgroup=wg, wave_width=args.wave_width, check=args.check,
+    target = getattr(args, "target", "emulator") or "emulator"
+    if target != "emulator":
+        emu_only = [opt for opt, on in (("--trace", args.trace is not None), ("--stats", args.stats),
+                                        ("--check", args.check), ("--memory", args.memory is not None)) if on]
+        if emu_only:
+            raise UsageError(f"{', '.join(emu_only)} need the emulator; drop them or use --target emulator "
+                             f"(got --target {target})")
+    wave_width = 32 if args.wave_width is None and target == "emulator" else args.wave_width
+    common = dict(grid=grid, workgroup=wg, wave_width=wave_width, check=args.check,
                   trace_lane=args.trace)
     if args.memory is not None:
         mpath = Path(args.memory)
@@ -242,7 +258,25 @@ def run(args: argparse.Namespace) -> int:
                 raise CliError(f"--out {name}: {name!r} is {what} of kernel {k.name!r}; --out saves a "
                                f"buffer argument (buffers: "
                                f"{', '.join(a.name for a in k.args if a.is_buffer) or 'none'})")
-        stats = emulate(module, args.kernel, args=buffers, **common)
+        from anywave.compiler import debugprint
+
+        pbuf = None
+        if debugprint.has_prints(k) and k.args[-1].name not in buffers:
+            pbuf = buffers[k.args[-1].name] = debugprint.new_buffer()
+        if target == "emulator":
+            stats = emulate(module, args.kernel, args=buffers, **common)
+        else:
+            from anywave.compiler.targets import get_target as compiler_target
+
+            missing = [a.name for a in k.args if a.name not in buffers]
+            if missing:
+                raise CliError(f"kernel {k.name!r}: missing --arg for {missing}")
+            compiler_target(target).launch(module, args.kernel, grid=tuple(grid) + (1,) * (3 - len(grid)),
+                                           workgroup=tuple(wg) + (1,) * (3 - len(wg)),
+                                           args=[buffers[a.name] for a in k.args], wave_width=wave_width)
+            stats = None
+        if pbuf is not None:
+            debugprint.flush(k, pbuf)
     for item in args.out:
         name, path = _split(item, "--out")
         if name not in buffers:

@@ -1045,9 +1045,10 @@ def emulate(program: Module | bytes | str | os.PathLike[str], kernel: str, *,
             EmulationError naming the kernel, the loop and its source line); None for no
             time bound. Default :data:`DEFAULT_LOOP_BUDGET` = 10 s, or ``ANYWAVE_EMU_BUDGET``.
             Straight-line code never counts against it.
-        max_workgroup_size, max_local_memory, limits: the target limits the launch is
-            checked against (:class:`EmulatorLimits`; default 1024 threads per workgroup and
-            65536 bytes of local memory, spec §11.3). The keywords override ``limits``.
+        limits: the target limits the launch is checked against (:class:`EmulatorLimits`;
+            default 1024 threads per workgroup and 65536 bytes of local memory, spec §11.3).
+        max_workgroup_size: overrides ``limits.max_workgroup_size``.
+        max_local_memory: overrides ``limits.max_local_memory``.
 
     The launch is refused (ValueError naming the value and the limit) before any work when
     a grid or workgroup dimension is < 1, a grid dimension or ``grid*workgroup`` along a

@@ -9,7 +9,9 @@ import json
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Register the ``devices`` subcommand."""
-    p = subparsers.add_parser("devices", help="list available targets and devices", description=__doc__)
+    p = subparsers.add_parser("devices", help="list available targets and devices",
+                              description="List every registered execution target, whether it is usable on "
+                                          "this machine (and why not), and its devices with wave width and limits.")
     p.add_argument("--json", action="store_true", help="print JSON")
     return p
 
