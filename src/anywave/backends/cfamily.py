@@ -505,16 +505,12 @@ class _KernelRenderer:
         return " || ".join(parts)
 
     def body(self, code: list[Instruction], in_func: bool) -> None:
-<<<<<<< HEAD
         label = self.labels.get(id(code), "function")
         for pc, ins in enumerate(code):
             self.cur = (label, pc)
-=======
-        for ins in code:
             if self.locations and ins.loc is not None and ins.loc != self.last_loc:
                 self.last_loc = ins.loc  # source-line comments (render(locations=True)) for readers/the explorer
                 self.emit(f"/* {ins.loc.file}:{ins.loc.line} */")
->>>>>>> docs
             self.instr(ins, in_func)
 
     def exec_cond(self, ins: Instruction) -> str | None:
@@ -1251,11 +1247,7 @@ def check_supported(module: Module, features: Features = Features(),
 
 
 def render(module: Module, dialect: Dialect, wave_width: int, features: Features = Features(),
-<<<<<<< HEAD
-           kernels: Sequence[str] | None = None, checked: bool = False) -> CProgram:
-=======
-           kernels: Sequence[str] | None = None, *, locations: bool = False) -> CProgram:
->>>>>>> docs
+           kernels: Sequence[str] | None = None, checked: bool = False, *, locations: bool = False) -> CProgram:
     """Render the kernels of ``module`` (all, or the named ones) as one program in ``dialect``.
 
     Args:
@@ -1265,13 +1257,10 @@ def render(module: Module, dialect: Dialect, wave_width: int, features: Features
         features: the device's features; kernels needing more are refused (listed in
             ``CProgram.refused`` with the reason) instead of rendered.
         kernels: restrict to these kernel names.
-<<<<<<< HEAD
         checked: a bounds-checked build (:mod:`anywave.backends.bounds`): every memory access
             is guarded and the first failure recorded; kernels take hidden parameters.
-=======
         locations: precede the code of each source line with a ``/* file:line */`` comment
             (from the debug table).
->>>>>>> docs
 
     Raises:
         VerifyError: ``module`` breaks a rule of the spec (it is verified first, once per
@@ -1303,13 +1292,9 @@ def render(module: Module, dialect: Dialect, wave_width: int, features: Features
             refused[k.name] = (f"kernel {k.name!r} uses wave operations but the device cannot form "
                                f"sub-groups of {wave_width} (it offers {list(features.wave_widths)})")
             continue
-<<<<<<< HEAD
-        text, info = _KernelRenderer(dialect, features, module, k, wave_width, checked).render()
-=======
-        renderer = _KernelRenderer(dialect, features, module, k, wave_width)
+        renderer = _KernelRenderer(dialect, features, module, k, wave_width, checked)
         renderer.locations = locations
         text, info = renderer.render()
->>>>>>> docs
         parts.append(f"/* WAVE kernel {k.name} */\n" + text)
         out[k.name] = info
     return CProgram("\n".join(parts), dialect.name, wave_width, out, refused)
