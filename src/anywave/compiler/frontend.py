@@ -32,7 +32,10 @@ from anywave.isa.types import Access, MemoryOrder, Scope, SpecialRegister
 from . import ir
 from . import language as L
 from . import types as ty
+from .constants import LiteralError, literal_bits
 from .errors import CompileError
+from .fingerprint import UNDEFINED as _UNDEFINED
+from .fingerprint import resolve as resolve_free_name
 from .ir import DevAddr, LocAddr, Op, PredUse, Value
 from .types import DType
 
@@ -186,6 +189,8 @@ class Frontend(ast.NodeVisitor):
         self.local_memory = 0
         self.ctx = _FuncCtx(src, dict(constants))
         self.node: ast.AST | None = None
+        #: the statement being translated (errors about its literals point into it)
+        self._stmt: ast.stmt | None = None
         self._inline_stack: list[Any] = []
         self._discard = False
         self._const_cache: dict[tuple[str, int], Value] = {}
@@ -248,33 +253,31 @@ class Frontend(ast.NodeVisitor):
         return v
 
     def const_bits(self, value: Any, t: DType) -> int:
-        if isinstance(value, (np.generic,)):
+        """Bits of Python constant ``value`` as type ``t``, rounded once from the exact value
+        (:func:`~anywave.compiler.constants.literal_bits`); errors point at the literal."""
+        try:
+            return literal_bits(value, t)
+        except LiteralError as e:
+            raise self.err(self.literal_node(value), str(e)) from None
+
+    def literal_node(self, value: Any) -> ast.AST | None:
+        """The literal in the current expression (else statement) whose value is ``value``,
+        so that an error about a constant points at it rather than at the whole statement;
+        None when the constant was computed (the caller then points at the expression)."""
+        if isinstance(value, np.generic):
             value = value.item()
-        if t is ty.bool_:
-            if not isinstance(value, (bool, int)):
-                raise self.err(None, f"cannot use {value!r} as a bool")
-            return 1 if value else 0
-        if t.is_float:
-            if not isinstance(value, (bool, int, float)):
-                raise self.err(None, f"cannot use {value!r} as {t.name}")
-            f = float(value)
-            with np.errstate(over="ignore"):
-                arr = np.array([f], dtype=np.float64).astype(t.np_dtype)
-            if math.isfinite(f) and not np.isfinite(arr[0].astype(np.float64)):
-                raise self.err(None, f"literal {value!r} overflows {t.name} (largest finite: "
-                               f"{float(np.finfo(t.np_dtype).max)!r})")
-            raw = arr.view({16: np.uint16, 32: np.uint32, 64: np.uint64}[t.scalar.bits])[0]
-            return int(raw)
-        if isinstance(value, float):
-            raise self.err(None, f"float literal {value!r} used where {t.name} is expected; "
-                           f"write an integer or cast the other operand with aw.f32(...)")
-        if not isinstance(value, (bool, int)):
-            raise self.err(None, f"cannot use {value!r} as {t.name}")
-        lo, hi = _INT_RANGE[t.scalar.spelling]
-        v = int(value)
-        if not lo <= v <= hi:
-            raise self.err(None, f"integer literal {v} does not fit in {t.name} (valid: {lo}..{hi})")
-        return v & ((1 << t.bits) - 1)
+        for root in (self.node, self._stmt):
+            if root is None:
+                continue
+            for n in ast.walk(root):
+                if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.USub) and isinstance(n.operand, ast.Constant):
+                    lit = n.operand.value
+                    if type(lit) is type(value) and not isinstance(lit, (str, bool)) and -lit == value:
+                        return n
+                if (isinstance(n, ast.Constant) and type(n.value) is type(value) and n.value == value
+                        and not (isinstance(value, (int, float)) and value < 0)):
+                    return n
+        return None
 
     def default_type(self, value: Any) -> DType:
         if isinstance(value, bool):
@@ -283,8 +286,8 @@ class Frontend(ast.NodeVisitor):
             lo, hi = _INT_RANGE["i32"]
             if lo <= value <= hi:
                 return ty.i32
-            raise self.err(None, f"integer literal {value} does not fit in i32; write aw.i64({value}) "
-                           "for a 64-bit value")
+            raise self.err(self.literal_node(value), f"integer literal {value} does not fit in i32; write "
+                           f"aw.i64({value}) for a 64-bit value")
         if isinstance(value, float):
             return ty.f32
         raise self.err(None, f"a {type(value).__name__} value ({value!r}) is not a kernel value; "
@@ -464,9 +467,11 @@ class Frontend(ast.NodeVisitor):
         return False
 
     def visit(self, node: ast.AST) -> Any:
-        prev = self.node
+        prev, prev_stmt = self.node, self._stmt
         if isinstance(node, (ast.stmt, ast.expr)):
             self.node = node
+            if isinstance(node, ast.stmt):
+                self._stmt = node
         try:
             t = type(node)
             method = _VISITORS.get(t, _VISITORS)
@@ -477,7 +482,7 @@ class Frontend(ast.NodeVisitor):
                                + _supported_hint(node))
             return method(self, node)
         finally:
-            self.node = prev
+            self.node, self._stmt = prev, prev_stmt
 
     def visit_Pass(self, node: ast.Pass) -> None:
         return None
@@ -864,20 +869,12 @@ class Frontend(ast.NodeVisitor):
         return self.resolve_global(name, node)
 
     def resolve_global(self, name: str, node: ast.AST) -> Any:
-        fn = self.src.fn
-        g = getattr(fn, "__globals__", {})
-        if name in g:
-            return g[name]
-        code = getattr(fn, "__code__", None)
-        if code is not None and fn.__closure__ and name in code.co_freevars:
-            cell = fn.__closure__[code.co_freevars.index(name)]
-            try:
-                return cell.cell_contents
-            except ValueError:
-                pass
-        if hasattr(builtins, name):
-            return getattr(builtins, name)
-        raise self.err(node, f"name {name!r} is not defined")
+        """A free name of the function body, as Python resolves it: closure cell, module
+        global, builtin (the same lookup the cache key is built from)."""
+        v = resolve_free_name(self.src.fn, name)
+        if v is _UNDEFINED:
+            raise self.err(node, f"name {name!r} is not defined")
+        return v
 
     def visit_Name(self, node: ast.Name) -> Any:
         return self.load_name(node.id, node)
@@ -1019,7 +1016,11 @@ class Frontend(ast.NodeVisitor):
             if not b.type.is_int:
                 raise self.err(node, f"shift count must be an integer, got {b.type.name}")
             if b.type.bits == 64:
-                b = self.cast(b, ty.u32)
+                # the ISA reads one unsigned 32-bit count (spec §8.3): saturate, never truncate, so
+                # counts 2^32, 2^32 + 1, 2^63 ... stay ">= the width" (0 / the sign fill)
+                if b.type is not ty.u64:
+                    b = self.bitcast(b, ty.u64)
+                b = self.cast(self._alu("min", ty.u64, b, self.const(0xFFFFFFFF, ty.u64)), ty.u32)
         else:
             if not isinstance(b, int) or b < 0:
                 raise self.err(node, f"shift count must be a non-negative integer, got {b!r}")
