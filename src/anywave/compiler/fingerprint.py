@@ -40,6 +40,7 @@ import numpy as np
 COMPILER_PACKAGES = ("compiler", "isa", "binary", "emu", "asm")
 
 UNDEFINED = object()
+_NOT_GLOBAL = object()
 
 
 class Unkeyable(Exception):
@@ -236,20 +237,39 @@ class Fingerprint:
 
     Attributes:
         text: the description (hash it for a key).
-        deps: (getter, value) of every lookup, for :meth:`still_valid`.
+        deps: (cell, globals, name, attributes, value) of every lookup, for :meth:`still_valid`
+            (``cell`` the closure cell or None; ``globals`` None for a function attribute
+            such as ``__defaults__`` of ``name``, which is then the function).
         exact: every dependency is identity-comparable (else always rebuild the key).
     """
 
     text: str
-    deps: list[tuple[Callable[[], Any], Any]]
+    deps: list[tuple[Any, Any, Any, tuple[str, ...], Any]]
     exact: bool
 
     def still_valid(self) -> bool:
         """True when every name still resolves to the identical value (a fast hit check)."""
         if not self.exact:
             return False
-        for get, value in self.deps:
-            if get() is not value:
+        for cell, g, name, attrs, value in self.deps:
+            if cell is not None:
+                try:
+                    v = cell.cell_contents
+                except ValueError:
+                    v = UNDEFINED
+            elif g is None:
+                v = getattr(name, attrs[0], None)
+                attrs = ()
+            else:
+                v = g.get(name, _NOT_GLOBAL)
+                if v is _NOT_GLOBAL:
+                    v = getattr(builtins, name, UNDEFINED)
+            for a in attrs:
+                try:
+                    v = getattr(v, a)
+                except Exception:  # noqa: BLE001 - a changed object: rebuild the key
+                    return False
+            if v is not value:
                 return False
         return True
 
@@ -261,7 +281,7 @@ def fingerprint(fn: Callable[..., Any]) -> Fingerprint:
     Raises:
         Unkeyable: a value read by the kernel cannot be described (see the module docstring).
     """
-    deps: list[tuple[Callable[[], Any], Any]] = []
+    deps: list[tuple[Any, Any, Any, tuple[str, ...], Any]] = []
     seen: dict[int, str] = {}
     exact = [True]
 
@@ -293,11 +313,18 @@ def fingerprint(fn: Callable[..., Any]) -> Fingerprint:
 
     def describe(f: Callable[..., Any], chain: tuple[str, ...], value: Any) -> str:
         if chain[0] in ("__defaults__", "__kwdefaults__"):
-            what = chain[0]
-            current = getattr(f, what)
-            deps.append((lambda: getattr(f, what), current))
+            deps.append((None, None, f, chain, getattr(f, chain[0])))
         else:
-            deps.append((lambda: _resolve_chain(f, chain), value))
+            code = getattr(f, "__code__", None)
+            cell = None
+            if code is not None and chain[0] in code.co_freevars and f.__closure__:
+                cell = f.__closure__[code.co_freevars.index(chain[0])]
+            attrs, checked = chain[1:], value
+            if attrs and _is_anywave_module(_resolve_chain(f, chain[:1])):
+                # aw.f32, aw.In ...: the package's own names are fixed for the process (and
+                # covered by compiler_hash); checking the root's identity is enough
+                checked, attrs = _resolve_chain(f, chain[:1]), ()
+            deps.append((cell, getattr(f, "__globals__", {}), chain[0], attrs, checked))
         if not _identity_safe(value):
             exact[0] = False
         try:
@@ -307,4 +334,11 @@ def fingerprint(fn: Callable[..., Any]) -> Fingerprint:
                             "kernel cannot be keyed on it") from None
 
     text = walk(fn)
-    return Fingerprint(text, deps, exact[0])
+    unique: dict[tuple[int, int, str, tuple[str, ...]], tuple[Any, Any, Any, tuple[str, ...], Any]] = {}
+    for d in deps:
+        unique.setdefault((id(d[0]), id(d[1]), d[2] if isinstance(d[2], str) else str(id(d[2])), d[3]), d)
+    return Fingerprint(text, list(unique.values()), exact[0])
+
+
+def _is_anywave_module(v: Any) -> bool:
+    return isinstance(v, types.ModuleType) and (v.__name__ == "anywave" or v.__name__.startswith("anywave."))
