@@ -223,3 +223,20 @@ def test_caret_points_at_the_overflowing_literal_inside_an_expression() -> None:
     lines = str(ei.value).splitlines()
     src = next(i for i, ln in enumerate(lines) if "5000000000" in ln and "x[1]" in ln)
     assert lines[src + 1].index("^") == lines[src].index("5000000000")
+
+
+# ----------------------------------------------------------------------------- item 23: launch geometry
+
+@aw.kernel
+def _touch(x: aw.Buffer[aw.i32]):
+    x[aw.global_id(0)] = 1
+
+
+@pytest.mark.parametrize("grid", [(2.7,), 2.7, (2, 1.0), (True,), ("2",)])
+def test_non_integer_grid_is_refused_not_truncated(grid) -> None:
+    x = np.zeros(64, np.int32)
+    with pytest.raises(aw.LaunchError) as ei:
+        _touch(x, grid=grid, workgroup=1, target="emulator")
+    shown = grid[-1] if isinstance(grid, tuple) else grid
+    assert repr(shown) in str(ei.value)
+    assert not x.any()

@@ -444,12 +444,19 @@ def kernel(fn: Callable[..., Any] | None = None, *, workgroup: Sequence[int] | i
 
 
 def _dims3(v: Any, what: str) -> tuple[int, int, int]:
-    if isinstance(v, (int, np.integer)):
+    """``v`` (an int or 1-3 ints) as 3 dims; a float, bool or other non-integer is refused
+    (never truncated: ``grid=(2.7,)`` is a LaunchError naming 2.7)."""
+    if isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)):
         v = (int(v),)
     try:
-        vals = [int(x) for x in v]
-    except (TypeError, ValueError):
+        items = list(v)
+    except TypeError:
         raise LaunchError(f"{what} must be an int or 1-3 ints, got {v!r}") from None
+    for k, x in enumerate(items):
+        if isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, np.integer)):
+            raise LaunchError(f"{what} must be an int or 1-3 ints, got {type(x).__name__} {x!r} in dimension {k} "
+                              f"of {tuple(items)!r}; round it explicitly, e.g. (n + 255) // 256")
+    vals = [int(x) for x in items]
     if not 1 <= len(vals) <= 3 or any(x < 1 for x in vals):
         raise LaunchValueError(f"{what} must be 1-3 positive ints, got {tuple(vals)}")
     return tuple(vals + [1] * (3 - len(vals)))  # type: ignore[return-value]
