@@ -240,3 +240,32 @@ def test_non_integer_grid_is_refused_not_truncated(grid) -> None:
     shown = grid[-1] if isinstance(grid, tuple) else grid
     assert repr(shown) in str(ei.value)
     assert not x.any()
+
+
+# ----------------------------------------------------------------------------- item 10: documented
+
+@aw.kernel
+def _shfl_cond(x: aw.In[aw.i32], y: aw.Out[aw.i32], z: aw.Out[aw.i32], n: aw.i32):
+    i = aw.global_id(0)
+    if i < n:
+        v = x[i]
+        y[i] = aw.wave_shfl(v, 0) if i % 2 == 1 else -1
+        z[i] = aw.where(i % 2 == 1, aw.wave_shfl(v, 0), -1)
+
+
+@pytest.mark.parametrize("W", WIDTHS)
+def test_conditional_wave_op_is_a_branch_as_documented(W: int) -> None:
+    """Spec §8.8 rule: a shuffle from a lane that is not executing gives the lane's own value.
+    Under the branch (odd lanes only) lane 0 does not execute; under aw.where every lane does."""
+    n = 2 * W
+    x = np.arange(100, 100 + n, dtype=np.int32)
+    y, z = np.zeros(n, np.int32), np.zeros(n, np.int32)
+    _shfl_cond(x, y, z, n, grid=1, workgroup=n, target="emulator", wave_width=W)
+    lanes = np.arange(n)
+    odd = lanes % 2 == 1
+    wave_lane0 = x[(lanes // W) * W]
+    np.testing.assert_array_equal(y, np.where(odd, x, -1))
+    np.testing.assert_array_equal(z, np.where(odd, wave_lane0, -1))
+    from anywave.compiler import language
+
+    assert "aw.where" in language.__doc__ and "branch" in language.__doc__
