@@ -217,3 +217,10 @@ def test_shift_by_large_literal_count() -> None:
     y = np.full(3, 7, np.uint64)
     k(x, y, grid=1, workgroup=1, target="emulator")
     assert list(map(int, y)) == [0, 0, 8]
+
+
+@pytest.mark.parametrize("tname,value", LITERALS)
+def test_host_dtype_call_rounds_like_a_literal(tname: str, value: float) -> None:
+    """``aw.bf16(v)`` outside a kernel is the same exactly rounded value (not NumPy's double rounding)."""
+    got = _DT[tname](value)
+    assert int(np.array([got]).view(_NP[tname][1])[0]) == nearest_bits(value, tname)
