@@ -269,3 +269,44 @@ def test_conditional_wave_op_is_a_branch_as_documented(W: int) -> None:
     from anywave.compiler import language
 
     assert "aw.where" in language.__doc__ and "branch" in language.__doc__
+
+
+@aw.kernel
+def _cond_mixed(x: aw.In[aw.i32], o: aw.Out[aw.i32], n: aw.i32):
+    i = aw.global_id(0)
+    if i < n:
+        a = x[i]
+        r = 0
+        if a > 0 and a:
+            r += 1
+        if (a < 5 and a) or a == 9:
+            r += 10
+        if not (a and (a > 2)):
+            r += 100
+        k = 0
+        while k < 3 and a:
+            k += 1
+        o[i] = r + 1000 * k + (7 if a > 1 and a else 8)
+
+
+def test_mixed_bool_and_number_as_a_condition_is_truthiness() -> None:
+    """In an if/while test, ``not`` operand or conditional-expression test only truthiness is
+    used, so a bool may meet a number there, as in Python."""
+    xs = [-3, 0, 1, 3, 9]
+    x = np.array(xs, np.int32)
+    o = np.zeros(len(xs), np.int32)
+    _cond_mixed(x, o, len(xs), grid=1, workgroup=len(xs), target="emulator", wave_width=8)
+    want = []
+    for a in xs:
+        r = 0
+        if a > 0 and a:
+            r += 1
+        if (a < 5 and a) or a == 9:
+            r += 10
+        if not (a and (a > 2)):
+            r += 100
+        k = 0
+        while k < 3 and a:
+            k += 1
+        want.append(r + 1000 * k + (7 if a > 1 and a else 8))
+    assert o.tolist() == want

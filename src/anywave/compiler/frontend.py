@@ -202,6 +202,8 @@ class Frontend(ast.NodeVisitor):
         #: copies of the current loop body made by enclosing unrolled loops (aw.range(unroll=),
         #: aw.static_range); bounded by MAX_UNROLLED_COPIES
         self._unroll_copies = 1
+        #: the and/or expression being visited as a condition (see visit_cond)
+        self._cond_boolop: ast.AST | None = None
 
     # ------------------------------------------------------------------ helpers
     @property
@@ -626,7 +628,7 @@ class Frontend(ast.NodeVisitor):
 
     # --- control flow
     def visit_If(self, node: ast.If) -> None:
-        cond = self.visit(node.test)
+        cond = self.visit_cond(node.test)
         if not isinstance(cond, Value) and not isinstance(cond, PredUse):
             if isinstance(cond, (bool, int, float, np.generic)) or cond is None:
                 # static if: compile-time condition, only the taken branch is compiled
@@ -682,7 +684,7 @@ class Frontend(ast.NodeVisitor):
             raise self.err(node.orelse[0], "'while ... else' is not supported in a kernel")
 
         def build() -> None:
-            cond = self.visit(node.test)
+            cond = self.visit_cond(node.test)
             self.node = node
             if isinstance(cond, (bool, int, float)) and cond:
                 pass  # while True: leave only through break/return
@@ -875,7 +877,7 @@ class Frontend(ast.NodeVisitor):
         raise _Terminated
 
     def visit_Assert(self, node: ast.Assert) -> None:
-        v = self.visit(node.test)
+        v = self.visit_cond(node.test)
         if isinstance(v, Value):
             raise self.err(node, "assert needs a compile-time condition (runtime asserts are not supported)")
         if not v:
@@ -940,7 +942,7 @@ class Frontend(ast.NodeVisitor):
         return tuple(self.visit(e) for e in node.elts)
 
     def visit_UnaryOp(self, node: ast.UnaryOp) -> Any:
-        x = self.visit(node.operand)
+        x = self.visit_cond(node.operand) if isinstance(node.op, ast.Not) else self.visit(node.operand)
         self.node = node
         if isinstance(node.op, ast.Not):
             if not isinstance(x, (Value, PredUse)):
@@ -1180,6 +1182,14 @@ class Frontend(ast.NodeVisitor):
     def _pure(nodes: list[ir.Node]) -> bool:
         return all(isinstance(n, Op) and n.is_pure for n in nodes)
 
+    def visit_cond(self, node: ast.AST) -> Any:
+        """Visit an expression whose value is used only for its truthiness (an ``if``/``while``
+        test, the operand of ``not``): there ``and``/``or`` may mix bools and numbers, since
+        only ``bool(x and y) == (bool(x) and bool(y))`` matters."""
+        if isinstance(node, ast.BoolOp):
+            self._cond_boolop = node
+        return self.visit(node)
+
     def visit_BoolOp(self, node: ast.BoolOp) -> Any:
         """``and``/``or`` with Python's value: ``x and y`` is ``y if x else x``, ``x or y`` is
         ``x if x else y`` (truthiness: ``!= 0``; NaN is true). Bool operands give a bool;
@@ -1189,19 +1199,25 @@ class Frontend(ast.NodeVisitor):
         lanes that need it."""
         is_and = isinstance(node.op, ast.And)
         word = "and" if is_and else "or"
-        result = self.visit(node.values[0])
+        cond_only = self._cond_boolop is node
+        self._cond_boolop = None
+        result = self.visit_cond(node.values[0]) if cond_only else self.visit(node.values[0])
         left_node: ast.AST = node.values[0]
         for vnode in node.values[1:]:
             if not isinstance(result, (Value, PredUse)):
                 # compile-time left side decides statically (Python short-circuit)
                 if (not result) if is_and else result:
                     return result
-                result = self.visit(vnode)
+                result = self.visit_cond(vnode) if cond_only else self.visit(vnode)
                 left_node = vnode
                 continue
+            if cond_only and isinstance(vnode, ast.BoolOp):
+                self._cond_boolop = vnode
             right, nodes = self._scratch(vnode)
             self.node = node
             lb, rb = _is_boolish(result), _is_boolish(right)
+            if cond_only:
+                lb = rb = True  # only the truthiness of the result is used
             if lb != rb:
                 bad = vnode if lb else left_node
                 other = right if lb else result
@@ -1266,7 +1282,7 @@ class Frontend(ast.NodeVisitor):
         return res
 
     def visit_IfExp(self, node: ast.IfExp) -> Any:
-        cond = self.visit(node.test)
+        cond = self.visit_cond(node.test)
         if not isinstance(cond, (Value, PredUse)):
             return self.visit(node.body if cond else node.orelse)
         pu = self.as_pred(cond, node.test)
