@@ -22,6 +22,12 @@ def arguments(p: argparse.ArgumentParser) -> None:
                    help="other targets: 'all' (every available one), 'none', or a comma list (opencl,sycl,cuda)")
     p.add_argument("--plot", type=Path, default=Path("torch_train.png"), help="loss-curve PNG path")
     p.add_argument("--json", type=Path, default=None, help="also write a JSON summary here")
+    p.add_argument("--nproc", type=int, default=1,
+                   help="data-parallel ranks (DistributedDataParallel, one process each; default 1: no DDP)")
+    p.add_argument("--backend", choices=("gloo", "nccl"), default="gloo",
+                   help="with --nproc: gloo (CPU tensors on --ddp-target) or nccl (one GPU per rank)")
+    p.add_argument("--ddp-target", default="emulator",
+                   help="with --nproc and gloo: the CPU target of every rank (emulator, opencl, sycl)")
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:

@@ -323,6 +323,13 @@ def run(args: argparse.Namespace) -> int:
     """Train everywhere, check bit-identity, compare with PyTorch, plot. Exit 0 when the runs
     are bit-identical, 1 (with the first difference) when not, or when a target failed to
     run (the others are still compared, plotted and summarised)."""
+    if getattr(args, "nproc", 1) != 1:
+        if args.nproc < 1:
+            print(f"error: --nproc must be >= 1, got {args.nproc}", file=sys.stderr)
+            return 1
+        from anywave.torch import distributed
+
+        return distributed.run_cli(args)
     cfg = TrainConfig(steps=args.steps, batch=args.batch, lr=args.lr, seed=args.seed)
     data = load_data(cfg.seed)
     try:
