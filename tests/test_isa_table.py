@@ -23,6 +23,7 @@ def _sample_operand(kind: Operand, i: int):
         Operand.DADDR: DeviceAddr(i % 4, reg, -4 * i), Operand.DADDR64: DeviceAddr(i % 4, reg, 8 * i),
         Operand.LADDR: LocalAddr(reg, 16 * i - 8), Operand.SCOPE: Scope(i % 4),
         Operand.ORDER: MemoryOrder(i % 5), Operand.FUNC: i % 3,
+        Operand.FD: i % 32, Operand.FS: (i + 7) % 32,
     }[kind]
 
 

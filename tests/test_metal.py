@@ -104,7 +104,8 @@ def test_the_stub_check_catches_undeclared_names_types_and_address_spaces(tmp_pa
         "argument count": text.replace("memory_order_relaxed)", ")", 1),
         "bit-cast size": text.replace("as_type<u32>((float)(x))", "as_type<u64>((float)(x))", 1),
         # a threadgroup address held in a device pointer: implicit address-space conversion
-        "address space": mem.replace("threadgroup u32* q = ", "device u32* q = ", 1),
+        "address space": mem.replace("uint4 q = *((threadgroup uint4*)",
+                                     "uint4 q; device uint4* qp = ((threadgroup uint4*)", 1),
     }
     for what, t in bad.items():
         assert t != text, what

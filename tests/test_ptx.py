@@ -30,7 +30,8 @@ from anywave.binary.module import (
     Pred,
 )
 from anywave.conformance import assemble_group, group_names
-from anywave.isa.table import INSTRUCTIONS, Category, Operand
+from anywave.isa.mma import fragment_kinds
+from anywave.isa.table import INSTRUCTIONS, Category, Flag, Operand
 from anywave.isa.types import Access, ArgKind, Capability, MemoryOrder, ScalarType, Scope, SpecialRegister
 
 EXAMPLES = sorted((Path(__file__).resolve().parent.parent / "src" / "anywave" / "examples").glob("*.wave"))
@@ -62,6 +63,12 @@ def _operand(kind: Operand, d) -> object:
     }[kind]
 
 
+_FRAG_SLOTS: dict = {}
+#: wave-scope MMA fragment instructions: mma.sync.m16n8k16 and ldmatrix need sm_80
+_WAVE_FRAGMENTS = {d.mnemonic for d in INSTRUCTIONS if d.category is Category.MMA and d.op.startswith("f")
+                   and d.flags & Flag.WAVE_COLLECTIVE}
+
+
 def _all_entries_module(skip: set[str] = frozenset()) -> Module:
     """One kernel holding every non-structured table entry (plus the control entries in a
     well-nested shape), so one translation exercises every emitter."""
@@ -69,7 +76,9 @@ def _all_entries_module(skip: set[str] = frozenset()) -> Module:
     for d in INSTRUCTIONS:
         if d.category is Category.CONTROL or d.mnemonic in skip:
             continue
-        code.append(Instruction(d, tuple(_operand(k, d) for k in d.operands)))
+        fk = fragment_kinds(d)  # fragment operands: one slot per fragment kind
+        code.append(Instruction(d, tuple(_FRAG_SLOTS.setdefault(fk[i], len(_FRAG_SLOTS)) if fk[i] is not None
+                                         else _operand(k, d) for i, k in enumerate(d.operands))))
     code.append(Instruction.make("loop"))
     code.append(Instruction.make("if", Pred(3)))
     code.append(Instruction.make("break", guard=Pred(4)))
@@ -107,7 +116,10 @@ def test_coverage_report_lists_every_entry() -> None:
     assert set(cov) == {d.mnemonic for d in INSTRUCTIONS}
     assert all(v == "translated" for v in cov.values())
     old = table_coverage("sm_75")
-    assert {m for m, v in old.items() if v != "translated"} == {"fma.bf16", "fma.bf16x2"}
+    # wave-scope MMA fragments need mma.sync.m16n8k16 and ldmatrix (sm_80)
+    frag = {d.mnemonic for d in INSTRUCTIONS if d.op.startswith("f") and d.category.name == "MMA"
+            and d.flags & Flag.WAVE_COLLECTIVE}
+    assert frag and {m for m, v in old.items() if v != "translated"} == {"fma.bf16", "fma.bf16x2"} | frag
 
 
 def test_translate_every_entry_text() -> None:
@@ -121,13 +133,16 @@ def test_translate_every_entry_text() -> None:
 @needs_ptxas
 @pytest.mark.parametrize("arch", ARCHS)
 def test_ptxas_every_entry(arch: str, tmp_path: Path) -> None:
-    skip = {"fma.bf16", "fma.bf16x2"} if arch == "sm_75" else set()
+    skip = {"fma.bf16", "fma.bf16x2"} | _WAVE_FRAGMENTS if arch == "sm_75" else set()
     _ptxas(translate(_all_entries_module(skip), arch).text, arch, tmp_path)
 
 
 def test_unsupported_reported_before_translation() -> None:
     m = _all_entries_module()
     problems = check_supported(m, "sm_75")
+    frag = [p for p in problems if "needs sm_80 or newer (mma.sync" in p]
+    assert len(frag) == len(_WAVE_FRAGMENTS)
+    problems = [p for p in problems if p not in frag]
     assert len(problems) == 2 and all("fma.bf16" in p and "kernel 'every'" in p for p in problems)
     with pytest.raises(PtxError, match="fma.bf16"):
         translate(m, "sm_75")
@@ -169,7 +184,7 @@ def test_ptxas_conformance_and_examples(name: str, obj: object, arch: str, tmp_p
 def test_only_fma_bf16_is_unsupported_on_sm75() -> None:
     for name, obj in _modules():
         for p in check_supported(_load(obj), "sm_75"):
-            assert "fma.bf16" in p, (name, p)
+            assert "fma.bf16" in p or "needs sm_80 or newer (mma.sync" in p, (name, p)
 
 
 # ------------------------------------------------------------------ structure of the output

@@ -82,6 +82,7 @@ _SAMPLES: dict[Operand, tuple[str, object]] = {
     Operand.SCOPE: (".workgroup", Scope.WORKGROUP),
     Operand.ORDER: (".acq_rel", MemoryOrder.ACQ_REL),
     Operand.FUNC: ("f", 0),
+    Operand.FD: ("f5", 5), Operand.FS: ("f31", 31),
 }
 
 
@@ -222,6 +223,8 @@ def _instruction(draw: st.DrawFn, d: InstrDef, ctx: dict) -> Instruction:  # typ
                                      draw(st.integers(-(1 << 31), (1 << 31) - 1))))
         elif kind is Operand.LADDR:
             values.append(LocalAddr(draw(st.integers(0, 254)), draw(st.integers(-(1 << 31), (1 << 31) - 1))))
+        elif kind in (Operand.FD, Operand.FS):
+            values.append(draw(st.integers(0, 31)))
         else:  # pragma: no cover
             raise AssertionError(kind)
     guard = None

@@ -368,7 +368,8 @@ def test_bad_capability_and_flag_bits():
     caps = kernel_field(data, 36)
     rejects(patch(data, caps, "<I", 1 << 20), "capabilities", "undefined bits", offset=caps)
     flags = kernel_field(data, 40)
-    rejects(patch(data, flags, "<I", 2), "flags", "undefined bits", offset=flags)
+    rejects(patch(data, flags, "<I", 4), "flags", "undefined bits", offset=flags)
+    rejects(patch(data, flags, "<I", 1 << 31), "flags", "undefined bits", offset=flags)
 
 
 def test_partial_workgroup_size():
@@ -424,6 +425,8 @@ def operand_value(kind: Operand) -> st.SearchStrategy:
         return st.sampled_from(list(MemoryOrder))
     if kind in (Operand.ARG, Operand.FUNC):
         return st.integers(0, 0xFFFF)
+    if kind in (Operand.FD, Operand.FS):
+        return st.integers(0, 31)
     off = st.integers(-(2**31), 2**31 - 1)
     if kind is Operand.DADDR:
         return st.builds(DeviceAddr, st.integers(0, 0xFFFF), st.integers(0, 254), off)

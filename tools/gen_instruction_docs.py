@@ -50,11 +50,12 @@ def operand_syntax(defn: InstrDef) -> str:
     ``rA:rA+3``; a guard spelled as an operand (``break p0``) is shown as ``[[!]pG]``. The
     four MMA operands are registers holding tile offsets and are named after their tiles.
     """
-    if defn.category is Category.MMA:
+    if defn.category is Category.MMA and defn.op == "mma":
         # four wave-uniform local-memory byte offsets: D, A, B, C (spec §8.13)
         return "rD_off, rA_off, rB_off, rC_off"
     parts: list[str] = []
     src = 0
+    fsrc = 0
     for kind in defn.operands:
         if kind in (Operand.RS, Operand.RS64, Operand.RS128, Operand.PS):
             letter = _SOURCE_NAMES[src].upper()
@@ -95,6 +96,11 @@ def operand_syntax(defn: InstrDef) -> str:
             parts.append(".order")
         elif kind is Operand.FUNC:
             parts.append("FUNC")
+        elif kind is Operand.FD:  # MMA fragments (spec §8.14)
+            parts.append("fD")
+        elif kind is Operand.FS:
+            parts.append(f"f{_SOURCE_NAMES[fsrc].upper()}")
+            fsrc += 1
         else:  # pragma: no cover - a new operand kind must be given a spelling here
             raise AssertionError(f"no assembly placeholder for operand kind {kind}")
     if Flag.GUARD_OPERAND in defn.flags:

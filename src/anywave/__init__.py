@@ -12,6 +12,11 @@ The kernel language (``import anywave as aw``)::
 
     saxpy(2.0, x, y, len(x), grid=(len(x) + 255) // 256, workgroup=256)
 
+Buffers take NumPy arrays, torch tensors, CuPy arrays, DLPack / ``__cuda_array_interface__``
+objects, or device arrays that stay on a target between launches: ``aw.array(data,
+target="cuda")``, ``aw.empty``/``aw.zeros(shape, dtype, target=...)``, ``.numpy()`` to copy
+back, ``aw.synchronize()`` to wait for asynchronous launches (:mod:`anywave.runtime.arrays`).
+
 Types: ``i32 u32 i64 u64 f16 bf16 f32 f64 bool_``; buffers ``Buffer[T]`` (read-write),
 ``In[T]`` (read), ``Out[T]`` (write); ``Const[int]`` (or keyword-only parameters) for
 compile-time constants. Intrinsics: :mod:`anywave.compiler.language`; block-level helpers and
@@ -45,12 +50,24 @@ from anywave.compiler import (  # noqa: E402
     u32,
     u64,
 )
+from anywave.compiler.autotune import autotune  # noqa: E402
 from anywave.compiler.language import *  # noqa: E402,F401,F403
 from anywave.compiler.stdlib import *  # noqa: E402,F401,F403
 from anywave.emu import emulate  # noqa: E402
+from anywave.runtime.arrays import (  # noqa: E402
+    Array,
+    array,
+    empty,
+    from_dlpack,
+    from_torch,
+    synchronize,
+    to_torch,
+    zeros,
+)
 
 __all__ = [
-    "Buffer", "CompileError", "Const", "In", "LaunchError", "Out", "available_targets", "bf16", "bool_",
+    "Array", "array", "empty", "from_dlpack", "from_torch", "synchronize", "to_torch", "zeros",
+    "Buffer", "CompileError", "Const", "autotune", "In", "LaunchError", "Out", "available_targets", "bf16", "bool_",
     "emulate", "f16", "f32", "f64", "func", "i8", "i16", "i32", "i64", "kernel", "register_target", "u8", "u16",
     "u32", "u64",
 ]

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from anywave import __version__
-from anywave.binary.module import KERNEL_FLAG_FLAT, Module
+from anywave.binary.module import KERNEL_FLAG_FLAT, KERNEL_FLAG_W_INVARIANT, Module, w_dependent_uses
 from anywave.errors import AsmError, WaveError
 from anywave.isa.table import Category
 
@@ -226,7 +226,9 @@ def module_info(module: Module) -> dict[str, Any]:
             "workgroup_size": list(k.workgroup_size) if k.workgroup_size else None,
             "max_workgroup_size": k.max_workgroup_size,
             "capabilities": k.capabilities.spellings(),
-            "flags": ["flat"] if k.flags & KERNEL_FLAG_FLAT else [],
+            "flags": [n for bit, n in ((KERNEL_FLAG_FLAT, "flat"), (KERNEL_FLAG_W_INVARIANT, "w_invariant"))
+                      if k.flags & bit],
+            "wave_width_dependence": _w_dependence(module, k),
             "calls": [funcs[fi].name for fi in called],
             "instructions": len(code),
             "instructions_by_category": counts(code),
@@ -237,6 +239,23 @@ def module_info(module: Module) -> dict[str, Any]:
         "functions": [{"name": f.name, "instructions": len(f.code),
                        "instructions_by_category": counts(f.code)} for f in funcs],
     }
+
+
+def _w_dependence(module: Module, k: Any) -> dict[str, Any]:
+    """The kernel's W-dependence (docs/spec.md §14.3) for :func:`module_info`: ``invariant``
+    (bool), ``declared`` (the kernel-table flag is set), ``uses`` (W-observing instructions),
+    ``summary`` (one line)."""
+    uses = w_dependent_uses(module, k)
+    declared = bool(k.flags & KERNEL_FLAG_W_INVARIANT)
+    if declared:
+        summary = "invariant (flag w_invariant: same results at every W" + \
+            (", through the W-invariant library collectives)" if uses else ")")
+    elif not uses:
+        summary = "invariant (no instruction observes W)"
+    else:
+        summary = "may depend on W (compare its results only at equal W); W is observed by:"
+    return {"invariant": declared or not uses, "declared": declared, "uses": [] if declared else uses,
+            "summary": summary}
 
 
 def format_info(info: dict[str, Any]) -> str:
@@ -263,6 +282,12 @@ def format_info(info: dict[str, Any]) -> str:
         mx = k["max_workgroup_size"]
         lines.append(f"  max workgroup size: {mx if mx is not None else 'not declared'}")
         lines.append(f"  capabilities:       {', '.join(k['capabilities']) or 'none'}")
+        wd = k["wave_width_dependence"]
+        lines.append(f"  wave width (W):     {wd['summary']}")
+        for u in wd["uses"][:4]:
+            lines.append(f"    {u}")
+        if len(wd["uses"]) > 4:
+            lines.append(f"    ... {len(wd['uses']) - 4} more")
         if k["calls"]:
             lines.append(f"  calls:              {', '.join(k['calls'])}")
         cats = ", ".join(f"{n} {c}" for c, n in k["instructions_by_category"].items())
@@ -305,6 +330,7 @@ class InfoCommand:
 COMMANDS: list[Provider | str] = [
     AsmCommand, DisCommand, ValidateCommand, InfoCommand, "anywave.emu.cli_run", "anywave.compiler.cli_compile",
     "anywave.backends.cli_translate", "anywave.runtime.cli_devices", "anywave.torch.cli_train", "anywave.demo",
+    "anywave.conformance.report",
 ]
 
 

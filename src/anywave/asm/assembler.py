@@ -51,6 +51,7 @@ from anywave.asm.syntax import (
 from anywave.binary.module import (
     FORMAT_VERSION,
     KERNEL_FLAG_FLAT,
+    KERNEL_FLAG_W_INVARIANT,
     Arg,
     DeviceAddr,
     Function,
@@ -74,7 +75,7 @@ from anywave.isa.types import (
 )
 
 #: kernel flags by their ``.flags`` spelling
-KERNEL_FLAG_NAMES: dict[str, int] = {"flat": KERNEL_FLAG_FLAT}
+KERNEL_FLAG_NAMES: dict[str, int] = {"flat": KERNEL_FLAG_FLAT, "w_invariant": KERNEL_FLAG_W_INVARIANT}
 
 _KERNEL_DIRECTIVES = (".arg", ".registers", ".local_memory", ".workgroup_size", ".max_workgroup_size",
                       ".capabilities", ".flags", ".dialect")
@@ -321,7 +322,18 @@ class _Assembler:
         for native in alias.native:
             defn = BY_MNEMONIC[native]
             try:
-                return self._parse_with(raw, defn, operands, parser, alias.order, alias.defaults)
+                if alias.fixed:
+                    need = len(defn.operands) - len(alias.fixed) + len(alias.ignored)
+                    if len(operands) != need:
+                        tok = operands[need] if len(operands) > need else raw.mnemonic
+                        raise raw.line.error_at(f"wrong operand count: {name} takes {need} register operands, "
+                                                f"got {len(operands)}", tok)
+                parsed = self._parse_with(raw, defn, operands, parser, alias.order, alias.defaults,
+                                          dict(alias.fixed))
+                for i in alias.ignored:
+                    if i < len(operands):
+                        parser.reg(raw.line, operands[i], 1)
+                return parsed
             except AsmError as exc:
                 errors.append((native, exc))
         if len(errors) == 1:
@@ -331,7 +343,8 @@ class _Assembler:
                              raw.mnemonic.col, len(raw.mnemonic.text))
 
     def _parse_with(self, raw: _RawIns, defn: InstrDef, operands: list[Token], parser: OperandParser,
-                    order: tuple[int, ...] | None, defaults: tuple[object, ...]) -> _Parsed:
+                    order: tuple[int, ...] | None, defaults: tuple[object, ...],
+                    fixed: dict[int, object] | None = None) -> _Parsed:
         line, mn_tok = raw.line, raw.mnemonic
         guard = parser.pred(line, raw.guard) if raw.guard is not None else None
         if raw.guard is not None and Flag.NO_GUARD in defn.flags:
@@ -350,13 +363,16 @@ class _Assembler:
             return _Parsed(defn, [], guard, raw.loc, raw)
         n = len(defn.operands)
         given = len(operands)
-        if not n - len(defaults) <= given <= n:
+        if not fixed and not n - len(defaults) <= given <= n:
             want = f"{n}" if not defaults else f"{n - len(defaults)} to {n}"
             tok = operands[n] if given > n else mn_tok
             raise line.error_at(f"wrong operand count: {defn.mnemonic} takes {want} operands "
                                 f"({operand_kinds_text(defn)}), got {given}", tok)
         values: list[object] = []
         for i, kind in enumerate(defn.operands):
+            if fixed and i in fixed:  # a reference alias's implicit operand
+                values.append(fixed[i])
+                continue
             src = order[i] if order is not None else i
             if src < given:
                 values.append(parser.operand(line, operands[src], kind, defn))

@@ -43,10 +43,14 @@ transcendentals map to the ``*.approx.f32`` forms; atomics default to ``.device`
 therefore also writes ``rD+1`` (the high half of the W-bit mask; zero when W <= 32).
 ``badd``/``bsub``/``bmul``/``bma`` (and the packed ``badd2``/``bmul2``/``bma2``) are the
 bf16 forms of ``hadd``... (``add.bf16`` on the low 16 bits of the registers).
+``mma_load_a``/``mma_load_b rX, rAddr, rStride`` load the thread's implicit 4x4 f32 A/B
+fragment (fragment slots f0/f1, thread scope ``m4n4k4``) from local memory at byte ``rAddr``
+with a row stride of ``rStride`` bytes; ``mma_compute rX, rY, rZ`` is C = A x B + C (f2,
+``fma`` in k order); ``mma_store_c rAddr, rStride, rX`` stores C; the ``rX`` fragment
+operands are ignored, as the reference's backends do. ``sr_mma_supported`` = 1,
+``sr_mma_m``/``sr_mma_n``/``sr_mma_k`` = 4 (spec §3.3).
 Reference mnemonics without a WAVE 1.0 equivalent (``iclamp``, ``fclamp``, ``ffract``,
-``fsat``, ``bitfind``, ``bfe``, ``bfi``, ``fcmp_ord``, and the per-thread fragment MMA forms
-``mma_load_a``, ``mma_load_b``, ``mma_compute``, ``mma_store_c``, whose tile model differs from
-WAVE's wave-collective ``mma.m16n16k16``) are reported as unknown. The list was audited
+``fsat``, ``bitfind``, ``bfe``, ``bfi``, ``fcmp_ord``) are reported as unknown. The list was audited
 against the mnemonic table of the reference assembler (``wave-asm/src/opcodes.rs``) and the
 kernels of its ``tests/ci``: every other reference mnemonic has an alias here.
 """
@@ -81,6 +85,11 @@ class Alias:
     native: tuple[str, ...]
     order: tuple[int, ...] | None = None
     defaults: tuple[object, ...] = ()
+    #: (native operand index, value) pairs set whatever the text says (the reference's
+    #: implicit MMA fragments), and reference operand indices read only to be checked as
+    #: registers (operands the reference ignores)
+    fixed: tuple[tuple[int, object], ...] = ()
+    ignored: tuple[int, ...] = ()
 
 
 _ATOMIC_DEFAULTS = (Scope.DEVICE, MemoryOrder.RELAXED)
@@ -90,11 +99,12 @@ def _build() -> dict[str, Alias]:
     table: dict[str, Alias] = {}
 
     def add(name: str, *native: str, order: tuple[int, ...] | None = None,
-            defaults: tuple[object, ...] = ()) -> None:
+            defaults: tuple[object, ...] = (), fixed: tuple[tuple[int, object], ...] = (),
+            ignored: tuple[int, ...] = ()) -> None:
         for n in native:
             if n not in BY_MNEMONIC:  # pragma: no cover - guards the table against typos
                 raise AssertionError(f"alias {name!r} names unknown native mnemonic {n!r}")
-        table[name] = Alias(tuple(native), order, defaults)
+        table[name] = Alias(tuple(native), order, defaults, fixed, ignored)
 
     # data movement
     add("mov", "mov.b32", "mov.sr")
@@ -178,6 +188,14 @@ def _build() -> dict[str, Alias]:
     add("fence_acq_rel", "fence", defaults=(Scope.DEVICE, MemoryOrder.ACQ_REL))
     add("wait", "nop")
     add("return", "ret")
+    # MMA: the reference's per-thread 4x4 f32 fragments A, B and C are implicit; they are
+    # the thread-scope m4n4k4 slots f0, f1, f2 (C starts at +0.0, as every fragment does).
+    # The register the reference names for the fragment is read and ignored, as there.
+    add("mma_load_a", "mma.load.a.local.m4n4k4.f32", order=(0, 1, 2), fixed=((0, 0),), ignored=(0,))
+    add("mma_load_b", "mma.load.b.local.m4n4k4.f32", order=(0, 1, 2), fixed=((0, 1),), ignored=(0,))
+    add("mma_compute", "mma.mma.m4n4k4.f32.f32", order=(0, 1, 2, 0), fixed=((0, 2), (1, 0), (2, 1), (3, 2)),
+        ignored=(0, 1, 2))
+    add("mma_store_c", "mma.store.local.m4n4k4.f32", order=(0, 2, 1), fixed=((1, 2),), ignored=(2,))
     return table
 
 

@@ -22,7 +22,7 @@ from anywave.isa.types import Capability, ScalarType
 _INDENT = "    "
 _NEST = "  "
 _MNEMONIC_WIDTH = 14
-_FLAG_NAMES = {1 << 0: "flat"}  # mirrors assembler.KERNEL_FLAG_NAMES
+_FLAG_NAMES = {1 << 0: "flat", 1 << 1: "w_invariant"}  # mirrors assembler.KERNEL_FLAG_NAMES
 
 
 def disassemble(module: Module) -> str:
@@ -188,6 +188,8 @@ class _Printer:
         if kind is Operand.LADDR:
             assert isinstance(v, LocalAddr)
             return f"[r{v.reg}{_offset(v.offset)}]"
+        if kind in (Operand.FD, Operand.FS):
+            return f"f{v}"
         if kind is Operand.FUNC:
             assert isinstance(v, int)
             if 0 <= v < len(self.m.functions):

@@ -25,6 +25,7 @@ from anywave.asm.syntax import (
     small_int,
 )
 from anywave.binary.module import DeviceAddr, LocalAddr, Pred
+from anywave.isa.mma import MAX_FRAGMENTS
 from anywave.isa.table import InstrDef, Operand
 from anywave.isa.types import LIMITS, MemoryOrder, ScalarType, Scope, SpecialRegister
 
@@ -191,6 +192,16 @@ class OperandParser:
             raise line.error_at(f"expected a function name, got {tok.text!r}", tok)
         return FuncRef(tok.text, line, tok)
 
+    def frag(self, line: Line, tok: Token) -> int:
+        """A fragment ``fN`` (docs/spec.md §8.14), N in 0..MAX_FRAGMENTS-1."""
+        m = re.fullmatch(r"f(\d+)", tok.text)
+        if m is None:
+            raise line.error_at(f"expected a fragment f0..f{MAX_FRAGMENTS - 1}, got {tok.text!r}", tok)
+        n = int(m.group(1))
+        if n >= MAX_FRAGMENTS:
+            raise line.error_at(f"fragment f{n} does not exist (fragments are f0..f{MAX_FRAGMENTS - 1})", tok)
+        return n
+
     # -- addresses ---------------------------------------------------------------------------
     def _offset(self, line: Line, tok: Token, sign: str | None, text: str | None) -> int:
         if sign is None or text is None:
@@ -253,6 +264,8 @@ class OperandParser:
             return self.order(line, tok)
         if kind is Operand.FUNC:
             return self.func(line, tok)
+        if kind in (Operand.FD, Operand.FS):
+            return self.frag(line, tok)
         raise AssertionError(f"unhandled operand kind {kind}")  # pragma: no cover
 
 

@@ -43,8 +43,10 @@ import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from anywave.backends import cfamily_mma
 from anywave.binary.module import DeviceAddr, Instruction, Kernel, LocalAddr, Module, Pred
 from anywave.errors import WaveError
+from anywave.isa.mma import MMA_SREG_VALUES
 from anywave.isa.table import Flag, InstrDef, Operand
 from anywave.isa.types import ArgKind, MemoryOrder, ScalarType, Scope, SpecialRegister
 
@@ -128,6 +130,11 @@ class Dialect:
     #: memory order), naming the instruction; None when it can. Per-instruction-kind refusals
     #: (fp64, sub-groups) come from :func:`unsupported_reason` and ``Features`` instead.
     refuse: Callable[[Instruction], str | None] = lambda ins: None
+    #: a 16-byte vector of four u32 for 128-bit accesses (``uint4``), its component i of a
+    #: value, and its construction from four u32 expressions; "" keeps four 32-bit accesses
+    vec4: str = ""
+    vec4_get: Callable[[str, int], str] = lambda v, i: f"{v}.{'xyzw'[i]}"
+    vec4_make: Callable[[list[str]], str] = lambda xs: "(uint4)(" + ", ".join(xs) + ")"
 
 
 # --------------------------------------------------------------------------- shared prelude
@@ -452,6 +459,8 @@ class _KernelRenderer:
         self.emit("u32 " + ", ".join(f"r{i} = 0u" for i in range(nreg)) + ";")
         self.emit("bool " + ", ".join(f"p{i} = false" for i in range(8)) + ";")
         self.emit("(void)aw_n;")
+        for line in cfamily_mma.declarations(self.m, k.code, W):  # fragment slots (spec 8.14)
+            self.emit(line)
         if self.wave:
             self.emit("bool act = aw_tl < aw_n;")
             self.emit("bool halted = !act;")
@@ -921,6 +930,7 @@ def _mov_sr(x: _KernelRenderer, ins: Instruction) -> list[str]:
         S.GLOBAL_ID_Y: f"(u32){d.group_id(1)} * aw_wgy + (aw_tl / aw_wgx) % aw_wgy",
         S.GLOBAL_ID_Z: f"(u32){d.group_id(2)} * aw_wgz + aw_tl / (aw_wgx * aw_wgy)",
         S.THREAD_LINEAR_ID: "aw_tl",
+        **{S[name]: f"{v}u" for name, v in MMA_SREG_VALUES.items()},
     }[SpecialRegister(sr)]
     return [f"r{dreg} = (u32)({e});"]
 
@@ -949,6 +959,9 @@ def _ptr(x: _KernelRenderer, ins: Instruction, addr: DeviceAddr | LocalAddr, cty
 def _ld(x: _KernelRenderer, ins: Instruction) -> list[str]:
     t = ins.defn.type
     dreg, addr = ins.operands
+    if t.bits == 128 and x.d.vec4:  # one 16-byte access (aligned: spec 4.4)
+        return [f"{x.d.vec4} q = *{_ptr(x, ins, addr, x.d.vec4)};",
+                *[f"r{dreg + i} = {x.d.vec4_get('q', i)};" for i in range(4)]]
     if t.bits == 128:
         return [f"{x.d.global_ptr('u32') if isinstance(addr, DeviceAddr) else x.d.local_ptr('u32')} q = "
                 f"{_ptr(x, ins, addr, 'u32')};", *[f"r{dreg + i} = q[{i}];" for i in range(4)]]
@@ -961,6 +974,8 @@ def _ld(x: _KernelRenderer, ins: Instruction) -> list[str]:
 def _st(x: _KernelRenderer, ins: Instruction) -> list[str]:
     t = ins.defn.type
     addr, sreg = ins.operands
+    if t.bits == 128 and x.d.vec4:
+        return [f"*{_ptr(x, ins, addr, x.d.vec4)} = {x.d.vec4_make([f'r{sreg + i}' for i in range(4)])};"]
     if t.bits == 128:
         return [f"{x.d.global_ptr('u32') if isinstance(addr, DeviceAddr) else x.d.local_ptr('u32')} q = "
                 f"{_ptr(x, ins, addr, 'u32')};", *[f"q[{i}] = r{sreg + i};" for i in range(4)]]
@@ -1163,7 +1178,7 @@ _HANDLERS: dict[str, _Handler] = {
     "setp": _setp, "selp": _selp, "setp_const": _pred_op, "mov": _mov,
     "ld": _ld, "st": _st, "atom": _atom, "red": _atom,
     "shfl": _shfl, "bcast": _bcast, "ballot": _ballot, "any": _any_all, "all": _any_all,
-    "wred": _wred, "wscan": _wscan, "mma": _mma,
+    "wred": _wred, "wscan": _wscan, "mma": _mma, **cfamily_mma.HANDLERS,
     "cvt": _cvt, "cvt_pack": _cvt_pack, "movi": _movi, "mov_sr": _mov_sr, "ldarg": _ldarg,
     # handled by the walk itself
     "barrier": _no_stmt, "fence": _no_stmt,

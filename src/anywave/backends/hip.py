@@ -102,6 +102,7 @@ def _kernel_open(name: str, params: list[str], W: int, wave: bool, lm: int) -> s
 
 HIP = Dialect(
     name="hip",
+    vec4="uint4", vec4_make=lambda xs: "make_uint4(" + ", ".join(xs) + ")",
     header=_header,
     kernel_open=_kernel_open,
     kernel_preamble=lambda W, wave: "",

@@ -65,6 +65,8 @@ def _header(f: Features) -> str:
         "static inline u32 aw_ctz(u32 x) { return ctz(x); }",
         "static inline u32 aw_ctz(u64 x) { const u32 lo = (u32)x, hi = (u32)(x >> 32);",
         "  return lo != 0u ? ctz(lo) : (hi != 0u ? 32u + ctz(hi) : 64u); }",
+        "static inline uint4 aw_uint4(u32 a, u32 b, u32 c, u32 d) { uint4 v; v.x = a; v.y = b; v.z = c; v.w = d;"
+        " return v; }",
     ]
     for s, name in _SCOPE.items():
         fence = f"atomic_thread_fence(mem_flags::mem_device | mem_flags::mem_threadgroup, memory_order_seq_cst, {name})"
@@ -130,6 +132,7 @@ def _refuse(ins: Instruction) -> str | None:
 
 METAL = Dialect(
     name="metal",
+    vec4="uint4", vec4_make=lambda xs: "aw_uint4(" + ", ".join(xs) + ")",
     header=_header,
     kernel_open=_kernel_open,
     kernel_preamble=lambda W, wave: "",

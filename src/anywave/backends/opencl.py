@@ -78,6 +78,7 @@ def _kernel_open(name: str, params: list[str], W: int, wave: bool, lm: int) -> s
 
 OPENCL = Dialect(
     name="opencl",
+    vec4="uint4",
     header=_header,
     kernel_open=_kernel_open,
     kernel_preamble=lambda W, wave: "",

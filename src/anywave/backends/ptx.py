@@ -44,8 +44,11 @@ import hashlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
+from anywave.backends import ptx_mma
+from anywave.backends.ptx_memory import load_space
 from anywave.binary.module import DeviceAddr, Instruction, Kernel, LocalAddr, Module, Pred
 from anywave.errors import WaveError
+from anywave.isa.mma import MMA_SREG_VALUES
 from anywave.isa.table import INSTRUCTIONS, Category, Flag, InstrDef, Operand
 from anywave.isa.types import ArgKind, MemoryOrder, ScalarType, Scope, SpecialRegister
 
@@ -59,6 +62,8 @@ PTX_VERSIONS: dict[int, str] = {
 }
 #: wave width of every NVIDIA target
 WAVE_WIDTH = 32
+#: blocks of at most this many PTX lines are predicated line by line instead of branched around
+_PREDICATE_LINES = 12
 #: static shared memory above this needs the dynamic (extern) form
 STATIC_SHARED_LIMIT = 48 * 1024
 
@@ -109,7 +114,7 @@ def unsupported_reason(defn: InstrDef, arch: str | int = "sm_90") -> str | None:
                 f"emulation on sm_{a} is not implemented")
     if defn.op not in EMITTERS:
         return f"{defn.mnemonic}: no PTX emitter for operation {defn.op!r}"
-    return None
+    return ptx_mma.unsupported_reason(defn, a)
 
 
 def check_supported(module: Module, arch: str | int = "sm_90") -> list[str]:
@@ -603,7 +608,7 @@ def _e_ld(b: _Block, ins: Instruction) -> None:
     assert t is not None
     kind = d.operands[1]
     a = b.addr(kind, ins.operands[1])
-    sp = b.space()
+    sp = load_space(b, ins)
     dst = ins.operands[0]
     if t.bits <= 32:
         b(f"ld.{sp}.{_LD[t]} %r{dst}, {a};")
@@ -839,6 +844,8 @@ def _e_mov_sr(b: _Block, ins: Instruction) -> None:
         b(f"mov.b32 %r{dst}, {_SREG_DIRECT[sr]};")
     elif sr is SpecialRegister.WAVE_WIDTH:
         b(f"mov.b32 %r{dst}, {WAVE_WIDTH};")
+    elif sr.name in MMA_SREG_VALUES:
+        b(f"mov.b32 %r{dst}, {MMA_SREG_VALUES[sr.name]};")
     else:  # global ids wrap modulo 2^32
         axis = sr.name[-1].lower()
         b(f"mad.lo.u32 %r{dst}, %sr_c{axis}, %sr_n{axis}, %sr_t{axis};")
@@ -1041,6 +1048,13 @@ def _e_mma(b: _Block, ins: Instruction) -> None:
         b(f"add.s64 {p}, {p}, %lmbase;")
         return p
 
+    # the mask-stack machine walks every instruction with the whole warp, also where no lane is
+    # active (after a break, in a skipped branch): an mma whose executing set is empty must not
+    # run (it would accumulate once more: issue 15)
+    skip = b.label("mma_skip")
+    anyq = b.t("pred")
+    b(f"vote.sync.any.pred {anyq}, {b.pe}, %exist;")
+    b(f"@!{anyq} bra {skip};")
     pa = base(ra, 32, 0)  # A[i][k]: A + 32*i + 2k, i = lq + 2m
     pb = base(rb, 0, 2)  # B[k][j]: B + 32*k + 2j
     pc = base(rc, 64, 4)  # C[i][j]: C + 64*i + 4j
@@ -1073,6 +1087,7 @@ def _e_mma(b: _Block, ins: Instruction) -> None:
     for m, r in enumerate(acc):
         b(f"st.shared.b32 [{pd}+{128 * m}], {r};")
     b("bar.warp.sync %exist;")
+    b(f"{skip}:")
 
 
 #: op -> emitter. Control-flow ops (if, else, ...) are handled by the kernel emitter itself.
@@ -1087,7 +1102,7 @@ EMITTERS: dict[str, Emitter | None] = {
     "setp": _e_setp, "selp": _e_selp, "setp_const": _e_setp_const,
     "ld": _e_ld, "st": _e_st, "atom": _e_atom, "red": _e_atom,
     "shfl": _e_shfl, "bcast": _e_bcast, "ballot": _e_ballot, "any": _e_vote, "all": _e_vote,
-    "wred": _e_wred, "wscan": _e_wscan, "mma": _e_mma,
+    "wred": _e_wred, "wscan": _e_wscan, "mma": _e_mma, **ptx_mma.EMITTERS,
     "barrier": _e_barrier, "fence": _e_fence, "nop": _e_nop,
     "cvt": _e_cvt, "cvt_pack": _e_cvt_pack,
     "mov": _e_mov, "movi": _e_movi, "mov_sr": _e_mov_sr, "ldarg": _e_ldarg,
@@ -1145,6 +1160,8 @@ class _KernelEmitter:
         self.nlabel = 0
         self.frames: list[_Frame] = []
         self.max_depth = 0
+        #: inside a segment that a warp with no active lane skips as a whole (ptx_mma)
+        self.frag_covered = False
         from anywave.asm.disassembler import _Printer
 
         self._printer = _Printer(module)
@@ -1175,13 +1192,28 @@ class _KernelEmitter:
         self.body.append("    " * indent + line)
 
     def emit_code(self, code: Sequence[Instruction]) -> None:
-        for ins in code:
+        seg: str | None = None  # open straight-line segment of wave-scope fragment code (ptx_mma)
+        for i, ins in enumerate(code):
+            boundary = ins.defn.category is Category.CONTROL or ins.defn.op == "barrier"
+            if seg is not None and boundary:
+                self.out(f"{seg}:", 0)
+                seg, self.frag_covered = None, False
+            if seg is None and self.uniform and not boundary and ptx_mma.segment_has_fragments(code, i):
+                # skip the whole segment in a warp with no active lane, so its fragment
+                # instructions need no per-instruction test (spec 8.14)
+                seg = self.new_label("frag_seg")
+                self.out("vote.sync.any.pred %pany, %A, %exist;")
+                self.out(f"@!%pany bra {seg};")
+                self.frag_covered = True
             if self.comments:
                 self.out(f"// {self.text_of(ins)}")
             if ins.defn.category is Category.CONTROL:
                 self.control(ins)
             else:
                 self.instruction(ins)
+        if seg is not None:
+            self.out(f"{seg}:", 0)
+            self.frag_covered = False
 
     def exec_pred(self, guard: Pred | None) -> str | None:
         """Predicate string of the executing lanes (None: every thread that runs this)."""
@@ -1224,6 +1256,16 @@ class _KernelEmitter:
             return
         if simple:
             self.out(f"@{pe} {b.lines[0]}")
+            return
+        if len(b.lines) <= _PREDICATE_LINES and not any(ln.startswith(("@", "//", "$")) for ln in b.lines):
+            # a short straight-line block: predicate every line instead of branching around it,
+            # so ptxas schedules across WAVE instructions (no basic-block boundary per instruction)
+            self.out("{")
+            for line in decls:
+                self.out(line, 2)
+            for line in b.lines:
+                self.out(f"@{pe} {line}", 2)
+            self.out("}")
             return
         skip = self.new_label("skip")
         neg = pe[1:] if pe.startswith("!") else "!" + pe
@@ -1461,6 +1503,7 @@ class _KernelEmitter:
         ]
         pro += [f"mov.b32 %r{i}, 0;" for i in range(k.registers)]
         pro += [f"mov.pred %p{i}, 0;" for i in range(8)]
+        pro += ptx_mma.declarations(self.m, k.code)  # fragment registers (spec 8.14), +0.0
         lines += ["    " + p for p in pro]
         lines += self.body
         lines.append("    exit;")

@@ -82,6 +82,8 @@ def _preamble(W: int, wave: bool) -> str:
 
 SYCL = Dialect(
     name="sycl",
+    vec4="sycl::uint4", vec4_get=lambda v, i: f"{v}[{i}]",
+    vec4_make=lambda xs: "sycl::uint4(" + ", ".join(xs) + ")",
     header=_header,
     kernel_open=_kernel_open,
     kernel_preamble=_preamble,

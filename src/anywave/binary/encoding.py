@@ -30,6 +30,7 @@ from collections.abc import Sequence
 
 from anywave.binary.module import DeviceAddr, Instruction, LocalAddr, OperandValue, Pred
 from anywave.errors import BinaryFormatError
+from anywave.isa.mma import MAX_FRAGMENTS
 from anywave.isa.table import BY_OPCODE, Operand
 from anywave.isa.types import LIMITS, MemoryOrder, Scope, SpecialRegister
 
@@ -105,6 +106,9 @@ def _encode_operand(mn: str, kind: Operand, v: OperandValue) -> list[int]:
                and -(1 << 31) <= v.offset < (1 << 31), mn, kind, v)
         assert isinstance(v, DeviceAddr)
         return [v.buffer | (v.reg << 16), _i32(v.offset)]
+    if kind in (Operand.FD, Operand.FS):
+        _check(isinstance(v, int) and 0 <= v < MAX_FRAGMENTS, mn, kind, v)
+        return [int(v)]  # type: ignore[arg-type]
     if kind is Operand.LADDR:
         _check(isinstance(v, LocalAddr) and 0 <= v.reg <= MAX_REG_INDEX
                and -(1 << 31) <= v.offset < (1 << 31), mn, kind, v)
@@ -181,6 +185,10 @@ def _decode_operand(mn: str, kind: Operand, w: Sequence[int], where: int) -> Ope
         if a >> 24 or reg + (2 if kind is Operand.DADDR64 else 1) - 1 > MAX_REG_INDEX:
             raise bad(f"word {a:#010x}")
         return DeviceAddr(a & 0xFFFF, reg, _s32(w[1]))
+    if kind in (Operand.FD, Operand.FS):
+        if a >= MAX_FRAGMENTS:
+            raise bad(f"fragment index {a} (fragments are f0..f{MAX_FRAGMENTS - 1})")
+        return a
     if kind is Operand.LADDR:
         if a > MAX_REG_INDEX:
             raise bad(f"register index {a}")

@@ -56,6 +56,7 @@ OPERAND_VALUE_TYPES: dict[Operand, type] = {
     Operand.IMM32: int, Operand.IMM64: int, Operand.SREG: SpecialRegister, Operand.ARG: int,
     Operand.DADDR: DeviceAddr, Operand.DADDR64: DeviceAddr, Operand.LADDR: LocalAddr,
     Operand.SCOPE: Scope, Operand.ORDER: MemoryOrder, Operand.FUNC: int,
+    Operand.FD: int, Operand.FS: int,
 }
 
 
@@ -108,6 +109,10 @@ class Arg:
 
 #: kernel flag: assembled from the reference toolchain's flat-memory dialect
 KERNEL_FLAG_FLAT = 1 << 0
+#: kernel flag: the producer (the compiler) established that the kernel's results do not
+#: depend on the wave width W (docs/spec.md §14.3). Absent means "may depend on W", so
+#: files written before the flag existed keep their (conservative) meaning.
+KERNEL_FLAG_W_INVARIANT = 1 << 1
 
 
 @dataclass
@@ -167,3 +172,48 @@ class Module:
                 return k
         raise KeyError(f"module has no kernel {name!r}; its kernels are "
                        f"{[k.name for k in self.kernels]}")
+
+
+# ----------------------------------------------------------------------------- W-dependence
+
+#: special registers whose value depends on W (docs/spec.md §2.4)
+W_DEPENDENT_REGISTERS = frozenset({SpecialRegister.LANE_ID, SpecialRegister.WAVE_ID,
+                                   SpecialRegister.WAVE_WIDTH, SpecialRegister.NUM_WAVES})
+
+
+def w_dependent_uses(module: Module, kernel: Kernel) -> list[str]:
+    """The instructions through which ``kernel`` (and the functions it calls) can observe
+    the wave width W (docs/spec.md §2.4): wave operations, ``mma`` and reads of
+    ``sr_lane_id``/``sr_wave_id``/``sr_wave_width``/``sr_num_waves``. One line per distinct
+    use (mnemonic, and source location when known); empty when the code cannot observe W."""
+    from anywave.isa.table import Category
+
+    out: dict[str, None] = {}
+    seen: set[int] = set()
+    bodies = [kernel.code]
+    while bodies:
+        for ins in bodies.pop():
+            cat = ins.defn.category
+            what = None
+            if cat in (Category.WAVE, Category.MMA):
+                what = ins.mnemonic
+            elif any(isinstance(o, SpecialRegister) and o in W_DEPENDENT_REGISTERS for o in ins.operands):
+                sr = next(o for o in ins.operands if isinstance(o, SpecialRegister))
+                what = f"{ins.mnemonic} {sr.spelling}"
+            elif ins.mnemonic == "call":
+                f = next((o for o in ins.operands if isinstance(o, int)), None)
+                if f is not None and f not in seen and 0 <= f < len(module.functions):
+                    seen.add(f)
+                    bodies.append(module.functions[f].code)
+            if what is not None:
+                where = f" ({ins.loc})" if ins.loc is not None else ""
+                out[what + where] = None
+    return list(out)
+
+
+def w_invariant(module: Module, kernel: Kernel) -> bool:
+    """Whether ``kernel``'s results are the same at every W: declared by its producer
+    (:data:`KERNEL_FLAG_W_INVARIANT`, set by the compiler for kernels whose only
+    W-observing code is the W-invariant library collectives) or evident from its code (no
+    instruction of :func:`w_dependent_uses`)."""
+    return bool(kernel.flags & KERNEL_FLAG_W_INVARIANT) or not w_dependent_uses(module, kernel)

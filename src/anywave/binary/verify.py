@@ -36,6 +36,9 @@ Rules (docs/spec.md, "Validation rules"):
   non-negative immediate with ``imm + width > local_memory`` is always out of bounds
   (offset registers are unsigned) and rejected; ``mma`` needs ``local_memory >= 1024``
   (one 16x16 f32 tile).
+* **Fragments** (spec §8.14): fragment operands name f0..f31, and every slot has one kind
+  (shape, role, element type) across the kernel and the functions it reaches. Fragments
+  are a separate file: no ordinary instruction can name one.
 * **Capabilities**: the kernel's declared capabilities include those of every instruction
   of the kernel and of every function it reaches.
 * **Calls**: targets exist; the call graph has no cycle (no recursion); the call depth
@@ -51,6 +54,7 @@ from anywave.binary.encoding import encode_instruction
 from anywave.binary.module import (
     FORMAT_VERSION,
     KERNEL_FLAG_FLAT,
+    KERNEL_FLAG_W_INVARIANT,
     OPERAND_VALUE_TYPES,
     Arg,
     DeviceAddr,
@@ -62,6 +66,7 @@ from anywave.binary.module import (
     Pred,
 )
 from anywave.errors import SourceLoc, VerifyError
+from anywave.isa.mma import MAX_FRAGMENTS, fragment_kinds
 from anywave.isa.table import BY_OPCODE, Category, Flag, InstrDef, Operand
 from anywave.isa.types import (
     BUFFER_TYPES,
@@ -76,7 +81,7 @@ from anywave.isa.types import (
 
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 KNOWN_CAPABILITIES = int(sum(int(c) for c in Capability.names().values()))
-KNOWN_KERNEL_FLAGS = KERNEL_FLAG_FLAT
+KNOWN_KERNEL_FLAGS = KERNEL_FLAG_FLAT | KERNEL_FLAG_W_INVARIANT
 MAX_ARGS = 0x10000
 #: bytes of the largest tile an ``mma`` reads or writes (16x16 f32)
 MMA_TILE_BYTES = 16 * 16 * 4
@@ -123,6 +128,8 @@ class _Verifier:
         self.problems: list[str] = []
         #: instructions whose operands passed the shape check, per body id
         self.valid: dict[int, list[bool]] = {}
+        #: per kernel (by id): fragment slot -> (its kind, where it was first named)
+        self._frag_kinds: dict[int, dict[int, tuple]] = {}
 
     def p(self, message: str) -> None:
         self.problems.append(message)
@@ -208,7 +215,7 @@ class _Verifier:
             self.p(f"{who}: capabilities {caps!r} has undefined bits; defined: "
                    f"{', '.join(Capability.names())}")
         if not _is_int(k.flags) or k.flags & ~KNOWN_KERNEL_FLAGS:
-            self.p(f"{who}: flags {k.flags!r} has undefined bits; defined: {KNOWN_KERNEL_FLAGS:#x} (flat)")
+            self.p(f"{who}: flags {k.flags!r} has undefined bits; defined: {KNOWN_KERNEL_FLAGS:#x} (flat, w_invariant)")
         if len(k.args) > MAX_ARGS:
             self.p(f"{who}: {len(k.args)} arguments; at most {MAX_ARGS} are allowed")
         names: set[str] = set()
@@ -426,9 +433,28 @@ class _Verifier:
                                f"beyond the kernel's {local} bytes of local memory")
                 elif kind is Operand.ARG:
                     self._ldarg(w, d, v, k)  # type: ignore[arg-type]
-            if d.category is Category.MMA and local < MMA_TILE_BYTES:
+            if d.category is Category.MMA and d.op != "mma":
+                self._fragments(w, k, d, ins)
+            if d.op == "mma" and local < MMA_TILE_BYTES:
                 self.p(f"{w}: mma needs at least {MMA_TILE_BYTES} bytes of local memory (one 16x16 f32 "
                        f"tile); kernel {k.name!r} declares {local}")
+
+    def _fragments(self, w: str, k: Kernel, d: InstrDef, ins: Instruction) -> None:
+        """Each fragment slot of a kernel (its functions included) has one static kind (spec
+        §8.14): every instruction naming it agrees on shape, role and element type."""
+        seen = self._frag_kinds.setdefault(id(k), {})
+        for n, (fk, v) in enumerate(zip(fragment_kinds(d), ins.operands, strict=True)):
+            if fk is None or not _is_int(v):
+                continue
+            if not 0 <= v < MAX_FRAGMENTS:
+                self.p(f"{w}: operand {n} names fragment f{v}; fragments are f0..f{MAX_FRAGMENTS - 1}")
+                continue
+            first = seen.get(v)
+            if first is None:
+                seen[v] = (fk, w)
+            elif first[0] != fk:
+                self.p(f"{w}: operand {n} uses f{v} as a {fk.spelling} fragment, but {first[1]} uses it as a "
+                       f"{first[0].spelling} fragment (a fragment slot has one kind per kernel)")
 
     def _reg(self, w: str, n: int, reg: int, count: int, nregs: int, k: Kernel) -> None:
         if reg + count > nregs:

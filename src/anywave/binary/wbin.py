@@ -78,6 +78,7 @@ offset size field             meaning
 +32    4    max_workgroup_sz  largest supported x*y*z; 0 = no limit declared
 +36    4    capabilities      ``Capability`` bits (only defined bits may be set)
 +40    4    flags             kernel flags: bit 0 ``flat`` (reference-dialect flat memory);
+                              bit 1 ``w_invariant`` (results do not depend on W);
                               other bits must be 0
 +44    4    reserved          must be 0
 +48    4    arg_count         number of argument records that follow
@@ -125,6 +126,7 @@ from anywave.binary.encoding import decode_code, encode_code
 from anywave.binary.module import (
     FORMAT_VERSION,
     KERNEL_FLAG_FLAT,
+    KERNEL_FLAG_W_INVARIANT,
     Arg,
     Function,
     Instruction,
@@ -153,7 +155,7 @@ SECTION_NAMES = {SECTION_STRTAB: "STRTAB", SECTION_CODE: "CODE", SECTION_KERNELS
 REQUIRED_SECTIONS = (SECTION_STRTAB, SECTION_CODE, SECTION_KERNELS, SECTION_FUNCS)
 
 #: every defined kernel-flag bit
-KNOWN_KERNEL_FLAGS = KERNEL_FLAG_FLAT
+KNOWN_KERNEL_FLAGS = KERNEL_FLAG_FLAT | KERNEL_FLAG_W_INVARIANT
 #: every defined capability bit
 KNOWN_CAPABILITIES = int(sum(int(c) for c in Capability.names().values()))
 
@@ -679,7 +681,7 @@ def _read_kernel(cur: _Cursor, strings: _Strings, ki: int,
     flags, at = cur.u32(f"{what} flags")
     if flags & ~KNOWN_KERNEL_FLAGS:
         raise BinaryFormatError(f"{what}: field flags {flags:#x} has undefined bits; defined: "
-                                f"{KNOWN_KERNEL_FLAGS:#x} (bit 0 flat)", at)
+                                f"{KNOWN_KERNEL_FLAGS:#x} (bit 0 flat, bit 1 w_invariant)", at)
     reserved, at = cur.u32(f"{what} reserved")
     if reserved:
         raise BinaryFormatError(f"{what}: field reserved is {reserved:#x}, must be 0", at)

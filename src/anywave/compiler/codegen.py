@@ -10,7 +10,8 @@ inactive lane's registers are never written), linear-scan allocation over this o
 is exact for if/else regions too.
 
 Allocation: linear scan, lowest free register first; 64-bit values take two consecutive
-registers (``rN:rN+1``), predicates p0..p7 are a separate file. A value never shares a
+registers (``rN:rN+1``), the vectors of ``aw.load4``/``aw.store4`` four (their components,
+:attr:`ir.Value.parts`, are the vector's registers), predicates p0..p7 are a separate file. A value never shares a
 register with an operand of the instruction that defines it. When more than 255 registers
 (or 8 predicates) are live at once the kernel is rejected with a :class:`CompileError`
 naming the kernel, the source line where pressure peaks and the count — never a
@@ -49,6 +50,8 @@ def _linearise(body: list[ir.Node]) -> tuple[dict[Value, list[int]], list[tuple[
     locs: list[SourceLoc | None] = []
 
     def ref(v: Value, p: int) -> None:
+        if v.parent is not None:  # a vector component lives in its vector's registers
+            v = v.parent
         r = refs.get(v)
         if r is None:
             refs[v] = [p]
@@ -146,6 +149,9 @@ def allocate(body: list[ir.Node], kernel: str) -> Allocation:
             high = max(high, idx + n)
         heapq.heappush(active, (end, v.id, v))
     alloc.registers = max(1, high)
+    for v in list(alloc.reg):
+        for c in v.parts:
+            alloc.reg[c] = alloc.reg[v] + c.part
     return alloc
 
 

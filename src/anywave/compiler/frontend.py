@@ -38,8 +38,11 @@ from .constants import LiteralError, literal_bits
 from .errors import CompileError
 from .fingerprint import UNDEFINED as _UNDEFINED
 from .fingerprint import resolve as resolve_free_name
+from .frontend_perf import BufferView, PerfOps, RegisterArray
 from .ir import DevAddr, LocAddr, Op, PredUse, Value
+from .mma_lang import FragmentIntrinsics
 from .types import DType
+from .wdep import W_DEPENDENT_INTRINSICS
 
 SR = SpecialRegister
 _DIM_SR = {
@@ -179,7 +182,7 @@ class _Terminated(Exception):
 _VISITORS: dict[type, Any] = {}
 
 
-class Frontend(ast.NodeVisitor):
+class Frontend(PerfOps, FragmentIntrinsics, ast.NodeVisitor):
     """Translates one kernel (and the ``@aw.func`` functions it calls, inlined) to IR.
 
     After :meth:`build`: ``body`` (IR), ``args`` (ABI list of (name, BufferArg | DType)),
@@ -204,6 +207,9 @@ class Frontend(ast.NodeVisitor):
         self._unroll_copies = 1
         #: the and/or expression being visited as a condition (see visit_cond)
         self._cond_boolop: ast.AST | None = None
+        #: uses of W-dependent intrinsics outside W-invariant library functions (compiler/wdep.py)
+        self.w_uses: list[str] = []
+        self._w_invariant_depth = 0
 
     # ------------------------------------------------------------------ helpers
     @property
@@ -800,7 +806,10 @@ class Frontend(ast.NodeVisitor):
         if not all(isinstance(a, int) and not isinstance(a, bool) for a in args) or not 1 <= len(args) <= 3:
             raise self.err(it, "aw.static_range() takes 1 to 3 compile-time ints, got "
                            + ", ".join(_describe(a) for a in args))
-        if any(isinstance(n, (ast.Break, ast.Continue)) for n in ast.walk(node)):
+        jumps = getattr(node, "_aw_jumps", None)  # memoised: nested static loops revisit this node
+        if jumps is None:
+            jumps = node._aw_jumps = any(isinstance(n, (ast.Break, ast.Continue)) for n in ast.walk(node))  # type: ignore[attr-defined]
+        if jumps:
             raise self.err(node, "break/continue are not supported inside aw.static_range (the loop is "
                            "unrolled at compile time); use range() or an if")
         values = range(*args)
@@ -986,8 +995,10 @@ class Frontend(ast.NodeVisitor):
         if isinstance(b, PredUse):
             b = self.pred_value(b)
         if not isinstance(a, Value) and not isinstance(b, Value):
+            if isinstance(a, tuple) and isinstance(b, tuple) and op is ast.Add:
+                return a + b  # compile-time concatenation (e.g. two aw.load4 results)
             if isinstance(a, tuple) or isinstance(b, tuple):
-                raise self.err(node, f"operator {sym} on tuples is not supported in a kernel")
+                raise self.err(node, f"operator {sym} on tuples is not supported in a kernel (only tuple + tuple)")
             try:
                 return _py_binop(op, a, b)
             except TypeError:
@@ -1349,6 +1360,10 @@ class Frontend(ast.NodeVisitor):
         if isinstance(base, LocalArray):
             addr = self._local_addr(base, sl, node)
             return self._load("local", base.elem, addr, False)
+        if isinstance(base, RegisterArray):
+            return self._register_index(base, sl, node)
+        if isinstance(base, BufferView):
+            return self._view_load(base, sl, node)
         if isinstance(base, (Value, PredUse)):
             raise self.err(node, "only buffers, local arrays and tuples can be indexed; this is a scalar value")
         raise self.err(node, f"{_describe(base)} cannot be indexed")
@@ -1356,6 +1371,9 @@ class Frontend(ast.NodeVisitor):
     def _local_addr(self, arr: LocalArray, sl: ast.AST, node: ast.AST) -> LocAddr:
         idx = self.visit(sl)
         self.node = node
+        return self._local_addr_of(arr, idx, node)
+
+    def _local_addr_of(self, arr: LocalArray, idx: Any, node: ast.AST) -> LocAddr:
         idxs = idx if isinstance(idx, tuple) else (idx,)
         if len(idxs) != len(arr.shape):
             raise self.err(node, f"local array of shape {arr.shape} needs {len(arr.shape)} indices, got {len(idxs)}")
@@ -1416,8 +1434,13 @@ class Frontend(ast.NodeVisitor):
             addr = self._local_addr(base, target.slice, target)
             v = self._store_value(value, base.elem, target)
             self._store("local", base.elem, addr, v, False)
+        elif isinstance(base, RegisterArray):
+            self._register_store(base, target, value)
+        elif isinstance(base, BufferView):
+            self._view_store(base, target, value)
         else:
-            raise self.err(target.value, f"cannot store into {_describe(base)}; valid: buffers and local arrays")
+            raise self.err(target.value, f"cannot store into {_describe(base)}; valid: buffers, buffer views, "
+                           "local arrays and register arrays")
 
     def _store_value(self, value: Any, elem: DType, node: ast.AST) -> Value:
         vt = ty.value_type_of_element(elem)
@@ -1451,6 +1474,9 @@ class Frontend(ast.NodeVisitor):
         from .kernel import Func, KernelFunction
 
         if isinstance(fn, L.Intrinsic):
+            if fn.name in W_DEPENDENT_INTRINSICS and not self._w_invariant_depth:
+                loc = self.loc()
+                self.w_uses.append(f"aw.{fn.name}()" + (f" at {loc}" if loc is not None else ""))
             handler = getattr(self, "_i_" + fn.name, None)
             if handler is None:
                 raise self.err(node, f"aw.{fn.name}() cannot be called like this")
@@ -1882,6 +1908,8 @@ class Frontend(ast.NodeVisitor):
         self.ctx = ctx
         self._inline_stack.append(fn)
         saved_node = self.node
+        inv = bool(getattr(fn, "w_invariant", False))
+        self._w_invariant_depth += inv
         try:
             ann = fn.annotations()
             self._prescan(fd)
@@ -1919,6 +1947,7 @@ class Frontend(ast.NodeVisitor):
             else:
                 self.visit_block(fd.body)
         finally:
+            self._w_invariant_depth -= inv
             self._inline_stack.pop()
             self.ctx = outer
             self.node = saved_node
@@ -2006,10 +2035,21 @@ def _assign_counts(fd: ast.FunctionDef) -> dict[str, int]:
                     counts[t.id] = counts.get(t.id, 0) + 2
             continue
         for t in targets:
-            for x in ast.walk(t):
-                if isinstance(x, ast.Name):
-                    counts[x.id] = counts.get(x.id, 0) + 1
+            for x in _bound_names(t):
+                counts[x] = counts.get(x, 0) + 1
     return counts
+
+
+def _bound_names(t: ast.AST) -> list[str]:
+    """Names an assignment target binds (``x``, ``x, y``); ``buf[i, j] = v`` binds none (the
+    names inside its index are read, not assigned)."""
+    if isinstance(t, ast.Name):
+        return [t.id]
+    if isinstance(t, (ast.Tuple, ast.List)):
+        return [n for e in t.elts for n in _bound_names(e)]
+    if isinstance(t, ast.Starred):
+        return _bound_names(t.value)
+    return []
 
 
 @_memo_by_tree

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from anywave.errors import SourceLoc
-from anywave.isa.table import BY_MNEMONIC, Flag, InstrDef, Operand
+from anywave.isa.table import BY_MNEMONIC, Category, Flag, InstrDef, Operand
 
 from .types import DType
 
@@ -36,6 +36,13 @@ class Value:
     name: str = ""
     is_var: bool = False
     id: int = field(default_factory=lambda: next(_ids))
+    #: a vector value (``vec2``/``vec4``: the destination of ``ld.*.b64``/``b128`` or the
+    #: source of ``st.*``) names its 32-bit components; each component has ``parent`` set and
+    #: lives in register ``reg(parent) + part``. An instruction that defines or reads the
+    #: vector defines or reads its components too (``Op.defs``/``Op.uses`` list them).
+    parts: tuple[Value, ...] = field(default=(), repr=False)
+    parent: Value | None = field(default=None, repr=False)
+    part: int = 0
 
     def __repr__(self) -> str:
         return f"%{self.name or 'v'}{self.id}:{self.type.name}"
@@ -79,8 +86,9 @@ _SHAPE: dict[int, tuple[tuple[int, ...], tuple[int, ...]]] = {}
 def _shape(d: InstrDef) -> tuple[tuple[int, ...], tuple[int, ...]]:
     r = _SHAPE.get(id(d))
     if r is None:
-        dst = tuple(i for i, k in enumerate(d.operands) if k.is_dest)
-        src = tuple(i for i, k in enumerate(d.operands) if not k.is_dest)
+        # fragment operands (fN) are plain slot numbers: the IR tracks no fragment values
+        dst = tuple(i for i, k in enumerate(d.operands) if k.is_dest and k is not Operand.FD)
+        src = tuple(i for i, k in enumerate(d.operands) if not k.is_dest or k is Operand.FD)
         r = _SHAPE[id(d)] = (dst, src)
     return r
 
@@ -134,6 +142,13 @@ class Op:
                 out.append(v.offset)
         if g is not None:
             out.append(g.value)
+        if d.type is not None and d.type.bits > 32 and d.flags & (Flag.LOAD | Flag.STORE):
+            for v in defs[:]:
+                if v.parts:
+                    defs = [*defs, *v.parts]
+            for v in out[:]:
+                if v.parts:
+                    out.extend(v.parts)
         c = self._du = (d, ops, g, defs, out)
         return c
 
@@ -212,8 +227,9 @@ class Op:
         d = self.defn
         r = _PURE.get(id(d))
         if r is None:
+            # MMA fragment instructions act on the fragment file, which the IR does not track
             r = _PURE[id(d)] = (not (d.flags & _IMPURE_FLAGS) and d.op not in ("fence", "call", "nop")
-                                and any(k.is_dest for k in d.operands))
+                                and d.category is not Category.MMA and any(k.is_dest for k in d.operands))
         return r
 
     def __repr__(self) -> str:
@@ -311,3 +327,12 @@ def dump(body: list[Node], indent: int = 0) -> str:
 
 def is_dest(kind: Operand) -> bool:
     return kind.is_dest
+
+
+def vector(vt: DType, elem: DType, n: int, *, is_var: bool = False, name: str = "vec") -> Value:
+    """A vector value of type ``vt`` (``vec2``/``vec4``) with ``n`` 32-bit components of
+    type ``elem`` (see :attr:`Value.parts`). ``is_var``: the components are written one by
+    one (the source of a vector store), so passes treat them as variables."""
+    v = Value(vt, name, is_var=is_var)
+    v.parts = tuple(Value(elem, f"{name}.{i}", is_var=is_var, parent=v, part=i) for i in range(n))
+    return v

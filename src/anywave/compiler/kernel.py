@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from anywave.binary.module import Arg, Kernel, Module
+from anywave.binary.module import KERNEL_FLAG_W_INVARIANT, Arg, Kernel, Module
 from anywave.binary.verify import verify
 from anywave.errors import VerifyError, WaveError
 from anywave.isa.types import LIMITS, ArgKind
@@ -34,10 +34,9 @@ from . import types as ty
 from .errors import CompileError
 from .fingerprint import Fingerprint, Unkeyable, compiler_hash, fingerprint
 from .frontend import Frontend, FuncSource
-from .targets import get_target
 
 #: the package version (informational; the cache key uses the compiler's source hash instead)
-COMPILER_VERSION = "0.1.0"
+COMPILER_VERSION = "0.1.1"  # 0.1.1: W-invariant collectives, the kernel W-dependence flag
 
 
 class CacheWarning(UserWarning):
@@ -168,6 +167,8 @@ class KernelFunction:
         self._memo: dict[tuple[Any, ...], tuple[Fingerprint, str, Module]] = {}
         self._warned_unkeyable = False
         self._params: list[Param] | None = None
+        self._calls: dict[tuple[Any, ...], Any] = {}  # launch plans by argument layout (compiler/launch.py)
+        self._const_pos: tuple[int, ...] | None = None
 
     # ------------------------------------------------------------ signature
     @property
@@ -304,9 +305,12 @@ class KernelFunction:
                 args.append(Arg(name, ArgKind.BUFFER, ann.elem.scalar, ann.access))
             else:
                 args.append(Arg(name, ArgKind.SCALAR, ann.scalar))
+        # the W-dependence flag (docs/spec.md §14.3): no W-observing intrinsic outside the
+        # W-invariant library collectives (compiler/wdep.py)
+        flags = 0 if fe.w_uses else KERNEL_FLAG_W_INVARIANT
         return Kernel(self.name, args=args, registers=alloc.registers, local_memory=fe.local_memory,
                       workgroup_size=self.workgroup, max_workgroup_size=self.max_workgroup_size,
-                      capabilities=caps, code=code)
+                      capabilities=caps, code=code, flags=flags)
 
     def cache_key(self, consts: Mapping[str, Any]) -> str:
         """The disk-cache key (SHA-256 hex) for compile-time constants ``consts``.
@@ -337,30 +341,52 @@ class KernelFunction:
         return launcher
 
     def __call__(self, *args: Any, grid: Any = None, workgroup: Any = None, target: str | None = None,
-                 wave_width: int | None = None, **kwargs: Any) -> Any:
-        """Launch on ``target`` (default: the best available). Buffers are NumPy arrays,
-        written in place; returns the target's launch statistics.
+                 wave_width: int | None = None, check: bool | None = None, stream: Any = None, **kwargs: Any) -> Any:
+        """Launch on ``target``; returns the target's launch statistics (the emulator's), or None.
+
+        Args:
+            *args, **kwargs: the kernel's parameters. A buffer takes a NumPy array, a torch
+                tensor (CPU or CUDA), a CuPy array, an anywave array (``aw.array`` ...), or any
+                object with ``__cuda_array_interface__``, ``__dlpack__`` or
+                ``__array_interface__``; its memory is used in place (written buffers are
+                updated). Scalars take Python/NumPy numbers (range-checked).
+            grid: workgroups per dimension (1-3 ints); workgroup: threads per workgroup
+                (default: the kernel's ``workgroup=``).
+            target: ``"emulator"``, ``"opencl"``, ``"sycl"``, ``"cuda"``, ``"cuda:N"`` ...;
+                None: the device the arguments live on, else the best available target.
+            wave_width: W for targets that offer several (8/16/32/64); refused with
+                TargetError when the target does not run it.
+            check: run a bounds-checked build (default: ``ANYWAVE_CHECK=1`` in the environment).
+            stream: a CUDA stream (handle or object with ``cuda_stream``/``ptr``); default:
+                PyTorch's current stream for torch tensors, the producer's for
+                ``__cuda_array_interface__`` objects that name one, else the default stream.
+
+        Launches whose buffers are all device memory are asynchronous (``aw.synchronize()``,
+        ``.numpy()`` wait); host memory (NumPy, CPU tensors) keeps synchronous semantics.
 
         Raises:
-            LaunchError / LaunchValueError: arguments or geometry do not match the ABI.
-            CompileError: the kernel does not compile.
+            LaunchError / LaunchValueError: arguments or geometry do not match the ABI or the
+                kernel's launch rules (wrong kind of object, dtype, device, non-contiguous,
+                read-only memory for a written buffer, overlapping buffers where one is
+                written (spec §4.2), workgroup size rules (spec §2.1), ids past i32).
+            TargetError: unknown/unavailable target or wave width. CompileError.
         """
-        if grid is None:
-            raise LaunchError(f"kernel {self.name!r}: give grid= (workgroups per dimension)")
-        if workgroup is None:
-            workgroup = self.workgroup
-            if workgroup is None:
-                raise LaunchError(f"kernel {self.name!r}: give workgroup= (threads per workgroup)")
-        g = _dims3(grid, "grid")
-        wg = _dims3(workgroup, "workgroup")
-        bound = self._bind(args, kwargs)
-        module = self.compile(**{p.name: bound[p.name] for p in self.params if p.kind == "const" and p.name in bound})
-        k = module.kernel(self.name)
-        if k.workgroup_size is not None and tuple(k.workgroup_size) != wg:
-            raise LaunchValueError(f"kernel {self.name!r} requires workgroup {tuple(k.workgroup_size)}, got {wg}")
-        values = [self._check_arg(p, bound[p.name]) for p in self.params if p.kind != "const"]
-        tgt = get_target(target)
-        return tgt.launch(module, self.name, grid=g, workgroup=wg, args=values, wave_width=wave_width)
+        key = None
+        if not kwargs:
+            cp = self._const_pos
+            if cp is None:
+                cp = self._const_pos = tuple(i for i, p in enumerate(self.params) if p.kind == "const")
+            try:
+                key = (tuple(map(type, args)), grid, workgroup, target, wave_width, check, stream, _get_ident(),
+                       tuple(args[i] for i in cp if i < len(args)) if cp else ())
+                plan = self._calls.get(key)
+            except TypeError:  # an unhashable grid or constant: no plan
+                key = plan = None
+            if plan is not None:
+                r = plan(args)
+                if r is not _MISS:
+                    return r
+        return _full_launch(self, args, kwargs, grid, workgroup, target, wave_width, check, stream, key)
 
     def _bind(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> dict[str, Any]:
         names = [p.name for p in self.params]
@@ -384,23 +410,14 @@ class KernelFunction:
     def signature(self) -> str:
         return ", ".join(f"{p.name}: {p.ann!r}" if p.kind != "const" else f"{p.name} (constant)" for p in self.params)
 
-    def _check_arg(self, p: Param, v: Any) -> Any:
+    def _check_arg(self, p: Param, v: Any, target: str = "emulator", device: int = 0) -> Any:
+        """The launch value of argument ``p`` = ``v``: for a buffer, the checked memory's value
+        for ``target``:``device`` (see :func:`anywave.compiler.launch.check_buffer`); for a
+        scalar, the range-checked Python number."""
         if p.kind == "buffer":
-            bt: ty.BufferType = p.ann
-            if not isinstance(v, np.ndarray):
-                raise LaunchError(f"kernel {self.name!r}: argument {p.name!r} is {bt!r} and takes a NumPy array, "
-                                  f"got {type(v).__name__}")
-            want = np.dtype(bt.elem.np_dtype)
-            if v.dtype != want:
-                raise LaunchError(f"kernel {self.name!r}: argument {p.name!r} is {bt!r}: expected dtype {want}, got "
-                                  f"{v.dtype} (convert with .astype({want}))")
-            if not v.flags.c_contiguous:
-                raise LaunchError(f"kernel {self.name!r}: argument {p.name!r} must be C-contiguous "
-                                  "(use np.ascontiguousarray)")
-            if bt.access & 2 and not v.flags.writeable:
-                raise LaunchError(f"kernel {self.name!r}: argument {p.name!r} is written by the kernel but the array "
-                                  "is read-only")
-            return v
+            from .launch import check_buffer
+
+            return check_buffer(self, p, v, target, device).value
         t: ty.DType = p.ann
         if isinstance(v, (np.ndarray,)) and v.ndim == 0:
             v = v[()]
@@ -531,5 +548,9 @@ class _DiskCache:
 
 
 _DISK = _DiskCache()
+_get_ident = threading.get_ident
+
+from .launch import MISS as _MISS  # noqa: E402 - launch.py imports this module's names lazily
+from .launch import launch as _full_launch  # noqa: E402
 
 _ = LIMITS

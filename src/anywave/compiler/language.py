@@ -43,6 +43,8 @@ class Intrinsic:
         return f"<anywave intrinsic {self.name}>"
 
 
+from .mma_lang import DOCS as _MMA_DOCS  # noqa: E402
+
 _DOCS = {
     # ids
     "global_id": "global_id(d=0) -> i32: workgroup_id(d) * workgroup_size(d) + local_id(d)",
@@ -61,6 +63,15 @@ _DOCS = {
     "fence": "fence(scope='device', order='acq_rel'): memory fence",
     "local_array": "local_array(dtype, shape) -> local array: per-workgroup memory, 1-D or 2-D, "
                    "shape a compile-time int or tuple",
+    "load2": "load2(buf, i) -> (v0, v1): elements i, i+1 of a buffer/view/local array of 32-bit elements "
+             "in one 64-bit access; i must be even (byte offset a multiple of 8)",
+    "load4": "load4(buf, i) -> (v0, v1, v2, v3): elements i..i+3 in one 128-bit access; i a multiple of 4",
+    "store2": "store2(buf, i, (v0, v1)): elements i, i+1 in one 64-bit access; i even",
+    "store4": "store4(buf, i, (v0, v1, v2, v3)): elements i..i+3 in one 128-bit access; i a multiple of 4",
+    "register_array": "register_array(dtype, shape, fill=0) -> per-thread registers of compile-time shape "
+                      "(<= 256 elements), indexed only by compile-time ints (aw.static_range)",
+    "view": "view(buf, shape, strides=None) -> the buffer as an n-D row-major array: v[i, j] is "
+            "element i*shape[1] + j; shape entries are compile-time ints or integer values",
     # atomics: (target, index, value, scope=, order=) -> old value (red form when unused)
     "atomic_add": "atomic_add(buf, i, v, scope='device', order='relaxed') -> old (i32/u32/f32)",
     "atomic_sub": "atomic_sub(buf, i, v, ...) -> old (i32/u32)",
@@ -106,6 +117,7 @@ _DOCS = {
     # mma
     "mma": "mma(D, A, B, C): D = A @ B + C on 16x16 local tiles (A, B f16/bf16; C, D f32)",
 }
+_DOCS.update(_MMA_DOCS)
 
 for _name, _doc in _DOCS.items():
     globals()[_name] = Intrinsic(_name, _doc)

@@ -1,12 +1,29 @@
 """Standard library written in the kernel language itself (``@aw.func``, inlined).
 
-Block-level helpers (must be reached by every thread of the workgroup: they contain
-barriers; ``v`` is i32, u32 or f32):
+Workgroup collectives (docs/spec.md §8.15). They must be reached by every thread of the
+workgroup (they contain barriers); ``v`` is i32, u32 or f32. Their results are
+**W-invariant**: the same bits at W = 8, 16, 32 and 64 and on every conformant target,
+for any workgroup size the target allows (no cap on waves per workgroup: the values go
+through a fixed local scratch of :data:`CHUNK` slots, a round of CHUNK threads at a time).
+They use no wave operation at all: every tree level goes through local memory (measured
+faster on the CPU runtimes than shuffles, bench/bench_collectives.py).
 
-* ``workgroup_reduce(v, op="sum")`` — ``op`` in {"sum", "min", "max"}; every thread gets
-  the result. Order: a wave reduction (``wred``), then the wave partials in wave order —
-  deterministic for a given W (float sums depend on W, as any parallel sum does).
-* ``workgroup_scan(v, exclusive=False)`` — prefix sum over the workgroup in thread order.
+* ``workgroup_reduce(v, op="sum")`` — ``op`` in {"sum", "min", "max", "and", "or", "xor"}
+  (and/or/xor: integers only); every thread gets the result. Order: the fixed pairwise
+  tree over linear thread ids — node ``[s, s + 2d)`` (``s`` a multiple of ``2d``) is
+  ``left ⊕ right`` where ``right = [s + d, s + 2d)`` exists iff ``s + d < S`` (else the node
+  is its left child). Only f32 ``sum`` is order-sensitive; the other operations are
+  associative and commutative (spec §8.8), so any order gives their bits.
+* ``workgroup_scan(v, exclusive=False)`` — prefix sum over the workgroup in linear thread
+  order. Order (f32): the exclusive prefix of thread ``t`` is the left fold, largest first,
+  of the tree nodes of the binary decomposition of ``[0, t)`` (Blelloch's down-sweep order);
+  the inclusive prefix is ``exclusive + v`` (``v`` alone for thread 0; exclusive of thread
+  0 is ``+0.0``).
+* ``workgroup_broadcast(v, src)`` — the value of ``v`` in the thread with linear id ``src``
+  (``0 <= src < S``, uniform) to every thread.
+
+Kernels built only from these (and no other wave operation or W-dependent special
+register) are recorded as W-invariant in the ``.wbin`` kernel table (spec §14.3).
 
 Precise math on f32 (deterministic class: built only from exact-class instructions —
 add/mul/fma/div/rint/cvt/bit operations — so every conformant target returns the same
@@ -31,59 +48,162 @@ import types as _pytypes
 from . import language as _lang
 from . import types as _ty
 from .kernel import func
+from .wdep import w_invariant
 
 aw = _pytypes.SimpleNamespace(**_lang.INTRINSICS,
                               **{k: v for k, v in vars(_ty).items() if isinstance(v, _ty.DType)})
 
-__all__ = ["workgroup_reduce", "workgroup_scan", "exp", "exp2", "log", "log2", "sin", "cos", "tanh", "erf"]
+__all__ = ["workgroup_reduce", "workgroup_scan", "workgroup_broadcast",
+           "exp", "exp2", "log", "log2", "sin", "cos", "tanh", "erf"]
 
-#: wave partials a workgroup can have: 1024 threads at W = 8
-MAX_WAVES = 128
+#: values handled per round of a collective (a power of two): one round for every
+#: workgroup of up to 1024 threads; larger ones take ceil(S / CHUNK) rounds through the
+#: same slots (4 KiB of local memory per call for 32-bit values)
+CHUNK = 1024
+#: pending round-level tree nodes (a binary counter over rounds): enough for 2^32 rounds
+STACK = 32
+#: kept for callers of the old name: the scratch no longer limits the waves per workgroup
+MAX_WAVES = CHUNK
 
 
 # ----------------------------------------------------------------------------- block level
 
 @func
-def workgroup_reduce(v, op="sum"):
-    assert op == "sum" or op == "min" or op == "max", "workgroup_reduce: op must be 'sum', 'min' or 'max'"
-    partial = aw.local_array(aw.dtype_of(v), MAX_WAVES)
+def _combine(a, b, op):
     if op == "sum":
-        s = aw.wave_sum(v)
+        r = a + b
     elif op == "min":
-        s = aw.wave_min(v)
+        r = min(a, b)
+    elif op == "max":
+        r = max(a, b)
+    elif op == "and":
+        r = a & b
+    elif op == "or":
+        r = a | b
     else:
-        s = aw.wave_max(v)
-    if aw.lane_id() == 0:
-        partial[aw.wave_id()] = s
-    aw.barrier()
-    total = partial[0]
-    for w in range(1, aw.num_waves()):
-        if op == "sum":
-            total = total + partial[w]
-        elif op == "min":
-            total = min(total, partial[w])
-        else:
-            total = max(total, partial[w])
-    aw.barrier()
-    return total
+        r = a ^ b
+    return r
 
 
 @func
+def _push(scratch, node, c, op):
+    # binary counter: round c's node merges with the completed siblings below it
+    top = aw.popc(c)
+    k = c
+    while (k & 1) == 1:
+        top = top - 1
+        node = _combine(scratch[CHUNK + top], node, op)
+        k = k >> 1
+    scratch[CHUNK + top] = node
+
+
+@w_invariant
+@func
+def workgroup_reduce(v, op="sum"):
+    assert op == "sum" or op == "min" or op == "max" or op == "and" or op == "or" or op == "xor", \
+        "workgroup_reduce: op must be 'sum', 'min', 'max', 'and', 'or' or 'xor'"
+    i = aw.thread_linear_id()
+    n = aw.workgroup_size(0) * aw.workgroup_size(1) * aw.workgroup_size(2)
+    scratch = aw.local_array(aw.dtype_of(v), CHUNK + STACK)
+    rounds = (n + (CHUNK - 1)) // CHUNK
+    total = v
+    for c in range(rounds):
+        base = c * CHUNK
+        m = min(CHUNK, n - base)
+        if i >= base and i < base + m:
+            scratch[i - base] = v
+        aw.barrier()
+        # the pairwise tree over slots [0, m): slot j (a multiple of 2d) takes j + d
+        d = 1
+        while d < m:
+            j = i * (d + d)
+            if j + d < m:
+                scratch[j] = _combine(scratch[j], scratch[j + d], op)
+            aw.barrier()
+            d = d + d
+        if rounds == 1:
+            total = scratch[0]
+        else:
+            if i == 0:
+                _push(scratch, scratch[0], c, op)
+        aw.barrier()
+    if rounds > 1:
+        # the pending nodes, right to left: the root of the tree over all rounds
+        if i == 0:
+            k = aw.popc(rounds) - 1
+            r = scratch[CHUNK + k]
+            while k > 0:
+                k = k - 1
+                r = _combine(scratch[CHUNK + k], r, op)
+            scratch[0] = r
+        aw.barrier()
+        total = scratch[0]
+        aw.barrier()
+    return total
+
+
+@w_invariant
+@func
 def workgroup_scan(v, exclusive=False):
-    partial = aw.local_array(aw.dtype_of(v), MAX_WAVES)
+    i = aw.thread_linear_id()
+    n = aw.workgroup_size(0) * aw.workgroup_size(1) * aw.workgroup_size(2)
+    t = aw.dtype_of(v)
+    scratch = aw.local_array(t, CHUNK + STACK)
+    rounds = (n + (CHUNK - 1)) // CHUNK
+    e = aw.cast(0, t)
+    has_e = False
+    for c in range(rounds):
+        base = c * CHUNK
+        m = min(CHUNK, n - base)
+        mine = i >= base and i < base + m
+        if mine:
+            scratch[i - base] = v
+        aw.barrier()
+        # up-sweep (Blelloch layout): slot r (r + 1 a multiple of 2d) takes r - d; only
+        # complete nodes are built, the only ones a prefix reads
+        d = 1
+        while d + d <= m:
+            r = (d + d) * i + (d + d - 1)
+            if r < m:
+                scratch[r] = scratch[r - d] + scratch[r]
+            aw.barrier()
+            d = d + d
+        if mine:
+            # earlier rounds' pending nodes (largest first), then this round's left siblings
+            for k in range(aw.popc(c)):
+                x = scratch[CHUNK + k]
+                e = aw.where(has_e, e + x, x)
+                has_e = True
+            cw = i - base
+            d = CHUNK // 2
+            while d >= 1:
+                if (cw & d) != 0:
+                    x = scratch[(cw & ~(d + d - 1)) + (d - 1)]
+                    e = aw.where(has_e, e + x, x)
+                    has_e = True
+                d = d >> 1
+        if c + 1 < rounds:
+            aw.barrier()
+            if i == 0:
+                _push(scratch, scratch[CHUNK - 1], c, "sum")
+        aw.barrier()
     if exclusive:
-        mine = aw.wave_prefix_sum(v, exclusive=True)
+        out = aw.where(has_e, e, aw.cast(0, t))
     else:
-        mine = aw.wave_prefix_sum(v)
-    total = aw.wave_sum(v)
-    if aw.lane_id() == 0:
-        partial[aw.wave_id()] = total
+        out = aw.where(has_e, e + v, v)
+    return out
+
+
+@w_invariant
+@func
+def workgroup_broadcast(v, src):
+    slot = aw.local_array(aw.dtype_of(v), 1)
+    if aw.thread_linear_id() == src:
+        slot[0] = v
     aw.barrier()
-    base = aw.cast(0, aw.dtype_of(v))
-    for w in range(aw.wave_id()):
-        base = base + partial[w]
+    r = slot[0]
     aw.barrier()
-    return base + mine
+    return r
 
 
 # ----------------------------------------------------------------------------- precise math

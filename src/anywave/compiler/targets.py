@@ -5,6 +5,14 @@ see the same targets.
 ``get_target(None)`` is the target named by the environment variable ``ANYWAVE_TARGET`` if
 set, else the best available one (:data:`anywave.runtime.targets.PREFERENCE`: a GPU, then a
 compiled CPU runtime, then the reference emulator).
+
+A launch that gives no ``wave_width`` runs at the one default rule
+(:func:`anywave.runtime.targets.default_wave_width`: W = 32 wherever the target can run it).
+Where a target cannot, a kernel that may depend on W (its kernel record lacks the
+``w_invariant`` flag and its code observes W) gets a :class:`WaveWidthWarning` naming the
+W it runs at, instead of a silently different W. Every launch returns an object with the
+``wave_width`` that ran (:class:`anywave.runtime.targets.LaunchResult` or the emulator's
+stats).
 """
 
 from __future__ import annotations
@@ -13,12 +21,19 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
+from anywave.binary.module import w_invariant
 from anywave.errors import WaveError
 from anywave.runtime import targets as rt
 
 
 class TargetError(WaveError, ValueError):
     """An unknown or unavailable target, or a wave width it cannot run."""
+
+
+class WaveWidthWarning(UserWarning):
+    """A W-dependent kernel launched without ``wave_width`` runs at a W other than the
+    default (:data:`anywave.runtime.targets.DEFAULT_WAVE_WIDTH`) because the target cannot
+    run the default; its results may differ from a launch at the default W."""
 
 
 class Target:
@@ -38,21 +53,55 @@ class Target:
             widths.update(info.details.get("sub_group_sizes", (info.wave_width,)))
         self.wave_widths: tuple[int, ...] | None = None if name == "emulator" else tuple(sorted(widths))
 
-    def _instance(self, wave_width: int | None) -> Any:
+    def _instance(self, wave_width: int | None, device: int | None = None) -> Any:
+        return self.instance(wave_width, device)
+
+    def instance(self, wave_width: int | None = None, device: int | None = None) -> Any:
+        """The runtime target object for ``wave_width`` (None: the target's default) and
+        ``device`` (an ordinal, for multi-device targets such as ``cuda``; None: 0).
+
+        Raises:
+            TargetError: a wave width the target does not run (the message lists those it does).
+        """
         if wave_width is not None and self.wave_widths is not None and wave_width not in self.wave_widths:
             raise TargetError(f"target {self.name!r} runs wave widths {list(self.wave_widths)}, not {wave_width}")
-        key = wave_width if self.name in ("emulator", "opencl", "sycl") else None
+        key = (wave_width if self.name in ("emulator", "opencl", "sycl", "vulkan") else None, device or None)
         inst = self._instances.get(key)
         if inst is None:
-            options = {"wave_width": key} if key is not None else {}
+            options: dict[str, Any] = {"wave_width": key[0]} if key[0] is not None else {}
+            if key[1] is not None:
+                options["device"] = key[1]
             inst = self._instances[key] = rt.get_target(self.name, **options)
         return inst
 
     def launch(self, module: Any, kernel: str, *, grid: tuple[int, int, int], workgroup: tuple[int, int, int],
-               args: Sequence[Any], wave_width: int | None = None) -> Any:
-        """Run ``kernel`` of ``module`` (buffers in ``args`` are updated in place)."""
-        names = [a.name for a in module.kernel(kernel).args]
-        return self._instance(wave_width).launch(module, kernel, grid, workgroup, dict(zip(names, args, strict=True)))
+               args: Sequence[Any], wave_width: int | None = None, **options: Any) -> Any:
+        """Run ``kernel`` of ``module`` (buffers in ``args`` are updated in place); ``options``
+        (``stream=``, ``sync=``, ``check=``) go to the runtime target's ``launch``. Returns the
+        target's launch result, which has the ``wave_width`` that ran; warns
+        (:class:`WaveWidthWarning`) when a kernel that may depend on W runs, without a given
+        ``wave_width``, at another W than the default."""
+        k = module.kernel(kernel)
+        names = [a.name for a in k.args]
+        inst = self.instance(wave_width)
+        ran = inst.info.wave_width
+        if wave_width is None:
+            check_default_wave_width(self.name, module, k, ran)
+        res = inst.launch(module, kernel, grid, workgroup, dict(zip(names, args, strict=True)), **options)
+        if getattr(res, "wave_width", None) is None:
+            res = rt.LaunchResult(kernel, self.name, inst.info.device, ran)
+        return res
+
+
+def check_default_wave_width(target: str, module: Any, k: Any, ran: int) -> None:
+    """Warn (:class:`WaveWidthWarning`) when kernel ``k``, which may depend on W, runs at
+    ``ran`` != the default W because the launch gave none and ``target`` cannot run it."""
+    if ran != rt.DEFAULT_WAVE_WIDTH and not w_invariant(module, k):
+        import warnings
+
+        warnings.warn(f"kernel {k.name!r} may depend on the wave width and target {target!r} cannot run the "
+                      f"default W = {rt.DEFAULT_WAVE_WIDTH}; it runs at W = {ran} (pass wave_width={ran} to "
+                      "accept, or choose another target)", WaveWidthWarning, stacklevel=5)
 
 
 _CACHE: dict[str, Target] = {}

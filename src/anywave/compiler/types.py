@@ -66,7 +66,7 @@ class DType:
         """32-bit registers a value occupies (0 for predicates)."""
         if self.name == "pred":
             return 0
-        return 2 if self.bits == 64 else 1
+        return self.bits // 32 if self.bits >= 64 else 1
 
     def __repr__(self) -> str:
         return f"aw.{self.name}"
@@ -105,6 +105,10 @@ f64 = DType("f64", ScalarType.F64, np.float64)
 bool_ = DType("bool", ScalarType.U32, np.bool_)
 #: internal: a comparison result held in a predicate register
 pred = DType("pred", ScalarType.PRED, None)
+#: internal: 2 and 4 consecutive 32-bit registers, the data of a vector load/store
+#: (``aw.load2``/``aw.load4``; never a value of the language)
+vec2 = DType("vec2", ScalarType.B64, None)
+vec4 = DType("vec4", ScalarType.B128, None)
 
 #: types a value (register) can have in the language
 VALUE_TYPES = (i32, u32, i64, u64, f16, bf16, f32, f64, bool_)

@@ -457,6 +457,7 @@ def _sregs(grid: tuple[int, int, int], wg: tuple[int, int, int], name: str) -> C
                                     "GLOBAL_ID_Y": gy * sy + y,
                                     "GLOBAL_ID_Z": gz * sz + z,
                                     "THREAD_LINEAR_ID": t,
+                                    "MMA_SUPPORTED": 1, "MMA_M": 4, "MMA_N": 4, "MMA_K": 4,
                                 }
                                 o[wl * nthreads + t] = [v[sr.name] for sr in _SREGS]
         return {"out": o.reshape(-1)}
@@ -573,6 +574,127 @@ def _mma(t: str) -> Case:
     )
 
 
+def _mma_loop(t: str, steps: int = 3, groups: int = 3) -> Case:
+    """``mma`` accumulating in place (D aliases C) inside a run-time loop whose last trip
+    ends with every lane broken out, in several waves of several workgroups (issue 15: the
+    PTX lowering ran the ``mma`` once more after the loop's final ``break``)."""
+    name = f"mma_loop_{t}"
+    rng = rng_for(name)
+    import ml_dtypes
+
+    dt = np.float16 if t == "f16" else ml_dtypes.bfloat16
+    maxw = 8  # waves of a 64-thread workgroup at W = 8
+    # small multiples of 1/2: every product and partial sum is exact in f32, so the result
+    # is exact under any accumulation order (class "bounded" becomes exact for these inputs)
+    A = (rng.integers(-6, 7, (steps, 16, 16)) / 2).astype(dt)
+    B = (rng.integers(-6, 7, (steps, 16, 16)) / 2).astype(dt)
+    C = rng.integers(-50, 51, (groups * maxw, 16, 16)).astype(np.float32)
+    prod = sum(A[s].astype(np.float64) @ B[s].astype(np.float64) for s in range(steps))
+    body = [
+        "ldarg.b32 r30, steps",
+        "mov.sr r0, sr_lane_id",
+        "mov.sr r1, sr_wave_id",
+        "mov.sr r2, sr_wave_width",
+        "mov.sr r3, sr_workgroup_id_x",
+        "mov.sr r4, sr_num_waves",
+        "movi.u32 r5, 11",
+        "shl.b32 r6, r1, r5",  # A tile: wave * 2048
+        "movi.u32 r7, 512",
+        "add.i32 r8, r6, r7",  # B tile
+        "movi.u32 r7, 1024",
+        "add.i32 r9, r6, r7",  # C = D tile
+        "mul.i32 r19, r3, r4",
+        "add.i32 r19, r19, r1",  # q = workgroup * waves + wave
+        "movi.u32 r13, 8",
+        "shl.b32 r20, r19, r13",  # q * 256
+        "mov.b32 r12, r0",
+        "loop",
+        "movi.u32 r13, 256",
+        "setp.ge.u32 p1, r12, r13",
+        "break p1",
+        "add.i32 r14, r20, r12",
+        "movi.u32 r13, 2",
+        "shl.b32 r14, r14, r13",
+        "ld.device.b32 r15, csrc[r14]",
+        "shl.b32 r17, r12, r13",
+        "add.i32 r18, r17, r9",
+        "st.local.b32 [r18], r15",
+        "add.i32 r12, r12, r2",
+        "endloop",
+        "movi.u32 r11, 0",
+        "loop",
+        "setp.ge.u32 p0, r11, r30",
+        "break p0",
+        "mov.b32 r12, r0",
+        "loop",
+        "movi.u32 r13, 128",
+        "setp.ge.u32 p1, r12, r13",
+        "break p1",
+        "movi.u32 r13, 7",
+        "shl.b32 r14, r11, r13",
+        "add.i32 r14, r14, r12",
+        "movi.u32 r13, 2",
+        "shl.b32 r14, r14, r13",
+        "ld.device.b32 r15, asrc[r14]",
+        "ld.device.b32 r16, bsrc[r14]",
+        "shl.b32 r17, r12, r13",
+        "add.i32 r18, r17, r6",
+        "st.local.b32 [r18], r15",
+        "add.i32 r18, r17, r8",
+        "st.local.b32 [r18], r16",
+        "add.i32 r12, r12, r2",
+        "endloop",
+        "barrier",
+        f"mma.m16n16k16.f32.{t} r9, r6, r8, r9",
+        "barrier",
+        "movi.u32 r13, 1",
+        "add.i32 r11, r11, r13",
+        "endloop",
+        "mov.b32 r12, r0",
+        "loop",
+        "movi.u32 r13, 256",
+        "setp.ge.u32 p1, r12, r13",
+        "break p1",
+        "add.i32 r14, r20, r12",
+        "movi.u32 r13, 2",
+        "shl.b32 r14, r14, r13",
+        "shl.b32 r17, r12, r13",
+        "add.i32 r18, r17, r9",
+        "ld.local.b32 r15, [r18]",
+        "st.device.b32 out[r14], r15",
+        "add.i32 r12, r12, r2",
+        "endloop",
+    ]
+
+    def expected(w: int) -> dict[str, np.ndarray]:
+        o = out_buffer(groups * maxw * 256, 32)
+        nq = groups * (64 // w)
+        o[: nq * 256] = (prod[None] + C[:nq].astype(np.float64)).astype(np.float32).reshape(-1).view(np.uint32)
+        return {"out": o}
+
+    return Case(
+        name,
+        "mma",
+        kernel_text(
+            name,
+            [("asrc", "buffer", "u32", "read"), ("bsrc", "buffer", "u32", "read"),
+             ("csrc", "buffer", "u32", "read"), ("out", "buffer", "u32", "write"),
+             ("steps", "scalar", "u32", "read")],
+            body,
+            local_memory=maxw * 2048,
+        ),
+        (groups, 1, 1),
+        (64, 1, 1),
+        {"asrc": A.reshape(-1).view(np.uint32).copy(), "bsrc": B.reshape(-1).view(np.uint32).copy(),
+         "csrc": C.reshape(-1).view(np.uint32).copy(), "out": out_buffer(groups * maxw * 256, 32),
+         "steps": np.uint32(steps)},
+        expected,
+        requires=("mma", "wave_ops", t),
+        description=f"mma.m16n16k16.f32.{t}: D aliases C, {steps} trips of a run-time loop, "
+                    f"{groups} workgroups of several waves",
+    )
+
+
 def cases() -> list[Case]:
     return (
         [_nested_divergence()]
@@ -584,5 +706,5 @@ def cases() -> list[Case]:
             _sregs((3, 1, 1), (20, 1, 1), "sreg_partial"),
             _sregs((1, 2, 1), (8, 2, 4), "sreg_3d_64"),
         ]
-        + [_mma("f16"), _mma("bf16")]
+        + [_mma("f16"), _mma("bf16"), _mma_loop("f16"), _mma_loop("bf16")]
     )

@@ -31,6 +31,7 @@ from anywave.emu.alu import BIT_OPS, FLOAT_OPS, INT_OPS, OTHER_OPS, Run, _pred_o
 from anywave.emu.memory import MEMORY_OPS, RaceShadow
 from anywave.emu.waveops import WAVE_OPS
 from anywave.errors import EmulationError, LaunchConfigError
+from anywave.isa.mma import MMA_SREG_VALUES
 from anywave.isa.table import Category, InstrDef
 from anywave.isa.types import LIMITS, Access, ScalarType, SpecialRegister
 
@@ -798,6 +799,7 @@ class Batch:
             S.GLOBAL_ID_Y: lambda: (((g // gx) % gy) * sy, (t // sx) % sy),
             S.GLOBAL_ID_Z: lambda: ((g // (gx * gy)) * sz, t // (sx * sy)),
             S.THREAD_LINEAR_ID: lambda: (zg, t),
+            **{S[name]: (lambda v=v: (zg, zt + v)) for name, v in MMA_SREG_VALUES.items()},
         }
         return table[sr]()
 

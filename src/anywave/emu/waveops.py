@@ -238,3 +238,12 @@ def _mma(ins: Instruction) -> Run:
 
 WAVE_OPS = {"shfl": _shfl, "bcast": _bcast, "ballot": _ballot, "any": _any_all, "all": _any_all,
             "wred": _wred, "wscan": _wscan, "mma": _mma}
+
+
+def _register_fragments() -> None:
+    from anywave.emu.fragments import FRAGMENT_OPS
+
+    WAVE_OPS.update(FRAGMENT_OPS)
+
+
+_register_fragments()

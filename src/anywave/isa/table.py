@@ -65,6 +65,8 @@ class Operand(enum.Enum):
     SCOPE = ("scope", 1, False)
     ORDER = ("order", 1, False)
     FUNC = ("func", 1, False)  # function index
+    FD = ("fd", 1, True)  # destination fragment fN (docs/spec.md §8.14)
+    FS = ("fs", 1, False)  # source fragment fN
 
     def __init__(self, spelling: str, words: int, is_dest: bool) -> None:
         self.spelling = spelling
@@ -470,13 +472,52 @@ for t in (T.F16, T.BF16):
          det=Determinism.BOUNDED, cap=Capability.MMA | Capability.WAVE_OPS,
          flags=WC | Flag.LOAD | Flag.STORE, src_type=t)
 
+# fragments (docs/spec.md §8.14): wave-scope m16n16k16 and thread-scope m4n4k4 (the reference
+# toolchain's 4x4 f32 tiles). Appended after the tile mma records: opcodes 0x0D02 onwards.
+FD, FS = Operand.FD, Operand.FS
+_WAVE_FRAG = Capability.MMA | Capability.WAVE_OPS
+for shape, scope_flag, fcap, ins_types in (
+        ("m16n16k16", WC, _WAVE_FRAG, (T.F16, T.BF16)), ("m4n4k4", Flag.NONE, Capability.MMA, (T.F32,))):
+    where = "the wave's" if scope_flag else "the thread's"
+    spaces = (("local", Operand.LADDR), ("device", Operand.DADDR)) if scope_flag else (("local", Operand.LADDR),)
+    for role in ("a", "b"):
+        for t in ins_types:
+            for space, addr in spaces:
+                _def(f"mma.load.{role}.{space}.{shape}.{t.spelling}", C, "fload", (FD, addr, S), t,
+                     f"fragment d = {role.upper()} tile of {t.spelling} from {space} memory, row-major with a "
+                     f"row stride of rS bytes ({where} fragment)",
+                     cap=fcap, flags=scope_flag | Flag.LOAD, variant=f"{role}.{space}.{shape}")
+    for space, addr in spaces:
+        _def(f"mma.load.c.{space}.{shape}.f32", C, "fload", (FD, addr, S), T.F32,
+             f"accumulator fragment d = f32 tile from {space} memory, row-major, row stride rS bytes",
+             cap=fcap, flags=scope_flag | Flag.LOAD, variant=f"c.{space}.{shape}")
+        _def(f"mma.store.{space}.{shape}.f32", C, "fstore", (addr, FS, S), T.F32,
+             f"store accumulator fragment a to {space} memory as an f32 tile, row-major, row stride rS bytes",
+             cap=fcap, flags=scope_flag | Flag.STORE, variant=f"{space}.{shape}")
+    for t in ins_types:
+        _def(f"mma.mma.{shape}.f32.{t.spelling}", C, "fmma", (FD, FS, FS, FS), T.F32,
+             f"accumulator fragment d = a x b + c ({t.spelling} inputs, f32 accumulation); d may be c",
+             det=Determinism.BOUNDED if scope_flag else Determinism.EXACT_NAN, cap=fcap, flags=scope_flag,
+             src_type=t, variant=shape)
+    _def(f"mma.fill.{shape}.f32", C, "ffill", (FD, S), T.F32,
+         "every element of accumulator fragment d = the f32 value rS (wave-uniform for wave scope)",
+         cap=fcap, flags=scope_flag, variant=shape)
+    _def(f"mma.scale.{shape}.f32", C, "fscale", (FD, FS, S), T.F32,
+         "accumulator fragment d = a * rS element-wise (f32 multiply, nearest even)",
+         det=NAN_, cap=fcap, flags=scope_flag, variant=shape)
+    if scope_flag:
+        _def(f"mma.bias.device.{shape}.f32", C, "fbias", (FD, FS, Operand.DADDR), T.F32,
+             "accumulator fragment d[i][j] = a[i][j] + bias[j], bias f32 at the device address + 4j",
+             det=NAN_, cap=fcap, flags=scope_flag | Flag.LOAD, variant=f"device.{shape}")
+del FD, FS
+
 
 INSTRUCTIONS: tuple[InstrDef, ...] = tuple(_RECORDS)
 BY_MNEMONIC: dict[str, InstrDef] = {d.mnemonic: d for d in INSTRUCTIONS}
 BY_OPCODE: dict[int, InstrDef] = {d.opcode: d for d in INSTRUCTIONS}
 if len(BY_MNEMONIC) != len(INSTRUCTIONS) or len(BY_OPCODE) != len(INSTRUCTIONS):
     raise AssertionError("instruction table has duplicate mnemonics or opcodes")
-del C, t
+del C, t, shape, scope_flag, fcap, ins_types, where, spaces, role, space, addr
 
 
 def lookup(mnemonic: str) -> InstrDef:

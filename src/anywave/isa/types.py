@@ -126,6 +126,11 @@ class SpecialRegister(enum.IntEnum):
     GLOBAL_ID_Y = 17
     GLOBAL_ID_Z = 18
     THREAD_LINEAR_ID = 19  # x + y*sx + z*sx*sy within the workgroup
+    # MMA queries (docs/spec.md §3.3, §8.14; the reference toolchain's names)
+    MMA_SUPPORTED = 20  # 1: the target runs the MMA instructions (every conformant target with mma)
+    MMA_M = 21  # the thread-scope fragment shape m4n4k4: 4, 4, 4
+    MMA_N = 22
+    MMA_K = 23
 
     @property
     def spelling(self) -> str:

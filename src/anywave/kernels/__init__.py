@@ -16,9 +16,9 @@ returning NumPy arrays) pick the launch geometry, chain multi-pass algorithms an
 * :mod:`~anywave.kernels.reference` — independent NumPy references that reproduce each
   kernel's arithmetic order in float32 (used by the tests and ``anywave demo``).
 
-Determinism: every kernel here gives the same bits at every wave width except
-:func:`~anywave.kernels.scan.sum_f32`, whose float order follows the wave reduction tree and
-therefore depends on W *by design* (the bits are still fully defined for each W).
+Determinism: every kernel here gives the same bits at every wave width and on every target
+(each is recorded W-invariant in its kernel table; :func:`~anywave.kernels.scan.sum_f32` uses
+the W-invariant ``aw.workgroup_reduce`` tree, docs/spec.md §8.15).
 """
 
 from __future__ import annotations

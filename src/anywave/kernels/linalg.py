@@ -175,6 +175,11 @@ def matmul(a: np.ndarray, b: np.ndarray, bias: np.ndarray | None = None, *, relu
         if bv.shape != (n,):
             raise KernelInputError(f"matmul: bias has shape {bv.shape}, expected ({n},)")
         epilogue = "bias_relu" if relu else "bias"
+    from anywave.kernels import gemm
+
+    if gemm.fits(m, n, k, gemm.FAST):  # the register-tiled kernel: the same order, the same bits
+        return gemm.gemm(x, w, None if epilogue == "none" else bv, epilogue=epilogue, config=gemm.FAST,
+                         wave_width=wave_width, target=target)
     out = np.empty((m, n), np.float32)
     if out.size:
         matmul_kernel(x, w, bv, out, m, n, k, epilogue=epilogue, grid=(ceil_div(n, TILE), ceil_div(m, TILE)),

@@ -41,21 +41,25 @@ def butterfly_sum(x: np.ndarray, w: int) -> np.ndarray:
     return s[..., 0]
 
 
-def sum_f32(x: np.ndarray, wave_width: int, wg: int = 256) -> np.float32:
-    """:func:`anywave.kernels.sum_f32` at wave width ``wave_width``: butterfly per wave, wave
-    partials in wave order, repeated over workgroup partials until one value is left."""
+def sum_f32(x: np.ndarray, wave_width: int | None = None, wg: int = 256) -> np.float32:
+    """:func:`anywave.kernels.sum_f32`: :func:`tree_sum_f32` over each block of ``wg``
+    elements (the last block short), repeated over the block sums until one value is left.
+    ``wave_width`` is accepted for old callers and ignored: the order does not depend on W.
+    Vectorised: blocks padded with -0.0 (``x + (-0.0) = x`` exactly, so a padded right half
+    leaves its left half unchanged, as an absent one does), then pairs added level by level;
+    ``wg`` a power of two."""
     a = np.asarray(x, np.float32).ravel()
     if a.size == 0:
         return np.float32(0.0)
     while a.size > 1:
         g = -(-a.size // wg)
-        padded = np.zeros(g * wg, np.float32)
-        padded[:a.size] = a
-        waves = butterfly_sum(padded.reshape(g, wg // wave_width, wave_width), wave_width)
-        total = waves[:, 0]
-        for i in range(1, waves.shape[1]):
-            total = (total + waves[:, i]).astype(np.float32)
-        a = total
+        s = np.full(g * wg, -0.0, np.float32)
+        s[:a.size] = a
+        s = s.reshape(g, wg)
+        with np.errstate(all="ignore"):
+            while s.shape[1] > 1:
+                s = (s[:, 0::2] + s[:, 1::2]).astype(np.float32)
+        a = s[:, 0]
     return np.float32(a[0])
 
 
@@ -150,3 +154,122 @@ def sobel_f32(img: np.ndarray) -> np.ndarray:
     gx = (at(-1, 1) - at(-1, -1)) + two * (at(0, 1) - at(0, -1)) + (at(1, 1) - at(1, -1))
     gy = (at(1, -1) - at(-1, -1)) + two * (at(1, 0) - at(-1, 0)) + (at(1, 1) - at(-1, 1))
     return np.sqrt(gx * gx + gy * gy).astype(np.float32)
+
+
+def _tree_nodes(a: np.ndarray):
+    """``node(s, size)``: the pairwise-tree value of the aligned block ``[s, s + size)`` of ``a``
+    (right halves past the end are empty: the node is its left half), memoised."""
+    memo: dict[tuple[int, int], np.float32] = {}
+
+    def node(s: int, size: int) -> np.float32:
+        key = (s, size)
+        if key not in memo:
+            if size == 1:
+                memo[key] = a[s]
+            else:
+                h = size // 2
+                left = node(s, h)
+                memo[key] = left if s + h >= a.size else np.float32(left + node(s + h, h))
+        return memo[key]
+
+    return node
+
+
+def tree_sum_f32(x: np.ndarray) -> np.float32:
+    """The workgroup collectives' f32 sum (docs/spec.md §8.15): the pairwise tree over the
+    positions of ``x`` (1-D), each node ``[s, s + 2d)`` the float32 sum of its halves, a node
+    whose right half is empty being its left half. Recursive on the definition."""
+    a = np.asarray(x, np.float32).ravel()
+    if a.size == 0:
+        return np.float32(0.0)
+    size = 1
+    while size < a.size:
+        size *= 2
+    return _tree_nodes(a)(0, size)
+
+
+def tree_scan_f32(x: np.ndarray, exclusive: bool = False) -> np.ndarray:
+    """The workgroup collectives' f32 prefix sum (docs/spec.md §8.15): the exclusive prefix
+    of position t is the left fold, largest block first, of :func:`tree_sum_f32` over the
+    aligned power-of-two blocks of the binary decomposition of ``[0, t)``; exclusive of
+    position 0 is +0.0; inclusive is ``exclusive + x[t]`` (``x[0]`` for t = 0)."""
+    a = np.asarray(x, np.float32).ravel()
+    node = _tree_nodes(a)
+    out = np.empty_like(a)
+    for t in range(a.size):
+        acc = None
+        start = 0
+        for bit in range(31, -1, -1):
+            size = 1 << bit
+            if t & size:
+                b = node(start, size)
+                acc = b if acc is None else np.float32(acc + b)
+                start += size
+        if exclusive:
+            out[t] = np.float32(0.0) if acc is None else acc
+        else:
+            out[t] = a[t] if acc is None else np.float32(acc + a[t])
+    return out
+
+
+# ----------------------------------------------------------------------------- kernels.vec
+
+def row_fold4(x: np.ndarray, block: int, op: str) -> np.ndarray:
+    """:mod:`anywave.kernels.vec`'s row reduction: thread t folds the quads t, t + block, ... of
+    the row (each quad's 4 lanes in order) sequentially, then the tree of :func:`row_fold`."""
+    rows, cols = x.shape
+    v = np.asarray(x, np.float32).reshape(rows, cols // (4 * block), block, 4)
+    init = np.float32(0) if op == "sum" else np.float32(-np.inf)
+    acc = np.full((rows, block), init, np.float32)
+    f = (lambda p, q: (p + q).astype(np.float32)) if op == "sum" else np.maximum
+    for c in range(v.shape[1]):
+        for j in range(4):
+            acc = f(acc, v[:, c, :, j])
+    s = block // 2
+    while s:
+        acc[:, :s] = f(acc[:, :s], acc[:, s:2 * s])
+        s //= 2
+    return acc[:, 0]
+
+
+def softmax4_f32(x: np.ndarray, block: int) -> np.ndarray:
+    """:func:`anywave.kernels.vec.softmax4` with a correctly rounded exp (the kernel's exp is
+    within 2 ulp, so agreement is within a few ulp, not bit for bit)."""
+    x = np.asarray(x, np.float32)
+    m = row_fold4(x, block, "max")
+    e = np.exp((x - m[:, None]).astype(np.float64)).astype(np.float32)
+    return (e / row_fold4(e, block, "sum")[:, None]).astype(np.float32)
+
+
+def layer_norm4_f32(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float, block: int) -> np.ndarray:
+    """:func:`anywave.kernels.vec.layer_norm4` in its float32 order (bit-exact)."""
+    x = np.asarray(x, np.float32)
+    n = np.float32(x.shape[1])
+    mean = (row_fold4(x, block, "sum") / n).astype(np.float32)
+    d = (x - mean[:, None]).astype(np.float32)
+    var = (row_fold4((d * d).astype(np.float32), block, "sum") / n).astype(np.float32)
+    rstd = (np.float32(1) / np.sqrt((var + np.float32(eps)).astype(np.float32))).astype(np.float32)
+    return ((d * rstd[:, None]) * np.asarray(gamma, np.float32) + np.asarray(beta, np.float32)).astype(np.float32)
+
+
+def _sum4_stage(a: np.ndarray, groups: int, wg: int) -> np.ndarray:
+    n = a.size
+    t = groups * wg
+    quads = n // 4
+    q = a[:4 * quads].reshape(quads, 4)
+    acc = np.zeros((t, 4), np.float32)
+    for it in range(0, quads, t):
+        chunk = q[it:it + t]
+        acc[:len(chunk)] = (acc[:len(chunk)] + chunk).astype(np.float32)
+    s = ((acc[:, 0] + acc[:, 1]).astype(np.float32) + (acc[:, 2] + acc[:, 3]).astype(np.float32)).astype(np.float32)
+    tail = n % 4
+    s[:tail] = (s[:tail] + a[4 * quads:]).astype(np.float32)
+    return np.array([tree_sum_f32(row) for row in s.reshape(groups, wg)], np.float32)
+
+
+def sum4_f32(x: np.ndarray, workgroups: int, wg: int = 256) -> np.float32:
+    """:func:`anywave.kernels.vec.sum4` with ``workgroups`` workgroups in the first launch
+    (order: the module docstring of kernels.vec; W-invariant)."""
+    a = np.asarray(x, np.float32).ravel()
+    part = _sum4_stage(a, workgroups, wg)
+    return np.float32(_sum4_stage(part, 1, wg)[0])

@@ -1,12 +1,12 @@
-"""Reductions and scans: float sum (wave ops + local memory), multi-workgroup prefix sum,
+"""Reductions and scans: float sum (workgroup collectives), multi-workgroup prefix sum,
 histogram (local-memory atomics, then device atomics).
 
-Order: :func:`sum_f32` adds the lanes of each wave with the spec's butterfly ``wave_sum``,
-then the wave partials of a workgroup in wave order, then the workgroup partials by the
-same kernel again until one value is left. The butterfly tree depends on W, so the float
-result depends on W **by design** (it is fully defined for each W;
-:func:`anywave.kernels.reference.sum_f32` reproduces it). The prefix sum and histogram are
-integer computations (mod 2^32): identical at every W.
+Order: :func:`sum_f32` sums each workgroup's 256 elements with ``aw.workgroup_reduce``
+(the W-invariant pairwise tree over thread ids, docs/spec.md §8.15; elements past the end
+are absent), then the workgroup partials by the same kernel again until one value is left.
+The result is the same bits at every W and on every target
+(:func:`anywave.kernels.reference.sum_f32` reproduces it). The prefix sum and histogram are
+integer computations (mod 2^32): identical at every W. Every kernel here is W-invariant.
 """
 
 from __future__ import annotations
@@ -17,24 +17,16 @@ import anywave as aw
 from anywave.kernels._launch import KernelInputError, ceil_div, launch_kw
 
 WG = 256  #: threads per workgroup of the 1-D kernels here
-MAX_WAVES = 128  #: 1024 threads at W = 8
 
 
 @aw.kernel
 def reduce_sum_kernel(x: aw.In[aw.f32], partial: aw.Out[aw.f32], n: aw.i32):
-    sums = aw.local_array(aw.f32, MAX_WAVES)
     i = aw.global_id(0)
-    v = 0.0
+    v = aw.bitcast(aw.u32(0x80000000), aw.f32)  # -0.0: x + (-0.0) = x, so absent elements add nothing
     if i < n:
         v = x[i]
-    s = aw.wave_sum(v)  # butterfly order over the W lanes
-    if aw.lane_id() == 0:
-        sums[aw.wave_id()] = s
-    aw.barrier()
+    total = aw.workgroup_reduce(v)  # the W-invariant pairwise tree over thread ids
     if aw.local_id(0) == 0:
-        total = sums[0]
-        for w in range(1, aw.num_waves()):
-            total = total + sums[w]
         partial[aw.workgroup_id(0)] = total
 
 
@@ -81,7 +73,11 @@ def histogram_kernel(data: aw.In[aw.u32], hist: aw.Buffer[aw.u32], n: aw.i32, *,
 
 def sum_f32(x: np.ndarray, *, wave_width: int | None = None, target: str | None = None) -> np.float32:
     """Sum of a float32 array (flattened) by repeated workgroup reductions; see the module
-    docstring for the (W-dependent) order. Empty input sums to 0.0."""
+    docstring for the order (the same bits at every W and on every target). Empty input
+    sums to 0.0.
+
+    Returns:
+        np.float32."""
     a = np.ascontiguousarray(np.asarray(x, dtype=np.float32)).ravel()
     if a.size == 0:
         return np.float32(0.0)

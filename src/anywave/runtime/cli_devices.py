@@ -15,21 +15,33 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 
 def run(args: argparse.Namespace) -> int:
-    """Print one line per target (available or not, with the reason) and per device."""
-    from anywave.runtime.targets import available_targets
+    """Print one line per target (available or not, with the reason) and per device, with
+    the wave widths each runs and the default W (the one rule of
+    :func:`anywave.runtime.targets.default_wave_width`)."""
+    from anywave.runtime.targets import DEFAULT_WAVE_WIDTH, available_targets, default_wave_width
 
     statuses = available_targets()
+
+    def widths(i) -> tuple[int, ...]:  # noqa: ANN001
+        if i.name == "emulator":
+            return (8, 16, 32, 64)
+        return tuple(i.details.get("sub_group_sizes", (i.wave_width,)))
+
     if args.json:
         out = []
         for s in statuses:
             out.append({"target": s.name, "available": s.available, "reason": s.reason,
-                        "devices": [{"device": i.device, "wave_width": i.wave_width,
+                        "default_wave_width_rule": DEFAULT_WAVE_WIDTH,
+                        "devices": [{"device": i.device, "wave_width": default_wave_width(widths(i)),
+                                     "wave_widths": list(widths(i)),
                                      "capabilities": i.capabilities.spellings(),
                                      "local_memory": i.local_memory,
                                      "max_workgroup_size": i.max_workgroup_size,
                                      **{k: v for k, v in i.details.items()}} for i in s.infos]})
         print(json.dumps(out, indent=2))
         return 0
+    print(f"default wave width: W = {DEFAULT_WAVE_WIDTH} on every target that can run it (else its only W); "
+          "W-invariant kernels give the same bits at every W")
     for s in statuses:
         if not s.available:
             print(f"{s.name:<10} unavailable: {s.reason}")
@@ -37,7 +49,11 @@ def run(args: argparse.Namespace) -> int:
         for i in s.infos:
             extra = ", ".join(f"{k}={v}" for k, v in i.details.items()
                               if k in ("compute_capability", "multiprocessors", "total_memory", "driver_version"))
-            print(f"{s.name:<10} {i.device}: W={i.wave_width}, local memory {i.local_memory} B, "
+            ws = widths(i)
+            runs = f"W={default_wave_width(ws)} by default"
+            if len(ws) > 1:
+                runs += f" (runs {'/'.join(map(str, ws))})"
+            print(f"{s.name:<10} {i.device}: {runs}, local memory {i.local_memory} B, "
                   f"max workgroup {i.max_workgroup_size}, capabilities {','.join(i.capabilities.spellings())}"
                   + (f"; {extra}" if extra else ""))
     return 0

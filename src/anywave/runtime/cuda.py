@@ -539,7 +539,7 @@ def _bind_launcher(target: CudaTarget, plan: _LaunchPlan, g: tuple[int, int, int
         "T": _TORCH_TENSOR or _torch_tensor_type() or _NoTensor, "cai_ptr": _cai_pointer, "scalar": plan.scalar,
         "u64": u64, "u32": u32, "ptrs": ptrs, "kp": kp, "fn": plan.function, "launch": drv.cuLaunchKernel,
         "set_ctx": set_ctx, "ctx": ctx_arg, "stream_handle": _stream_handle, "fail": fail,
-        "synchronize": synchronize}
+        "synchronize": synchronize, "DA": _array_type(), "DS": memory_space(target.device.props.ordinal)}
     n = len(plan.args)
     vs = [f"v{i}" for i in range(n)]
     src = ["def fast(args, stream, sync):",
@@ -560,7 +560,9 @@ def _bind_launcher(target: CudaTarget, plan: _LaunchPlan, g: tuple[int, int, int
     for (i, kind, a, lo, hi, mask), v in zip(plan.slots, vs, strict=True):
         ns[f"a{i}"] = a
         if kind == 0:
-            src += [f"    if isinstance({v}, T) and {v}.is_cuda and {v}.is_contiguous():",
+            src += [f"    if type({v}) is DA and {v}.space is DS:",
+                    f"        p = {v}.ptr",
+                    f"    elif isinstance({v}, T) and {v}.is_cuda and {v}.is_contiguous():",
                     f"        p = {v}.data_ptr()",
                     "        if p & 15:",
                     "            return False",
@@ -605,7 +607,12 @@ class CudaTarget:
     ``launch(module, kernel, grid, workgroup, args, stream=None)`` runs a kernel; modules are
     translated and loaded once per module object (kept alive by the target)."""
 
-    def __init__(self, device: int = 0, *, use_cache: bool = True) -> None:
+    def __init__(self, device: int = 0, *, use_cache: bool = True, wave_width: int | None = None) -> None:
+        if wave_width is not None and wave_width != WAVE_WIDTH:
+            from anywave.errors import LaunchConfigError
+
+            raise LaunchConfigError(f"wave_width {wave_width!r} is not offered by the cuda target; it runs "
+                                    f"[{WAVE_WIDTH}]")
         self.device = CudaDevice(device)
         self.info = self.device.target_info()
         self.use_cache = use_cache
@@ -633,7 +640,7 @@ class CudaTarget:
 
     def launch(self, module: Any, kernel: str, grid: int | Sequence[int],
                workgroup: int | Sequence[int], args: Mapping[str, Any] | Sequence[Any], *,
-               stream: Any = None, sync: bool = True) -> None:
+               stream: Any = None, sync: bool = True) -> Any:
         """Run ``kernel`` of ``module`` on the device.
 
         Args:
@@ -669,7 +676,7 @@ class CudaTarget:
         except TypeError:  # unhashable grid or workgroup (a list): the checked path
             bound = None
         if bound is not None and bound(args, stream, sync):
-            return
+            return self._result(kernel)
         plan, g, wg = self._launch_checked(module, kernel, grid, workgroup, args, stream, sync)
         if plan is not None and _exact_dims(grid) and _exact_dims(workgroup):
             key = (id(module), kernel, grid, type(grid), workgroup, type(workgroup), _get_ident())
@@ -678,6 +685,60 @@ class CudaTarget:
                     self._fast[key] = _bind_launcher(self, plan, g, wg, module)
             elif len(self._fast_seen) < 4096:
                 self._fast_seen.add(key)
+        return self._result(kernel)
+
+    def _result(self, kernel: str) -> Any:
+        """The (immutable, cached) :class:`~anywave.runtime.targets.LaunchResult`: which W ran."""
+        cache = self.__dict__.setdefault("_results", {})
+        r = cache.get(kernel)
+        if r is None:
+            from anywave.runtime.targets import LaunchResult
+
+            r = cache[kernel] = LaunchResult(kernel, "cuda", self.info.device, self.info.wave_width)
+        return r
+
+    def launch_parts(self, module: Any, kernel: str, grid: tuple[int, int, int],
+                     workgroup: tuple[int, int, int]) -> dict[str, Any]:
+        """What a caller needs to launch one kernel and geometry without this class (checked
+        once here): a fresh parameter block (``u64``, ``u32``: slot i's 32-bit value is
+        ``u32[2i]``; ``kp`` its address), ``kinds`` per ABI argument (0 buffer address,
+        1 32-bit scalar, 2 64-bit scalar), ``scalar(arg, value)`` (the exact ABI word),
+        ``args`` (the ABI), the driver function ``fn``, ``launch`` (``cuLaunchKernel``),
+        ``set_ctx``/``ctx``/``ctx_tuple`` (make the context current), ``shared`` bytes,
+        ``fail(call, status)`` (raises CudaError naming the kernel and shape), ``space`` (the
+        device's memory space) and ``shape``. The kernel language's launch plans
+        (:mod:`anywave.compiler.launch`) generate their launcher from these; the block must
+        be used by one thread at a time.
+
+        Raises:
+            CudaError: the device refuses the geometry."""
+        plan = self._plan_for(module, kernel)
+        g, wg = _dims(grid, "grid"), _dims(workgroup, "workgroup")
+        shape = plan.shape(g, wg)
+        self._check_launch(plan.k, plan.lk, g, wg, shape)
+        drv = _DRV or _driver()
+        u64, u32, ptrs, kp = _param_buffers(len(plan.args))
+        set_ctx, ctx_arg, ctx_tuple, _ = self._context_setter
+
+        def fail(call: str, err: Any) -> None:
+            if type(err) is int and hasattr(drv, "CUresult"):
+                try:
+                    err = drv.CUresult(err)
+                except Exception:  # noqa: BLE001
+                    pass
+            raise CudaError(f"{shape}: {call} failed: {_err_text(err)}")
+
+        return {"u64": u64, "u32": u32, "ptrs": ptrs, "kp": kp, "kinds": list(plan.kinds), "args": plan.args,
+                "scalar": plan.scalar, "fn": plan.function, "launch": drv.cuLaunchKernel, "set_ctx": set_ctx,
+                "ctx": ctx_arg, "ctx_tuple": ctx_tuple, "shared": plan.dynamic_shared, "fail": fail,
+                "space": memory_space(self.device.props.ordinal), "shape": shape, "grid": g, "workgroup": wg,
+                "module": module}
+
+    def _plan_for(self, module: Any, kernel: str) -> _LaunchPlan:
+        entry = self._plans.get((id(module), kernel))
+        if entry is None or entry[0] is not module:
+            return self._plan(module, kernel)
+        return entry[1]
 
     def _launch_checked(self, module: Any, kernel: str, grid: int | Sequence[int],
                         workgroup: int | Sequence[int], args: Mapping[str, Any] | Sequence[Any],
@@ -791,6 +852,16 @@ class CudaTarget:
     def _buffer_pointer(self, a: Any, v: Any, shape: str, allocations: list[int],
                         copy_back: list[tuple[np.ndarray, int, int]], hstream: int) -> int:
         drv = _driver()
+        from anywave.runtime.arrays import Array
+
+        if isinstance(v, Array):
+            if v.space.kind == "host":
+                v = v._host_view()
+            elif v.space.kind != "cuda" or v.space.device != self.device.props.ordinal:
+                raise ValueError(f"{shape}: buffer argument {a.name!r} is a {v.target} array; this target is "
+                                 f"cuda:{self.device.props.ordinal}")
+            else:
+                return v.ptr
         cai = getattr(v, "__cuda_array_interface__", None)
         if cai is not None:
             if not _cai_contiguous(cai):
@@ -818,6 +889,85 @@ class CudaTarget:
                                  "but the array is read-only")
             copy_back.append((v, dptr, nbytes))
         return dptr
+
+
+# ------------------------------------------------------------------------ device memory
+
+def _array_type() -> Any:
+    from anywave.runtime.arrays import Array
+
+    return Array
+
+
+class CudaMemory:
+    """The ``cuda`` memory space of one device (:class:`anywave.runtime.arrays.MemorySpace`):
+    ``cuMemAlloc`` / ``cuMemFree`` / ``cuMemcpy*`` through cuda.bindings in the device's
+    primary context (the one PyTorch and CuPy use)."""
+
+    kind = name = "cuda"
+
+    def __init__(self, device: int = 0) -> None:
+        self.device = int(device)
+        self.dev = CudaDevice(self.device)
+        #: the last launches enqueued without waiting (named when a later wait fails)
+        self.pending: str = ""
+
+    def allocate(self, nbytes: int) -> tuple[Any, int, Any]:
+        drv = _driver()
+        self.dev.activate()
+        ptr = int(_check(drv.cuMemAlloc(max(int(nbytes), 16)), f"cuMemAlloc({nbytes}) on cuda:{self.device}"))
+
+        def free() -> None:
+            try:
+                self.dev.activate()
+                drv.cuMemFree(ptr)
+            except Exception:  # noqa: BLE001 - at interpreter exit the driver may be gone
+                pass
+
+        return ptr, ptr, free
+
+    def from_host(self, handle: Any, host: np.ndarray) -> None:
+        self.synchronize()
+        _check(_driver().cuMemcpyHtoD(int(handle), host.ctypes.data, host.nbytes), "cuMemcpyHtoD")
+
+    def to_host(self, handle: Any, host: np.ndarray) -> None:
+        self.synchronize()
+        _check(_driver().cuMemcpyDtoH(host.ctypes.data, int(handle), host.nbytes), "cuMemcpyDtoH")
+
+    def synchronize(self) -> None:
+        """``cuCtxSynchronize`` on the device (every stream). A failed launch raises CudaError
+        naming the launches enqueued since the last wait."""
+        self.dev.activate()
+        r = _driver().cuCtxSynchronize()
+        pending, self.pending = self.pending, ""
+        e = r[0] if isinstance(r, tuple) else r
+        if int(e):
+            raise CudaError(f"an enqueued launch on cuda:{self.device} failed ({pending or 'unknown kernel'}): "
+                            f"{_err_text(e)}")
+
+
+_MEMORY: dict[int, CudaMemory] = {}
+
+
+def memory_space(device: int = 0) -> CudaMemory:
+    """The ``cuda`` memory space of device ``device`` (one per process and device).
+
+    Raises:
+        CudaError: no driver or no such device."""
+    sp = _MEMORY.get(device)
+    if sp is None:
+        sp = _MEMORY[device] = CudaMemory(device)
+    return sp
+
+
+def pointer_device(ptr: int) -> int:
+    """The device ordinal a CUDA device address belongs to (``cuPointerGetAttribute``).
+
+    Raises:
+        CudaError: not an address the driver knows."""
+    drv = _driver()
+    attr = drv.CUpointer_attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL
+    return int(_check(drv.cuPointerGetAttribute(attr, ptr), f"cuPointerGetAttribute({ptr:#x})"))
 
 
 def load_example(name: str) -> Any:
@@ -969,6 +1119,14 @@ class FakeDriver:
 
     def cuMemcpyDtoH(self, dst: int, src: int, n: int) -> tuple[int]:  # noqa: N802
         return (0,)
+
+    def cuCtxSynchronize(self) -> tuple[int]:  # noqa: N802
+        return (self.sync_status,)
+
+    CUpointer_attribute = _Names()
+
+    def cuPointerGetAttribute(self, attr: str, ptr: int) -> tuple[int, int]:  # noqa: N802
+        return (0, 0)
 
     def cuGetErrorName(self, err: Any) -> tuple[int, bytes]:  # noqa: N802
         return (0, f"CUDA_ERROR_{int(err)}".encode())

@@ -29,9 +29,9 @@ from typing import Any
 import numpy as np
 
 from anywave.backends.cfamily import WAVE_WIDTHS, CKernel, CProgram, Features, padded_workgroup
-from anywave.errors import WaveError
+from anywave.errors import LaunchConfigError, WaveError
 from anywave.isa.types import Access, ArgKind, Capability
-from anywave.runtime.targets import ProcessDevice, RunnerTarget
+from anywave.runtime.targets import ID_LIMIT_U32, ProcessDevice, RunnerTarget, check_launch_rules
 
 _LOCK = threading.Lock()
 _ENV_DONE = False
@@ -297,7 +297,8 @@ class _ProgramCache:
 def marshal_args(kernel: Any, info: CKernel, args: Mapping[str, Any]) -> list[tuple[str, Any, Any]]:
     """Check ``args`` against the kernel's ABI; returns ``(kind, host value, arg)`` per param.
 
-    Buffers: NumPy arrays (any dtype; their bytes are the buffer). Scalars: numbers, converted
+    Buffers: NumPy arrays (any dtype; their bytes are the buffer) or device arrays
+    (:class:`anywave.runtime.arrays.Array`; the runner checks their kind). Scalars: numbers, converted
     exactly as the emulator does (``anywave.emu.machine._scalar_word``).
 
     Raises:
@@ -310,13 +311,17 @@ def marshal_args(kernel: Any, info: CKernel, args: Mapping[str, Any]) -> list[tu
     extra = [n for n in args if n not in names]
     if missing or extra:
         raise OpenCLError(f"kernel {kernel.name!r} takes arguments {names}; missing {missing}, unexpected {extra}")
+    from anywave.runtime.arrays import Array
+
     out = []
     for a, (_, kind) in zip(kernel.args, info.params, strict=True):
         v = args[a.name]
         if a.kind is ArgKind.BUFFER:
-            if not isinstance(v, np.ndarray):
+            if isinstance(v, Array) and v.space.kind == "host":
+                v = v._host_view()
+            if not isinstance(v, (np.ndarray, Array)):
                 raise OpenCLError(f"buffer argument {a.name!r} of kernel {kernel.name!r} must be a NumPy "
-                                  f"array, got {type(v).__name__}")
+                                  f"array or an anywave device array, got {type(v).__name__}")
             out.append(("buffer", v, a))
         else:
             word = _scalar_word(kernel, a.name, a.type, v)
@@ -340,6 +345,9 @@ def launch_dims(info: CKernel, grid: Sequence[int], workgroup: Sequence[int], W:
     if P > max_workgroup:
         raise OpenCLError(f"workgroup {wg} ({P} threads launched) exceeds the device's maximum "
                           f"{max_workgroup}")
+    if g[0] * P > ID_LIMIT_U32 or g[1] * wg[1] > ID_LIMIT_U32 or g[2] * wg[2] > ID_LIMIT_U32:
+        raise LaunchConfigError(f"grid {g} x workgroup {wg} ({P} threads launched per workgroup) has more than "
+                                f"2^32 threads along a dimension; global ids are u32 (spec §3.3)")
     return (g[0] * P, g[1], g[2]), (P, 1, 1)
 
 
@@ -361,7 +369,14 @@ class OpenCLRunner:
         return self._cache.get(module, wave_width, self.dev.features, translate)
 
     def __call__(self, module: Any, kernel: str, grid: Sequence[int], workgroup: Sequence[int],
-                 args: dict[str, Any], wave_width: int, **_: Any) -> None:
+                 args: dict[str, Any], wave_width: int, *, sync: bool = True, **_: Any) -> None:
+        """Run ``kernel``. NumPy buffers are used in place through ``CL_MEM_USE_HOST_PTR`` (no
+        copy on a CPU device; the runtime maps them back) and make the call synchronous;
+        ``opencl`` device arrays are passed as their ``cl.Buffer``. With ``sync=False`` and
+        only device arrays the kernel is enqueued on the device's in-order queue and the call
+        returns (errors then surface at the next ``.numpy()`` / ``aw.synchronize()``)."""
+        from anywave.runtime.arrays import Array, mark_used
+
         cl = self.dev.cl
         prog = self.program(module, wave_width)
         if kernel in prog.refused:
@@ -374,35 +389,63 @@ class OpenCLRunner:
             raise OpenCLError(f"kernel {kernel!r} needs {info.local_memory} bytes of local memory; "
                               f"{self.dev.name} has {self.dev.local_memory}")
         margs = marshal_args(k, info, args)
+        g3 = tuple(int(x) for x in grid) + (1,) * (3 - len(grid))
+        wg = tuple(int(x) for x in workgroup) + (1,) * (3 - len(workgroup))
+        if min(g3) >= 1 and min(wg) >= 1:
+            check_launch_rules(k, g3, wg)
         dims = launch_dims(info, grid, workgroup, wave_width, self.dev.max_workgroup)
         if dims is None:
             return
         built = self.dev.build(prog)
         ctx, q = self.dev.ctx, self.dev.queue
+        mf = cl.mem_flags
         cargs: list[Any] = []
         back: list[tuple[np.ndarray, np.ndarray, Any]] = []
+        hosts = 0
         for kind, v, a in margs:
             if kind != "buffer":
                 cargs.append(v)
                 continue
+            if isinstance(v, Array):
+                if v.space.kind != "opencl":
+                    raise OpenCLError(f"buffer argument {a.name!r} of kernel {kernel!r} is a {v.target} array; "
+                                      "the opencl target takes opencl arrays or host memory")
+                cargs.append(v.handle)
+                continue
+            hosts += 1
             host = np.ascontiguousarray(v)
             raw = host.reshape(-1).view(np.uint8) if host.size else np.zeros(16, np.uint8)
-            if raw.size == 0:
-                raw = np.zeros(16, np.uint8)
-            mem = cl.Buffer(ctx, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR, hostbuf=raw)
+            written = a.access is not Access.READ and host.size > 0
+            if written and not raw.flags.writeable:
+                raise OpenCLError(f"buffer argument {a.name!r} of kernel {kernel!r} is written but the array "
+                                  "is read-only")
+            if raw.flags.writeable:
+                flags = (mf.READ_WRITE if written else mf.READ_ONLY) | mf.USE_HOST_PTR
+            else:  # read-only memory: the runtime may not address it in place
+                flags = mf.READ_ONLY | mf.COPY_HOST_PTR
+            mem = cl.Buffer(ctx, flags, hostbuf=raw)
             cargs.append(mem)
-            if a.access is not Access.READ and host.size:
+            if written:
                 back.append((v, host, mem))
-        wg = tuple(int(x) for x in workgroup) + (1,) * (3 - len(workgroup))
         cargs += [np.uint32(wg[0]), np.uint32(wg[1]), np.uint32(wg[2])]
         fn = self.dev.kernel(built, info.c_name)
         try:
             fn(q, dims[0], dims[1], *cargs)
             for _orig, host, mem in back:
-                cl.enqueue_copy(q, host.reshape(-1).view(np.uint8), mem)
-            q.finish()
+                raw = host.reshape(-1).view(np.uint8)
+                mapped, _ev = cl.enqueue_map_buffer(q, mem, cl.map_flags.READ, 0, raw.shape, raw.dtype)
+                if mapped.__array_interface__["data"][0] != raw.__array_interface__["data"][0]:
+                    raw[...] = mapped  # the runtime kept its own copy: bring the bytes home
+                mapped.base.release(q)
+            if sync or hosts:
+                q.finish()
+            else:
+                sp = memory_space()
+                sp.pending = f"kernel {kernel!r} grid={g3} workgroup={wg}"
+                mark_used(sp)
         except Exception as e:  # noqa: BLE001
-            raise OpenCLError(f"launch of {kernel!r} on {self.dev.name} failed: {type(e).__name__}: {e}") from e
+            raise OpenCLError(f"launch of {kernel!r} grid={g3} workgroup={wg} on {self.dev.name} failed: "
+                              f"{type(e).__name__}: {e}") from e
         for orig, host, _ in back:
             if host is not orig:
                 orig[...] = host
@@ -423,6 +466,58 @@ class OpenCLTarget(RunnerTarget):
 
     def make_runner(self) -> OpenCLRunner:
         return OpenCLRunner()
+
+
+class OpenCLMemory:
+    """The ``opencl`` memory space (:class:`anywave.runtime.arrays.MemorySpace`): ``cl.Buffer``
+    objects on the process-wide device, copied with ``enqueue_copy`` on its in-order queue."""
+
+    kind = name = "opencl"
+
+    def __init__(self, device: int = 0) -> None:
+        if device != 0:
+            raise OpenCLError(f"the opencl target has one device (0), asked for device {device}")
+        self.device = 0
+        self.dev = get_device()
+        #: the last launch enqueued without waiting (named when a later wait fails)
+        self.pending = ""
+
+    def allocate(self, nbytes: int) -> tuple[Any, int, Any]:
+        cl = self.dev.cl
+        try:
+            buf = cl.Buffer(self.dev.ctx, cl.mem_flags.READ_WRITE, size=max(int(nbytes), 16))
+        except Exception as e:  # noqa: BLE001
+            raise OpenCLError(f"allocating {nbytes} bytes on {self.dev.name} failed: {e}") from e
+        return buf, 0, lambda: None  # pyopencl releases the buffer with its last reference
+
+    def from_host(self, handle: Any, host: np.ndarray) -> None:
+        self.dev.cl.enqueue_copy(self.dev.queue, handle, host.reshape(-1).view(np.uint8), is_blocking=True)
+
+    def to_host(self, handle: Any, host: np.ndarray) -> None:
+        self.synchronize()
+        self.dev.cl.enqueue_copy(self.dev.queue, host.reshape(-1).view(np.uint8), handle, is_blocking=True)
+
+    def synchronize(self) -> None:
+        pending, self.pending = self.pending, ""
+        try:
+            self.dev.queue.finish()
+        except Exception as e:  # noqa: BLE001
+            raise OpenCLError(f"an enqueued launch on {self.dev.name} failed (last enqueued: {pending or '?'}): "
+                              f"{type(e).__name__}: {e}") from e
+
+
+_MEMORY: list[OpenCLMemory] = []
+
+
+def memory_space(device: int = 0) -> OpenCLMemory:
+    """The ``opencl`` memory space (one per process).
+
+    Raises:
+        OpenCLError: OpenCL unusable here, or ``device`` != 0."""
+    if device != 0 or not _MEMORY:
+        sp = OpenCLMemory(device)
+        _MEMORY.append(sp)
+    return _MEMORY[0]
 
 
 def register() -> None:

@@ -26,10 +26,10 @@ from typing import Any
 import numpy as np
 
 from anywave.backends.cfamily import WAVE_WIDTHS, CProgram, Features
-from anywave.errors import WaveError
+from anywave.errors import LaunchConfigError, WaveError
 from anywave.isa.types import Access, Capability
 from anywave.runtime.opencl import _ProgramCache, cache_dir, launch_dims, marshal_args, setup_environment
-from anywave.runtime.targets import ProcessDevice, RunnerTarget
+from anywave.runtime.targets import ProcessDevice, RunnerTarget, check_launch_rules
 
 _SHIM_SRC = Path(__file__).with_name("sycl_shim") / "aw_sycl_shim.cpp"
 
@@ -96,7 +96,14 @@ class SyclDevice:
         lib.aw_sycl_launch.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_size_t),
                                        ctypes.POINTER(ctypes.c_size_t), ctypes.c_int,
                                        ctypes.POINTER(ctypes.c_int), ctypes.POINTER(ctypes.c_void_p),
-                                       ctypes.POINTER(ctypes.c_size_t), ctypes.c_char_p, ctypes.c_int]
+                                       ctypes.POINTER(ctypes.c_size_t), ctypes.c_char_p, ctypes.c_int,
+                                       ctypes.c_int]
+        lib.aw_sycl_malloc.restype = ctypes.c_void_p
+        lib.aw_sycl_malloc.argtypes = [ctypes.c_size_t]
+        lib.aw_sycl_free.argtypes = [ctypes.c_void_p]
+        lib.aw_sycl_wait.argtypes = [ctypes.c_char_p, ctypes.c_int]
+        lib.aw_sycl_memcpy.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p,
+                                       ctypes.c_int]
         self.lib = lib
         err = ctypes.create_string_buffer(4096)
         if lib.aw_sycl_init(err, 4096) != 0:
@@ -172,7 +179,13 @@ class SyclRunner:
         return self._cache.get(module, wave_width, self.dev.features, translate)
 
     def __call__(self, module: Any, kernel: str, grid: Sequence[int], workgroup: Sequence[int],
-                 args: dict[str, Any], wave_width: int, **_: Any) -> None:
+                 args: dict[str, Any], wave_width: int, *, sync: bool = True, **_: Any) -> None:
+        """Run ``kernel``. NumPy buffers are copied into device USM and back (a host pointer
+        is not USM) and make the call synchronous; ``sycl`` device arrays (USM) are used in
+        place. With ``sync=False`` and only device arrays the launch is only enqueued on the
+        in-order queue (errors surface at the next ``.numpy()`` / ``aw.synchronize()``)."""
+        from anywave.runtime.arrays import Array, mark_used
+
         prog = self.program(module, wave_width)
         if kernel in prog.refused:
             raise SyclError(f"kernel {kernel!r} cannot run on {self.dev.name}: {prog.refused[kernel]}")
@@ -184,24 +197,40 @@ class SyclRunner:
             raise SyclError(f"kernel {kernel!r} needs {info.local_memory} bytes of local memory; "
                             f"{self.dev.name} has {self.dev.local_memory}")
         margs = marshal_args(k, info, args)
+        g3 = tuple(int(x) for x in grid) + (1,) * (3 - len(grid))
+        wg = tuple(int(x) for x in workgroup) + (1,) * (3 - len(workgroup))
+        if min(g3) >= 1 and min(wg) >= 1:
+            check_launch_rules(k, g3, wg)
         try:
             dims = launch_dims(info, grid, workgroup, wave_width, self.dev.max_workgroup)
+        except LaunchConfigError:
+            raise
         except WaveError as e:
             raise SyclError(str(e)) from e
         if dims is None:
             return
         handle = self.dev.build(prog)
-        wg = tuple(int(x) for x in workgroup) + (1,) * (3 - len(workgroup))
         n = len(margs) + 3
         kinds = (ctypes.c_int * n)()
         vals = (ctypes.c_void_p * n)()
         sizes = (ctypes.c_size_t * n)()
         keep: list[Any] = []
         back: list[tuple[np.ndarray, np.ndarray]] = []
+        hosts = 0
         items = [(kind, v, a) for kind, v, a in margs] + [("u32", np.uint32(x), None) for x in wg]
         for i, (kind, v, a) in enumerate(items):
-            if kind == "buffer":
+            if kind == "buffer" and isinstance(v, Array):
+                if v.space.kind != "sycl":
+                    raise SyclError(f"buffer argument {a.name!r} of kernel {kernel!r} is a {v.target} array; "
+                                    "the sycl target takes sycl arrays or host memory")
+                kinds[i], vals[i], sizes[i] = 3, v.ptr, v.nbytes
+                keep.append(v)
+            elif kind == "buffer":
+                hosts += 1
                 host = np.ascontiguousarray(v)
+                if a.access is not Access.READ and host.size and not host.flags.writeable:
+                    raise SyclError(f"buffer argument {a.name!r} of kernel {kernel!r} is written but the array "
+                                    "is read-only")
                 if host is v and not host.flags.writeable:
                     host = host.copy()
                 kinds[i], vals[i], sizes[i] = 0, host.ctypes.data if host.size else None, host.nbytes
@@ -215,12 +244,71 @@ class SyclRunner:
         g = (ctypes.c_size_t * 3)(*dims[0])
         loc = (ctypes.c_size_t * 3)(*dims[1])
         err = ctypes.create_string_buffer(4096)
+        blocking = 1 if (sync or hosts) else 0
         rc = self.dev.lib.aw_sycl_launch(ctypes.c_void_p(handle), info.c_name.encode(), g, loc, n, kinds, vals,
-                                         sizes, err, 4096)
+                                         sizes, err, 4096, blocking)
         if rc != 0:
-            raise SyclError(f"launch of {kernel!r} on {self.dev.name} failed: {err.value.decode(errors='replace')}")
+            raise SyclError(f"launch of {kernel!r} grid={g3} workgroup={wg} on {self.dev.name} failed: "
+                            f"{err.value.decode(errors='replace')}")
+        if not blocking:
+            sp = memory_space()
+            sp.pending = f"kernel {kernel!r} grid={g3} workgroup={wg}"
+            mark_used(sp)
         for orig, host in back:
             orig[...] = host
+
+
+class SyclMemory:
+    """The ``sycl`` memory space (:class:`anywave.runtime.arrays.MemorySpace`): USM shared
+    allocations on the shim's queue (``sycl::malloc_shared``), copied with ``queue::memcpy``."""
+
+    kind = name = "sycl"
+
+    def __init__(self, device: int = 0) -> None:
+        if device != 0:
+            raise SyclError(f"the sycl target has one device (0), asked for device {device}")
+        self.device = 0
+        self.dev = get_device()
+        #: the last launch enqueued without waiting (named when a later wait fails)
+        self.pending = ""
+
+    def allocate(self, nbytes: int) -> tuple[Any, int, Any]:
+        lib = self.dev.lib
+        p = lib.aw_sycl_malloc(max(int(nbytes), 16))
+        if not p:
+            raise SyclError(f"sycl::malloc_shared of {nbytes} bytes on {self.dev.name} failed")
+        return p, int(p), lambda: lib.aw_sycl_free(ctypes.c_void_p(p))
+
+    def _copy(self, dst: int, src: int, nbytes: int) -> None:
+        err = ctypes.create_string_buffer(4096)
+        if self.dev.lib.aw_sycl_memcpy(ctypes.c_void_p(dst), ctypes.c_void_p(src), nbytes, err, 4096):
+            raise SyclError(f"SYCL copy on {self.dev.name} failed: {err.value.decode(errors='replace')}")
+
+    def from_host(self, handle: Any, host: np.ndarray) -> None:
+        self._copy(int(handle), host.ctypes.data, host.nbytes)
+
+    def to_host(self, handle: Any, host: np.ndarray) -> None:
+        self._copy(host.ctypes.data, int(handle), host.nbytes)
+
+    def synchronize(self) -> None:
+        err = ctypes.create_string_buffer(4096)
+        pending, self.pending = self.pending, ""
+        if self.dev.lib.aw_sycl_wait(err, 4096):
+            raise SyclError(f"an enqueued launch on {self.dev.name} failed (last enqueued: {pending or '?'}): "
+                            f"{err.value.decode(errors='replace')}")
+
+
+_MEMORY: list[SyclMemory] = []
+
+
+def memory_space(device: int = 0) -> SyclMemory:
+    """The ``sycl`` memory space (one per process).
+
+    Raises:
+        SyclError: SYCL unusable here, or ``device`` != 0."""
+    if device != 0 or not _MEMORY:
+        _MEMORY.append(SyclMemory(device))
+    return _MEMORY[0]
 
 
 def sycl_runner() -> SyclRunner:

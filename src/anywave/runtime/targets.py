@@ -23,6 +23,40 @@ class TargetUnavailable(WaveError):
     """The requested target cannot be used on this machine; the message says why."""
 
 
+#: The wave width a launch uses when it gives none (docs/spec.md §2.4, "default wave
+#: width"): 32 on every target that can run it (the emulator, the OpenCL and SYCL CPU
+#: runtimes, CUDA, Metal, HIP on NVIDIA and RDNA); a target with one other fixed width runs
+#: that width (HIP on CDNA: 64). So installing a runtime never changes W for a launch that
+#: gives none, and never changes a W-invariant kernel's result at all.
+DEFAULT_WAVE_WIDTH = 32
+
+
+def default_wave_width(offered: Sequence[int] | None) -> int:
+    """The default rule: :data:`DEFAULT_WAVE_WIDTH` if ``offered`` (the widths a target can
+    run; None or empty = any) contains it, else the smallest offered width."""
+    if not offered or DEFAULT_WAVE_WIDTH in offered:
+        return DEFAULT_WAVE_WIDTH
+    return min(offered)
+
+
+@dataclass(frozen=True)
+class LaunchResult:
+    """What a launch on a compiled runtime reports (the emulator returns its richer
+    :class:`~anywave.emu.machine.EmulationStats`, which has the same ``wave_width``).
+
+    Attributes:
+        kernel: kernel name.
+        target: registry name of the target that ran it.
+        device: the device's name.
+        wave_width: the W the launch ran at.
+    """
+
+    kernel: str
+    target: str
+    device: str
+    wave_width: int
+
+
 @dataclass(frozen=True)
 class TargetInfo:
     """Target description (docs/spec.md §11.3).
@@ -115,7 +149,7 @@ def get_target(name: str, **options: Any) -> Any:
 
 #: which available target launches pick by default, best first: a GPU, then the compiled
 #: CPU runtimes, then the reference emulator (always present)
-PREFERENCE = ("cuda", "hip", "metal", "opencl", "sycl", "emulator")
+PREFERENCE = ("cuda", "hip", "metal", "opencl", "sycl", "vulkan", "emulator")
 
 
 def preferred_names() -> list[str]:
@@ -129,6 +163,53 @@ def default_target(**options: Any) -> Any:
     """The best available target (:func:`preferred_names`): CUDA when a GPU is present,
     else a CPU runtime, else the emulator."""
     return get_target(preferred_names()[0], **options)
+
+
+# ------------------------------------------------------------- launch rules, one place
+
+#: global ids are u32 special registers (spec §3.3): grid * workgroup along a dimension must
+#: not exceed 2^32 in a module launch; the kernel language reads them as i32 (2^31)
+ID_LIMIT_U32 = 2**32
+ID_LIMIT_I32 = 2**31
+
+
+def check_launch_rules(kernel: Any, grid: Sequence[int], workgroup: Sequence[int], *,
+                       id_limit: int = ID_LIMIT_U32, id_type: str = "u32") -> None:
+    """The launch rules every target enforces before running (spec §2.1, §3.3): the kernel's
+    required ``.workgroup_size``, its ``max_workgroup_size``, and global ids that fit their type
+    (``grid[d] * workgroup[d] <= id_limit`` and ``grid[d] < id_limit`` for each dimension d:
+    the grid size is a special register of the id type too).
+
+    Args:
+        kernel: a :class:`~anywave.binary.module.Kernel` (``name``, ``workgroup_size``,
+            ``max_workgroup_size``); grid, workgroup: 3 ints each.
+        id_limit, id_type: the id range (2^32 for the u32 special registers; 2^31 for the
+            kernel language's i32 ``aw.global_id``).
+
+    Raises:
+        LaunchConfigError: naming the kernel, the value and the rule.
+    """
+    g, wg = tuple(grid), tuple(workgroup)
+    total = 1
+    for w in wg:
+        total *= int(w)
+    problems = []
+    req = getattr(kernel, "workgroup_size", None)
+    if req is not None and tuple(req) != wg:
+        problems.append(f"the kernel requires workgroup size {tuple(req)} (its .workgroup_size), got {wg}")
+    mx = getattr(kernel, "max_workgroup_size", None)
+    if mx is not None and total > mx:
+        problems.append(f"workgroup {wg} has {total} threads; the kernel's max_workgroup_size is {mx}")
+    for d, (gd, wd) in enumerate(zip(g, wg, strict=True)):
+        if int(gd) > id_limit - 1:
+            problems.append(f"grid[{d}] = {gd} workgroups, but the grid size along dimension {d} is {id_type} "
+                            f"(at most {id_limit - 1})")
+        elif int(gd) * int(wd) > id_limit:
+            problems.append(f"grid[{d}] * workgroup[{d}] = {gd} * {wd} = {int(gd) * int(wd)} threads, but global ids "
+                            f"along dimension {d} are {id_type} (at most {id_limit} threads per dimension)")
+    if problems:
+        raise LaunchConfigError(f"launch of kernel {getattr(kernel, 'name', '?')!r} with grid={g} workgroup={wg} "
+                                "refused: " + "; ".join(problems))
 
 
 # ------------------------------------------------------------- process-wide runtime devices
@@ -178,16 +259,20 @@ class RunnerTarget:
     the device (``name``, ``features.wave_widths``, ``capabilities()``, ``local_memory``,
     ``max_workgroup``, ``fp64``).
 
+    ``wave_width=None`` (the default) applies :func:`default_wave_width`.
+
     Raises:
         ValueError: ``wave_width`` is not one the device offers.
     """
 
     name = ""
 
-    def __init__(self, wave_width: int = 16) -> None:
+    def __init__(self, wave_width: int | None = None) -> None:
         self.runner = self.make_runner()
         dev = self.runner.dev
         widths = tuple(dev.features.wave_widths)
+        if wave_width is None:
+            wave_width = default_wave_width(widths)
         if widths and wave_width not in widths:
             raise ValueError(f"wave_width {wave_width!r} not offered by {dev.name}; it offers {list(widths)}")
         details = {"sub_group_sizes": widths, "fp64": dev.fp64}
@@ -199,9 +284,14 @@ class RunnerTarget:
     def make_runner(self) -> Any:  # pragma: no cover - abstract
         raise NotImplementedError
 
-    def launch(self, module: Any, kernel: str, grid: Any, workgroup: Any, args: Any) -> None:
-        """Run ``kernel`` of ``module``; buffers in ``args`` are updated in place."""
-        self.runner(module, kernel, grid, workgroup, args, self.info.wave_width)
+    def launch(self, module: Any, kernel: str, grid: Any, workgroup: Any, args: Any, *,
+               sync: bool = True) -> LaunchResult:
+        """Run ``kernel`` of ``module``; buffers in ``args`` (NumPy arrays, or this target's
+        :class:`~anywave.runtime.arrays.Array`) are updated in place. With ``sync=False`` a
+        launch whose buffers are all device arrays is only enqueued (see ``aw.synchronize``).
+        Returns the :class:`LaunchResult` (which W ran)."""
+        self.runner(module, kernel, grid, workgroup, args, self.info.wave_width, sync=sync)
+        return LaunchResult(kernel, self.name, self.info.device, self.info.wave_width)
 
     @classmethod
     def register(cls, status: Callable[[], tuple[bool, str]]) -> None:
@@ -222,7 +312,7 @@ class EmulatorTarget:
     """The reference emulator as a target (every capability, the limits of
     :data:`anywave.emu.DEFAULT_LIMITS`, spec §11.3)."""
 
-    def __init__(self, wave_width: int = 32, check: bool = False) -> None:
+    def __init__(self, wave_width: int = DEFAULT_WAVE_WIDTH, check: bool = False) -> None:
         if wave_width not in LIMITS.wave_widths:
             raise LaunchConfigError(f"wave_width must be one of {LIMITS.wave_widths}, got {wave_width!r}")
         self.check = check
@@ -269,7 +359,8 @@ register_target("cuda", _cuda_probe, _cuda_factory)
 
 #: driver modules with a ``register()`` function, loaded on the registry's first use (not at
 #: import time, so importing one of them first cannot see a half-initialised registry)
-OPTIONAL_RUNTIMES = ("anywave.runtime.opencl", "anywave.runtime.sycl", "anywave.runtime.hip", "anywave.runtime.metal")
+OPTIONAL_RUNTIMES = ("anywave.runtime.opencl", "anywave.runtime.sycl", "anywave.runtime.hip", "anywave.runtime.metal",
+                     "anywave.runtime.vulkan")
 _optional_loaded = False
 
 

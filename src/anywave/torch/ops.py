@@ -1,10 +1,13 @@
 """WAVE kernels as PyTorch operators (``torch.ops.anywave.*``), built with ``torch.library``.
 
-Each op is a ``torch.library.custom_op`` with a fake (meta) implementation, so it runs in
-eager mode, traces under ``torch.compile`` without graph breaks and passes
-``torch.library.opcheck``; the differentiable ones carry ``register_autograd`` formulas that
-are themselves WAVE ops. The kernels and their fixed arithmetic order are in
-:mod:`anywave.torch.kernels`.
+``mm``, ``linear``, ``sum_dim0``, ``relu``, ``relu_backward`` and ``sgd_`` are built with
+:func:`anywave.torch.custom_op` from their kernels, the wrapper users have for their own
+kernels; ``cross_entropy`` (two kernels per call) and its backward are ``torch.library``
+ops that launch through the same kernel-language launch path. Each has a fake (meta)
+implementation, so it runs in eager mode, traces under ``torch.compile`` without graph
+breaks and passes ``torch.library.opcheck``; the differentiable ones carry
+``register_autograd`` formulas that are themselves WAVE ops. The kernels and their fixed
+arithmetic order are in :mod:`anywave.torch.kernels`.
 
 =====================================  ===============================================  =========
 op                                     meaning (float32 tensors)                        autograd
@@ -26,7 +29,7 @@ Where the work runs:
   like any PyTorch kernel).
 * CPU tensors → the CPU target chosen with :func:`set_cpu_target` / :func:`cpu_target`
   (default: the emulator at W = 32; ``opencl`` / ``sycl`` when registered and available),
-  zero-copy through ``Tensor.numpy()`` for the emulator.
+  zero-copy (the tensors' memory is the kernel's buffers; SYCL copies host memory into USM).
 
 Inputs must be float32 (labels: int32 or int64, values in [0, classes)); non-contiguous
 inputs are made contiguous (a copy); all tensors of one call must be on one device.
@@ -45,6 +48,7 @@ import torch
 
 from anywave.errors import WaveError
 from anywave.torch import kernels as K
+from anywave.torch.custom_ops import custom_op
 
 __all__ = [
     "OpDtypeError", "OpInputError", "cpu_target", "cross_entropy", "cross_entropy_backward", "current_cpu_target",
@@ -135,22 +139,25 @@ def _ceil_div(a: int, b: int) -> int:
 
 def _launch(kfn: Any, threads: int, args: Mapping[str, Any], device: torch.device, **consts: Any) -> None:
     """Launch ``kfn`` with one thread per work item (``threads`` of them, in workgroups of
-    :data:`~anywave.torch.kernels.BLOCK`) on the target serving ``device``."""
+    :data:`~anywave.torch.kernels.BLOCK`) through the kernel language's own launch path (the
+    one users call): CUDA tensors on their device's ``cuda`` target and PyTorch's current
+    stream, CPU tensors on the chosen CPU target, zero-copy both."""
     if threads <= 0:
         return
-    module = kfn.compile(**consts)
     grid = (_ceil_div(threads, K.BLOCK), 1, 1)
     wg = (K.BLOCK, 1, 1)
     if device.type == "cuda":
         index = device.index if device.index is not None else torch.cuda.current_device()
-        tgt = _cuda_target(index)
-        stream = torch.cuda.current_stream(device).cuda_stream
-        tgt.launch(module, kfn.name, grid, wg, dict(args), stream=stream, sync=False)
-        return
-    if device.type != "cpu":
+        target, w = f"cuda:{index}", None
+    elif device.type == "cpu":
+        from anywave.torch.custom_ops import _cpu_choice
+
+        target, w = _cpu_choice(None, None)
+    else:
         raise OpInputError(f"anywave ops run on CPU or CUDA tensors, got device {device}")
-    host = {k: (v.numpy() if isinstance(v, torch.Tensor) else v) for k, v in args.items()}
-    current_cpu_target().launch(module, kfn.name, grid, wg, host)
+    full = dict(args)
+    full.update(consts)
+    kfn(*[full[p.name] for p in kfn.params if p.name in full], grid=grid, workgroup=wg, target=target, wave_width=w)
 
 
 def _f32(t: torch.Tensor, op: str, name: str, ndim: int | None = None) -> torch.Tensor:
@@ -162,6 +169,18 @@ def _f32(t: torch.Tensor, op: str, name: str, ndim: int | None = None) -> torch.
     if ndim is not None and t.dim() != ndim:
         raise OpInputError(f"anywave.{op}: {name} must be {ndim}-D, got shape {tuple(t.shape)}")
     return _dense(t)
+
+
+def _check_f32(t: torch.Tensor, op: str, name: str, ndim: int | None = None) -> None:
+    """The dtype/rank checks of :func:`_f32` without touching memory: the ``validate`` hooks
+    of the custom ops also run on fake tensors while tracing (no ``data_ptr`` there)."""
+    if not isinstance(t, torch.Tensor):
+        raise OpDtypeError(f"anywave.{op}: {name} must be a torch.Tensor, got {type(t).__name__}")
+    if t.dtype != torch.float32:
+        raise OpDtypeError(f"anywave.{op}: {name} has dtype {t.dtype}; supported: torch.float32 "
+                           "(convert with .float())")
+    if ndim is not None and t.dim() != ndim:
+        raise OpInputError(f"anywave.{op}: {name} must be {ndim}-D, got shape {tuple(t.shape)}")
 
 
 def _dense(t: torch.Tensor) -> torch.Tensor:
@@ -210,32 +229,27 @@ def _mm_shapes(a: torch.Tensor, b: torch.Tensor, trans_a: bool, trans_b: bool, o
     if ka != kb:
         raise OpInputError(f"anywave.{op}: op(a) is ({m}, {ka}) but op(b) is ({kb}, {n}); the inner sizes must "
                            f"match (trans_a={trans_a}, trans_b={trans_b}, a {tuple(a.shape)}, b {tuple(b.shape)})")
-    return int(m), int(n), int(ka)
+    return m, n, ka
 
 
-def _run_mm(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, trans_a: bool, trans_b: bool,
-            op: str) -> torch.Tensor:
-    m, n, k = _mm_shapes(a, b, trans_a, trans_b, op)
-    if bias is not None and tuple(bias.shape) != (n,):
-        raise OpInputError(f"anywave.{op}: bias has shape {tuple(bias.shape)}, expected ({n},)")
-    dev = _same_device(op, a=a, b=b) if bias is None else _same_device(op, a=a, b=b, bias=bias)
-    out = torch.empty((m, n), dtype=torch.float32, device=dev)
-    if k == 0:  # an empty sum: +0.0, then the bias
-        out.zero_()
-        if bias is not None:
-            out.add_(bias)
-        return out
-    _launch(K.mm, m * n, {"a": a, "b": b, "bias": _dummy(dev) if bias is None else bias, "c": out,
-                          "m": m, "n": n, "k": k}, dev,
-            trans_a=bool(trans_a), trans_b=bool(trans_b), use_bias=bias is not None)
-    return out
+# The ops below are user kernels turned into torch ops by anywave.torch.custom_op, the same
+# wrapper users have: schema from the kernel's ABI, fake implementation from the shape rule,
+# zero-copy launches on CPU targets and on CUDA (current stream), autograd from the formulas.
+
+def _check_mm(a: torch.Tensor, b: torch.Tensor, trans_a: bool = False, trans_b: bool = False, **_: Any) -> None:
+    _check_f32(a, "mm", "a", 2), _check_f32(b, "mm", "b", 2)
+    _mm_shapes(a, b, trans_a, trans_b, "mm")
+    _same_device("mm", a=a, b=b)
 
 
-# ----------------------------------------------------------------------------- mm
-
-@torch.library.custom_op("anywave::mm", mutates_args=())
-def mm(a: torch.Tensor, b: torch.Tensor, trans_a: bool = False, trans_b: bool = False) -> torch.Tensor:
-    """``op(a) @ op(b)`` in a WAVE kernel; ``op`` transposes when its flag is set.
+mm = custom_op(
+    "anywave::mm", K.mm, validate=_check_mm,
+    out_shape=lambda a, b, trans_a, trans_b, **_: (a.shape[1] if trans_a else a.shape[0],
+                                                   b.shape[0] if trans_b else b.shape[1]),
+    scalars={"m": lambda c, **_: c.shape[0], "n": lambda c, **_: c.shape[1],
+             "k": lambda a, trans_a, **_: a.shape[0] if trans_a else a.shape[1]},
+    buffers={"bias": lambda a, **_: _dummy(a.device)}, constants={"use_bias": False}, workgroup=K.BLOCK)
+mm.__doc__ = """``op(a) @ op(b)`` in a WAVE kernel; ``op`` transposes when its flag is set.
 
     Args:
         a: float32, (M, K) — or (K, M) when ``trans_a``.
@@ -247,15 +261,6 @@ def mm(a: torch.Tensor, b: torch.Tensor, trans_a: bool = False, trans_b: bool = 
     Raises:
         OpDtypeError, OpInputError (shapes, devices).
     """
-    a, b = _f32(a, "mm", "a", 2), _f32(b, "mm", "b", 2)
-    return _run_mm(a, b, None, trans_a, trans_b, "mm")
-
-
-@mm.register_fake
-def _(a: torch.Tensor, b: torch.Tensor, trans_a: bool = False, trans_b: bool = False) -> torch.Tensor:
-    m = a.shape[1] if trans_a else a.shape[0]
-    n = b.shape[0] if trans_b else b.shape[1]
-    return a.new_empty((m, n))
 
 
 def _mm_setup(ctx: Any, inputs: tuple[Any, ...], output: torch.Tensor) -> None:
@@ -281,21 +286,8 @@ mm.register_autograd(_mm_backward, setup_context=_mm_setup)
 
 # ----------------------------------------------------------------------------- sum over rows
 
-@torch.library.custom_op("anywave::sum_dim0", mutates_args=())
-def sum_dim0(x: torch.Tensor) -> torch.Tensor:
-    """Column sums of a float32 (R, C) tensor → (C,); each a left-to-right sum over rows
-    from +0.0 (the bias gradient of a linear layer)."""
-    x = _f32(x, "sum_dim0", "x", 2)
-    rows, cols = int(x.shape[0]), int(x.shape[1])
-    out = torch.zeros(cols, dtype=torch.float32, device=x.device)
-    if rows:
-        _launch(K.sum_dim0, cols, {"x": x, "out": out, "rows": rows, "cols": cols}, x.device)
-    return out
-
-
-@sum_dim0.register_fake
-def _(x: torch.Tensor) -> torch.Tensor:
-    return x.new_empty((x.shape[1],))
+def _check_sum_dim0(x: torch.Tensor, **_: Any) -> None:
+    _check_f32(x, "sum_dim0", "x", 2)
 
 
 def _sum_dim0_setup(ctx: Any, inputs: tuple[Any, ...], output: torch.Tensor) -> None:
@@ -306,28 +298,22 @@ def _sum_dim0_backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor:
     return grad.unsqueeze(0).expand(ctx.rows, grad.shape[0])
 
 
-sum_dim0.register_autograd(_sum_dim0_backward, setup_context=_sum_dim0_setup)
+sum_dim0 = custom_op(
+    "anywave::sum_dim0", K.sum_dim0, validate=_check_sum_dim0, out_shape=lambda x, **_: (x.shape[1],),
+    scalars={"rows": lambda x, **_: x.shape[0], "cols": lambda x, **_: x.shape[1]}, workgroup=K.BLOCK,
+    backward=_sum_dim0_backward, setup_context=_sum_dim0_setup)
+sum_dim0.__doc__ = """Column sums of a float32 (R, C) tensor → (C,); each a left-to-right sum over rows
+    from +0.0 (the bias gradient of a linear layer)."""
 
 
 # ----------------------------------------------------------------------------- linear
 
-@torch.library.custom_op("anywave::linear", mutates_args=())
-def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
-    """``x @ weight.T + bias`` (PyTorch's ``nn.Linear`` layout) in one WAVE kernel.
-
-    Args:
-        x: float32 (B, IN); weight: float32 (OUT, IN); bias: float32 (OUT,).
-
-    Returns:
-        float32 (B, OUT): the ``mm`` fma chain, then ``+ bias[j]`` (one rounding each).
-    """
-    x, w, b = _f32(x, "linear", "x", 2), _f32(weight, "linear", "weight", 2), _f32(bias, "linear", "bias", 1)
-    return _run_mm(x, w, b, False, True, "linear")
-
-
-@linear.register_fake
-def _(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
-    return x.new_empty((x.shape[0], weight.shape[0]))
+def _check_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, **_: Any) -> None:
+    _check_f32(x, "linear", "x", 2), _check_f32(weight, "linear", "weight", 2), _check_f32(bias, "linear", "bias", 1)
+    _, n, _ = _mm_shapes(x, weight, False, True, "linear")
+    if tuple(bias.shape) != (n,):
+        raise OpInputError(f"anywave.linear: bias has shape {tuple(bias.shape)}, expected ({n},)")
+    _same_device("linear", x=x, weight=weight, bias=bias)
 
 
 def _linear_setup(ctx: Any, inputs: tuple[Any, ...], output: torch.Tensor) -> None:
@@ -343,42 +329,24 @@ def _linear_backward(ctx: Any, grad: torch.Tensor) -> tuple[Any, ...]:
     return dx, dw, db
 
 
-linear.register_autograd(_linear_backward, setup_context=_linear_setup)
+linear = custom_op(
+    "anywave::linear", K.mm, validate=_check_linear, arg_names={"a": "x", "b": "weight"},
+    out_shape=lambda x, weight, **_: (x.shape[0], weight.shape[0]),
+    scalars={"m": lambda x, **_: x.shape[0], "n": lambda weight, **_: weight.shape[0],
+             "k": lambda x, **_: x.shape[1]},
+    constants={"trans_a": False, "trans_b": True, "use_bias": True}, workgroup=K.BLOCK,
+    backward=_linear_backward, setup_context=_linear_setup)
+linear.__doc__ = """``x @ weight.T + bias`` (PyTorch's ``nn.Linear`` layout) in one WAVE kernel.
+
+    Args:
+        x: float32 (B, IN); weight: float32 (OUT, IN); bias: float32 (OUT,).
+
+    Returns:
+        float32 (B, OUT): the ``mm`` fma chain, then ``+ bias[j]`` (one rounding each).
+    """
 
 
 # ----------------------------------------------------------------------------- relu
-
-@torch.library.custom_op("anywave::relu", mutates_args=())
-def relu(x: torch.Tensor) -> torch.Tensor:
-    """``x if x > 0 else +0.0`` elementwise (float32, any shape; NaN → +0.0)."""
-    x = _f32(x, "relu", "x")
-    y = torch.empty_like(x, memory_format=torch.contiguous_format)
-    _launch(K.relu, x.numel(), {"x": x, "y": y, "n": x.numel()}, x.device)
-    return y
-
-
-@relu.register_fake
-def _(x: torch.Tensor) -> torch.Tensor:
-    return torch.empty_like(x, memory_format=torch.contiguous_format)
-
-
-@torch.library.custom_op("anywave::relu_backward", mutates_args=())
-def relu_backward(grad: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """Gradient of :func:`relu`: ``grad if y > 0 else +0.0`` (``y`` the ReLU output; float32,
-    same shape as ``grad``)."""
-    g, y = _f32(grad, "relu_backward", "grad"), _f32(y, "relu_backward", "y")
-    if g.shape != y.shape:
-        raise OpInputError(f"anywave.relu_backward: grad {tuple(g.shape)} and y {tuple(y.shape)} differ in shape")
-    dev = _same_device("relu_backward", grad=g, y=y)
-    dx = torch.empty_like(g, memory_format=torch.contiguous_format)
-    _launch(K.relu_backward, g.numel(), {"g": g, "y": y, "dx": dx, "n": g.numel()}, dev)
-    return dx
-
-
-@relu_backward.register_fake
-def _(grad: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    return torch.empty_like(grad, memory_format=torch.contiguous_format)
-
 
 def _relu_setup(ctx: Any, inputs: tuple[Any, ...], output: torch.Tensor) -> None:
     ctx.save_for_backward(output)
@@ -389,7 +357,30 @@ def _relu_grad(ctx: Any, grad: torch.Tensor) -> torch.Tensor:
     return torch.ops.anywave.relu_backward(grad, y)
 
 
-relu.register_autograd(_relu_grad, setup_context=_relu_setup)
+def _check_relu(x: torch.Tensor, **_: Any) -> None:
+    _check_f32(x, "relu", "x")
+
+
+relu = custom_op(
+    "anywave::relu", K.relu, validate=_check_relu,
+    out_shape=lambda x, **_: x.shape, scalars={"n": lambda x, **_: x.numel()}, workgroup=K.BLOCK,
+    backward=_relu_grad, setup_context=_relu_setup)
+relu.__doc__ = """``x if x > 0 else +0.0`` elementwise (float32, any shape; NaN → +0.0)."""
+
+
+def _check_relu_backward(grad: torch.Tensor, y: torch.Tensor, **_: Any) -> None:
+    _check_f32(grad, "relu_backward", "grad"), _check_f32(y, "relu_backward", "y")
+    g = grad
+    if g.shape != y.shape:
+        raise OpInputError(f"anywave.relu_backward: grad {tuple(g.shape)} and y {tuple(y.shape)} differ in shape")
+    _same_device("relu_backward", grad=g, y=y)
+
+
+relu_backward = custom_op(
+    "anywave::relu_backward", K.relu_backward, validate=_check_relu_backward, arg_names={"g": "grad"},
+    out_shape=lambda grad, **_: grad.shape, scalars={"n": lambda grad, **_: grad.numel()}, workgroup=K.BLOCK)
+relu_backward.__doc__ = """Gradient of :func:`relu`: ``grad if y > 0 else +0.0`` (``y`` the ReLU output; float32,
+    same shape as ``grad``)."""
 
 
 # ----------------------------------------------------------------------------- cross-entropy
@@ -473,23 +464,23 @@ cross_entropy.register_autograd(_ce_grad, setup_context=_ce_setup)
 
 # ----------------------------------------------------------------------------- SGD
 
-@torch.library.custom_op("anywave::sgd_", mutates_args=("param",))
-def sgd_(param: torch.Tensor, grad: torch.Tensor, lr: float) -> None:
-    """In place: ``param = param - lr * grad`` (float32, same shape; the product rounded, then
-    the difference — no fused multiply-add). ``param`` must be contiguous (it is written)."""
+def _check_sgd(param: torch.Tensor, grad: torch.Tensor, lr: float, **_: Any) -> None:
     if not isinstance(param, torch.Tensor) or param.dtype != torch.float32:
         got = param.dtype if isinstance(param, torch.Tensor) else type(param).__name__
         raise OpDtypeError(f"anywave.sgd_: param has dtype {got}; supported: torch.float32")
-    if not param.is_contiguous() or (param.is_cuda and param.data_ptr() % 16):
+    if not param.is_contiguous():  # (custom_op refuses a misaligned CUDA param; no data_ptr on fake tensors)
         raise OpInputError("anywave.sgd_: param must be contiguous (and 16-byte aligned on CUDA): it is updated "
                            "in place")
-    g = _f32(grad, "sgd_", "grad")
+    _check_f32(grad, "sgd_", "grad")
+    g = grad
     if g.shape != param.shape:
         raise OpInputError(f"anywave.sgd_: grad {tuple(g.shape)} and param {tuple(param.shape)} differ in shape")
-    dev = _same_device("sgd_", param=param, grad=g)
-    _launch(K.sgd, param.numel(), {"p": param, "g": g, "lr": float(lr), "n": param.numel()}, dev)
+    _same_device("sgd_", param=param, grad=g)
 
 
-@sgd_.register_fake
-def _(param: torch.Tensor, grad: torch.Tensor, lr: float) -> None:
-    return None
+sgd_ = custom_op(
+    "anywave::sgd_", K.sgd, validate=_check_sgd, arg_names={"p": "param", "g": "grad"},
+    scalars={"n": lambda param, **_: param.numel()}, workgroup=K.BLOCK,
+    grid=lambda param, **_: _ceil_div(param.numel(), K.BLOCK))
+sgd_.__doc__ = """In place: ``param = param - lr * grad`` (float32, same shape; the product rounded, then
+    the difference — no fused multiply-add). ``param`` must be contiguous (it is written)."""

@@ -15,6 +15,18 @@ using exe_bundle = sycl::kernel_bundle<sycl::bundle_state::executable>;
 
 static sycl::queue *g_q = nullptr;
 static std::string g_name;
+// errors of asynchronously enqueued launches, reported by the next aw_sycl_wait
+static std::string g_async_err;
+
+static void on_async(sycl::exception_list errs) {
+  for (auto &e : errs) {
+    try {
+      std::rethrow_exception(e);
+    } catch (const std::exception &x) {
+      if (g_async_err.empty()) g_async_err = x.what();
+    }
+  }
+}
 
 static void put(char *dst, int n, const std::string &s) {
   if (!dst || n <= 0) return;
@@ -44,7 +56,7 @@ int aw_sycl_init(char *err, int n) {
       if (want && *want) { put(err, n, std::string("no SYCL device matches ") + want); return 1; }
       pick = sycl::device(sycl::default_selector_v);
     }
-    g_q = new sycl::queue(pick, sycl::property::queue::in_order());
+    g_q = new sycl::queue(pick, on_async, sycl::property::queue::in_order());
     g_name = pick.get_info<sycl::info::device::name>();
     return 0;
   } catch (const std::exception &e) {
@@ -110,11 +122,14 @@ void *aw_sycl_build(const char *src, const char *opts, char *log, int n) {
 void aw_sycl_free_bundle(void *kb) { delete static_cast<exe_bundle *>(kb); }
 
 // Launch kernel `name` with nd_range (global, local) given x-fastest as (x, y, z).
-// kinds[i]: 0 buffer (vals[i] host pointer, sizes[i] bytes, copied in and out), 1 u32, 2 u64.
+// kinds[i]: 0 buffer (vals[i] host pointer, sizes[i] bytes, copied in and out), 1 u32, 2 u64,
+// 3 USM pointer (vals[i], used in place). blocking = 0 with no kind-0 argument: only enqueue
+// (errors then surface at aw_sycl_wait).
 int aw_sycl_launch(void *kbp, const char *name, const size_t *g, const size_t *l, int nargs,
-                   const int *kinds, void **vals, const size_t *sizes, char *err, int n) {
+                   const int *kinds, void **vals, const size_t *sizes, char *err, int n, int blocking) {
   auto &kb = *static_cast<exe_bundle *>(kbp);
   std::vector<void *> dev(nargs, nullptr);
+  bool copies = false;
   try {
     sycl::kernel k = kb.ext_oneapi_get_kernel(name);
     for (int i = 0; i < nargs; ++i) {
@@ -123,28 +138,73 @@ int aw_sycl_launch(void *kbp, const char *name, const size_t *g, const size_t *l
         dev[i] = sycl::malloc_device(bytes, *g_q);
         if (!dev[i]) throw std::runtime_error("malloc_device failed");
         if (sizes[i]) g_q->memcpy(dev[i], vals[i], sizes[i]);
+        copies = true;
+      } else if (kinds[i] == 3) {
+        dev[i] = vals[i];
       }
     }
-    g_q->wait();
     g_q->submit([&](sycl::handler &h) {
       for (int i = 0; i < nargs; ++i) {
-        if (kinds[i] == 0) h.set_arg(i, dev[i]);
+        if (kinds[i] == 0 || kinds[i] == 3) h.set_arg(i, dev[i]);
         else if (kinds[i] == 1) h.set_arg(i, *static_cast<std::uint32_t *>(vals[i]));
         else h.set_arg(i, *static_cast<std::uint64_t *>(vals[i]));
       }
       h.parallel_for(sycl::nd_range<3>(sycl::range<3>(g[2], g[1], g[0]), sycl::range<3>(l[2], l[1], l[0])), k);
     });
-    g_q->wait_and_throw();
-    for (int i = 0; i < nargs; ++i)
-      if (kinds[i] == 0 && sizes[i]) g_q->memcpy(vals[i], dev[i], sizes[i]);
-    g_q->wait_and_throw();
+    if (blocking || copies) {
+      g_q->wait_and_throw();
+      for (int i = 0; i < nargs; ++i)
+        if (kinds[i] == 0 && sizes[i]) g_q->memcpy(vals[i], dev[i], sizes[i]);
+      g_q->wait_and_throw();
+      if (!g_async_err.empty()) throw std::runtime_error(g_async_err);
+    }
   } catch (const std::exception &e) {
-    for (auto p : dev) if (p) sycl::free(p, *g_q);
+    for (int i = 0; i < nargs; ++i) if (kinds[i] == 0 && dev[i]) sycl::free(dev[i], *g_q);
+    g_async_err.clear();
     put(err, n, e.what());
     return 1;
   }
-  for (auto p : dev) if (p) sycl::free(p, *g_q);
+  for (int i = 0; i < nargs; ++i) if (kinds[i] == 0 && dev[i]) sycl::free(dev[i], *g_q);
   return 0;
+}
+
+// USM shared allocation (host-accessible on the CPU device); null on failure.
+void *aw_sycl_malloc(size_t bytes) {
+  try {
+    return g_q ? sycl::malloc_shared(bytes, *g_q) : nullptr;
+  } catch (...) {
+    return nullptr;
+  }
+}
+
+void aw_sycl_free(void *p) {
+  if (g_q && p) sycl::free(p, *g_q);
+}
+
+// Wait for everything enqueued; returns 0, or 1 with the first asynchronous error in err.
+int aw_sycl_wait(char *err, int n) {
+  try {
+    if (g_q) g_q->wait_and_throw();
+  } catch (const std::exception &e) {
+    if (g_async_err.empty()) g_async_err = e.what();
+  }
+  if (!g_async_err.empty()) {
+    put(err, n, g_async_err);
+    g_async_err.clear();
+    return 1;
+  }
+  return 0;
+}
+
+// Copy n bytes after earlier work (USM or host pointers), then wait. Returns 0 or 1 (err).
+int aw_sycl_memcpy(void *dst, const void *src, size_t bytes, char *err, int n) {
+  try {
+    g_q->memcpy(dst, src, bytes);
+  } catch (const std::exception &e) {
+    put(err, n, e.what());
+    return 1;
+  }
+  return aw_sycl_wait(err, n);
 }
 
 }  // extern "C"

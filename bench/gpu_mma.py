@@ -1,0 +1,270 @@
+"""Tensor-core MMA on the H200 (issue 15): the issue's tile kernel on CUDA vs references, the mma
+conformance group, SASS of the fragment GEMM (HMMA / LDL / STL counts), GEMM accuracy vs float64
+and GEMM timing vs cuBLAS bf16 (torch.matmul) in the same run: CUDA events, medians of 10,
+interleaved rounds. Writes $OUT/gpu_mma.json."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from anywave.backends import ptx  # noqa: E402
+from anywave.conformance import run_suite  # noqa: E402
+from anywave.emu import emulate  # noqa: E402
+from anywave.kernels.gemm_mma import (  # noqa: E402
+    gemm_frag_kernel,
+    gemm_pipe_kernel,
+    gemm_smem64_kernel,
+    gemm_smem_kernel,
+)
+from anywave.runtime import cuda  # noqa: E402
+from mma_issue_kernel import mma_gemm  # noqa: E402
+
+OUT = Path(os.environ.get("OUT", "/tmp"))
+res: dict = {"date": time.strftime("%Y-%m-%d %H:%M:%S"), "device": torch.cuda.get_device_name(),
+             "torch": torch.__version__, "commit": os.environ.get("AW_COMMIT", "?")}
+tgt = cuda.CudaTarget()
+
+
+def save() -> None:
+    (OUT / "gpu_mma.json").write_text(json.dumps(res, indent=1, default=str))
+
+
+def section(fn):
+    """Run one part; record its error and go on with the next."""
+    try:
+        fn()
+    except Exception as e:  # noqa: BLE001 - a bench script reports every part
+        import traceback
+        res.setdefault("errors", []).append(f"{fn.__name__}: {traceback.format_exc()[-1500:]}")
+        print("ERROR", fn.__name__, e, flush=True)
+    save()
+
+
+def issue_kernel() -> None:
+    iss = {}
+    mod = mma_gemm.compile()
+    for n in (16, 32, 64, 256, 1024):
+        rng = np.random.default_rng(n)
+        a = rng.standard_normal(n * n).astype(ml_dtypes.bfloat16)
+        b = rng.standard_normal(n * n).astype(ml_dtypes.bfloat16)
+        c = np.zeros(n * n, np.float32)
+        tgt.launch(mod, "mma_gemm", (n // 16, n // 16), 32, [a, b, c, n])
+        ref = (a.astype(np.float64).reshape(n, n) @ b.astype(np.float64).reshape(n, n))
+        absb = np.abs(a.astype(np.float64).reshape(n, n)) @ np.abs(b.astype(np.float64).reshape(n, n))
+        bound = 2.0 ** -18 * (n / 16) * absb * 1.001
+        r = {"max_abs_err_vs_f64": float(np.abs(c.reshape(n, n) - ref).max()),
+             "within_bound": bool((np.abs(c.reshape(n, n) - ref) <= bound).all())}
+        if n <= 64:
+            e = np.zeros(n * n, np.float32)
+            emulate(mod, "mma_gemm", grid=(n // 16, n // 16, 1), workgroup=(32, 1, 1), args=[a, b, e, n], wave_width=32)
+            r["bit_identical_to_emulator"] = bool(np.array_equal(e.view(np.uint32), c.view(np.uint32)))
+        iss[n] = r
+        print("issue kernel", n, r, flush=True)
+    res["issue_kernel"] = iss
+    save()
+
+
+section(issue_kernel)
+
+
+def conformance() -> None:
+    # 2. conformance (mma group)
+    rep = run_suite(cuda.cuda_runner(tgt), [32], progress=False, groups=["mma", "mma_frag"])
+    fails = [f"{r.case}: {r.message[:300]}" for r in rep.failures()]
+    res["conformance_mma"] = {"counts": rep.counts(), "failures": fails}
+    print("conformance", res["conformance_mma"], flush=True)
+    save()
+
+
+section(conformance)
+
+
+VARIANTS = {  # name: (kernel, TM, TN, WM, WN, BK)
+    "direct_4x2_2x4": ("frag", 4, 2, 2, 4, 16),
+    "smem_4x2_2x4_k32": ("smem", 4, 2, 2, 4, 32),
+    "smem_2x4_4x2_k32": ("smem", 2, 4, 4, 2, 32),
+    "smem_4x2_2x4_k64": ("smem", 4, 2, 2, 4, 64),
+    "smem64_4x2_2x4_k32": ("smem64", 4, 2, 2, 4, 32),
+    "smem64_2x4_4x2_k32": ("smem64", 2, 4, 4, 2, 32),
+    "smem64_4x2_2x4_k64": ("smem64", 4, 2, 2, 4, 64),
+    "smem64_4x4_2x4_k32": ("smem64", 4, 4, 2, 4, 32),
+    "smem64_2x2_2x4_k32": ("smem64", 2, 2, 2, 4, 32),
+    "pipe_4x2_2x4_k32": ("pipe", 4, 2, 2, 4, 32),
+}
+KERNELS = {"frag": gemm_frag_kernel, "smem": gemm_smem_kernel, "smem64": gemm_smem64_kernel, "pipe": gemm_pipe_kernel}
+MODS = {}
+for _name, (_kind, _tm, _tn, _wm, _wn, _bk) in VARIANTS.items():
+    if _kind == "frag":
+        MODS[_name] = gemm_frag_kernel.compile(TM=_tm, TN=_tn, WM=_wm, WN=_wn)
+    elif _kind == "pipe":
+        MODS[_name] = gemm_pipe_kernel.compile()
+    else:
+        MODS[_name] = KERNELS[_kind].compile(TM=_tm, TN=_tn, WM=_wm, WN=_wn, BK=_bk)
+
+
+def sass() -> None:
+    out = {}
+    for name, mod in MODS.items():
+        text = str(ptx.translate(mod))
+        (OUT / "k.ptx").write_text(text)
+        pv = subprocess.run(["ptxas", "-arch=sm_90", "-v", str(OUT / "k.ptx"), "-o", str(OUT / "k.cubin")],
+                            capture_output=True, text=True)
+        sa = subprocess.run(["cuobjdump", "--dump-sass", str(OUT / "k.cubin")], capture_output=True, text=True).stdout
+        if name == "pipe_4x2_2x4_k32":
+            (OUT / "gemm_smem.sass").write_text(sa)
+        regs = [ln.strip() for ln in pv.stderr.splitlines() if "registers" in ln or "spill" in ln]
+        out[name] = {"HMMA": sa.count("HMMA"), "LDSM": sa.count("LDSM"), "LDL": sa.count("LDL"),
+                     "STL": sa.count("STL"), "BRA": sa.count(" BRA"), "ptxas": regs}
+        print("sass", name, out[name], flush=True)
+    res["sass"] = out
+
+
+section(sass)
+
+
+def refkernels() -> None:
+    from anywave.asm import assemble
+    from anywave.emu.machine import emulate_flat
+
+    runner = cuda.cuda_runner(tgt)
+    here = Path(__file__).resolve().parent.parent / "tests" / "ref_kernels"
+    out = {}
+    for name, grid, wg, size in (("mma_query", (1, 1, 1), (1, 1, 1), 64), ("mma_simple", (1, 1, 1), (1, 1, 1), 256),
+                                 ("gemm_mma", (1, 1, 1), (8, 8, 1), 3 * 4096)):
+        m = assemble((here / f"{name}.wave").read_text(), name)
+        rng = np.random.default_rng(3)
+        mem = np.zeros(size, np.uint8)
+        if name == "gemm_mma":
+            mem[:8192] = rng.standard_normal(2048).astype(np.float32).view(np.uint8)
+        elif name == "mma_simple":
+            mem[:128] = np.concatenate([np.ones(16, np.float32), np.ones(16, np.float32)]).view(np.uint8)
+        e = mem.copy()
+        emulate_flat(m, name, e, grid=grid, workgroup=wg, wave_width=32)
+        regs = m.kernel(name).registers
+        args = {"memory": mem, **{f"init_r{i}": np.uint32(0) for i in range(regs)}}
+        runner(m, name, grid, wg, args, 32)
+        out[name] = {"bit_identical_to_emulator": bool(np.array_equal(args["memory"], e))}
+        if name == "mma_query":
+            out[name]["values"] = args["memory"][:16].view(np.uint32).tolist()
+        if name == "mma_simple":
+            out[name]["all_4"] = bool((args["memory"][128:192].view(np.float32) == 4.0).all())
+        print("ref", name, out[name], flush=True)
+    res["reference_kernels"] = out
+
+
+section(refkernels)
+
+stream = torch.cuda.current_stream().cuda_stream
+
+
+def launcher(name, A, B, bias, C, n):
+    kind, tm, tn, wm, wn, bk = VARIANTS[name]
+    bm, bn = 16 * tm * wm, 16 * tn * wn
+    mod = MODS[name]
+    kname = KERNELS[kind].name
+    if kind == "frag":
+        args = [A, B, bias, C, n, n, n]
+    else:
+        vt = torch.int32 if kind == "smem" else torch.int64
+        args = [A.view(vt), B.view(vt), bias, C, n, n, n]
+    return lambda: tgt.launch(mod, kname, (n // bn, n // bm), wm * wn * 32, args, stream=stream, sync=False)
+
+
+def timed(fn, reps=10):
+    ts = []
+    for _ in range(reps):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        fn()
+        e.record()
+        torch.cuda.synchronize()
+        ts.append(s.elapsed_time(e) / 1e3)
+    return ts
+
+
+def gemm() -> None:
+    gres = {}
+    # correctness of every variant at 1024 (fresh random inputs, poisoned output)
+    n = 1024
+    g = torch.Generator(device="cuda").manual_seed(11)
+    A = torch.randn(n, n, device="cuda", generator=g).to(torch.bfloat16)
+    B = torch.randn(n, n, device="cuda", generator=g).to(torch.bfloat16)
+    bias = torch.zeros(n, device="cuda")
+    ref = A.double() @ B.double()
+    absb = A.double().abs() @ B.double().abs()
+    for name in VARIANTS:
+        C = torch.full((n, n), float("nan"), device="cuda")
+        launcher(name, A, B, bias, C, n)()
+        torch.cuda.synchronize()
+        gres[f"{name}@1024"] = {
+            "rel_fro_err_vs_f64": float(torch.linalg.norm(C.double() - ref) / torch.linalg.norm(ref)),
+            "within_bound": bool(((C.double() - ref).abs() <= 2.0 ** -18 * (n / 16) * absb * 1.001).all())}
+        print("gemm", name, gres[f"{name}@1024"], flush=True)
+    cb = (A @ B).double()
+    gres["cublas_bf16_out@1024"] = {"rel_fro_err_vs_f64": float(torch.linalg.norm(cb - ref) / torch.linalg.norm(ref))}
+    del ref, absb
+    fl = lambda n: 2 * n ** 3  # noqa: E731
+    for n in (4096, 8192):
+        g = torch.Generator(device="cuda").manual_seed(n)
+        A = torch.randn(n, n, device="cuda", generator=g).to(torch.bfloat16)
+        B = torch.randn(n, n, device="cuda", generator=g).to(torch.bfloat16)
+        bias = torch.zeros(n, device="cuda")
+        C = torch.full((n, n), float("nan"), device="cuda")
+        names = list(VARIANTS) if n == 4096 else [res["best_variant"]]
+        fns = {nm: launcher(nm, A, B, bias, C, n) for nm in names}
+        fns["cublas"] = lambda A=A, B=B: A @ B
+        for f in fns.values():
+            for _ in range(3):
+                f()
+        torch.cuda.synchronize()
+        ts = {k: [] for k in fns}
+        for _ in range(5):  # interleaved rounds
+            for k, f in fns.items():
+                ts[k] += timed(f, 2)
+        for k in fns:
+            med = float(np.median(ts[k]))
+            gres[f"{k}@{n}"] = {"median_s": med, "tflops": fl(n) / med / 1e12}
+        for k in names:
+            gres[f"{k}@{n}"]["ratio_vs_cublas"] = gres[f"{k}@{n}"]["tflops"] / gres[f"cublas@{n}"]["tflops"]
+        if n == 4096:
+            res["best_variant"] = max(names, key=lambda k: gres[f"{k}@{n}"]["tflops"])
+        print("timing", n, {k: round(gres[f"{k}@{n}"]["tflops"], 1) for k in fns}, flush=True)
+        res["gemm"] = gres
+        save()
+    res["gemm"] = gres
+
+
+section(gemm)
+
+
+def torch_op() -> None:
+    from anywave.torch import mma_ops  # noqa: F401
+
+    g = torch.Generator(device="cuda").manual_seed(5)
+    a = torch.randn(1000, 1000, device="cuda", generator=g).to(torch.bfloat16)
+    b = torch.randn(1000, 700, device="cuda", generator=g).to(torch.bfloat16)
+    bias = torch.randn(700, device="cuda", generator=g)
+    out = torch.ops.anywave.gemm_mma(a, b, bias)
+    ref = a.double() @ b.double() + bias.double()
+    absb = a.double().abs() @ b.double().abs()
+    bound = 2.0 ** -18 * (1024 / 16) * absb * 1.001 + 2.0 ** -23 * ref.abs()
+    r = {"rel_fro_err_vs_f64": float(torch.linalg.norm(out.double() - ref) / torch.linalg.norm(ref)),
+         "within_bound": bool(((out.double() - ref).abs() <= bound).all())}
+    outg = torch.ops.anywave.gemm_mma(a, b, bias, True)
+    gel = torch.nn.functional.gelu(ref, approximate="tanh")
+    r["gelu_max_abs_err"] = float((outg.double() - gel).abs().max())
+    res["torch_op"] = r
+    print("torch op", r, flush=True)
+
+
+section(torch_op)

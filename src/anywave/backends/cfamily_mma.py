@@ -1,0 +1,170 @@
+"""C-family (OpenCL, SYCL, HIP, Metal) lowering of the MMA fragment instructions (docs/spec.md
+§8.14): a loop with the fragment semantics; HIP at W = 64 on gfx90a/gfx94x uses the MFMA unit.
+
+Layout of this backend (not observable, spec §8.14): a wave-scope A or B fragment is held
+*whole* by every lane (``float aw_fN[256]``, each lane loads the same tile); a wave-scope
+accumulator is distributed over the lanes, ``256/W`` floats each: for W >= 16 lane l holds
+column ``l % 16`` of rows ``(256/W)*(l/16) + j`` (j < 256/W), which at W = 64 is the AMD MFMA
+16x16 accumulator layout; at W = 8, element ``l + 8j``. ``mma`` computes each lane's
+accumulator elements from the whole A and B, summing ``k = 0..15`` in order with ``fma``
+(the emulator's order: bit-identical; MFMA: class ``bounded``). Thread-scope
+``m4n4k4`` fragments are 16 floats per lane. Every slot starts at +0.0.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from anywave.binary.module import DeviceAddr, Instruction, Module
+from anywave.isa.mma import FragKind, fragment_kinds
+from anywave.isa.table import Category
+from anywave.isa.types import ScalarType as T
+
+
+def slots(module: Module, code: Any, seen: set[int] | None = None) -> dict[int, FragKind]:
+    seen = set() if seen is None else seen
+    out: dict[int, FragKind] = {}
+    for ins in code:
+        d = ins.defn
+        if d.category is Category.MMA and d.op != "mma":
+            for k, v in zip(fragment_kinds(d), ins.operands, strict=True):
+                if k is not None:
+                    out.setdefault(int(v), k)
+        elif d.op == "call" and ins.operands[0] not in seen:
+            seen.add(ins.operands[0])
+            out.update(slots(module, module.functions[ins.operands[0]].code, seen))
+    return out
+
+
+def _per_lane(k: FragKind, W: int) -> int:
+    if k.shape.scope == "thread" or k.role != "c":
+        return k.elems
+    return k.elems // W
+
+
+def declarations(module: Module, code: Any, W: int) -> list[str]:
+    """Declarations of every fragment slot the kernel uses, zero-initialised."""
+    return [f"float aw_f{s}[{_per_lane(k, W)}]; for (u32 aw_i = 0; aw_i < {_per_lane(k, W)}u; ++aw_i) "
+            f"aw_f{s}[aw_i] = 0.0f;" for s, k in sorted(slots(module, code).items())]
+
+
+def _acc_e(W: int, j: str) -> str:
+    """C expression: the tile element (16*row + col) of accumulator slot ``j`` of this lane."""
+    if W < 16:
+        return f"(aw_lane + ({j}) * {W}u)"
+    return f"(16u * ({256 // W}u * (aw_lane / 16u) + ({j})) + aw_lane % 16u)"
+
+
+def _ptr(x: Any, addr: Any, ctype: str) -> str:
+    if isinstance(addr, DeviceAddr):
+        return f"(({x.d.global_ptr(ctype)}){x.daddr(addr, False)})"
+    return f"(({x.d.local_ptr(ctype)}){x.laddr(addr)})"
+
+
+def _cond(ins: Instruction, wave: bool) -> str:
+    return "ex" if wave else "1"
+
+
+def _conv(t: T, v: str) -> str:
+    return {T.F16: f"aw_h2f({v})", T.BF16: f"aw_bf2f({v})", T.F32: f"AW_F32({v})"}[t]
+
+
+def _fload(x: Any, ins: Instruction) -> list[str]:
+    f, addr, rs = ins.operands
+    k = fragment_kinds(ins.defn)[0]
+    wave = k.shape.scope == "wave"
+    ctype = "u16" if ins.defn.type.nbytes == 2 else "u32"
+    base = _ptr(x, addr, "u8")
+    pre = [x.d.wave_barrier] if wave and not isinstance(addr, DeviceAddr) else []
+    if wave and k.role == "c":
+        loop = (f"for (u32 j = 0; j < {k.elems // x.W}u; ++j) {{ const u32 e = {_acc_e(x.W, 'j')}; "
+                f"aw_f{f}[j] = AW_F32(*(({_deref_ptr(x, addr, ctype)})({base} + (e / {k.cols}u) * r{rs} + "
+                f"(e % {k.cols}u) * 4u))); }}")
+    else:
+        esz = ins.defn.type.nbytes
+        loop = (f"for (u32 e = 0; e < {k.elems}u; ++e) aw_f{f}[e] = "
+                + _conv(ins.defn.type, f"(u32)*(({_deref_ptr(x, addr, ctype)})({base} + (e / {k.cols}u) * r{rs} + "
+                                       f"(e % {k.cols}u) * {esz}u))") + ";")
+    post = [x.d.wave_barrier] if wave and not isinstance(addr, DeviceAddr) else []
+    return pre + [f"if ({_cond(ins, wave)}) {{", "  " + loop, "}"] + post
+
+
+def _deref_ptr(x: Any, addr: Any, ctype: str) -> str:
+    return x.d.global_ptr(ctype) if isinstance(addr, DeviceAddr) else x.d.local_ptr(ctype)
+
+
+def _fstore(x: Any, ins: Instruction) -> list[str]:
+    addr, f, rs = ins.operands
+    k = fragment_kinds(ins.defn)[1]
+    wave = k.shape.scope == "wave"
+    base = _ptr(x, addr, "u8")
+    n = k.elems // x.W if wave else k.elems
+    e = _acc_e(x.W, "j") if wave else "j"
+    body = (f"for (u32 j = 0; j < {n}u; ++j) {{ const u32 e = {e}; "
+            f"*(({_deref_ptr(x, addr, 'u32')})({base} + (e / {k.cols}u) * r{rs} + (e % {k.cols}u) * 4u)) = "
+            f"aw_c32(aw_f{f}[j]); }}")
+    out = [f"if ({_cond(ins, wave)}) {{", "  " + body, "}"]
+    if wave and not isinstance(addr, DeviceAddr):
+        out.insert(0, x.d.wave_barrier)
+        out.append(x.d.wave_barrier)
+    return out
+
+
+def _fmma(x: Any, ins: Instruction) -> list[str]:
+    d, a, b, c = ins.operands
+    k = fragment_kinds(ins.defn)[0]
+    wave = k.shape.scope == "wave"
+    sh = k.shape
+    n = k.elems // x.W if wave else k.elems
+    e = _acc_e(x.W, "j") if wave else "j"
+    fma = x.d.math["fma"]
+    loop = [f"  float aw_acc[{n}];",
+            f"  for (u32 j = 0; j < {n}u; ++j) {{ const u32 e = {e}, i = e / {sh.n}u, "
+            f"c = e % {sh.n}u; float s = aw_f{c}[j];",
+            f"    for (u32 kk = 0; kk < {sh.k}u; ++kk) s = {fma}(aw_f{a}[i * {sh.k}u + kk], "
+            f"aw_f{b}[kk * {sh.n}u + c], s);",
+            "    aw_acc[j] = s; }",
+            f"  for (u32 j = 0; j < {n}u; ++j) aw_f{d}[j] = AW_F32(aw_c32(aw_acc[j]));"]
+    if wave and x.W == 64 and x.d.name == "hip":
+        # AMD CDNA matrix cores (gfx90a, gfx94x): v_mfma_f32_16x16x16 on the same layout; lane l
+        # gives A[l%16][4(l/16)+i] and B[4(l/16)+i][l%16] (both copies are whole in every lane)
+        et = ins.defn.src_type
+        vec, conv, fn = (("short", "(short)aw_f2bf", "__builtin_amdgcn_mfma_f32_16x16x16bf16_1k") if et is T.BF16
+                         else ("_Float16", "(_Float16)", "__builtin_amdgcn_mfma_f32_16x16x16f16"))
+        mfma = ["#if defined(__gfx90a__) || defined(__gfx940__) || defined(__gfx941__) || defined(__gfx942__)",
+                f"  typedef {vec} aw_v4h __attribute__((ext_vector_type(4)));",
+                "  typedef float aw_v4f __attribute__((ext_vector_type(4)));",
+                "  aw_v4h va, vb; aw_v4f vc;",
+                "  for (u32 i = 0; i < 4u; ++i) {",
+                f"    va[i] = {conv}(aw_f{a}[(aw_lane % 16u) * 16u + 4u * (aw_lane / 16u) + i]);",
+                f"    vb[i] = {conv}(aw_f{b}[(4u * (aw_lane / 16u) + i) * 16u + aw_lane % 16u]);",
+                f"    vc[i] = aw_f{c}[i]; }}",
+                f"  vc = {fn}(va, vb, vc, 0, 0, 0);",
+                f"  for (u32 i = 0; i < 4u; ++i) aw_f{d}[i] = AW_F32(aw_c32(vc[i]));",
+                "#else"]
+        loop = mfma + loop + ["#endif"]
+    return [f"if ({_cond(ins, wave)}) {{", *loop, "}"]
+
+
+def _felementwise(x: Any, ins: Instruction) -> list[str]:
+    op = ins.defn.op
+    k = fragment_kinds(ins.defn)[0]
+    wave = k.shape.scope == "wave"
+    d = ins.operands[0]
+    n = k.elems // x.W if wave else k.elems
+    e = _acc_e(x.W, "j") if wave else "j"
+    if op == "ffill":
+        body = f"for (u32 j = 0; j < {n}u; ++j) aw_f{d}[j] = AW_F32(r{ins.operands[1]});"
+    elif op == "fscale":
+        body = (f"for (u32 j = 0; j < {n}u; ++j) aw_f{d}[j] = AW_F32(aw_c32(aw_f{ins.operands[1]}[j] * "
+                f"AW_F32(r{ins.operands[2]})));")
+    else:
+        s, addr = ins.operands[1], ins.operands[2]
+        body = (f"for (u32 j = 0; j < {n}u; ++j) {{ const u32 e = {e}; aw_f{d}[j] = "
+                f"AW_F32(aw_c32(aw_f{s}[j] + AW_F32(*(({x.d.global_ptr('u32')})({_ptr(x, addr, 'u8')} + "
+                f"(e % {k.cols}u) * 4u))))); }}")
+    return [f"if ({_cond(ins, wave)}) {{", "  " + body, "}"]
+
+
+HANDLERS = {"fload": _fload, "fstore": _fstore, "fmma": _fmma, "ffill": _felementwise,
+            "fscale": _felementwise, "fbias": _felementwise}

@@ -1,0 +1,347 @@
+"""PTX lowering of the MMA fragment instructions (docs/spec.md §8.14) onto the tensor cores.
+
+Wave scope ``m16n16k16`` (W = 32, one warp) uses the ``mma.sync.aligned.m16n8k16`` layouts
+(PTX ISA, "Matrix fragments for mma.m16n8k16"); with ``g = lane >> 2`` and ``t = lane & 3``:
+
+* A (16x16, 4 b32 per lane, two 16-bit elements each): ``a0 = A[g][2t..2t+1]``,
+  ``a1 = A[g+8][2t..]``, ``a2 = A[g][2t+8..]``, ``a3 = A[g+8][2t+8..]``;
+* B (16x16 as two 16x8 halves, 4 b32): ``b{2h} = B[2t..2t+1][8h+g]``, ``b{2h+1} =
+  B[2t+8..2t+9][8h+g]``;
+* C/D (16x16 f32 as two 16x8 halves, 8 b32): ``c{4h}, c{4h+1} = C[g][8h+2t..]``,
+  ``c{4h+2}, c{4h+3} = C[g+8][8h+2t..]``.
+
+Loads from local memory use ``ldmatrix.sync.aligned.m8n8.x4`` (``.trans`` for B): lane l
+names row ``(l & 7) + 8*((l >> 3) & 1)`` and column block ``8*(l >> 4)`` of the tile, so the
+four 8x8 pieces land exactly in a0..a3 (b0..b3). Device-memory loads gather the same
+elements with ordinary loads. One ``mma`` is two ``mma.sync.m16n8k16`` (one per n half); the
+accumulator stays in registers. Hardware accumulation order and internal precision are
+NVIDIA's (class ``bounded``, spec §8.13's bound per mma).
+
+Thread scope ``m4n4k4``: 16 f32 registers per slot and per thread, ``fma.rn.f32`` in k order
+(the emulator's order: bit-identical).
+
+Every fragment slot a kernel uses becomes PTX registers ``%fr<slot>_<i>`` (declared and set
+to +0.0 in the prologue); the WAVE register count is not involved.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from anywave.binary.module import DeviceAddr, Instruction, LocalAddr, Module
+from anywave.isa.mma import FragKind, fragment_kinds
+from anywave.isa.table import Category
+from anywave.isa.types import ScalarType as T
+
+#: ldmatrix needs sm_75, mma.sync.m16n8k16 with bf16 sm_80
+MIN_ARCH = 80
+
+
+def frag_reg(slot: int, i: int) -> str:
+    return f"%fr{slot}_{i}"
+
+
+def _count(kind: FragKind) -> int:
+    return kind.lane_registers(32)
+
+
+def slots(module: Module, code: Iterable[Instruction], seen: set[int] | None = None) -> dict[int, FragKind]:
+    """Fragment slot -> kind for a kernel body and the functions it calls (the verifier has
+    checked that each slot has one kind)."""
+    seen = set() if seen is None else seen
+    out: dict[int, FragKind] = {}
+    for ins in code:
+        d = ins.defn
+        if d.category is Category.MMA and d.op != "mma":
+            for k, v in zip(fragment_kinds(d), ins.operands, strict=True):
+                if k is not None:
+                    out.setdefault(int(v), k)
+        elif d.op == "call" and ins.operands[0] not in seen:
+            seen.add(ins.operands[0])
+            out.update(slots(module, module.functions[ins.operands[0]].code, seen))
+    return out
+
+
+def declarations(module: Module, code: Iterable[Instruction]) -> list[str]:
+    """Prologue lines: registers of every fragment slot, set to +0.0 (spec §8.14)."""
+    lines: list[str] = []
+    for s, k in sorted(slots(module, code).items()):
+        n = _count(k)
+        lines.append(f".reg .b32 %fr{s}_<{n}>;")
+        lines += [f"mov.b32 {frag_reg(s, i)}, 0;" for i in range(n)]
+    return lines
+
+
+def segment_has_fragments(code: Any, start: int) -> bool:
+    """Whether the straight-line run of ``code`` from ``start`` (up to the next control
+    instruction or barrier) holds an unguarded wave-scope fragment instruction."""
+    for ins in code[start:]:
+        d = ins.defn
+        if d.category is Category.CONTROL or d.op == "barrier":
+            return False
+        if d.op in EMITTERS and ins.guard is None and _wave(d):
+            return True
+    return False
+
+
+def _wave_guard(b: Any) -> tuple[str, int] | None:
+    """The instruction runs only when a lane of the warp executes it (the mask-stack walk also
+    passes instructions with no active lane). Returns (warp-uniform predicate, first line):
+    :func:`_end_guard` predicates every line from there on (no branch, so ptxas can interleave
+    neighbouring fragment loads and mma; ``.aligned`` allows a warp-uniform predicate)."""
+    if b.pe == "%A" and b.kx.frag_covered:
+        return None  # the enclosing segment is skipped as a whole when no lane is active
+    q = b.t("pred")
+    b(f"vote.sync.any.pred {q}, {b.pe}, %exist;")
+    return q, len(b.lines)
+
+
+def _end_guard(b: Any, guard: tuple[str, int] | None) -> None:
+    if guard is None:
+        return
+    q, first = guard
+    for i in range(first, len(b.lines)):
+        assert not b.lines[i].startswith(("@", "$", "//")), b.lines[i]
+        b.lines[i] = f"@{q} {b.lines[i]}"
+
+
+def _base(b: Any, addr: Any) -> tuple[str, str]:
+    """(b64 generic-space base address register, state space) of a tile address."""
+    p = b.t("b64")
+    if isinstance(addr, LocalAddr):
+        b(f"cvt.u64.u32 {p}, %r{addr.reg};")
+        b(f"add.s64 {p}, {p}, %lmbase;")
+        space = "shared"
+    else:
+        assert isinstance(addr, DeviceAddr)
+        b(f"cvt.u64.u32 {p}, %r{addr.reg};")
+        b(f"add.s64 {p}, {p}, %buf{addr.buffer};")
+        space = "global"
+    if addr.offset:
+        b(f"add.s64 {p}, {p}, {addr.offset};")
+    return p, space
+
+
+def _lane_addr(b: Any, base: str, stride_reg: int, row: str, col_bytes: str) -> str:
+    """base + row * stride + col_bytes (row, col_bytes: b32 registers)."""
+    t = b.t()
+    b(f"mad.lo.u32 {t}, {row}, %r{stride_reg}, {col_bytes};")
+    w = b.t("b64")
+    b(f"cvt.u64.u32 {w}, {t};")
+    b(f"add.s64 {w}, {w}, {base};")
+    return w
+
+
+def _gt(b: Any) -> tuple[str, str]:
+    g, t = b.t(), b.t()
+    b(f"shr.u32 {g}, %sr_lane, 2;")
+    b(f"and.b32 {t}, %sr_lane, 3;")
+    return g, t
+
+
+def _e_fload(b: Any, ins: Instruction) -> None:
+    kind = fragment_kinds(ins.defn)[0]
+    f, addr, rs = ins.operands
+    if kind.shape.scope == "thread":
+        _thread_load(b, ins)
+        return
+    guard = _wave_guard(b)
+    base, space = _base(b, addr)
+    if kind.role == "c":
+        _acc_access(b, f, base, space, rs, store=False)
+    elif space == "shared":
+        # ldmatrix.x4: lane l gives the row address of piece l >> 3: row (l & 7) + 8*((l >> 3) & 1),
+        # column block 8*(l >> 4); A pieces land in a0..a3, B pieces (.trans) in b0..b3
+        r, c = b.t(), b.t()
+        b(f"and.b32 {r}, %sr_lane, 15;")
+        b(f"shr.u32 {c}, %sr_lane, 4;")
+        b(f"shl.b32 {c}, {c}, 4;")  # 8 elements * 2 bytes
+        p = _lane_addr(b, base, rs, r, c)  # a shared-window address (%lmbase is one)
+        regs = ", ".join(frag_reg(f, i) for i in range(4))
+        trans = ".trans" if kind.role == "b" else ""
+        b(f"ldmatrix.sync.aligned.m8n8.x4{trans}.shared.b16 {{{regs}}}, [{p}];")
+    else:
+        g, t = _gt(b)
+        if kind.role == "a":
+            # a{i}: A[g + 8*(i & 1)][2t + 8*(i >> 1) .. +1]: one 4-byte load each
+            t4 = b.t()
+            b(f"shl.b32 {t4}, {t}, 2;")
+            p = _lane_addr(b, base, rs, g, t4)
+            st8 = b.t("b64")
+            b(f"cvt.u64.u32 {st8}, %r{rs};")
+            b(f"shl.b64 {st8}, {st8}, 3;")
+            for i in range(4):
+                q = b.t("b64")
+                b(f"add.s64 {q}, {p}, {16 * (i >> 1)};")
+                if i & 1:
+                    b(f"add.s64 {q}, {q}, {st8};")
+                b(f"ld.global.b32 {frag_reg(f, i)}, [{q}];")
+        else:
+            # b{2h+j}: B[2t + 8j .. +1][8h + g]: two 2-byte loads, packed low/high
+            k0 = b.t()
+            b(f"shl.b32 {k0}, {t}, 1;")
+            g2 = b.t()
+            b(f"shl.b32 {g2}, {g}, 1;")
+            p = _lane_addr(b, base, rs, k0, g2)
+            st = b.t("b64")
+            b(f"cvt.u64.u32 {st}, %r{rs};")
+            for h in range(2):
+                for j in range(2):
+                    q0, q1 = b.t("b64"), b.t("b64")
+                    lo, hi = b.t("b16"), b.t("b16")
+                    b(f"mad.lo.s64 {q0}, {st}, {8 * j}, {p};")
+                    b(f"add.s64 {q0}, {q0}, {16 * h};")
+                    b(f"add.s64 {q1}, {q0}, {st};")
+                    b(f"ld.global.b16 {lo}, [{q0}];")
+                    b(f"ld.global.b16 {hi}, [{q1}];")
+                    b(f"mov.b32 {frag_reg(f, 2 * h + j)}, {{{lo}, {hi}}};")
+    _end_guard(b, guard)
+
+
+def _acc_access(b: Any, f: int, base: str, space: str, rs: int, store: bool) -> None:
+    """c{4h + 2r + j} <-> C[g + 8r][8h + 2t + j]: 8-byte vector accesses."""
+    g, t = _gt(b)
+    t8 = b.t()
+    b(f"shl.b32 {t8}, {t}, 3;")
+    p = _lane_addr(b, base, rs, g, t8)
+    st8 = b.t("b64")
+    b(f"cvt.u64.u32 {st8}, %r{rs};")
+    b(f"shl.b64 {st8}, {st8}, 3;")
+    for h in range(2):
+        for r in range(2):
+            q = b.t("b64")
+            b(f"add.s64 {q}, {p}, {32 * h};")
+            if r:
+                b(f"add.s64 {q}, {q}, {st8};")
+            i = 4 * h + 2 * r
+            pair = f"{{{frag_reg(f, i)}, {frag_reg(f, i + 1)}}}"
+            if store:
+                b(f"st.{space}.v2.b32 [{q}], {pair};")
+            else:
+                b(f"ld.{space}.v2.b32 {pair}, [{q}];")
+
+
+def _e_fstore(b: Any, ins: Instruction) -> None:
+    kind = fragment_kinds(ins.defn)[1]
+    addr, f, rs = ins.operands
+    if kind.shape.scope == "thread":
+        _thread_store(b, ins)
+        return
+    guard = _wave_guard(b)
+    base, space = _base(b, addr)
+    _acc_access(b, f, base, space, rs, store=True)
+    _end_guard(b, guard)
+
+
+def _e_fmma(b: Any, ins: Instruction) -> None:
+    d, fa, fb, fc = ins.operands
+    kind = fragment_kinds(ins.defn)[0]
+    et = ins.defn.src_type
+    if kind.shape.scope == "thread":
+        n = kind.shape.n
+        acc = []
+        for e in range(16):
+            r = b.t()
+            b(f"mov.b32 {r}, {frag_reg(fc, e)};")
+            acc.append(r)
+        for k in range(kind.shape.k):
+            for i in range(kind.shape.m):
+                for j in range(n):
+                    e = i * n + j
+                    b(f"fma.rn.f32 {acc[e]}, {frag_reg(fa, i * 4 + k)}, {frag_reg(fb, k * n + j)}, {acc[e]};")
+        for e in range(16):
+            b(f"mov.b32 {frag_reg(d, e)}, {acc[e]};")
+        return
+    guard = _wave_guard(b)
+    ab = "bf16" if et is T.BF16 else "f16"
+    a = ", ".join(frag_reg(fa, i) for i in range(4))
+    for h in range(2):
+        bb = f"{frag_reg(fb, 2 * h)}, {frag_reg(fb, 2 * h + 1)}"
+        c = ", ".join(frag_reg(fc, 4 * h + i) for i in range(4))
+        dd = ", ".join(frag_reg(d, 4 * h + i) for i in range(4))
+        b(f"mma.sync.aligned.m16n8k16.row.col.f32.{ab}.{ab}.f32 {{{dd}}}, {{{a}}}, {{{bb}}}, {{{c}}};")
+    _end_guard(b, guard)
+
+
+def _e_felementwise(b: Any, ins: Instruction) -> None:
+    op = ins.defn.op
+    kind = fragment_kinds(ins.defn)[0]
+    wave = kind.shape.scope == "wave"
+    n = _count(kind)
+    d = ins.operands[0]
+    guard = _wave_guard(b) if wave else None
+    if op == "ffill":
+        for i in range(n):
+            b(f"mov.b32 {frag_reg(d, i)}, %r{ins.operands[1]};")
+    elif op == "fscale":
+        s = ins.operands[1]
+        for i in range(n):
+            b(f"mul.rn.f32 {frag_reg(d, i)}, {frag_reg(s, i)}, %r{ins.operands[2]};")
+    else:  # fbias: c{4h + 2r + j} += bias[8h + 2t + j]
+        s, addr = ins.operands[1], ins.operands[2]
+        base, _ = _base(b, addr)
+        _, t = _gt(b)
+        t8 = b.t()
+        b(f"shl.b32 {t8}, {t}, 3;")
+        w = b.t("b64")
+        b(f"cvt.u64.u32 {w}, {t8};")
+        b(f"add.s64 {w}, {w}, {base};")
+        for h in range(2):
+            x, y = b.t(), b.t()
+            b(f"ld.global.v2.b32 {{{x}, {y}}}, [{w}+{32 * h}];")
+            for r in range(2):
+                i = 4 * h + 2 * r
+                b(f"add.rn.f32 {frag_reg(d, i)}, {frag_reg(s, i)}, {x};")
+                b(f"add.rn.f32 {frag_reg(d, i + 1)}, {frag_reg(s, i + 1)}, {y};")
+    if op != "ffill":
+        # NaN results: the spec's canonical quiet NaN (PTX's differs)
+        for i in range(n):
+            q = b.t("pred")
+            b(f"setp.nan.f32 {q}, {frag_reg(d, i)}, {frag_reg(d, i)};")
+            b(f"selp.b32 {frag_reg(d, i)}, 0x7fc00000, {frag_reg(d, i)}, {q};")
+    if guard is not None:
+        _end_guard(b, guard)
+
+
+def _thread_tile(b: Any, ins: Instruction, addr: Any, rs: int) -> tuple[str, str, str]:
+    base, space = _base(b, addr)
+    st = b.t("b64")
+    b(f"cvt.u64.u32 {st}, %r{rs};")
+    return base, space, st
+
+
+def _thread_load(b: Any, ins: Instruction) -> None:
+    f, addr, rs = ins.operands
+    base, space, st = _thread_tile(b, ins, addr, rs)
+    row = b.t("b64")
+    b(f"mov.b64 {row}, {base};")
+    for i in range(4):
+        for j in range(4):
+            b(f"ld.{space}.b32 {frag_reg(f, 4 * i + j)}, [{row}+{4 * j}];")
+        b(f"add.s64 {row}, {row}, {st};")
+
+
+def _thread_store(b: Any, ins: Instruction) -> None:
+    addr, f, rs = ins.operands
+    base, space, st = _thread_tile(b, ins, addr, rs)
+    row = b.t("b64")
+    b(f"mov.b64 {row}, {base};")
+    for i in range(4):
+        for j in range(4):
+            b(f"st.{space}.b32 [{row}+{4 * j}], {frag_reg(f, 4 * i + j)};")
+        b(f"add.s64 {row}, {row}, {st};")
+
+
+EMITTERS = {"fload": _e_fload, "fstore": _e_fstore, "fmma": _e_fmma, "ffill": _e_felementwise,
+            "fscale": _e_felementwise, "fbias": _e_felementwise}
+
+
+def unsupported_reason(defn: Any, arch: int) -> str | None:
+    if defn.category is Category.MMA and defn.op in EMITTERS and arch < MIN_ARCH and _wave(defn):
+        return f"{defn.mnemonic} needs sm_{MIN_ARCH} or newer (mma.sync.m16n8k16 with ldmatrix)"
+    return None
+
+
+def _wave(defn: Any) -> bool:
+    return any(k is not None and k.shape.scope == "wave" for k in fragment_kinds(defn))

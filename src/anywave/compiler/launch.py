@@ -1,0 +1,472 @@
+"""The kernel language's launch path: ``kernel(*args, grid=, workgroup=, target=, ...)``.
+
+One place does, for every target, what a launch must check (issue 11 items 5, 13, 15;
+issue 12): the buffer arguments' memory (:func:`anywave.runtime.arrays.describe`: NumPy,
+torch, CuPy, ``__cuda_array_interface__``, DLPack, anywave arrays), their dtype, contiguity,
+writability, device, alignment and overlap (spec §4.2), the kernel's workgroup rules
+(``.workgroup_size`` and ``max_workgroup_size``, spec §2.1), and that global ids fit the
+language's i32 ids (spec §3.3). Then it launches on the target, asynchronously when every
+buffer is device memory.
+
+The first launch of a given *argument layout* (the argument types, compile-time constants,
+grid, workgroup, target, wave width, stream and check flag) does all of that and records a
+:class:`CallPlan`; later launches with the same layout re-check only what can change per
+call (each buffer's dtype, device and contiguity, its address range for the overlap rule,
+scalar ranges) and write the argument words straight into the target's launcher. Anything a
+plan does not recognise falls back to the full path, which raises the detailed error.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from anywave.runtime import arrays as A
+from anywave.runtime.targets import ID_LIMIT_I32, check_launch_rules
+
+#: returned by a plan that does not recognise its arguments (the full path runs instead)
+MISS = object()
+
+_INT_RANGES: dict[str, tuple[int, int]] = {}
+
+
+def env_check() -> bool:
+    """The default of ``check=``: ``ANYWAVE_CHECK=1`` in the environment."""
+    return os.environ.get("ANYWAVE_CHECK", "") not in ("", "0")
+
+
+def _int_range(t: Any) -> tuple[int, int]:
+    r = _INT_RANGES.get(t.name)
+    if r is None:
+        info = np.iinfo(t.np_dtype)
+        r = _INT_RANGES[t.name] = (int(info.min), int(info.max))
+    return r
+
+
+def _accepts(fn: Any, name: str) -> bool:
+    try:
+        ps = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+    return name in ps or any(p.kind is p.VAR_KEYWORD for p in ps.values())
+
+
+def resolve_target(kname: str, target: str | None, mems: Sequence[tuple[str, A.Memory]]) -> tuple[str, int]:
+    """(target name, device ordinal) of a launch: ``target`` as given (``"cuda:1"`` style for
+    a device), else the device all device-resident buffers live on, else the default target.
+
+    Raises:
+        ArgumentError: buffers on different devices, or on a device the named target is not."""
+    from .kernel import LaunchError
+
+    name, dev = (None, None)
+    if target is not None:
+        name, _, d = str(target).partition(":")
+        if d:
+            try:
+                dev = int(d)
+            except ValueError:
+                raise LaunchError(f"kernel {kname!r}: target {target!r}: write 'cuda' or 'cuda:N'") from None
+    resident = [(n, m) for n, m in mems if m.kind != "host"]
+    places = {(m.kind, m.device) for _, m in resident}
+    if len(places) > 1:
+        where = ", ".join(f"{n!r} on {_place(m)}" for n, m in resident)
+        raise A.ArgumentError(f"kernel {kname!r}: buffer arguments live on different devices ({where}); a launch "
+                              "runs on one device (move them with .to(...) / aw.array(..., target=...))")
+    if name is None:
+        if places:
+            kind, d = next(iter(places))
+            return kind, d
+        from .targets import get_target
+
+        return get_target(None).name, 0
+    if dev is None:
+        dev = next((m.device for _, m in resident if m.kind == name), 0)
+    takes = A.TARGET_MEMORY.get(name, ("host", name))
+    for n, m in resident:
+        if m.kind not in takes:
+            raise A.ArgumentError(
+                f"kernel {kname!r}: argument {n!r} lives on {_place(m)} but the launch runs on target {name!r}, "
+                f"which takes {' or '.join(_kind_text(k) for k in takes)}; launch with target={m.kind!r} or move the "
+                "data (tensor.cpu(), arr.numpy())")
+        if m.device != dev:
+            raise A.ArgumentError(f"kernel {kname!r}: argument {n!r} lives on {_place(m)} but the launch runs on "
+                                  f"{name}:{dev}; use target='{m.kind}:{m.device}' or move the data to {name}:{dev}")
+    return name, dev
+
+
+def _place(m: A.Memory) -> str:
+    return "host memory" if m.kind == "host" else f"{m.kind}:{m.device}"
+
+
+def _kind_text(k: str) -> str:
+    return "host memory" if k == "host" else f"{k} memory"
+
+
+class CallPlan:
+    """A recorded launch of one argument layout (see the module docstring). ``run(args)``
+    launches and returns the target's result, or :data:`MISS` when ``args`` do not match the
+    layout (nothing launched). CUDA plans whose buffers are all device memory run a launcher
+    generated for the layout (:func:`_cuda_fast`), which writes the argument words straight
+    into its own kernelParams block (plans are per thread, so the block is never shared)."""
+
+    def __init__(self, kf: Any, module: Any, tgt: Any, tname: str, grid: tuple[int, int, int],
+                 wg: tuple[int, int, int], specs: list[tuple[Any, ...]], options: dict[str, Any]) -> None:
+        self.kf, self.module, self.tgt, self.tname = kf, module, tgt, tname
+        self.grid, self.wg = grid, wg
+        self.specs = specs
+        self.options = options
+        self.names = [s[1] for s in specs]
+        bufs = [s for s in specs if s[2] == "buffer"]
+        self.alias = len(bufs) >= 2 and any(s[4] for s in bufs)
+        self.written = [bool(s[4]) if s[2] == "buffer" else False for s in specs]
+
+    def run(self, args: Sequence[Any]) -> Any:
+        vals: list[Any] = []
+        ranges: list[tuple[int, int, int, int]] = []
+        for spec in self.specs:
+            v = args[spec[0]]
+            if spec[2] == "buffer":
+                q = spec[3](v)
+                if q is None:
+                    return MISS
+                base, start, nbytes, val = q
+                if self.alias and nbytes:
+                    ranges.append((base, start, start + nbytes, len(vals)))
+                vals.append(val)
+            else:
+                t = spec[3]
+                tv = type(v)
+                if t.is_int:
+                    lo, hi = spec[4]
+                    if tv is not int or not lo <= v <= hi:
+                        return MISS
+                    vals.append(v)
+                else:
+                    if tv is not float and tv is not int:
+                        return MISS
+                    vals.append(float(v))
+        if ranges:
+            written = self.written
+            for a in range(len(ranges)):
+                ba, sa, ea, ia = ranges[a]
+                for b in range(a + 1, len(ranges)):
+                    bb, sb, eb, ib = ranges[b]
+                    if ba == bb and sa < eb and sb < ea and (written[ia] or written[ib]):
+                        return MISS  # the full path raises the overlap error
+        return self.tgt.launch(self.module, self.kf.name, self.grid, self.wg, dict(zip(self.names, vals, strict=True)),
+                               **self.options)
+
+
+def _cuda_fast(parts: dict[str, Any], specs: list[tuple[Any, ...]], nargs: int, stream: int,
+               torch_dev: int | None) -> Any:
+    """The generated launcher of a CUDA plan: ``fast(args)`` → None (launched) or MISS.
+    Per buffer it re-checks the layout's type, dtype, device and contiguity and takes the
+    address; per scalar the type and range; then the overlap rule on the address ranges,
+    then the words go into the block and ``cuLaunchKernel`` runs on the stream."""
+    torch = sys.modules.get("torch")
+    ns: dict[str, Any] = {"MISS": MISS, "DA": A.Array, "T": torch.Tensor if torch is not None else None,
+                          "u64": parts["u64"], "u32": parts["u32"], "kp": parts["kp"], "fn": parts["fn"],
+                          "launch": parts["launch"], "set_ctx": parts["set_ctx"], "ctx": parts["ctx"],
+                          "fail": parts["fail"], "space": parts["space"], "shape": parts["shape"],
+                          "scalar": parts["scalar"], "RAW": A._torch_stream}
+    kinds = parts["kinds"]
+    abi = {a.name: a for a in parts["args"]}
+    src = ["def fast(args):", f"    if len(args) != {nargs}:", "        return MISS"]
+    bufs: list[tuple[int, bool, str]] = []
+    for slot, spec in enumerate(specs):
+        i, name, what = spec[0], spec[1], spec[2]
+        v = f"v{slot}"
+        src.append(f"    {v} = args[{i}]")
+        if what == "buffer":
+            how = spec[5]
+            if how[0] == "array":
+                ns[f"S{slot}"], ns[f"D{slot}"] = how[1], how[2]
+                src += [f"    if type({v}) is not DA or {v}.space is not S{slot} or {v}.dtype is not D{slot}:",
+                        "        return MISS",
+                        f"    p{slot} = {v}.ptr",
+                        f"    n{slot} = {v}.nbytes",
+                        f"    b{slot} = {v}.base"]
+            elif how[0] == "torch":
+                ns[f"D{slot}"] = how[1]
+                src += [f"    if type({v}) is not T or {v}.dtype is not D{slot} or {v}.get_device() != {how[2]} "
+                        f"or not {v}.is_contiguous():",
+                        "        return MISS",
+                        f"    p{slot} = {v}.data_ptr()",
+                        f"    if p{slot} & 15:",
+                        "        return MISS",
+                        f"    n{slot} = {v}.nbytes",
+                        f"    b{slot} = 0"]
+            else:
+                ns[f"Q{slot}"] = spec[3]
+                src += [f"    q = Q{slot}({v})", "    if q is None:", "        return MISS",
+                        f"    b{slot}, p{slot}, n{slot}, _ = q"]
+            bufs.append((slot, bool(spec[4]), name))
+            src.append(f"    u64[{slot}] = p{slot}")
+        else:
+            t = spec[3]
+            dst = f"u32[{2 * slot}]" if kinds[slot] == 1 else f"u64[{slot}]"
+            if t.is_int:
+                lo, hi = spec[4]
+                word = v if lo == 0 else f"{v} & {spec[5]}"
+                src += [f"    if type({v}) is not int or not {lo} <= {v} <= {hi}:", "        return MISS",
+                        f"    {dst} = {word}"]
+            else:
+                ns[f"A{slot}"] = abi[name]
+                src += [f"    if type({v}) is not float and type({v}) is not int:", "        return MISS",
+                        f"    {dst} = scalar(A{slot}, {v})"]
+    for x in range(len(bufs)):
+        for y in range(x + 1, len(bufs)):
+            (i, wi, _), (j, wj, _) = bufs[x], bufs[y]
+            if wi or wj:
+                src += [f"    if n{i} and n{j} and b{i} == b{j} and p{i} < p{j} + n{j} and p{j} < p{i} + n{i}:",
+                        "        return MISS"]
+    hs = f"RAW({torch_dev})" if torch_dev is not None else str(int(stream))
+    g, wg = parts["grid"], parts["workgroup"]
+    src += ["    e = set_ctx(ctx)" + ("[0]" if parts["ctx_tuple"] else ""),
+            "    if e:",
+            "        fail('cuCtxSetCurrent', e)",
+            f"    r = launch(fn, {g[0]}, {g[1]}, {g[2]}, {wg[0]}, {wg[1]}, {wg[2]}, {parts['shared']}, {hs}, kp, 0)",
+            "    if r[0]:",
+            "        fail('cuLaunchKernel', r[0])",
+            "    space.pending = shape",
+            "    return None"]
+    text = "\n".join(src) + "\n"
+    exec(compile(text, f"<anywave kernel launcher: {parts['shape']}>", "exec"), ns)  # noqa: S102 - our own text
+    fast = ns["fast"]
+    fast.source = text  # type: ignore[attr-defined]
+    fast.keep = parts  # type: ignore[attr-defined]  # the block and the module stay alive with the plan
+    return fast
+
+
+# ------------------------------------------------------------------ per-kind quick checks
+
+def _quick_numpy(dt: np.dtype, written: bool) -> Any:
+    def q(v: Any) -> Any:
+        if type(v) is not np.ndarray or v.dtype is not dt:
+            return None
+        f = v.flags
+        if not f.c_contiguous or (written and not f.writeable):
+            return None
+        return 0, v.__array_interface__["data"][0] if v.size else 0, v.nbytes, v
+
+    return q
+
+
+def _quick_array(space: Any, dt: np.dtype) -> Any:
+    host = space.kind == "host"
+
+    def q(v: Any) -> Any:
+        if type(v) is not A.Array or v.space is not space or v.dtype is not dt:
+            return None
+        return v.base, v.ptr + v.offset, v.nbytes, (v._host_view() if host else v)
+
+    return q
+
+
+def _quick_torch_cuda(tcls: type, tdt: Any, dev: int) -> Any:
+    def q(v: Any) -> Any:
+        if type(v) is not tcls or v.dtype is not tdt or v.get_device() != dev or not v.is_contiguous():
+            return None
+        p = v.data_ptr()
+        if p & 15:
+            return None
+        return 0, p, v.nbytes, v
+
+    return q
+
+
+def _quick_generic(kf: Any, p: Any, tname: str, tdev: int) -> Any:
+    def q(v: Any) -> Any:
+        try:
+            m = check_buffer(kf, p, v, tname, tdev)
+        except Exception:  # noqa: BLE001 - the full path raises it with context
+            return None
+        return m.base, m.start, m.nbytes, m.value
+
+    return q
+
+
+def check_buffer(kf: Any, p: Any, v: Any, tname: str, tdev: int, m: A.Memory | None = None) -> A.Memory:
+    """The checked :class:`Memory` of buffer parameter ``p`` = ``v`` for a launch on
+    ``tname``:``tdev``.
+
+    Raises:
+        LaunchError (a TypeError): wrong kind of object, dtype, non-contiguous, read-only memory
+        for a written buffer, a misaligned device address, or memory of another device."""
+    from .kernel import LaunchError
+
+    bt = p.ann
+    if m is None:  # (a DLPack capsule can be read once: callers that described it pass m)
+        try:
+            m = A.describe(v, f"kernel {kf.name!r}: argument {p.name!r}")
+        except A.ArgumentError as e:
+            raise LaunchError(f"{e} (it is {bt!r})") from None
+    where = f"kernel {kf.name!r}: argument {p.name!r} is {bt!r}"
+    want = np.dtype(bt.elem.np_dtype)
+    if m.dtype is None or m.dtype != want:
+        got = m.dtype if m.dtype is not None else getattr(v, "dtype", "an unknown dtype")
+        raise LaunchError(f"{where}: expected dtype {want}, got {got} (convert with .astype({want}) / .to(...))")
+    if not m.contiguous:
+        raise LaunchError(f"{where} and must be C-contiguous; got a strided view (use np.ascontiguousarray / "
+                          ".contiguous())")
+    if bt.access & 2 and m.readonly:
+        raise LaunchError(f"{where} and is written by the kernel, but the memory is read-only")
+    if m.kind != "host" and m.start % 16:
+        raise LaunchError(f"{where}: device address {m.start:#x} is not 16-byte aligned (spec §4.2); pass a "
+                          "freshly allocated or contiguous copy")
+    if m.kind != "host":
+        takes = A.TARGET_MEMORY.get(tname, ("host", tname))
+        if m.kind not in takes or m.device != tdev:
+            raise LaunchError(f"{where}: it lives on {_place(m)}, the launch runs on {tname}:{tdev}")
+    if m.kind == "host" and m.value is None:
+        raise LaunchError(f"{where}: the host memory of this {type(v).__name__} cannot be used")
+    return m
+
+
+def quick_for(kf: Any, p: Any, v: Any, m: A.Memory, tname: str, tdev: int) -> Any:
+    """The per-call check of buffer ``p`` for arguments laid out like ``v`` (see
+    :class:`CallPlan`): a fast one for NumPy arrays, anywave arrays and CUDA tensors."""
+    written = bool(p.ann.access & 2)
+    if type(v) is np.ndarray:
+        return _quick_numpy(v.dtype, written), ("numpy",)
+    if type(v) is A.Array:
+        return _quick_array(v.space, v.dtype), ("array", v.space, v.dtype)
+    torch = sys.modules.get("torch")
+    if torch is not None and type(v) is torch.Tensor and m.kind == "cuda":
+        return _quick_torch_cuda(torch.Tensor, v.dtype, m.device), ("torch", v.dtype, m.device)
+    return _quick_generic(kf, p, tname, tdev), ("generic",)
+
+
+def launch(kf: Any, args: Sequence[Any], kwargs: Mapping[str, Any], grid: Any, workgroup: Any, target: Any,
+           wave_width: Any, check: Any, stream: Any, key: Any) -> Any:
+    """The full launch path of ``KernelFunction.__call__`` (records a plan under ``key``)."""
+    from .kernel import LaunchError, LaunchValueError, _dims3
+    from .targets import get_target
+
+    if grid is None:
+        raise LaunchError(f"kernel {kf.name!r}: give grid= (workgroups per dimension)")
+    if workgroup is None:
+        workgroup = kf.workgroup
+        if workgroup is None:
+            raise LaunchError(f"kernel {kf.name!r}: give workgroup= (threads per workgroup)")
+    g = _dims3(grid, "grid")
+    wg = _dims3(workgroup, "workgroup")
+    check = env_check() if check is None else bool(check)
+    bound = kf._bind(args, kwargs)
+    module = kf.compile(**{p.name: bound[p.name] for p in kf.params if p.kind == "const" and p.name in bound})
+    k = module.kernel(kf.name)
+    try:
+        check_launch_rules(k, g, wg, id_limit=ID_LIMIT_I32, id_type="i32 (aw.global_id)")
+    except LaunchValueError:
+        raise
+    except ValueError as e:
+        raise LaunchValueError(str(e)) from None
+    # buffers first (they may choose the target), then scalars
+    mems: list[tuple[str, A.Memory]] = []
+    for p in kf.params:
+        if p.kind == "buffer":
+            try:
+                m = A.describe(bound[p.name], f"kernel {kf.name!r}: argument {p.name!r}")
+            except A.ArgumentError as e:
+                raise LaunchError(f"{e} (it is {p.ann!r})") from None
+            mems.append((p.name, m))
+    try:
+        tname, tdev = resolve_target(kf.name, target, mems)
+    except A.ArgumentError as e:
+        raise LaunchError(str(e)) from None
+    values: list[Any] = []
+    checked: dict[str, A.Memory] = {}
+    described = dict(mems)
+    for p in kf.params:
+        if p.kind == "const":
+            continue
+        if p.kind == "buffer":
+            m = check_buffer(kf, p, bound[p.name], tname, tdev, described[p.name])
+            checked[p.name] = m
+            values.append(m.value)
+        else:
+            values.append(kf._check_arg(p, bound[p.name]))
+    try:
+        A.check_aliasing([(p.name, checked[p.name], bool(p.ann.access & 2)) for p in kf.params
+                          if p.kind == "buffer"], kf.name)
+    except A.ArgumentError as e:
+        raise LaunchError(str(e)) from None
+    wrapper = get_target(tname)
+    tgt = wrapper.instance(wave_width, tdev or None)
+    if wave_width is None:  # the default-W rule (spec §2.4): never a silently different W
+        from .targets import check_default_wave_width
+
+        check_default_wave_width(tname, module, k, tgt.info.wave_width)
+    dev_only = all(m.kind != "host" for m in checked.values())
+    options: dict[str, Any] = {}
+    cuda_stream: Any = None
+    torch_dev: int | None = None
+    if tname == "cuda":
+        from anywave.runtime.cuda import _stream_handle
+
+        if stream is not None:
+            cuda_stream = _stream_handle(stream)
+        else:
+            producer = next((m.stream for m in checked.values() if m.stream is not None), None)
+            torch = sys.modules.get("torch")
+            if torch is not None and any(type(bound[n]) is torch.Tensor and m.kind == "cuda"
+                                         for n, m in checked.items()):
+                torch_dev = tdev
+            cuda_stream = producer if producer is not None else 0
+        options = {"stream": cuda_stream, "sync": not dev_only}
+    elif stream is not None:
+        raise LaunchError(f"kernel {kf.name!r}: stream= is for the cuda target, not {tname!r}")
+    elif _accepts(tgt.launch, "sync"):
+        options = {"sync": not dev_only}
+    if check:
+        if not _accepts(tgt.launch, "check"):
+            raise LaunchError(f"kernel {kf.name!r}: target {tname!r} has no bounds-checked mode (check=True / "
+                              "ANYWAVE_CHECK=1)")
+        options["check"] = True
+        if "sync" in options:
+            options["sync"] = True  # a checked launch reports its errors at once, not at the next wait
+    names = [a.name for a in k.args]
+    result = tgt.launch(module, kf.name, g, wg, dict(zip(names, values, strict=True)), **options)
+    if dev_only and tname != "emulator" and tname in A._SPACE_FACTORIES:
+        A.mark_used(A.memory_space(f"{tname}:{tdev}" if tdev else tname))
+    if key is not None and len(kf._calls) < 256:
+        kf._calls[key] = _make_plan(kf, module, tgt, tname, tdev, g, wg, bound, checked, options, dev_only, check,
+                                    cuda_stream, torch_dev, args)
+    return result
+
+
+def _make_plan(kf: Any, module: Any, tgt: Any, tname: str, tdev: int, g: tuple[int, int, int],
+               wg: tuple[int, int, int], bound: Mapping[str, Any], checked: Mapping[str, A.Memory],
+               options: dict[str, Any], dev_only: bool, check: bool, stream: Any, torch_dev: int | None,
+               args: Sequence[Any]) -> Any:
+    pos = {p.name: i for i, p in enumerate(kf.params)}
+    specs: list[tuple[Any, ...]] = []
+    for p in kf.params:
+        if p.kind == "const":
+            continue
+        i = pos[p.name]
+        if i >= len(args):
+            return None  # given by keyword: the full path each time
+        if p.kind == "buffer":
+            fn, how = quick_for(kf, p, bound[p.name], checked[p.name], tname, tdev)
+            specs.append((i, p.name, "buffer", fn, bool(p.ann.access & 2), how))
+        else:
+            t = p.ann
+            if t.is_int:
+                lo, hi = _int_range(t)
+                specs.append((i, p.name, "scalar", t, (lo, hi), (1 << t.bits) - 1))
+            else:
+                specs.append((i, p.name, "scalar", t, None, None))
+    if tname == "cuda" and dev_only and not check and hasattr(tgt, "launch_parts"):
+        parts = tgt.launch_parts(module, kf.name, g, wg)
+        fast = _cuda_fast(parts, specs, len(args), int(stream or 0), torch_dev)
+        A.mark_used(parts["space"])
+        return fast
+    plan = CallPlan(kf, module, tgt, tname, g, wg, specs, options)
+    return plan.run

@@ -1,0 +1,230 @@
+"""MMA fragment cases (docs/spec.md §8.14), group ``mma_frag``. Expected values come from
+NumPy in float64 on inputs whose products and sums are exact in f32 (wave scope: class
+``bounded`` is exact for them) and from :mod:`anywave.conformance.refsem`'s exact ``fma``
+chain (thread scope: the order is defined)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from anywave.conformance import refsem
+from anywave.conformance.build import kernel_text, out_buffer, rng_for
+from anywave.conformance.case import Case
+
+MAXW = 8  # waves of a 64-thread workgroup at W = 8
+
+
+def _wave_gemm(t: str, steps: int = 2, groups: int = 2) -> Case:
+    """A K loop over fragments: A from device memory, B through local memory (padded row
+    stride 48 bytes), a second product with A through local memory and B from device memory,
+    the accumulator loaded from a wider device matrix (row stride 128 bytes), kept in place
+    (d = c) across a run-time loop, then scaled, biased and stored to device and local memory."""
+    name = f"frag_gemm_{t}"
+    rng = rng_for(name)
+    import ml_dtypes
+
+    dt = np.float16 if t == "f16" else ml_dtypes.bfloat16
+    nq = groups * MAXW
+    A = (rng.integers(-6, 7, (16, 16 * steps)) / 2).astype(dt)
+    A2 = (rng.integers(-6, 7, (16, 16 * steps)) / 2).astype(dt)
+    B = (rng.integers(-6, 7, (16 * steps, 16)) / 2).astype(dt)
+    B2 = (rng.integers(-6, 7, (16 * steps, 16)) / 2).astype(dt)
+    C0 = rng.integers(-50, 51, (16 * nq, 32)).astype(np.float32)
+    bias = (rng.integers(-20, 21, 32) / 4).astype(np.float32)
+    f64 = np.float64
+    prod = A.astype(f64) @ B.astype(f64) + A2.astype(f64) @ B2.astype(f64)
+    T = f"{t}"
+    body = [
+        "ldarg.b32 r30, steps",
+        "mov.sr r0, sr_lane_id", "mov.sr r1, sr_wave_id", "mov.sr r2, sr_wave_width",
+        "mov.sr r3, sr_workgroup_id_x", "mov.sr r4, sr_num_waves",
+        "mul.i32 r5, r3, r4", "add.i32 r5, r5, r1",  # q
+        "movi.u32 r6, 2816", "mul.i32 r7, r1, r6",  # B tile in local memory
+        "movi.u32 r6, 768", "add.i32 r8, r7, r6",  # A2 tile
+        "add.i32 r9, r8, r6",  # output tile, row stride 80
+        "movi.u32 r6, 11", "shl.b32 r10, r5, r6",
+        "movi.u32 r6, 1", "and.b32 r11, r5, r6", "movi.u32 r6, 6", "shl.b32 r11, r11, r6",
+        "add.i32 r10, r10, r11",  # byte offset of the wave's tile in C0 / out2
+        "movi.u32 r12, 128",
+        "mma.load.c.device.m16n16k16.f32 f2, c0[r10], r12",
+        "movi.u32 r6, 5", "shl.b32 r13, r30, r6",  # A row stride: 32 * steps bytes
+        "movi.u32 r14, 48", "movi.u32 r15, 32", "movi.u32 r16, 0",
+        "loop",
+        "setp.ge.u32 p0, r16, r30", "break p0",
+        "mov.b32 r17, r0",
+        "loop",
+        "movi.u32 r6, 128", "setp.ge.u32 p1, r17, r6", "break p1",
+        "movi.u32 r6, 3", "shr.u32 r18, r17, r6",  # row
+        "movi.u32 r6, 7", "and.b32 r19, r17, r6", "movi.u32 r6, 2", "shl.b32 r19, r19, r6",  # byte in row
+        "movi.u32 r6, 4", "shl.b32 r20, r16, r6", "add.i32 r20, r20, r18",
+        "movi.u32 r6, 5", "shl.b32 r20, r20, r6", "add.i32 r20, r20, r19",
+        "ld.device.b32 r21, b[r20]",
+        "mul.i32 r22, r18, r14", "add.i32 r22, r22, r19",
+        "add.i32 r23, r22, r7", "st.local.b32 [r23], r21",
+        "mul.i32 r20, r18, r13", "movi.u32 r6, 5", "shl.b32 r24, r16, r6",
+        "add.i32 r20, r20, r24", "add.i32 r20, r20, r19",
+        "ld.device.b32 r21, a2[r20]",
+        "add.i32 r23, r22, r8", "st.local.b32 [r23], r21",
+        "add.i32 r17, r17, r2",
+        "endloop",
+        "barrier",  # other lanes' stores before the fragment loads (spec §5.3)
+        "movi.u32 r6, 5", "shl.b32 r24, r16, r6",
+        f"mma.load.a.device.m16n16k16.{T} f0, a[r24], r13",
+        f"mma.load.b.local.m16n16k16.{T} f1, [r7], r14",
+        f"mma.mma.m16n16k16.f32.{T} f2, f0, f1, f2",
+        f"mma.load.a.local.m16n16k16.{T} f3, [r8], r14",
+        "movi.u32 r6, 9", "shl.b32 r25, r16, r6",
+        f"mma.load.b.device.m16n16k16.{T} f4, b2[r25], r15",
+        f"mma.mma.m16n16k16.f32.{T} f2, f3, f4, f2",
+        "barrier",  # the loads before the next trip's stores
+        "movi.u32 r6, 1", "add.i32 r16, r16, r6",
+        "endloop",
+        "ldarg.b32 r26, half",
+        "mma.scale.m16n16k16.f32 f2, f2, r26",
+        "mma.bias.device.m16n16k16.f32 f2, f2, bias[r11]",
+        "movi.u32 r27, 80",
+        "mma.store.local.m16n16k16.f32 [r9], f2, r27",
+        "barrier",
+        "mma.load.c.local.m16n16k16.f32 f6, [r9], r27",
+        "mma.store.device.m16n16k16.f32 out2[r10], f6, r12",
+        # a filled accumulator: out3 = A_last B_last + 0.5 (f0, f1 hold the last step's tiles)
+        "mma.fill.m16n16k16.f32 f5, r26",
+        f"mma.mma.m16n16k16.f32.{T} f5, f0, f1, f5",
+        "movi.u32 r6, 10", "shl.b32 r28, r5, r6", "movi.u32 r29, 64",
+        "mma.store.device.m16n16k16.f32 out3[r28], f5, r29",
+        "mov.b32 r17, r0",
+        "loop",
+        "movi.u32 r6, 256", "setp.ge.u32 p1, r17, r6", "break p1",
+        "movi.u32 r6, 4", "shr.u32 r18, r17, r6",
+        "movi.u32 r6, 15", "and.b32 r19, r17, r6",
+        "mul.i32 r22, r18, r27", "movi.u32 r6, 2", "shl.b32 r19, r19, r6",
+        "add.i32 r22, r22, r19", "add.i32 r22, r22, r9",
+        "ld.local.b32 r21, [r22]",
+        "movi.u32 r6, 8", "shl.b32 r20, r5, r6", "add.i32 r20, r20, r17",
+        "movi.u32 r6, 2", "shl.b32 r20, r20, r6",
+        "st.device.b32 out1[r20], r21",
+        "add.i32 r17, r17, r2",
+        "endloop",
+    ]
+
+    last = (A[:, 16 * (steps - 1):].astype(f64) @ B[16 * (steps - 1):].astype(f64) + 0.5).astype(np.float32)
+
+    def expected(w: int) -> dict[str, np.ndarray]:
+        o1 = out_buffer(nq * 256, 32)
+        o3 = out_buffer(nq * 256, 32)
+        o2 = out_buffer(16 * nq * 32, 32).reshape(16 * nq, 32)
+        for q in range(groups * (64 // w)):
+            h = 16 * (q & 1)
+            d = ((C0[16 * q:16 * q + 16, h:h + 16].astype(f64) + prod) * 0.5 + bias[h:h + 16]).astype(np.float32)
+            o1[256 * q:256 * (q + 1)] = d.reshape(-1).view(np.uint32)
+            o2[16 * q:16 * q + 16, h:h + 16] = d.view(np.uint32)
+            o3[256 * q:256 * (q + 1)] = last.reshape(-1).view(np.uint32)
+        return {"out1": o1, "out2": o2.reshape(-1), "out3": o3}
+
+    u32 = np.uint32
+    return Case(
+        name, "mma_frag",
+        kernel_text(name, [("a", "buffer", "u16", "read"), ("a2", "buffer", "u16", "read"),
+                           ("b", "buffer", "u16", "read"), ("b2", "buffer", "u16", "read"),
+                           ("c0", "buffer", "f32", "read"), ("bias", "buffer", "f32", "read"),
+                           ("out1", "buffer", "u32", "write"), ("out2", "buffer", "u32", "write"),
+                           ("out3", "buffer", "u32", "write"), ("steps", "scalar", "u32", "read"),
+                           ("half", "scalar", "f32", "read")],
+                    body, local_memory=MAXW * 2816),
+        (groups, 1, 1), (64, 1, 1),
+        {"a": A.reshape(-1).view(np.uint16).copy(), "a2": A2.reshape(-1).view(np.uint16).copy(),
+         "b": B.reshape(-1).view(np.uint16).copy(), "b2": B2.reshape(-1).view(np.uint16).copy(),
+         "c0": C0.reshape(-1).copy(), "bias": bias, "out1": out_buffer(nq * 256, 32),
+         "out2": out_buffer(16 * nq * 32, 32), "out3": out_buffer(nq * 256, 32), "steps": u32(steps),
+         "half": np.float32(0.5)},
+        expected,
+        requires=("mma", "wave_ops", t),
+        description=f"m16n16k16 {t} fragments: device and local loads, accumulator in place over a "
+                    "run-time loop, scale, bias, stores",
+    )
+
+
+def _thread_m4n4k4(groups: int = 2, size: int = 48) -> Case:
+    """Thread-scope 4x4 f32 fragments (the reference toolchain's shape) under divergence:
+    odd threads accumulate twice; the order of the fma chain is defined (exact results)."""
+    name = "frag_m4n4k4"
+    rng = rng_for(name)
+    nthr = groups * size
+    data = rng.standard_normal((nthr, 48)).astype(np.float32)
+    scale = np.float32(1.5)
+    F = refsem.F32
+    sb = int(scale.view(np.uint32))
+
+    def chain(a: list[int], b: list[int], c: list[int]) -> list[int]:
+        out = []
+        for i in range(4):
+            for j in range(4):
+                s = c[4 * i + j]
+                for k in range(4):
+                    s = refsem.f_fma(F, a[4 * i + k], b[4 * k + j], s)
+                out.append(s)
+        return out
+
+    o1 = np.zeros((nthr, 16), np.uint32)
+    o2 = np.zeros((nthr, 16), np.uint32)
+    bits = data.view(np.uint32)
+    for g in range(nthr):
+        a, b, c = ([int(v) for v in bits[g, 16 * r:16 * r + 16]] for r in range(3))
+        s = chain(a, b, c)
+        if (g % size) & 1:
+            s = chain(a, b, s)
+        o1[g] = [refsem.f_mul(F, v, sb) for v in s]
+        o2[g] = chain(a, b, [sb] * 16)
+
+    copy_in = [
+        "movi.u32 r6, 0", "loop", "movi.u32 r7, 48", "setp.ge.u32 p0, r6, r7", "break p0",
+        "mul.i32 r8, r3, r7", "add.i32 r8, r8, r6", "movi.u32 r7, 2", "shl.b32 r8, r8, r7",
+        "ld.device.b32 r9, src[r8]", "shl.b32 r10, r6, r7", "add.i32 r10, r10, r5",
+        "st.local.b32 [r10], r9", "movi.u32 r7, 1", "add.i32 r6, r6, r7", "endloop",
+    ]
+
+    def copy_out(buf: str, base: str) -> list[str]:
+        return ["movi.u32 r6, 0", "loop", "movi.u32 r7, 16", "setp.ge.u32 p0, r6, r7", "break p0",
+                "mul.i32 r8, r3, r7", "add.i32 r8, r8, r6", "movi.u32 r7, 2", "shl.b32 r8, r8, r7",
+                "shl.b32 r10, r6, r7", f"add.i32 r10, r10, {base}", "ld.local.b32 r9, [r10]",
+                f"st.device.b32 {buf}[r8], r9", "movi.u32 r7, 1", "add.i32 r6, r6, r7", "endloop"]
+
+    body = [
+        "mov.sr r0, sr_thread_linear_id", "mov.sr r1, sr_workgroup_id_x", "mov.sr r2, sr_workgroup_size_x",
+        "mul.i32 r3, r1, r2", "add.i32 r3, r3, r0",
+        "movi.u32 r4, 192", "mul.i32 r5, r0, r4",
+        *copy_in,
+        "movi.u32 r11, 16",
+        "mma.load.a.local.m4n4k4.f32 f0, [r5], r11",
+        "movi.u32 r7, 64", "add.i32 r12, r5, r7",
+        "mma.load.b.local.m4n4k4.f32 f1, [r12], r11",
+        "add.i32 r13, r12, r7",
+        "mma.load.c.local.m4n4k4.f32 f2, [r13], r11",
+        "mma.mma.m4n4k4.f32.f32 f2, f0, f1, f2",
+        "movi.u32 r7, 1", "and.b32 r14, r0, r7", "setp.eq.u32 p1, r14, r7",
+        "@p1 mma.mma.m4n4k4.f32.f32 f2, f0, f1, f2",
+        "ldarg.b32 r15, scale",
+        "mma.scale.m4n4k4.f32 f2, f2, r15",
+        "mma.store.local.m4n4k4.f32 [r13], f2, r11",
+        *copy_out("out1", "r13"),
+        "mma.fill.m4n4k4.f32 f3, r15",
+        "mma.mma.m4n4k4.f32.f32 f3, f0, f1, f3",
+        "mma.store.local.m4n4k4.f32 [r5], f3, r11",
+        *copy_out("out2", "r5"),
+    ]
+    return Case(
+        name, "mma_frag",
+        kernel_text(name, [("src", "buffer", "u32", "read"), ("out1", "buffer", "u32", "write"),
+                           ("out2", "buffer", "u32", "write"), ("scale", "scalar", "f32", "read")],
+                    body, local_memory=size * 192),
+        (groups, 1, 1), (size, 1, 1),
+        {"src": bits.reshape(-1).copy(), "out1": np.zeros(nthr * 16, np.uint32),
+         "out2": np.zeros(nthr * 16, np.uint32), "scale": scale},
+        {"out1": o1.reshape(-1), "out2": o2.reshape(-1)},
+        requires=("mma",),
+        description="m4n4k4 f32 thread-scope fragments: loads, an fma chain under divergence, scale, fill, stores",
+    )
+
+
+def cases() -> list[Case]:
+    return [_wave_gemm("f16"), _wave_gemm("bf16"), _thread_m4n4k4()]

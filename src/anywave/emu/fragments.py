@@ -1,0 +1,217 @@
+"""MMA fragments in the emulator (docs/spec.md §8.14): the canonical definition.
+
+A fragment slot holds a whole tile per owner: per **wave** for the wave-scope shape
+``m16n16k16`` (array ``[waves, rows*cols]``), per **thread** for the thread-scope shape
+``m4n4k4`` (``[lanes, 16]``). The lane layout a target uses is not observable (no ordinary
+instruction can name a fragment), so the emulator keeps the tile in row-major order and its
+results are the definition: ``mma`` accumulates ``s = c[i][j]; for k: s = fma_f32(a[i][k],
+b[k][j], s)``. A/B elements are kept as their exact f32 values. Every slot starts as +0.0.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from anywave.binary.module import DeviceAddr, Instruction, LocalAddr
+from anywave.emu import floats as fl
+from anywave.emu.alu import Run
+from anywave.emu.memory import check_access
+from anywave.errors import EmulationError
+from anywave.isa.mma import SHAPES, fragment_kinds
+from anywave.isa.types import ScalarType as T
+
+I64 = np.int64
+#: alignment (bytes) of a wave-scope tile's base offset and row stride (the 16-byte rows
+#: vendor matrix loads such as PTX ``ldmatrix`` need)
+WAVE_TILE_ALIGN = 16
+
+
+def _slot(st: Any, f: int, owners: int, elems: int) -> np.ndarray:
+    frags = st.__dict__.setdefault("_fragments", {})
+    a = frags.get(f)
+    if a is None or a.shape != (owners, elems):
+        a = frags[f] = np.zeros((owners, elems), np.float32)
+    return a
+
+
+def _wave_owners(st: Any, ins: Instruction, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(waves executing, their lowest lane) for a wave-scope instruction; every executing wave
+    must execute it with all W lanes of a complete wave (spec §8.14, as §8.13)."""
+    W = st.W
+    m = mask.reshape(-1, W)
+    waves = np.flatnonzero(m.any(axis=1))
+    low = np.argmax(m[waves], axis=1) if waves.size else np.zeros(0, I64)
+    short = ~m[waves].all(axis=1)
+    if short.any():
+        w = int(np.flatnonzero(short)[0])
+        raise EmulationError(
+            f"{st.where()}: {ins.mnemonic} must be executed by all {W} lanes of a complete wave, but the wave "
+            f"of {st.describe_lane(int(waves[w] * W + low[w]))} executes it with {int(m[waves[w]].sum())} of "
+            f"{W} lanes (divergence, a false guard, or a partial wave)")
+    return waves, waves * W + low
+
+
+def _uniform(st: Any, ins: Instruction, reg: int, waves: np.ndarray, lane_ids: np.ndarray, what: str) -> np.ndarray:
+    W = st.W
+    v = st.regs[reg].reshape(-1, W)[waves]
+    ref = st.regs[reg][lane_ids]
+    bad = (v != ref[:, None]).any(axis=1)
+    if bad.any():
+        w = int(np.flatnonzero(bad)[0])
+        raise EmulationError(f"{st.where()}: {ins.mnemonic} {what} r{reg} must be wave-uniform, but the wave of "
+                             f"{st.describe_lane(int(lane_ids[w]))} holds different values in its lanes")
+    return ref
+
+
+def _tile_bytes(st: Any, ins: Instruction, addr: Any, stride: np.ndarray, idx: np.ndarray, rows: int, cols: int,
+                esz: int, wave: bool, store: bool) -> tuple[np.ndarray, np.ndarray, Any]:
+    """(flat byte indices [owners, rows*cols*esz] into the memory array, that array, its race
+    shadow) for a tile at ``addr`` (offset register value per owner ``idx``) with row stride."""
+    base = st.regs[addr.reg][idx].astype(I64) + int(addr.offset)
+    stride = stride.astype(I64)
+    align = WAVE_TILE_ALIGN if wave else esz
+    for what, v in (("tile offset", base), ("row stride", stride)):
+        mis = (v % align) != 0
+        if mis.any():
+            i = int(np.flatnonzero(mis)[0])
+            raise EmulationError(f"{st.where()}: {ins.mnemonic} {what} {int(v[i])} is not a multiple of {align} "
+                                 f"bytes (spec §8.14), by {st.describe_lane(int(idx[i]))}")
+    el = (np.arange(rows, dtype=I64)[:, None] * 0 + np.arange(cols, dtype=I64)[None, :] * esz).reshape(-1)
+    row = np.repeat(np.arange(rows, dtype=I64), cols)
+    off = base[:, None] + row[None, :] * stride[:, None] + el[None, :]
+    who = np.repeat(idx, rows * cols)
+    if isinstance(addr, LocalAddr):
+        check_access(st, ins, "fragment tile", off.reshape(-1), esz, st.local_bytes, who, "local memory", align=esz)
+        flat = st.wgi[idx].astype(I64)[:, None] * st.local_bytes + off
+        mem, shadow = st.local, st.local_shadow
+    else:
+        b = st.launch.buffer(addr.buffer, ins, st)
+        if store and not b.writable:
+            raise EmulationError(f"store to read-only buffer argument {b.name!r} in {st.where()}")
+        check_access(st, ins, f"argument {b.name!r}", off.reshape(-1), esz, b.u8.size, who, "device memory",
+                     align=esz)
+        flat = off
+        mem, shadow = b.u8, b.shadow(st)
+    byt = (flat.reshape(-1)[:, None] + np.arange(esz, dtype=I64)[None, :]).reshape(len(idx), -1)
+    if shadow is not None:
+        thr = np.repeat(st.gthread[idx], byt.shape[1])
+        shadow.access_bytes(st, byt.reshape(-1), thr, "write" if store else "read")
+    return byt, mem, shadow
+
+
+def _owners(st: Any, ins: Instruction, mask: np.ndarray, wave: bool) -> tuple[np.ndarray, np.ndarray]:
+    """(owner rows of the fragment arrays, a representative lane per owner)."""
+    if wave:
+        return _wave_owners(st, ins, mask)
+    idx = np.flatnonzero(mask)
+    return idx, idx
+
+
+def _nowners(st: Any, wave: bool) -> int:
+    return st.N // st.W if wave else st.N
+
+
+def _fload(ins: Instruction) -> Run:
+    d, addr, rs = ins.operands
+    kind = fragment_kinds(ins.defn)[0]
+    wave = kind.shape.scope == "wave"
+    esz = ins.defn.type.nbytes
+    conv = {T.F16: fl.f16_bits_to_f32, T.BF16: fl.bf16_bits_to_f32}.get(ins.defn.type)
+
+    def run(st: Any, mask: np.ndarray, dense: bool) -> None:
+        own, lanes = _owners(st, ins, mask, wave)
+        if own.size == 0:
+            return
+        if wave:
+            _uniform(st, ins, addr.reg, own, lanes, "offset register")
+            stride = _uniform(st, ins, rs, own, lanes, "row stride")
+        else:
+            stride = st.regs[rs][lanes]
+        byt, mem, _ = _tile_bytes(st, ins, addr, stride, lanes, kind.rows, kind.cols, esz, wave, False)
+        raw = mem[byt].reshape(own.size, kind.elems, esz)
+        bits = raw.copy().view(np.uint16 if esz == 2 else np.uint32).reshape(own.size, kind.elems)
+        vals = conv(bits) if conv is not None else bits.view(np.float32)
+        _slot(st, d, _nowners(st, wave), kind.elems)[own] = vals
+    return run
+
+
+def _fstore(ins: Instruction) -> Run:
+    addr, f, rs = ins.operands
+    kind = fragment_kinds(ins.defn)[1]
+    wave = kind.shape.scope == "wave"
+
+    def run(st: Any, mask: np.ndarray, dense: bool) -> None:
+        own, lanes = _owners(st, ins, mask, wave)
+        if own.size == 0:
+            return
+        if wave:
+            _uniform(st, ins, addr.reg, own, lanes, "offset register")
+            stride = _uniform(st, ins, rs, own, lanes, "row stride")
+        else:
+            stride = st.regs[rs][lanes]
+        vals = np.ascontiguousarray(_slot(st, f, _nowners(st, wave), kind.elems)[own])
+        byt, mem, _ = _tile_bytes(st, ins, addr, stride, lanes, kind.rows, kind.cols, 4, wave, True)
+        mem[byt.reshape(-1)] = vals.view(np.uint8).reshape(-1)
+    return run
+
+
+def _fmma(ins: Instruction) -> Run:
+    d, a, b, c = ins.operands
+    ka, kb, kc = fragment_kinds(ins.defn)[1], fragment_kinds(ins.defn)[2], fragment_kinds(ins.defn)[0]
+    shape = kc.shape
+    wave = shape.scope == "wave"
+    m, n, k = shape.m, shape.n, shape.k
+
+    def run(st: Any, mask: np.ndarray, dense: bool) -> None:
+        own, _ = _owners(st, ins, mask, wave)
+        if own.size == 0:
+            return
+        no = _nowners(st, wave)
+        A = _slot(st, a, no, ka.elems)[own].reshape(-1, m, k)
+        B = _slot(st, b, no, kb.elems)[own].reshape(-1, k, n)
+        acc = _slot(st, c, no, kc.elems)[own].reshape(-1, m, n).copy()
+        for kk in range(k):
+            acc = fl.fma_f32(np.broadcast_to(A[:, :, kk, None], acc.shape),
+                             np.broadcast_to(B[:, None, kk, :], acc.shape), acc)
+        _slot(st, d, no, kc.elems)[own] = fl.canon32(acc.reshape(-1)).view(np.float32).reshape(own.size, -1)
+    return run
+
+
+def _felementwise(ins: Instruction) -> Run:
+    op = ins.defn.op
+    kind = fragment_kinds(ins.defn)[0]
+    wave = kind.shape.scope == "wave"
+    d = ins.operands[0]
+
+    def run(st: Any, mask: np.ndarray, dense: bool) -> None:
+        own, lanes = _owners(st, ins, mask, wave)
+        if own.size == 0:
+            return
+        no = _nowners(st, wave)
+        if op == "ffill":
+            r = ins.operands[1]
+            v = _uniform(st, ins, r, own, lanes, "value") if wave else st.regs[r][lanes]
+            _slot(st, d, no, kind.elems)[own] = np.repeat(v.view(np.float32)[:, None], kind.elems, axis=1)
+            return
+        src = _slot(st, ins.operands[1], no, kind.elems)[own]
+        if op == "fscale":
+            r = ins.operands[2]
+            v = _uniform(st, ins, r, own, lanes, "scale") if wave else st.regs[r][lanes]
+            out = src * v.view(np.float32)[:, None]
+        else:  # fbias: d[i][j] = a[i][j] + bias[j]
+            addr: DeviceAddr = ins.operands[2]
+            _uniform(st, ins, addr.reg, own, lanes, "offset register")
+            one = np.zeros(lanes.size, I64)
+            byt, mem, _ = _tile_bytes(st, ins, addr, one, lanes, 1, kind.cols, 4, True, False)
+            bias = mem[byt].copy().view(np.float32).reshape(lanes.size, kind.cols)
+            out = (src.reshape(-1, kind.rows, kind.cols) + bias[:, None, :]).reshape(own.size, -1)
+        res = fl.canon32(out.reshape(-1).astype(np.float32)).view(np.float32)
+        _slot(st, d, no, kind.elems)[own] = res.reshape(own.size, -1)
+    return run
+
+
+FRAGMENT_OPS = {"fload": _fload, "fstore": _fstore, "fmma": _fmma, "ffill": _felementwise,
+                "fscale": _felementwise, "fbias": _felementwise}
+assert set(SHAPES) == {"m16n16k16", "m4n4k4"}

@@ -1,0 +1,112 @@
+"""Fragment kinds of the MMA instructions (docs/spec.md §8.13–§8.14).
+
+A *fragment* is an opaque matrix value held in a thread's **fragment file** ``f0``..``f31``
+(separate from the registers and predicates, like predicates are separate from registers).
+Every fragment slot of a kernel has one static :class:`FragKind` (shape, role, element type):
+the verifier checks that every instruction naming the slot agrees, so a target can give the
+slot native registers of the right size and type, and no ordinary instruction can name a
+fragment, so the lane layout inside it is never observable.
+
+Shapes:
+
+* ``m16n16k16`` — **wave scope**: one 16x16 tile per wave, distributed over the wave's lanes in
+  a target-defined layout. A/B elements are f16 or bf16, C/D f32. Per lane a target needs
+  ``256 * element_bytes / (4 * W)`` 32-bit registers for it (f32 accumulator: 8 at W = 32, 32
+  at W = 8; a bf16 A or B fragment: 4 at W = 32); these live outside the kernel's
+  ``.registers`` count, so the count stays static and independent of W.
+* ``m4n4k4`` — **thread scope** (the reference toolchain's shape): each thread holds its own
+  4x4 f32 A, B and C/D tiles (16 values each).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from anywave.isa.types import ScalarType
+
+T = ScalarType
+
+#: fragment slots per thread (f0..f31)
+MAX_FRAGMENTS = 32
+
+#: values of the MMA query special registers on every target (spec §3.3)
+MMA_SREG_VALUES = {"MMA_SUPPORTED": 1, "MMA_M": 4, "MMA_N": 4, "MMA_K": 4}
+
+
+@dataclass(frozen=True)
+class Shape:
+    """An MMA shape: D (m x n) = A (m x k) · B (k x n) + C (m x n)."""
+
+    name: str
+    m: int
+    n: int
+    k: int
+    scope: str  # "wave" or "thread"
+
+    def dims(self, role: str) -> tuple[int, int]:
+        """(rows, cols) of a fragment of this role."""
+        return {"a": (self.m, self.k), "b": (self.k, self.n), "c": (self.m, self.n)}[role]
+
+
+SHAPES: dict[str, Shape] = {
+    "m16n16k16": Shape("m16n16k16", 16, 16, 16, "wave"),
+    "m4n4k4": Shape("m4n4k4", 4, 4, 4, "thread"),
+}
+
+#: A/B element types per shape (C/D are always f32)
+INPUT_TYPES: dict[str, tuple[ScalarType, ...]] = {"m16n16k16": (T.F16, T.BF16), "m4n4k4": (T.F32,)}
+
+
+@dataclass(frozen=True)
+class FragKind:
+    """The static type of a fragment slot."""
+
+    shape: Shape
+    role: str  # "a", "b" or "c" (C and D share a kind: the accumulator)
+    elem: ScalarType
+
+    @property
+    def rows(self) -> int:
+        return self.shape.dims(self.role)[0]
+
+    @property
+    def cols(self) -> int:
+        return self.shape.dims(self.role)[1]
+
+    @property
+    def elems(self) -> int:
+        return self.rows * self.cols
+
+    @property
+    def spelling(self) -> str:
+        name = {"a": "A", "b": "B", "c": "accumulator"}[self.role]
+        return f"{self.shape.name} {name} of {self.elem.spelling}"
+
+    def lane_registers(self, W: int) -> int:
+        """32-bit registers per lane a target needs for it (wave scope: spread over W lanes)."""
+        nbytes = self.elems * self.elem.nbytes
+        return -(-nbytes // (4 * W)) if self.shape.scope == "wave" else -(-nbytes // 4)
+
+
+def fragment_kinds(defn) -> tuple[FragKind | None, ...]:  # noqa: ANN001 - an InstrDef
+    """Per operand of an MMA fragment instruction, the fragment kind it names (None for
+    operands that are not fragments). Driven by the record's ``op`` and ``variant``."""
+
+    op = defn.op
+    parts = defn.variant.split(".")
+    shape = SHAPES[parts[-1]] if parts and parts[-1] in SHAPES else None
+    if shape is None:
+        return tuple(None for _ in defn.operands)
+    acc = FragKind(shape, "c", T.F32)
+    if op == "fload":
+        role = parts[0]
+        kinds: list[FragKind | None] = [FragKind(shape, role, defn.type) if role != "c" else acc]
+    elif op == "fmma":
+        kinds = [acc, FragKind(shape, "a", defn.src_type), FragKind(shape, "b", defn.src_type), acc]
+    elif op == "fstore":
+        kinds = [None, acc]
+    else:  # ffill, fscale, fbias: accumulator element-wise operations
+        kinds = [acc, acc]
+    kinds += [None] * (len(defn.operands) - len(kinds))
+    return tuple(k if o.spelling in ("fd", "fs") else None
+                 for k, o in zip(kinds, defn.operands, strict=True))

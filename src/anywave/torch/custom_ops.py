@@ -1,0 +1,270 @@
+"""A user's ``@aw.kernel`` as a PyTorch operator: :func:`custom_op` (issue 12).
+
+    import anywave as aw, torch
+    from anywave.torch import custom_op
+
+    @aw.kernel
+    def scale_add(x: aw.In[aw.f32], y: aw.In[aw.f32], out: aw.Out[aw.f32], a: aw.f32, n: aw.i32):
+        i = aw.global_id(0)
+        if i < n:
+            out[i] = a * x[i] + y[i]
+
+    op = custom_op("mylib::scale_add", scale_add,
+                   out_shape=lambda x, **_: x.shape,        # shape of `out` from the inputs
+                   scalars={"n": lambda x, **_: x.numel()})  # derived, not an op input
+    z = op(x, y, 2.0)            # == torch.ops.mylib.scale_add(x, y, 2.0)
+
+What it builds, on ``torch.library`` (PyTorch's own custom-op API):
+
+* the schema from the kernel's ABI: op inputs are the kernel's ``In``/``Buffer`` parameters
+  (``Tensor``; ``Buffer`` ones are declared mutated, ``Tensor(a!)``), its scalar parameters
+  (``int``/``float``) and its compile-time constants without a fixed value (``bool``/``int``/
+  ``float``/``str``, defaults kept), in the kernel's order, except those given by ``scalars=``,
+  ``constants=`` or ``buffers=``; the outputs are its ``Out`` parameters (``Tensor`` each);
+* the real implementation: outputs allocated with ``out_shape`` and the ABI's dtype on the
+  inputs' device, non-contiguous inputs made contiguous, then the kernel launched on the
+  tensors' memory (zero-copy): CUDA tensors on the ``cuda`` target of their device, on
+  PyTorch's current stream (asynchronous, like any PyTorch kernel); CPU tensors on the CPU
+  target chosen with :func:`anywave.torch.ops.set_cpu_target` (default: the emulator, W = 32),
+  or ``cpu_target=``/``wave_width=`` given here;
+* a fake (meta) implementation from the same shape rule and ABI dtypes, so it traces under
+  ``torch.compile(fullgraph=True)`` without graph breaks and passes ``torch.library.opcheck``;
+* autograd when ``backward=`` is given (``torch.library.register_autograd`` semantics: a
+  Python function of ``(ctx, *grads)``, usually calling other anywave ops, with an optional
+  ``setup_context(ctx, inputs, output)``).
+
+Rules (``out_shape``, ``grid``, ``scalars``, ``buffers``, ``validate``) are called with every
+op input by keyword (tensors and numbers), so write them as ``lambda x, **_: ...``; ``grid``
+and ``buffers`` also see the outputs.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import torch
+
+from anywave.errors import WaveError
+
+__all__ = ["CustomOpError", "custom_op"]
+
+
+class CustomOpError(WaveError, ValueError):
+    """``custom_op`` cannot build an operator from the kernel as asked (the message says
+    which parameter and why), or an input does not fit the op."""
+
+
+_TORCH_DTYPES = {"f32": torch.float32, "f64": torch.float64, "f16": torch.float16, "bf16": torch.bfloat16,
+                 "i8": torch.int8, "i16": torch.int16, "i32": torch.int32, "i64": torch.int64, "u8": torch.uint8,
+                 "u16": torch.uint16, "u32": torch.uint32, "u64": torch.uint64}
+
+
+def _schema_type(v: Any) -> str:
+    if isinstance(v, bool):
+        return "bool"
+    if isinstance(v, int):
+        return "int"
+    if isinstance(v, float):
+        return "float"
+    if isinstance(v, str):
+        return "str"
+    raise CustomOpError(f"a compile-time constant default {v!r} has no torch schema type (bool, int, float, str)")
+
+
+def _default_text(v: Any) -> str:
+    if isinstance(v, bool):
+        return "True" if v else "False"
+    if isinstance(v, str):
+        return repr(v).replace("'", '"')
+    return repr(v)
+
+
+def custom_op(name: str, kernel: Any, *, out_shape: Callable[..., Any] | Mapping[str, Callable[..., Any]] | None = None,
+              scalars: Mapping[str, Callable[..., Any]] | None = None, constants: Mapping[str, Any] | None = None,
+              buffers: Mapping[str, Callable[..., Any]] | None = None, grid: Callable[..., Any] | None = None,
+              workgroup: int | Sequence[int] = 64, validate: Callable[..., None] | None = None,
+              backward: Callable[..., Any] | None = None, setup_context: Callable[..., None] | None = None,
+              cpu_target: str | None = None, wave_width: int | None = None,
+              arg_names: Mapping[str, str] | None = None) -> Any:
+    """Register ``kernel`` (an ``@aw.kernel``) as the PyTorch op ``name`` (``"namespace::op"``)
+    and return it (a ``torch.library.CustomOpDef``: callable, and reachable as
+    ``torch.ops.namespace.op``). See the module docstring for the schema and the semantics.
+
+    Args:
+        out_shape: shape rule of the outputs: a callable (one output) or a mapping output
+            name → callable, called with the op inputs by keyword; returns a shape.
+        scalars: kernel scalars derived from the inputs (name → rule), not op inputs.
+        constants: fixed values of compile-time constants (not op inputs).
+        buffers: kernel buffers derived from inputs and outputs (name → rule returning a
+            tensor on the same device), not op inputs (a never-read dummy, a workspace).
+        grid: launch grid rule (inputs and outputs by keyword) → int or tuple; default one
+            thread per element of the first output (or first input):
+            ``ceil(numel / threads per workgroup)``.
+        workgroup: threads per workgroup (int or tuple; default 64, a multiple of every W).
+        validate: called with the inputs before each launch (and on fake tensors when
+            tracing, so it must read only metadata: shape, dtype, device — never
+            ``data_ptr()`` or values); raise a clear error there for inputs the kernel cannot take.
+        backward, setup_context: autograd formula, as ``torch.library.register_autograd``.
+        cpu_target, wave_width: where CPU tensors run (default: the choice of
+            :func:`anywave.torch.ops.set_cpu_target`).
+        arg_names: op input names for kernel parameters (kernel name → op name) where they
+            should differ; rules and ``validate`` see the op names.
+
+    Raises:
+        CustomOpError: a parameter that cannot become part of a schema, a rule for a name
+            the kernel does not have, or no shape rule for an output.
+    """
+    scalars, constants, buffers = dict(scalars or {}), dict(constants or {}), dict(buffers or {})
+    rename = dict(arg_names or {})
+    params = kernel.params
+    pnames = {p.name for p in params}
+    for what, names in (("scalars", scalars), ("constants", constants), ("buffers", buffers),
+                        ("arg_names", rename)):
+        unknown = [n for n in names if n not in pnames]
+        if unknown:
+            raise CustomOpError(f"custom_op {name!r}: {what}= names {unknown}, which kernel {kernel.name!r} does not "
+                                f"have; its parameters: {kernel.signature()}")
+    outs = [p for p in params if p.kind == "buffer" and p.ann.access == 2 and p.name not in buffers]
+    if isinstance(out_shape, Mapping):
+        shape_rules = dict(out_shape)
+    elif out_shape is not None:
+        if len(outs) != 1:
+            raise CustomOpError(f"custom_op {name!r}: kernel {kernel.name!r} has {len(outs)} outputs "
+                                f"{[p.name for p in outs]}; give out_shape as a mapping name -> rule")
+        shape_rules = {outs[0].name: out_shape}
+    else:
+        shape_rules = {}
+    missing = [p.name for p in outs if p.name not in shape_rules]
+    if missing:
+        raise CustomOpError(f"custom_op {name!r}: no out_shape rule for the outputs {missing} of kernel "
+                            f"{kernel.name!r} (out_shape=lambda x, **_: x.shape, say)")
+    inputs: list[Any] = []
+    schema_args: list[str] = []
+    mutated: list[str] = []
+    for p in params:
+        if p.name in scalars or p.name in constants or p.name in buffers or any(p is o for o in outs):
+            continue
+        on = rename.get(p.name, p.name)
+        if p.kind == "buffer":
+            if p.ann.access & 2:
+                schema_args.append(f"Tensor(a{len(mutated)}!) {on}")
+                mutated.append(on)
+            else:
+                schema_args.append(f"Tensor {on}")
+        elif p.kind == "scalar":
+            schema_args.append(f"{'int' if p.ann.is_int else 'float'} {on}")
+        else:
+            if p.default is inspect.Parameter.empty:
+                py = getattr(p.ann, "py", None)
+                tname = {bool: "bool", int: "int", float: "float", str: "str"}.get(py)
+                if tname is None:
+                    raise CustomOpError(f"custom_op {name!r}: give constant {p.name!r} of kernel {kernel.name!r} a "
+                                        "default or a value in constants= (its type has no torch schema type)")
+                schema_args.append(f"{tname} {on}")
+            else:
+                schema_args.append(f"{_schema_type(p.default)} {on}={_default_text(p.default)}")
+        inputs.append(p)
+    ret = "()" if not outs else ("Tensor" if len(outs) == 1 else "(" + ", ".join("Tensor" for _ in outs) + ")")
+    schema = f"({', '.join(schema_args)}) -> {ret}"
+    in_names = [rename.get(p.name, p.name) for p in inputs]
+    out_dtypes = {p.name: _TORCH_DTYPES[p.ann.elem.name] for p in outs}
+    wg = (int(workgroup),) if isinstance(workgroup, int) else tuple(int(x) for x in workgroup)
+    threads = 1
+    for x in wg:
+        threads *= x
+    defaults = {rename.get(p.name, p.name): p.default for p in inputs
+                if p.kind == "const" and p.default is not inspect.Parameter.empty}
+
+    def named(args: Sequence[Any]) -> dict[str, Any]:
+        d = dict(defaults)
+        d.update(zip(in_names, args, strict=False))
+        return d
+
+    def device_of(kw: Mapping[str, Any]) -> torch.device:
+        devs = {n: v.device for n, v in kw.items() if isinstance(v, torch.Tensor)}
+        if not devs:
+            return torch.device("cpu")
+        first = next(iter(devs.values()))
+        if any(d != first for d in devs.values()):
+            where = ", ".join(f"{n} on {d}" for n, d in devs.items())
+            raise CustomOpError(f"{name}: all tensors must be on one device; got {where}")
+        return first
+
+    def alloc(kw: Mapping[str, Any], dev: torch.device) -> dict[str, torch.Tensor]:
+        return {p.name: torch.empty(tuple(shape_rules[p.name](**kw)), dtype=out_dtypes[p.name], device=dev)
+                for p in outs}
+
+    def impl(*args: Any) -> Any:
+        kw = named(args)
+        if validate is not None:
+            validate(**kw)
+        dev = device_of(kw)
+        if dev.type not in ("cpu", "cuda"):
+            raise CustomOpError(f"{name}: runs on CPU or CUDA tensors, got device {dev}")
+        for n in in_names:
+            v = kw[n]
+            # the kernels index row-major memory, and device buffers must be 16-byte aligned (spec §4.2)
+            if isinstance(v, torch.Tensor) and (not v.is_contiguous() or (v.is_cuda and v.data_ptr() % 16)):
+                if n in mutated:
+                    raise CustomOpError(f"{name}: {n} is updated in place and must be contiguous (and 16-byte "
+                                        "aligned on CUDA)")
+                kw[n] = v.contiguous() if not v.is_contiguous() else v.clone()
+        out = alloc(kw, dev)
+        full = dict(kw)
+        full.update(out)
+        for n, rule in buffers.items():
+            full[n] = rule(**full)
+        for n, rule in scalars.items():
+            full[n] = rule(**full)
+        full.update(constants)
+        first = next((full[p.name] for p in outs), None)
+        if first is None:
+            first = next((v for v in full.values() if isinstance(v, torch.Tensor)), None)
+        if grid is not None:
+            g = grid(**full)
+        else:
+            g = (first.numel() + threads - 1) // threads if first is not None else 1
+        gt = (int(g),) if isinstance(g, int) else tuple(int(x) for x in g)
+        if all(x > 0 for x in gt):
+            if dev.type == "cuda":
+                target, W = f"cuda:{dev.index if dev.index is not None else torch.cuda.current_device()}", None
+            else:
+                target, W = _cpu_choice(cpu_target, wave_width)
+            # every parameter positionally, constants included: the launch plan cache applies
+            kernel(*[full[rename.get(p.name, p.name)] for p in params], grid=gt, workgroup=wg, target=target,
+                   wave_width=W)
+        res = [out[p.name] for p in outs]
+        if not res:
+            return None
+        return res[0] if len(res) == 1 else tuple(res)
+
+    op = torch.library.custom_op(name, impl, mutates_args=tuple(mutated), schema=schema)
+
+    def fake(*args: Any) -> Any:
+        kw = named(args)
+        if validate is not None:
+            validate(**kw)
+        dev = device_of(kw)
+        res = [torch.empty(tuple(shape_rules[p.name](**kw)), dtype=out_dtypes[p.name], device=dev) for p in outs]
+        if not res:
+            return None
+        return res[0] if len(res) == 1 else tuple(res)
+
+    op.register_fake(fake)
+    if backward is not None:
+        op.register_autograd(backward, setup_context=setup_context)
+    op.kernel = kernel  # type: ignore[attr-defined]
+    op.schema = schema  # type: ignore[attr-defined]
+    return op
+
+
+def _cpu_choice(cpu_target: str | None, wave_width: int | None) -> tuple[str, int | None]:
+    if cpu_target is not None:
+        return cpu_target, wave_width
+    from anywave.torch import ops
+
+    name, opts = ops._CPU_CHOICE
+    w = dict(opts).get("wave_width")
+    return name, wave_width if wave_width is not None else w

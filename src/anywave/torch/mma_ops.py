@@ -1,0 +1,83 @@
+"""``torch.ops.anywave.gemm_mma``: the bf16/f16 fragment GEMM (:mod:`anywave.kernels.gemm_mma`)
+as a PyTorch operator.
+
+``gemm_mma(a, b, bias=None, gelu=False) -> Tensor``: ``a`` (M, K) and ``b`` (K, N) both bf16 or
+both f16, ``bias`` (N,) f32 or None; returns ``a @ b (+ bias) (GELU, tanh form)`` as float32
+(M, N). Accuracy: class ``bounded`` (docs/spec.md §8.13, per 16-deep step). CUDA tensors run on
+the ``cuda`` target on PyTorch's current stream (tensor cores through ``mma.sync``); CPU tensors
+on the CPU target of :func:`anywave.torch.ops.set_cpu_target`. Shapes that are not multiples of
+the tile are padded with zeros (a copy). Raises :class:`~anywave.torch.ops.OpDtypeError` /
+:class:`~anywave.torch.ops.OpInputError`.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from anywave.kernels.gemm_mma import gemm_pipe_kernel, gemm_smem_kernel
+from anywave.torch import ops as O
+
+#: tiling of the CUDA launches: 8 waves of 32 lanes, 128 x 128 per workgroup, K steps of 32
+TILE = {"TM": 4, "TN": 2, "WM": 2, "WN": 4, "BK": 32}
+
+
+def _check(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None) -> tuple[int, int, int]:
+    for name, t in (("a", a), ("b", b)):
+        if not isinstance(t, torch.Tensor) or t.dtype not in (torch.bfloat16, torch.float16):
+            got = t.dtype if isinstance(t, torch.Tensor) else type(t).__name__
+            raise O.OpDtypeError(f"anywave.gemm_mma: {name} has dtype {got}; supported: torch.bfloat16, torch.float16")
+        if t.dim() != 2:
+            raise O.OpInputError(f"anywave.gemm_mma: {name} must be 2-D, got shape {tuple(t.shape)}")
+    if a.dtype != b.dtype:
+        raise O.OpDtypeError(f"anywave.gemm_mma: a is {a.dtype} but b is {b.dtype}; they must match")
+    if a.shape[1] != b.shape[0]:
+        raise O.OpInputError(f"anywave.gemm_mma: a is {tuple(a.shape)} but b is {tuple(b.shape)}; the inner sizes "
+                             "must match")
+    n = int(b.shape[1])
+    if bias is not None:
+        if bias.dtype != torch.float32 or tuple(bias.shape) != (n,):
+            raise O.OpInputError(f"anywave.gemm_mma: bias must be float32 of shape ({n},), got {bias.dtype} "
+                                 f"{tuple(bias.shape)}")
+    return int(a.shape[0]), n, int(a.shape[1])
+
+
+@torch.library.custom_op("anywave::gemm_mma", mutates_args=())
+def gemm_mma(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = None, gelu: bool = False) -> torch.Tensor:
+    """``a @ b (+ bias) (GELU)`` on MMA fragments; float32 (M, N). See the module docstring."""
+    m, n, k = _check(a, b, bias)
+    dev = O._same_device("gemm_mma", a=a, b=b) if bias is None else O._same_device("gemm_mma", a=a, b=b, bias=bias)
+    p = TILE
+    bm, bn, bk = 16 * p["TM"] * p["WM"], 16 * p["TN"] * p["WN"], p["BK"]
+    mp, np_, kp = -(-m // bm) * bm, -(-n // bn) * bn, -(-k // bk) * bk
+    ap = F.pad(a, (0, kp - k, 0, mp - m)) if (mp, kp) != (m, k) else a.contiguous()
+    bp = F.pad(b, (0, np_ - n, 0, kp - k)) if (kp, np_) != (k, n) else b.contiguous()
+    bv = torch.zeros(np_, dtype=torch.float32, device=dev)
+    if bias is not None:
+        bv[:n] = bias
+    out = torch.empty((mp, np_), dtype=torch.float32, device=dev)
+    waves = p["WM"] * p["WN"]
+    flags = {"use_bias": bias is not None, "gelu": bool(gelu), "f16": a.dtype == torch.float16}
+    grid = (np_ // bn, mp // bm, 1)
+    if dev.type == "cuda":  # the register-prefetch kernel (W = 32: 256 threads, 128 x 128 x 32 tiles)
+        args = {"a": ap.view(torch.int64), "b": bp.view(torch.int64), "bias": bv, "c": out, "m": mp, "n": np_,
+                "k": kp}
+        index = dev.index if dev.index is not None else torch.cuda.current_device()
+        tgt = O._cuda_target(index)
+        tgt.launch(gemm_pipe_kernel.compile(**flags), gemm_pipe_kernel.name, grid, (waves * 32, 1, 1), args,
+                   stream=torch.cuda.current_stream(dev).cuda_stream, sync=False)
+    else:
+        args = {"a": ap.view(torch.int32), "b": bp.view(torch.int32), "bias": bv, "c": out, "m": mp, "n": np_,
+                "k": kp}
+        module = gemm_smem_kernel.compile(**p, **flags)
+        tgt = O.current_cpu_target()
+        w = int(tgt.info.wave_width)
+        host = {key: (v.numpy() if isinstance(v, torch.Tensor) else v) for key, v in args.items()}
+        tgt.launch(module, gemm_smem_kernel.name, grid, (waves * w, 1, 1), host)
+    return out[:m, :n].contiguous() if (mp, np_) != (m, n) else out
+
+
+@gemm_mma.register_fake
+def _(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = None, gelu: bool = False) -> torch.Tensor:
+    m, n, _k = _check(a, b, bias)
+    return a.new_empty((m, n), dtype=torch.float32)
