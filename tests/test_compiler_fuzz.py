@@ -10,7 +10,8 @@ The generator writes kernel *source text*; the same text runs twice:
 
 Reference semantics: i32/u32 wrap (masking); ``//`` and ``%`` floor like Python, and on a
 zero divisor give the documented ``div``/``rem`` results (quotient -1 / all ones, remainder =
-dividend) with no floor correction on top (docs/decisions.md, "Kernel language"); shift counts are unsigned 32-bit, counts >= 32 give 0
+dividend) with no floor correction on top (docs/decisions.md, "Kernel language"); shift
+counts are unsigned 32-bit, counts >= 32 give 0
 (or -1 for ``>>`` of a negative i32); f32 arithmetic on ``numpy.float32`` scalars (correctly
 rounded); ``min``/``max`` are IEEE minimumNumber/maximumNumber (NaN ignored, -0 < +0);
 f32 → int truncates, saturates, NaN → 0. Floats compare bit for bit except that any two NaNs

@@ -267,6 +267,19 @@ class KernelFunction:
             self._memo[key] = (fp, digest, m)
         return m
 
+    def _plans_valid(self) -> bool:
+        """True when the launch plans' modules are still current: every name the compiled code
+        read holds the identical value (and the kernel is cacheable at all); otherwise the
+        plans are dropped and the launch takes the full path, which recompiles as needed."""
+        if self._warned_unkeyable:
+            self._calls.clear()
+            return False
+        for fp, _, _ in self._memo.values():
+            if not fp.still_valid():
+                self._calls.clear()
+                return False
+        return True
+
     def _expected_abi(self) -> list[tuple[Any, ...]]:
         out: list[tuple[Any, ...]] = []
         for p in self.params:
@@ -382,7 +395,7 @@ class KernelFunction:
                 plan = self._calls.get(key)
             except TypeError:  # an unhashable grid or constant: no plan
                 key = plan = None
-            if plan is not None:
+            if plan is not None and self._plans_valid():
                 r = plan(args)
                 if r is not _MISS:
                     return r
