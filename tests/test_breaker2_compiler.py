@@ -57,8 +57,6 @@ def test_too_much_local_memory_on_emulator_is_a_wave_error() -> None:
     assert "=)" not in str(ei.value)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: the caret of 'integer literal ... does not fit in i32' points at "
-                   "the store target x[0] (col 5), not at the literal")
 def test_overflowing_literal_caret_points_at_the_literal() -> None:
     with pytest.raises(aw.CompileError) as ei:
         _big_literal.compile()

@@ -347,3 +347,49 @@ def test_run_help_is_plain_text(capsys):
     out = capsys.readouterr().out
     assert "anywave run" in out and "--grid" in out and "zeros:N:TYPE" in out
     assert "``" not in out and ":func:" not in out
+
+
+# --- issue 11 item 23: output paths and empty inputs
+
+@needs_asm
+def test_asm_into_a_missing_directory_names_the_users_path(tmp_path, capsys):
+    src = tmp_path / "saxpy.wave"
+    src.write_text(SAXPY_WAVE)
+    out = tmp_path / "nonexistent" / "dir" / "x.wbin"
+    assert cli.main(["asm", str(src), "-o", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert str(out) in err and "does not exist" in err and ".tmp" not in err and "Traceback" not in err
+
+
+@needs_asm
+@pytest.mark.parametrize("text", ["", "; only a comment\n", "\n\n"])
+def test_asm_of_an_empty_file_is_an_error(tmp_path, capsys, text):
+    src = tmp_path / "empty.wave"
+    src.write_text(text)
+    assert cli.main(["asm", str(src)]) == 2
+    err = capsys.readouterr().err
+    assert "no kernel" in err and str(src) in err
+    assert not src.with_suffix(".wbin").exists()
+
+
+def test_run_out_writes_exactly_the_given_path(add1, tmp_path):
+    src, x = add1
+    out = tmp_path / "adir"  # no .npy suffix: written as given, not as adir.npy
+    assert cli.main(["run", str(src), "--grid", "1", "--workgroup", "16", "--arg", f"x={tmp_path / 'x.npy'}",
+                     "--arg", "y=zeros:10:f32", "--arg", "n=10", "--out", f"y={out}"]) == 0
+    assert out.is_file() and not (tmp_path / "adir.npy").exists()
+    np.testing.assert_array_equal(np.load(out), x + np.float32(1.0))
+
+
+@pytest.mark.parametrize("where", ["directory", "missing_parent"])
+def test_run_out_refuses_unwritable_paths_before_running(add1, tmp_path, capsys, where):
+    src, _ = add1
+    if where == "directory":
+        out = tmp_path / "outdir"
+        out.mkdir()
+    else:
+        out = tmp_path / "no" / "such" / "y.npy"
+    assert cli.main(["run", str(src), "--grid", "1", "--workgroup", "16", "--arg", f"x={tmp_path / 'x.npy'}",
+                     "--arg", "y=zeros:10:f32", "--arg", "n=10", "--out", f"y={out}"]) == 1
+    err = capsys.readouterr().err
+    assert str(out) in err and "Traceback" not in err

@@ -167,7 +167,7 @@ CASES = [
     (e_float_literal, "x[i] * 2.5", ("2.5", "i32")),
     (e_range_float, "range(x[0])", ("integers", "f32")),
     (e_return_value, "return x[0]", ("cannot return a value",), "x[0]"),
-    (e_literal_range, "x[0] + 5000000000", ("5000000000", "u32")),
+    (e_literal_range, "x[0] + 5000000000", ("5000000000", "u32"), "5000000000"),
     (e_bad_call, "print(x[0])", ("print()",)),
     (e_atomic_in, "aw.atomic_add(x, 0, 1)", ("read-write",), "x, 0"),
     (e_walrus, "k := x[0]", ("assignment expression",)),

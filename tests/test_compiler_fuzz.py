@@ -9,8 +9,9 @@ The generator writes kernel *source text*; the same text runs twice:
   frontend's module docstring) — it uses nothing from the compiler.
 
 Reference semantics: i32/u32 wrap (masking); ``//`` and ``%`` floor like Python, and on a
-zero divisor follow the documented ``div``/``rem`` (quotient -1 / all ones, remainder =
-dividend) plus the floor correction; shift counts are unsigned 32-bit, counts >= 32 give 0
+zero divisor give the documented ``div``/``rem`` results (quotient -1 / all ones, remainder =
+dividend) with no floor correction on top (docs/decisions.md, "Kernel language"); shift
+counts are unsigned 32-bit, counts >= 32 give 0
 (or -1 for ``>>`` of a negative i32); f32 arithmetic on ``numpy.float32`` scalars (correctly
 rounded); ``min``/``max`` are IEEE minimumNumber/maximumNumber (NaN ignored, -0 < +0);
 f32 → int truncates, saturates, NaN → 0. Floats compare bit for bit except that any two NaNs
@@ -102,7 +103,7 @@ class _Int:
             q = abs(a) // abs(b) * (1 if (a < 0) == (b < 0) else -1)
             q = _wrap_i32(q) if self.signed else q
             r = a - q * b if not (self.signed and a == -(1 << 31) and b == -1) else 0
-        if self.signed and r != 0 and (r < 0) != (b < 0):  # floor correction ((r ^ b) < 0)
+        if self.signed and b != 0 and r != 0 and (r < 0) != (b < 0):  # floor correction ((r ^ b) < 0)
             q, r = q - 1, r + b
         return q, r
 

@@ -3,6 +3,7 @@ the bundled reference-dialect example programs."""
 
 from __future__ import annotations
 
+from fractions import Fraction
 from importlib.resources import files
 
 import pytest
@@ -172,3 +173,77 @@ def test_reference_diagnostics() -> None:
         assemble(".kernel k\n.arg s scalar u32\n.dialect reference\n.end\n")
     with pytest.raises(AsmError, match="labels are only allowed"):
         assemble(".func f\nhere:\n    ret\n.end\n")
+
+
+# --- issue 11 item 8: bf16 (and f16) arithmetic mnemonics of the reference toolchain
+
+_VECTOR_ADD_16 = """
+; c[i] = a[i] OP b[i] on 16-bit floats; a at byte offset r1, b at r2, c at r3, n in r13
+.kernel vadd16
+.registers 16
+    mov_sr r0, sr_thread_id_x
+    ucmp_lt p0, r0, r13
+    if p0
+    mov_imm r5, 2
+    imul r6, r0, r5
+    iadd r7, r1, r6
+    device_load_u16 r8, r7
+    iadd r9, r2, r6
+    device_load_u16 r10, r9
+    {op} r11, r8, r10
+    iadd r12, r3, r6
+    device_store_u16 r12, r11
+    endif
+    halt
+.end
+"""
+
+
+@pytest.mark.parametrize("op,dtype", [("badd", "bf16"), ("bsub", "bf16"), ("bmul", "bf16"), ("hadd", "f16")])
+@pytest.mark.parametrize("W", [8, 16, 32, 64])
+def test_reference_16bit_float_arithmetic_runs_like_numpy(op: str, dtype: str, W: int) -> None:
+    """A vector_add_bf16-style reference kernel assembles (badd was 'unknown mnemonic') and
+    matches NumPy/ml_dtypes: each result is the exact operation (Fraction) rounded once to
+    the 16-bit type, ties to even."""
+    import ml_dtypes
+    import numpy as np
+
+    from anywave.emu.machine import emulate_flat
+
+    ft = ml_dtypes.bfloat16 if dtype == "bf16" else np.float16
+    rng = np.random.default_rng(11)
+    n = 40
+    a = (rng.standard_normal(n) * 100).astype(ft)
+    b = (rng.standard_normal(n) * 100).astype(ft)
+    want = np.array([_round16(_exact(op, float(x), float(y)), ft) for x, y in zip(a, b, strict=True)], np.uint16)
+    mem = np.zeros(3 * 2 * n, np.uint8)
+    mem[: 2 * n] = a.view(np.uint8)
+    mem[2 * n: 4 * n] = b.view(np.uint8)
+    m = assemble(_VECTOR_ADD_16.format(op=op), "vadd16.wave")
+    emulate_flat(m, "vadd16", mem, {1: 0, 2: 2 * n, 3: 4 * n, 13: n}, grid=1, workgroup=64, wave_width=W)
+    got = mem[4 * n:].view(ft)
+    assert got.view(np.uint16).tolist() == want.tolist()
+
+
+def test_bf16_aliases_map_to_bf16_records() -> None:
+    for ref, native in (("badd", "add.bf16"), ("bsub", "sub.bf16"), ("bmul", "mul.bf16"), ("bma", "fma.bf16"),
+                        ("badd2", "add.bf16x2"), ("bmul2", "mul.bf16x2"), ("bma2", "fma.bf16x2")):
+        assert dialect.ALIASES[ref].native == (native,)
+
+
+def _exact(op: str, x: float, y: float) -> Fraction:
+    fx, fy = Fraction(x), Fraction(y)
+    return {"badd": fx + fy, "bsub": fx - fy, "bmul": fx * fy, "hadd": fx + fy}[op]
+
+
+def _round16(v: Fraction, ft) -> int:
+    """Bits of the 16-bit float nearest to v (ties to even), from NumPy's neighbours."""
+    import numpy as np
+
+    b = int(np.array([float(v)], np.float64).astype(ft).view(np.uint16)[0])
+    cands = []
+    for c in (b - 1, b, b + 1):
+        f = np.array([c & 0xFFFF], np.uint16).view(ft)[0].astype(np.float64)
+        if np.isfinite(f):
+            cands.append((abs(Fraction(float(f)) - v), c & 1, c & 0xFFFF))
+    return min(cands)[2]

@@ -51,10 +51,14 @@ class UsageError(UserError):
 
 
 def _output_path(out: Path, default_name: str) -> Path:
-    """``out`` unless it is an existing directory (UserError naming it)."""
+    """``out`` unless it is an existing directory or its directory does not exist
+    (UserError naming the user's path)."""
     if out.is_dir():
         raise UserError(f"{out}: is a directory; -o takes the output file's path "
                         f"(e.g. {out / default_name})")
+    parent = out.parent if str(out.parent) else Path(".")
+    if not parent.is_dir():
+        raise UserError(f"{out}: cannot write it: directory {str(parent)!r} does not exist")
     return out
 
 
@@ -115,6 +119,8 @@ class AsmCommand:
         if src.suffix.lower() != ".wave":
             raise UserError(f"{src}: expected a .wave file")
         module = load_module(src)
+        if not module.kernels:
+            raise UsageError(f"{src}: no kernel to assemble (the file has no .kernel ... .end block)")
         if args.output == "-":
             from anywave.binary.wbin import write_wbin
 
@@ -123,7 +129,10 @@ class AsmCommand:
             return EXIT_OK
         out = _output_path(Path(args.output), src.with_suffix(".wbin").name) if args.output \
             else src.with_suffix(".wbin")
-        save(module, out)
+        try:
+            save(module, out)
+        except OSError as e:
+            raise UserError(f"{out}: cannot write it ({e.strerror or e})") from None
         return EXIT_OK
 
 

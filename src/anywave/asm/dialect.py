@@ -41,6 +41,8 @@ transcendentals map to the ``*.approx.f32`` forms; atomics default to ``.device`
 ``.relaxed`` order; ``fence_acquire``/``fence_release``/``fence_acq_rel`` default to
 ``.device`` scope; ``wait`` is ``nop``. ``wave_ballot rD, p`` maps to ``ballot.b64`` and
 therefore also writes ``rD+1`` (the high half of the W-bit mask; zero when W <= 32).
+``badd``/``bsub``/``bmul``/``bma`` (and the packed ``badd2``/``bmul2``/``bma2``) are the
+bf16 forms of ``hadd``... (``add.bf16`` on the low 16 bits of the registers).
 ``mma_load_a``/``mma_load_b rX, rAddr, rStride`` load the thread's implicit 4x4 f32 A/B
 fragment (fragment slots f0/f1, thread scope ``m4n4k4``) from local memory at byte ``rAddr``
 with a row stride of ``rStride`` bytes; ``mma_compute rX, rY, rZ`` is C = A x B + C (f2,
@@ -48,7 +50,9 @@ with a row stride of ``rStride`` bytes; ``mma_compute rX, rY, rZ`` is C = A x B 
 operands are ignored, as the reference's backends do. ``sr_mma_supported`` = 1,
 ``sr_mma_m``/``sr_mma_n``/``sr_mma_k`` = 4 (spec §3.3).
 Reference mnemonics without a WAVE 1.0 equivalent (``iclamp``, ``fclamp``, ``ffract``,
-``fsat``, ``bitfind``, ``bfe``, ``bfi``, ``fcmp_ord``) are reported as unknown.
+``fsat``, ``bitfind``, ``bfe``, ``bfi``, ``fcmp_ord``) are reported as unknown. The list was audited
+against the mnemonic table of the reference assembler (``wave-asm/src/opcodes.rs``) and the
+kernels of its ``tests/ci``: every other reference mnemonic has an alias here.
 """
 
 from __future__ import annotations
@@ -127,6 +131,11 @@ def _build() -> dict[str, Alias]:
                         ("hadd", "add.f16"), ("hsub", "sub.f16"), ("hmul", "mul.f16"),
                         ("hma", "fma.f16"), ("hadd2", "add.f16x2"), ("hmul2", "mul.f16x2"),
                         ("hma2", "fma.f16x2"),
+                        # bf16 counterparts of the h- family (the reference's CI kernel
+                        # vector_add_bf16.wave uses badd; the rest follow its h- naming)
+                        ("badd", "add.bf16"), ("bsub", "sub.bf16"), ("bmul", "mul.bf16"),
+                        ("bma", "fma.bf16"), ("badd2", "add.bf16x2"), ("bmul2", "mul.bf16x2"),
+                        ("bma2", "fma.bf16x2"),
                         ("dadd", "add.f64"), ("dsub", "sub.f64"), ("dmul", "mul.f64"),
                         ("dma", "fma.f64"), ("ddiv", "div.f64"), ("dsqrt", "sqrt.f64")):
         add(ref, native)

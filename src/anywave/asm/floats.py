@@ -126,6 +126,32 @@ def _parse(text: str, t: ScalarType) -> int | None:
     return None if bits is None else bits | sign_mask
 
 
+def exact_to_bits(value: int | float | Fraction, t: ScalarType) -> int | None:
+    """The bit pattern of float type ``t`` nearest (ties to even) to the exact value of a
+    Python ``int``, ``float`` or ``Fraction``, rounded **once** (no intermediate binary64 or
+    binary32 step: ``aw.bf16(2**24 + 2**16 + 1)`` is ``0x4b81``, not the double-rounded
+    ``0x4b80``; spec §8.11). ``-0.0`` keeps its sign, ``±inf`` map to the infinities and every
+    NaN to the canonical quiet NaN of ``t``. Returns None when the rounded magnitude exceeds
+    the largest finite value (the caller reports the overflow).
+    """
+    ebits, mbits = FLOAT_FORMATS[t]
+    sign_bit = 1 << (ebits + mbits)
+    if isinstance(value, float):
+        if value != value:
+            return CANONICAL_NAN[t]
+        if value in (float("inf"), float("-inf")):
+            return (((1 << ebits) - 1) << mbits) | (sign_bit if value < 0 else 0)
+        negative = value < 0 or (value == 0 and struct.pack("<d", value)[7] & 0x80 != 0)
+    else:
+        negative = value < 0
+    x = Fraction(value)
+    sign_mask = sign_bit if negative else 0
+    if x == 0:
+        return sign_mask
+    bits = _round_fraction(abs(x), ebits, mbits)
+    return None if bits is None else bits | sign_mask
+
+
 def bits_to_float(bits: int, t: ScalarType) -> float:
     """The value of a bit pattern as a Python float (exact: every format fits in binary64)."""
     ebits, mbits = FLOAT_FORMATS[t]

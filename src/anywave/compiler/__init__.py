@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from . import language
 from .errors import CompileError
-from .kernel import COMPILER_VERSION, Func, KernelFunction, LaunchError, LaunchValueError, func, kernel
+from .kernel import COMPILER_VERSION, CacheWarning, Func, KernelFunction, LaunchError, LaunchValueError, func, kernel
 from .targets import Target, TargetError, available_targets, get_target, register_target
 from .types import (
     Buffer,
@@ -34,7 +34,7 @@ from .types import (
 )
 
 __all__ = [
-    "COMPILER_VERSION", "Buffer", "BufferType", "CompileError", "Const", "ConstType", "DType",
+    "COMPILER_VERSION", "Buffer", "BufferType", "CacheWarning", "CompileError", "Const", "ConstType", "DType",
     "Func", "In", "KernelFunction", "LaunchError", "LaunchValueError", "Out", "Target", "TargetError",
     "available_targets", "bf16", "bool_", "f16", "f32", "f64", "func", "get_target", "i8", "i16", "i32", "i64",
     "kernel", "language", "register_target", "u8", "u16", "u32", "u64",

@@ -6,7 +6,9 @@ every error is a :class:`CompileError` pointing at the user's own line with a ca
 Semantics chosen where Python and the hardware differ (documented in
 :mod:`anywave.compiler`): integers wrap (two's complement, 32 or 64 bits); ``//`` and ``%``
 on signed integers follow Python (floor division, remainder with the divisor's sign) by
-emitting a correction after ``div``/``rem``; ``/`` on integers is an error (cast to a float
+emitting a correction after ``div``/``rem``; integer division by zero does not trap: ``x // 0``
+is -1 (all ones: the largest value for unsigned types) and ``x % 0`` is ``x``, for every x
+and type (the ISA's results, spec §8.1; no floor correction on top); ``/`` on integers is an error (cast to a float
 type first); ``>>`` is arithmetic on signed, logical on unsigned; shift counts >= the width
 give 0 (or -1 for ``>>`` of a negative signed value), as Python would after wrapping;
 ``and``/``or``/``not`` work on booleans and short-circuit: when the right operand loads,
@@ -33,7 +35,10 @@ from anywave.isa.types import Access, MemoryOrder, Scope, SpecialRegister
 from . import ir
 from . import language as L
 from . import types as ty
+from .constants import LiteralError, literal_bits
 from .errors import CompileError
+from .fingerprint import UNDEFINED as _UNDEFINED
+from .fingerprint import resolve as resolve_free_name
 from .frontend_perf import BufferView, PerfOps, RegisterArray
 from .ir import DevAddr, LocAddr, Op, PredUse, Value
 from .mma_lang import FragmentIntrinsics
@@ -62,6 +67,9 @@ _BINOP_NAMES = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.Flo
 _INT_RANGE = {"i32": (-(1 << 31), (1 << 31) - 1), "u32": (0, (1 << 32) - 1),
               "i64": (-(1 << 63), (1 << 63) - 1), "u64": (0, (1 << 64) - 1)}
 _F64_MAX_REPR = float("inf")
+#: most copies of one loop body that unrolling (aw.range(unroll=k), aw.static_range, nested:
+#: the product) may make; beyond it compilation would take minutes and megabytes
+MAX_UNROLLED_COPIES = 4096
 
 
 # ----------------------------------------------------------------------------- bindings
@@ -190,12 +198,19 @@ class Frontend(PerfOps, FragmentIntrinsics, ast.NodeVisitor):
         self.local_memory = 0
         self.ctx = _FuncCtx(src, dict(constants))
         self.node: ast.AST | None = None
+        #: the statement being translated (errors about its literals point into it)
+        self._stmt: ast.stmt | None = None
         self._inline_stack: list[Any] = []
         self._discard = False
         self._const_cache: dict[tuple[str, int], Value] = {}
         #: aw.print call sites (PrintFormat) and the index of the hidden print buffer argument
         self.prints: list[Any] = []
         self._print_buffer: int | None = None
+        #: copies of the current loop body made by enclosing unrolled loops (aw.range(unroll=),
+        #: aw.static_range); bounded by MAX_UNROLLED_COPIES
+        self._unroll_copies = 1
+        #: the and/or expression being visited as a condition (see visit_cond)
+        self._cond_boolop: ast.AST | None = None
         #: uses of W-dependent intrinsics outside W-invariant library functions (compiler/wdep.py)
         self.w_uses: list[str] = []
         self._w_invariant_depth = 0
@@ -258,33 +273,33 @@ class Frontend(PerfOps, FragmentIntrinsics, ast.NodeVisitor):
         return v
 
     def const_bits(self, value: Any, t: DType) -> int:
-        if isinstance(value, (np.generic,)):
+        """Bits of Python constant ``value`` as type ``t``, rounded once from the exact value
+        (:func:`~anywave.compiler.constants.literal_bits`); errors point at the literal."""
+        if not isinstance(value, (bool, int, float, np.generic)):
+            raise self.err(None, f"cannot use {_describe(value)} as {t.name}")
+        try:
+            return literal_bits(value, t)
+        except LiteralError as e:
+            raise self.err(self.literal_node(value), str(e)) from None
+
+    def literal_node(self, value: Any) -> ast.AST | None:
+        """The literal in the current expression (else statement) whose value is ``value``,
+        so that an error about a constant points at it rather than at the whole statement;
+        None when the constant was computed (the caller then points at the expression)."""
+        if isinstance(value, np.generic):
             value = value.item()
-        if t is ty.bool_:
-            if not isinstance(value, (bool, int)):
-                raise self.err(None, f"cannot use {value!r} as a bool")
-            return 1 if value else 0
-        if t.is_float:
-            if not isinstance(value, (bool, int, float)):
-                raise self.err(None, f"cannot use {value!r} as {t.name}")
-            f = float(value)
-            with np.errstate(over="ignore"):
-                arr = np.array([f], dtype=np.float64).astype(t.np_dtype)
-            if math.isfinite(f) and not np.isfinite(arr[0].astype(np.float64)):
-                raise self.err(None, f"literal {value!r} overflows {t.name} (largest finite: "
-                               f"{float(np.finfo(t.np_dtype).max)!r})")
-            raw = arr.view({16: np.uint16, 32: np.uint32, 64: np.uint64}[t.scalar.bits])[0]
-            return int(raw)
-        if isinstance(value, float):
-            raise self.err(None, f"float literal {value!r} used where {t.name} is expected; "
-                           f"write an integer or cast the other operand with aw.f32(...)")
-        if not isinstance(value, (bool, int)):
-            raise self.err(None, f"cannot use {value!r} as {t.name}")
-        lo, hi = _INT_RANGE[t.scalar.spelling]
-        v = int(value)
-        if not lo <= v <= hi:
-            raise self.err(None, f"integer literal {v} does not fit in {t.name} (valid: {lo}..{hi})")
-        return v & ((1 << t.bits) - 1)
+        for root in (self.node, self._stmt):
+            if root is None:
+                continue
+            for n in ast.walk(root):
+                if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.USub) and isinstance(n.operand, ast.Constant):
+                    lit = n.operand.value
+                    if type(lit) is type(value) and not isinstance(lit, (str, bool)) and -lit == value:
+                        return n
+                if (isinstance(n, ast.Constant) and type(n.value) is type(value) and n.value == value
+                        and not (isinstance(value, (int, float)) and value < 0)):
+                    return n
+        return None
 
     def default_type(self, value: Any) -> DType:
         if isinstance(value, bool):
@@ -293,11 +308,11 @@ class Frontend(PerfOps, FragmentIntrinsics, ast.NodeVisitor):
             lo, hi = _INT_RANGE["i32"]
             if lo <= value <= hi:
                 return ty.i32
-            raise self.err(None, f"integer literal {value} does not fit in i32; write aw.i64({value}) "
-                           "for a 64-bit value")
+            raise self.err(self.literal_node(value), f"integer literal {value} does not fit in i32; write "
+                           f"aw.i64({value}) for a 64-bit value")
         if isinstance(value, float):
             return ty.f32
-        raise self.err(None, f"a {type(value).__name__} value ({value!r}) is not a kernel value; "
+        raise self.err(None, f"{_describe(value)} is not a kernel value; "
                        "valid: numbers, booleans and typed values")
 
     def materialize(self, x: Any, t: DType | None = None) -> Value:
@@ -476,9 +491,11 @@ class Frontend(PerfOps, FragmentIntrinsics, ast.NodeVisitor):
         return False
 
     def visit(self, node: ast.AST) -> Any:
-        prev = self.node
+        prev, prev_stmt = self.node, self._stmt
         if isinstance(node, (ast.stmt, ast.expr)):
             self.node = node
+            if isinstance(node, ast.stmt):
+                self._stmt = node
         try:
             t = type(node)
             method = _VISITORS.get(t, _VISITORS)
@@ -489,7 +506,7 @@ class Frontend(PerfOps, FragmentIntrinsics, ast.NodeVisitor):
                                + _supported_hint(node))
             return method(self, node)
         finally:
-            self.node = prev
+            self.node, self._stmt = prev, prev_stmt
 
     def visit_Pass(self, node: ast.Pass) -> None:
         return None
@@ -497,6 +514,8 @@ class Frontend(PerfOps, FragmentIntrinsics, ast.NodeVisitor):
     def visit_Expr(self, node: ast.Expr) -> None:
         if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
             return None  # docstring
+        if isinstance(node.value, (ast.Yield, ast.YieldFrom, ast.Await)):
+            self.visit(node.value)  # reported as the unsupported construct it is
         if not isinstance(node.value, ast.Call):
             raise self.err(node, "an expression statement has no effect; only calls (barrier(), atomics, "
                            "stores through functions) may stand alone")
@@ -537,7 +556,7 @@ class Frontend(PerfOps, FragmentIntrinsics, ast.NodeVisitor):
                     where = ctx.assigned_where.get(name)
                     line = self.src.loc(where).line if where is not None else "?"
                     raise self.err(node, f"variable {name!r} has type {t.name} (first assigned at line {line}); "
-                                   f"it cannot be assigned {value!r}: {e.message}") from None
+                                   f"it cannot be assigned {_describe(value)}: {e.message}") from None
             else:
                 if name in ctx.var_values:
                     raise self.err(node, f"{name!r} is a runtime variable; it cannot be rebound to "
@@ -621,7 +640,7 @@ class Frontend(PerfOps, FragmentIntrinsics, ast.NodeVisitor):
 
     # --- control flow
     def visit_If(self, node: ast.If) -> None:
-        cond = self.visit(node.test)
+        cond = self.visit_cond(node.test)
         if not isinstance(cond, Value) and not isinstance(cond, PredUse):
             if isinstance(cond, (bool, int, float, np.generic)) or cond is None:
                 # static if: compile-time condition, only the taken branch is compiled
@@ -677,7 +696,7 @@ class Frontend(PerfOps, FragmentIntrinsics, ast.NodeVisitor):
             raise self.err(node.orelse[0], "'while ... else' is not supported in a kernel")
 
         def build() -> None:
-            cond = self.visit(node.test)
+            cond = self.visit_cond(node.test)
             self.node = node
             if isinstance(cond, (bool, int, float)) and cond:
                 pass  # while True: leave only through break/return
@@ -709,7 +728,7 @@ class Frontend(PerfOps, FragmentIntrinsics, ast.NodeVisitor):
             if kw.arg == "unroll" and fn is L.INTRINSICS["range"]:
                 unroll = self.static_eval(kw.value)
                 if not isinstance(unroll, int) or isinstance(unroll, bool) or unroll < 1:
-                    raise self.err(kw.value, f"unroll must be a positive compile-time int, got {unroll!r}")
+                    raise self.err(kw.value, f"unroll must be a positive compile-time int, got {_describe(unroll)}")
             else:
                 raise self.err(it, f"unexpected keyword {kw.arg!r} for range(); valid: unroll= (aw.range only)")
         args = [self.visit(a) for a in it.args]
@@ -727,6 +746,12 @@ class Frontend(PerfOps, FragmentIntrinsics, ast.NodeVisitor):
                 raise self.err(it, f"range() bounds must be integers, got {_describe(v)}")
         if not t.is_int:
             raise self.err(it, f"range() bounds must be integers, got {t.name}")
+        copies = self._unroll_copies * unroll
+        if unroll > 1 and copies > MAX_UNROLLED_COPIES:
+            raise self.err(it, f"aw.range(..., unroll={unroll}) makes {copies} copies of the loop body"
+                           + (f" (with the enclosing unrolled loops' {self._unroll_copies})"
+                              if self._unroll_copies > 1 else "")
+                           + f"; the limit is {MAX_UNROLLED_COPIES} in all; use a smaller unroll factor")
         if unroll > 1 and any(isinstance(n, ast.Continue) for n in ast.walk(node)):
             raise self.err(node, "continue is not supported in a loop with unroll > 1; use an if instead")
         counter = Value(t, f"{name}_next", is_var=True)
@@ -775,12 +800,18 @@ class Frontend(PerfOps, FragmentIntrinsics, ast.NodeVisitor):
                 one_iteration()
 
         self.ctx.const_names.discard(name)
-        self._loop(build, node)
+        outer_copies = self._unroll_copies
+        self._unroll_copies = copies
+        try:
+            self._loop(build, node)
+        finally:
+            self._unroll_copies = outer_copies
 
     def _static_for(self, node: ast.For, it: ast.Call, name: str) -> None:
         args = [self.static_eval(a) for a in it.args]
         if not all(isinstance(a, int) and not isinstance(a, bool) for a in args) or not 1 <= len(args) <= 3:
-            raise self.err(it, f"aw.static_range() takes 1 to 3 compile-time ints, got {args!r}")
+            raise self.err(it, "aw.static_range() takes 1 to 3 compile-time ints, got "
+                           + ", ".join(_describe(a) for a in args))
         jumps = getattr(node, "_aw_jumps", None)  # memoised: nested static loops revisit this node
         if jumps is None:
             jumps = node._aw_jumps = any(isinstance(n, (ast.Break, ast.Continue)) for n in ast.walk(node))  # type: ignore[attr-defined]
@@ -788,16 +819,25 @@ class Frontend(PerfOps, FragmentIntrinsics, ast.NodeVisitor):
             raise self.err(node, "break/continue are not supported inside aw.static_range (the loop is "
                            "unrolled at compile time); use range() or an if")
         values = range(*args)
-        if len(values) > 4096:
-            raise self.err(it, f"aw.static_range unrolls {len(values)} iterations; the limit is 4096")
+        copies = self._unroll_copies * len(values)
+        if copies > MAX_UNROLLED_COPIES:
+            raise self.err(it, f"aw.static_range unrolls {len(values)} iterations"
+                           + (f" inside unrolled loops making {self._unroll_copies} copies, {copies} in all"
+                              if self._unroll_copies > 1 else "")
+                           + f"; the limit is {MAX_UNROLLED_COPIES} copies of a loop body in all")
         ctx = self.ctx
         had = name in ctx.consts
         old = ctx.consts.get(name)
         ctx.const_names.add(name)
-        for v in values:
-            ctx.consts[name] = v
-            if self.visit_block(node.body):
-                raise _Terminated
+        outer_copies = self._unroll_copies
+        self._unroll_copies = max(1, copies)
+        try:
+            for v in values:
+                ctx.consts[name] = v
+                if self.visit_block(node.body):
+                    raise _Terminated
+        finally:
+            self._unroll_copies = outer_copies
         if had:
             ctx.consts[name] = old
 
@@ -852,7 +892,7 @@ class Frontend(PerfOps, FragmentIntrinsics, ast.NodeVisitor):
         raise _Terminated
 
     def visit_Assert(self, node: ast.Assert) -> None:
-        v = self.visit(node.test)
+        v = self.visit_cond(node.test)
         if isinstance(v, Value):
             raise self.err(node, "assert needs a compile-time condition (runtime asserts are not supported)")
         if not v:
@@ -879,20 +919,12 @@ class Frontend(PerfOps, FragmentIntrinsics, ast.NodeVisitor):
         return self.resolve_global(name, node)
 
     def resolve_global(self, name: str, node: ast.AST) -> Any:
-        fn = self.src.fn
-        g = getattr(fn, "__globals__", {})
-        if name in g:
-            return g[name]
-        code = getattr(fn, "__code__", None)
-        if code is not None and fn.__closure__ and name in code.co_freevars:
-            cell = fn.__closure__[code.co_freevars.index(name)]
-            try:
-                return cell.cell_contents
-            except ValueError:
-                pass
-        if hasattr(builtins, name):
-            return getattr(builtins, name)
-        raise self.err(node, f"name {name!r} is not defined")
+        """A free name of the function body, as Python resolves it: closure cell, module
+        global, builtin (the same lookup the cache key is built from)."""
+        v = resolve_free_name(self.src.fn, name)
+        if v is _UNDEFINED:
+            raise self.err(node, f"name {name!r} is not defined")
+        return v
 
     def visit_Name(self, node: ast.Name) -> Any:
         return self.load_name(node.id, node)
@@ -925,7 +957,7 @@ class Frontend(PerfOps, FragmentIntrinsics, ast.NodeVisitor):
         return tuple(self.visit(e) for e in node.elts)
 
     def visit_UnaryOp(self, node: ast.UnaryOp) -> Any:
-        x = self.visit(node.operand)
+        x = self.visit_cond(node.operand) if isinstance(node.op, ast.Not) else self.visit(node.operand)
         self.node = node
         if isinstance(node.op, ast.Not):
             if not isinstance(x, (Value, PredUse)):
@@ -975,6 +1007,8 @@ class Frontend(PerfOps, FragmentIntrinsics, ast.NodeVisitor):
                 raise self.err(node, f"operator {sym} on tuples is not supported in a kernel (only tuple + tuple)")
             try:
                 return _py_binop(op, a, b)
+            except TypeError:
+                raise self.err(node, f"operator {sym} is not defined for {_describe(a)} and {_describe(b)}") from None
             except Exception as e:  # noqa: BLE001 - reported with the user's line
                 raise self.err(node, f"compile-time {sym} failed: {e}") from None
         if op is ast.Pow:
@@ -1036,10 +1070,14 @@ class Frontend(PerfOps, FragmentIntrinsics, ast.NodeVisitor):
             if not b.type.is_int:
                 raise self.err(node, f"shift count must be an integer, got {b.type.name}")
             if b.type.bits == 64:
-                b = self.cast(b, ty.u32)
+                # the ISA reads one unsigned 32-bit count (spec §8.3): saturate, never truncate, so
+                # counts 2^32, 2^32 + 1, 2^63 ... stay ">= the width" (0 / the sign fill)
+                if b.type is not ty.u64:
+                    b = self.bitcast(b, ty.u64)
+                b = self.cast(self._alu("min", ty.u64, b, self.const(0xFFFFFFFF, ty.u64)), ty.u32)
         else:
             if not isinstance(b, int) or b < 0:
-                raise self.err(node, f"shift count must be a non-negative integer, got {b!r}")
+                raise self.err(node, f"shift count must be a non-negative integer, got {_describe(b)}")
             b = self.const(min(b, 255), ty.u32)
         r = self.new(a.type)
         if op is ast.LShift:
@@ -1084,13 +1122,19 @@ class Frontend(PerfOps, FragmentIntrinsics, ast.NodeVisitor):
         return out
 
     def _sign_fix(self, t: DType, r: Value, b: Value) -> Value:
+        """Predicate: Python's floor correction applies (remainder non-zero with the sign
+        opposite to the divisor's). Never for ``b == 0``: division by zero keeps the ISA's
+        results (``x // 0 == -1``, ``x % 0 == x`` for every x, spec §8.1), so ``//`` and ``%``
+        still satisfy ``x == (x // 0) * 0 + x % 0``."""
         zero = self.const(0, t)
-        nz, neg, fix = self.new(ty.pred), self.new(ty.pred), self.new(ty.pred)
+        nz, neg, fix, bnz, fix2 = (self.new(ty.pred) for _ in range(5))
         self.emit(self.cmp_mn("ne", t), nz, r, zero)
         x = self._alu("xor", t, r, b)
         self.emit(self.cmp_mn("lt", t), neg, x, zero)
         self.emit("and.pred", fix, PredUse(nz), PredUse(neg))
-        return fix
+        self.emit(self.cmp_mn("ne", t), bnz, b, zero)
+        self.emit("and.pred", fix2, PredUse(fix), PredUse(bnz))
+        return fix2
 
     def visit_Compare(self, node: ast.Compare) -> Any:
         left = self.visit(node.left)
@@ -1155,48 +1199,107 @@ class Frontend(PerfOps, FragmentIntrinsics, ast.NodeVisitor):
     def _pure(nodes: list[ir.Node]) -> bool:
         return all(isinstance(n, Op) and n.is_pure for n in nodes)
 
+    def visit_cond(self, node: ast.AST) -> Any:
+        """Visit an expression whose value is used only for its truthiness (an ``if``/``while``
+        test, the operand of ``not``): there ``and``/``or`` may mix bools and numbers, since
+        only ``bool(x and y) == (bool(x) and bool(y))`` matters."""
+        if isinstance(node, ast.BoolOp):
+            self._cond_boolop = node
+        return self.visit(node)
+
     def visit_BoolOp(self, node: ast.BoolOp) -> Any:
+        """``and``/``or`` with Python's value: ``x and y`` is ``y if x else x``, ``x or y`` is
+        ``x if x else y`` (truthiness: ``!= 0``; NaN is true). Bool operands give a bool;
+        number operands of one type (literals take the other side's type) give that type;
+        a bool mixed with a number is refused (Python would give either type). The right
+        operand short-circuits: when it loads, stores or calls an atomic it runs only in the
+        lanes that need it."""
         is_and = isinstance(node.op, ast.And)
-        result = self.visit(node.values[0])
+        word = "and" if is_and else "or"
+        cond_only = self._cond_boolop is node
+        self._cond_boolop = None
+        result = self.visit_cond(node.values[0]) if cond_only else self.visit(node.values[0])
+        left_node: ast.AST = node.values[0]
         for vnode in node.values[1:]:
             if not isinstance(result, (Value, PredUse)):
                 # compile-time left side decides statically (Python short-circuit)
                 if (not result) if is_and else result:
                     return result
-                result = self.visit(vnode)
+                result = self.visit_cond(vnode) if cond_only else self.visit(vnode)
+                left_node = vnode
                 continue
-            left = self.as_pred(result, node)
+            if cond_only and isinstance(vnode, ast.BoolOp):
+                self._cond_boolop = vnode
             right, nodes = self._scratch(vnode)
             self.node = node
-            if self._pure(nodes):
-                self.body.extend(nodes)
-                rp = self.as_pred(right, vnode)
-                r = self.new(ty.pred)
-                self.emit("and.pred" if is_and else "or.pred", r, left, rp)
-                result = r
-                continue
-            # the right side has effects (loads, atomics ...): run it only where needed
-            acc = Value(ty.bool_, "sc", is_var=True)
-            lv = self.pred_to_bool(self.pred_value(left))
-            self.emit("mov.b32", acc, lv)
-            cond = left if is_and else PredUse(left.value, not left.negated)
-            n = ir.If(cond, loc=self.src.loc(node))
-            saved = self.body
-            self.body = n.then
-            self.body.extend(nodes)
-            self.node = vnode
-            rv = self.pred_to_bool(self.pred_value(self.as_pred(right, vnode)))
-            self.emit("mov.b32", acc, rv)
-            self.body = saved
-            self.body.append(n)
-            self.node = node
-            result = self.as_pred(acc)
+            lb, rb = _is_boolish(result), _is_boolish(right)
+            if cond_only:
+                lb = rb = True  # only the truthiness of the result is used
+            if lb != rb:
+                bad = vnode if lb else left_node
+                other = right if lb else result
+                raise self.err(bad, f"operands of '{word}' are a bool and {_describe(other)}: Python's result "
+                               f"would be either type; compare explicitly (x != 0) or cast both sides to one type")
+            if lb:
+                result = self._bool_op(is_and, result, right, nodes, node, vnode)
+            else:
+                result = self._value_op(is_and, result, right, nodes, node, vnode)
+            left_node = vnode
         # an expression's value is a Value (a pred register), never a bare PredUse: callers
         # bind it to names, pass it to functions and store it
         return self.pred_value(result) if isinstance(result, PredUse) else result
 
+    def _bool_op(self, is_and: bool, result: Any, right: Any, nodes: list[ir.Node], node: ast.AST,
+                 vnode: ast.AST) -> Any:
+        left = self.as_pred(result, node)
+        if self._pure(nodes):
+            self.body.extend(nodes)
+            rp = self.as_pred(right, vnode)
+            r = self.new(ty.pred)
+            self.emit("and.pred" if is_and else "or.pred", r, left, rp)
+            return r
+        # the right side has effects (loads, atomics ...): run it only where needed
+        acc = Value(ty.bool_, "sc", is_var=True)
+        lv = self.pred_to_bool(self.pred_value(left))
+        self.emit("mov.b32", acc, lv)
+        cond = left if is_and else PredUse(left.value, not left.negated)
+        n = ir.If(cond, loc=self.src.loc(node))
+        saved = self.body
+        self.body = n.then
+        self.body.extend(nodes)
+        self.node = vnode
+        rv = self.pred_to_bool(self.pred_value(self.as_pred(right, vnode)))
+        self.emit("mov.b32", acc, rv)
+        self.body = saved
+        self.body.append(n)
+        self.node = node
+        return self.as_pred(acc)
+
+    def _value_op(self, is_and: bool, result: Any, right: Any, nodes: list[ir.Node], node: ast.AST,
+                  vnode: ast.AST) -> Value:
+        t = self.unify(result, right, f"'{'and' if is_and else 'or'}'")
+        lv = self.coerce(result, t)
+        truthy = self.as_pred(lv, node)
+        if self._pure(nodes):
+            self.body.extend(nodes)
+            rv = self.coerce(right, t)
+            return self.select(truthy, rv, lv) if is_and else self.select(truthy, lv, rv)
+        res = Value(t, "sc", is_var=True)
+        self.emit("mov.b64" if t.bits == 64 else "mov.b32", res, lv)
+        n = ir.If(truthy if is_and else PredUse(truthy.value, not truthy.negated), loc=self.src.loc(node))
+        saved = self.body
+        self.body = n.then
+        self.body.extend(nodes)
+        self.node = vnode
+        rv = self.coerce(right, t)
+        self.emit("mov.b64" if t.bits == 64 else "mov.b32", res, rv)
+        self.body = saved
+        self.body.append(n)
+        self.node = node
+        return res
+
     def visit_IfExp(self, node: ast.IfExp) -> Any:
-        cond = self.visit(node.test)
+        cond = self.visit_cond(node.test)
         if not isinstance(cond, (Value, PredUse)):
             return self.visit(node.body if cond else node.orelse)
         pu = self.as_pred(cond, node.test)
@@ -1251,7 +1354,7 @@ class Frontend(PerfOps, FragmentIntrinsics, ast.NodeVisitor):
             try:
                 return base[i]
             except (IndexError, TypeError) as e:
-                raise self.err(node, f"tuple index {i!r}: {e}") from None
+                raise self.err(node, f"tuple index {_describe(i)}: {e}") from None
         if isinstance(base, BufferArg):
             if base.access is Access.WRITE:
                 raise self.err(node, f"buffer {base.name!r} is declared aw.Out[{base.elem.name}] (write only) "
@@ -1557,7 +1660,7 @@ class Frontend(PerfOps, FragmentIntrinsics, ast.NodeVisitor):
         if (not isinstance(shape, tuple) or not 1 <= len(shape) <= 2
                 or not all(isinstance(s, int) and not isinstance(s, bool) and s > 0 for s in shape)):
             raise self.err(node.args[1], f"local_array shape must be a positive compile-time int or a tuple of 1-2 "
-                           f"of them, got {shape!r}")
+                           f"of them, got {_describe(shape)}")
         align = 16
         base = -(-self.local_memory // align) * align
         arr = LocalArray(base, dt, tuple(shape))
@@ -1757,7 +1860,7 @@ class Frontend(PerfOps, FragmentIntrinsics, ast.NodeVisitor):
                 raise self.err(node, f"the lane operand must be a 32-bit integer, got {lane.type.name}")
         else:
             if not isinstance(lane, int) or lane < 0:
-                raise self.err(node, f"the lane operand must be a non-negative integer, got {lane!r}")
+                raise self.err(node, f"the lane operand must be a non-negative integer, got {_describe(lane)}")
             lane = self.const(lane, ty.u32)
         m = {"wave_shfl": "shfl.idx.b32", "wave_shfl_up": "shfl.up.b32", "wave_shfl_down": "shfl.down.b32",
              "wave_shfl_xor": "shfl.xor.b32", "wave_broadcast": "bcast.b32"}[name]
@@ -1998,9 +2101,19 @@ def _py_binop(op: type, a: Any, b: Any) -> Any:
     return f(a, b)
 
 
+def _is_boolish(x: Any) -> bool:
+    """A bool operand: a predicate, a bool value or a Python bool constant."""
+    if isinstance(x, PredUse):
+        return True
+    if isinstance(x, Value):
+        return x.type.is_bool
+    return isinstance(x, (bool, np.bool_))
+
+
 def _describe(x: Any) -> str:
     if isinstance(x, Value):
-        return f"a {x.type.name} value"
+        name = "bool" if x.type is ty.pred else x.type.name
+        return f"{'an' if name[0] in 'aefio' else 'a'} {name} value"
     if isinstance(x, PredUse):
         return "a bool value"
     if isinstance(x, BufferArg):
@@ -2011,8 +2124,12 @@ def _describe(x: Any) -> str:
         return f"type aw.{x.name}"
     if isinstance(x, L.Intrinsic):
         return f"aw.{x.name}"
-    if isinstance(x, (bool, int, float, str, tuple)) or x is None:
+    if isinstance(x, tuple):
+        return "a tuple (" + ", ".join(_describe(e) for e in x) + ")"
+    if isinstance(x, (bool, int, float, str)) or x is None:
         return f"{type(x).__name__} {x!r}"
+    if isinstance(x, np.generic):
+        return f"{x.dtype} {x.item()!r}"
     return f"{type(x).__name__} {getattr(x, '__name__', '')}".strip()
 
 

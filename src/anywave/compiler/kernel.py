@@ -11,11 +11,11 @@ like any argument and select the specialisation.
 
 from __future__ import annotations
 
-import ast
 import hashlib
 import inspect
 import os
 import threading
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,9 +31,15 @@ from anywave.isa.types import LIMITS, ArgKind
 from . import codegen, passes
 from . import types as ty
 from .errors import CompileError
+from .fingerprint import Fingerprint, Unkeyable, compiler_hash, fingerprint
 from .frontend import Frontend, FuncSource
 
+#: the package version (informational; the cache key uses the compiler's source hash instead)
 COMPILER_VERSION = "0.1.1"  # 0.1.1: W-invariant collectives, the kernel W-dependence flag
+
+
+class CacheWarning(UserWarning):
+    """A kernel cannot be cached (it reads a value with no stable description)."""
 
 
 class LaunchError(WaveError, TypeError):
@@ -82,7 +88,10 @@ class Func:
         return _eval_annotations(self.fn)
 
     def fingerprint(self, seen: set[int] | None = None) -> str:
-        return _fingerprint(self.fn, seen)
+        """The cache-key text of this function: its source, defaults and every value it reads
+        (:func:`anywave.compiler.fingerprint.fingerprint`; raises ``Unkeyable`` when a value
+        has no stable description). ``seen`` is accepted for compatibility and ignored."""
+        return fingerprint(self.fn).text
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Host call: runs the Python function (useful only when it uses no intrinsics)."""
@@ -109,13 +118,28 @@ class Param:
 
 def _eval_annotations(fn: Callable[..., Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
+    scope: dict[str, Any] | None = None
     for k, v in getattr(fn, "__annotations__", {}).items():
         if isinstance(v, str):
+            if scope is None:
+                scope = _closure_vars(fn)  # annotation text may name the enclosing function's locals
             try:
-                v = eval(v, fn.__globals__)  # noqa: S307 - the user's own annotation text
+                v = eval(v, fn.__globals__, scope)  # noqa: S307 - the user's own annotation text
             except Exception as e:  # noqa: BLE001
                 raise CompileError(f"cannot evaluate the annotation of {k!r} in {fn.__name__}: {v!r} ({e})") from None
         out[k] = v
+    return out
+
+
+def _closure_vars(fn: Callable[..., Any]) -> dict[str, Any]:
+    """The values of ``fn``'s closure cells by name (empty cells left out)."""
+    code = getattr(fn, "__code__", None)
+    out: dict[str, Any] = {}
+    for name, cell in zip(getattr(code, "co_freevars", ()), getattr(fn, "__closure__", None) or (), strict=False):
+        try:
+            out[name] = cell.cell_contents
+        except ValueError:
+            pass
     return out
 
 
@@ -138,7 +162,9 @@ class KernelFunction:
         self.max_workgroup_size = max_workgroup_size
         self.optimize = optimize
         self._lock = threading.Lock()
-        self._memo: dict[tuple[Any, ...], Module] = {}
+        #: constants -> (fingerprint, digest, module); a hit is re-validated on every call
+        self._memo: dict[tuple[Any, ...], tuple[Fingerprint, str, Module]] = {}
+        self._warned_unkeyable = False
         self._params: list[Param] | None = None
         self._calls: dict[tuple[Any, ...], Any] = {}  # launch plans by argument layout (compiler/launch.py)
         self._const_pos: tuple[int, ...] | None = None
@@ -200,23 +226,79 @@ class KernelFunction:
 
     def compile(self, **constants: Any) -> Module:
         """The Module (one kernel) for the given compile-time constants; cached in memory and
-        on disk. Raises CompileError for an invalid kernel."""
+        on disk. Raises CompileError for an invalid kernel.
+
+        The cache key (:meth:`cache_key`) covers everything the bytes depend on: the source of
+        the kernel and of every ``@aw.func`` it reaches, the values of the globals, closure
+        cells and attribute constants they read, the constants, the decorator options and
+        the compiler's own source (:func:`~anywave.compiler.fingerprint.compiler_hash`). An
+        in-memory hit is re-checked on every call (the names must still hold the identical
+        values). A kernel that reads a value with no stable description (an arbitrary
+        object) is compiled on every call, never cached, with one ``CacheWarning``.
+        """
         consts = self._consts_from(constants)
         key = tuple(sorted((k, repr(v)) for k, v in consts.items()))
         with self._lock:
-            m = self._memo.get(key)
-        if m is not None:
-            return m
-        digest = self.cache_key(consts)
-        m = _DISK.load(digest)
-        if m is None:
-            kernel = self.compile_kernel(consts)
-            m = Module(kernels=[kernel])
+            hit = self._memo.get(key)
+        if hit is not None and hit[0].still_valid():
+            return hit[2]
+        try:
+            fp = fingerprint(self.fn)
+        except Unkeyable as e:
+            if not self._warned_unkeyable:
+                self._warned_unkeyable = True
+                warnings.warn(f"kernel {self.name!r} is compiled on every call and never cached: {e}",
+                              CacheWarning, stacklevel=3)
+            m = Module(kernels=[self.compile_kernel(consts)])
             _verify_output(m, self.name)
-            _DISK.store(digest, m)
+            return m
+        digest = self._digest(consts, fp)
+        if hit is not None and hit[1] == digest:
+            m = hit[2]
+        else:
+            m = _DISK.load(digest, self._entry_matches)
+            if m is None:
+                kernel = self.compile_kernel(consts)
+                m = Module(kernels=[kernel])
+                _verify_output(m, self.name)
+                _DISK.store(digest, m)
         with self._lock:
-            self._memo[key] = m
+            self._memo[key] = (fp, digest, m)
         return m
+
+    def _plans_valid(self) -> bool:
+        """True when the launch plans' modules are still current: every name the compiled code
+        read holds the identical value (and the kernel is cacheable at all); otherwise the
+        plans are dropped and the launch takes the full path, which recompiles as needed."""
+        if self._warned_unkeyable:
+            self._calls.clear()
+            return False
+        for fp, _, _ in self._memo.values():
+            if not fp.still_valid():
+                self._calls.clear()
+                return False
+        return True
+
+    def _expected_abi(self) -> list[tuple[Any, ...]]:
+        out: list[tuple[Any, ...]] = []
+        for p in self.params:
+            if p.kind == "buffer":
+                out.append((p.name, ArgKind.BUFFER, p.ann.elem.scalar, p.ann.access))
+            elif p.kind == "scalar":
+                out.append((p.name, ArgKind.SCALAR, p.ann.scalar))
+        return out
+
+    def _entry_matches(self, m: Module) -> bool:
+        """A disk-cache entry is used only when it holds exactly this kernel: its name, ABI
+        and launch requirements (anything else is a miss, never an error)."""
+        if len(m.kernels) != 1:
+            return False
+        k = m.kernels[0]
+        abi = [(a.name, a.kind, a.type, a.access) if a.kind is ArgKind.BUFFER else (a.name, a.kind, a.type)
+               for a in k.args]
+        wg = tuple(k.workgroup_size) if k.workgroup_size is not None else None
+        return (k.name == self.name and abi == self._expected_abi() and wg == self.workgroup
+                and k.max_workgroup_size == self.max_workgroup_size)
 
     def compile_kernel(self, consts: Mapping[str, Any] | None = None) -> Kernel:
         """Run the pipeline (no caching) and return the Kernel."""
@@ -243,9 +325,17 @@ class KernelFunction:
                       capabilities=caps, code=code, flags=flags, prints=list(fe.prints))
 
     def cache_key(self, consts: Mapping[str, Any]) -> str:
+        """The disk-cache key (SHA-256 hex) for compile-time constants ``consts``.
+
+        Raises:
+            Unkeyable: the kernel reads a value with no stable description.
+        """
+        return self._digest(dict(consts), fingerprint(self.fn))
+
+    def _digest(self, consts: Mapping[str, Any], fp: Fingerprint) -> str:
         h = hashlib.sha256()
-        h.update(f"anywave-compiler {COMPILER_VERSION}\n".encode())
-        h.update(_fingerprint(self.fn).encode())
+        h.update(f"anywave-compiler {compiler_hash()}\n".encode())
+        h.update(fp.text.encode())
         try:  # the debug table records the file: the same text in another file is another entry
             h.update((inspect.getsourcefile(self.fn) or "").encode())
         except TypeError:
@@ -308,7 +398,7 @@ class KernelFunction:
                 plan = self._calls.get(key)
             except TypeError:  # an unhashable grid or constant: no plan
                 key = plan = None
-            if plan is not None:
+            if plan is not None and self._plans_valid():
                 r = plan(args)
                 if r is not _MISS:
                     return r
@@ -387,12 +477,19 @@ def kernel(fn: Callable[..., Any] | None = None, *, workgroup: Sequence[int] | i
 
 
 def _dims3(v: Any, what: str) -> tuple[int, int, int]:
-    if isinstance(v, (int, np.integer)):
+    """``v`` (an int or 1-3 ints) as 3 dims; a float, bool or other non-integer is refused
+    (never truncated: ``grid=(2.7,)`` is a LaunchError naming 2.7)."""
+    if isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)):
         v = (int(v),)
     try:
-        vals = [int(x) for x in v]
-    except (TypeError, ValueError):
+        items = list(v)
+    except TypeError:
         raise LaunchError(f"{what} must be an int or 1-3 ints, got {v!r}") from None
+    for k, x in enumerate(items):
+        if isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, np.integer)):
+            raise LaunchError(f"{what} must be an int or 1-3 ints, got {type(x).__name__} {x!r} in dimension {k} "
+                              f"of {tuple(items)!r}; round it explicitly, e.g. (n + 255) // 256")
+    vals = [int(x) for x in items]
     if not 1 <= len(vals) <= 3 or any(x < 1 for x in vals):
         raise LaunchValueError(f"{what} must be 1-3 positive ints, got {tuple(vals)}")
     return tuple(vals + [1] * (3 - len(vals)))  # type: ignore[return-value]
@@ -404,46 +501,6 @@ def _verify_output(m: Module, name: str) -> None:
     except VerifyError as e:
         raise VerifyError([f"internal compiler error in kernel {name!r} (please report): {p}"
                            for p in e.problems]) from None
-
-
-# ----------------------------------------------------------------------------- fingerprints
-
-def _fingerprint(fn: Callable[..., Any], seen: set[int] | None = None) -> str:
-    """Source text of ``fn`` plus everything it names that changes the compiled code:
-    device functions (recursively), global constants and dtypes."""
-    seen = seen if seen is not None else set()
-    if id(fn) in seen:
-        return ""
-    seen.add(id(fn))
-    try:
-        text = inspect.getsource(fn)
-    except (OSError, TypeError):
-        text = repr(fn)
-    parts = [text]
-    try:
-        tree = ast.parse(__import__("textwrap").dedent(text))
-    except SyntaxError:
-        return text
-    g = getattr(fn, "__globals__", {})
-    names = sorted({n.id for n in ast.walk(tree) if isinstance(n, ast.Name)})
-    for n in names:
-        if n not in g:
-            continue
-        v = g[n]
-        if isinstance(v, Func):
-            parts.append(f"func {n}:" + _fingerprint(v.fn, seen))
-        elif isinstance(v, (bool, int, float, str, tuple)):
-            parts.append(f"const {n}={v!r}")
-        elif hasattr(v, "__name__") and getattr(v, "__name__", "") == "anywave":
-            parts.append("aw")
-    for attr_user in (ast.Attribute,):
-        for node in ast.walk(tree):
-            if isinstance(node, attr_user) and isinstance(node.value, ast.Name):
-                base = g.get(node.value.id)
-                sub = getattr(base, node.attr, None) if base is not None else None
-                if isinstance(sub, Func):
-                    parts.append(f"func {node.value.id}.{node.attr}:" + _fingerprint(sub.fn, seen))
-    return "\n".join(parts)
 
 
 # ----------------------------------------------------------------------------- disk cache
@@ -466,7 +523,10 @@ class _DiskCache:
         except OSError:
             return None  # cannot be created (a full disk): compile without the cache
 
-    def load(self, digest: str) -> Module | None:
+    def load(self, digest: str, accept: Callable[[Module], bool] | None = None) -> Module | None:
+        """The cached module for ``digest``, or None: missing, unreadable, corrupt (it fails
+        the reader's verification) or rejected by ``accept`` (another kernel's name or ABI)
+        are all misses, and the caller recompiles and rewrites the entry."""
         d = self.directory()
         if d is None:
             return None
@@ -478,8 +538,9 @@ class _DiskCache:
         try:
             from anywave.binary.wbin import read_wbin
 
-            return read_wbin(data)
-        except WaveError:
+            m = read_wbin(data)
+            return m if accept is None or accept(m) else None
+        except Exception:  # noqa: BLE001 - any damage to a cache entry only costs recompilation
             return None
 
     def store(self, digest: str, module: Module) -> None:

@@ -9,6 +9,16 @@ Ids and sizes are ``i32`` (the special registers are u32, but every id fits in 3
 signed index mixes with ``n: aw.i32`` without casts). Scopes and orders are strings:
 ``scope`` in {"wave", "workgroup", "device", "system"}, ``order`` in {"relaxed", "acquire",
 "release", "acq_rel", "seq_cst"}.
+
+Wave operations under control flow. A wave operation (``wave_shfl*``, ``wave_broadcast``,
+``wave_ballot``, ``wave_any``/``wave_all``, the reductions and scans) reads the lanes that
+execute it (spec §8.8). Python's conditional constructs evaluate only the branch they take,
+and so does the compiler: in ``aw.wave_shfl(v, 0) if c else -1`` (and in ``c and
+aw.wave_sum(v)``, ``c or ...``) the wave operation is inside a branch and runs only in the
+lanes where it is taken, so lanes where ``c`` is false are inactive sources and the result
+differs from running it in every lane. ``aw.where(c, aw.wave_shfl(v, 0), -1)`` evaluates
+both operands in every lane first (like NumPy's ``where``) and then selects: use it when every
+lane must take part in the wave operation.
 """
 
 from __future__ import annotations

@@ -72,9 +72,21 @@ class DType:
         return f"aw.{self.name}"
 
     def __call__(self, value: Any) -> Any:
-        """Outside a kernel: the NumPy scalar of this type."""
+        """Outside a kernel: the NumPy scalar of this type. A Python ``int`` or ``float``
+        becomes a float type rounded once from its exact value, as a literal in a kernel
+        (spec §8.11; NumPy/ml_dtypes would round ``aw.bf16(16842753)`` twice, via binary64
+        and binary32); beyond the largest finite value it is ±inf, as in NumPy."""
         if self.np_dtype is None:
             raise TypeError(f"aw.{self.name} has no host representation")
+        if self.is_float and type(value) in (int, float) and self.scalar.bits in (16, 32, 64):
+            from anywave.asm.floats import FLOAT_FORMATS, exact_to_bits
+
+            bits = exact_to_bits(value, self.scalar)
+            if bits is None:  # overflow: the signed infinity
+                ebits, mbits = FLOAT_FORMATS[self.scalar]
+                bits = (((1 << ebits) - 1) << mbits) | ((1 << (ebits + mbits)) if value < 0 else 0)
+            ut = {16: np.uint16, 32: np.uint32, 64: np.uint64}[self.scalar.bits]
+            return np.array([bits], ut).view(self.np_dtype)[0]
         return np.dtype(self.np_dtype).type(value)
 
 

@@ -38,10 +38,19 @@ class Runner(Protocol):
 
 @functools.lru_cache(maxsize=1)
 def _all_cases() -> tuple[Case, ...]:
-    from anywave.conformance import gen_alu, gen_collectives, gen_control, gen_mem, gen_mma, gen_perf, gen_wave
+    from anywave.conformance import (
+        gen_alu,
+        gen_collectives,
+        gen_compiled,
+        gen_control,
+        gen_mem,
+        gen_mma,
+        gen_perf,
+        gen_wave,
+    )
 
     cases = (gen_alu.cases() + gen_mem.cases() + gen_wave.cases() + gen_control.cases() + gen_mma.cases()
-             + gen_collectives.cases() + list(gen_perf.cases()))
+             + gen_collectives.cases() + list(gen_perf.cases()) + gen_compiled.cases())
     names = [c.name for c in cases]
     if len(set(names)) != len(names):
         dup = sorted({n for n in names if names.count(n) > 1})

@@ -235,10 +235,12 @@ def run(args: argparse.Namespace) -> int:
             if not (name.startswith("r") and name[1:].isdigit()):
                 raise CliError(f"--reg {item!r}: expected rN=VALUE")
             regs[int(name[1:])] = int(value, 0)
+        if args.out_memory:
+            _check_out_path("--out-memory", args.out_memory)
         stats = emulate_flat(module, args.kernel, memory, regs, **common)
         if args.out_memory:
             if args.out_memory.endswith(".npy"):
-                np.save(args.out_memory, memory)
+                _save_npy(args.out_memory, memory)
             else:
                 Path(args.out_memory).write_bytes(memory.tobytes())
         buffers: dict[str, Any] = {"memory": memory}
@@ -258,6 +260,7 @@ def run(args: argparse.Namespace) -> int:
                 raise CliError(f"--out {name}: {name!r} is {what} of kernel {k.name!r}; --out saves a "
                                f"buffer argument (buffers: "
                                f"{', '.join(a.name for a in k.args if a.is_buffer) or 'none'})")
+            _check_out_path(f"--out {name}", _split(item, "--out")[1])
         from anywave.compiler import debugprint
 
         pbuf = None
@@ -281,10 +284,27 @@ def run(args: argparse.Namespace) -> int:
         name, path = _split(item, "--out")
         if name not in buffers:
             raise CliError(f"--out {name}: no such buffer was passed")
-        np.save(path, buffers[name])
+        _save_npy(path, buffers[name])
     if args.trace is not None:
         for line in stats.trace:
             print(line)
     if args.stats:
         print(stats.summary(), file=sys.stderr if args.trace is not None else sys.stdout)
     return 0
+
+
+def _check_out_path(opt: str, path: str) -> None:
+    """Refuse, before the run, an output path that cannot be written as given: an existing
+    directory, or a file in a directory that does not exist."""
+    p = Path(path)
+    if p.is_dir():
+        raise CliError(f"{opt}={path}: is a directory; give the output file's path (e.g. {p / 'out.npy'})")
+    parent = p.parent if str(p.parent) else Path(".")
+    if not parent.is_dir():
+        raise CliError(f"{opt}={path}: directory {str(parent)!r} does not exist")
+
+
+def _save_npy(path: str, array: Any) -> None:
+    """``np.save`` to exactly ``path`` (``np.save`` itself appends ``.npy`` to other names)."""
+    with open(path, "wb") as f:
+        np.save(f, array)
