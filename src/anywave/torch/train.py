@@ -285,6 +285,8 @@ def provenance() -> dict[str, Any]:
 
     commit = os.environ.get("ANYWAVE_COMMIT", "unknown")
     try:
+        if commit != "unknown":  # set by the GPU batch scripts: the copied tree's .git may be stale
+            raise OSError
         out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).resolve().parent, capture_output=True,
                              text=True, timeout=10)
         if out.returncode == 0:
