@@ -281,25 +281,26 @@ def provenance() -> dict[str, Any]:
     import datetime
     import os
     import platform
-    import subprocess
 
-    commit = os.environ.get("ANYWAVE_COMMIT", "unknown")
-    try:
-        if commit != "unknown":  # set by the GPU batch scripts: the copied tree's .git may be stale
-            raise OSError
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).resolve().parent, capture_output=True,
-                             text=True, timeout=10)
-        if out.returncode == 0:
-            commit = out.stdout.strip()
-            dirty = subprocess.run(["git", "status", "--porcelain"],
-                                   cwd=Path(__file__).resolve().parent, capture_output=True, text=True, timeout=10)
-            if dirty.returncode == 0 and dirty.stdout.strip():
-                commit += "+dirty"
-    except (OSError, subprocess.SubprocessError):
-        pass
+    # $ANYWAVE_COMMIT first: the GPU batch scripts set it, and a copied tree's .git may be stale
+    commit = os.environ.get("ANYWAVE_COMMIT") or _git_commit(Path(__file__).resolve().parent) or "unknown"
     return {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), "commit": commit,
             "python": platform.python_version(), "torch": torch.__version__, "numpy": np.__version__,
             "platform": platform.platform(), "cpu": platform.processor() or platform.machine()}
+
+
+def _git_commit(where: Path) -> str | None:
+    """``git rev-parse HEAD`` at ``where`` (``+dirty`` with uncommitted changes), or None."""
+    import subprocess
+
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=where, capture_output=True, text=True, timeout=10)
+        if out.returncode != 0:
+            return None
+        dirty = subprocess.run(["git", "status", "--porcelain"], cwd=where, capture_output=True, text=True, timeout=10)
+        return out.stdout.strip() + ("+dirty" if dirty.returncode == 0 and dirty.stdout.strip() else "")
+    except (OSError, subprocess.SubprocessError):
+        return None
 
 
 def summary(runs: Sequence[RunResult], reference: RunResult, cfg: TrainConfig) -> dict[str, Any]:
