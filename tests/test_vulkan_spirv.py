@@ -4,6 +4,7 @@ or refused with a reason; capabilities a device lacks are refused per instructio
 
 from __future__ import annotations
 
+import shutil
 import struct
 
 import pytest
@@ -106,6 +107,7 @@ def test_bad_arguments_name_the_problem() -> None:
         spirv.translate(mod, 32, kernels=["nope"])
 
 
+@pytest.mark.skipif(shutil.which("spirv-dis") is None, reason="needs spirv-dis (Debian spirv-tools) to read the modes")
 def test_float_controls_follow_the_device() -> None:
     mod = assemble(_F64)
 
