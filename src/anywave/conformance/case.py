@@ -69,6 +69,9 @@ class Case:
             atomics in the documented order (the emulator): name -> array or callable(W).
         race_free: whether the emulator's checked mode may be used (no data races, no reads
             of unwritten local memory).
+        expect_refusal: when set, a regular expression: the launch must be refused with a
+            WaveError whose ``"ClassName: message"`` matches it (and ``expected`` then holds
+            the untouched inputs); a launch that runs fails the case.
     """
 
     name: str
@@ -85,6 +88,7 @@ class Case:
     serial_expected: Expected | None = None
     race_free: bool = True
     description: str = ""
+    expect_refusal: str = ""
 
     @property
     def kernel(self) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 import sys
 import time
 import traceback
@@ -43,6 +44,7 @@ def _all_cases() -> tuple[Case, ...]:
         gen_collectives,
         gen_compiled,
         gen_control,
+        gen_limits,
         gen_mem,
         gen_mma,
         gen_perf,
@@ -50,7 +52,8 @@ def _all_cases() -> tuple[Case, ...]:
     )
 
     cases = (gen_alu.cases() + gen_mem.cases() + gen_wave.cases() + gen_control.cases() + gen_mma.cases()
-             + gen_collectives.cases() + list(gen_perf.cases()) + gen_compiled.cases())
+             + gen_collectives.cases() + list(gen_perf.cases()) + gen_compiled.cases()
+             + gen_limits.cases())
     names = [c.name for c in cases]
     if len(set(names)) != len(names):
         dup = sorted({n for n in names if names.count(n) > 1})
@@ -172,6 +175,7 @@ def run_case(case: Case, runner: Runner, wave_width: int, *, module: Any = None)
     if wave_width not in case.wave_widths:
         res.status, res.message = "skip", f"case applies to W in {case.wave_widths}"
         return res
+    mod = None
     try:
         mod = module if module is not None else assemble_group(case.group)
         args = _copy_args(case.args)
@@ -179,10 +183,21 @@ def run_case(case: Case, runner: Runner, wave_width: int, *, module: Any = None)
         if getattr(runner, "accepts_check", False):
             kwargs["check"] = case.race_free
         runner(mod, kernel_name(case), case.grid, case.workgroup, args, wave_width, **kwargs)
+        if case.expect_refusal:
+            res.status, res.message = "fail", (f"the launch ran; it must be refused (grid {case.grid}, "
+                                               f"workgroup {case.workgroup})")
+            res.seconds = time.perf_counter() - t0
+            return res
     except WaveError as e:
-        res.status, res.message = "error", f"{type(e).__name__}: {e}"
-        res.seconds = time.perf_counter() - t0
-        return res
+        text = f"{type(e).__name__}: {e}"
+        if not case.expect_refusal or mod is None:
+            res.status, res.message = "error", text
+            res.seconds = time.perf_counter() - t0
+            return res
+        if not re.search(case.expect_refusal, text):
+            res.status, res.message = "fail", f"refused, but not as expected ({case.expect_refusal!r}): {text}"
+            res.seconds = time.perf_counter() - t0
+            return res
     except Exception as e:  # noqa: BLE001 - a target's crash is a reportable result, not a suite crash
         tb = traceback.format_exception(type(e), e, e.__traceback__)
         res.status, res.message = "error", f"{type(e).__name__}: {e}\n" + "".join(tb[-3:])
