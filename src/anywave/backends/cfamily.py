@@ -44,7 +44,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from anywave.backends import cfamily_mma
-from anywave.binary.module import DeviceAddr, Instruction, Kernel, LocalAddr, Module, Pred
+from anywave.binary.module import DeviceAddr, Instruction, Kernel, LocalAddr, Module, Pred, kernel_bodies
 from anywave.errors import WaveError
 from anywave.isa.mma import MMA_SREG_VALUES
 from anywave.isa.table import Flag, InstrDef, Operand
@@ -1223,18 +1223,7 @@ def check_supported(module: Module, features: Features = Features(),
     out: dict[str, list[str]] = {}
     for k in module.kernels:
         probs = []
-        bodies = [(f"kernel {k.name!r}", k.code)]
-        seen: set[int] = set()
-        stack = list(k.code)
-        while stack:
-            ins = stack.pop()
-            if ins.defn.op == "call":
-                f = int(ins.operands[0])
-                if f not in seen:
-                    seen.add(f)
-                    bodies.append((f"function {module.functions[f].name!r}", module.functions[f].code))
-                    stack += module.functions[f].code
-        for owner, code in bodies:
+        for owner, code in kernel_bodies(module, k):
             for i, ins in enumerate(code):
                 why = unsupported_reason(ins.defn, features)
                 if why is None and dialect is not None:

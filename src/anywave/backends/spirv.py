@@ -49,7 +49,7 @@ from anywave.backends.cfamily import uses_wave_ops
 from anywave.backends.spirv_asm import BUILTIN, EXEC_MODE, OP, SCOPE, SEM, STORAGE, Builder, encode
 from anywave.backends.spirv_float import FloatOps
 from anywave.backends.spirv_ops import CONTROL, HANDLERS, ORDER_SEM, SCOPE_OF
-from anywave.binary.module import DeviceAddr, Instruction, Kernel, LocalAddr, Module, Pred
+from anywave.binary.module import DeviceAddr, Instruction, Kernel, LocalAddr, Module, Pred, kernel_bodies
 from anywave.errors import WaveError
 from anywave.isa.table import Flag, InstrDef
 from anywave.isa.types import ArgKind, MemoryOrder, ScalarType, Scope, SpecialRegister
@@ -227,18 +227,7 @@ def check_supported(module: Module, features: VulkanFeatures = FULL_FEATURES) ->
     out: dict[str, list[str]] = {}
     for k in module.kernels:
         probs = []
-        bodies = [(f"kernel {k.name!r}", k.code)]
-        seen: set[int] = set()
-        stack = list(k.code)
-        while stack:
-            ins = stack.pop()
-            if ins.defn.op == "call":
-                f = int(ins.operands[0])
-                if f not in seen:
-                    seen.add(f)
-                    bodies.append((f"function {module.functions[f].name!r}", module.functions[f].code))
-                    stack += module.functions[f].code
-        for owner, code in bodies:
+        for owner, code in kernel_bodies(module, k):
             for i, ins in enumerate(code):
                 why = unsupported_reason(ins.defn, features)
                 if why:

@@ -204,6 +204,24 @@ W_DEPENDENT_REGISTERS = frozenset({SpecialRegister.LANE_ID, SpecialRegister.WAVE
                                    SpecialRegister.WAVE_WIDTH, SpecialRegister.NUM_WAVES})
 
 
+def kernel_bodies(module: Module, kernel: Kernel) -> list[tuple[str, list[Instruction]]]:
+    """The code a kernel runs: ``(owner, code)`` for the kernel itself, then each function it
+    reaches through ``call`` (directly or not), once each; owner reads ``kernel 'k'`` or
+    ``function 'f'`` for messages."""
+    bodies = [(f"kernel {kernel.name!r}", kernel.code)]
+    seen: set[int] = set()
+    stack = list(kernel.code)
+    while stack:
+        ins = stack.pop()
+        if ins.defn.op == "call":
+            f = int(ins.operands[0])
+            if f not in seen:
+                seen.add(f)
+                bodies.append((f"function {module.functions[f].name!r}", module.functions[f].code))
+                stack += module.functions[f].code
+    return bodies
+
+
 def w_dependent_uses(module: Module, kernel: Kernel) -> list[str]:
     """The instructions through which ``kernel`` (and the functions it calls) can observe
     the wave width W (docs/spec.md §2.4): wave operations, ``mma`` and reads of
