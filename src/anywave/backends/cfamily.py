@@ -44,6 +44,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from anywave.backends import cfamily_mma
+from anywave.backends.lowering.control import ControlWalk, Frame, Mask, uses_wave_ops
 from anywave.binary.module import DeviceAddr, Instruction, Kernel, LocalAddr, Module, Pred, kernel_bodies
 from anywave.errors import WaveError
 from anywave.isa.mma import MMA_SREG_VALUES
@@ -300,14 +301,6 @@ def unsupported_reason(defn: InstrDef, features: Features = Features()) -> str |
 FULL_FEATURES = Features()
 
 
-@dataclass
-class _Frame:
-    """One open structured construct in the mask-stack lowering."""
-
-    kind: str  # "if", "loop", "call"
-    n: int
-
-
 @dataclass(frozen=True)
 class CKernel:
     """Launch information of one rendered kernel.
@@ -354,21 +347,6 @@ def c_name(kernel: str) -> str:
     return "aw_k_" + out + "_" + hashlib.sha1(kernel.encode()).hexdigest()[:6]
 
 
-def uses_wave_ops(module: Module, code: list[Instruction], seen: set[int] | None = None) -> bool:
-    """Whether ``code`` (or a function it calls) contains a wave-collective instruction."""
-    seen = set() if seen is None else seen
-    for ins in code:
-        if ins.defn.flags & Flag.WAVE_COLLECTIVE:
-            return True
-        if ins.defn.op == "call":
-            f = int(ins.operands[0])
-            if f not in seen:
-                seen.add(f)
-                if uses_wave_ops(module, module.functions[f].code, seen):
-                    return True
-    return False
-
-
 class _KernelRenderer:
     def __init__(self, d: Dialect, feats: Features, module: Module, kernel: Kernel, W: int,
                  checked: bool = False) -> None:
@@ -382,8 +360,6 @@ class _KernelRenderer:
         self.lines: list[str] = []
         self.ind = 1
         self.n = 0
-        self.frames: list[_Frame] = []
-        self.ret_labels: list[int] = []
         self.bufname = {i: f"aw_b{i}" for i, a in enumerate(kernel.args) if a.kind is ArgKind.BUFFER}
         self.scal = {i: f"aw_s{i}" for i, a in enumerate(kernel.args) if a.kind is ArgKind.SCALAR}
         self.locations = False
@@ -481,37 +457,34 @@ class _KernelRenderer:
         for line in cfamily_mma.declarations(self.m, k.code, W):  # fragment slots (spec 8.14)
             self.emit(line)
         if self.wave:
-            self.emit("bool act = aw_tl < aw_n;")
-            self.emit("bool halted = !act;")
+            self.emit("bool act = aw_tl < aw_n;")  # padding lanes are never active
             self.emit(f"const u32 aw_lane = aw_tl % {W}u;")
-        self.body(k.code, in_func=False)
+        at = len(self.lines)
+        walk = ControlWalk(self.m, self, self.wave)
+        walk.run(k.code)
+        if self.wave:  # the mask-stack frames (lowering.control), one set per depth
+            names = ["aw_x"] + [f"aw_{v}{i}" for i in range(walk.max_depth) for v in ("fo", "fp", "fc")]
+            self.lines.insert(at, "  " + "bool " + ", ".join(f"{n} = false" for n in names) + ";")
         self.ind = 0
         text = "\n".join(head + self.lines + ["}", ""])
         return text, CKernel(k.name, cn, tuple(pinfo), self.wave, k.local_memory, self.checked, tuple(self.sites))
 
-    def gone(self) -> str:
-        """Lanes that left the innermost enclosing construct (active at its start, no longer)."""
-        parts = ["halted"]
-        for fr in reversed(self.frames):
-            if fr.kind == "loop":
-                parts += [f"brk{fr.n}", f"cnt{fr.n}"]
-                break
-            if fr.kind == "call":
-                break
-        for fr in reversed(self.frames):
-            if fr.kind == "call":
-                parts.append(f"ret{fr.n}")
-                break
-        return " || ".join(parts)
+    # ---- the walk (lowering.Spelling)
+    def body_begin(self, code: Sequence[Instruction]) -> None:
+        pass
 
-    def body(self, code: list[Instruction], in_func: bool) -> None:
-        label = self.labels.get(id(code), "function")
-        for pc, ins in enumerate(code):
-            self.cur = (label, pc)
-            if self.locations and ins.loc is not None and ins.loc != self.last_loc:
-                self.last_loc = ins.loc  # source-line comments (render(locations=True)) for readers/the explorer
-                self.emit(f"/* {ins.loc.file}:{ins.loc.line} */")
-            self.instr(ins, in_func)
+    def body_end(self, code: Sequence[Instruction]) -> None:
+        pass
+
+    def at(self, code: Sequence[Instruction], pc: int) -> None:
+        ins = code[pc]
+        self.cur = (self.labels.get(id(code), "function"), pc)
+        if self.locations and ins.loc is not None and ins.loc != self.last_loc:
+            self.last_loc = ins.loc  # source-line comments (render(locations=True)) for readers/the explorer
+            self.emit(f"/* {ins.loc.file}:{ins.loc.line} */")
+
+    def frame_tag(self, kind: str) -> str:
+        return str(self.fresh())
 
     def exec_cond(self, ins: Instruction) -> str | None:
         g = self.p(ins.guard) if ins.guard is not None else None
@@ -519,11 +492,8 @@ class _KernelRenderer:
             return f"act && {g}" if g else "act"
         return g
 
-    def instr(self, ins: Instruction, in_func: bool) -> None:
+    def instruction(self, ins: Instruction) -> None:
         op = ins.defn.op
-        if op in _CONTROL:
-            (self.ctl_wave if self.wave else self.ctl_native)(ins, in_func)
-            return
         if op == "barrier":
             self.emit(self.d.barrier)
             return
@@ -555,126 +525,90 @@ class _KernelRenderer:
         self.ind -= 1
         self.emit("}")
 
-    # ---- native (per-thread) control flow
-    def ctl_native(self, ins: Instruction, in_func: bool) -> None:
-        op = ins.defn.op
-        g = self.p(ins.guard) if ins.guard is not None else None
-        when = (lambda s: f"if ({g}) {s}") if g else (lambda s: s)
-        if op == "if":
-            # The condition goes through a volatile copy: Intel's OpenCL CPU compiler (2026.2)
-            # miscompiles some if/else on a predicate read again after the join (the predicate
-            # read back true in lanes that ran the else arm); the copy keeps the optimiser from
-            # correlating the branch with later reads of the predicate register.
-            n = self.fresh()
-            self.emit(f"volatile bool aw_if{n} = {self.p(ins.operands[0])};")
-            self.emit(f"if (aw_if{n}) {{")
-            self.ind += 1
-        elif op == "else":
-            self.ind -= 1
-            self.emit("} else {")
-            self.ind += 1
-        elif op in ("endif", "endloop"):
-            self.ind -= 1
-            self.emit("}")
-        elif op == "loop":
-            self.emit("while (1) {")
-            self.ind += 1
-        elif op == "break":
-            self.emit(when("break;"))
-        elif op == "continue":
-            self.emit(when("continue;"))
-        elif op == "halt" or (op == "ret" and not self.ret_labels):
-            self.emit(when("return;"))
-        elif op == "ret":
-            self.emit(when(f"goto aw_ret{self.ret_labels[-1]};"))
-        elif op == "call":
-            n = self.fresh()
-            self.ret_labels.append(n)
-            self.emit("{")
-            self.ind += 1
-            self.body(self.m.functions[int(ins.operands[0])].code, in_func=True)
-            self.ind -= 1
-            self.emit("}")
-            self.emit(f"aw_ret{n}: ;")
-            self.ret_labels.pop()
-        elif op == "nop":
-            pass
+    def _open(self, head: str) -> None:
+        self.emit(head)
+        self.ind += 1
 
-    # ---- mask-stack control flow (wave kernels)
-    def ctl_wave(self, ins: Instruction, in_func: bool) -> None:
-        op = ins.defn.op
-        g = self.p(ins.guard) if ins.guard is not None else "true"
-        if op == "if":
-            n = self.fresh()
-            self.frames.append(_Frame("if", n))
-            self.emit("{")
-            self.ind += 1
-            # volatile copy of the condition: see ctl_native
-            self.emit(f"volatile bool aw_if{n} = {self.p(ins.operands[0])};")
-            self.emit(f"const bool is{n} = act; const bool ic{n} = aw_if{n};")
-            self.emit(f"act = is{n} && ic{n};")
-        elif op == "else":
-            n = self.frames[-1].n
-            self.emit(f"act = is{n} && !ic{n};")
-        elif op == "endif":
-            fr = self.frames.pop()
-            gone = self.gone()
-            self.emit(f"act = is{fr.n} && !({gone});")
-            self.ind -= 1
-            self.emit("}")
-        elif op == "loop":
-            n = self.fresh()
-            outer = self.gone_outer()
-            self.frames.append(_Frame("loop", n))
-            self.emit("{")
-            self.ind += 1
-            self.emit(f"const bool ls{n} = act; bool brk{n} = false; bool cnt{n} = false;")
-            self.emit("while (1) {")
-            self.ind += 1
-            self.emit(f"act = ls{n} && !brk{n} && !({outer}); cnt{n} = false;")
-            self.emit(f"if (!({self.d.any_lane('act')})) break;")
-        elif op == "endloop":
-            fr = self.frames.pop()
-            self.ind -= 1
-            self.emit("}")
-            self.emit(f"act = ls{fr.n} && !({self.gone_outer()});")
-            self.ind -= 1
-            self.emit("}")
-        elif op in ("break", "continue"):
-            n = next(fr.n for fr in reversed(self.frames) if fr.kind == "loop")
-            flag = f"brk{n}" if op == "break" else f"cnt{n}"
-            self.emit(f"{{ const bool b = act && {g}; {flag} = {flag} || b; act = act && !b; }}")
-        elif op == "halt" or (op == "ret" and not any(fr.kind == "call" for fr in self.frames)):
-            self.emit(f"{{ const bool b = act && {g}; halted = halted || b; act = act && !b; }}")
-        elif op == "ret":
-            n = next(fr.n for fr in reversed(self.frames) if fr.kind == "call")
-            self.emit(f"{{ const bool b = act && {g}; ret{n} = ret{n} || b; act = act && !b; }}")
-        elif op == "call":
-            n = self.fresh()
-            self.frames.append(_Frame("call", n))
-            self.emit("{")
-            self.ind += 1
-            self.emit(f"const bool cs{n} = act; bool ret{n} = false;")
-            self.body(self.m.functions[int(ins.operands[0])].code, in_func=True)
-            self.frames.pop()
-            self.emit(f"act = cs{n} && !({self.gone_outer()});")
-            self.ind -= 1
-            self.emit("}")
-        elif op == "nop":
-            pass
+    def _close(self, tail: str = "}") -> None:
+        self.ind -= 1
+        self.emit(tail)
 
-    def gone_outer(self) -> str:
-        """Lanes that left through halt or a ret of the innermost enclosing function (what can
-        remove a lane from a loop or call besides its own break)."""
-        parts = ["halted"]
-        for fr in reversed(self.frames):
-            if fr.kind == "call":
-                parts.append(f"ret{fr.n}")
-                break
-        return " || ".join(parts)
+    def _when(self, guard: Pred | None, stmt: str) -> None:
+        self.emit(f"if ({self.p(guard)}) {stmt}" if guard is not None else stmt)
+
+    # ---- per-thread control flow: C's own constructs
+    def thread_if(self, f: Frame, cond: Pred) -> None:
+        # The condition goes through a volatile copy: Intel's OpenCL CPU compiler (2026.2)
+        # miscompiles some if/else on a predicate read again after the join (the predicate
+        # read back true in lanes that ran the else arm); the copy keeps the optimiser from
+        # correlating the branch with later reads of the predicate register.
+        self.emit(f"volatile bool aw_if{f.tag} = {self.p(cond)};")
+        self._open(f"if (aw_if{f.tag}) {{")
+
+    def thread_else(self, f: Frame) -> None:
+        self.ind -= 1
+        self._open("} else {")
+
+    def thread_endif(self, f: Frame) -> None:
+        self._close()
+
+    def thread_loop(self, f: Frame) -> None:
+        self._open("while (1) {")
+
+    def thread_endloop(self, f: Frame) -> None:
+        self._close()
+
+    def thread_jump(self, role: str, loop: Frame, guard: Pred | None) -> None:
+        self._when(guard, f"{role};")
+
+    def thread_ret(self, call: Frame | None, guard: Pred | None) -> None:
+        self._when(guard, "return;" if call is None else f"goto aw_ret{call.tag};")
+
+    def thread_call(self, f: Frame) -> None:
+        self._open("{")
+
+    def thread_endcall(self, f: Frame) -> None:
+        self._close()
+        self.emit(f"aw_ret{f.tag}: ;")
+
+    # ---- mask-stack control flow (wave kernels): every lane walks every construct
+    def _m(self, m: Mask) -> str:
+        if m.kind == "pred":
+            assert m.pred is not None
+            return ("!" if m.pred.negated != m.neg else "") + f"p{m.pred.index}"
+        name = {"A": "act", "x": "aw_x", "false": "false", "raw": m.name}.get(m.kind) or f"aw_{m.kind}{m.depth}"
+        return ("!" if m.neg else "") + name
+
+    def mask(self, op: str, dst: Mask, a: Mask, b: Mask | None = None) -> None:
+        if op == "mov":
+            self.emit(f"{self._m(dst)} = {self._m(a)};")
+        else:
+            assert b is not None
+            self.emit(f"{self._m(dst)} = {self._m(a)} {'&&' if op == 'and' else '||'} {self._m(b)};")
+
+    def condition(self, cond: Pred) -> Mask:
+        # volatile copy of the condition: see thread_if
+        n = self.fresh()
+        self.emit(f"volatile bool aw_if{n} = {self.p(cond)}; const bool aw_c{n} = aw_if{n};")
+        return Mask("raw", name=f"aw_c{n}")
+
+    def enter(self, f: Frame, part: str) -> None:
+        # a region no lane of the wave is active in is skipped by the whole sub-group at once
+        self._open(f"if ({self.d.any_lane('act')}) {{")
+
+    def leave(self, f: Frame, part: str) -> None:
+        self._close()
+
+    def loop_open(self, f: Frame) -> None:
+        self._open(f"if ({self.d.any_lane('act')}) {{")
+        self._open("do {")
+
+    def loop_close(self, f: Frame) -> None:
+        self._close(f"}} while ({self.d.any_lane('act')});")
+        self._close()
 
 
-_CONTROL = {"if", "else", "endif", "loop", "endloop", "break", "continue", "call", "ret", "halt", "nop"}
+_CONTROL = {"if", "else", "endif", "loop", "endloop", "break", "continue", "call", "ret", "halt", "nop"}  # walk-handled
 
 # --------------------------------------------------------------------------- instruction handlers
 # Each handler returns the C statements of one instruction (executed where the exec

@@ -45,6 +45,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from anywave.backends import ptx_mma
+from anywave.backends.lowering.control import ControlWalk, Frame, Mask, of_pred, uses_wave_ops
 from anywave.backends.ptx_memory import load_space
 from anywave.binary.module import DeviceAddr, Instruction, Kernel, LocalAddr, Module, Pred
 from anywave.errors import WaveError
@@ -1132,28 +1133,6 @@ def emitter_for(defn: InstrDef) -> Emitter | None:
 
 # ------------------------------------------------------------------------ kernel emitter
 
-@dataclass
-class _Frame:
-    kind: str  # if | loop | call
-    depth: int
-    label: str
-    has_else: bool = False
-
-
-def _uses_collectives(module: Module, code: Iterable[Instruction], seen: set[int] | None = None) -> bool:
-    seen = set() if seen is None else seen
-    for ins in code:
-        if Flag.WAVE_COLLECTIVE in ins.defn.flags:
-            return True
-        if ins.defn.op == "call":
-            f = ins.operands[0]
-            if f not in seen:
-                seen.add(f)
-                if _uses_collectives(module, module.functions[f].code, seen):
-                    return True
-    return False
-
-
 class _KernelEmitter:
     def __init__(self, module: Module, kernel: Kernel, arch: int, comments: bool, checked: bool = False) -> None:
         self.m = module
@@ -1165,11 +1144,11 @@ class _KernelEmitter:
         self.cur: tuple[str, int] = (self.labels[id(kernel.code)], 0)
         self.arch = arch
         self.comments = comments
-        self.uniform = _uses_collectives(module, kernel.code)
+        self.uniform = uses_wave_ops(module, kernel.code)
         self.body: list[str] = []
         self.nlabel = 0
-        self.frames: list[_Frame] = []
         self.max_depth = 0
+        self._segs: list[str | None] = []
         #: inside a segment that a warp with no active lane skips as a whole (ptx_mma)
         self.frag_covered = False
         from anywave.asm.disassembler import _Printer
@@ -1201,31 +1180,37 @@ class _KernelEmitter:
     def out(self, line: str, indent: int = 1) -> None:
         self.body.append("    " * indent + line)
 
-    def emit_code(self, code: Sequence[Instruction]) -> None:
-        label = self.labels.get(id(code), "function")
-        seg: str | None = None  # open straight-line segment of wave-scope fragment code (ptx_mma)
-        for i, ins in enumerate(code):
-            self.cur = (label, i)
-            boundary = ins.defn.category is Category.CONTROL or ins.defn.op == "barrier"
-            if seg is not None and boundary:
-                self.out(f"{seg}:", 0)
-                seg, self.frag_covered = None, False
-            if seg is None and self.uniform and not boundary and ptx_mma.segment_has_fragments(code, i):
-                # skip the whole segment in a warp with no active lane, so its fragment
-                # instructions need no per-instruction test (spec 8.14)
-                seg = self.new_label("frag_seg")
-                self.out("vote.sync.any.pred %pany, %A, %exist;")
-                self.out(f"@!%pany bra {seg};")
-                self.frag_covered = True
-            if self.comments:
-                self.out(f"// {self.text_of(ins)}")
-            if ins.defn.category is Category.CONTROL:
-                self.control(ins)
-            else:
-                self.instruction(ins)
+    # ---------------------------------------------------------------- the walk (lowering.Spelling)
+    def body_begin(self, code: Sequence[Instruction]) -> None:
+        # open straight-line segment of wave-scope fragment code (ptx_mma), one per body
+        self._segs.append(None)
+
+    def body_end(self, code: Sequence[Instruction]) -> None:
+        seg = self._segs.pop()
         if seg is not None:
             self.out(f"{seg}:", 0)
             self.frag_covered = False
+
+    def at(self, code: Sequence[Instruction], i: int) -> None:
+        ins = code[i]
+        self.cur = (self.labels.get(id(code), "function"), i)
+        boundary = ins.defn.category is Category.CONTROL or ins.defn.op == "barrier"
+        seg = self._segs[-1]
+        if seg is not None and boundary:
+            self.out(f"{seg}:", 0)
+            self._segs[-1], self.frag_covered = None, False
+        elif seg is None and self.uniform and not boundary and ptx_mma.segment_has_fragments(code, i):
+            # skip the whole segment in a warp with no active lane, so its fragment
+            # instructions need no per-instruction test (spec 8.14)
+            seg = self._segs[-1] = self.new_label("frag_seg")
+            self.out("vote.sync.any.pred %pany, %A, %exist;")
+            self.out(f"@!%pany bra {seg};")
+            self.frag_covered = True
+        if self.comments:
+            self.out(f"// {self.text_of(ins)}")
+
+    def frame_tag(self, kind: str) -> str:
+        return self.new_label(kind)
 
     def exec_pred(self, guard: Pred | None) -> str | None:
         """Predicate string of the executing lanes (None: every thread that runs this)."""
@@ -1237,6 +1222,8 @@ class _KernelEmitter:
         return "%pe"
 
     def instruction(self, ins: Instruction) -> None:
+        if ins.defn.category is Category.CONTROL:  # nop: nothing to write
+            return
         emit = emitter_for(ins.defn)
         assert emit is not None
         b = _Block(self, ins)
@@ -1292,160 +1279,90 @@ class _KernelEmitter:
         self.out("}")
         self.out(f"{skip}:", 0)
 
-    # ---------------------------------------------------------------- control flow
-    def push(self, kind: str) -> _Frame:
-        f = _Frame(kind, len(self.frames), self.new_label(kind))
-        self.frames.append(f)
-        self.max_depth = max(self.max_depth, len(self.frames))
-        return f
+    # ---------------------------------------------------------------- per-thread control flow
+    @staticmethod
+    def _guard(g: Pred | None) -> str:
+        return "" if g is None else f"@{Block_pred(g)} "
 
-    def innermost(self, kind: str) -> _Frame | None:
-        for f in reversed(self.frames):
-            if f.kind == kind:
-                return f
-        return None
+    def thread_if(self, f: Frame, cond: Pred) -> None:
+        self.out(f"@{Block_pred(cond, negate=True)} bra {f.tag}_else;")
+
+    def thread_else(self, f: Frame) -> None:
+        self.out(f"bra {f.tag}_end;")
+        self.out(f"{f.tag}_else:", 0)
+
+    def thread_endif(self, f: Frame) -> None:
+        if not f.has_else:
+            self.out(f"{f.tag}_else:", 0)
+        self.out(f"{f.tag}_end:", 0)
+
+    def thread_loop(self, f: Frame) -> None:
+        self.out(f"{f.tag}_top:", 0)
+
+    def thread_endloop(self, f: Frame) -> None:
+        self.out(f"{f.tag}_cont:", 0)
+        self.out(f"bra {f.tag}_top;")
+        self.out(f"{f.tag}_exit:", 0)
+
+    def thread_jump(self, role: str, loop: Frame, guard: Pred | None) -> None:
+        self.out(f"{self._guard(guard)}bra {loop.tag}_{'exit' if role == 'break' else 'cont'};")
+
+    def thread_ret(self, call: Frame | None, guard: Pred | None) -> None:
+        if call is None:
+            self.out(f"{self._guard(guard)}exit;")
+        else:
+            self.out(f"{self._guard(guard)}bra {call.tag}_ret;")
+
+    def thread_call(self, f: Frame) -> None:
+        pass
+
+    def thread_endcall(self, f: Frame) -> None:
+        self.out(f"{f.tag}_ret:", 0)
+
+    # ---------------------------------------------------------------- mask-stack control flow
+    _MASK_REG = {"A": "%A", "x": "%px", "fo": "%fo", "fp": "%fp", "fc": "%fc"}
+
+    def _m(self, m: Mask) -> str:
+        if m.kind == "pred":
+            assert m.pred is not None
+            return Block_pred(m.pred, m.neg)
+        name = self._MASK_REG[m.kind] + (str(m.depth) if m.depth >= 0 else "")
+        return ("!" if m.neg else "") + name
+
+    def mask(self, op: str, dst: Mask, a: Mask, b: Mask | None = None) -> None:
+        if op == "mov":
+            self.out(f"mov.pred {self._m(dst)}, {'0' if a.kind == 'false' else self._m(a)};")
+        else:
+            assert b is not None
+            self.out(f"{op}.pred {self._m(dst)}, {self._m(a)}, {self._m(b)};")
+
+    def condition(self, cond: Pred) -> Mask:
+        return of_pred(cond)
 
     def vote_any(self, pred: str) -> None:
         self.out(f"vote.sync.any.pred %pany, {pred}, %exist;")
 
-    def remove(self, x: str, above: int) -> None:
-        """Uniform mode: lanes where ``x`` holds leave every frame deeper than ``above``."""
-        for f in self.frames[above + 1:]:
-            self.out(f"and.pred %fo{f.depth}, %fo{f.depth}, !{x};")
-            if f.kind == "if":
-                self.out(f"and.pred %fp{f.depth}, %fp{f.depth}, !{x};")
-            elif f.kind == "loop":
-                self.out(f"and.pred %fc{f.depth}, %fc{f.depth}, !{x};")
-        self.out(f"and.pred %A, %A, !{x};")
+    def enter(self, f: Frame, part: str) -> None:
+        self.vote_any("%A")
+        self.out(f"@!%pany bra {f.tag}_{ {'then': 'else', 'else': 'end', 'call': 'ret'}[part]};")
 
-    def leaving(self, guard: Pred | None) -> str:
-        """Uniform mode: predicate %px = active lanes where the guard holds."""
-        if guard is None:
-            self.out("mov.pred %px, %A;")
-        else:
-            self.out(f"and.pred %px, %A, {Block_pred(guard)};")
-        return "%px"
+    def leave(self, f: Frame, part: str) -> None:
+        if part == "then":
+            self.out(f"{f.tag}_else:", 0)
+        if part != "call" and (part == "else" or not f.has_else):
+            self.out(f"{f.tag}_end:", 0)
+        if part == "call":
+            self.out(f"{f.tag}_ret:", 0)
 
-    def control(self, ins: Instruction) -> None:
-        op = ins.defn.op
-        if self.uniform:
-            self.control_uniform(ins, op)
-        else:
-            self.control_thread(ins, op)
+    def loop_open(self, f: Frame) -> None:
+        self.vote_any("%A")
+        self.out(f"@!%pany bra {f.tag}_exit;")
+        self.out(f"{f.tag}_top:", 0)
 
-    def control_thread(self, ins: Instruction, op: str) -> None:
-        g = ins.guard
-        guard = "" if g is None else f"@{Block_pred(g)} "
-        if op == "nop":
-            return
-        if op == "if":
-            f = self.push("if")
-            p: Pred = ins.operands[0]
-            self.out(f"@{Block_pred(p, negate=True)} bra {f.label}_else;")
-        elif op == "else":
-            f = self.frames[-1]
-            f.has_else = True
-            self.out(f"bra {f.label}_end;")
-            self.out(f"{f.label}_else:", 0)
-        elif op == "endif":
-            f = self.frames.pop()
-            if not f.has_else:
-                self.out(f"{f.label}_else:", 0)
-            self.out(f"{f.label}_end:", 0)
-        elif op == "loop":
-            f = self.push("loop")
-            self.out(f"{f.label}_top:", 0)
-        elif op in ("break", "continue"):
-            lf = self.innermost("loop")
-            assert lf is not None
-            self.out(f"{guard}bra {lf.label}_{'exit' if op == 'break' else 'cont'};")
-        elif op == "endloop":
-            f = self.frames.pop()
-            self.out(f"{f.label}_cont:", 0)
-            self.out(f"bra {f.label}_top;")
-            self.out(f"{f.label}_exit:", 0)
-        elif op == "call":
-            f = self.push("call")
-            self.emit_code(self.m.functions[ins.operands[0]].code)
-            self.frames.pop()
-            self.out(f"{f.label}_ret:", 0)
-        elif op == "ret" and self.innermost("call") is not None:
-            cf = self.innermost("call")
-            assert cf is not None
-            self.out(f"{guard}bra {cf.label}_ret;")
-        elif op in ("ret", "halt"):
-            self.out(f"{guard}exit;")
-        else:  # pragma: no cover
-            raise AssertionError(op)
-
-    def control_uniform(self, ins: Instruction, op: str) -> None:
-        if op == "nop":
-            return
-        if op == "if":
-            f = self.push("if")
-            p: Pred = ins.operands[0]
-            d = f.depth
-            self.out(f"mov.pred %fo{d}, %A;")
-            self.out(f"and.pred %fp{d}, %A, {Block_pred(p, negate=True)};")
-            self.out(f"and.pred %A, %A, {Block_pred(p)};")
-            self.vote_any("%A")
-            self.out(f"@!%pany bra {f.label}_else;")
-        elif op == "else":
-            f = self.frames[-1]
-            f.has_else = True
-            self.out(f"{f.label}_else:", 0)
-            self.out(f"mov.pred %A, %fp{f.depth};")
-            self.out(f"mov.pred %fp{f.depth}, 0;")
-            self.vote_any("%A")
-            self.out(f"@!%pany bra {f.label}_end;")
-        elif op == "endif":
-            f = self.frames.pop()
-            if not f.has_else:
-                self.out(f"{f.label}_else:", 0)
-            self.out(f"{f.label}_end:", 0)
-            self.out(f"mov.pred %A, %fo{f.depth};")
-        elif op == "loop":
-            f = self.push("loop")
-            self.out(f"mov.pred %fo{f.depth}, %A;")
-            self.out(f"mov.pred %fc{f.depth}, 0;")
-            self.vote_any("%A")
-            self.out(f"@!%pany bra {f.label}_exit;")
-            self.out(f"{f.label}_top:", 0)
-        elif op in ("break", "continue"):
-            lf = self.innermost("loop")
-            assert lf is not None
-            x = self.leaving(ins.guard)
-            self.remove(x, lf.depth)
-            if op == "continue":
-                self.out(f"or.pred %fc{lf.depth}, %fc{lf.depth}, {x};")
-        elif op == "endloop":
-            f = self.frames.pop()
-            d = f.depth
-            self.out(f"or.pred %A, %A, %fc{d};")
-            self.out(f"mov.pred %fc{d}, 0;")
-            self.vote_any("%A")
-            self.out(f"@%pany bra {f.label}_top;")
-            self.out(f"{f.label}_exit:", 0)
-            self.out(f"mov.pred %A, %fo{d};")
-        elif op == "call":
-            f = self.push("call")
-            self.out(f"mov.pred %fo{f.depth}, %A;")
-            self.vote_any("%A")
-            self.out(f"@!%pany bra {f.label}_ret;")
-            self.emit_code(self.m.functions[ins.operands[0]].code)
-            self.frames.pop()
-            self.out(f"{f.label}_ret:", 0)
-            self.out(f"mov.pred %A, %fo{f.depth};")
-        elif op == "ret" and self.innermost("call") is not None:
-            cf = self.innermost("call")
-            assert cf is not None
-            self.remove(self.leaving(ins.guard), cf.depth)
-        elif op in ("ret", "halt"):
-            # halted lanes leave every frame (never reactivated) but keep walking the
-            # program with the warp, so collective operations keep a fixed member mask
-            self.remove(self.leaving(ins.guard), -1)
-        else:  # pragma: no cover
-            raise AssertionError(op)
+    def loop_close(self, f: Frame) -> None:
+        self.vote_any("%A")
+        self.out(f"@%pany bra {f.tag}_top;")
+        self.out(f"{f.tag}_exit:", 0)
 
     # ---------------------------------------------------------------- whole kernel
     def params(self) -> tuple[PtxParam, ...]:
@@ -1460,7 +1377,9 @@ class _KernelEmitter:
 
     def run(self) -> tuple[str, PtxKernel]:
         k = self.k
-        self.emit_code(k.code)
+        walk = ControlWalk(self.m, self, self.uniform)
+        walk.run(k.code)
+        self.max_depth = walk.max_depth
         params = self.params()
         dynamic = k.local_memory if k.local_memory > STATIC_SHARED_LIMIT else 0
         lines = [f"// kernel {k.name}: {len(k.args)} arguments, {k.registers} registers, "

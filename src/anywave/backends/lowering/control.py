@@ -1,0 +1,347 @@
+"""Structured control flow lowered once for every backend that writes straight-line text.
+
+A backend gives a :class:`Spelling` (how to write a branch, a label, a mask update in its
+language) and :class:`ControlWalk` does the rest: it walks each body's region tree
+(:mod:`anywave.binary.structure`), inlines ``call`` (spec §7.7: no recursion, functions share
+the caller's registers), keeps the stack of open constructs (:class:`Frame`), resolves which
+loop a ``break``/``continue`` leaves and where a ``ret`` returns to, and picks one of two
+strategies:
+
+* **per-thread** (a kernel without wave-collective instructions, spec §7.8: each thread then
+  behaves as if it ran alone): every construct becomes the target's own branch or block; the
+  walk calls ``thread_*`` hooks.
+* **mask stack** (a kernel that uses wave operations or ``mma``): the spec's mask-stack
+  machine (§7.4) kept *per lane* in boolean variables, so every lane of a wave walks the
+  same program and collective operations run in converged control flow with exactly the
+  spec's executing set. The walk computes every mask update itself (:meth:`Spelling.mask`)
+  and asks the backend only to spell "skip this region when no lane of the wave is active"
+  (:meth:`Spelling.enter` / :meth:`Spelling.leave`) and the loop back-edge.
+
+The mask-stack machine (one formulation for PTX and the C family). ``A`` is the lane's
+active bit; each open frame at depth ``d`` keeps
+
+* ``fo[d]``: ``A`` when the construct was entered (restored when it closes: a lane that left
+  the construct through ``break``/``continue``/``ret`` comes back there);
+* ``fp[d]`` (``if``): lanes still pending for the ``else`` region;
+* ``fc[d]`` (``loop``): lanes that took ``continue`` in this iteration.
+
+A lane that leaves (``x = A && guard``) is cleared from ``A`` and from every frame deeper than
+the construct it leaves (the loop for ``break``/``continue``, the call for ``ret``, all frames
+for ``halt``), so it is never reactivated inside. A padding lane (not part of the workgroup)
+starts with ``A`` false and is therefore never active.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from anywave.binary.module import Instruction, Module, Pred
+from anywave.isa.table import Flag
+
+try:  # the shared region tree (binary.structure); a minimal local parser until it lands
+    from anywave.binary.structure import If, Loop, parse
+except ImportError:  # pragma: no cover - removed once anywave.binary.structure is on main
+    from anywave.backends.lowering._tree import If, Loop, parse  # type: ignore[assignment]
+
+
+@dataclass
+class Frame:
+    """One open construct of the walk.
+
+    Attributes:
+        kind: ``"if"``, ``"loop"`` or ``"call"`` (an inlined function body).
+        depth: number of frames around it (0 for the outermost); the mask variables of the
+            mask-stack machine are indexed by it.
+        tag: the backend's name for the construct (a label prefix, a number), from
+            :meth:`Spelling.frame_tag`.
+        has_else: for an ``if``: whether its ``else`` has been reached.
+    """
+
+    kind: str
+    depth: int
+    tag: str
+    has_else: bool = False
+
+
+@dataclass(frozen=True)
+class Mask:
+    """An operand of a mask update: the active bit ``A``, a frame variable ``fo``/``fp``/``fc``
+    at ``depth``, the leaving lanes ``x``, a WAVE predicate (``pred``), ``False``, or a name the
+    backend chose (``raw``); ``neg`` negates it."""
+
+    kind: str  # "A" | "fo" | "fp" | "fc" | "x" | "pred" | "false" | "raw"
+    depth: int = -1
+    pred: Pred | None = None
+    name: str = ""
+    neg: bool = False
+
+    def __invert__(self) -> Mask:
+        return Mask(self.kind, self.depth, self.pred, self.name, not self.neg)
+
+
+A = Mask("A")
+X = Mask("x")
+FALSE = Mask("false")
+
+
+def of_pred(p: Pred, negate: bool = False) -> Mask:
+    """The mask operand of WAVE predicate ``p`` (``negate`` flips it once more)."""
+    return Mask("pred", pred=p, neg=negate)
+
+
+class Spelling(Protocol):
+    """What a backend writes for the walk (all methods write to the backend's output)."""
+
+    def body_begin(self, code: Sequence[Instruction]) -> None:
+        """A body (kernel or inlined function) starts."""
+
+    def body_end(self, code: Sequence[Instruction]) -> None:
+        """The body started by the matching :meth:`body_begin` ends."""
+
+    def at(self, code: Sequence[Instruction], index: int) -> None:
+        """Called before each instruction of ``code`` in code order (markers included)."""
+
+    def instruction(self, ins: Instruction) -> None:
+        """An instruction without a structural role (arithmetic, memory, barrier, nop ...)."""
+
+    def frame_tag(self, kind: str) -> str:
+        """A fresh name for a new construct of ``kind``."""
+
+    # per-thread strategy
+    def thread_if(self, f: Frame, cond: Pred) -> None: ...
+    def thread_else(self, f: Frame) -> None: ...
+    def thread_endif(self, f: Frame) -> None: ...
+    def thread_loop(self, f: Frame) -> None: ...
+    def thread_endloop(self, f: Frame) -> None: ...
+    def thread_jump(self, role: str, loop: Frame, guard: Pred | None) -> None:
+        """``break``/``continue`` (``role``) of ``loop`` where ``guard`` holds (None: always)."""
+    def thread_ret(self, call: Frame | None, guard: Pred | None) -> None:
+        """Return from the inlined function ``call``, or end the thread (``call`` None: a
+        ``halt``, or a ``ret`` of the kernel body)."""
+    def thread_call(self, f: Frame) -> None: ...
+    def thread_endcall(self, f: Frame) -> None: ...
+
+    # mask-stack strategy
+    def mask(self, op: str, dst: Mask, a: Mask, b: Mask | None = None) -> None:
+        """``dst = a`` (op ``"mov"``), ``dst = a && b`` (``"and"``), ``dst = a || b`` (``"or"``)."""
+    def condition(self, cond: Pred) -> Mask:
+        """The operand to use for an ``if``'s predicate (default: :func:`of_pred`)."""
+    def enter(self, f: Frame, part: str) -> None:
+        """Open the region ``part`` (``"then"``, ``"else"``, ``"call"``) of ``f``: skipped as a
+        whole when no lane of the wave is active (``A`` false everywhere)."""
+    def leave(self, f: Frame, part: str) -> None:
+        """Close the region opened by :meth:`enter`."""
+    def loop_open(self, f: Frame) -> None:
+        """Start loop ``f``: skip it when no lane is active, else begin the first iteration."""
+    def loop_close(self, f: Frame) -> None:
+        """End an iteration of ``f``: repeat while some lane of the wave is active."""
+
+
+def uses_wave_ops(module: Module, code: Sequence[Instruction], seen: set[int] | None = None) -> bool:
+    """Whether ``code`` (or a function it calls, transitively) contains a wave-collective
+    instruction: then the kernel needs the mask-stack strategy."""
+    seen = set() if seen is None else seen
+    for ins in code:
+        if ins.defn.flags & Flag.WAVE_COLLECTIVE:
+            return True
+        if ins.defn.op == "call":
+            f = int(ins.operands[0])
+            if f not in seen:
+                seen.add(f)
+                if uses_wave_ops(module, module.functions[f].code, seen):
+                    return True
+    return False
+
+
+class ControlWalk:
+    """Walk one kernel with calls inlined, driving ``spelling`` (see the module docstring).
+
+    Args:
+        module: the (verified) module, for the bodies of called functions.
+        spelling: the backend's :class:`Spelling`.
+        mask_stack: use the mask-stack strategy (else per-thread).
+
+    Attributes:
+        frames: the open constructs, outermost first.
+        max_depth: the deepest frame stack seen (how many ``fo``/``fp``/``fc`` to declare).
+    """
+
+    def __init__(self, module: Module, spelling: Any, mask_stack: bool) -> None:
+        self.m = module
+        self.s = spelling
+        self.mask_stack = mask_stack
+        self.frames: list[Frame] = []
+        self.max_depth = 0
+
+    def run(self, code: Sequence[Instruction]) -> None:
+        """Lower one body (the kernel's code); the spelling receives everything."""
+        self.s.body_begin(code)
+        self._nodes(code, parse(code).nodes)
+        self.s.body_end(code)
+
+    # ---------------------------------------------------------------- frames
+    def push(self, kind: str) -> Frame:
+        f = Frame(kind, len(self.frames), self.s.frame_tag(kind))
+        self.frames.append(f)
+        self.max_depth = max(self.max_depth, len(self.frames))
+        return f
+
+    def innermost(self, kind: str) -> Frame | None:
+        """The innermost open frame of ``kind`` (None when there is none)."""
+        for f in reversed(self.frames):
+            if f.kind == kind:
+                return f
+        return None
+
+    # ---------------------------------------------------------------- the walk
+    def _nodes(self, code: Sequence[Instruction], nodes: Sequence[Any]) -> None:
+        s = self.s
+        for n in nodes:
+            if isinstance(n, If):
+                s.at(code, n.index)
+                self._if(n.ins.operands[0])
+                self._nodes(code, n.then)
+                if n.else_index is not None:
+                    s.at(code, n.else_index)
+                    self._else()
+                    self._nodes(code, n.orelse)
+                s.at(code, n.end_index)
+                self._endif()
+            elif isinstance(n, Loop):
+                s.at(code, n.index)
+                self._loop()
+                self._nodes(code, n.body)
+                s.at(code, n.end_index)
+                self._endloop()
+            else:
+                s.at(code, n.index)
+                self._leaf(n.role, n.ins)
+
+    def _leaf(self, role: str | None, ins: Instruction) -> None:
+        if role is None:
+            self.s.instruction(ins)
+        elif role == "call":
+            self._call(int(ins.operands[0]))
+        elif role in ("break", "continue"):
+            self._jump(role, ins.guard)
+        elif role == "ret":
+            self._ret(self.innermost("call"), ins.guard)
+        elif role == "halt":
+            self._ret(None, ins.guard)
+        else:  # pragma: no cover - verified code has no unmatched markers
+            raise AssertionError(f"unmatched {role} in verified code")
+
+    # ---------------------------------------------------------------- constructs
+    def _if(self, p: Pred) -> None:
+        f = self.push("if")
+        if not self.mask_stack:
+            self.s.thread_if(f, p)
+            return
+        s, d = self.s, f.depth
+        c = s.condition(p)
+        s.mask("mov", Mask("fo", d), A)
+        s.mask("and", Mask("fp", d), A, ~c)
+        s.mask("and", A, A, c)
+        s.enter(f, "then")
+
+    def _else(self) -> None:
+        f = self.frames[-1]
+        f.has_else = True
+        if not self.mask_stack:
+            self.s.thread_else(f)
+            return
+        s, d = self.s, f.depth
+        s.leave(f, "then")
+        s.mask("mov", A, Mask("fp", d))
+        s.mask("mov", Mask("fp", d), FALSE)
+        s.enter(f, "else")
+
+    def _endif(self) -> None:
+        f = self.frames.pop()
+        if not self.mask_stack:
+            self.s.thread_endif(f)
+            return
+        self.s.leave(f, "else" if f.has_else else "then")
+        self.s.mask("mov", A, Mask("fo", f.depth))
+
+    def _loop(self) -> None:
+        f = self.push("loop")
+        if not self.mask_stack:
+            self.s.thread_loop(f)
+            return
+        s, d = self.s, f.depth
+        s.mask("mov", Mask("fo", d), A)
+        s.mask("mov", Mask("fc", d), FALSE)
+        s.loop_open(f)
+
+    def _endloop(self) -> None:
+        f = self.frames.pop()
+        if not self.mask_stack:
+            self.s.thread_endloop(f)
+            return
+        s, d = self.s, f.depth
+        s.mask("or", A, A, Mask("fc", d))
+        s.mask("mov", Mask("fc", d), FALSE)
+        s.loop_close(f)
+        s.mask("mov", A, Mask("fo", d))
+
+    def _call(self, index: int) -> None:
+        f = self.push("call")
+        code = self.m.functions[index].code
+        if not self.mask_stack:
+            self.s.thread_call(f)
+            self.s.body_begin(code)
+            self._nodes(code, parse(code).nodes)
+            self.s.body_end(code)
+            self.frames.pop()
+            self.s.thread_endcall(f)
+            return
+        s = self.s
+        s.mask("mov", Mask("fo", f.depth), A)
+        s.enter(f, "call")
+        s.body_begin(code)
+        self._nodes(code, parse(code).nodes)
+        s.body_end(code)
+        self.frames.pop()
+        s.leave(f, "call")
+        s.mask("mov", A, Mask("fo", f.depth))
+
+    def _leaving(self, guard: Pred | None) -> Mask:
+        """Mask stack: ``x`` = the active lanes where ``guard`` holds."""
+        if guard is None:
+            self.s.mask("mov", X, A)
+        else:
+            self.s.mask("and", X, A, of_pred(guard))
+        return X
+
+    def _remove(self, x: Mask, above: int) -> None:
+        """Mask stack: lanes in ``x`` leave every frame deeper than ``above`` (and ``A``)."""
+        s = self.s
+        for f in self.frames[above + 1:]:
+            s.mask("and", Mask("fo", f.depth), Mask("fo", f.depth), ~x)
+            if f.kind == "if":
+                s.mask("and", Mask("fp", f.depth), Mask("fp", f.depth), ~x)
+            elif f.kind == "loop":
+                s.mask("and", Mask("fc", f.depth), Mask("fc", f.depth), ~x)
+        s.mask("and", A, A, ~x)
+
+    def _jump(self, role: str, guard: Pred | None) -> None:
+        lf = self.innermost("loop")
+        assert lf is not None, "verified code has break/continue only inside loops"
+        if not self.mask_stack:
+            self.s.thread_jump(role, lf, guard)
+            return
+        x = self._leaving(guard)
+        self._remove(x, lf.depth)
+        if role == "continue":
+            self.s.mask("or", Mask("fc", lf.depth), Mask("fc", lf.depth), x)
+
+    def _ret(self, call: Frame | None, guard: Pred | None) -> None:
+        if not self.mask_stack:
+            self.s.thread_ret(call, guard)
+            return
+        # halted lanes leave every frame (never reactivated) but keep walking the program with
+        # the wave, so collective operations keep a fixed member set
+        self._remove(self._leaving(guard), -1 if call is None else call.depth)
