@@ -1,4 +1,4 @@
-"""PTX spelling of WAVE loads and stores (kept apart from :mod:`anywave.backends.ptx`).
+"""PTX emitters of WAVE loads, stores, atomics, barriers and fences.
 
 * A device load from a buffer whose ABI access is ``read`` (``aw.In``) uses the
   non-coherent path, ``ld.global.nc`` (PTX ISA §9.7.9.8): the kernel never writes such a
@@ -13,8 +13,11 @@
 
 from __future__ import annotations
 
-from anywave.binary.module import DeviceAddr
-from anywave.isa.types import Access
+from anywave.backends.ptx_block import SCOPE, Block
+from anywave.binary.module import DeviceAddr, Instruction
+from anywave.isa.types import Access, MemoryOrder, ScalarType, Scope
+
+T = ScalarType
 
 
 def load_space(b, ins) -> str:  # noqa: ANN001 - ptx._Block, binary Instruction
@@ -28,3 +31,134 @@ def load_space(b, ins) -> str:  # noqa: ANN001 - ptx._Block, binary Instruction
         return "global.nc"
     return sp
 
+
+# --- memory
+_LD = {T.U8: "u8", T.I8: "s8", T.U16: "u16", T.I16: "s16", T.B32: "b32"}
+_ST = {T.B8: "b8", T.B16: "b16", T.B32: "b32"}
+
+
+def _regs_list(first: int, count: int) -> str:
+    return "{" + ", ".join(f"%r{first + i}" for i in range(count)) + "}"
+
+
+def _e_ld(b: Block, ins: Instruction) -> None:
+    d = ins.defn
+    t = d.type
+    assert t is not None
+    kind = d.operands[1]
+    a = b.addr(kind, ins.operands[1])
+    sp = load_space(b, ins)
+    dst = ins.operands[0]
+    if t.bits <= 32:
+        b(f"ld.{sp}.{_LD[t]} %r{dst}, {a};")
+    else:
+        n = t.bits // 32
+        b(f"ld.{sp}.v{n}.b32 {_regs_list(dst, n)}, {a};")
+
+
+def _e_st(b: Block, ins: Instruction) -> None:
+    d = ins.defn
+    t = d.type
+    assert t is not None
+    kind = d.operands[0]
+    a = b.addr(kind, ins.operands[0])
+    sp = b.space()
+    src = ins.operands[1]
+    if t.bits <= 32:
+        b(f"st.{sp}.{_ST[t]} {a}, %r{src};")
+    else:
+        n = t.bits // 32
+        b(f"st.{sp}.v{n}.b32 {a}, {_regs_list(src, n)};")
+
+
+# --- atomics
+_ATOM_TYPE = {T.U32: "u32", T.I32: "s32", T.B32: "b32", T.F32: "f32"}
+
+
+def _sem(order: MemoryOrder, scope: Scope, returning: bool) -> tuple[str, str]:
+    """(prefix fence line or '', qualifier string) for a device atomic."""
+    sc = SCOPE[scope]
+    if order is MemoryOrder.SEQ_CST:
+        return f"fence.sc.{sc};", f".acq_rel.{sc}" if returning else f".release.{sc}"
+    name = {MemoryOrder.RELAXED: "relaxed", MemoryOrder.ACQUIRE: "acquire", MemoryOrder.RELEASE: "release",
+            MemoryOrder.ACQ_REL: "acq_rel"}[order]
+    return "", f".{name}.{sc}"
+
+
+def _e_atom(b: Block, ins: Instruction) -> None:
+    d = ins.defn
+    t = d.type
+    assert t is not None
+    returning = d.op == "atom"
+    space, op = d.variant.split(".")
+    ops = list(ins.operands)
+    dst: int | None = None
+    if returning:
+        dst = ops.pop(0)
+    addr_v = ops.pop(0)
+    a = b.addr(d.operands[1 if returning else 0], addr_v)
+    if space == "device":
+        scope, order = ops[-2], ops[-1]
+        ops = ops[:-2]
+        if not returning and order not in (MemoryOrder.RELAXED, MemoryOrder.RELEASE):
+            # PTX red has no acquire forms (the spec makes them invalid, but be total):
+            # a returning atomic with the result discarded has the same effect
+            returning = True
+            dst = None
+        pre, qual = _sem(order, scope, returning)
+        if pre:
+            b(pre)
+        sp = "global"
+    else:
+        qual, sp = "", "shared"
+    vals = [b.r(x) for x in ops]
+    res = b.t()
+    if t is T.F32:
+        # f32 add as a CAS loop: PTX's atom/red.add.f32 may flush subnormals; the spec keeps them
+        old, new, prev = b.t(), b.t(), b.t()
+        q = b.t("pred")
+        loop = b.label("cas")
+        if sp == "global":
+            b(f"ld.relaxed.gpu.global.b32 {old}, {a};")
+        else:
+            b(f"ld.volatile.shared.b32 {old}, {a};")
+        b(f"{loop}:")
+        b(f"add.rn.f32 {new}, {old}, {vals[0]};")
+        b(f"atom{qual}.{sp}.cas.b32 {prev}, {a}, {old}, {new};")
+        b(f"setp.ne.b32 {q}, {prev}, {old};")
+        b(f"mov.b32 {old}, {prev};")
+        b(f"@{q} bra {loop};")
+        if returning and dst is not None:
+            b(f"mov.b32 %r{dst}, {old};")
+        return
+    ptype = _ATOM_TYPE[t]
+    if op == "sub":  # PTX has no atomic sub: add the two's complement negation
+        n = b.t()
+        b(f"neg.s32 {n}, {vals[0]};")
+        vals = [n]
+        op, ptype = "add", "u32"
+    if returning:
+        b(f"atom{qual}.{sp}.{op}.{ptype} {res}, {a}, {', '.join(vals)};")
+        if dst is not None:
+            b(f"mov.b32 %r{dst}, {res};")
+    else:
+        b(f"red{qual}.{sp}.{op}.{ptype} {a}, {vals[0]};")
+
+
+# --- sync
+def _e_barrier(b: Block, ins: Instruction) -> None:
+    b("bar.sync 0;")
+
+
+def _e_fence(b: Block, ins: Instruction) -> None:
+    scope, order = ins.operands
+    if order is MemoryOrder.RELAXED:
+        b("// fence .relaxed: no effect")
+    elif order is MemoryOrder.SEQ_CST:
+        b(f"fence.sc.{SCOPE[scope]};")
+    else:
+        b(f"fence.acq_rel.{SCOPE[scope]};")
+
+
+def _e_nop(b: Block, ins: Instruction) -> None:
+    b("// nop")
