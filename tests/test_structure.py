@@ -209,3 +209,29 @@ def test_walk_deep_nesting_is_iterative():
     body = parse(code, max_depth=n)
     assert body.problems == []
     assert [x.index for x in walk(body.nodes)] == list(range(n + 1))
+
+
+# ----------------------------------------------------------------------------- reachable functions
+
+@pytest.mark.parametrize("seed", range(20))
+def test_reachable_functions_random_call_graphs(seed):
+    from anywave.binary.module import Function, Kernel, Module, kernel_bodies, reachable_functions
+
+    rng = random.Random(seed)
+    nf = rng.randint(0, 8)
+    edges = {f: {rng.randrange(nf + 2) for _ in range(rng.randint(0, 3))} for f in range(nf)}  # may be out of range
+    funcs = [Function(f"f{f}", [I("nop")] + [I("call", c) for c in sorted(edges[f])]) for f in range(nf)]
+    roots = {rng.randrange(nf + 2) for _ in range(rng.randint(0, 3))}
+    kernel = Kernel("k", code=[I("call", c) for c in sorted(roots)] + [Instruction(I("call", 0).defn, (0, 1))])
+    # the closure, by repeated relaxation over the edge sets (in-range targets only)
+    want = {c for c in roots if c < nf}
+    while True:
+        more = want | {c for f in want for c in edges[f] if c < nf}
+        if more == want:
+            break
+        want = more
+    got = reachable_functions(funcs, kernel.code)
+    assert len(got) == len(set(got)) and set(got) == want
+    bodies = kernel_bodies(Module([kernel], funcs), kernel)
+    assert bodies[0] == ("kernel 'k'", kernel.code)
+    assert [b[0] for b in bodies[1:]] == [f"function 'f{f}'" for f in got]

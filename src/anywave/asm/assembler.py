@@ -60,6 +60,7 @@ from anywave.binary.module import (
     LocalAddr,
     Module,
     Pred,
+    reachable_functions,
 )
 from anywave.binary.structure import parse as parse_structure
 from anywave.errors import AsmError, SourceLoc
@@ -129,7 +130,6 @@ class _Unit:
     code: list[_Parsed]
     kernel: Kernel | None = None
     prologue: list[Instruction] = field(default_factory=list)
-    calls: set[int] = field(default_factory=set)
 
 
 def assemble(text: str, filename: str = "<string>", *, debug: bool = True) -> Module:
@@ -594,9 +594,7 @@ class _Assembler:
                             raise v.line.error_at(f"call to undefined function {v.name!r}"
                                                   + did_you_mean(v.name, func_index), v.tok)
                         p.operands[i] = func_index[v.name][0]
-                    if isinstance(p.operands[i], int) and p.defn.op == "call":
-                        u.calls.add(p.operands[i])  # type: ignore[arg-type]
-        reach = {id(k): _reachable(k, functions) for k in kernels}
+        reach = {id(k): set(reachable_functions(functions, k.code)) for k in kernels}
         # argument names -> indices
         for k in kernels:
             assert k.kernel is not None
@@ -674,18 +672,6 @@ class _Assembler:
             raise ref.line.error_at(f"argument {ref.name!r} sits at different positions in the kernels that "
                                     f"call function {unit.name!r}; use a raw index ($N)", ref.tok)
         return found.pop()
-
-
-def _reachable(kernel: _Unit, functions: list[_Unit]) -> set[int]:
-    seen: set[int] = set()
-    todo = list(kernel.calls)
-    while todo:
-        i = todo.pop()
-        if i in seen or i >= len(functions):
-            continue
-        seen.add(i)
-        todo.extend(functions[i].calls)
-    return seen
 
 
 def _instructions(unit: _Unit) -> list[Instruction]:

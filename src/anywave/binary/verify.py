@@ -69,6 +69,7 @@ from anywave.binary.module import (
     LocalAddr,
     Module,
     Pred,
+    reachable_functions,
 )
 from anywave.binary.structure import parse as parse_structure
 from anywave.errors import SourceLoc, VerifyError
@@ -208,9 +209,9 @@ class _Verifier:
             self._body(f"kernel {k.name!r}", k.code)
         for f in functions:
             self._body(f"function {f.name!r}", f.code)
-        calls = self._call_graph()
+        self._call_graph()
         for k in kernels:
-            reach = self._reachable(k, calls)
+            reach = sorted(reachable_functions(functions, k.code))
             used = Capability.NONE
             self._context(k, f"kernel {k.name!r}", k.code)
             used |= self._caps(k.code)
@@ -434,19 +435,6 @@ class _Verifier:
         valid = self.valid.get(id(code), [])
         return {ins.operands[0] for ins, ok in zip(code, valid, strict=False)
                 if ok and ins.defn.op == "call" and ins.operands[0] < len(self.m.functions)}
-
-    def _reachable(self, k: Kernel, calls: dict[int, set[int]]) -> list[int]:
-        out: list[int] = []
-        todo = sorted(self._callees(k.code), reverse=True)
-        seen: set[int] = set()
-        while todo:
-            fi = todo.pop()
-            if fi in seen:
-                continue
-            seen.add(fi)
-            out.append(fi)
-            todo.extend(sorted(calls[fi], reverse=True))
-        return out
 
     def _caps(self, code: Sequence[Instruction]) -> Capability:
         cap = Capability.NONE
