@@ -27,6 +27,8 @@ from typing import Any
 import numpy as np
 
 from anywave.binary.module import Instruction, Kernel, Module
+from anywave.binary.structure import If, Loop
+from anywave.binary.structure import parse as parse_structure
 from anywave.emu import alu, fragments, memory, waveops
 from anywave.emu.alu import Run
 from anywave.emu.memory import RaceShadow
@@ -230,39 +232,39 @@ class _Code:
 
 
 def _structure(label: str, code: list[Instruction]) -> tuple[list[int], list[int]]:
-    """match[pc] (if -> else/endif, else -> endif, loop -> endloop, endloop -> loop) and
-    skip[pc] (where to go when no lane is active at pc: the next else/endif/endloop that
-    closes the region containing pc, or len(code))."""
+    """match[pc] (if -> else/endif, else -> endif, loop -> endloop, endif -> if, endloop ->
+    loop) and skip[pc] (where to go when no lane is active at pc: the else/endif/endloop that
+    closes the stretch of code containing pc, or len(code)), from the body's region tree
+    (:mod:`anywave.binary.structure`)."""
     n = len(code)
+    body = parse_structure(code)
+    if body.problems:  # the verifier words these; the emulator only refuses
+        bad = [p for p in body.problems if p.kind in ("unmatched-close", "else-without-if", "second-else")]
+        if bad:
+            raise EmulationError(f"{label}: unbalanced {bad[0].role} at instruction {bad[0].index}")
+        unclosed = [p for p in body.problems if p.kind == "unclosed"]
+        if unclosed:  # the innermost
+            raise EmulationError(f"{label}: {unclosed[-1].role} at instruction {unclosed[-1].index} is never closed")
     match = [-1] * n
     skip = [n] * n
-    stack: list[tuple[str, int, list[int]]] = [("top", -1, [])]
-    for pc, ins in enumerate(code):
-        op = ins.defn.op
-        if op in ("else", "endif", "endloop"):
-            kind, opener, pending = stack[-1]
-            want = "loop" if op == "endloop" else "if"
-            if kind != want or (op == "else" and match[opener] != -1):
-                raise EmulationError(f"{label}: unbalanced {op} at instruction {pc}")
-            for q in pending + [pc]:
-                skip[q] = pc
-            pending.clear()
-            if op == "else":
-                match[opener] = pc
-            else:
-                if match[opener] == -1:
-                    match[opener] = pc
-                elif code[match[opener]].defn.op == "else":
-                    match[match[opener]] = pc
-                match[pc] = opener
-                stack.pop()
-            continue
-        stack[-1][2].append(pc)
-        if op in ("if", "loop"):
-            stack.append((op, pc, []))
-    if len(stack) != 1:
-        raise EmulationError(f"{label}: {stack[-1][0]} at instruction {stack[-1][1]} is never closed")
-    # an if without else: match[if] = endif (set above); an endloop's match is its loop
+
+    for node in body.walk():
+        r = node.parent
+        if r is None:
+            skip[node.index] = n
+        elif isinstance(r, If) and r.else_index is not None and node.index < r.else_index:
+            skip[node.index] = r.else_index
+        else:
+            skip[node.index] = r.end_index
+        if isinstance(node, (If, Loop)):
+            end = node.end_index
+            e = node.else_index if isinstance(node, If) else None
+            match[node.index] = end if e is None else e
+            match[end] = node.index
+            skip[end] = end
+            if e is not None:
+                match[e] = end
+                skip[e] = e
     return match, skip
 
 
