@@ -15,6 +15,7 @@ import pytest
 from anywave.asm import assemble
 from anywave.backends import lowering
 from anywave.backends.lowering import ControlWalk, Frame, Mask, arith, collectives
+from anywave.isa.table import INSTRUCTIONS
 from anywave.isa.types import ScalarType
 
 T = ScalarType
@@ -57,13 +58,17 @@ def _combine(op: str, t: ScalarType, a: np.ndarray, b: np.ndarray) -> np.ndarray
             "xor": a ^ b}[op]
 
 
-@pytest.mark.parametrize(("op", "t"), sorted(collectives.REDUCTION_IDENTITY, key=str))
-def test_reduction_identities_are_identities(op: str, t: ScalarType) -> None:
+_WRED = [d for d in INSTRUCTIONS if d.op == "wred"]
+
+
+@pytest.mark.parametrize("rec", _WRED, ids=[d.mnemonic for d in _WRED])
+def test_reduction_identities_are_identities(rec) -> None:  # noqa: ANN001
+    op, t = rec.variant, rec.type
     x = _RNG.integers(0, 2**32, 4096, dtype=np.uint64).astype(np.uint32)
     if t is T.F32:  # ordinary finite values and signed zeros
         x = _RNG.standard_normal(4096).astype(np.float32).view(np.uint32)
         x[:2] = [0x00000000, 0x80000000]
-    ident = np.full_like(x, collectives.reduction_identity(op, t))
+    ident = np.full_like(x, collectives.identity(rec))
     got = _combine(op, t, ident, x)
     assert np.array_equal(got, x), (op, t)
     assert np.array_equal(_combine(op, t, x, ident), x), (op, t)
@@ -73,10 +78,14 @@ def test_scan_identity_and_exclusive_lane_zero() -> None:
     # add identity: -0.0 for f32 (-0 + x = x for every x, also x = +0), 0 for integers;
     # the exclusive scan's lane 0 is +0.0 / 0 (spec 8.8)
     x = np.array([0x00000000, 0x80000000, 0x3F800000, 0xBF800000], np.uint32)
-    ident = np.full_like(x, collectives.scan_identity(T.F32))
-    assert np.array_equal(_combine("add", T.F32, ident, x), x)
-    assert collectives.scan_identity(T.U32) == 0 and collectives.scan_identity(T.I32) == 0
-    assert collectives.exclusive_first(T.F32) == 0 and collectives.exclusive_first(T.U32) == 0
+    scans = [d for d in INSTRUCTIONS if d.op == "wscan"]
+    assert len(scans) == 6
+    for d in scans:
+        if d.type is T.F32:
+            assert np.array_equal(_combine("add", T.F32, np.full_like(x, collectives.identity(d)), x), x)
+        else:
+            assert collectives.identity(d) == 0
+        assert collectives.exclusive_first(d) == (0 if d.variant == "excl" else None)
 
 
 def _spec_div(op: str, a: int, b: int, bits: int, signed: bool) -> int:
@@ -260,7 +269,7 @@ def test_no_backend_keeps_its_own_region_stack() -> None:
         code = re.sub(r'"""[\s\S]*?"""|#.*', "", text)
         for marker in ("endif", "endloop"):
             hits = [ln for ln in code.splitlines() if re.search(rf'["\']{marker}["\']', ln)
-                    and "None" not in ln and "_CONTROL" not in ln]
+                    and "None" not in ln]
             assert not hits, f"{name} matches {marker!r} itself: {hits}"
 
 

@@ -44,7 +44,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from anywave.backends import cfamily_mma
-from anywave.backends.cfamily_ops import _CONTROL, _HANDLERS  # noqa: F401 - _CONTROL kept importable
+from anywave.backends.cfamily_ops import C_DISPATCH, handler
 from anywave.backends.cfamily_prelude import PRELUDE
 from anywave.backends.lowering.arith import needs_f64
 from anywave.backends.lowering.control import ControlWalk, Frame, Mask, uses_wave_ops
@@ -147,8 +147,8 @@ def unsupported_reason(defn: InstrDef, features: Features = Features()) -> str |
 
     Every mnemonic of the instruction table is either handled here or refused with a reason
     (tests/test_cfamily.py enforces it)."""
-    if defn.op not in _HANDLERS:
-        return f"{defn.mnemonic}: no C-family renderer for operation {defn.op!r}"
+    if not C_DISPATCH.handles(defn):
+        return f"{defn.mnemonic}: no C-family renderer for {defn.sem!r}"
     if not features.fp64:
         uses_f64 = T.F64 in (defn.type, defn.src_type)
         if uses_f64 or (defn.op == "cvt" and needs_f64(defn.src_type, defn.type)) or (
@@ -357,11 +357,11 @@ class _KernelRenderer:
         return g
 
     def instruction(self, ins: Instruction) -> None:
-        op = ins.defn.op
-        if op == "barrier":
+        sem = ins.defn.sem
+        if sem == "sync.barrier":
             self.emit(self.d.barrier)
             return
-        if op == "fence":
+        if sem == "sync.fence":
             self.emit(self.d.fence(ins.operands[0], ins.operands[1]))
             return
         if ins.defn.flags & Flag.WAVE_COLLECTIVE:
@@ -369,12 +369,12 @@ class _KernelRenderer:
             self.ind += 1
             g = self.p(ins.guard) if ins.guard is not None else None
             self.emit(f"const bool ex = {'act && ' + g if g else 'act'};")
-            for line in _HANDLERS[op](self, ins):
+            for line in handler(ins.defn)(self, ins):
                 self.emit(line)
             self.ind -= 1
             self.emit("}")
             return
-        stmts = _HANDLERS[op](self, ins)
+        stmts = handler(ins.defn)(self, ins)
         if not stmts:
             return
         if self.checked and ins.defn.flags & (Flag.LOAD | Flag.STORE):

@@ -15,16 +15,11 @@ from typing import TYPE_CHECKING
 
 from anywave.backends import cfamily_mma
 from anywave.backends.lowering.arith import div_rule, narrowing_steps
-from anywave.backends.lowering.collectives import (
-    butterfly_steps,
-    exclusive_first,
-    kogge_stone_steps,
-    reduction_identity,
-    scan_identity,
-)
+from anywave.backends.lowering.collectives import butterfly_steps, exclusive_first, identity, kogge_stone_steps
 from anywave.binary.module import DeviceAddr, Instruction, LocalAddr
+from anywave.isa import dispatch
 from anywave.isa.mma import MMA_SREG_VALUES
-from anywave.isa.table import Operand
+from anywave.isa.table import InstrDef, Operand
 from anywave.isa.types import MemoryOrder, ScalarType, Scope, SpecialRegister
 
 if TYPE_CHECKING:
@@ -33,7 +28,6 @@ if TYPE_CHECKING:
 T = ScalarType
 S = SpecialRegister
 
-_CONTROL = {"if", "else", "endif", "loop", "endloop", "break", "continue", "call", "ret", "halt", "nop"}  # walk-handled
 
 # --------------------------------------------------------------------------- instruction handlers
 # Each handler returns the C statements of one instruction (executed where the exec
@@ -185,8 +179,6 @@ def _shift(x: _KernelRenderer, ins: Instruction) -> list[str]:
 def _bitop(x: _KernelRenderer, ins: Instruction) -> list[str]:
     t = ins.defn.type
     op = ins.defn.op
-    if t is T.PRED:
-        return _pred_op(x, ins)
     dreg, *src = ins.operands
     wide = t.bits == 64
     vals = [x.u64(r) if wide else f"r{r}" for r in src]
@@ -295,8 +287,6 @@ def _cvt_pack(x: _KernelRenderer, ins: Instruction) -> list[str]:
 
 
 def _mov(x: _KernelRenderer, ins: Instruction) -> list[str]:
-    if ins.defn.type is T.PRED:
-        return _pred_op(x, ins)
     dreg, a = ins.operands
     if ins.defn.type.bits == 64:
         return [f"const u32 lo = r{a}, hi = r{a + 1};", f"r{dreg} = lo;", f"r{dreg + 1} = hi;"]
@@ -473,7 +463,7 @@ def _wred(x: _KernelRenderer, ins: Instruction) -> list[str]:
     dreg, a = ins.operands
     t = ins.defn.type
     op = ins.defn.variant
-    ident = f"0x{reduction_identity(op, t):08X}u"
+    ident = f"0x{identity(ins.defn):08X}u"
     if t is T.F32:
         comb = {"add": "s + o", "min": "aw_minnum(s, o)", "max": "aw_maxnum(s, o)"}[op]
         lines = [f"float s = ex ? AW_F32(r{a}) : AW_F32({ident});"]
@@ -492,7 +482,7 @@ def _wscan(x: _KernelRenderer, ins: Instruction) -> list[str]:
     t = ins.defn.type
     f32 = t is T.F32
     ctype, get, put = ("float", "AW_F32({})", "AW_U32({})") if f32 else ("u32", "{}", "{}")
-    ident, first = f"0x{scan_identity(t):08X}u", f"0x{exclusive_first(t):08X}u"
+    ident, first = f"0x{identity(ins.defn):08X}u", f"0x{exclusive_first(ins.defn) or 0:08X}u"
     add = "o + s"  # lower lanes' partial on the left (spec 8.8)
     lines = [f"{ctype} s = ex ? {get.format(f'r{a}')} : {get.format(ident)};"]
     for k in kogge_stone_steps(x.W):
@@ -537,28 +527,29 @@ def _no_stmt(x: _KernelRenderer, ins: Instruction) -> list[str]:
     return []
 
 
-_HANDLERS: dict[str, _Handler] = {
-    "add": lambda x, i: (_float_op if i.defn.type.is_float else _int_bin)(x, i),
-    "sub": lambda x, i: (_float_op if i.defn.type.is_float else _int_bin)(x, i),
-    "mul": lambda x, i: (_float_op if i.defn.type.is_float else _int_bin)(x, i),
-    "div": lambda x, i: (_float_op if i.defn.type.is_float else _int_bin)(x, i),
-    "rem": _int_bin,
-    "min": lambda x, i: (_float_op if i.defn.type.is_float else _int_bin)(x, i),
-    "max": lambda x, i: (_float_op if i.defn.type.is_float else _int_bin)(x, i),
-    "neg": lambda x, i: (_sign_op if i.defn.type.is_float else _int_un)(x, i),
-    "abs": lambda x, i: (_sign_op if i.defn.type.is_float else _int_un)(x, i),
-    "mulhi": _mulhi, "mad": _mad, "fma": _float_op, "sqrt": _float_op, "floor": _float_op,
-    "ceil": _float_op, "trunc": _float_op, "rint": _float_op,
-    "ex2": _approx, "lg2": _approx, "sin": _approx, "cos": _approx, "rsqrt": _approx, "rcp": _approx,
-    "tanh": _approx,
-    "and": _bitop, "or": _bitop, "xor": _bitop, "not": _bitop, "shl": _shift, "shr": _shift,
-    "popc": _bitcount, "clz": _bitcount, "ctz": _bitcount, "brev": _bitcount,
-    "setp": _setp, "selp": _selp, "setp_const": _pred_op, "mov": _mov,
-    "ld": _ld, "st": _st, "atom": _atom, "red": _atom,
-    "shfl": _shfl, "bcast": _bcast, "ballot": _ballot, "any": _any_all, "all": _any_all,
-    "wred": _wred, "wscan": _wscan, "mma": _mma, **cfamily_mma.HANDLERS,
-    "cvt": _cvt, "cvt_pack": _cvt_pack, "movi": _movi, "mov_sr": _mov_sr, "ldarg": _ldarg,
-    # handled by the walk itself
-    "barrier": _no_stmt, "fence": _no_stmt,
-    **{op: _no_stmt for op in _CONTROL},
-}
+#: the C-family consumer of the instruction table (:mod:`anywave.isa.dispatch`): a handler per
+#: semantic key. Barriers, fences and control flow are written by the renderer and its walk.
+C_DISPATCH = dispatch.consumer("c-family")
+C_DISPATCH.register({
+    **{f"int.{op}": _int_bin for op in ("add", "sub", "mul", "div", "rem", "min", "max")},
+    "int.neg": _int_un, "int.abs": _int_un, "int.mulhi": _mulhi, "int.mad": _mad,
+    **{f"float.{op}": _float_op for op in ("add", "sub", "mul", "div", "min", "max", "fma", "sqrt", "floor", "ceil",
+                                           "trunc", "rint")},
+    "float.neg": _sign_op, "float.abs": _sign_op,
+    **{f"float.{op}": _approx for op in ("ex2", "lg2", "sin", "cos", "rsqrt", "rcp", "tanh")},
+    **{f"bit.{op}": _bitop for op in ("and", "or", "xor", "not")},
+    "bit.shl": _shift, "bit.shr": _shift, **{f"bit.{op}": _bitcount for op in ("popc", "clz", "ctz", "brev")},
+    "cmp.setp": _setp, "cmp.selp": _selp, "pred.*": _pred_op,
+    "move.mov": _mov, "move.movi": _movi, "move.mov_sr": _mov_sr, "move.ldarg": _ldarg,
+    "mem.ld": _ld, "mem.st": _st, "atomic.atom": _atom, "atomic.red": _atom,
+    "wave.shfl": _shfl, "wave.bcast": _bcast, "wave.ballot": _ballot, "wave.any": _any_all, "wave.all": _any_all,
+    "wave.wred": _wred, "wave.wscan": _wscan,
+    "mma.mma": _mma, **{f"mma.{op}": h for op, h in cfamily_mma.HANDLERS.items()},
+    "cvt.cvt": _cvt, "cvt.cvt_pack": _cvt_pack,
+    "sync.*": _no_stmt, "ctl.*": _no_stmt,
+})
+
+
+def handler(defn: InstrDef) -> _Handler:
+    """The C-family handler of a table record (raises ``UnsupportedInstruction`` for none)."""
+    return C_DISPATCH.handler(defn)

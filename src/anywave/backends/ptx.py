@@ -49,6 +49,7 @@ from anywave.backends.lowering.control import ControlWalk, Frame, Mask, of_pred,
 from anywave.backends.ptx_block import WAVE_WIDTH, Block  # noqa: F401 - WAVE_WIDTH is public here
 from anywave.binary.module import Instruction, Kernel, Module, Pred
 from anywave.errors import WaveError
+from anywave.isa import dispatch
 from anywave.isa.table import INSTRUCTIONS, Category, Flag, InstrDef
 from anywave.isa.types import ArgKind, ScalarType
 
@@ -106,8 +107,8 @@ def unsupported_reason(defn: InstrDef, arch: str | int = "sm_90") -> str | None:
     if defn.op == "fma" and defn.type in (T.BF16, T.BF16X2) and a < 80:
         return (f"{defn.mnemonic} needs fma.rn.bf16 (sm_80 or newer); a single-rounding "
                 f"emulation on sm_{a} is not implemented")
-    if defn.op not in EMITTERS:
-        return f"{defn.mnemonic}: no PTX emitter for operation {defn.op!r}"
+    if not PTX_DISPATCH.handles(defn):
+        return f"{defn.mnemonic}: no PTX emitter for {defn.sem!r}"
     return ptx_mma.unsupported_reason(defn, a)
 
 
@@ -175,36 +176,32 @@ class PtxProgram:
 Emitter = Callable[[Block, Instruction], None]
 _alu, _mem, _wave = ptx_alu, ptx_memory, ptx_wave
 
-#: op -> emitter. Control-flow ops (if, else, ...) are lowered by :mod:`anywave.backends.lowering.control`.
-EMITTERS: dict[str, Emitter | None] = {
-    **{op: _alu._e_int for op in ("add", "sub", "mul", "neg", "abs", "div", "rem", "min", "max", "mulhi", "mad")},
-    **{op: _alu._e_float for op in ("fma", "sqrt", "floor", "ceil", "trunc", "rint", "ex2", "lg2", "sin", "cos",
-                                     "rsqrt", "rcp", "tanh")},
-    **{op: _alu._e_bitwise for op in ("and", "or", "xor", "not", "shl", "shr", "popc", "clz", "ctz", "brev")},
-    "setp": _alu._e_setp, "selp": _alu._e_selp, "setp_const": _alu._e_setp_const,
-    "ld": _mem._e_ld, "st": _mem._e_st, "atom": _mem._e_atom, "red": _mem._e_atom,
-    "shfl": _wave._e_shfl, "bcast": _wave._e_bcast, "ballot": _wave._e_ballot, "any": _wave._e_vote,
-    "all": _wave._e_vote, "wred": _wave._e_wred, "wscan": _wave._e_wscan, "mma": _wave._e_mma, **ptx_mma.EMITTERS,
-    "barrier": _mem._e_barrier, "fence": _mem._e_fence, "nop": _mem._e_nop,
-    "cvt": _alu._e_cvt, "cvt_pack": _alu._e_cvt_pack,
-    "mov": _alu._e_mov, "movi": _alu._e_movi, "mov_sr": _alu._e_mov_sr, "ldarg": _alu._e_ldarg,
-    # structured control flow: lowered by the walk
-    "if": None, "else": None, "endif": None, "loop": None, "endloop": None, "break": None,
-    "continue": None, "call": None, "ret": None, "halt": None,
-}
+#: the PTX consumer of the instruction table (:mod:`anywave.isa.dispatch`): an emitter per
+#: semantic key; ``None`` for control flow, which :mod:`anywave.backends.lowering.control` lowers
+PTX_DISPATCH = dispatch.consumer("ptx")
+PTX_DISPATCH.register({
+    **{f"int.{op}": _alu._e_int for op in ("add", "sub", "mul", "neg", "abs", "div", "rem", "min", "max", "mulhi",
+                                           "mad")},
+    "float.*": _alu._e_float, "bit.*": _alu._e_bitwise, "pred.*": _alu._e_predlogic,
+    "pred.setp_const": _alu._e_setp_const, "cmp.setp": _alu._e_setp, "cmp.selp": _alu._e_selp,
+    "mem.ld": _mem._e_ld, "mem.st": _mem._e_st, "atomic.atom": _mem._e_atom, "atomic.red": _mem._e_atom,
+    "wave.shfl": _wave._e_shfl, "wave.bcast": _wave._e_bcast, "wave.ballot": _wave._e_ballot,
+    "wave.any": _wave._e_vote, "wave.all": _wave._e_vote, "wave.wred": _wave._e_wred, "wave.wscan": _wave._e_wscan,
+    "mma.mma": _wave._e_mma, **{f"mma.{op}": e for op, e in ptx_mma.EMITTERS.items()},
+    "sync.barrier": _mem._e_barrier, "sync.fence": _mem._e_fence,
+    "cvt.cvt": _alu._e_cvt, "cvt.cvt_pack": _alu._e_cvt_pack,
+    "move.mov": _alu._e_mov, "move.movi": _alu._e_movi, "move.mov_sr": _alu._e_mov_sr, "move.ldarg": _alu._e_ldarg,
+    "ctl.*": None,  # structured control flow and nop: the walk
+})
 
 
 def emitter_for(defn: InstrDef) -> Emitter | None:
     """The emitter of one table entry (None for control flow, lowered structurally).
 
     Raises:
-        KeyError: no emitter (a coverage test makes sure this never happens)."""
-    op = defn.op
-    if defn.category is Category.FLOAT and op in ("add", "sub", "mul", "min", "max", "neg", "abs", "div"):
-        return _alu._e_float
-    if defn.category is Category.COMPARE and op in ("and", "or", "xor", "mov"):
-        return _alu._e_predlogic
-    return EMITTERS[op]
+        UnsupportedInstruction: no emitter (``tests/test_isa_dispatch.py`` makes sure this never
+            happens for a record of the table)."""
+    return PTX_DISPATCH.handler(defn)
 
 
 # ------------------------------------------------------------------------ kernel emitter

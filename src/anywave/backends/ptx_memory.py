@@ -158,7 +158,3 @@ def _e_fence(b: Block, ins: Instruction) -> None:
         b(f"fence.sc.{SCOPE[scope]};")
     else:
         b(f"fence.acq_rel.{SCOPE[scope]};")
-
-
-def _e_nop(b: Block, ins: Instruction) -> None:
-    b("// nop")

@@ -4,13 +4,7 @@ existing lane of the warp runs their lines, ``b.pe`` is the executing set (spec 
 
 from __future__ import annotations
 
-from anywave.backends.lowering.collectives import (
-    butterfly_steps,
-    exclusive_first,
-    kogge_stone_steps,
-    reduction_identity,
-    scan_identity,
-)
+from anywave.backends.lowering.collectives import butterfly_steps, exclusive_first, identity, kogge_stone_steps
 from anywave.backends.ptx_alu import _minmax
 from anywave.backends.ptx_block import INT_PTX, WAVE_WIDTH, Block
 from anywave.binary.module import Instruction
@@ -127,7 +121,7 @@ def _e_wred(b: Block, ins: Instruction) -> None:
     assert t is not None
     op = d.variant
     dst, a = ins.operands
-    ident = reduction_identity(op, t)
+    ident = identity(d)
     s = b.t()
     b(f"selp.b32 {s}, %r{a}, {ident:#010x}, {b.pe};")
     nexist = b.t()
@@ -153,7 +147,7 @@ def _e_wscan(b: Block, ins: Instruction) -> None:
     t = d.type
     assert t is not None
     dst, a = ins.operands
-    ident = scan_identity(t)
+    ident = identity(d)
     s = b.t()
     b(f"selp.b32 {s}, %r{a}, {ident:#010x}, {b.pe};")
     for k in kogge_stone_steps(WAVE_WIDTH):
@@ -170,7 +164,7 @@ def _e_wscan(b: Block, ins: Instruction) -> None:
         o = b.t()
         v = b.t("pred")
         b(f"shfl.sync.up.b32 {o}|{v}, {s}, 1, 0, %exist;")
-        b(f"selp.b32 {s}, {o}, {exclusive_first(t)}, {v};")  # lane 0: +0.0 / 0
+        b(f"selp.b32 {s}, {o}, {exclusive_first(d)}, {v};")  # lane 0: +0.0 / 0
     b(f"@{b.pe} mov.b32 %r{dst}, {s};")
 
 

@@ -30,6 +30,8 @@ __all__ = ["CONSUMERS", "Dispatch", "IncompleteDispatch", "UnsupportedInstructio
 #: consumer name -> the module whose import registers its handlers (import it to check it)
 CONSUMERS: dict[str, str] = {
     "emulator": "anywave.emu.machine",
+    "ptx": "anywave.backends.ptx",
+    "c-family": "anywave.backends.cfamily_ops",
 }
 
 

@@ -5,25 +5,18 @@ What is decided once here, so a backend only spells the result:
 * :mod:`.control` -- per-thread vs mask-stack control flow, ``call`` inlining, the frames of
   the mask-stack machine (spec §7.4) and every mask update; a backend implements a
   :class:`~.control.Spelling`.
-* :mod:`.collectives` -- the butterfly (``wred``) and Kogge–Stone (``wscan``) step lists and
-  the identities inactive lanes contribute (spec §8.8).
+* :mod:`.collectives` -- the butterfly (``wred``) and Kogge–Stone (``wscan``) step lists
+  (spec §8.8); the identities inactive lanes contribute come from :mod:`anywave.isa.semantics`.
 * :mod:`.arith` -- the integer division edge cases (safe divisor, b = 0 results) and the
   round-to-odd paths of narrowing conversions (spec §8.11).
 """
 
 from anywave.backends.lowering.arith import DivRule, Step, div_rule, narrowing_steps, needs_f64, shift_limit
-from anywave.backends.lowering.collectives import (
-    REDUCTION_IDENTITY,
-    butterfly_steps,
-    exclusive_first,
-    kogge_stone_steps,
-    reduction_identity,
-    scan_identity,
-)
+from anywave.backends.lowering.collectives import butterfly_steps, exclusive_first, identity, kogge_stone_steps
 from anywave.backends.lowering.control import FALSE, A, ControlWalk, Frame, Mask, Spelling, X, of_pred, uses_wave_ops
 
 __all__ = [
-    "A", "FALSE", "REDUCTION_IDENTITY", "X", "ControlWalk", "DivRule", "Frame", "Mask", "Spelling", "Step",
+    "A", "FALSE", "X", "ControlWalk", "DivRule", "Frame", "Mask", "Spelling", "Step",
     "butterfly_steps", "div_rule", "exclusive_first", "kogge_stone_steps", "narrowing_steps", "needs_f64",
-    "of_pred", "reduction_identity", "scan_identity", "shift_limit", "uses_wave_ops",
+    "identity", "of_pred", "shift_limit", "uses_wave_ops",
 ]

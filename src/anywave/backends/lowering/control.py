@@ -38,12 +38,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from anywave.binary.module import Instruction, Module, Pred
+from anywave.binary.structure import If, Loop, parse
 from anywave.isa.table import Flag
-
-try:  # the shared region tree (binary.structure); a minimal local parser until it lands
-    from anywave.binary.structure import If, Loop, parse
-except ImportError:  # pragma: no cover - removed once anywave.binary.structure is on main
-    from anywave.backends.lowering._tree import If, Loop, parse  # type: ignore[assignment]
 
 
 @dataclass
