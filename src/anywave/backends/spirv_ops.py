@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from anywave.backends.spirv_asm import SCOPE, SEM
+from anywave.backends.spirv_mma import HANDLERS as FRAGMENT_HANDLERS
 from anywave.binary.module import Instruction
 from anywave.isa.types import MemoryOrder, ScalarType, Scope, SpecialRegister
 
@@ -767,4 +768,5 @@ HANDLERS: dict[str, _Handler] = {
     "cvt": _cvt, "cvt_pack": _cvt_pack, "movi": _movi, "mov_sr": _mov_sr, "ldarg": _ldarg,
     "barrier": _no_stmt, "fence": _no_stmt,
     **{op: _no_stmt for op in CONTROL},
+    **FRAGMENT_HANDLERS,
 }
