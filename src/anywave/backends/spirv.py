@@ -45,8 +45,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from anywave.backends.cfamily import uses_wave_ops
 from anywave.backends import spirv_mma
+from anywave.backends.cfamily import uses_wave_ops
 from anywave.backends.spirv_asm import BUILTIN, EXEC_MODE, OP, SCOPE, SEM, STORAGE, Builder, encode
 from anywave.backends.spirv_float import FloatOps
 from anywave.backends.spirv_ops import CONTROL, HANDLERS, ORDER_SEM, SCOPE_OF
