@@ -18,6 +18,13 @@ readable). Semantics (docs/spec.md §4.4 for the alignment rule; docs in :mod:`a
   compile-time int or an integer value, e.g. a kernel argument): ``v[i, j]`` reads element
   ``i * shape[1] + j``; ``strides=`` gives other element strides. Loads, stores and
   ``aw.load4(v, (i, j))`` work on views as on buffers; bounds are the buffer's.
+* ``aw.async_copy(dst, i, src, j, n=1)`` → ``cp.async.b{32,64,128}`` (spec §4.5): starts copying
+  ``n`` elements from element ``j`` of a buffer (or view) to element ``i`` of a local array of the
+  same dtype (``n`` × element size = 4, 8 or 16 bytes; both byte offsets multiples of it).
+  ``aw.async_commit()`` closes the thread's copies since its previous commit into a group;
+  ``aw.async_wait(pending=0)`` waits until at most ``pending`` (compile-time, 0..7) of the
+  thread's most recent groups are still in flight. Read the destination only after the wait,
+  and in other threads only after an ``aw.barrier()`` that follows it.
 """
 
 from __future__ import annotations
@@ -302,6 +309,79 @@ class PerfOps:
 
     def _i_store4(self, node: ast.Call, discard: bool) -> None:
         self._vector_store(node, 4)
+
+    # ---------------------------------------------------------------- asynchronous copies (spec §4.5)
+    def _i_async_copy(self, node: ast.Call, discard: bool) -> None:
+        from .frontend import BufferArg, LocalArray
+
+        what = "aw.async_copy(dst, dst_index, src, src_index, n=1)"
+        n: Any = 1
+        for kw in node.keywords:
+            if kw.arg != "n":
+                raise self.err(node, f"{what} got an unexpected keyword {kw.arg!r}; valid: n")
+            n = self.static_eval(kw.value)
+        if len(node.args) == 5 and not node.keywords:
+            n = self.static_eval(node.args[4])
+        elif len(node.args) != 4:
+            raise self.err(node, f"{what} takes a local array, an index into it, a buffer (or buffer view), an "
+                           "index into it and the compile-time element count n")
+        dst = self.visit(node.args[0])
+        didx = self.visit(node.args[1])
+        src = self.visit(node.args[2])
+        sidx = self.visit(node.args[3])
+        self.node = node
+        if not isinstance(dst, LocalArray):
+            raise self.err(node.args[0], f"{what}: the destination must be a local array (aw.local_array), got "
+                           f"{self._describe(dst)}")
+        if isinstance(src, BufferView):
+            sidx = self._view_index(src, sidx, node.args[3])
+            src = src.buffer
+        if not isinstance(src, BufferArg):
+            raise self.err(node.args[2], f"{what}: the source must be a buffer argument or a view of one, got "
+                           f"{self._describe(src)}")
+        if src.access is Access.WRITE:
+            raise self.err(node.args[2], f"{what}: buffer {src.name!r} is declared aw.Out (write only); the copy "
+                           "reads it")
+        if src.elem is not dst.elem:
+            raise self.err(node, f"{what}: the local array holds {dst.elem.name} and buffer {src.name!r} "
+                           f"{src.elem.name}; the copy moves bytes between arrays of one element type")
+        esize = dst.elem.scalar.nbytes
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n * esize not in (4, 8, 16):
+            ok = [k for k in (1, 2, 4, 8, 16) if k * esize in (4, 8, 16)]
+            raise self.err(node, f"{what}: n = {n!r} {dst.elem.name} elements; a copy moves 4, 8 or 16 bytes, so "
+                           f"n must be one of {ok} for {esize}-byte elements")
+        size = int(n) * esize
+        addr = self._local_addr_of(dst, didx, node.args[1])
+        if addr.imm % size and self._is_zero_offset(addr):
+            raise self.err(node.args[1], f"{what}: local-memory byte offset {addr.imm} is not a multiple of "
+                           f"{size} (a {size}-byte copy is aligned to {size} bytes)")
+        if isinstance(sidx, (int, np.integer)) and not isinstance(sidx, bool) and sidx % n:
+            raise self.err(node.args[3], f"{what}: element index {int(sidx)} is not a multiple of n = {n} (a "
+                           f"{size}-byte copy is aligned to {size} bytes)")
+        off, wide = self._index_offset(sidx, esize, node.args[3])
+        if wide:
+            raise self.err(node.args[3], f"{what}: the source byte offset is 64-bit (an i64/u64 index or one of "
+                           "2^32 bytes or more); asynchronous copies take 32-bit offsets — use an i32 index")
+        self.emit(f"cp.async.b{8 * size}", addr, DevAddr(src.index, off))
+
+    def _i_async_commit(self, node: ast.Call, discard: bool) -> None:
+        if node.args or node.keywords:
+            raise self.err(node, "aw.async_commit() takes no arguments")
+        self.emit("cp.async.commit")
+
+    def _i_async_wait(self, node: ast.Call, discard: bool) -> None:
+        from anywave.isa.table import MAX_ASYNC_WAIT
+
+        if len(node.args) > 1 or (node.keywords and (node.args or [k.arg for k in node.keywords] != ["pending"])):
+            raise self.err(node, "aw.async_wait(pending=0) takes one compile-time int")
+        arg = node.args[0] if node.args else (node.keywords[0].value if node.keywords else None)
+        pending = 0 if arg is None else self.static_eval(arg)
+        self.node = node
+        if isinstance(pending, bool) or not isinstance(pending, (int, np.integer)) \
+                or not 0 <= pending <= MAX_ASYNC_WAIT:
+            raise self.err(node, f"aw.async_wait(pending): pending must be a compile-time int in 0..{MAX_ASYNC_WAIT} "
+                           f"(the number of most recent committed groups left in flight), got {pending!r}")
+        self.emit("cp.async.wait", int(pending))
 
     @staticmethod
     def _describe(x: Any) -> str:

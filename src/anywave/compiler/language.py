@@ -68,6 +68,12 @@ _DOCS = {
     "load4": "load4(buf, i) -> (v0, v1, v2, v3): elements i..i+3 in one 128-bit access; i a multiple of 4",
     "store2": "store2(buf, i, (v0, v1)): elements i, i+1 in one 64-bit access; i even",
     "store4": "store4(buf, i, (v0, v1, v2, v3)): elements i..i+3 in one 128-bit access; i a multiple of 4",
+    "async_copy": "async_copy(dst, i, src, j, n=1): start copying n elements from element j of buffer/view src "
+                  "to element i of local array dst (same dtype; n * element size = 4, 8 or 16 bytes, both offsets "
+                  "multiples of it); the elements are defined only after aw.async_wait (spec §4.5)",
+    "async_commit": "async_commit(): close this thread's async copies since its previous commit into one group",
+    "async_wait": "async_wait(pending=0): wait until at most `pending` (compile-time 0..7) of this thread's most "
+                  "recently committed groups are in flight; other threads see the data after a following barrier",
     "register_array": "register_array(dtype, shape, fill=0) -> per-thread registers of compile-time shape "
                       "(<= 256 elements), indexed only by compile-time ints (aw.static_range)",
     "view": "view(buf, shape, strides=None) -> the buffer as an n-D row-major array: v[i, j] is "

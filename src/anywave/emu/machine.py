@@ -28,6 +28,7 @@ import numpy as np
 
 from anywave.binary.module import Instruction, Kernel, Module
 from anywave.emu.alu import BIT_OPS, FLOAT_OPS, INT_OPS, OTHER_OPS, Run, _pred_op
+from anywave.emu.async_copy import ASYNC_OPS, finish_batch
 from anywave.emu.memory import MEMORY_OPS, RaceShadow
 from anywave.emu.waveops import WAVE_OPS
 from anywave.errors import EmulationError, LaunchConfigError
@@ -220,6 +221,8 @@ def compile_instruction(ins: Instruction) -> Run | None:
         table = MEMORY_OPS
     elif cat in (Category.WAVE, Category.MMA):
         table = WAVE_OPS
+    elif cat is Category.ASYNC_COPY:
+        table = ASYNC_OPS
     else:
         table = OTHER_OPS
     make = table.get(d.op)
@@ -1109,6 +1112,7 @@ def emulate(program: Module | bytes | str | os.PathLike[str], kernel: str, *,
         for start in range(0, nwg, per):
             b = Batch(launch, start, min(per, nwg - start), trace_lane, stats)
             b.run_code(launch.kcode)
+            finish_batch(b)
             if b.frames:
                 raise EmulationError(f"kernel {k.name!r}: control region left open at its end")
     stats.wall_seconds = time.perf_counter() - t0
