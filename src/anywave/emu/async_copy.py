@@ -28,7 +28,7 @@ from anywave.emu.memory import _resolve, take
 from anywave.errors import EmulationError
 from anywave.isa.table import Operand
 
-__all__ = ["ASYNC_OPS", "finish_batch"]
+__all__ = ["SEMANTICS", "finish_batch"]
 
 
 @dataclass
@@ -160,4 +160,5 @@ def finish_batch(st: Any) -> None:
     s.inflight = []
 
 
-ASYNC_OPS = {"cp_async": _cp_async, "cp_commit": _cp_commit, "cp_wait": _cp_wait}
+#: semantic key -> handler factory (registered in emu.machine's dispatch)
+SEMANTICS = {"async.cp_async": _cp_async, "async.cp_commit": _cp_commit, "async.cp_wait": _cp_wait}
