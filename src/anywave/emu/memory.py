@@ -350,11 +350,12 @@ def _combine(op: str, t: T, old: np.ndarray, v: np.ndarray, cmp: np.ndarray | No
 
 
 def _atomic(ins: Instruction) -> Run:
-    has_dest = ins.defn.op == "atom"
+    defn = ins.defn
+    has_dest = bool(defn.dests)  # atom returns the old value, red does not
     ops = list(ins.operands)
     d = ops.pop(0) if has_dest else None
     addr = ops[0]
-    kind = ins.defn.operands[1 if has_dest else 0]
+    kind = defn.operands[defn.srcs[0]]  # the address operand (laddr / daddr)
     op = ins.defn.combine
     t = ins.defn.type
     vreg = ops[1]

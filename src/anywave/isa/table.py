@@ -224,8 +224,9 @@ class InstrDef:
             None otherwise. Identities: :func:`anywave.isa.semantics.identity`.
         addr64: the device address takes a 64-bit offset register pair (``.o64`` forms).
         types: every value type the record computes correctly in, ``type`` first: a ``bN``
-            record also serves ``uN``/``iN`` values, and the sign-free integer records
-            (``add``/``sub``/``mul``/``neg``/``mad`` ``.iN``) also serve ``uN``
+            record also serves ``uN``/``iN`` values, the sign-free integer records
+            (``add``/``sub``/``mul``/``neg``/``mad`` ``.iN``) also serve ``uN``, and the
+            wrapping atomic ``add``/``sub`` ``.u32`` records serve ``i32``
             (:func:`anywave.isa.index.lookup` uses it).
     """
 
@@ -286,6 +287,8 @@ def _served_types(d: InstrDef) -> tuple[ScalarType, ...]:
         return (t,) + tuple(u for u in _BITS_FAMILY[t.bits] if u is not t)
     if d.category is Category.INTEGER and d.op in _SIGN_FREE_INT and t in _UNSIGNED_OF:
         return (t, _UNSIGNED_OF[t])
+    if d.category is Category.ATOMIC and d.combine in ("add", "sub") and t is T.U32:
+        return (t, T.I32)  # wrapping add/sub: the u32 atomic serves i32
     return (t,)
 
 
