@@ -127,7 +127,10 @@ class Op(Node):
 
     def __init__(self, index: int, ins: Any, parent: If | Loop | None, depth: int, role: str | None,
                  loop: Loop | None = None) -> None:
-        super().__init__(index, ins, parent, depth)
+        self.index = index  # Node.__init__ spelled out: one Op per instruction, on the verifier's path
+        self.ins = ins
+        self.parent = parent
+        self.depth = depth
         self.role = role
         self.loop = loop
 
