@@ -29,12 +29,13 @@ import numpy as np
 from anywave.binary.module import Instruction, Kernel, Module
 from anywave.binary.structure import If, Loop
 from anywave.binary.structure import parse as parse_structure
-from anywave.emu.alu import BIT_OPS, FLOAT_OPS, INT_OPS, OTHER_OPS, Run, _pred_op
-from anywave.emu.memory import MEMORY_OPS, RaceShadow
-from anywave.emu.waveops import WAVE_OPS
+from anywave.emu import alu, fragments, memory, waveops
+from anywave.emu.alu import Run
+from anywave.emu.memory import RaceShadow
 from anywave.errors import EmulationError, LaunchConfigError
+from anywave.isa import dispatch
 from anywave.isa.mma import MMA_SREG_VALUES
-from anywave.isa.table import Category, InstrDef
+from anywave.isa.table import InstrDef, Role
 from anywave.isa.types import LIMITS, Access, ScalarType, SpecialRegister
 
 __all__ = ["DEFAULT_LIMITS", "BudgetExceeded", "EmulationStats", "EmulatorLimits", "emulate", "emulate_flat",
@@ -42,9 +43,22 @@ __all__ = ["DEFAULT_LIMITS", "BudgetExceeded", "EmulationStats", "EmulatorLimits
 
 # entry kinds
 ORD, IF, ELSE, ENDIF, LOOP, ENDLOOP, BREAK, CONTINUE, RET, HALT, CALL, BARRIER = range(12)
-_CONTROL_KIND = {"if": IF, "else": ELSE, "endif": ENDIF, "loop": LOOP, "endloop": ENDLOOP,
-                 "break": BREAK, "continue": CONTINUE, "ret": RET, "halt": HALT, "call": CALL,
-                 "barrier": BARRIER}
+#: entry kind of the instructions the walk (Batch.run_code) executes itself, by region role
+_ROLE_KIND = {Role.IF: IF, Role.ELSE: ELSE, Role.ENDIF: ENDIF, Role.LOOP: LOOP, Role.ENDLOOP: ENDLOOP,
+              Role.BREAK: BREAK, Role.CONTINUE: CONTINUE, Role.RET: RET, Role.HALT: HALT, Role.CALL: CALL}
+
+#: the emulator's semantics, by semantic key (``InstrDef.sem``): a factory ``make(ins) -> run``
+#: per ordinary instruction; None for those the walk executes (control flow, the barrier)
+EMULATOR = dispatch.consumer("emulator", error=EmulationError)
+EMULATOR.register({**alu.SEMANTICS, **memory.SEMANTICS, **waveops.SEMANTICS, **fragments.SEMANTICS})
+EMULATOR.register([f"ctl.{r.value}" for r in Role], None)
+EMULATOR.register("sync.barrier", None)
+
+
+def _entry_kind(d: InstrDef) -> int:
+    if d.role is not None:
+        return _ROLE_KIND[d.role]
+    return BARRIER if d.sem == "sync.barrier" else ORD
 
 #: lanes per batch (register rows permitting); a fixed number so results never depend on
 #: the machine (atomic return values across workgroups follow the batch schedule). 2^16
@@ -205,29 +219,8 @@ def compile_instruction(ins: Instruction) -> Run | None:
 
     Raises EmulationError if the instruction has no semantics (a table record without an
     emulator implementation: the coverage test catches that)."""
-    d: InstrDef = ins.defn
-    cat = d.category
-    if d.op in _CONTROL_KIND:
-        return None
-    table: dict[str, Any]
-    if cat is Category.INTEGER:
-        table = INT_OPS
-    elif cat is Category.FLOAT:
-        table = FLOAT_OPS
-    elif cat is Category.BITWISE:
-        table = BIT_OPS
-    elif cat is Category.COMPARE and d.type is ScalarType.PRED:
-        return _pred_op(ins)
-    elif cat in (Category.LOCAL_MEMORY, Category.DEVICE_MEMORY, Category.ATOMIC):
-        table = MEMORY_OPS
-    elif cat in (Category.WAVE, Category.MMA):
-        table = WAVE_OPS
-    else:
-        table = OTHER_OPS
-    make = table.get(d.op)
-    if make is None:
-        raise EmulationError(f"the emulator has no semantics for {d.mnemonic} (op {d.op!r})")
-    return make(ins)
+    make = EMULATOR.handler(ins.defn)  # EmulationError naming the record if it has none
+    return None if make is None else make(ins)
 
 
 @dataclass
@@ -279,7 +272,7 @@ def _compile_code(label: str, code: list[Instruction], id0: int) -> _Code:
     match, skip = _structure(label, code)
     entries = []
     for pc, ins in enumerate(code):
-        kind = _CONTROL_KIND.get(ins.defn.op, ORD)
+        kind = _entry_kind(ins.defn)
         fn = compile_instruction(ins) if kind == ORD else None
         entries.append((kind, fn, ins, id0 + pc))
     return _Code(label, entries, match, skip)
