@@ -6,7 +6,8 @@ Usage: python tools/wbin_digests.py --write FILE    (record the digests of this 
 Compiles every ``@aw.kernel`` of ``anywave.kernels`` (the defaults, the variants that
 bench/bench_compile.py times, and every GEMM config of ``kernels.gemm.CONFIGS``) with the
 disk cache off, writes each module with ``write_wbin`` and hashes the bytes (debug table
-included). A second tree is then compared against the recorded file.
+included, its file names taken relative to the directory holding the ``anywave`` package so
+that two checkouts compare). A second tree is then compared against the recorded file.
 """
 
 from __future__ import annotations
@@ -30,12 +31,26 @@ def digests() -> dict[str, str]:
     from anywave.binary.wbin import write_wbin
     from anywave.kernels import gemm
 
+    import dataclasses
+
+    import anywave
+    from anywave.errors import SourceLoc
+
+    pkg = str(Path(anywave.__file__).resolve().parent.parent) + os.sep
+
+    def relative(ins):  # the debug table names files: hash them relative to the package's root
+        loc = ins.loc
+        if loc is None or not loc.file.startswith(pkg):
+            return ins
+        return dataclasses.replace(ins, loc=SourceLoc(loc.file[len(pkg):], loc.line, loc.col))
+
     jobs = list(_library_jobs())
     jobs += [(f"kernels.gemm.gemm_f32_kernel[{','.join(f'{k}={v}' for k, v in cfg.items())}]",
               gemm.gemm_f32_kernel, dict(cfg)) for cfg in gemm.CONFIGS]
     out: dict[str, str] = {}
     for name, kf, consts in jobs:
         kernel = kf.compile_kernel(kf._consts_from(consts))
+        kernel.code = [relative(ins) for ins in kernel.code]
         out[name] = hashlib.sha256(write_wbin(Module(kernels=[kernel]))).hexdigest()
     return out
 
