@@ -3,8 +3,8 @@
 Usage: python tools/wbin_digests.py --write FILE    (record the digests of this tree)
        python tools/wbin_digests.py --check FILE    (compare; exit 1 on any difference)
 
-Compiles every ``@aw.kernel`` of ``anywave.kernels`` (the defaults, the variants that
-bench/bench_compile.py times, and every GEMM config of ``kernels.gemm.CONFIGS``) with the
+Compiles every ``@aw.kernel`` of ``anywave.kernels`` (the defaults and the variants that
+bench/bench_compile.py times, every GEMM config of ``kernels.gemm.CONFIGS`` among them) with the
 disk cache off, writes each module with ``write_wbin`` and hashes the bytes (debug table
 included, its file names taken relative to the directory holding the ``anywave`` package so
 that two checkouts compare). A second tree is then compared against the recorded file.
@@ -25,15 +25,13 @@ ROOT = Path(__file__).resolve().parents[1]
 def digests() -> dict[str, str]:
     os.environ["ANYWAVE_NO_DISK_CACHE"] = "1"
     sys.path.insert(0, str(ROOT / "bench"))
-    from bench_compile import _library_jobs
-
-    from anywave.binary.module import Module
-    from anywave.binary.wbin import write_wbin
-    from anywave.kernels import gemm
-
     import dataclasses
 
+    from bench_compile import _library_jobs
+
     import anywave
+    from anywave.binary.module import Module
+    from anywave.binary.wbin import write_wbin
     from anywave.errors import SourceLoc
 
     pkg = str(Path(anywave.__file__).resolve().parent.parent) + os.sep
@@ -45,8 +43,6 @@ def digests() -> dict[str, str]:
         return dataclasses.replace(ins, loc=SourceLoc(loc.file[len(pkg):], loc.line, loc.col))
 
     jobs = list(_library_jobs())
-    jobs += [(f"kernels.gemm.gemm_f32_kernel[{','.join(f'{k}={v}' for k, v in cfg.items())}]",
-              gemm.gemm_f32_kernel, dict(cfg)) for cfg in gemm.CONFIGS]
     out: dict[str, str] = {}
     for name, kf, consts in jobs:
         kernel = kf.compile_kernel(kf._consts_from(consts))
