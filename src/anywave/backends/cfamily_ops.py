@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from anywave.backends import cfamily_mma
+from anywave.backends import cfamily_async, cfamily_mma
 from anywave.backends.lowering.arith import div_rule, narrowing_steps
 from anywave.backends.lowering.collectives import butterfly_steps, exclusive_first, identity, kogge_stone_steps
 from anywave.binary.module import DeviceAddr, Instruction, LocalAddr
@@ -545,6 +545,7 @@ C_DISPATCH.register({
     "wave.shfl": _shfl, "wave.bcast": _bcast, "wave.ballot": _ballot, "wave.any": _any_all, "wave.all": _any_all,
     "wave.wred": _wred, "wave.wscan": _wscan,
     "mma.mma": _mma, **{f"mma.{op}": h for op, h in cfamily_mma.HANDLERS.items()},
+    **{f"async.{op}": h for op, h in cfamily_async.HANDLERS.items()},
     "cvt.cvt": _cvt, "cvt.cvt_pack": _cvt_pack,
     "sync.*": _no_stmt, "ctl.*": _no_stmt,
 })

@@ -189,6 +189,7 @@ PTX_DISPATCH.register({
     "wave.any": _wave._e_vote, "wave.all": _wave._e_vote, "wave.wred": _wave._e_wred, "wave.wscan": _wave._e_wscan,
     "mma.mma": _wave._e_mma, **{f"mma.{op}": e for op, e in ptx_mma.EMITTERS.items()},
     "sync.barrier": _mem._e_barrier, "sync.fence": _mem._e_fence,
+    **{f"async.{op}": e for op, e in _mem.ASYNC_EMITTERS.items()},
     "cvt.cvt": _alu._e_cvt, "cvt.cvt_pack": _alu._e_cvt_pack,
     "move.mov": _alu._e_mov, "move.movi": _alu._e_movi, "move.mov_sr": _alu._e_mov_sr, "move.ldarg": _alu._e_ldarg,
     "ctl.*": None,  # structured control flow and nop: the walk
