@@ -22,16 +22,17 @@ emulator for every ``exact``/``exact-nan`` instruction:
   (f16/bf16 add/sub/mul/div/sqrt in f32 are exact after the second rounding, spec §8.2);
   fma and narrowing from f64/i64 go through round-to-odd (Boldo & Melquiond), so no device
   half-precision support is needed.
-* Control flow. A kernel without wave operations uses C's own ``if``/``while(1)``/
-  ``break``/``continue``/``return``; ``call`` is inlined (functions share the caller's
-  registers) and ``ret`` jumps to the end of the inlined body. A kernel with wave operations
-  is lowered with the spec's mask-stack machine kept per lane (``act``, and per construct
-  the lanes that left it): every lane of a sub-group walks the same program, so the
-  sub-group built-ins are always called in converged control flow and the set of executing
-  lanes is exactly the spec's. Loops end when no lane of the wave remains (a sub-group
-  vote). The workgroup is launched as one linear dimension padded to a multiple of W, so
-  every sub-group is full: padding lanes never become active, exactly like the spec's
-  non-existent lanes.
+* Control flow is lowered by :mod:`anywave.backends.lowering.control` (shared with PTX). A
+  kernel without wave operations uses C's own ``if``/``while(1)``/``break``/``continue``/
+  ``return``; ``call`` is inlined (functions share the caller's registers) and ``ret`` jumps to
+  the end of the inlined body. A kernel with wave operations is lowered with the spec's
+  mask-stack machine kept per lane (``act``, and per depth ``aw_fo``/``aw_fp``/``aw_fc``):
+  every lane of a sub-group walks the same program, so the sub-group built-ins are always
+  called in converged control flow and the set of executing lanes is exactly the spec's. A
+  region no lane is active in is skipped by the whole sub-group (a sub-group vote), and a
+  loop repeats while some lane of the wave remains. The workgroup is launched as one linear
+  dimension padded to a multiple of W, so every sub-group is full: padding lanes never
+  become active, exactly like the spec's non-existent lanes.
 * Wave operations use only shuffle-by-index and a 64-bit ballot (built from a sub-group
   reduction or the dialect's ballot); f32 reductions and scans are written in the spec's
   butterfly / Kogge-Stone order, never the vendor's reduce/scan (whose order is unspecified).

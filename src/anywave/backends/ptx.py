@@ -17,7 +17,8 @@ with the emulator at W = 32 for every ``exact``/``exact-nan`` instruction:
   ``rem``, whose result PTX leaves unspecified there. PTX shifts clamp counts > width, which
   is exactly the spec's rule. Float ``min``/``max`` are built from compares and selects so
   that −0 < +0 and two NaNs give the spec's canonical NaN (PTX's canonical NaN differs).
-* Control flow. A kernel without wave-collective instructions is lowered to plain
+* Control flow (lowered by :mod:`anywave.backends.lowering.control`, shared with the C
+  family; this module spells it). A kernel without wave-collective instructions is lowered to plain
   per-thread branches: by spec §7.8 each thread then behaves as if it ran alone. A kernel
   that uses wave operations or ``mma`` is lowered with the spec's mask-stack machine
   (§7.4) kept *per lane* in predicate registers: every lane of a warp walks the same
