@@ -121,15 +121,19 @@ def test_ptx_mma_skipped_without_active_lanes() -> None:
 def test_ptx_fragment_lowering_assembles() -> None:
     from anywave.backends import ptx
     from anywave.conformance.suite import assemble_group
-    from anywave.kernels.gemm_mma import gemm_frag_kernel, gemm_smem_kernel
+    from anywave.kernels.gemm_mma import gemm_frag_kernel, gemm_tiled_kernel
 
-    for m in (assemble_group("mma_frag"), gemm_frag_kernel.compile(), gemm_smem_kernel.compile()):
+    for m in (assemble_group("mma_frag"), gemm_frag_kernel.compile(), gemm_tiled_kernel.compile()):
         text = str(ptx.translate(m))
         assert "mma.sync.aligned.m16n8k16.row.col.f32" in text
         r = subprocess.run(["ptxas", "-arch=sm_90", "-o", "/dev/null", "-"], input=text, capture_output=True,
                            text=True)
         assert r.returncode == 0, r.stderr[-2000:]
-    assert "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16" in str(ptx.translate(gemm_smem_kernel.compile()))
+    tiled = ptx.translate(gemm_tiled_kernel.compile())
+    assert "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16" in str(tiled)
+    # every branch of the tiled GEMM is uniform: plain branches, 128-bit copies
+    assert not tiled.kernels["gemm_tiled_kernel"].uniform
+    assert "ld.global.nc.v4.b32" in str(tiled) and "st.shared.v4.b32" in str(tiled)
 
 
 def test_ptx_refuses_fragments_before_sm80() -> None:
@@ -227,18 +231,24 @@ def test_fragment_gemm_f16_and_gelu() -> None:
     assert np.abs(g - want).max() < 2e-3  # fast_tanh is class approx
 
 
-def test_smem_gemm_emulator() -> None:
-    from anywave.kernels.gemm_mma import gemm_smem_kernel
+@pytest.mark.parametrize("W,tile", [(16, {"TM": 4, "TN": 2, "WM": 2, "WN": 4, "GM": 0}),
+                                    (32, {"TM": 2, "TN": 2, "WM": 2, "WN": 2, "GM": 2}),
+                                    (64, {"TM": 2, "TN": 4, "WM": 2, "WN": 2, "GM": 0})])
+def test_tiled_gemm_emulator(W: int, tile: dict) -> None:
+    from anywave.kernels.gemm_mma import gemm_tiled_kernel
 
-    rng = np.random.default_rng(7)
-    M, N, K = 128, 128, 64
+    rng = np.random.default_rng(W)
+    bm, bn = 16 * tile["TM"] * tile["WM"], 16 * tile["TN"] * tile["WN"]
+    # with GM: 3 x 2 blocks in groups of 2 block rows (a short last group)
+    M, N, K = (3 * bm, 2 * bn, 128) if tile["GM"] else (bm, bn, 128)
     a = rng.standard_normal((M, K)).astype(ml_dtypes.bfloat16)
     b = rng.standard_normal((K, N)).astype(ml_dtypes.bfloat16)
     bias = rng.standard_normal(N).astype(np.float32)
     ref = a.astype(np.float64) @ b.astype(np.float64) + bias
     c = np.full(M * N, np.nan, np.float32)
-    gemm_smem_kernel(a.view(np.uint32).reshape(-1), b.view(np.uint32).reshape(-1), bias, c, M, N, K,
-                     grid=(1, 1), workgroup=(8 * 16, 1, 1), target="emulator", wave_width=16, use_bias=True)
+    gemm_tiled_kernel(a.view(np.uint32).reshape(-1), b.view(np.uint32).reshape(-1), bias, c, M, N, K,
+                      grid=(N // bn, M // bm), workgroup=(tile["WM"] * tile["WN"] * W, 1, 1), target="emulator",
+                      wave_width=W, W=W, use_bias=True, **tile)
     assert (np.abs(c.reshape(M, N) - ref) <= _bound(a, b, K) + 2.0 ** -22 * np.abs(ref)).all()
 
 
