@@ -69,7 +69,9 @@ from anywave.binary.module import (
     LocalAddr,
     Module,
     Pred,
+    reachable_functions,
 )
+from anywave.binary.structure import parse as parse_structure
 from anywave.errors import SourceLoc, VerifyError
 from anywave.isa.mma import MAX_FRAGMENTS, fragment_kinds
 from anywave.isa.table import BY_OPCODE, Category, Flag, InstrDef, Operand
@@ -207,9 +209,9 @@ class _Verifier:
             self._body(f"kernel {k.name!r}", k.code)
         for f in functions:
             self._body(f"function {f.name!r}", f.code)
-        calls = self._call_graph()
+        self._call_graph()
         for k in kernels:
-            reach = self._reachable(k, calls)
+            reach = sorted(reachable_functions(functions, k.code))
             used = Capability.NONE
             self._context(k, f"kernel {k.name!r}", k.code)
             used |= self._caps(k.code)
@@ -301,57 +303,31 @@ class _Verifier:
     def _body(self, owner: str, code: Sequence[Instruction]) -> None:
         valid: list[bool] = []
         self.valid[id(code)] = valid
-        stack: list[list] = []  # [kind, index, has_else]
-        depth_reported = False
         for i, ins in enumerate(code):
             ok = self._shape(owner, i, ins)
             valid.append(ok)
             if not ok:
                 continue
             d = ins.defn
-            w = _where(owner, i, ins)
             if ins.guard is not None and d.flags & Flag.NO_GUARD:
-                self.p(f"{w}: may not carry a guard predicate (found @{ins.guard})")
+                self.p(f"{_where(owner, i, ins)}: may not carry a guard predicate (found @{ins.guard})")
             if d.op == "movi" and d.type is not None and d.type.bits == 16 and ins.operands[1] >> 16:
-                self.p(f"{w}: a {d.type.spelling} immediate is a 16-bit pattern; bits 16-31 of "
+                self.p(f"{_where(owner, i, ins)}: a {d.type.spelling} immediate is a 16-bit pattern; bits 16-31 of "
                        f"{ins.operands[1]:#010x} must be 0 (spec §8.12)")
             if d.op == "red" and Operand.ORDER in d.operands:
                 order = ins.operands[d.operands.index(Operand.ORDER)]
                 if order not in (MemoryOrder.RELAXED, MemoryOrder.RELEASE):
-                    self.p(f"{w}: the order of a non-returning atomic must be .relaxed or .release, "
-                           f"got {order.spelling} (it has no result to acquire; spec §6)")
+                    self.p(f"{_where(owner, i, ins)}: the order of a non-returning atomic must be .relaxed or "
+                           f".release, got {order.spelling} (it has no result to acquire; spec §6)")
             if d.op == "call" and not ins.operands[0] < len(self.m.functions):
-                self.p(f"{w}: call target function index {ins.operands[0]} does not exist "
+                self.p(f"{_where(owner, i, ins)}: call target function index {ins.operands[0]} does not exist "
                        f"(the module has {len(self.m.functions)} functions)")
-            if not d.flags & Flag.STRUCTURED:
-                continue
-            op = d.op
-            if op in ("if", "loop"):
-                stack.append([op, i, False])
-                if len(stack) > LIMITS.max_control_nesting and not depth_reported:
-                    self.p(f"{w}: control-flow nesting depth {len(stack)} exceeds the limit "
-                           f"{LIMITS.max_control_nesting}")
-                    depth_reported = True
-            elif op == "else":
-                if not stack or stack[-1][0] != "if":
-                    self.p(f"{w}: else without a matching if" + _open_note(stack))
-                elif stack[-1][2]:
-                    self.p(f"{w}: second else for the if at instruction {stack[-1][1]}")
-                else:
-                    stack[-1][2] = True
-            elif op in ("endif", "endloop"):
-                want = "if" if op == "endif" else "loop"
-                if stack and stack[-1][0] == want:
-                    stack.pop()
-                else:
-                    self.p(f"{w}: {op} without a matching {want}" + _open_note(stack))
-            elif op in ("break", "continue"):
-                if not any(s[0] == "loop" for s in stack):
-                    self.p(f"{w}: {op} outside a loop (break/continue must be inside a loop of the "
-                           f"same kernel or function)")
-        for kind, idx, _ in stack:
-            closer = "endif" if kind == "if" else "endloop"
-            self.p(f"{owner}: {kind} at instruction {idx} is never closed (missing {closer})")
+        # spec §7.2 rules 1-3, from the one structure parser
+        for prob in parse_structure(code, usable=valid).problems:
+            if prob.kind == "unclosed":
+                self.p(f"{owner}: {prob.message}")
+            else:
+                self.p(f"{_where(owner, prob.index, code[prob.index])}: {prob.message}")
 
     def _shape(self, owner: str, i: int, ins: Instruction) -> bool:
         if not isinstance(ins, Instruction):
@@ -459,19 +435,6 @@ class _Verifier:
         valid = self.valid.get(id(code), [])
         return {ins.operands[0] for ins, ok in zip(code, valid, strict=False)
                 if ok and ins.defn.op == "call" and ins.operands[0] < len(self.m.functions)}
-
-    def _reachable(self, k: Kernel, calls: dict[int, set[int]]) -> list[int]:
-        out: list[int] = []
-        todo = sorted(self._callees(k.code), reverse=True)
-        seen: set[int] = set()
-        while todo:
-            fi = todo.pop()
-            if fi in seen:
-                continue
-            seen.add(fi)
-            out.append(fi)
-            todo.extend(sorted(calls[fi], reverse=True))
-        return out
 
     def _caps(self, code: Sequence[Instruction]) -> Capability:
         cap = Capability.NONE
@@ -592,9 +555,3 @@ class _Verifier:
 def _spell(v: object) -> str:
     return getattr(v, "spelling", None) or repr(v)
 
-
-def _open_note(stack: list[list]) -> str:
-    if not stack:
-        return ""
-    kind, idx, _ = stack[-1]
-    return f" (the innermost open region is the {kind} at instruction {idx})"

@@ -1,6 +1,22 @@
 """Element-wise kernels: vector add, saxpy, ReLU, GELU (one thread per element).
 
 All are exact per element (no reductions), so the bits do not depend on the wave width.
+
+GELU (:func:`gelu_tanh`) is the tanh approximation of Hendrycks & Gimpel, "Gaussian Error Linear
+Units (GELUs)", 2016, eq. 2 — the one ``torch.nn.functional.gelu(x, approximate="tanh")``
+computes — written in its sigmoid form, an identity of the hyperbolic tangent
+(``1 + tanh(u) = 2 / (1 + exp(-2u))``)::
+
+    gelu(x) = 0.5 x (1 + tanh(u)) = x / (1 + exp(-2u)),    u = sqrt(2/pi) (x + 0.044715 x^3)
+
+The sigmoid form needs one exponential, one division and no branch (the tanh form needs both a
+small-argument polynomial and an exponential), and it has no cancellation in ``1 + tanh(u)``
+for negative u. Every operation is of the exact class (add/mul/fma/div/rint/cvt/bit operations,
+docs/spec.md §9), so every conformant target returns the same bits. Error (checked by
+tests/test_examples.py against ``x / (1 + exp(-2u))`` evaluated in float64 from the same f32
+``u``): at most 4 ulp of the result, plus an absolute 2^-124 where the exact result is below the
+f32 normal range (for x < -10.6 the denominator overflows and the result is ±0, as torch's).
+gelu(+inf) = inf; gelu(-inf) = NaN (-inf * 0 in the tanh form, as torch's tanh GELU).
 """
 
 from __future__ import annotations
@@ -37,13 +53,39 @@ def relu_kernel(x: aw.In[aw.f32], out: aw.Out[aw.f32], n: aw.i32):
         out[i] = v if v > 0.0 else 0.0  # -0.0 and NaN map to +0.0
 
 
+@aw.func
+def gelu_tanh(v):
+    """GELU, tanh approximation in its sigmoid form (see the module docstring), f32 -> f32."""
+    inner = SQRT_2_OVER_PI * (v + GELU_C * (v * v * v))
+    t = inner * -2.0  # exact
+    # exp(t) as the stdlib's exp (Cody-Waite reduction by ln 2 in two parts, degree-8 Taylor
+    # polynomial, 2^n applied in two exact steps), with the clamp written as selects: a NaN
+    # t becomes 90 here and the NaN comes back through v / ...
+    t = t if t < 90.0 else 90.0
+    t = t if t > -110.0 else -110.0
+    n = aw.rint(t * 1.4426950408889634)
+    r = aw.fma(-n, 0.693145751953125, t)
+    r = aw.fma(-n, 1.4286067653301870e-06, r)
+    p = aw.fma(r, 1.0 / 40320.0, 1.0 / 5040.0)
+    p = aw.fma(r, p, 1.0 / 720.0)
+    p = aw.fma(r, p, 1.0 / 120.0)
+    p = aw.fma(r, p, 1.0 / 24.0)
+    p = aw.fma(r, p, 1.0 / 6.0)
+    p = aw.fma(r, p, 0.5)
+    p = aw.fma(r, p, 1.0)
+    p = aw.fma(r, p, 1.0)
+    k = aw.i32(n)
+    k1 = k >> 1
+    k2 = k - k1
+    e = (p * aw.bitcast((k1 + 127) << 23, aw.f32)) * aw.bitcast((k2 + 127) << 23, aw.f32)
+    return v / (1.0 + e)
+
+
 @aw.kernel
 def gelu_kernel(x: aw.In[aw.f32], out: aw.Out[aw.f32], n: aw.i32):
     i = aw.global_id(0)
     if i < n:
-        v = x[i]
-        inner = SQRT_2_OVER_PI * (v + GELU_C * (v * v * v))
-        out[i] = (0.5 * v) * (1.0 + aw.tanh(inner))  # precise stdlib tanh: <= 4 ulp, same bits everywhere
+        out[i] = gelu_tanh(x[i])
 
 
 def vector_add(x: np.ndarray, y: np.ndarray, *, wave_width: int | None = None,
@@ -85,6 +127,7 @@ def relu(x: np.ndarray, *, wave_width: int | None = None, target: str | None = N
 
 
 def gelu(x: np.ndarray, *, wave_width: int | None = None, target: str | None = None) -> np.ndarray:
-    """GELU, tanh form: ``0.5x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))`` in float32, with the
-    stdlib's precise tanh (<= 4 ulp, deterministic class: identical bits on every target)."""
+    """GELU, tanh approximation: ``0.5x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))`` in float32,
+    computed as :func:`gelu_tanh` (sigmoid form, <= 4 ulp; identical bits on every target).
+    x: float32 array of any shape; returns a new float32 array of that shape."""
     return _unary(gelu_kernel, x, wave_width, target)
