@@ -233,6 +233,7 @@ def test_fragment_gemm_f16_and_gelu() -> None:
 
 @pytest.mark.parametrize("W,tile", [(16, {"TM": 4, "TN": 2, "WM": 2, "WN": 4, "GM": 0}),
                                     (32, {"TM": 2, "TN": 2, "WM": 2, "WN": 2, "GM": 2}),
+                                    (32, {"TM": 2, "TN": 2, "WM": 2, "WN": 2, "GM": 0, "BK": 64}),
                                     (64, {"TM": 2, "TN": 4, "WM": 2, "WN": 2, "GM": 0})])
 def test_tiled_gemm_emulator(W: int, tile: dict) -> None:
     from anywave.kernels.gemm_mma import gemm_tiled_kernel

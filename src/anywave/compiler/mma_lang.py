@@ -89,9 +89,50 @@ class FragmentIntrinsics:
             raise self.err(node, f"{what} must be an integer, got {x!r}")  # type: ignore[attr-defined]
         return self.coerce(x, ty.u32)  # type: ignore[attr-defined]
 
+    def _sum_parts(self, node: ast.AST) -> tuple[Any, int]:
+        """(run-time part or 0, compile-time int part) of an index written as a sum, e.g.
+        ``s * BM + wr + 16 * i`` with ``wr`` a run-time value: ``(wr, s * BM + 16 * i)``."""
+        terms: list[ast.AST] = []
+
+        def flat(e: ast.AST) -> None:
+            if isinstance(e, ast.BinOp) and isinstance(e.op, ast.Add):
+                flat(e.left)
+                flat(e.right)
+            else:
+                terms.append(e)
+
+        flat(node)
+        dyn: Any = 0
+        const = 0
+        for t in terms:
+            v = self.visit(t)  # type: ignore[attr-defined]
+            if isinstance(v, int) and not isinstance(v, bool):
+                const += v
+            else:
+                dyn = v if isinstance(dyn, int) else self.binop(ast.Add, dyn, v, t)  # type: ignore[attr-defined]
+        return dyn, const
+
+    def _tile_args(self, node: ast.Call, n: int, what: str) -> list[Any]:
+        """The arguments of aw.mma_load/mma_store; for a local array the (row, col) indices as
+        (run-time part, compile-time part) pairs, so the constant part becomes the address's
+        immediate and fragments at fixed distances share one address register."""
+        from .frontend import LocalArray
+
+        if node.keywords or len(node.args) != n:
+            raise self.err(node, f"{what} takes {n} positional arguments, got {len(node.args)}")  # type: ignore[attr-defined]
+        first = [self.visit(a) for a in node.args[:2]]  # type: ignore[attr-defined]
+        src = first[1] if n == 4 and isinstance(first[1], LocalArray) else first[0]
+        if isinstance(src, LocalArray):
+            rest = [self._sum_parts(a) for a in node.args[2:]]
+        else:
+            rest = [self.visit(a) for a in node.args[2:]]  # type: ignore[attr-defined]
+        self.node = node  # type: ignore[attr-defined]
+        return first + rest
+
     def _tile_addr(self, node: ast.Call, src: Any, i: Any, j: Any, esz: int, what: str) -> tuple[Any, Any, str]:
         """(address operand, row stride register, space) of a 16x16 block: a local 2-D array at
-        element (row i, col j), or a device buffer at element offset i with row stride j."""
+        element (row i, col j) (each a (run-time, compile-time) pair from :meth:`_tile_args`),
+        or a device buffer at element offset i with row stride j."""
         from .frontend import BufferArg, LocalArray
 
         mul = self.binop  # type: ignore[attr-defined]
@@ -106,9 +147,21 @@ class FragmentIntrinsics:
             if rowbytes % 16:
                 raise self.err(node, f"{what}: a row of the local array must be a multiple of 16 bytes, got "  # type: ignore[attr-defined]
                                f"{rowbytes}")
-            off = mul(ast.Add, mul(ast.Mult, i, rowbytes, node), mul(ast.Mult, j, esz, node), node)
-            off = mul(ast.Add, off, src.base, node)
-            return LocAddr(self._u32(node, off, f"{what} offset")), self.const(rowbytes, ty.u32), "local"  # type: ignore[attr-defined]
+            (di, ci), (dj, cj) = i, j
+            for x in (di, dj):
+                if not isinstance(x, int):
+                    self._u32(node, x, f"{what} index")
+            off: Any = 0
+            if not isinstance(di, int):
+                off = mul(ast.Mult, di, rowbytes, node)
+            if not isinstance(dj, int):
+                dj = mul(ast.Mult, dj, esz, node)
+                off = dj if isinstance(off, int) else mul(ast.Add, off, dj, node)
+            imm = src.base + ci * rowbytes + cj * esz
+            if imm < 0:
+                raise self.err(node, f"{what}: the tile starts before the local array (byte offset {imm})")  # type: ignore[attr-defined]
+            return (LocAddr(self._u32(node, off, f"{what} offset"), imm), self.const(rowbytes, ty.u32),  # type: ignore[attr-defined]
+                    "local")
         if isinstance(src, BufferArg):
             if src.elem.scalar.nbytes != esz:
                 raise self.err(node, f"{what}: buffer {src.name!r} holds {src.elem.name}, expected {esz}-byte "  # type: ignore[attr-defined]
@@ -119,7 +172,7 @@ class FragmentIntrinsics:
         raise self.err(node, f"{what}: expected a local 2-D array or a buffer, got {src!r}")  # type: ignore[attr-defined]
 
     def _i_mma_load(self, node: ast.Call, discard: bool) -> None:
-        frag, src, i, j = self._plain_args(node, 4, 4, "aw.mma_load(frag, src, row_or_offset, col_or_ld)")  # type: ignore[attr-defined]
+        frag, src, i, j = self._tile_args(node, 4, "aw.mma_load(frag, src, row_or_offset, col_or_ld)")
         f = self._frag_arg(node, frag, None, "aw.mma_load")
         # raw 16-bit buffers (u16/i16) or packed 32-bit local arrays may hold the elements
         if f.role != "acc" and getattr(src, "elem", f.elem) not in (f.elem, ty.u16, ty.i16, ty.u32, ty.i32, ty.u64):
@@ -130,7 +183,7 @@ class FragmentIntrinsics:
         self.emit(f"mma.load.{role}.{space}.m16n16k16.{f.elem.name}", f.slot, addr, ld)  # type: ignore[attr-defined]
 
     def _i_mma_store(self, node: ast.Call, discard: bool) -> None:
-        dst, frag, i, j = self._plain_args(node, 4, 4, "aw.mma_store(dst, acc, row_or_offset, col_or_ld)")  # type: ignore[attr-defined]
+        dst, frag, i, j = self._tile_args(node, 4, "aw.mma_store(dst, acc, row_or_offset, col_or_ld)")
         f = self._frag_arg(node, frag, "acc", "aw.mma_store")
         if getattr(dst, "elem", ty.f32) is not ty.f32:
             raise self.err(node, f"aw.mma_store: the destination must hold f32, got {dst.elem.name}")  # type: ignore[attr-defined]

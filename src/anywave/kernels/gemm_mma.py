@@ -77,23 +77,23 @@ def gemm_tiled_kernel(a: aw.In[aw.u32], b: aw.In[aw.u32], bias: aw.In[aw.f32], c
     # The tiled GEMM (the CUDA fast path). A (m, k) and B (k, n) hold bf16 (f16 with f16=True)
     # elements in pairs (one u32 = two row neighbours). A workgroup of WM x WN waves of W lanes
     # owns a BM x BN block of C (BM = 16*TM*WM, BN = 16*TN*WN); each wave 16*TM x 16*TN in TM*TN
-    # accumulator fragments. K advances BK at a time through two local buffers: the next
-    # slice's 128-bit device loads are issued into registers before the current slice's
-    # fragment loads (ldmatrix on CUDA) and mma, then stored to the idle buffer; one barrier per
-    # slice. Rows are padded by 16 bytes (conflict-free 8-row fragment loads). Needs k a
-    # multiple of 2*BK and W the launch's wave width (the copies are unrolled for W*WM*WN
-    # threads); every branch is uniform (plain branches on PTX). GM > 0 visits the blocks of C in
-    # groups of GM block rows (column by column inside a group: the group's A rows and B columns
-    # stay in L2); GM = 0 in launch order.
+    # accumulator fragments. K advances BK (32 or 64) at a time through two local buffers, one
+    # barrier per slice; the next slice is copied 32 deep at a time: its 128-bit device loads
+    # are issued into registers before the fragment loads (ldmatrix on CUDA) and mma of the
+    # matching part of the current slice, then stored to the idle buffer. Rows are padded by 16
+    # bytes (conflict-free 8-row fragment loads). Needs k a multiple of 2*BK and W the launch's
+    # wave width (the copies are unrolled for W*WM*WN threads); every branch is uniform (plain
+    # branches on PTX). GM > 0 visits the blocks of C in groups of GM block rows (column by
+    # column inside a group: the group's A rows and B columns stay in L2); GM = 0 in launch order.
     elt = aw.f16 if f16 else aw.bf16
     BM = 16 * TM * WM
     BN = 16 * TN * WN
     NT = W * WM * WN
-    CA = BK // 8  # 16-byte chunks per row of the A slice
-    CB = BN // 8
-    PA = BM * CA // NT  # copy passes per slice
-    PB = BK * CB // NT
-    assert PA * NT == BM * CA and PB * NT == BK * CB and NT % CB == 0, "gemm_tiled: tile and wave width mismatch"
+    CB = BN // 8  # 16-byte chunks per row of B (a row of the 32-deep A part has 4)
+    PA = BM * 4 // NT  # copy passes per 32-deep part
+    PB = 32 * CB // NT
+    assert BK == 32 or BK == 64, "gemm_tiled: BK must be 32 or 64"
+    assert PA * NT == BM * 4 and PB * NT == 32 * CB and NT % CB == 0, "gemm_tiled: tile and wave width mismatch"
     ta = aw.local_array(aw.u32, (2 * BM, BK // 2 + 4))
     tb = aw.local_array(aw.u32, (2 * BK, BN // 2 + 4))
     stage = aw.local_array(aw.f32, (16 * WM * WN if gelu else 1, 16))  # the GELU epilogue's staging
@@ -119,51 +119,46 @@ def gemm_tiled_kernel(a: aw.In[aw.u32], b: aw.In[aw.u32], bias: aw.In[aw.f32], c
     wc = (wv % WN) * (16 * TN)
     kw = k // 2
     nw = n // 2
-    # thread t copies 16-byte chunk t % CA of rows t // CA + p * (NT // CA) of the A slice, and
-    # chunk t % CB of rows t // CB + p * (NT // CB) of the B slice (all in u32 words)
-    ar = t // CA
-    ac = (t % CA) * 4
+    # thread t copies 16-byte chunk t % 4 of rows t // 4 + p * (NT // 4) of a 32-deep A part, and
+    # chunk t % CB of rows t // CB + p * (NT // CB) of a 32-deep B part (all in u32 words)
+    ar = t // 4
+    ac = (t % 4) * 4
     br = t // CB
     bc = (t % CB) * 4
     ga = (rb0 + ar) * kw + ac
     gb = br * nw + cb0 // 2 + bc
-    for p in aw.static_range(PA):
-        v = aw.load4(a, ga + p * (NT // CA) * kw)
-        for q in aw.static_range(4):
-            ra[p, q] = v[q]
-    for p in aw.static_range(PB):
-        v = aw.load4(b, gb + p * (NT // CB) * nw)
-        for q in aw.static_range(4):
-            rb[p, q] = v[q]
-    for p in aw.static_range(PA):
-        aw.store4(ta, (ar + p * (NT // CA), ac), (ra[p, 0], ra[p, 1], ra[p, 2], ra[p, 3]))
-    for p in aw.static_range(PB):
-        aw.store4(tb, (br + p * (NT // CB), bc), (rb[p, 0], rb[p, 1], rb[p, 2], rb[p, 3]))
+    for h in aw.static_range(BK // 32):
+        _copy_part(a, b, ta, tb, ra, rb, ga + 16 * h, gb + 32 * h * nw, ar, ac + 16 * h, br + 32 * h, bc, kw, nw,
+                   PA, PB, NT // 4, NT // CB)
     aw.barrier()
     for k0 in range(0, k, 2 * BK):
         for s in aw.static_range(2):
             # the next slice (the last one reloads itself into the idle buffer: no branch)
             kn = min(k0 + (s + 1) * BK, k - BK)
-            for p in aw.static_range(PA):
-                v = aw.load4(a, ga + p * (NT // CA) * kw + kn // 2)
-                for q in aw.static_range(4):
-                    ra[p, q] = v[q]
-            for p in aw.static_range(PB):
-                v = aw.load4(b, gb + (p * (NT // CB) + kn) * nw)
-                for q in aw.static_range(4):
-                    rb[p, q] = v[q]
-            for kk in aw.static_range(BK // 16):
-                for i in aw.static_range(TM):
-                    aw.mma_load(fa[i], ta, s * BM + wr + 16 * i, 16 * kk)
-                for j in aw.static_range(TN):
-                    aw.mma_load(fb[j], tb, s * BK + 16 * kk, wc + 16 * j)
-                for i in aw.static_range(TM):
+            for h in aw.static_range(BK // 32):
+                kh = kn + 32 * h
+                for p in aw.static_range(PA):
+                    v = aw.load4(a, ga + p * (NT // 4) * kw + kh // 2)
+                    for q in aw.static_range(4):
+                        ra[p, q] = v[q]
+                for p in aw.static_range(PB):
+                    v = aw.load4(b, gb + (p * (NT // CB) + kh) * nw)
+                    for q in aw.static_range(4):
+                        rb[p, q] = v[q]
+                for kk in aw.static_range(2 * h, 2 * h + 2):
+                    for i in aw.static_range(TM):
+                        aw.mma_load(fa[i], ta, s * BM + wr + 16 * i, 16 * kk)
                     for j in aw.static_range(TN):
-                        aw.mma_sync(acc[i * TN + j], fa[i], fb[j], acc[i * TN + j])
-            for p in aw.static_range(PA):
-                aw.store4(ta, ((1 - s) * BM + ar + p * (NT // CA), ac), (ra[p, 0], ra[p, 1], ra[p, 2], ra[p, 3]))
-            for p in aw.static_range(PB):
-                aw.store4(tb, ((1 - s) * BK + br + p * (NT // CB), bc), (rb[p, 0], rb[p, 1], rb[p, 2], rb[p, 3]))
+                        aw.mma_load(fb[j], tb, s * BK + 16 * kk, wc + 16 * j)
+                    for i in aw.static_range(TM):
+                        for j in aw.static_range(TN):
+                            aw.mma_sync(acc[i * TN + j], fa[i], fb[j], acc[i * TN + j])
+                for p in aw.static_range(PA):
+                    aw.store4(ta, ((1 - s) * BM + ar + p * (NT // 4), ac + 16 * h),
+                              (ra[p, 0], ra[p, 1], ra[p, 2], ra[p, 3]))
+                for p in aw.static_range(PB):
+                    aw.store4(tb, ((1 - s) * BK + 32 * h + br + p * (NT // CB), bc),
+                              (rb[p, 0], rb[p, 1], rb[p, 2], rb[p, 3]))
             aw.barrier()
     for i in aw.static_range(TM):
         for j in aw.static_range(TN):
@@ -173,6 +168,23 @@ def gemm_tiled_kernel(a: aw.In[aw.u32], b: aw.In[aw.u32], bias: aw.In[aw.f32], c
                 _gelu_store(c, stage, acc[i * TN + j], rb0 + wr + 16 * i, cb0 + wc + 16 * j, n)
             else:
                 aw.mma_store(c, acc[i * TN + j], (rb0 + wr + 16 * i) * n + cb0 + wc + 16 * j, n)
+
+
+@aw.func
+def _copy_part(a, b, ta, tb, ra, rb, ga, gb, ar, ac, br, bc, kw, nw, PA, PB, SA, SB):
+    # the first slice's 32-deep part into buffer 0: device -> registers -> local
+    for p in aw.static_range(PA):
+        v = aw.load4(a, ga + p * SA * kw)
+        for q in aw.static_range(4):
+            ra[p, q] = v[q]
+    for p in aw.static_range(PB):
+        v = aw.load4(b, gb + p * SB * nw)
+        for q in aw.static_range(4):
+            rb[p, q] = v[q]
+    for p in aw.static_range(PA):
+        aw.store4(ta, (ar + p * SA, ac), (ra[p, 0], ra[p, 1], ra[p, 2], ra[p, 3]))
+    for p in aw.static_range(PB):
+        aw.store4(tb, (br + p * SB, bc), (rb[p, 0], rb[p, 1], rb[p, 2], rb[p, 3]))
 
 
 @aw.func
