@@ -18,14 +18,12 @@ import ml_dtypes
 import numpy as np
 
 VARIANTS = {  # name: (kernel, TM, TN, WM, WN, GM, BK): block 16*TM*WM x 16*TN*WN, wave 16*TM x 16*TN
-    "tiled_128x128_w4_g8": ("tiled", 4, 4, 2, 2, 8, 32),
-    "tiled_128x128_w4_g8_k64": ("tiled", 4, 4, 2, 2, 8, 64),
-    "tiled_128x128_w4": ("tiled", 4, 4, 2, 2, 0, 32),
-    "tiled_128x256_g8": ("tiled", 4, 4, 2, 4, 8, 32),
     "tiled_128x256_g8_k64": ("tiled", 4, 4, 2, 4, 8, 64),
+    "tiled_128x256_g4_k64": ("tiled", 4, 4, 2, 4, 4, 64),
+    "tiled_128x256_g16_k64": ("tiled", 4, 4, 2, 4, 16, 64),
     "tiled_256x128_g8_k64": ("tiled", 4, 4, 4, 2, 8, 64),
-    "tiled_128x128_w8_g8": ("tiled", 4, 2, 2, 4, 8, 32),
-    "tiled_128x64_w4_g8": ("tiled", 4, 2, 2, 2, 8, 32),
+    "tiled_128x128_w4_g8": ("tiled", 4, 4, 2, 2, 8, 32),
+    "tiled_128x256_g8": ("tiled", 4, 4, 2, 4, 8, 32),
 }
 REF = Path(__file__).resolve().parent / "_emu_ref"
 
@@ -153,7 +151,7 @@ def sass() -> None:
         pv = subprocess.run(["ptxas", "-arch=sm_90", "-v", str(OUT / "k.ptx"), "-o", str(OUT / "k.cubin")],
                             capture_output=True, text=True)
         sa = subprocess.run(["cuobjdump", "--dump-sass", str(OUT / "k.cubin")], capture_output=True, text=True).stdout
-        if name == "tiled_128x128_w4_g8":
+        if name == "tiled_128x256_g8_k64":
             (OUT / "gemm_tiled.sass").write_text(sa)
         regs = [ln.strip() for ln in pv.stderr.splitlines() if "registers" in ln or "spill" in ln]
         out[name] = {k: sa.count(k) for k in ("HMMA", "LDSM", "LDG.E.128", "STS.128", "BAR.SYNC", "LDL", "STL",
@@ -324,6 +322,39 @@ def gemm() -> None:
 
 
 section(gemm)
+
+
+def probes() -> None:
+    """Time the stage-less probes (bench/gpu_mma_probe.py) beside cuBLAS: the mma.sync ceiling."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from gpu_mma_probe import hmma_loop, smem_loop
+
+    x = torch.randn(8192, device="cuda").to(torch.bfloat16).view(torch.int32)
+    nsm = torch.cuda.get_device_properties(0).multi_processor_count
+    out = {}
+    for name, kern, waves, iters in (("hmma_loop_8w", hmma_loop, 8, 2048), ("hmma_loop_4w", hmma_loop, 4, 2048),
+                                     ("smem_loop_128x256_k64", smem_loop, 8, 8192)):
+        mod = kern.compile()
+        blocks = nsm * 8
+        c = torch.empty(blocks * waves * 16 * 256, device="cuda")
+        if kern is hmma_loop:
+            flop = blocks * waves * iters * 16 * 2 * 16 ** 3
+        else:
+            flop = blocks * 2 * 128 * 256 * iters
+        def f(mod=mod, kern=kern, blocks=blocks, waves=waves, c=c, iters=iters):  # noqa: ANN001, ANN202
+            tgt.launch(mod, kern.name, (blocks, 1, 1), waves * 32, [x, c, iters], stream=stream, sync=False)
+
+        for _ in range(3):
+            f()
+        torch.cuda.synchronize()
+        ts = timed(f, 10)
+        med = float(np.median(ts))
+        out[name] = {"median_s": med, "tflops": flop / med / 1e12, "blocks": blocks, "waves": waves}
+        print("probe", name, round(out[name]["tflops"], 1), flush=True)
+    res["probes"] = out
+
+
+section(probes)
 
 
 def torch_op() -> None:

@@ -93,7 +93,8 @@ def gemm_tiled_kernel(a: aw.In[aw.u32], b: aw.In[aw.u32], bias: aw.In[aw.f32], c
     PA = BM * 4 // NT  # copy passes per 32-deep part
     PB = 32 * CB // NT
     assert BK == 32 or BK == 64, "gemm_tiled: BK must be 32 or 64"
-    assert PA * NT == BM * 4 and PB * NT == 32 * CB and NT % CB == 0, "gemm_tiled: tile and wave width mismatch"
+    assert PA * NT == BM * 4 and PB * NT == 32 * CB and NT % CB == 0 and NT % 32 == 0, \
+        "gemm_tiled: tile and wave width mismatch"
     ta = aw.local_array(aw.u32, (2 * BM, BK // 2 + 4))
     tb = aw.local_array(aw.u32, (2 * BK, BN // 2 + 4))
     stage = aw.local_array(aw.f32, (16 * WM * WN if gelu else 1, 16))  # the GELU epilogue's staging
@@ -119,10 +120,12 @@ def gemm_tiled_kernel(a: aw.In[aw.u32], b: aw.In[aw.u32], bias: aw.In[aw.f32], c
     wc = (wv % WN) * (16 * TN)
     kw = k // 2
     nw = n // 2
-    # thread t copies 16-byte chunk t % 4 of rows t // 4 + p * (NT // 4) of a 32-deep A part, and
-    # chunk t % CB of rows t // CB + p * (NT // CB) of a 32-deep B part (all in u32 words)
-    ar = t // 4
-    ac = (t % 4) * 4
+    # thread t copies 16-byte chunk (t // 8) % 4 of rows t % 8 + 8 * (t // 32) + p * (NT // 4) of a
+    # 32-deep A part (8 neighbouring lanes: one chunk of 8 rows, so their 16-byte local stores
+    # fall in distinct banks: row pitches are odd multiples of 16 bytes), and chunk t % CB of
+    # rows t // CB + p * (NT // CB) of a 32-deep B part (all in u32 words)
+    ar = t % 8 + 8 * (t // 32)
+    ac = ((t // 8) % 4) * 4
     br = t // CB
     bc = (t % CB) * 4
     ga = (rb0 + ar) * kw + ac
