@@ -8,6 +8,12 @@ and, with ``gelu=True``, stores through a local tile and applies
 ``0.5 * x * (1 + tanh(0.7978845608 * (x + 0.044715 x^3)))`` (the tanh form; ``fast_tanh``,
 class ``approx``).
 
+Two kernels: ``gemm_frag_kernel`` (above; any wave width, used by :func:`gemm`) and
+``gemm_tiled_kernel`` (the CUDA fast path behind ``torch.ops.anywave.gemm_mma``: local-memory
+slices in two buffers, 128-bit copies, one barrier per slice, 64 x 64 per wave; its comments
+give the layout). On an H200 the tiled kernel at 128 x 256 x 64 reaches 340 TFLOP/s at 8192³,
+0.44 of cuBLAS bf16 in the same run (bench/results/gpu_mma.md says what limits it).
+
 Accuracy: class ``bounded`` per fragment ``mma`` (spec §8.13's bound per 16-deep step), so
 ``|C - A@B| <= 2^-18 * (K/16) * (|A| @ |B|) * (1 + 2^-18)^(K/16)`` elementwise (plus the
 bias/GELU roundings); the tests check exactly that bound against a float64 reference.
@@ -93,8 +99,7 @@ def gemm_tiled_kernel(a: aw.In[aw.u32], b: aw.In[aw.u32], bias: aw.In[aw.f32], c
     PA = BM * 4 // NT  # copy passes per 32-deep part
     PB = 32 * CB // NT
     assert BK == 32 or BK == 64, "gemm_tiled: BK must be 32 or 64"
-    assert PA * NT == BM * 4 and PB * NT == 32 * CB and NT % CB == 0 and NT % 32 == 0, \
-        "gemm_tiled: tile and wave width mismatch"
+    assert PA * NT == BM * 4 and PB * NT == 32 * CB and NT % CB == 0, "gemm_tiled: tile and wave width mismatch"
     ta = aw.local_array(aw.u32, (2 * BM, BK // 2 + 4))
     tb = aw.local_array(aw.u32, (2 * BK, BN // 2 + 4))
     stage = aw.local_array(aw.f32, (16 * WM * WN if gelu else 1, 16))  # the GELU epilogue's staging
@@ -120,12 +125,10 @@ def gemm_tiled_kernel(a: aw.In[aw.u32], b: aw.In[aw.u32], bias: aw.In[aw.f32], c
     wc = (wv % WN) * (16 * TN)
     kw = k // 2
     nw = n // 2
-    # thread t copies 16-byte chunk (t // 8) % 4 of rows t % 8 + 8 * (t // 32) + p * (NT // 4) of a
-    # 32-deep A part (8 neighbouring lanes: one chunk of 8 rows, so their 16-byte local stores
-    # fall in distinct banks: row pitches are odd multiples of 16 bytes), and chunk t % CB of
-    # rows t // CB + p * (NT // CB) of a 32-deep B part (all in u32 words)
-    ar = t % 8 + 8 * (t // 32)
-    ac = ((t // 8) % 4) * 4
+    # thread t copies 16-byte chunk t % 4 of rows t // 4 + p * (NT // 4) of a 32-deep A part, and
+    # chunk t % CB of rows t // CB + p * (NT // CB) of a 32-deep B part (all in u32 words)
+    ar = t // 4
+    ac = (t % 4) * 4
     br = t // CB
     bc = (t % CB) * 4
     ga = (rb0 + ar) * kw + ac
