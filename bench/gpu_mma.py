@@ -75,7 +75,9 @@ from anywave.runtime import cuda  # noqa: E402
 from mma_issue_kernel import mma_gemm  # noqa: E402
 
 OUT = Path(os.environ.get("OUT", "/tmp"))
-res: dict = {"date": time.strftime("%Y-%m-%d %H:%M:%S"), "device": torch.cuda.get_device_name(),
+_smi = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"], capture_output=True,
+                      text=True).stdout.strip()
+res: dict = {"date": time.strftime("%Y-%m-%d %H:%M:%S"), "device": torch.cuda.get_device_name(), "driver": _smi,
              "torch": torch.__version__, "commit": os.environ.get("AW_COMMIT", "?")}
 tgt = cuda.CudaTarget()
 

@@ -257,6 +257,9 @@ def test_mnemonic_examples():
     assert mnemonic("ld", "device", "b32") == "ld.device.b32"
     assert mnemonic("ld", "device", "b32", addr64=True) == "ld.device.b32.o64"
     assert mnemonic("atom", "local.add", "f32") == "atom.local.add.f32"
+    assert mnemonic("atom", "device.add", "i32") == "atom.device.add.u32"  # wrapping: sign-free
+    assert mnemonic("red", "local.and", "i32") == "red.local.and.b32"
+    assert mnemonic("atom", "device.min", "i32") == "atom.device.min.i32"
     assert mnemonic("cvt", type="f32", src_type="i64") == "cvt.f32.i64"
     assert mnemonic("mma", type="f32", src_type="bf16") == "mma.m16n16k16.f32.bf16"
     assert mnemonic("wscan", "excl", "u32") == "wscan.excl.add.u32"
@@ -266,6 +269,7 @@ def test_mnemonic_examples():
 @pytest.mark.parametrize("args, kw, match", [
     (("abs",), {"type": "u32"}, "types of 'abs'"),  # abs is not sign-free: no u32 form
     (("shr",), {"type": "b32"}, "types of 'shr'"),  # logical vs arithmetic: no bit form
+    (("atom", "device.max"), {"type": "b32"}, "types of 'atom'"),  # signed vs unsigned max
     (("setp",), {"type": "f32"}, "ambiguous: setp.eq.f32"),
     (("frob",), {}, "valid operations"),
     (("ld", "global", "b32"), {}, "exists as"),

@@ -393,3 +393,41 @@ def test_hip_wave64_uses_mfma() -> None:
     text = hip.translate(assemble_group_frag(), wave_width=64).text
     assert "__builtin_amdgcn_mfma_f32_16x16x16bf16_1k" in text and "__builtin_amdgcn_mfma_f32_16x16x16f16" in text
     assert "mfma" not in hip.translate(assemble_group_frag(), wave_width=32).text
+
+
+def test_local_fragment_addresses_fold_constants() -> None:
+    """aw.mma_load/mma_store on a local array: the compile-time part of (row, col) becomes the
+    address immediate, so fragments at fixed distances share one offset register (ldmatrix
+    [R+imm] on PTX); the result is the same as with run-time indices."""
+    import anywave as aw
+
+    @aw.kernel
+    def k(a: aw.In[aw.u32], c: aw.Out[aw.f32], r0: aw.i32):
+        t = aw.local_array(aw.u32, (96, 12))  # 16-bit elements in pairs: rows of 24 (+ 16 bytes)
+        for e0 in range(0, 96 * 12, aw.workgroup_size(0)):
+            t[(e0 + aw.local_id(0)) // 12, (e0 + aw.local_id(0)) % 12] = a[e0 + aw.local_id(0)]
+        aw.barrier()
+        acc = aw.fragment("acc")
+        fa = aw.fragments(2, "a", aw.bf16)
+        fb = aw.fragments(2, "b", aw.bf16)
+        for i in aw.static_range(2):
+            aw.mma_load(fa[i], t, r0 + 16 * i, 0)  # run-time row, constant step
+            aw.mma_load(fb[i], t, 32 + r0 + 16 * i, 0 + 0)
+        for i in aw.static_range(2):
+            aw.mma_sync(acc, fa[i], fb[i], acc)
+        aw.mma_store(c, acc, 0, 16)
+
+    m = k.compile()
+    loads = [ins for ins in m.kernels[0].code if ins.defn.op == "fload"]
+    assert len(loads) == 4
+    assert len({ins.operands[1].reg for ins in loads}) == 1  # one offset register
+    assert sorted(ins.operands[1].offset for ins in loads) == [0, 16 * 48, 32 * 48, 48 * 48]
+    rng = np.random.default_rng(5)
+    vals = rng.standard_normal(96 * 24).astype(ml_dtypes.bfloat16)
+    a = vals.view(np.uint32)
+    c = np.full(256, np.nan, np.float32)
+    k(a, c, 8, grid=(1, 1), workgroup=(32, 1, 1), target="emulator", wave_width=32)
+    tile = vals.astype(np.float64).reshape(96, 24)[:, :16]
+    ref = sum(tile[8 + 16 * i:24 + 16 * i] @ tile[40 + 16 * i:56 + 16 * i] for i in range(2))
+    absb = sum(np.abs(tile[8 + 16 * i:24 + 16 * i]) @ np.abs(tile[40 + 16 * i:56 + 16 * i]) for i in range(2))
+    assert (np.abs(c.reshape(16, 16) - ref) <= 2.0 ** -18 * 2 * absb * 1.001).all()

@@ -46,6 +46,7 @@ class Category(enum.IntEnum):
     CONVERT = 11
     MOVE = 12  # data movement: moves, immediates, special registers, arguments
     MMA = 13  # optional wave-collective matrix multiply-accumulate
+    ASYNC_COPY = 14  # asynchronous device -> local copies with commit groups and an explicit wait
 
 
 class Operand(enum.Enum):
@@ -145,7 +146,7 @@ SEM_PREFIX: dict[Category, str] = {
     Category.INTEGER: "int", Category.FLOAT: "float", Category.BITWISE: "bit", Category.COMPARE: "cmp",
     Category.LOCAL_MEMORY: "mem", Category.DEVICE_MEMORY: "mem", Category.ATOMIC: "atomic",
     Category.WAVE: "wave", Category.SYNC: "sync", Category.CONTROL: "ctl", Category.CONVERT: "cvt",
-    Category.MOVE: "move", Category.MMA: "mma",
+    Category.MOVE: "move", Category.MMA: "mma", Category.ASYNC_COPY: "async",
 }
 
 
@@ -224,8 +225,9 @@ class InstrDef:
             None otherwise. Identities: :func:`anywave.isa.semantics.identity`.
         addr64: the device address takes a 64-bit offset register pair (``.o64`` forms).
         types: every value type the record computes correctly in, ``type`` first: a ``bN``
-            record also serves ``uN``/``iN`` values, and the sign-free integer records
-            (``add``/``sub``/``mul``/``neg``/``mad`` ``.iN``) also serve ``uN``
+            record also serves ``uN``/``iN`` values, the sign-free integer records
+            (``add``/``sub``/``mul``/``neg``/``mad`` ``.iN``) also serve ``uN``, and the
+            wrapping atomic ``add``/``sub`` ``.u32`` records serve ``i32``
             (:func:`anywave.isa.index.lookup` uses it).
     """
 
@@ -286,6 +288,8 @@ def _served_types(d: InstrDef) -> tuple[ScalarType, ...]:
         return (t,) + tuple(u for u in _BITS_FAMILY[t.bits] if u is not t)
     if d.category is Category.INTEGER and d.op in _SIGN_FREE_INT and t in _UNSIGNED_OF:
         return (t, _UNSIGNED_OF[t])
+    if d.category is Category.ATOMIC and d.combine in ("add", "sub") and t is T.U32:
+        return (t, T.I32)  # wrapping add/sub: the u32 atomic serves i32
     return (t,)
 
 
@@ -650,6 +654,22 @@ for shape, scope_flag, fcap, ins_types in (
              "accumulator fragment d[i][j] = a[i][j] + bias[j], bias f32 at the device address + 4j",
              det=NAN_, cap=fcap, flags=scope_flag | Flag.LOAD, variant=f"device.{shape}")
 del FD, FS
+
+# --- asynchronous copies (docs/spec.md §4.5, §8.16): device -> local memory, completed by a wait
+#: the largest N of ``cp.async.wait N`` (groups a thread may leave pending; PTX wait_group takes small constants)
+MAX_ASYNC_WAIT = 7
+C = Category.ASYNC_COPY
+for t in (T.B32, T.B64, T.B128):
+    _def(f"cp.async.{t.spelling}", C, "cp_async", (Operand.LADDR, Operand.DADDR), t,
+         f"start copying {t.nbytes} bytes from device memory to local memory (both aligned to {t.nbytes}); "
+         "the local bytes are defined only after a cp.async.wait that completes the copy's group",
+         flags=Flag.LOAD | Flag.STORE)
+# commit and wait order the thread's copies and local accesses: never pure (no flag says so)
+_def("cp.async.commit", C, "cp_commit", (), None,
+     "close the thread's copies issued since its previous commit into one group (possibly empty)", pure=False)
+_def("cp.async.wait", C, "cp_wait", (Operand.IMM32,), T.U32,
+     "wait until at most N (immediate, 0..7) of the thread's committed groups are incomplete; the "
+     "completed copies' local bytes are then visible to the thread", pure=False)
 
 
 INSTRUCTIONS: tuple[InstrDef, ...] = tuple(_RECORDS)
