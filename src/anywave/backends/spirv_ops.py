@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from anywave.backends.spirv_asm import SCOPE, SEM
+from anywave.backends.spirv_mma import HANDLERS as FRAGMENT_HANDLERS
 from anywave.binary.module import Instruction
 from anywave.isa.types import MemoryOrder, ScalarType, Scope, SpecialRegister
 
@@ -778,4 +779,5 @@ HANDLERS: dict[str, _Handler] = {
     "barrier": _no_stmt, "fence": _no_stmt,
     "cp_async": _cp_async, "cp_commit": _no_stmt, "cp_wait": _no_stmt,
     **{op: _no_stmt for op in CONTROL},
+    **FRAGMENT_HANDLERS,
 }
