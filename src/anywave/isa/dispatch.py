@@ -32,6 +32,7 @@ CONSUMERS: dict[str, str] = {
     "emulator": "anywave.emu.machine",
     "ptx": "anywave.backends.ptx",
     "c-family": "anywave.backends.cfamily_ops",
+    "spirv": "anywave.backends.spirv_ops",
 }
 
 
