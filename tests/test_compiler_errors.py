@@ -10,6 +10,7 @@ import pytest
 
 import anywave as aw
 from anywave.compiler import CompileError, LaunchError
+from anywave.compiler.bindings import Intrinsic
 from anywave.errors import WaveError
 
 
@@ -164,7 +165,7 @@ CASES = [
     (e_unknown_name, "undefined_thing", ("'undefined_thing'", "not defined")),
     (e_listcomp, "[k for k in range(3)]", ("list comprehension",)),
     (e_retype, "acc = 1.5", ("'acc'", "i32", "f32"), "acc"),
-    (e_float_literal, "x[i] * 2.5", ("2.5", "i32")),
+    (e_float_literal, "x[i] * 2.5", ("2.5", "i32"), "2.5"),
     (e_range_float, "range(x[0])", ("integers", "f32")),
     (e_return_value, "return x[0]", ("cannot return a value",), "x[0]"),
     (e_literal_range, "x[0] + 5000000000", ("5000000000", "u32"), "5000000000"),
@@ -192,6 +193,43 @@ def test_undefined_caret_on_the_name():
     col = msg.splitlines()[-1].index("^") - 4
     assert col == text.rindex("v")
     assert "'v' may be undefined" in msg and f":{line}:" in msg
+
+
+@aw.kernel
+def _big_literal(x: aw.Buffer[aw.i32]):
+    x[0] = 5000000000
+
+
+def test_overflowing_literal_caret_points_at_the_literal() -> None:
+    with pytest.raises(aw.CompileError) as ei:
+        _big_literal.compile()
+    lines = str(ei.value).splitlines()
+    src = next(i for i, ln in enumerate(lines) if "5000000000" in ln and "x[0]" in ln)
+    caret = lines[src + 1]
+    assert caret.index("^") == lines[src].index("5000000000")
+
+
+def test_every_marker_has_a_lowering():
+    """The registry in compiler/language.py: each marker is declared with a callable lowering."""
+    from anywave.compiler.language import INTRINSICS
+
+    assert len(INTRINSICS) > 70
+    missing = [n for n, m in INTRINSICS.items() if not callable(m.lower)]
+    assert not missing, missing
+    assert all(m.name == n for n, m in INTRINSICS.items())
+
+
+_unregistered = Intrinsic("frobnicate", "a marker declared without a lowering")
+
+
+@aw.kernel
+def e_unregistered(x: aw.Buffer[aw.f32]):
+    x[0] = _unregistered(x[1])
+
+
+def test_marker_without_lowering_is_a_clear_error():
+    e = _check(e_unregistered, "_unregistered(x[1])", "aw.frobnicate()", "no lowering", "anywave.compiler.language")
+    assert e.kernel == "e_unregistered"
 
 
 def test_bad_parameter_annotation():
@@ -229,6 +267,42 @@ def test_launch_validation():
         add1(x, 8, grid=1, workgroup=8, target="nope")
     add1(x, 8, grid=1, workgroup=8, target="emulator", wave_width=8)
     assert np.all(x == 1)
+
+
+# Found by using the compiler as a user (review of issues 4-8): launch-configuration errors on
+# the emulator are WaveErrors with complete messages
+@aw.kernel
+def _copy(x: aw.In[aw.i32], y: aw.Out[aw.i32], n: aw.i32):
+    i = aw.global_id(0)
+    if i < n:
+        y[i] = x[i]
+
+
+@aw.kernel
+def _big_local(x: aw.Buffer[aw.f32]):
+    t = aw.local_array(aw.f32, (1000, 100))
+    t[0, 0] = 1.0
+    x[0] = t[0, 0]
+
+
+def _args(n: int = 16) -> list:
+    return [np.zeros(n, np.int32), np.zeros(n, np.int32), n]
+
+
+def test_too_large_workgroup_on_emulator_is_a_wave_error() -> None:
+    with pytest.raises(WaveError):
+        _copy(*_args(), grid=1, workgroup=2000, target="emulator")
+
+
+def test_invalid_wave_width_on_emulator_is_a_wave_error() -> None:
+    with pytest.raises(WaveError):
+        _copy(*_args(), grid=2, workgroup=8, target="emulator", wave_width=12)
+
+
+def test_too_much_local_memory_on_emulator_is_a_wave_error() -> None:
+    with pytest.raises(WaveError) as ei:
+        _big_local(np.zeros(4, np.float32), grid=1, workgroup=1, target="emulator", wave_width=8)
+    assert "=)" not in str(ei.value)
 
 
 # ----------------------------------------------------------------------------- register pressure

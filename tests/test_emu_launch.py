@@ -3,6 +3,7 @@ values (exact conversion, clear errors) and the loop-iteration bound."""
 
 from __future__ import annotations
 
+import signal
 import struct
 from fractions import Fraction
 
@@ -12,6 +13,7 @@ import pytest
 
 from anywave.asm import assemble
 from anywave.emu import EmulationError, emulate
+from anywave.errors import WaveError
 from test_emu_support import FORMATS, round_fraction
 
 # one kernel per scalar type: stores ldarg's word(s) into out
@@ -288,3 +290,26 @@ def test_local_memory_limit_is_64_kib_by_default_checked_before_allocating():
             limits=EmulatorLimits(max_local_memory=1 << 17))
     with pytest.raises(ValueError, match="max_local_memory = 1024: must be an int of at least 32768"):
         EmulatorLimits(max_local_memory=1024)
+
+
+class _Timeout(Exception):
+    pass
+
+
+# Was a bug (review): spec §3.3 'A target shall refuse a launch whose values of these registers do not fit
+# in 32 bits'; emulate(grid=(2**32,1,1)) is not refused and runs (effectively forever); same from the CLI:
+# anywave run ... --grid 4294967296 hangs
+def test_grid_dimension_beyond_32_bits_is_refused() -> None:
+    m = assemble(".kernel k\n.registers 1\n    halt\n.end\n", "g.wave")
+
+    def _alarm(signum, frame):  # noqa: ANN001
+        raise _Timeout()
+
+    old = signal.signal(signal.SIGALRM, _alarm)
+    signal.alarm(5)
+    try:
+        with pytest.raises((WaveError, ValueError)):
+            emulate(m, "k", grid=(2**32, 1, 1), workgroup=1, args={}, wave_width=8)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from anywave.asm import assemble
 from anywave.binary.module import Arg, DeviceAddr, Function, Instruction, Kernel, LocalAddr, Module, Pred
 from anywave.binary.wbin import load, read_wbin, save, write_wbin
 from anywave.errors import BinaryFormatError, SourceLoc, VerifyError, WaveError
@@ -594,3 +595,30 @@ def test_every_written_file_is_accepted():
     code[2] = dataclasses.replace(code[2], loc=SourceLoc("b.wave", 1, 0))
     blob = write_wbin(m)
     assert write_wbin(read_wbin(blob)) == blob
+
+
+def _fix_crc(b: bytearray) -> bytes:
+    b[20:24] = b"\0\0\0\0"
+    struct.pack_into("<I", b, 20, zlib.crc32(bytes(b)) & 0xFFFFFFFF)
+    return bytes(b)
+
+
+# Was a bug (review): spec §14.3 'a reader accepts only that layout (canonical), so two files are equal
+# iff the modules are equal'; a STRTAB with an extra unreferenced string (size grown by 1 into the zero
+# padding) is accepted
+def test_wbin_reader_rejects_strtab_with_unreferenced_string() -> None:
+    # names chosen so that the string table's size is not a multiple of 4 (padding follows)
+    src = ".kernel kk\n.arg xy buffer u32 readwrite\n.registers 2\n    halt\n.end\n"
+    orig = write_wbin(assemble(src, "s.wave", debug=False))
+    kind, off, size, _ = struct.unpack_from("<4I", orig, 32)
+    assert kind == 1 and size % 4 != 0 and orig[off + size] == 0  # precondition: STRTAB, padding byte is 0
+    b = bytearray(orig)
+    struct.pack_into("<I", b, 32 + 8, size + 1)  # STRTAB now ends "...\0\0": an extra empty string
+    mutant = _fix_crc(b)
+    assert mutant != orig
+    try:
+        m = read_wbin(mutant)
+    except WaveError:
+        return
+    # accepted: then it must at least be canonical (re-written bytes identical)
+    assert write_wbin(m) == mutant, "reader accepted a non-canonical .wbin"

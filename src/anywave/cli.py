@@ -27,7 +27,13 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from anywave import __version__
-from anywave.binary.module import KERNEL_FLAG_FLAT, KERNEL_FLAG_W_INVARIANT, Module, w_dependent_uses
+from anywave.binary.module import (
+    KERNEL_FLAG_FLAT,
+    KERNEL_FLAG_W_INVARIANT,
+    Module,
+    reachable_functions,
+    w_dependent_uses,
+)
 from anywave.errors import AsmError, WaveError
 from anywave.isa.table import Category
 
@@ -209,24 +215,13 @@ def module_info(module: Module) -> dict[str, Any]:
     instruction counts per category (the kernel's own code plus every function it calls)."""
     funcs = module.functions
 
-    def reach(code: list) -> list[int]:
-        out: list[int] = []
-        todo = [ins.operands[0] for ins in code if ins.defn.op == "call"]
-        while todo:
-            fi = todo.pop()
-            if fi in out or fi >= len(funcs):
-                continue
-            out.append(fi)
-            todo.extend(ins.operands[0] for ins in funcs[fi].code if ins.defn.op == "call")
-        return sorted(out)
-
     def counts(code: list) -> dict[str, int]:
         c = Counter(ins.defn.category.name.lower() for ins in code)
         return {cat.name.lower(): c[cat.name.lower()] for cat in Category if c[cat.name.lower()]}
 
     kernels = []
     for k in module.kernels:
-        called = reach(k.code)
+        called = sorted(reachable_functions(funcs, k.code))
         code = list(k.code) + [ins for fi in called for ins in funcs[fi].code]
         kernels.append({
             "name": k.name,

@@ -60,7 +60,9 @@ from anywave.binary.module import (
     LocalAddr,
     Module,
     Pred,
+    reachable_functions,
 )
+from anywave.binary.structure import parse as parse_structure
 from anywave.errors import AsmError, SourceLoc
 from anywave.isa.table import BY_MNEMONIC, Flag, InstrDef, Operand
 from anywave.isa.types import (
@@ -128,7 +130,6 @@ class _Unit:
     code: list[_Parsed]
     kernel: Kernel | None = None
     prologue: list[Instruction] = field(default_factory=list)
-    calls: set[int] = field(default_factory=set)
 
 
 def assemble(text: str, filename: str = "<string>", *, debug: bool = True) -> Module:
@@ -389,39 +390,34 @@ class _Assembler:
         return _Parsed(defn, values, guard, raw.loc, raw)
 
     def check_structure(self, unit_kind: str, name: str, code: list[_Parsed], end_line: Line) -> None:
-        stack: list[tuple[str, _Parsed, bool]] = []  # (opener, instruction, else seen)
-        for p in code:
-            op = p.defn.op
-            tok = p.raw.mnemonic
-            if op in ("if", "loop"):
-                stack.append((op, p, False))
-            elif op == "else":
-                if not stack or stack[-1][0] != "if":
-                    inner = f" (innermost open region is the loop at line {stack[-1][1].raw.line.lineno})" \
-                        if stack else ""
-                    raise p.raw.line.error_at("else without a matching if" + inner, tok)
-                if stack[-1][2]:
-                    opened = stack[-1][1].raw.line.lineno
-                    raise p.raw.line.error_at(f"second else for the if at line {opened}", tok)
-                stack[-1] = ("if", stack[-1][1], True)
-            elif op in ("endif", "endloop"):
-                want = "if" if op == "endif" else "loop"
-                if not stack:
-                    raise p.raw.line.error_at(f"{op} without a matching {want}", tok)
-                if stack[-1][0] != want:
-                    other = stack[-1]
-                    closer = "endif" if other[0] == "if" else "endloop"
-                    raise p.raw.line.error_at(f"{op} closes the {other[0]} opened at line "
-                                              f"{other[1].raw.line.lineno}; expected {closer}", tok)
-                stack.pop()
-            elif op in ("break", "continue"):
-                if not any(s[0] == "loop" for s in stack):
-                    raise p.raw.line.error_at(f"{op} outside a loop", tok)
-        if stack:
-            op, p, _ = stack[-1]
-            closer = "endif" if op == "if" else "endloop"
-            raise p.raw.line.error_at(f"unbalanced control flow: {op} is never closed by {closer} before the "
-                                      f"end of {unit_kind} {name!r} (line {end_line.lineno})", p.raw.mnemonic)
+        """Raise the first structure error of a body (spec §7.2 rules 1-2), worded with line
+        numbers; the region tree is :mod:`anywave.binary.structure`'s."""
+        problems = [p for p in parse_structure(code).problems if p.kind != "too-deep"]
+        if not problems:
+            return
+        first = next((p for p in problems if p.kind != "unclosed"), None)
+        if first is None:  # only unclosed regions: name the innermost
+            prob = problems[-1]
+            closer = "endif" if prob.role == "if" else "endloop"
+            p = code[prob.index]
+            raise p.raw.line.error_at(f"unbalanced control flow: {prob.role} is never closed by {closer} before "
+                                      f"the end of {unit_kind} {name!r} (line {end_line.lineno})", p.raw.mnemonic)
+        p = code[first.index]
+        op, tok = first.role, p.raw.mnemonic
+        other = code[first.other].raw.line.lineno if first.other is not None else None
+        if first.kind == "else-without-if":
+            inner = f" (innermost open region is the loop at line {other})" if other is not None else ""
+            raise p.raw.line.error_at("else without a matching if" + inner, tok)
+        if first.kind == "second-else":
+            raise p.raw.line.error_at(f"second else for the if at line {other}", tok)
+        if first.kind == "unmatched-close":
+            want = "if" if op == "endif" else "loop"
+            if other is None:
+                raise p.raw.line.error_at(f"{op} without a matching {want}", tok)
+            closer = "endif" if first.other_role == "if" else "endloop"
+            raise p.raw.line.error_at(f"{op} closes the {first.other_role} opened at line {other}; expected "
+                                      f"{closer}", tok)
+        raise p.raw.line.error_at(f"{op} outside a loop", tok)  # jump-outside-loop
 
     # ------------------------------------------------------------------ kernel header
     def kernel_header(self, b: _Block) -> Kernel:
@@ -598,9 +594,7 @@ class _Assembler:
                             raise v.line.error_at(f"call to undefined function {v.name!r}"
                                                   + did_you_mean(v.name, func_index), v.tok)
                         p.operands[i] = func_index[v.name][0]
-                    if isinstance(p.operands[i], int) and p.defn.op == "call":
-                        u.calls.add(p.operands[i])  # type: ignore[arg-type]
-        reach = {id(k): _reachable(k, functions) for k in kernels}
+        reach = {id(k): set(reachable_functions(functions, k.code)) for k in kernels}
         # argument names -> indices
         for k in kernels:
             assert k.kernel is not None
@@ -678,18 +672,6 @@ class _Assembler:
             raise ref.line.error_at(f"argument {ref.name!r} sits at different positions in the kernels that "
                                     f"call function {unit.name!r}; use a raw index ($N)", ref.tok)
         return found.pop()
-
-
-def _reachable(kernel: _Unit, functions: list[_Unit]) -> set[int]:
-    seen: set[int] = set()
-    todo = list(kernel.calls)
-    while todo:
-        i = todo.pop()
-        if i in seen or i >= len(functions):
-            continue
-        seen.add(i)
-        todo.extend(functions[i].calls)
-    return seen
 
 
 def _instructions(unit: _Unit) -> list[Instruction]:

@@ -15,6 +15,7 @@ import re
 from anywave.asm.floats import FLOAT_FORMATS, format_float_bits
 from anywave.asm.syntax import IDENT, quote
 from anywave.binary.module import DeviceAddr, Function, Instruction, Kernel, LocalAddr, Module, Pred
+from anywave.binary.structure import parse as parse_structure
 from anywave.errors import WaveError
 from anywave.isa.table import Flag, InstrDef, Operand
 from anywave.isa.types import Capability, ScalarType
@@ -151,17 +152,12 @@ class _Printer:
     # ------------------------------------------------------------------ code
     def code(self, code: list[Instruction], arg_name) -> list[str]:  # type: ignore[no-untyped-def]
         lines: list[str] = []
-        depth = 0
-        for ins in code:
-            op = ins.defn.op
-            if op in ("endif", "endloop", "else"):
-                depth = max(depth - 1, 0)
-            pad = _INDENT + _NEST * depth
+        body = parse_structure(code)  # indentation: a region's markers at its depth, its contents one deeper
+        for i, ins in enumerate(code):
+            pad = _INDENT + _NEST * body.node_at(i).depth
             if ins.loc is not None and self.locations:
                 lines.append(f"{pad}.loc {quote(ins.loc.file)} {ins.loc.line} {ins.loc.col}")
             lines.append(pad + self.instruction(ins, arg_name))
-            if op in ("if", "loop", "else"):
-                depth += 1
         return lines
 
     def instruction(self, ins: Instruction, arg_name) -> str:  # type: ignore[no-untyped-def]

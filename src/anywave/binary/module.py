@@ -8,7 +8,9 @@ operands are plain values whose Python type follows the operand kind
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from anywave.errors import SourceLoc
 from anywave.isa.table import BY_MNEMONIC, InstrDef, Operand
@@ -206,20 +208,44 @@ W_DEPENDENT_REGISTERS = frozenset({SpecialRegister.LANE_ID, SpecialRegister.WAVE
 
 def kernel_bodies(module: Module, kernel: Kernel) -> list[tuple[str, list[Instruction]]]:
     """The code a kernel runs: ``(owner, code)`` for the kernel itself, then each function it
-    reaches through ``call`` (directly or not), once each; owner reads ``kernel 'k'`` or
-    ``function 'f'`` for messages."""
+    reaches through ``call`` (directly or not), once each, in the order of
+    :func:`reachable_functions`; owner reads ``kernel 'k'`` or ``function 'f'`` for messages."""
     bodies = [(f"kernel {kernel.name!r}", kernel.code)]
+    for f in reachable_functions(module.functions, kernel.code):
+        bodies.append((f"function {module.functions[f].name!r}", module.functions[f].code))
+    return bodies
+
+
+def reachable_functions(functions: Sequence[Any], code: Sequence[Any]) -> list[int]:
+    """Indices into ``functions`` of every function that ``code`` reaches through ``call``,
+    directly or not, once each (a call cycle ends the walk; it does not loop).
+
+    The one reachable-code walk of the toolchain (the verifier, the assembler, ``anywave
+    info`` and the backends' capability checks use it through :func:`kernel_bodies` or
+    directly). ``functions`` are objects with a ``code`` sequence (``Function``, or the
+    assembler's units); instructions are objects with ``defn`` and ``operands``. A ``call``
+    that is malformed (not exactly one int operand) or names no function
+    (``0 <= index < len(functions)``) is skipped, so unverified modules are walked safely.
+    Order: the instructions are taken last first, each reached function's code pushed on
+    the same stack (a fixed, deterministic order; sort the result for index order).
+    """
+    n = len(functions)
     seen: set[int] = set()
-    stack = list(kernel.code)
+    out: list[int] = []
+    stack = list(code)
     while stack:
         ins = stack.pop()
-        if ins.defn.op == "call":
-            f = int(ins.operands[0])
-            if f not in seen:
-                seen.add(f)
-                bodies.append((f"function {module.functions[f].name!r}", module.functions[f].code))
-                stack += module.functions[f].code
-    return bodies
+        if getattr(getattr(ins, "defn", None), "op", None) != "call":
+            continue
+        ops = getattr(ins, "operands", None)
+        if not isinstance(ops, (tuple, list)) or len(ops) != 1:
+            continue
+        f = ops[0]
+        if type(f) is int and 0 <= f < n and f not in seen:
+            seen.add(f)
+            out.append(f)
+            stack += functions[f].code
+    return out
 
 
 def w_dependent_uses(module: Module, kernel: Kernel) -> list[str]:

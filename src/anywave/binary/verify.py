@@ -66,10 +66,11 @@ from anywave.binary.module import (
     Function,
     Instruction,
     Kernel,
-    LocalAddr,
     Module,
     Pred,
+    reachable_functions,
 )
+from anywave.binary.structure import parse as parse_structure
 from anywave.errors import SourceLoc, VerifyError
 from anywave.isa.mma import MAX_FRAGMENTS, fragment_kinds
 from anywave.isa.table import BY_OPCODE, Category, Flag, InstrDef, Operand
@@ -174,6 +175,51 @@ def _where(owner: str, i: int, ins: Instruction) -> str:
     return f"{owner}, instruction {i} ({mn})" + (f" at {loc}" if loc is not None else "")
 
 
+class _Where:
+    """:func:`_where`, formatted only when a message needs it (most instructions have none)."""
+
+    __slots__ = ("owner", "i", "ins", "text")
+
+    def __init__(self, owner: str, i: int, ins: Instruction) -> None:
+        self.owner, self.i, self.ins = owner, i, ins
+        self.text: str | None = None
+
+    def __str__(self) -> str:
+        if self.text is None:
+            self.text = _where(self.owner, self.i, self.ins)
+        return self.text
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self), spec)
+
+
+# operand checks of _context, per table record: (access width in bytes, ((operand index,
+# check, register count), ...), whether it is an MMA-category record)
+_K_REG, _K_DADDR, _K_LADDR, _K_ARG = range(4)
+_CONTEXT_PLANS: dict[int, tuple[InstrDef, tuple]] = {}
+#: per table record: (the record, the Python type of each operand value)
+_VALUE_TYPES: dict[int, tuple[InstrDef, tuple[type, ...]]] = {}
+
+
+def _context_plan(d: InstrDef) -> tuple:
+    hit = _CONTEXT_PLANS.get(id(d))
+    if hit is not None and hit[0] is d:
+        return hit[1]
+    checks = []
+    for n, kind in enumerate(d.operands):
+        if kind.reg_count:
+            checks.append((n, _K_REG, kind.reg_count))
+        elif kind in (Operand.DADDR, Operand.DADDR64):
+            checks.append((n, _K_DADDR, 2 if kind is Operand.DADDR64 else 1))
+        elif kind is Operand.LADDR:
+            checks.append((n, _K_LADDR, 1))
+        elif kind is Operand.ARG:
+            checks.append((n, _K_ARG, 0))
+    plan = (d.type.nbytes if d.type is not None else 4, tuple(checks), d.category is Category.MMA)
+    _CONTEXT_PLANS[id(d)] = (d, plan)
+    return plan
+
+
 class _Verifier:
     def __init__(self, module: Module) -> None:
         self.m = module
@@ -182,6 +228,8 @@ class _Verifier:
         self.valid: dict[int, list[bool]] = {}
         #: per kernel (by id): fragment slot -> (its kind, where it was first named)
         self._frag_kinds: dict[int, dict[int, tuple]] = {}
+        #: ids of source locations already found well-formed
+        self._good_locs: set[int] = set()
 
     def p(self, message: str) -> None:
         self.problems.append(message)
@@ -207,9 +255,9 @@ class _Verifier:
             self._body(f"kernel {k.name!r}", k.code)
         for f in functions:
             self._body(f"function {f.name!r}", f.code)
-        calls = self._call_graph()
+        self._call_graph()
         for k in kernels:
-            reach = self._reachable(k, calls)
+            reach = sorted(reachable_functions(functions, k.code))
             used = Capability.NONE
             self._context(k, f"kernel {k.name!r}", k.code)
             used |= self._caps(k.code)
@@ -301,64 +349,38 @@ class _Verifier:
     def _body(self, owner: str, code: Sequence[Instruction]) -> None:
         valid: list[bool] = []
         self.valid[id(code)] = valid
-        stack: list[list] = []  # [kind, index, has_else]
-        depth_reported = False
         for i, ins in enumerate(code):
             ok = self._shape(owner, i, ins)
             valid.append(ok)
             if not ok:
                 continue
             d = ins.defn
-            w = _where(owner, i, ins)
             if ins.guard is not None and d.flags & Flag.NO_GUARD:
-                self.p(f"{w}: may not carry a guard predicate (found @{ins.guard})")
+                self.p(f"{_where(owner, i, ins)}: may not carry a guard predicate (found @{ins.guard})")
             if d.op == "movi" and d.type is not None and d.type.bits == 16 and ins.operands[1] >> 16:
-                self.p(f"{w}: a {d.type.spelling} immediate is a 16-bit pattern; bits 16-31 of "
+                self.p(f"{_where(owner, i, ins)}: a {d.type.spelling} immediate is a 16-bit pattern; bits 16-31 of "
                        f"{ins.operands[1]:#010x} must be 0 (spec §8.12)")
             if d.op == "red" and Operand.ORDER in d.operands:
                 order = ins.operands[d.operands.index(Operand.ORDER)]
                 if order not in (MemoryOrder.RELAXED, MemoryOrder.RELEASE):
-                    self.p(f"{w}: the order of a non-returning atomic must be .relaxed or .release, "
-                           f"got {order.spelling} (it has no result to acquire; spec §6)")
+                    self.p(f"{_where(owner, i, ins)}: the order of a non-returning atomic must be .relaxed or "
+                           f".release, got {order.spelling} (it has no result to acquire; spec §6)")
             if d.op == "call" and not ins.operands[0] < len(self.m.functions):
-                self.p(f"{w}: call target function index {ins.operands[0]} does not exist "
+                self.p(f"{_where(owner, i, ins)}: call target function index {ins.operands[0]} does not exist "
                        f"(the module has {len(self.m.functions)} functions)")
-            if not d.flags & Flag.STRUCTURED:
-                continue
-            op = d.op
-            if op in ("if", "loop"):
-                stack.append([op, i, False])
-                if len(stack) > LIMITS.max_control_nesting and not depth_reported:
-                    self.p(f"{w}: control-flow nesting depth {len(stack)} exceeds the limit "
-                           f"{LIMITS.max_control_nesting}")
-                    depth_reported = True
-            elif op == "else":
-                if not stack or stack[-1][0] != "if":
-                    self.p(f"{w}: else without a matching if" + _open_note(stack))
-                elif stack[-1][2]:
-                    self.p(f"{w}: second else for the if at instruction {stack[-1][1]}")
-                else:
-                    stack[-1][2] = True
-            elif op in ("endif", "endloop"):
-                want = "if" if op == "endif" else "loop"
-                if stack and stack[-1][0] == want:
-                    stack.pop()
-                else:
-                    self.p(f"{w}: {op} without a matching {want}" + _open_note(stack))
-            elif op in ("break", "continue"):
-                if not any(s[0] == "loop" for s in stack):
-                    self.p(f"{w}: {op} outside a loop (break/continue must be inside a loop of the "
-                           f"same kernel or function)")
-        for kind, idx, _ in stack:
-            closer = "endif" if kind == "if" else "endloop"
-            self.p(f"{owner}: {kind} at instruction {idx} is never closed (missing {closer})")
+        # spec §7.2 rules 1-3, from the one structure parser
+        for prob in parse_structure(code, usable=valid).problems:
+            if prob.kind == "unclosed":
+                self.p(f"{owner}: {prob.message}")
+            else:
+                self.p(f"{_where(owner, prob.index, code[prob.index])}: {prob.message}")
 
     def _shape(self, owner: str, i: int, ins: Instruction) -> bool:
         if not isinstance(ins, Instruction):
             self.p(f"{owner}, instruction {i}: not an Instruction: {ins!r}")
             return False
         d = ins.defn
-        w = _where(owner, i, ins)
+        w = _Where(owner, i, ins)
         if not isinstance(d, InstrDef) or BY_OPCODE.get(d.opcode) is not d:
             self.p(f"{w}: not a record of the instruction table")
             return False
@@ -366,20 +388,27 @@ class _Verifier:
             self.p(f"{w}: takes {len(d.operands)} operands ({', '.join(o.spelling for o in d.operands)}), "
                    f"got {len(ins.operands) if isinstance(ins.operands, tuple) else ins.operands!r}")
             return False
-        for n, (kind, v) in enumerate(zip(d.operands, ins.operands, strict=True)):
-            want = OPERAND_VALUE_TYPES[kind]
+        wants = _VALUE_TYPES.get(id(d))
+        if wants is None or wants[0] is not d:
+            wants = _VALUE_TYPES[id(d)] = (d, tuple(OPERAND_VALUE_TYPES[kind] for kind in d.operands))
+        for n, (want, v) in enumerate(zip(wants[1], ins.operands)):  # noqa: B905 - lengths checked above
+            if type(v) is want:
+                continue
             if not isinstance(v, want) or (want is int and isinstance(v, bool)):
+                kind = d.operands[n]
                 self.p(f"{w}: operand {n} ({kind.spelling}) must be a {want.__name__}, got {v!r}")
                 return False
         if ins.guard is not None and not isinstance(ins.guard, Pred):
             self.p(f"{w}: guard {ins.guard!r} is not a predicate")
             return False
         loc = ins.loc
-        if loc is not None and (not isinstance(loc, SourceLoc) or not isinstance(loc.file, str)
-                                or "\0" in loc.file
-                                or not all(_is_int(v) and 0 <= v <= _U32_MAX for v in (loc.line, loc.col))):
-            self.p(f"{owner}, instruction {i}: source location {loc!r} needs a file name without NUL and a "
-                   f"line and column in 0..{_U32_MAX}")
+        if loc is not None and id(loc) not in self._good_locs:
+            if (not isinstance(loc, SourceLoc) or not isinstance(loc.file, str) or "\0" in loc.file
+                    or not all(_is_int(v) and 0 <= v <= _U32_MAX for v in (loc.line, loc.col))):
+                self.p(f"{owner}, instruction {i}: source location {loc!r} needs a file name without NUL and a "
+                       f"line and column in 0..{_U32_MAX}")
+            else:  # the module keeps it alive while this verifier runs, so its id stays its own
+                self._good_locs.add(id(loc))
         try:
             encode_instruction(ins)
         except (ValueError, TypeError) as e:
@@ -460,61 +489,60 @@ class _Verifier:
         return {ins.operands[0] for ins, ok in zip(code, valid, strict=False)
                 if ok and ins.defn.op == "call" and ins.operands[0] < len(self.m.functions)}
 
-    def _reachable(self, k: Kernel, calls: dict[int, set[int]]) -> list[int]:
-        out: list[int] = []
-        todo = sorted(self._callees(k.code), reverse=True)
-        seen: set[int] = set()
-        while todo:
-            fi = todo.pop()
-            if fi in seen:
-                continue
-            seen.add(fi)
-            out.append(fi)
-            todo.extend(sorted(calls[fi], reverse=True))
-        return out
-
     def _caps(self, code: Sequence[Instruction]) -> Capability:
+        defs = {id(ins.defn): ins.defn for ins, ok in zip(code, self.valid.get(id(code), []), strict=False) if ok}
         cap = Capability.NONE
-        for ins, ok in zip(code, self.valid.get(id(code), []), strict=False):
-            if ok:
-                cap |= ins.defn.capability
+        for d in defs.values():  # OR once per distinct record (enum.Flag ``|`` is slow)
+            cap |= d.capability
         return cap
 
     # ---------------------------------------------------------------- checks needing the kernel
     def _context(self, k: Kernel, owner: str, code: Sequence[Instruction]) -> None:
         nregs = k.registers if _is_int(k.registers) else LIMITS.max_registers
         local = k.local_memory if _is_int(k.local_memory) else 0
+        buffers_ok: set[tuple[int, int]] = set()  # (record id, buffer index) that passed _buffer
         for i, (ins, ok) in enumerate(zip(code, self.valid.get(id(code), []), strict=False)):
             if not ok:
                 continue
             d = ins.defn
-            w = _where(owner, i, ins)
-            width = d.type.nbytes if d.type is not None else 4
-            for n, (kind, v) in enumerate(zip(d.operands, ins.operands, strict=True)):
-                if kind.reg_count:
-                    self._reg(w, n, v, kind.reg_count, nregs, k)
-                elif kind in (Operand.DADDR, Operand.DADDR64):
-                    assert isinstance(v, DeviceAddr)
-                    self._reg(w, n, v.reg, 2 if kind is Operand.DADDR64 else 1, nregs, k)
-                    self._buffer(w, d, v, k)
-                    self._align(w, v.offset, width)
-                elif kind is Operand.LADDR:
-                    assert isinstance(v, LocalAddr)
-                    self._reg(w, n, v.reg, 1, nregs, k)
-                    self._align(w, v.offset, width)
+            plan = _context_plan(d)
+            w = _Where(owner, i, ins)
+            width = plan[0]
+            for n, code_, count in plan[1]:
+                v = ins.operands[n]
+                if code_ == _K_REG:
+                    if v + count > nregs:
+                        self._reg(w, n, v, count, nregs, k)
+                elif code_ == _K_DADDR:
+                    if v.reg + count > nregs:
+                        self._reg(w, n, v.reg, count, nregs, k)
+                    key = (id(d), v.buffer)
+                    if key not in buffers_ok:
+                        before = len(self.problems)
+                        self._buffer(w, d, v, k)
+                        if len(self.problems) == before:
+                            buffers_ok.add(key)
+                    if v.offset % width:
+                        self._align(w, v.offset, width)
+                elif code_ == _K_LADDR:
+                    if v.reg + 1 > nregs:
+                        self._reg(w, n, v.reg, 1, nregs, k)
+                    if v.offset % width:
+                        self._align(w, v.offset, width)
                     if local == 0:
                         self.p(f"{w}: accesses local memory but kernel {k.name!r} declares 0 bytes of it "
                                f"(.local_memory)")
                     elif v.offset >= 0 and v.offset + width > local:
                         self.p(f"{w}: local access at immediate offset {v.offset} ({width} bytes) is always "
                                f"beyond the kernel's {local} bytes of local memory")
-                elif kind is Operand.ARG:
-                    self._ldarg(w, d, v, k)  # type: ignore[arg-type]
-            if d.category is Category.MMA and d.op != "mma":
-                self._fragments(w, k, d, ins)
-            if d.op == "mma" and local < MMA_TILE_BYTES:
-                self.p(f"{w}: mma needs at least {MMA_TILE_BYTES} bytes of local memory (one 16x16 f32 "
-                       f"tile); kernel {k.name!r} declares {local}")
+                else:  # _K_ARG
+                    self._ldarg(w, d, v, k)
+            if plan[2]:
+                if d.op != "mma":
+                    self._fragments(w, k, d, ins)
+                elif local < MMA_TILE_BYTES:
+                    self.p(f"{w}: mma needs at least {MMA_TILE_BYTES} bytes of local memory (one 16x16 f32 "
+                           f"tile); kernel {k.name!r} declares {local}")
 
     def _fragments(self, w: str, k: Kernel, d: InstrDef, ins: Instruction) -> None:
         """Each fragment slot of a kernel (its functions included) has one static kind (spec
@@ -592,9 +620,3 @@ class _Verifier:
 def _spell(v: object) -> str:
     return getattr(v, "spelling", None) or repr(v)
 
-
-def _open_note(stack: list[list]) -> str:
-    if not stack:
-        return ""
-    kind, idx, _ = stack[-1]
-    return f" (the innermost open region is the {kind} at instruction {idx})"

@@ -43,6 +43,7 @@ from anywave.isa.types import Access, MemoryOrder, ScalarType, Scope
 from anywave.isa.types import SpecialRegister as SR
 
 from . import ir
+from . import lower_threads as _threads
 from . import types as ty
 
 #: default buffer size in words (4 MiB)
@@ -71,7 +72,7 @@ def parse_format(fmt: str) -> int:
 
 # ----------------------------------------------------------------------------- compiler side
 
-def lower(fe: Any, node: ast.Call) -> None:
+def lower(fe: Any, node: ast.Call, discard: bool = False) -> None:
     """Emit the IR of one ``aw.print`` call (``fe``: the compiler's Frontend)."""
     if node.keywords:
         raise fe.err(node, f"aw.print() takes no keyword arguments, got {node.keywords[0].arg!r}")
@@ -132,16 +133,16 @@ def lower(fe: Any, node: ast.Call) -> None:
             MemoryOrder.RELAXED)
     cap = fe.new(ty.u32)
     fe.emit("ld.device.b32", cap, ir.DevAddr(buf, fe.const(4, ty.u32)))
-    end = fe._alu("add", ty.u32, off, fe.const(n, ty.u32))
+    end = fe.alu("add", ty.u32, off, fe.const(n, ty.u32))
     fits = fe.compare("le", end, cap, node)
     cond = fe.as_pred(fits, node)
     n_if = ir.If(cond, loc=fe.src.loc(node))
     saved = fe.body
     fe.body = n_if.then
     wg = _workgroup_linear(fe)
-    tid = fe._sreg(SR.THREAD_LINEAR_ID)
+    tid = _threads.special_register(fe, SR.THREAD_LINEAR_ID)
     record = [fe.const(site + 1, ty.u32), fe.bitcast(wg, ty.u32), fe.bitcast(tid, ty.u32)] + words
-    byte = fe._alu("shl", ty.u32, off, fe.const(2, ty.u32))
+    byte = fe.alu("shl", ty.u32, off, fe.const(2, ty.u32))
     for k, w in enumerate(record):
         fe.emit("st.device.b32", ir.DevAddr(buf, _plus(fe, byte, 4 * k)), w)
     fe.body = saved
@@ -149,14 +150,14 @@ def lower(fe: Any, node: ast.Call) -> None:
 
 
 def _plus(fe: Any, v: Any, k: int) -> Any:
-    return v if k == 0 else fe._alu("add", ty.u32, v, fe.const(k, ty.u32))
+    return v if k == 0 else fe.alu("add", ty.u32, v, fe.const(k, ty.u32))
 
 
 def _workgroup_linear(fe: Any) -> Any:
-    x, y, z = (fe._sreg(r) for r in (SR.WORKGROUP_ID_X, SR.WORKGROUP_ID_Y, SR.WORKGROUP_ID_Z))
-    nx, ny = fe._sreg(SR.GRID_SIZE_X), fe._sreg(SR.GRID_SIZE_Y)
-    zy = fe._alu("add", ty.i32, fe._alu("mul", ty.i32, z, ny), y)
-    return fe._alu("add", ty.i32, fe._alu("mul", ty.i32, zy, nx), x)
+    x, y, z = (_threads.special_register(fe, r) for r in (SR.WORKGROUP_ID_X, SR.WORKGROUP_ID_Y, SR.WORKGROUP_ID_Z))
+    nx, ny = _threads.special_register(fe, SR.GRID_SIZE_X), _threads.special_register(fe, SR.GRID_SIZE_Y)
+    zy = fe.alu("add", ty.i32, fe.alu("mul", ty.i32, z, ny), y)
+    return fe.alu("add", ty.i32, fe.alu("mul", ty.i32, zy, nx), x)
 
 
 PRINT_BUFFER_TYPE = ty.BufferType(ty.u32, Access.READWRITE)

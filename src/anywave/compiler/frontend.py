@@ -20,7 +20,6 @@ from __future__ import annotations
 import ast
 import builtins
 import math
-import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,128 +29,34 @@ import numpy as np
 from anywave.binary.module import PRINT_ARG
 from anywave.errors import SourceLoc
 from anywave.isa.table import BY_MNEMONIC
-from anywave.isa.types import Access, MemoryOrder, Scope, SpecialRegister
+from anywave.isa.types import Access
 
-from . import ir
+from . import debugprint, ir
 from . import language as L
 from . import types as ty
-from .constants import LiteralError, literal_bits
+from .astscan import assign_counts, assigned_names, construct_name, fn_has_early_return, supported_hint
+from .bindings import BufferArg, Intrinsic, LocalArray
+from .bindings import describe as _describe
 from .errors import CompileError
 from .fingerprint import UNDEFINED as _UNDEFINED
 from .fingerprint import resolve as resolve_free_name
+from .frontend_memory import MemoryOps
+from .frontend_ops import BINOP_NAMES, ValueOps
 from .frontend_perf import BufferView, PerfOps, RegisterArray
-from .ir import DevAddr, LocAddr, Op, PredUse, Value
-from .mma_lang import FragmentIntrinsics
+from .ir import DevAddr, Op, PredUse, Value
+from .source import FuncSource
 from .types import DType
 from .wdep import W_DEPENDENT_INTRINSICS
 
-SR = SpecialRegister
-_DIM_SR = {
-    "global_id": (SR.GLOBAL_ID_X, SR.GLOBAL_ID_Y, SR.GLOBAL_ID_Z),
-    "local_id": (SR.THREAD_ID_X, SR.THREAD_ID_Y, SR.THREAD_ID_Z),
-    "thread_id": (SR.THREAD_ID_X, SR.THREAD_ID_Y, SR.THREAD_ID_Z),
-    "workgroup_id": (SR.WORKGROUP_ID_X, SR.WORKGROUP_ID_Y, SR.WORKGROUP_ID_Z),
-    "workgroup_size": (SR.WORKGROUP_SIZE_X, SR.WORKGROUP_SIZE_Y, SR.WORKGROUP_SIZE_Z),
-    "num_workgroups": (SR.GRID_SIZE_X, SR.GRID_SIZE_Y, SR.GRID_SIZE_Z),
-}
-_NODIM_SR = {"lane_id": SR.LANE_ID, "wave_id": SR.WAVE_ID, "wave_width": SR.WAVE_WIDTH,
-             "num_waves": SR.NUM_WAVES, "thread_linear_id": SR.THREAD_LINEAR_ID}
-_SCOPES = {s.name.lower(): s for s in Scope}
-_ORDERS = {o.name.lower(): o for o in MemoryOrder}
 _CMP = {ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge", ast.Eq: "eq", ast.NotEq: "ne"}
-_PY_CMP = {"lt": lambda a, b: a < b, "le": lambda a, b: a <= b, "gt": lambda a, b: a > b,
-           "ge": lambda a, b: a >= b, "eq": lambda a, b: a == b, "ne": lambda a, b: a != b}
-_BINOP_NAMES = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//",
-                ast.Mod: "%", ast.Pow: "**", ast.LShift: "<<", ast.RShift: ">>", ast.BitOr: "|",
-                ast.BitXor: "^", ast.BitAnd: "&", ast.MatMult: "@"}
-_INT_RANGE = {"i32": (-(1 << 31), (1 << 31) - 1), "u32": (0, (1 << 32) - 1),
-              "i64": (-(1 << 63), (1 << 63) - 1), "u64": (0, (1 << 64) - 1)}
-_F64_MAX_REPR = float("inf")
 #: most copies of one loop body that unrolling (aw.range(unroll=k), aw.static_range, nested:
 #: the product) may make; beyond it compilation would take minutes and megabytes
 MAX_UNROLLED_COPIES = 4096
 
-
-# ----------------------------------------------------------------------------- bindings
-
-@dataclass(frozen=True)
-class BufferArg:
-    """A buffer parameter: ABI index, element type and access."""
-
-    name: str
-    index: int
-    elem: DType
-    access: Access
+__all__ = ["BufferArg", "Frontend", "FuncSource", "LocalArray", "MAX_UNROLLED_COPIES"]
 
 
-@dataclass(frozen=True)
-class LocalArray:
-    """A local-memory array: byte offset in the kernel's local memory, element type, shape."""
-
-    base: int
-    elem: DType
-    shape: tuple[int, ...]
-
-    @property
-    def nbytes(self) -> int:
-        return int(np.prod(self.shape)) * self.elem.scalar.nbytes
-
-
-@dataclass
-class FuncSource:
-    """A parsed Python function: AST, file, first line and source lines (for messages)."""
-
-    fn: Callable[..., Any]
-    tree: ast.FunctionDef
-    file: str
-    first_line: int
-    lines: list[str]
-    col_offset: int = 0
-    #: (line, col) -> SourceLoc: every instruction of a statement carries the same
-    #: (immutable) location object instead of a new one each
-    _locs: dict[tuple[int, int], SourceLoc] = field(default_factory=dict, repr=False, compare=False)
-
-    @classmethod
-    def of(cls, fn: Callable[..., Any]) -> FuncSource:
-        import inspect
-        import textwrap
-
-        try:
-            src_lines, first = inspect.getsourcelines(fn)
-            file = inspect.getsourcefile(fn) or "<unknown>"
-        except (OSError, TypeError) as e:
-            raise CompileError(f"cannot read the source of {getattr(fn, '__name__', fn)!r}: {e}; kernels "
-                               "must be defined in a file (not typed at an interactive prompt)") from None
-        text = "".join(src_lines)
-        dedented = textwrap.dedent(text)
-        indent = len(src_lines[0]) - len(src_lines[0].lstrip())
-        module = ast.parse(dedented)
-        tree = next((n for n in module.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
-        if not isinstance(tree, ast.FunctionDef):
-            raise CompileError(f"{fn.__name__!r} is not a plain function definition")
-        return cls(fn, tree, file, first, text.splitlines(), indent)
-
-    def loc(self, node: ast.AST) -> SourceLoc:
-        line = getattr(node, "lineno", 1)
-        col = getattr(node, "col_offset", 0)
-        r = self._locs.get((line, col))
-        if r is None:
-            r = self._locs[(line, col)] = SourceLoc(self.file, self.first_line + line - 1,
-                                                    col + 1 + self.col_offset)
-        return r
-
-    def error(self, node: ast.AST | None, message: str) -> CompileError:
-        if node is None or not hasattr(node, "lineno"):
-            return CompileError(message, SourceLoc(self.file, self.first_line))
-        loc = self.loc(node)
-        idx = node.lineno - 1  # type: ignore[attr-defined]
-        line = self.lines[idx] if 0 <= idx < len(self.lines) else None
-        end = getattr(node, "end_col_offset", None)
-        length = 1
-        if end is not None and getattr(node, "end_lineno", node.lineno) == node.lineno:  # type: ignore[attr-defined]
-            length = max(1, end - node.col_offset)  # type: ignore[attr-defined]
-        return CompileError(message, loc, line, length)
-
+# ----------------------------------------------------------------------------- per-function state
 
 @dataclass
 class _FuncCtx:
@@ -183,8 +88,12 @@ class _Terminated(Exception):
 _VISITORS: dict[type, Any] = {}
 
 
-class Frontend(PerfOps, FragmentIntrinsics, ast.NodeVisitor):
-    """Translates one kernel (and the ``@aw.func`` functions it calls, inlined) to IR.
+class Frontend(ValueOps, MemoryOps, PerfOps, ast.NodeVisitor):
+    """Translates one kernel (and the ``@aw.func`` functions it calls, inlined) to IR: one
+    ``visit_*`` method per Python construct. Operators and conversions come from
+    :class:`~anywave.compiler.frontend_ops.ValueOps`, addressing and loads/stores from
+    :class:`~anywave.compiler.frontend_memory.MemoryOps`; an intrinsic call is lowered by the
+    function registered on its marker (:mod:`anywave.compiler.language`).
 
     After :meth:`build`: ``body`` (IR), ``args`` (ABI list of (name, BufferArg | DType)),
     ``local_memory`` (bytes), ``capabilities_hint`` nothing — capabilities come from the
@@ -214,6 +123,8 @@ class Frontend(PerfOps, FragmentIntrinsics, ast.NodeVisitor):
         #: uses of W-dependent intrinsics outside W-invariant library functions (compiler/wdep.py)
         self.w_uses: list[str] = []
         self._w_invariant_depth = 0
+        #: fragment slots taken (aw.fragment; compiler/mma_lang.py)
+        self._nfrag = 0
 
     # ------------------------------------------------------------------ helpers
     @property
@@ -236,216 +147,6 @@ class Frontend(PerfOps, FragmentIntrinsics, ast.NodeVisitor):
 
     def new(self, t: DType, name: str = "") -> Value:
         return Value(t, name)
-
-    def mn(self, op: str, t: DType, what: str | None = None) -> str:
-        """The table mnemonic for operation ``op`` on type ``t`` (CompileError if none)."""
-        s = "u32" if t is ty.bool_ else t.scalar.spelling
-        b = 64 if t.bits == 64 else 32
-        if t.is_float:
-            cands = [f"{op}.{s}"]
-        elif op in ("add", "sub", "mul", "neg", "mad"):
-            cands = [f"{op}.i{b}"]
-        elif op in ("and", "or", "xor", "not", "shl", "popc", "clz", "ctz", "brev"):
-            cands = [f"{op}.b{b}"]
-        else:
-            cands = [f"{op}.{s}"]
-        for c in cands:
-            if c in BY_MNEMONIC:
-                return c
-        raise self.err(None, f"{what or op!r} is not supported for type {t.name}"
-                       + _valid_types_hint(op))
-
-    # ------------------------------------------------------------------ constants
-    def const(self, value: Any, t: DType) -> Value:
-        """A register holding the Python constant ``value`` converted to ``t`` (range-checked)."""
-        if t is ty.pred:
-            p = self.new(ty.pred)
-            self.emit("setp.true" if value else "setp.false", p)
-            return p
-        bits = self.const_bits(value, t)
-        v = self.new(t, "c")
-        if t.bits == 64:
-            self.emit(f"movi.{t.scalar.spelling}", v, bits)
-        elif t is ty.bool_:
-            self.emit("movi.u32", v, bits)
-        else:
-            self.emit(f"movi.{t.scalar.spelling}", v, bits)
-        return v
-
-    def const_bits(self, value: Any, t: DType) -> int:
-        """Bits of Python constant ``value`` as type ``t``, rounded once from the exact value
-        (:func:`~anywave.compiler.constants.literal_bits`); errors point at the literal."""
-        if not isinstance(value, (bool, int, float, np.generic)):
-            raise self.err(None, f"cannot use {_describe(value)} as {t.name}")
-        try:
-            return literal_bits(value, t)
-        except LiteralError as e:
-            raise self.err(self.literal_node(value), str(e)) from None
-
-    def literal_node(self, value: Any) -> ast.AST | None:
-        """The literal in the current expression (else statement) whose value is ``value``,
-        so that an error about a constant points at it rather than at the whole statement;
-        None when the constant was computed (the caller then points at the expression)."""
-        if isinstance(value, np.generic):
-            value = value.item()
-        for root in (self.node, self._stmt):
-            if root is None:
-                continue
-            for n in ast.walk(root):
-                if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.USub) and isinstance(n.operand, ast.Constant):
-                    lit = n.operand.value
-                    if type(lit) is type(value) and not isinstance(lit, (str, bool)) and -lit == value:
-                        return n
-                if (isinstance(n, ast.Constant) and type(n.value) is type(value) and n.value == value
-                        and not (isinstance(value, (int, float)) and value < 0)):
-                    return n
-        return None
-
-    def default_type(self, value: Any) -> DType:
-        if isinstance(value, bool):
-            return ty.bool_
-        if isinstance(value, int):
-            lo, hi = _INT_RANGE["i32"]
-            if lo <= value <= hi:
-                return ty.i32
-            raise self.err(self.literal_node(value), f"integer literal {value} does not fit in i32; write "
-                           f"aw.i64({value}) for a 64-bit value")
-        if isinstance(value, float):
-            return ty.f32
-        raise self.err(None, f"{_describe(value)} is not a kernel value; "
-                       "valid: numbers, booleans and typed values")
-
-    def materialize(self, x: Any, t: DType | None = None) -> Value:
-        """A Value from a Value or Python constant (typed by ``t`` or by default rules)."""
-        if isinstance(x, Value):
-            if t is not None and x.type is not t:
-                if t is ty.bool_ and x.type is ty.pred:
-                    return self.pred_to_bool(x)
-                raise self.err(None, f"expected a {t.name} value, got {x.type.name}; cast explicitly with "
-                               f"aw.{t.name}(...)")
-            return x
-        if isinstance(x, (bool, int, float, np.generic)):
-            return self.const(x, t or self.default_type(x))
-        raise self.err(None, f"{_describe(x)} cannot be used as a value here")
-
-    # ------------------------------------------------------------------ predicates / bools
-    def pred_to_bool(self, p: Value) -> Value:
-        one, zero = self.const(1, ty.u32), self.const(0, ty.u32)
-        r = self.new(ty.bool_)
-        self.emit("selp.b32", r, one, zero, PredUse(p))
-        return r
-
-    def as_pred(self, x: Any, node: ast.AST | None = None) -> PredUse:
-        """A predicate operand for a condition: bools, comparisons, or Python truthiness of
-        numbers (``x != 0``)."""
-        if isinstance(x, PredUse):
-            return x
-        if isinstance(x, Value):
-            if x.type is ty.pred:
-                return PredUse(x)
-            p = self.new(ty.pred)
-            zero = self.const(0, x.type if x.type is not ty.bool_ else ty.u32)
-            self.emit(self.cmp_mn("ne", x.type), p, x, zero)
-            return PredUse(p)
-        if isinstance(x, (bool, int, float, np.generic)):
-            p = self.new(ty.pred)
-            self.emit("setp.true" if x else "setp.false", p)
-            return PredUse(p)
-        raise self.err(node, f"{_describe(x)} cannot be used as a condition")
-
-    def pred_value(self, pu: PredUse) -> Value:
-        if not pu.negated:
-            return pu.value
-        p = self.new(ty.pred)
-        self.emit("mov.pred", p, pu)
-        return p
-
-    def cmp_mn(self, cmp: str, t: DType) -> str:
-        s = "u32" if t is ty.bool_ else t.scalar.spelling
-        m = f"setp.{cmp}.{s}"
-        if m not in BY_MNEMONIC:
-            raise self.err(None, f"comparison {cmp} is not supported for {t.name}")
-        return m
-
-    # ------------------------------------------------------------------ typing
-    def unify(self, a: Any, b: Any, what: str) -> DType:
-        """The common type of two operands (Python constants take the other side's type)."""
-        ta = a.type if isinstance(a, Value) else None
-        tb = b.type if isinstance(b, Value) else None
-        if ta is ty.pred:
-            ta = ty.bool_
-        if tb is ty.pred:
-            tb = ty.bool_
-        if ta is None and tb is None:
-            return self.default_type(a if not isinstance(a, float) else a) if not isinstance(b, float) \
-                else ty.f32
-        if ta is None:
-            return self._literal_fits(a, tb)
-        if tb is None:
-            return self._literal_fits(b, ta)
-        if ta is tb:
-            return ta
-        if ta.is_float and tb.is_float:
-            if {ta, tb} == {ty.f16, ty.bf16}:
-                return ty.f32
-            return ta if ta.bits >= tb.bits else tb
-        if ta.is_int and tb.is_int and ta.is_signed == tb.is_signed:
-            return ta if ta.bits >= tb.bits else tb
-        hint = ("cast one side, e.g. aw.f32(x)" if ta.is_float != tb.is_float
-                else "cast one side, e.g. aw.i32(x) or aw.u32(x)")
-        raise self.err(None, f"operands of {what} have different types {ta.name} and {tb.name}; {hint} "
-                       "(the language never converts silently between signedness or int/float)")
-
-    def _literal_fits(self, lit: Any, t: DType) -> DType:
-        if isinstance(lit, float) and not t.is_float:
-            raise self.err(None, f"float literal {lit!r} used with an {t.name} value; cast the value with "
-                           f"aw.f32(...) or write an integer literal")
-        return t
-
-    def coerce(self, x: Any, t: DType) -> Value:
-        """``x`` as a value of type ``t``: constants are converted, typed values widened when
-        exact (i32→i64, f16→f32 ...)."""
-        if not isinstance(x, Value):
-            return self.const(x, t)
-        if x.type is t:
-            return x
-        if x.type is ty.pred:
-            return self.cast(self.pred_to_bool(x), t) if t is not ty.bool_ else self.pred_to_bool(x)
-        return self.cast(x, t)
-
-    def cast(self, x: Value, t: DType) -> Value:
-        """Value conversion (``cvt``): int↔float round to nearest even / truncate with
-        saturation, int↔int wrap or extend, bool → 0/1, x → bool is ``x != 0``."""
-        if x.type is t:
-            return x
-        if x.type is ty.pred:
-            x = self.pred_to_bool(x)
-            if t is ty.bool_:
-                return x
-        if t is ty.bool_:
-            return self.pred_to_bool(self.as_pred(x).value)
-        src = ty.u32 if x.type is ty.bool_ else x.type
-        if src is t:
-            r = self.new(t)
-            self.emit("mov.b32", r, x)
-            return r
-        r = self.new(t)
-        m = f"cvt.{t.scalar.spelling}.{src.scalar.spelling}"
-        if m not in BY_MNEMONIC:
-            raise self.err(None, f"no conversion from {x.type.name} to {t.name}")
-        self.emit(m, r, x)
-        return r
-
-    def bitcast(self, x: Value, t: DType) -> Value:
-        src = ty.u32 if x.type in (ty.bool_, ty.pred) else x.type
-        if x.type is ty.pred:
-            x = self.pred_to_bool(x)
-        if src.scalar.bits != t.scalar.bits or t is ty.bool_:
-            raise self.err(None, f"bitcast needs types of the same width: {x.type.name} is "
-                           f"{src.scalar.bits} bits, {t.name} is {t.scalar.bits}")
-        r = self.new(t)
-        self.emit("mov.b64" if t.bits == 64 else "mov.b32", r, x)
-        return r
 
     # ------------------------------------------------------------------ entry
     def build(self, params: Sequence[tuple[str, Any]]) -> list[ir.Node]:
@@ -471,7 +172,7 @@ class Frontend(PerfOps, FragmentIntrinsics, ast.NodeVisitor):
     def _prescan(self, fd: ast.FunctionDef) -> None:
         """Names assigned exactly once, at the function's top level, from a Python constant
         expression become compile-time constants; everything else assigned is a variable."""
-        counts = _assign_counts(fd)
+        counts = assign_counts(fd)
         for stmt in fd.body:
             if (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1
                     and isinstance(stmt.targets[0], ast.Name) and counts.get(stmt.targets[0].id) == 1):
@@ -502,8 +203,8 @@ class Frontend(PerfOps, FragmentIntrinsics, ast.NodeVisitor):
             if method is _VISITORS:  # not looked up yet for this node class
                 method = _VISITORS[t] = getattr(Frontend, "visit_" + t.__name__, None)
             if method is None:
-                raise self.err(node, f"{_construct(node)} is not supported in a kernel"
-                               + _supported_hint(node))
+                raise self.err(node, f"{construct_name(node)} is not supported in a kernel"
+                               + supported_hint(node))
             return method(self, node)
         finally:
             self.node, self._stmt = prev, prev_stmt
@@ -602,7 +303,7 @@ class Frontend(PerfOps, FragmentIntrinsics, ast.NodeVisitor):
             for t, v in zip(target.elts, value, strict=True):
                 self.assign_target(t, v, node)
         else:
-            raise self.err(target, f"cannot assign to {_construct(target)}; valid targets: a name, "
+            raise self.err(target, f"cannot assign to {construct_name(target)}; valid targets: a name, "
                            "buf[i], tile[i, j], or a tuple of those")
 
     def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
@@ -627,7 +328,7 @@ class Frontend(PerfOps, FragmentIntrinsics, ast.NodeVisitor):
             self.node = node
             res = self.binop(type(node.op), cur, self.visit(node.value), node)
             if isinstance(cur, Value) and isinstance(res, Value) and res.type is not cur.type:
-                raise self.err(node, f"'{node.target.id} {_BINOP_NAMES[type(node.op)]}= ...' would change "
+                raise self.err(node, f"'{node.target.id} {BINOP_NAMES[type(node.op)]}= ...' would change "
                                f"{node.target.id!r} from {cur.type.name} to {res.type.name}; cast explicitly")
             self.assign_name(node.target.id, res, node.target)
         elif isinstance(node.target, ast.Subscript):
@@ -636,7 +337,7 @@ class Frontend(PerfOps, FragmentIntrinsics, ast.NodeVisitor):
             res = self.binop(type(node.op), cur, self.visit(node.value), node)
             self.store_subscript(node.target, res)
         else:
-            raise self.err(node.target, f"cannot assign to {_construct(node.target)}")
+            raise self.err(node.target, f"cannot assign to {construct_name(node.target)}")
 
     # --- control flow
     def visit_If(self, node: ast.If) -> None:
@@ -713,7 +414,7 @@ class Frontend(PerfOps, FragmentIntrinsics, ast.NodeVisitor):
         it = node.iter
         if not isinstance(it, ast.Call):
             raise self.err(it, "a kernel loop iterates over range(...), aw.range(...) or aw.static_range(...); "
-                           f"got {_construct(it)}")
+                           f"got {construct_name(it)}")
         fn = self.static_eval(it.func)
         if not isinstance(node.target, ast.Name):
             raise self.err(node.target, "the loop variable must be a plain name")
@@ -994,147 +695,6 @@ class Frontend(PerfOps, FragmentIntrinsics, ast.NodeVisitor):
         self.node = node
         return self.binop(type(node.op), a, b, node)
 
-    def binop(self, op: type, a: Any, b: Any, node: ast.AST) -> Any:
-        sym = _BINOP_NAMES.get(op, "?")
-        if isinstance(a, PredUse):
-            a = self.pred_value(a)
-        if isinstance(b, PredUse):
-            b = self.pred_value(b)
-        if not isinstance(a, Value) and not isinstance(b, Value):
-            if isinstance(a, tuple) and isinstance(b, tuple) and op is ast.Add:
-                return a + b  # compile-time concatenation (e.g. two aw.load4 results)
-            if isinstance(a, tuple) or isinstance(b, tuple):
-                raise self.err(node, f"operator {sym} on tuples is not supported in a kernel (only tuple + tuple)")
-            try:
-                return _py_binop(op, a, b)
-            except TypeError:
-                raise self.err(node, f"operator {sym} is not defined for {_describe(a)} and {_describe(b)}") from None
-            except Exception as e:  # noqa: BLE001 - reported with the user's line
-                raise self.err(node, f"compile-time {sym} failed: {e}") from None
-        if op is ast.Pow:
-            return self._pow(a, b, node)
-        if op is ast.MatMult:
-            raise self.err(node, "the @ operator is not supported; use aw.mma on local tiles")
-        if op in (ast.LShift, ast.RShift):
-            return self._shift(op, a, b, node)
-        t = self.unify(a, b, f"'{sym}'")
-        if t is ty.bool_ and op in (ast.BitAnd, ast.BitOr, ast.BitXor):
-            pa, pb = self.as_pred(self.coerce(a, t)), self.as_pred(self.coerce(b, t))
-            p = self.new(ty.pred)
-            self.emit({ast.BitAnd: "and.pred", ast.BitOr: "or.pred", ast.BitXor: "xor.pred"}[op], p, pa, pb)
-            return p
-        if t is ty.bool_:
-            raise self.err(node, f"operator {sym} is not defined for bool values; cast with aw.i32(...)")
-        av, bv = self.coerce(a, t), self.coerce(b, t)
-        if op is ast.Div:
-            if not t.is_float:
-                raise self.err(node, f"'/' on {t.name} values: true division of integers is not supported; "
-                               "use '//' for floor division or cast to a float type first (aw.f32(x) / y)")
-            return self._alu("div", t, av, bv)
-        if op is ast.FloorDiv:
-            return self._floordiv(t, av, bv, b)
-        if op is ast.Mod:
-            return self._mod(t, av, bv, b)
-        name = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.BitAnd: "and", ast.BitOr: "or",
-                ast.BitXor: "xor"}.get(op)
-        if name is None:
-            raise self.err(node, f"operator {sym} is not supported in a kernel")
-        if name in ("and", "or", "xor") and t.is_float:
-            raise self.err(node, f"operator {sym} is not defined for {t.name}; use aw.bitcast to an integer first")
-        return self._alu(name, t, av, bv, what=sym)
-
-    def _alu(self, name: str, t: DType, *srcs: Value, what: str | None = None) -> Value:
-        r = self.new(t)
-        self.emit(self.mn(name, t, what), r, *srcs)
-        return r
-
-    def _pow(self, a: Any, b: Any, node: ast.AST) -> Value:
-        if isinstance(b, Value) or not isinstance(b, int) or isinstance(b, bool) or not 0 <= b <= 8:
-            raise self.err(node, "** needs a compile-time integer exponent 0..8 (computed by repeated "
-                           "multiplication, left to right); use aw.exp/aw.log for other powers")
-        if not isinstance(a, Value):
-            raise self.err(node, "** with a constant base and runtime exponent is not supported")
-        if b == 0:
-            return self.const(1, a.type)
-        r = a
-        for _ in range(b - 1):
-            r = self._alu("mul", a.type, r, a)
-        return r
-
-    def _shift(self, op: type, a: Any, b: Any, node: ast.AST) -> Value:
-        if not isinstance(a, Value):
-            a = self.const(a, self.default_type(a) if not isinstance(b, Value) or b.type.bits == 32 else b.type)
-        if not a.type.is_int:
-            raise self.err(node, f"shifts need an integer left operand, got {a.type.name}")
-        if isinstance(b, Value):
-            if not b.type.is_int:
-                raise self.err(node, f"shift count must be an integer, got {b.type.name}")
-            if b.type.bits == 64:
-                # the ISA reads one unsigned 32-bit count (spec §8.3): saturate, never truncate, so
-                # counts 2^32, 2^32 + 1, 2^63 ... stay ">= the width" (0 / the sign fill)
-                if b.type is not ty.u64:
-                    b = self.bitcast(b, ty.u64)
-                b = self.cast(self._alu("min", ty.u64, b, self.const(0xFFFFFFFF, ty.u64)), ty.u32)
-        else:
-            if not isinstance(b, int) or b < 0:
-                raise self.err(node, f"shift count must be a non-negative integer, got {_describe(b)}")
-            b = self.const(min(b, 255), ty.u32)
-        r = self.new(a.type)
-        if op is ast.LShift:
-            self.emit(self.mn("shl", a.type), r, a, b)
-        else:
-            self.emit(self.mn("shr", a.type), r, a, b)
-        return r
-
-    def _floordiv(self, t: DType, a: Value, b: Value, b_raw: Any) -> Value:
-        if t.is_float:
-            q = self._alu("div", t, a, b)
-            return self._alu("floor", t, q)
-        if t.is_signed and isinstance(b_raw, int) and b_raw > 0 and b_raw & (b_raw - 1) == 0:
-            # floor division by 2^k is an arithmetic shift (exactly Python's semantics)
-            k = self.const(b_raw.bit_length() - 1, ty.u32)
-            return self._alu("shr", t, a, k)
-        q = self._alu("div", t, a, b)
-        if not t.is_signed:
-            return q
-        # Python floors: q -= 1 when the remainder is non-zero and its sign differs from b's
-        r = self._alu("rem", t, a, b)
-        fix = self._sign_fix(t, r, b)
-        one = self.const(1, t)
-        qm = self._alu("sub", t, q, one)
-        out = self.new(t)
-        self.emit("selp.b64" if t.bits == 64 else "selp.b32", out, qm, q, PredUse(fix))
-        return out
-
-    def _mod(self, t: DType, a: Value, b: Value, b_raw: Any) -> Value:
-        if t.is_float:
-            raise self.err(None, f"'%' on {t.name} is not supported; write a - b * aw.floor(a / b)")
-        if isinstance(b_raw, int) and b_raw > 0 and b_raw & (b_raw - 1) == 0:
-            # x % 2^k == x & (2^k - 1) for both signednesses under floor semantics
-            return self._alu("and", t, a, self.const(b_raw - 1, t))
-        r = self._alu("rem", t, a, b)
-        if not t.is_signed:
-            return r
-        fix = self._sign_fix(t, r, b)
-        rb = self._alu("add", t, r, b)
-        out = self.new(t)
-        self.emit("selp.b64" if t.bits == 64 else "selp.b32", out, rb, r, PredUse(fix))
-        return out
-
-    def _sign_fix(self, t: DType, r: Value, b: Value) -> Value:
-        """Predicate: Python's floor correction applies (remainder non-zero with the sign
-        opposite to the divisor's). Never for ``b == 0``: division by zero keeps the ISA's
-        results (``x // 0 == -1``, ``x % 0 == x`` for every x, spec §8.1), so ``//`` and ``%``
-        still satisfy ``x == (x // 0) * 0 + x % 0``."""
-        zero = self.const(0, t)
-        nz, neg, fix, bnz, fix2 = (self.new(ty.pred) for _ in range(5))
-        self.emit(self.cmp_mn("ne", t), nz, r, zero)
-        x = self._alu("xor", t, r, b)
-        self.emit(self.cmp_mn("lt", t), neg, x, zero)
-        self.emit("and.pred", fix, PredUse(nz), PredUse(neg))
-        self.emit(self.cmp_mn("ne", t), bnz, b, zero)
-        self.emit("and.pred", fix2, PredUse(fix), PredUse(bnz))
-        return fix2
 
     def visit_Compare(self, node: ast.Compare) -> Any:
         left = self.visit(node.left)
@@ -1161,29 +721,6 @@ class Frontend(PerfOps, FragmentIntrinsics, ast.NodeVisitor):
                 result = r
         return result
 
-    def compare(self, cmp: str, a: Any, b: Any, node: ast.AST) -> Any:
-        if isinstance(a, PredUse):
-            a = self.pred_value(a)
-        if isinstance(b, PredUse):
-            b = self.pred_value(b)
-        if not isinstance(a, Value) and not isinstance(b, Value):
-            return _PY_CMP[cmp](a, b)
-        t = self.unify(a, b, f"comparison {cmp}")
-        if t is ty.bool_:
-            if cmp not in ("eq", "ne"):
-                raise self.err(node, "bool values only support == and !=")
-            pa, pb = self.as_pred(self.coerce(a, t)), self.as_pred(self.coerce(b, t))
-            x = self.new(ty.pred)
-            self.emit("xor.pred", x, pa, pb)
-            if cmp == "ne":
-                return x
-            r = self.new(ty.pred)
-            self.emit("mov.pred", r, PredUse(x, True))
-            return r
-        av, bv = self.coerce(a, t), self.coerce(b, t)
-        r = self.new(ty.pred)
-        self.emit(self.cmp_mn(cmp, t), r, av, bv)
-        return r
 
     def _scratch(self, node: ast.AST) -> tuple[Any, list[ir.Node]]:
         """Visit ``node`` into a separate block: (result, the nodes it generated)."""
@@ -1324,27 +861,6 @@ class Frontend(PerfOps, FragmentIntrinsics, ast.NodeVisitor):
         self.body.append(n)
         return res
 
-    def select(self, p: PredUse, a: Value, b: Value) -> Value:
-        r = self.new(a.type)
-        self.emit("selp.b64" if a.type.bits == 64 else "selp.b32", r, a, b, p)
-        return r
-
-    # ------------------------------------------------------------------ memory
-    def _index_offset(self, idx: Any, esize: int, node: ast.AST) -> tuple[Value, bool]:
-        """Byte offset register for element index ``idx`` (value, is_64bit)."""
-        if isinstance(idx, (bool, float)) or (not isinstance(idx, (int, Value, np.integer))):
-            raise self.err(node, f"an index must be an integer, got {_describe(idx)}")
-        if not isinstance(idx, Value):
-            if idx < 0:
-                raise self.err(node, f"negative index {idx}: kernels do not index from the end")
-            return self.const(int(idx) * esize, ty.u32 if idx * esize < 1 << 32 else ty.u64), \
-                idx * esize >= 1 << 32
-        if not idx.type.is_int:
-            raise self.err(node, f"an index must be an integer, got a {idx.type.name} value; cast with aw.i32(...)")
-        if esize == 1:
-            return idx, idx.type.bits == 64
-        k = self.const(esize.bit_length() - 1, ty.u32)
-        return self._alu("shl", idx.type, idx, k), idx.type.bits == 64
 
     def visit_Subscript(self, node: ast.Subscript) -> Any:
         base = self.visit(node.value)
@@ -1361,10 +877,10 @@ class Frontend(PerfOps, FragmentIntrinsics, ast.NodeVisitor):
                                f"and cannot be read; declare it aw.Buffer[{base.elem.name}] to read and write")
             idx = self.visit(sl)
             self.node = node
-            off, wide = self._index_offset(idx, base.elem.scalar.nbytes, sl)
+            off, wide = self.index_offset(idx, base.elem.scalar.nbytes, sl)
             return self._load("device", base.elem, DevAddr(base.index, off), wide)
         if isinstance(base, LocalArray):
-            addr = self._local_addr(base, sl, node)
+            addr = self.local_addr(base, sl, node)
             return self._load("local", base.elem, addr, False)
         if isinstance(base, RegisterArray):
             return self._register_index(base, sl, node)
@@ -1374,102 +890,6 @@ class Frontend(PerfOps, FragmentIntrinsics, ast.NodeVisitor):
             raise self.err(node, "only buffers, local arrays and tuples can be indexed; this is a scalar value")
         raise self.err(node, f"{_describe(base)} cannot be indexed")
 
-    def _local_addr(self, arr: LocalArray, sl: ast.AST, node: ast.AST) -> LocAddr:
-        idx = self.visit(sl)
-        self.node = node
-        return self._local_addr_of(arr, idx, node)
-
-    def _local_addr_of(self, arr: LocalArray, idx: Any, node: ast.AST) -> LocAddr:
-        idxs = idx if isinstance(idx, tuple) else (idx,)
-        if len(idxs) != len(arr.shape):
-            raise self.err(node, f"local array of shape {arr.shape} needs {len(arr.shape)} indices, got {len(idxs)}")
-        esize = arr.elem.scalar.nbytes
-        const_part = 0
-        dyn: Value | None = None
-        stride = 1
-        for i, dim in reversed(list(zip(idxs, arr.shape, strict=True))):
-            if isinstance(i, PredUse) or isinstance(i, (bool, float)):
-                raise self.err(node, f"a local-array index must be an integer, got {_describe(i)}")
-            if isinstance(i, Value):
-                if not i.type.is_int or i.type.bits != 32:
-                    raise self.err(node, f"a local-array index must be i32 or u32, got {i.type.name}")
-                term = i if stride == 1 else self._alu("mul", i.type, i, self.const(stride, i.type))
-                if dyn is not None and dyn.type is not term.type:
-                    term = self.cast(term, dyn.type)
-                dyn = term if dyn is None else self._alu("add", dyn.type, dyn, term)
-            else:
-                if not 0 <= int(i) < dim:
-                    raise self.err(node, f"index {int(i)} is out of range for a dimension of size {dim}")
-                const_part += int(i) * stride
-            stride *= dim
-        imm = arr.base + const_part * esize
-        if dyn is None:
-            return LocAddr(self.const(0, ty.u32), imm)
-        off, _ = self._index_offset(dyn, esize, node)
-        return LocAddr(off, imm)
-
-    def _load(self, space: str, elem: DType, addr: Any, wide: bool) -> Value:
-        vt = ty.value_type_of_element(elem)
-        r = self.new(vt)
-        nb = elem.scalar.nbytes
-        if nb == 8:
-            kind = "b64"
-        elif nb == 4:
-            kind = "b32"
-        elif nb == 2:
-            kind = "i16" if elem is ty.i16 else "u16"
-        else:
-            kind = "i8" if elem is ty.i8 else "u8"
-        self.emit(f"ld.{space}.{kind}" + (".o64" if wide else ""), r, addr)
-        return r
-
-    def store_subscript(self, target: ast.Subscript, value: Any) -> None:
-        base = self.visit(target.value)
-        self.node = target
-        if isinstance(base, BufferArg):
-            if base.access is Access.READ:
-                raise self.err(target, f"buffer {base.name!r} is declared aw.In[{base.elem.name}] (read only) "
-                               f"and cannot be written; declare it aw.Buffer[{base.elem.name}] or "
-                               f"aw.Out[{base.elem.name}]")
-            idx = self.visit(target.slice)
-            self.node = target
-            off, wide = self._index_offset(idx, base.elem.scalar.nbytes, target.slice)
-            v = self._store_value(value, base.elem, target)
-            self._store("device", base.elem, DevAddr(base.index, off), v, wide)
-        elif isinstance(base, LocalArray):
-            addr = self._local_addr(base, target.slice, target)
-            v = self._store_value(value, base.elem, target)
-            self._store("local", base.elem, addr, v, False)
-        elif isinstance(base, RegisterArray):
-            self._register_store(base, target, value)
-        elif isinstance(base, BufferView):
-            self._view_store(base, target, value)
-        else:
-            raise self.err(target.value, f"cannot store into {_describe(base)}; valid: buffers, buffer views, "
-                           "local arrays and register arrays")
-
-    def _store_value(self, value: Any, elem: DType, node: ast.AST) -> Value:
-        vt = ty.value_type_of_element(elem)
-        if isinstance(value, PredUse):
-            value = self.pred_value(value)
-        if isinstance(value, Value) and value.type is not vt:
-            if value.type is ty.pred and vt.is_int:
-                return self.cast(value, vt)
-            raise self.err(node, f"cannot store a {value.type.name} value into {elem.name} elements; cast "
-                           f"explicitly with aw.{vt.name}(...)")
-        if not isinstance(value, Value):
-            if elem in ty.NARROW_TYPES:
-                lo, hi = _INT_RANGE["i32" if elem.is_signed else "u32"]
-                bits = elem.scalar.bits
-                lo, hi = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if elem.is_signed else (0, (1 << bits) - 1)
-                if isinstance(value, int) and not lo <= value <= hi:
-                    raise self.err(node, f"{value} does not fit in {elem.name} ({lo}..{hi})")
-            return self.const(value, vt)
-        return value
-
-    def _store(self, space: str, elem: DType, addr: Any, v: Value, wide: bool) -> None:
-        nb = elem.scalar.nbytes
-        self.emit(f"st.{space}.b{nb * 8}" + (".o64" if wide else ""), addr, v)
 
     # ------------------------------------------------------------------ calls
     def visit_Call(self, node: ast.Call) -> Any:
@@ -1479,16 +899,16 @@ class Frontend(PerfOps, FragmentIntrinsics, ast.NodeVisitor):
         self.node = node
         from .kernel import Func, KernelFunction
 
-        if isinstance(fn, L.Intrinsic):
+        if isinstance(fn, Intrinsic):
             if fn.name in W_DEPENDENT_INTRINSICS and not self._w_invariant_depth:
                 loc = self.loc()
                 self.w_uses.append(f"aw.{fn.name}()" + (f" at {loc}" if loc is not None else ""))
-            handler = getattr(self, "_i_" + fn.name, None)
-            if handler is None:
-                raise self.err(node, f"aw.{fn.name}() cannot be called like this")
-            return handler(node, discard)
+            if fn.lower is None:
+                raise self.err(node, f"aw.{fn.name}() has no lowering: an intrinsic marker must be declared with "
+                               "its lowering function in anywave.compiler.language")
+            return fn.lower(self, node, discard)
         if isinstance(fn, DType):
-            args = self._plain_args(node, 1, 1, f"aw.{fn.name}()")
+            args = self.call_args(node, 1, 1, f"aw.{fn.name}()")
             x = args[0]
             self.node = node
             if not isinstance(x, (Value, PredUse)):
@@ -1506,20 +926,20 @@ class Frontend(PerfOps, FragmentIntrinsics, ast.NodeVisitor):
         if fn in (builtins.min, builtins.max):
             return self._minmax("min" if fn is builtins.min else "max", node)
         if fn is builtins.abs:
-            (x,) = self._plain_args(node, 1, 1, "abs()")
+            (x,) = self.call_args(node, 1, 1, "abs()")
             if not isinstance(x, Value):
                 return abs(x)
             if x.type.is_int and not x.type.is_signed:
                 return x
-            return self._alu("abs", x.type, x)
+            return self.alu("abs", x.type, x)
         if fn in (builtins.int, builtins.float, builtins.bool):
-            (x,) = self._plain_args(node, 1, 1, f"{fn.__name__}()")
+            (x,) = self.call_args(node, 1, 1, f"{fn.__name__}()")
             if isinstance(x, (Value, PredUse)):
                 target = {builtins.int: ty.i32, builtins.float: ty.f32, builtins.bool: ty.bool_}[fn]
                 return self.cast(self.pred_value(x) if isinstance(x, PredUse) else x, target)
             return fn(x)
         if fn is builtins.len:
-            (x,) = self._plain_args(node, 1, 1, "len()")
+            (x,) = self.call_args(node, 1, 1, "len()")
             if isinstance(x, LocalArray):
                 return x.shape[0]
             if isinstance(x, tuple):
@@ -1535,7 +955,7 @@ class Frontend(PerfOps, FragmentIntrinsics, ast.NodeVisitor):
         raise self.err(node.func, f"cannot call {_describe(fn)} in a kernel; valid: aw intrinsics, @aw.func "
                        "functions, min/max/abs, dtype casts such as aw.f32(x)")
 
-    def _plain_args(self, node: ast.Call, lo: int, hi: int, what: str,
+    def call_args(self, node: ast.Call, lo: int, hi: int, what: str,
                     keywords: Sequence[str] = ()) -> list[Any]:
         for kw in node.keywords:
             if kw.arg not in keywords:
@@ -1548,14 +968,14 @@ class Frontend(PerfOps, FragmentIntrinsics, ast.NodeVisitor):
         self.node = node
         return out
 
-    def _kw(self, node: ast.Call, name: str, default: Any) -> Any:
+    def keyword_arg(self, node: ast.Call, name: str, default: Any) -> Any:
         for kw in node.keywords:
             if kw.arg == name:
                 return self.static_eval(kw.value)
         return default
 
     def _minmax(self, op: str, node: ast.Call) -> Any:
-        args = self._plain_args(node, 2, 8, f"{op}()")
+        args = self.call_args(node, 2, 8, f"{op}()")
         if all(not isinstance(a, (Value, PredUse)) for a in args):
             return (min if op == "min" else max)(args)
         acc = args[0]
@@ -1563,53 +983,9 @@ class Frontend(PerfOps, FragmentIntrinsics, ast.NodeVisitor):
             t = self.unify(acc, b, f"{op}()")
             if t.is_bool:
                 raise self.err(node, f"{op}() of bool values is not supported")
-            acc = self._alu(op, t, self.coerce(acc, t), self.coerce(b, t))
+            acc = self.alu(op, t, self.coerce(acc, t), self.coerce(b, t))
         return acc
 
-    # --- ids
-    def _sreg(self, sr: SpecialRegister) -> Value:
-        r = self.new(ty.i32)  # the register is untyped; ids fit in 31 bits
-        self.emit("mov.sr", r, sr)
-        return r
-
-    def _id(self, name: str, node: ast.Call) -> Value:
-        args = self._plain_args(node, 0, 1, f"aw.{name}()")
-        d = 0
-        if args:
-            d = args[0]
-            if isinstance(d, Value) or d not in (0, 1, 2):
-                raise self.err(node, f"aw.{name}(d): d must be a compile-time 0, 1 or 2, got {_describe(d)}")
-        return self._sreg(_DIM_SR[name][d])
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("_i_"):
-            iname = name[3:]
-            if iname in _DIM_SR:
-                return lambda node, discard: self._id(iname, node)
-            if iname in _NODIM_SR:
-                def h(node: ast.Call, discard: bool) -> Value:
-                    self._plain_args(node, 0, 0, f"aw.{iname}()")
-                    return self._sreg(_NODIM_SR[iname])
-                return h
-            if iname.startswith("atomic_"):
-                return lambda node, discard: self._atomic(iname[7:], node, discard)
-            if iname in ("sqrt", "floor", "ceil", "trunc", "rint"):
-                return lambda node, discard: self._float_unary(iname, node)
-            if iname.startswith("fast_"):
-                return lambda node, discard: self._fast(iname[5:], node)
-            if iname in ("wave_sum", "wave_min", "wave_max", "wave_and", "wave_or", "wave_xor"):
-                return lambda node, discard: self._wave_reduce(iname[5:], node)
-            if iname in ("wave_shfl", "wave_shfl_up", "wave_shfl_down", "wave_shfl_xor", "wave_broadcast"):
-                return lambda node, discard: self._shuffle(iname, node)
-            if iname in ("popc", "clz", "ctz", "brev"):
-                return lambda node, discard: self._bits(iname, node)
-        raise AttributeError(name)
-
-    # --- debugging
-    def _i_print(self, node: ast.Call, discard: bool) -> None:
-        from . import debugprint
-
-        debugprint.lower(self, node)
 
     def add_print(self, pf: Any) -> int:
         """Record an aw.print call site; returns its index."""
@@ -1619,286 +995,10 @@ class Frontend(PerfOps, FragmentIntrinsics, ast.NodeVisitor):
     def print_buffer_index(self) -> int:
         """ABI index of the hidden aw.print buffer (added as the last argument on first use)."""
         if self._print_buffer is None:
-            from .debugprint import PRINT_BUFFER_TYPE
-
             self._print_buffer = len(self.args)
-            self.args.append((PRINT_ARG, PRINT_BUFFER_TYPE))
+            self.args.append((PRINT_ARG, debugprint.PRINT_BUFFER_TYPE))
         return self._print_buffer
 
-    # --- sync / memory
-    def _i_barrier(self, node: ast.Call, discard: bool) -> None:
-        self._plain_args(node, 0, 0, "aw.barrier()")
-        self.emit("barrier")
-
-    def _i_fence(self, node: ast.Call, discard: bool) -> None:
-        self._plain_args(node, 0, 2, "aw.fence()", ("scope", "order"))
-        scope, order = self._scope_order(node, "device", "acq_rel", positional=True)
-        self.emit("fence", scope, order)
-
-    def _scope_order(self, node: ast.Call, dscope: str, dorder: str,
-                     positional: bool = False) -> tuple[Scope, MemoryOrder]:
-        pos = [self.static_eval(a) for a in node.args] if positional else []
-        scope = self._kw(node, "scope", pos[0] if len(pos) > 0 else dscope)
-        order = self._kw(node, "order", pos[1] if len(pos) > 1 else dorder)
-        if scope not in _SCOPES:
-            raise self.err(node, f"scope {scope!r} is not valid; valid: {', '.join(_SCOPES)}")
-        if order not in _ORDERS:
-            raise self.err(node, f"order {order!r} is not valid; valid: {', '.join(_ORDERS)}")
-        return _SCOPES[scope], _ORDERS[order]
-
-    def _i_local_array(self, node: ast.Call, discard: bool) -> LocalArray:
-        if len(node.args) != 2 or node.keywords:
-            raise self.err(node, "aw.local_array(dtype, shape) takes exactly a dtype and a shape")
-        dt = self.static_eval(node.args[0])
-        shape = self.static_eval(node.args[1])
-        self.node = node
-        if not isinstance(dt, DType) or dt in (ty.bool_, ty.pred):
-            raise self.err(node.args[0], "local_array element type must be a dtype such as aw.f32, got "
-                           + _describe(dt))
-        if isinstance(shape, int):
-            shape = (shape,)
-        if (not isinstance(shape, tuple) or not 1 <= len(shape) <= 2
-                or not all(isinstance(s, int) and not isinstance(s, bool) and s > 0 for s in shape)):
-            raise self.err(node.args[1], f"local_array shape must be a positive compile-time int or a tuple of 1-2 "
-                           f"of them, got {_describe(shape)}")
-        align = 16
-        base = -(-self.local_memory // align) * align
-        arr = LocalArray(base, dt, tuple(shape))
-        self.local_memory = base + arr.nbytes
-        return arr
-
-    # --- atomics
-    def _atomic(self, op: str, node: ast.Call, discard: bool) -> Any:
-        nval = 2 if op == "cas" else 1
-        if len(node.args) != 2 + nval:
-            sig = "(target, index, cmp, value)" if op == "cas" else "(target, index, value)"
-            raise self.err(node, f"aw.atomic_{op}{sig} takes {2 + nval} positional arguments, got {len(node.args)}")
-        for kw in node.keywords:
-            if kw.arg not in ("scope", "order"):
-                raise self.err(node, f"aw.atomic_{op}() got an unexpected keyword {kw.arg!r}; valid: scope, order")
-        target = self.visit(node.args[0])
-        self.node = node
-        if isinstance(target, BufferArg):
-            if target.access is not Access.READWRITE:
-                raise self.err(node.args[0], f"atomics need a read-write buffer; {target.name!r} is declared "
-                               f"{ty.BufferType(target.elem, target.access)!r}, use aw.Buffer[{target.elem.name}]")
-            idx = self.visit(node.args[1])
-            self.node = node
-            off, wide = self._index_offset(idx, target.elem.scalar.nbytes, node.args[1])
-            if wide:
-                raise self.err(node.args[1], "atomics take a 32-bit index")
-            addr: Any = DevAddr(target.index, off)
-            space, elem = "device", target.elem
-        elif isinstance(target, LocalArray):
-            addr = self._local_addr(target, node.args[1], node)
-            space, elem = "local", target.elem
-        else:
-            raise self.err(node.args[0], f"atomic target must be a buffer or local array, got {_describe(target)}")
-        vals = [self.visit(a) for a in node.args[2:]]
-        self.node = node
-        if elem.bits != 32 or elem not in (ty.i32, ty.u32, ty.f32):
-            raise self.err(node.args[0], f"atomics work on i32, u32 and f32 elements; this one is {elem.name}")
-        t = elem
-        if op in ("add", "sub"):
-            tname = "f32" if t is ty.f32 else "u32"
-            if op == "sub" and t is ty.f32:
-                raise self.err(node, "atomic_sub is not defined for f32; add the negated value")
-        elif op in ("min", "max"):
-            if t is ty.f32:
-                raise self.err(node, f"atomic_{op} is not defined for f32 (valid: i32, u32)")
-            tname = t.name
-        elif op in ("and", "or", "xor"):
-            if t is ty.f32:
-                raise self.err(node, f"atomic_{op} is not defined for f32")
-            tname = "b32"
-        elif op in ("exch", "cas"):
-            tname = "b32"
-        else:
-            raise self.err(node, f"unknown atomic operation {op!r}")
-        vv = [self._store_value(v, t, node) for v in vals]
-        scope_order: tuple[Any, ...] = ()
-        if space == "device":
-            scope_order = self._scope_order(node, "device", "relaxed")
-        red = f"red.{space}.{op}.{tname}"
-        if discard and red in BY_MNEMONIC:
-            self.emit(red, addr, *vv, *scope_order)
-            return None
-        r = self.new(t)
-        self.emit(f"atom.{space}.{op}.{tname}", r, addr, *vv, *scope_order)
-        return r
-
-    # --- math
-    def _float_arg(self, node: ast.Call, what: str, n: int = 1) -> list[Value]:
-        args = self._plain_args(node, n, n, what)
-        typed = [a for a in args if isinstance(a, Value)]
-        t = typed[0].type if typed else ty.f32
-        out: list[Value] = []
-        for a in args:
-            if isinstance(a, Value):
-                if not a.type.is_float:
-                    raise self.err(node, f"{what} needs a float argument, got {a.type.name}; cast with aw.f32(...)")
-                if a.type is not t:
-                    raise self.err(node, f"{what}: arguments have different types {t.name} and {a.type.name}")
-                out.append(a)
-            else:
-                out.append(self.const(a, t))
-        return out
-
-    def _float_unary(self, name: str, node: ast.Call) -> Value:
-        (x,) = self._float_arg(node, f"aw.{name}()")
-        return self._alu(name, x.type, x)
-
-    def _i_fma(self, node: ast.Call, discard: bool) -> Value:
-        a, b, c = self._float_arg(node, "aw.fma()", 3)
-        return self._alu("fma", a.type, a, b, c)
-
-    def _fast(self, name: str, node: ast.Call) -> Value:
-        (x,) = self._float_arg(node, f"aw.fast_{name}()")
-        if x.type is not ty.f32:
-            raise self.err(node, f"aw.fast_{name} is defined for f32 only, got {x.type.name}")
-        if name == "exp":
-            x = self._alu("mul", ty.f32, x, self.const(1.4426950408889634, ty.f32))
-            name = "exp2"
-        if name == "log":
-            r = self._alu("lg2", ty.f32, x, what="fast_log")
-            return self._alu("mul", ty.f32, r, self.const(0.6931471805599453, ty.f32))
-        mnem = {"exp2": "ex2", "log2": "lg2"}.get(name, name)
-        r = self.new(ty.f32)
-        m = f"{mnem}.approx.f32"
-        if m not in BY_MNEMONIC:
-            raise self.err(node, f"aw.fast_{name} has no approximate instruction")
-        self.emit(m, r, x)
-        return r
-
-    def _bits(self, name: str, node: ast.Call) -> Value:
-        (x,) = self._plain_args(node, 1, 1, f"aw.{name}()")
-        x = self.materialize(x, None if isinstance(x, Value) else ty.u32)
-        if not x.type.is_int or x.type.bits != 32:
-            raise self.err(node, f"aw.{name} needs a 32-bit integer, got {x.type.name}")
-        r = self.new(ty.i32 if name != "brev" else x.type)
-        self.emit(f"{name}.b32", r, x)
-        return r
-
-    def _i_mulhi(self, node: ast.Call, discard: bool) -> Value:
-        a, b = self._plain_args(node, 2, 2, "aw.mulhi()")
-        t = self.unify(a, b, "aw.mulhi()")
-        if not t.is_int or t.bits != 32:
-            raise self.err(node, f"aw.mulhi needs 32-bit integers, got {t.name}")
-        return self._alu("mulhi", t, self.coerce(a, t), self.coerce(b, t))
-
-    def _i_cast(self, node: ast.Call, discard: bool) -> Value:
-        x, t = self._plain_args(node, 2, 2, "aw.cast()")
-        if not isinstance(t, DType) or t not in ty.VALUE_TYPES:
-            raise self.err(node, f"aw.cast(x, dtype): dtype must be a value type, got {_describe(t)}")
-        if not isinstance(x, (Value, PredUse)):
-            return self.const(x, t)
-        return self.cast(self.pred_value(x) if isinstance(x, PredUse) else x, t)
-
-    def _i_bitcast(self, node: ast.Call, discard: bool) -> Value:
-        x, t = self._plain_args(node, 2, 2, "aw.bitcast()")
-        if not isinstance(t, DType) or t not in ty.VALUE_TYPES:
-            raise self.err(node, f"aw.bitcast(x, dtype): dtype must be a value type, got {_describe(t)}")
-        if not isinstance(x, Value):
-            raise self.err(node, "aw.bitcast needs a typed value (write aw.u32(...) for constants)")
-        return self.bitcast(x, t)
-
-    def _i_where(self, node: ast.Call, discard: bool) -> Any:
-        c, a, b = self._plain_args(node, 3, 3, "aw.where()")
-        if not isinstance(c, (Value, PredUse)):
-            return a if c else b
-        t = self.unify(a, b, "aw.where()")
-        return self.select(self.as_pred(c, node), self.coerce(a, t), self.coerce(b, t))
-
-    def _i_dtype_of(self, node: ast.Call, discard: bool) -> DType:
-        (x,) = self._plain_args(node, 1, 1, "aw.dtype_of()")
-        if isinstance(x, PredUse):
-            return ty.bool_
-        if isinstance(x, Value):
-            return ty.bool_ if x.type is ty.pred else x.type
-        return self.default_type(x)
-
-    def _i_static_range(self, node: ast.Call, discard: bool) -> None:
-        raise self.err(node, "aw.static_range() can only be used as a for-loop iterable")
-
-    _i_range = _i_static_range
-
-    # --- wave ops
-    def _wave_reduce(self, op: str, node: ast.Call) -> Value:
-        (x,) = self._plain_args(node, 1, 1, f"aw.wave_{op}()")
-        x = self.materialize(x)
-        t = x.type
-        if t.bits != 32 or t.is_bool or t not in (ty.i32, ty.u32, ty.f32):
-            raise self.err(node, f"aw.wave_{op} works on i32, u32 and f32, got {t.name}")
-        name = {"sum": "add"}.get(op, op)
-        if name in ("and", "or", "xor"):
-            if t is ty.f32:
-                raise self.err(node, f"aw.wave_{op} is not defined for f32")
-            m = f"wred.{name}.b32"
-        else:
-            m = f"wred.{name}.{t.name}"
-        r = self.new(t)
-        self.emit(m, r, x)
-        return r
-
-    def _i_wave_prefix_sum(self, node: ast.Call, discard: bool) -> Value:
-        (x,) = self._plain_args(node, 1, 1, "aw.wave_prefix_sum()", ("exclusive",))
-        excl = self._kw(node, "exclusive", False)
-        x = self.materialize(x)
-        if x.type not in (ty.i32, ty.u32, ty.f32):
-            raise self.err(node, f"aw.wave_prefix_sum works on i32, u32 and f32, got {x.type.name}")
-        r = self.new(x.type)
-        self.emit(f"wscan.{'excl' if excl else 'incl'}.add.{x.type.name}", r, x)
-        return r
-
-    def _shuffle(self, name: str, node: ast.Call) -> Value:
-        x, lane = self._plain_args(node, 2, 2, f"aw.{name}()")
-        x = self.materialize(x)
-        if x.type.bits != 32 and x.type not in (ty.f16, ty.bf16):
-            raise self.err(node, f"aw.{name} moves 32-bit values; {x.type.name} is not supported")
-        if isinstance(lane, Value):
-            if not lane.type.is_int or lane.type.bits != 32:
-                raise self.err(node, f"the lane operand must be a 32-bit integer, got {lane.type.name}")
-        else:
-            if not isinstance(lane, int) or lane < 0:
-                raise self.err(node, f"the lane operand must be a non-negative integer, got {_describe(lane)}")
-            lane = self.const(lane, ty.u32)
-        m = {"wave_shfl": "shfl.idx.b32", "wave_shfl_up": "shfl.up.b32", "wave_shfl_down": "shfl.down.b32",
-             "wave_shfl_xor": "shfl.xor.b32", "wave_broadcast": "bcast.b32"}[name]
-        r = self.new(x.type)
-        self.emit(m, r, x, lane)
-        return r
-
-    def _i_wave_ballot(self, node: ast.Call, discard: bool) -> Value:
-        (c,) = self._plain_args(node, 1, 1, "aw.wave_ballot()")
-        r = self.new(ty.u64)
-        self.emit("ballot.b64", r, self.as_pred(c, node))
-        return r
-
-    def _i_wave_any(self, node: ast.Call, discard: bool) -> Value:
-        (c,) = self._plain_args(node, 1, 1, "aw.wave_any()")
-        r = self.new(ty.pred)
-        self.emit("any.pred", r, self.as_pred(c, node))
-        return r
-
-    def _i_wave_all(self, node: ast.Call, discard: bool) -> Value:
-        (c,) = self._plain_args(node, 1, 1, "aw.wave_all()")
-        r = self.new(ty.pred)
-        self.emit("all.pred", r, self.as_pred(c, node))
-        return r
-
-    def _i_mma(self, node: ast.Call, discard: bool) -> None:
-        tiles = self._plain_args(node, 4, 4, "aw.mma(D, A, B, C)")
-        names = "DABC"
-        for nm, t in zip(names, tiles, strict=True):
-            if not isinstance(t, LocalArray) or int(np.prod(t.shape)) != 256:
-                raise self.err(node, f"aw.mma operand {nm} must be a 16x16 local array, got {_describe(t)}")
-        d, a, b, c = tiles
-        if d.elem is not ty.f32 or c.elem is not ty.f32:
-            raise self.err(node, "aw.mma: D and C must be f32 tiles")
-        if a.elem is not b.elem or a.elem not in (ty.f16, ty.bf16):
-            raise self.err(node, "aw.mma: A and B must both be f16 or both bf16 tiles")
-        offs = [self.const(t.base, ty.u32) for t in tiles]
-        self.emit(f"mma.m16n16k16.f32.{a.elem.name}", *offs)
 
     # ------------------------------------------------------------------ device functions
     def inline(self, fn: Any, node: ast.Call) -> Any:
@@ -1929,7 +1029,7 @@ class Frontend(PerfOps, FragmentIntrinsics, ast.NodeVisitor):
                     bound[p] = defaults[p]
                 else:
                     raise self.err(node, f"{fn.name}() missing argument {p!r}")
-        has_early = _fn_has_early_return(fd)
+        has_early = fn_has_early_return(fd)
         ctx = _FuncCtx(fsrc, {}, is_kernel=False, ret_wrapped=has_early)
         outer = self.ctx
         self.ctx = ctx
@@ -1944,14 +1044,14 @@ class Frontend(PerfOps, FragmentIntrinsics, ast.NodeVisitor):
                 if isinstance(v, PredUse):
                     v = self.pred_value(v)
                 want = ann.get(p)
-                if isinstance(v, Value) or p in _assigned_names(fd):
+                if isinstance(v, Value) or p in assigned_names(fd):
                     if want is not None and isinstance(want, DType):
                         if isinstance(v, Value) and v.type is not want and not (v.type is ty.pred and want is ty.bool_):
                             raise self.err(node, f"{fn.name}(): argument {p!r} is declared {want.name}, got "
                                            f"{v.type.name}")
                         if not isinstance(v, Value):
                             v = self.const(v, want)
-                    if isinstance(v, Value) and (p in _assigned_names(fd) or v.type is ty.pred):
+                    if isinstance(v, Value) and (p in assigned_names(fd) or v.type is ty.pred):
                         self.ctx.const_names.discard(p)
                         self.assign_name(p, v, fd)
                     elif isinstance(v, Value):
@@ -2003,103 +1103,8 @@ class Frontend(PerfOps, FragmentIntrinsics, ast.NodeVisitor):
         return None
 
 
+
 # ----------------------------------------------------------------------------- utilities
-
-def _has_early_return(body: list[ast.stmt]) -> bool:
-    """True when a return appears anywhere except as the last top-level statement."""
-    for i, s in enumerate(body):
-        for n in ast.walk(s):
-            if isinstance(n, ast.Return) and not (i == len(body) - 1 and n is s):
-                return True
-    return False
-
-
-def _memo_by_tree(fn: Callable[[ast.FunctionDef], Any]) -> Callable[[ast.FunctionDef], Any]:
-    """Cache ``fn(fd)`` per function AST (device functions are inlined at every call site;
-    their syntax-only analyses need not be redone). The AST is kept alive by the entry, so
-    its id cannot be reused while cached."""
-    cache: dict[int, tuple[ast.FunctionDef, Any]] = {}
-
-    def wrapper(fd: ast.FunctionDef) -> Any:
-        hit = cache.get(id(fd))
-        if hit is not None and hit[0] is fd:
-            return hit[1]
-        if len(cache) > 1024:
-            cache.clear()
-        r = fn(fd)
-        cache[id(fd)] = (fd, r)
-        return r
-
-    return wrapper
-
-
-@_memo_by_tree
-def _fn_has_early_return(fd: ast.FunctionDef) -> bool:
-    """:func:`_has_early_return` of a function's body, cached per function AST."""
-    return _has_early_return(fd.body)
-
-
-@_memo_by_tree
-def _assign_counts(fd: ast.FunctionDef) -> dict[str, int]:
-    """How many times each name is assigned in ``fd`` (augmented assignments and loop
-    targets count twice). Callers must not mutate the result (it is cached)."""
-    counts: dict[str, int] = {}
-    for n in ast.walk(fd):
-        targets: list[ast.AST] = []
-        if isinstance(n, ast.Assign):
-            targets = list(n.targets)
-        elif isinstance(n, (ast.AugAssign, ast.AnnAssign)):
-            targets = [n.target]
-            counts_inc = 2 if isinstance(n, ast.AugAssign) else 1
-            for t in targets:
-                if isinstance(t, ast.Name):
-                    counts[t.id] = counts.get(t.id, 0) + counts_inc
-            continue
-        elif isinstance(n, ast.For):
-            targets = [n.target]
-            for t in ast.walk(n.target):
-                if isinstance(t, ast.Name):
-                    counts[t.id] = counts.get(t.id, 0) + 2
-            continue
-        for t in targets:
-            for x in _bound_names(t):
-                counts[x] = counts.get(x, 0) + 1
-    return counts
-
-
-def _bound_names(t: ast.AST) -> list[str]:
-    """Names an assignment target binds (``x``, ``x, y``); ``buf[i, j] = v`` binds none (the
-    names inside its index are read, not assigned)."""
-    if isinstance(t, ast.Name):
-        return [t.id]
-    if isinstance(t, (ast.Tuple, ast.List)):
-        return [n for e in t.elts for n in _bound_names(e)]
-    if isinstance(t, ast.Starred):
-        return _bound_names(t.value)
-    return []
-
-
-@_memo_by_tree
-def _assigned_names(fd: ast.FunctionDef) -> frozenset[str]:
-    out: set[str] = set()
-    for n in ast.walk(fd):
-        if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.For)):
-            targets = n.targets if isinstance(n, ast.Assign) else [n.target]
-            for t in targets:
-                for x in ast.walk(t):
-                    if isinstance(x, ast.Name):
-                        out.add(x.id)
-    return frozenset(out)
-
-
-def _py_binop(op: type, a: Any, b: Any) -> Any:
-    import operator as o
-
-    f = {ast.Add: o.add, ast.Sub: o.sub, ast.Mult: o.mul, ast.Div: o.truediv, ast.FloorDiv: o.floordiv,
-         ast.Mod: o.mod, ast.Pow: o.pow, ast.LShift: o.lshift, ast.RShift: o.rshift, ast.BitOr: o.or_,
-         ast.BitXor: o.xor, ast.BitAnd: o.and_}[op]
-    return f(a, b)
-
 
 def _is_boolish(x: Any) -> bool:
     """A bool operand: a predicate, a bool value or a Python bool constant."""
@@ -2109,60 +1114,3 @@ def _is_boolish(x: Any) -> bool:
         return x.type.is_bool
     return isinstance(x, (bool, np.bool_))
 
-
-def _describe(x: Any) -> str:
-    if isinstance(x, Value):
-        name = "bool" if x.type is ty.pred else x.type.name
-        return f"{'an' if name[0] in 'aefio' else 'a'} {name} value"
-    if isinstance(x, PredUse):
-        return "a bool value"
-    if isinstance(x, BufferArg):
-        return f"buffer {x.name!r}"
-    if isinstance(x, LocalArray):
-        return f"a local array of shape {x.shape}"
-    if isinstance(x, DType):
-        return f"type aw.{x.name}"
-    if isinstance(x, L.Intrinsic):
-        return f"aw.{x.name}"
-    if isinstance(x, tuple):
-        return "a tuple (" + ", ".join(_describe(e) for e in x) + ")"
-    if isinstance(x, (bool, int, float, str)) or x is None:
-        return f"{type(x).__name__} {x!r}"
-    if isinstance(x, np.generic):
-        return f"{x.dtype} {x.item()!r}"
-    return f"{type(x).__name__} {getattr(x, '__name__', '')}".strip()
-
-
-def _construct(node: ast.AST) -> str:
-    names = {
-        "ListComp": "a list comprehension", "DictComp": "a dict comprehension", "SetComp": "a set comprehension",
-        "GeneratorExp": "a generator expression", "Lambda": "a lambda", "With": "a with statement",
-        "Try": "a try statement", "Raise": "a raise statement", "Global": "a global statement",
-        "Nonlocal": "a nonlocal statement", "Delete": "a del statement", "Import": "an import",
-        "ImportFrom": "an import", "ClassDef": "a class definition", "FunctionDef": "a nested function",
-        "AsyncFunctionDef": "an async function", "Await": "await", "Yield": "yield", "YieldFrom": "yield from",
-        "JoinedStr": "an f-string", "Dict": "a dict", "Set": "a set", "Starred": "a starred expression",
-        "NamedExpr": "an assignment expression (:=)", "Slice": "a slice", "Match": "a match statement",
-        "AsyncFor": "async for", "AsyncWith": "async with",
-    }
-    return names.get(type(node).__name__, f"'{type(node).__name__}'")
-
-
-def _supported_hint(node: ast.AST) -> str:
-    if isinstance(node, (ast.ListComp, ast.GeneratorExp)):
-        return "; use a for loop over range() instead"
-    if isinstance(node, ast.FunctionDef):
-        return "; define it at module level with @aw.func"
-    if isinstance(node, (ast.Raise, ast.Try)):
-        return "; kernels cannot raise — write an error flag to an output buffer"
-    if isinstance(node, ast.Slice):
-        return "; index one element at a time"
-    return ""
-
-
-def _valid_types_hint(op: str) -> str:
-    valid = sorted({m.split(".", 1)[1] for m in BY_MNEMONIC if m.split(".")[0] == op and m.count(".") == 1})
-    return f" (the instruction set has {op} for: {', '.join(valid)})" if valid else ""
-
-
-_ = struct  # kept for float bit helpers used by callers

@@ -1,7 +1,9 @@
 """Frontend constructs for fast kernels: vector loads/stores, register arrays, buffer views.
 
-Mixed into :class:`anywave.compiler.frontend.Frontend` (kept apart so ``frontend.py`` stays
-readable). Semantics (docs/spec.md §4.4 for the alignment rule; docs in :mod:`anywave.compiler`):
+The ``lower_*`` functions are the intrinsics' lowering (registered on their markers in
+:mod:`anywave.compiler.language`; called as ``lower(frontend, call_node, discard)``);
+:class:`PerfOps` (mixed into :class:`anywave.compiler.frontend.Frontend`) indexes register
+arrays and views. Semantics (docs/spec.md §4.4 for the alignment rule; docs in :mod:`anywave.compiler`):
 
 * ``aw.load2(buf, i)`` / ``aw.load4(buf, i)`` → a tuple of 2 / 4 values: elements ``i .. i+n-1``
   of a device buffer, buffer view or local array of 32-bit elements (f32, i32, u32), read by
@@ -25,7 +27,7 @@ from __future__ import annotations
 import ast
 import itertools
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -33,8 +35,13 @@ from anywave.isa.types import Access
 
 from . import ir
 from . import types as ty
+from .bindings import BufferArg, LocalArray
+from .bindings import describe as _describe
 from .ir import DevAddr, LocAddr, PredUse, Value
 from .types import DType
+
+if TYPE_CHECKING:
+    from .frontend import Frontend
 
 #: most elements of one register array (a WAVE kernel has at most 255 registers)
 MAX_REGISTER_ARRAY = 256
@@ -58,7 +65,7 @@ class RegisterArray:
 class BufferView:
     """A buffer argument seen as an n-D row-major (or strided) array."""
 
-    buffer: Any  # frontend.BufferArg
+    buffer: BufferArg
     shape: tuple[Any, ...]
     strides: tuple[Any, ...]
 
@@ -71,42 +78,8 @@ class BufferView:
 
 
 class PerfOps:
-    """The handlers (``_i_<name>``) and helpers of the constructs above."""
-
-    # ---------------------------------------------------------------- register arrays
-    def _i_register_array(self, node: ast.Call, discard: bool) -> RegisterArray:
-        if not 2 <= len(node.args) <= 3:
-            raise self.err(node, "aw.register_array(dtype, shape, fill=0) takes a dtype, a shape and an "
-                           "optional fill value")
-        dt = self.static_eval(node.args[0])
-        shape = self.static_eval(node.args[1])
-        fill = self.visit(node.args[2]) if len(node.args) == 3 else 0
-        for kw in node.keywords:
-            if kw.arg != "fill":
-                raise self.err(node, f"aw.register_array() got an unexpected keyword {kw.arg!r}; valid: fill")
-            fill = self.visit(kw.value)
-        self.node = node
-        if not isinstance(dt, DType) or dt not in ty.VALUE_TYPES or dt is ty.bool_:
-            raise self.err(node.args[0], f"register_array element type must be a value dtype such as aw.f32, "
-                           f"got {dt!r}")
-        if isinstance(shape, int) and not isinstance(shape, bool):
-            shape = (shape,)
-        if (not isinstance(shape, tuple) or not 1 <= len(shape) <= 3
-                or not all(isinstance(s, int) and not isinstance(s, bool) and s > 0 for s in shape)):
-            raise self.err(node.args[1], f"register_array shape must be a positive compile-time int or a tuple "
-                           f"of 1-3 of them, got {shape!r}")
-        size = int(np.prod(shape))
-        if size > MAX_REGISTER_ARRAY:
-            raise self.err(node.args[1], f"register_array of shape {shape} has {size} elements; the limit is "
-                           f"{MAX_REGISTER_ARRAY} (a kernel has at most 255 registers); use a local array")
-        arr = RegisterArray(dt, tuple(shape))
-        init = self.coerce(fill.value if isinstance(fill, PredUse) else fill, dt)
-        line = self.src.loc(node).line
-        for idx in itertools.product(*(range(s) for s in shape)):
-            v = Value(dt, f"reg{line}_{'_'.join(map(str, idx))}", is_var=True)
-            arr.vars[idx] = v
-            self.emit("mov.b64" if dt.bits == 64 else "mov.b32", v, init)
-        return arr
+    """Indexing of register arrays and buffer views, mixed into :class:`Frontend` (the
+    intrinsics creating them, and the vector loads/stores, are the ``lower_*`` functions)."""
 
     def _register_index(self, arr: RegisterArray, sl: ast.AST, node: ast.AST) -> Value:
         idx = self.visit(sl)
@@ -145,55 +118,14 @@ class PerfOps:
         else:
             self.emit("mov.b64" if var.type.bits == 64 else "mov.b32", var, value)
 
-    # ---------------------------------------------------------------- buffer views
-    def _i_view(self, node: ast.Call, discard: bool) -> BufferView:
-        from .frontend import BufferArg
-
-        if len(node.args) != 2:
-            raise self.err(node, "aw.view(buf, shape, strides=None) takes a buffer and a shape")
-        buf = self.visit(node.args[0])
-        shape = self.visit(node.args[1])
-        strides = None
-        for kw in node.keywords:
-            if kw.arg != "strides":
-                raise self.err(node, f"aw.view() got an unexpected keyword {kw.arg!r}; valid: strides")
-            strides = self.visit(kw.value)
-        self.node = node
-        if not isinstance(buf, BufferArg):
-            raise self.err(node.args[0], f"aw.view() needs a buffer argument, got {self._describe(buf)}")
-        shape = shape if isinstance(shape, tuple) else (shape,)
-        if not 1 <= len(shape) <= 3:
-            raise self.err(node.args[1], f"aw.view() shape must have 1-3 dimensions, got {len(shape)}")
-        for s in shape:
-            self._check_extent(s, node.args[1], "shape")
-        if strides is None:
-            st: list[Any] = [1]
-            for s in reversed(shape[1:]):
-                st.insert(0, self.binop(ast.Mult, st[0], s, node))
-            strides = tuple(st)
-        else:
-            strides = strides if isinstance(strides, tuple) else (strides,)
-            if len(strides) != len(shape):
-                raise self.err(node, f"aw.view(): {len(shape)} dimensions but {len(strides)} strides")
-            for s in strides:
-                self._check_extent(s, kw.value, "strides")
-        return BufferView(buf, tuple(shape), tuple(strides))
-
-    def _check_extent(self, s: Any, node: ast.AST, what: str) -> None:
-        if isinstance(s, Value):
-            if not s.type.is_int:
-                raise self.err(node, f"aw.view() {what} must be integers, got a {s.type.name} value")
-        elif isinstance(s, bool) or not isinstance(s, (int, np.integer)) or s < 0:
-            raise self.err(node, f"aw.view() {what} must be non-negative integers, got {s!r}")
-
-    def _view_index(self, view: BufferView, idx: Any, node: ast.AST) -> Any:
+    def view_index(self, view: BufferView, idx: Any, node: ast.AST) -> Any:
         idxs = idx if isinstance(idx, tuple) else (idx,)
         if len(idxs) != len(view.shape):
             raise self.err(node, f"{view!r} needs {len(view.shape)} indices, got {len(idxs)}")
         lin: Any = 0
         for i, s in zip(idxs, view.strides, strict=True):
             if isinstance(i, PredUse) or isinstance(i, (bool, float)):
-                raise self.err(node, f"an index must be an integer, got {self._describe(i)}")
+                raise self.err(node, f"an index must be an integer, got {_describe(i)}")
             term = self.binop(ast.Mult, i, s, node) if not (isinstance(s, int) and s == 1) else i
             lin = term if (isinstance(lin, int) and lin == 0) else self.binop(ast.Add, lin, term, node)
         return lin
@@ -203,9 +135,9 @@ class PerfOps:
         if buf.access is Access.WRITE:
             raise self.err(node, f"buffer {buf.name!r} is declared aw.Out[{buf.elem.name}] (write only) and cannot "
                            "be read")
-        lin = self._view_index(view, self.visit(sl), node)
+        lin = self.view_index(view, self.visit(sl), node)
         self.node = node
-        off, wide = self._index_offset(lin, buf.elem.scalar.nbytes, sl)
+        off, wide = self.index_offset(lin, buf.elem.scalar.nbytes, sl)
         return self._load("device", buf.elem, DevAddr(buf.index, off), wide)
 
     def _view_store(self, view: BufferView, target: ast.Subscript, value: Any) -> None:
@@ -213,101 +145,161 @@ class PerfOps:
         if buf.access is Access.READ:
             raise self.err(target, f"buffer {buf.name!r} is declared aw.In[{buf.elem.name}] (read only) and cannot "
                            "be written")
-        lin = self._view_index(view, self.visit(target.slice), target)
+        lin = self.view_index(view, self.visit(target.slice), target)
         self.node = target
-        off, wide = self._index_offset(lin, buf.elem.scalar.nbytes, target.slice)
-        v = self._store_value(value, buf.elem, target)
+        off, wide = self.index_offset(lin, buf.elem.scalar.nbytes, target.slice)
+        v = self.store_value(value, buf.elem, target)
         self._store("device", buf.elem, DevAddr(buf.index, off), v, wide)
 
-    # ---------------------------------------------------------------- vector access
-    def _vector_addr(self, node: ast.Call, n: int, what: str, store: bool) -> tuple[str, DType, Any, bool]:
-        from .frontend import BufferArg, LocalArray
 
-        base = self.visit(node.args[0])
-        idx = self.visit(node.args[1])
-        self.node = node
-        if isinstance(base, BufferView):
-            idx = self._view_index(base, idx, node.args[1])
-            base = base.buffer
-        if isinstance(base, BufferArg):
-            bad = Access.READ if store else Access.WRITE
-            if base.access is bad:
-                kind = "aw.In (read only)" if store else "aw.Out (write only)"
-                raise self.err(node.args[0], f"{what}: buffer {base.name!r} is declared {kind}")
-            elem = base.elem
-        elif isinstance(base, LocalArray):
-            elem = base.elem
-        else:
-            raise self.err(node.args[0], f"{what} needs a buffer, a buffer view or a local array, got "
-                           f"{self._describe(base)}")
-        if elem not in _VEC_ELEMS:
-            raise self.err(node.args[0], f"{what} needs 32-bit elements (f32, i32, u32); this "
-                           f"{'buffer' if isinstance(base, BufferArg) else 'local array'} has {elem.name} elements")
-        size = 4 * n
-        if isinstance(base, LocalArray):
-            addr = self._local_addr_of(base, idx, node.args[1])
-            if addr.imm % size and self._is_zero_offset(addr):
-                raise self.err(node.args[1], f"{what}: local-memory byte offset {addr.imm} is not a multiple of "
-                               f"{size} (a {size * 8}-bit access must be aligned to {size} bytes)")
-            return "local", elem, addr, False
-        if isinstance(idx, (int, np.integer)) and not isinstance(idx, bool) and idx % n:
-            raise self.err(node.args[1], f"{what}: element index {int(idx)} is not a multiple of {n} (a "
-                           f"{size * 8}-bit access must be aligned to {size} bytes)")
-        off, wide = self._index_offset(idx, 4, node.args[1])
-        return "device", elem, DevAddr(base.index, off), wide
+def lower_register_array(fe: Frontend, node: ast.Call, discard: bool) -> RegisterArray:
+    if not 2 <= len(node.args) <= 3:
+        raise fe.err(node, "aw.register_array(dtype, shape, fill=0) takes a dtype, a shape and an "
+                     "optional fill value")
+    dt = fe.static_eval(node.args[0])
+    shape = fe.static_eval(node.args[1])
+    fill = fe.visit(node.args[2]) if len(node.args) == 3 else 0
+    for kw in node.keywords:
+        if kw.arg != "fill":
+            raise fe.err(node, f"aw.register_array() got an unexpected keyword {kw.arg!r}; valid: fill")
+        fill = fe.visit(kw.value)
+    fe.node = node
+    if not isinstance(dt, DType) or dt not in ty.VALUE_TYPES or dt is ty.bool_:
+        raise fe.err(node.args[0], f"register_array element type must be a value dtype such as aw.f32, "
+                     f"got {dt!r}")
+    if isinstance(shape, int) and not isinstance(shape, bool):
+        shape = (shape,)
+    if (not isinstance(shape, tuple) or not 1 <= len(shape) <= 3
+            or not all(isinstance(s, int) and not isinstance(s, bool) and s > 0 for s in shape)):
+        raise fe.err(node.args[1], f"register_array shape must be a positive compile-time int or a tuple "
+                     f"of 1-3 of them, got {shape!r}")
+    size = int(np.prod(shape))
+    if size > MAX_REGISTER_ARRAY:
+        raise fe.err(node.args[1], f"register_array of shape {shape} has {size} elements; the limit is "
+                     f"{MAX_REGISTER_ARRAY} (a kernel has at most 255 registers); use a local array")
+    arr = RegisterArray(dt, tuple(shape))
+    init = fe.coerce(fill.value if isinstance(fill, PredUse) else fill, dt)
+    line = fe.src.loc(node).line
+    for idx in itertools.product(*(range(s) for s in shape)):
+        v = Value(dt, f"reg{line}_{'_'.join(map(str, idx))}", is_var=True)
+        arr.vars[idx] = v
+        fe.emit("mov.b64" if dt.bits == 64 else "mov.b32", v, init)
+    return arr
 
-    def _is_zero_offset(self, addr: LocAddr) -> bool:
-        """True if the address has no run-time part (its offset register is the constant 0)."""
-        for op in reversed(self.body):
-            if isinstance(op, ir.Op) and op.defs() == [addr.offset]:
-                return op.defn.op == "movi" and int(op.operands[1]) == 0
-        return False
 
-    def _vector_load(self, node: ast.Call, n: int) -> tuple[Value, ...]:
-        what = f"aw.load{n}(buf, i)"
-        if len(node.args) != 2 or node.keywords:
-            raise self.err(node, f"{what} takes a buffer (or local array) and an element index")
-        space, elem, addr, wide = self._vector_addr(node, n, what, store=False)
-        vt, kind = _VEC[n]
-        vec = ir.vector(vt, ty.value_type_of_element(elem), n)
-        self.emit(f"ld.{space}.{kind}" + (".o64" if wide else ""), vec, addr)
-        return vec.parts
 
-    def _vector_store(self, node: ast.Call, n: int) -> None:
-        what = f"aw.store{n}(buf, i, values)"
-        if node.keywords or len(node.args) not in (3, 2 + n):
-            raise self.err(node, f"{what} takes a buffer (or local array), an element index and {n} values "
-                           "(a tuple or separate arguments)")
-        vals = [self.visit(a) for a in node.args[2:]]
-        if len(vals) == 1:
-            vals = list(vals[0]) if isinstance(vals[0], tuple) else vals
-        if len(vals) != n:
-            raise self.err(node, f"{what} needs {n} values, got {len(vals)}")
-        space, elem, addr, wide = self._vector_addr(node, n, what, store=True)
-        srcs = [self._store_value(v, elem, node) for v in vals]
-        vt, kind = _VEC[n]
-        vec = ir.vector(vt, ty.value_type_of_element(elem), n, is_var=True)
-        for part, s in zip(vec.parts, srcs, strict=True):
-            self.emit("mov.b32", part, s)
-        self.emit(f"st.{space}.{kind}" + (".o64" if wide else ""), addr, vec)
+def lower_view(fe: Frontend, node: ast.Call, discard: bool) -> BufferView:
+    if len(node.args) != 2:
+        raise fe.err(node, "aw.view(buf, shape, strides=None) takes a buffer and a shape")
+    buf = fe.visit(node.args[0])
+    shape = fe.visit(node.args[1])
+    strides = None
+    for kw in node.keywords:
+        if kw.arg != "strides":
+            raise fe.err(node, f"aw.view() got an unexpected keyword {kw.arg!r}; valid: strides")
+        strides = fe.visit(kw.value)
+    fe.node = node
+    if not isinstance(buf, BufferArg):
+        raise fe.err(node.args[0], f"aw.view() needs a buffer argument, got {_describe(buf)}")
+    shape = shape if isinstance(shape, tuple) else (shape,)
+    if not 1 <= len(shape) <= 3:
+        raise fe.err(node.args[1], f"aw.view() shape must have 1-3 dimensions, got {len(shape)}")
+    for s in shape:
+        _check_extent(fe, s, node.args[1], "shape")
+    if strides is None:
+        st: list[Any] = [1]
+        for s in reversed(shape[1:]):
+            st.insert(0, fe.binop(ast.Mult, st[0], s, node))
+        strides = tuple(st)
+    else:
+        strides = strides if isinstance(strides, tuple) else (strides,)
+        if len(strides) != len(shape):
+            raise fe.err(node, f"aw.view(): {len(shape)} dimensions but {len(strides)} strides")
+        for s in strides:
+            _check_extent(fe, s, kw.value, "strides")
+    return BufferView(buf, tuple(shape), tuple(strides))
 
-    def _i_load2(self, node: ast.Call, discard: bool) -> tuple[Value, ...]:
-        return self._vector_load(node, 2)
 
-    def _i_load4(self, node: ast.Call, discard: bool) -> tuple[Value, ...]:
-        return self._vector_load(node, 4)
+def _check_extent(fe: Frontend, s: Any, node: ast.AST, what: str) -> None:
+    if isinstance(s, Value):
+        if not s.type.is_int:
+            raise fe.err(node, f"aw.view() {what} must be integers, got a {s.type.name} value")
+    elif isinstance(s, bool) or not isinstance(s, (int, np.integer)) or s < 0:
+        raise fe.err(node, f"aw.view() {what} must be non-negative integers, got {s!r}")
 
-    def _i_store2(self, node: ast.Call, discard: bool) -> None:
-        self._vector_store(node, 2)
 
-    def _i_store4(self, node: ast.Call, discard: bool) -> None:
-        self._vector_store(node, 4)
 
-    @staticmethod
-    def _describe(x: Any) -> str:
-        from .frontend import _describe
+def _vector_addr(fe: Frontend, node: ast.Call, n: int, what: str, store: bool) -> tuple[str, DType, Any, bool]:
+    base = fe.visit(node.args[0])
+    idx = fe.visit(node.args[1])
+    fe.node = node
+    if isinstance(base, BufferView):
+        idx = fe.view_index(base, idx, node.args[1])
+        base = base.buffer
+    if isinstance(base, BufferArg):
+        bad = Access.READ if store else Access.WRITE
+        if base.access is bad:
+            kind = "aw.In (read only)" if store else "aw.Out (write only)"
+            raise fe.err(node.args[0], f"{what}: buffer {base.name!r} is declared {kind}")
+        elem = base.elem
+    elif isinstance(base, LocalArray):
+        elem = base.elem
+    else:
+        raise fe.err(node.args[0], f"{what} needs a buffer, a buffer view or a local array, got "
+                     f"{_describe(base)}")
+    if elem not in _VEC_ELEMS:
+        raise fe.err(node.args[0], f"{what} needs 32-bit elements (f32, i32, u32); this "
+                     f"{'buffer' if isinstance(base, BufferArg) else 'local array'} has {elem.name} elements")
+    size = 4 * n
+    if isinstance(base, LocalArray):
+        addr = fe.local_addr_of(base, idx, node.args[1])
+        if addr.imm % size and _is_zero_offset(fe, addr):
+            raise fe.err(node.args[1], f"{what}: local-memory byte offset {addr.imm} is not a multiple of "
+                         f"{size} (a {size * 8}-bit access must be aligned to {size} bytes)")
+        return "local", elem, addr, False
+    if isinstance(idx, (int, np.integer)) and not isinstance(idx, bool) and idx % n:
+        raise fe.err(node.args[1], f"{what}: element index {int(idx)} is not a multiple of {n} (a "
+                     f"{size * 8}-bit access must be aligned to {size} bytes)")
+    off, wide = fe.index_offset(idx, 4, node.args[1])
+    return "device", elem, DevAddr(base.index, off), wide
 
-        return _describe(x)
+
+def _is_zero_offset(fe: Frontend, addr: LocAddr) -> bool:
+    """True if the address has no run-time part (its offset register is the constant 0)."""
+    for op in reversed(fe.body):
+        if isinstance(op, ir.Op) and op.defs() == [addr.offset]:
+            return op.defn.op == "movi" and int(op.operands[1]) == 0
+    return False
+
+
+def lower_vector_load(fe: Frontend, node: ast.Call, discard: bool, n: int) -> tuple[Value, ...]:
+    what = f"aw.load{n}(buf, i)"
+    if len(node.args) != 2 or node.keywords:
+        raise fe.err(node, f"{what} takes a buffer (or local array) and an element index")
+    space, elem, addr, wide = _vector_addr(fe, node, n, what, store=False)
+    vt, kind = _VEC[n]
+    vec = ir.vector(vt, ty.value_type_of_element(elem), n)
+    fe.emit(f"ld.{space}.{kind}" + (".o64" if wide else ""), vec, addr)
+    return vec.parts
+
+
+def lower_vector_store(fe: Frontend, node: ast.Call, discard: bool, n: int) -> None:
+    what = f"aw.store{n}(buf, i, values)"
+    if node.keywords or len(node.args) not in (3, 2 + n):
+        raise fe.err(node, f"{what} takes a buffer (or local array), an element index and {n} values "
+                     "(a tuple or separate arguments)")
+    vals = [fe.visit(a) for a in node.args[2:]]
+    if len(vals) == 1:
+        vals = list(vals[0]) if isinstance(vals[0], tuple) else vals
+    if len(vals) != n:
+        raise fe.err(node, f"{what} needs {n} values, got {len(vals)}")
+    space, elem, addr, wide = _vector_addr(fe, node, n, what, store=True)
+    srcs = [fe.store_value(v, elem, node) for v in vals]
+    vt, kind = _VEC[n]
+    vec = ir.vector(vt, ty.value_type_of_element(elem), n, is_var=True)
+    for part, s in zip(vec.parts, srcs, strict=True):
+        fe.emit("mov.b32", part, s)
+    fe.emit(f"st.{space}.{kind}" + (".o64" if wide else ""), addr, vec)
 
 
 __all__ = ["BufferView", "PerfOps", "RegisterArray", "MAX_REGISTER_ARRAY", "LocAddr"]

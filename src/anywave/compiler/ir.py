@@ -73,13 +73,10 @@ class LocAddr:
     imm: int = 0
 
 
-_IMPURE_FLAGS = (Flag.LOAD | Flag.STORE | Flag.ATOMIC | Flag.WAVE_COLLECTIVE | Flag.BARRIER
-                 | Flag.STRUCTURED | Flag.TERMINATOR)
-#: purity by instruction record (a property of the table entry alone), keyed by id(defn)
-_PURE: dict[int, bool] = {}
 #: per instruction record (keyed by id(defn)): (indices of destination operands, indices of
-#: source operands) in assembly order — computed once, so ``defs``/``uses`` do not re-test
-#: every operand kind of every instruction on every call
+#: the other operands) in assembly order, from the table's ``dests`` — computed once, so
+#: ``defs``/``uses`` do not re-test every operand of every instruction on every call. The
+#: "other" operands are the sources and the immediates (CSE keys on both).
 _SHAPE: dict[int, tuple[tuple[int, ...], tuple[int, ...]]] = {}
 
 
@@ -87,8 +84,8 @@ def _shape(d: InstrDef) -> tuple[tuple[int, ...], tuple[int, ...]]:
     r = _SHAPE.get(id(d))
     if r is None:
         # fragment operands (fN) are plain slot numbers: the IR tracks no fragment values
-        dst = tuple(i for i, k in enumerate(d.operands) if k.is_dest and k is not Operand.FD)
-        src = tuple(i for i, k in enumerate(d.operands) if not k.is_dest or k is Operand.FD)
+        dst = tuple(i for i in d.dests if d.operands[i] is not Operand.FD)
+        src = tuple(i for i in range(len(d.operands)) if i not in dst)
         r = _SHAPE[id(d)] = (dst, src)
     return r
 
@@ -225,12 +222,10 @@ class Op:
         """No side effect and cannot fault: may be removed, duplicated, hoisted or executed
         speculatively."""
         d = self.defn
-        r = _PURE.get(id(d))
-        if r is None:
-            # MMA fragment instructions act on the fragment file, which the IR does not track
-            r = _PURE[id(d)] = (not (d.flags & _IMPURE_FLAGS) and d.op not in ("fence", "call", "nop")
-                                and d.category is not Category.MMA and any(k.is_dest for k in d.operands))
-        return r
+        # the table's purity, for records with a result the IR tracks: MMA fragment records act
+        # on the fragment file, which the IR does not model, and a record without a result
+        # (nop) is removed by DCE on its own
+        return d.pure and d.category is not Category.MMA and bool(d.dests)
 
     def __repr__(self) -> str:
         g = f"@{'!' if self.guard.negated else ''}{self.guard.value} " if self.guard else ""
@@ -323,10 +318,6 @@ def dump(body: list[Node], indent: int = 0) -> str:
             cs = f" {'!' if c.negated else ''}{c.value}" if c else ""
             lines.append(pad + type(n).__name__.lower() + cs)
     return "\n".join(x for x in lines if x)
-
-
-def is_dest(kind: Operand) -> bool:
-    return kind.is_dest
 
 
 def vector(vt: DType, elem: DType, n: int, *, is_var: bool = False, name: str = "vec") -> Value:

@@ -1,5 +1,7 @@
 """Fragment MMA in the kernel language (docs/spec.md §8.14): ``aw.fragment`` and the
-``aw.mma_*`` intrinsics, mixed into the frontend.
+``aw.mma_*`` intrinsics (their lowering, registered on the markers in
+:mod:`anywave.compiler.language`; each ``lower_*`` is called as ``lower(frontend, call_node,
+discard)``).
 
 A fragment is a compile-time object bound to one fragment slot (f0..f31) for the whole
 kernel; the intrinsics act on it in place, like CUDA's ``wmma`` fragments::
@@ -20,13 +22,20 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from anywave.isa.mma import MAX_FRAGMENTS
 
 from . import types as ty
+from .bindings import BufferArg, LocalArray
+from .bindings import describe as _describe
 from .ir import DevAddr, LocAddr
 from .types import DType
+
+if TYPE_CHECKING:
+    from .frontend import Frontend
 
 
 @dataclass(frozen=True)
@@ -41,140 +50,145 @@ class Fragment:
         return f"aw.fragment({self.role!r}, aw.{self.elem.name}) in f{self.slot}"
 
 
-class FragmentIntrinsics:
-    """The ``_i_fragment`` / ``_i_mma_*`` handlers of :class:`Frontend`."""
-
-    _nfrag: int = 0
-
-    def _frag_arg(self, node: ast.Call, x: Any, role: str | None, what: str) -> Fragment:
-        if not isinstance(x, Fragment) or (role is not None and x.role != role):
-            want = f"an aw.fragment({role!r}, ...)" if role else "an aw.fragment"
-            raise self.err(node, f"{what}: expected {want}, got {x!r}")  # type: ignore[attr-defined]
-        return x
-
-    def _i_fragment(self, node: ast.Call, discard: bool) -> Fragment:
-        args = [self.static_eval(a) for a in node.args]  # type: ignore[attr-defined]
-        if node.keywords or not 1 <= len(args) <= 2:
-            raise self.err(node, "aw.fragment(role, dtype=aw.bf16) takes a role and an optional dtype")  # type: ignore[attr-defined]
-        role = args[0]
-        elem = args[1] if len(args) > 1 else (ty.f32 if role == "acc" else ty.bf16)
-        if role not in ("a", "b", "acc"):
-            raise self.err(node, f"aw.fragment role must be 'a', 'b' or 'acc', got {role!r}")  # type: ignore[attr-defined]
-        if role == "acc" and elem is not ty.f32 or role != "acc" and elem not in (ty.f16, ty.bf16):
-            raise self.err(node, f"aw.fragment({role!r}): element type {elem!r} is not supported (A and B: "  # type: ignore[attr-defined]
-                           "aw.f16 or aw.bf16; acc: aw.f32)")
-        n = self._nfrag
-        if n >= MAX_FRAGMENTS:
-            raise self.err(node, f"a kernel has at most {MAX_FRAGMENTS} fragments (f0..f{MAX_FRAGMENTS - 1})")  # type: ignore[attr-defined]
-        self._nfrag = n + 1
-        frag = Fragment(n, role, elem)
-        if role == "acc":
-            self.emit("mma.fill.m16n16k16.f32", n, self.const(0, ty.u32))  # type: ignore[attr-defined]
-        return frag
-
-    def _i_fragments(self, node: ast.Call, discard: bool) -> tuple[Fragment, ...]:
-        """aw.fragments(count, role, dtype): a tuple of ``count`` fragments (index it with
-        compile-time ints, e.g. inside ``aw.static_range``)."""
-        if not node.args:
-            raise self.err(node, "aw.fragments(count, role, dtype=...) needs a count")  # type: ignore[attr-defined]
-        count = self.static_eval(node.args[0])  # type: ignore[attr-defined]
-        if not isinstance(count, int) or isinstance(count, bool) or count < 1:
-            raise self.err(node, f"aw.fragments: count must be a positive compile-time int, got {count!r}")  # type: ignore[attr-defined]
-        one = ast.Call(func=node.func, args=node.args[1:], keywords=node.keywords)
-        ast.copy_location(one, node)
-        return tuple(self._i_fragment(one, False) for _ in range(count))
-
-    def _u32(self, node: ast.Call, x: Any, what: str) -> Any:
-        if isinstance(x, bool) or not (isinstance(x, int) or getattr(getattr(x, "type", None), "is_int", False)):
-            raise self.err(node, f"{what} must be an integer, got {x!r}")  # type: ignore[attr-defined]
-        return self.coerce(x, ty.u32)  # type: ignore[attr-defined]
-
-    def _tile_addr(self, node: ast.Call, src: Any, i: Any, j: Any, esz: int, what: str) -> tuple[Any, Any, str]:
-        """(address operand, row stride register, space) of a 16x16 block: a local 2-D array at
-        element (row i, col j), or a device buffer at element offset i with row stride j."""
-        from .frontend import BufferArg, LocalArray
-
-        mul = self.binop  # type: ignore[attr-defined]
-        if isinstance(src, LocalArray):
-            # a tile of esz-byte elements; a 32-bit array may hold 16-bit elements in pairs
-            # (then the column j counts 16-bit elements)
-            nb = src.elem.scalar.nbytes
-            if len(src.shape) != 2 or nb not in (esz, 4, 8):
-                raise self.err(node, f"{what}: the local array must be 2-D of {esz}-byte (or packed 4/8-byte) "  # type: ignore[attr-defined]
-                               f"elements, got shape {src.shape} of {src.elem.name}")
-            rowbytes = src.shape[1] * nb
-            if rowbytes % 16:
-                raise self.err(node, f"{what}: a row of the local array must be a multiple of 16 bytes, got "  # type: ignore[attr-defined]
-                               f"{rowbytes}")
-            off = mul(ast.Add, mul(ast.Mult, i, rowbytes, node), mul(ast.Mult, j, esz, node), node)
-            off = mul(ast.Add, off, src.base, node)
-            return LocAddr(self._u32(node, off, f"{what} offset")), self.const(rowbytes, ty.u32), "local"  # type: ignore[attr-defined]
-        if isinstance(src, BufferArg):
-            if src.elem.scalar.nbytes != esz:
-                raise self.err(node, f"{what}: buffer {src.name!r} holds {src.elem.name}, expected {esz}-byte "  # type: ignore[attr-defined]
-                               "elements")
-            off = self._u32(node, mul(ast.Mult, i, esz, node), f"{what} offset")
-            ld = self._u32(node, mul(ast.Mult, j, esz, node), f"{what} row stride")
-            return DevAddr(src.index, off), ld, "device"
-        raise self.err(node, f"{what}: expected a local 2-D array or a buffer, got {src!r}")  # type: ignore[attr-defined]
-
-    def _i_mma_load(self, node: ast.Call, discard: bool) -> None:
-        frag, src, i, j = self._plain_args(node, 4, 4, "aw.mma_load(frag, src, row_or_offset, col_or_ld)")  # type: ignore[attr-defined]
-        f = self._frag_arg(node, frag, None, "aw.mma_load")
-        # raw 16-bit buffers (u16/i16) or packed 32-bit local arrays may hold the elements
-        if f.role != "acc" and getattr(src, "elem", f.elem) not in (f.elem, ty.u16, ty.i16, ty.u32, ty.i32, ty.u64):
-            raise self.err(node, f"aw.mma_load: a {f.elem.name} fragment cannot load {src.elem.name} data")  # type: ignore[attr-defined]
-        esz = f.elem.scalar.nbytes
-        addr, ld, space = self._tile_addr(node, src, i, j, esz, "aw.mma_load")
-        role = "c" if f.role == "acc" else f.role
-        self.emit(f"mma.load.{role}.{space}.m16n16k16.{f.elem.name}", f.slot, addr, ld)  # type: ignore[attr-defined]
-
-    def _i_mma_store(self, node: ast.Call, discard: bool) -> None:
-        dst, frag, i, j = self._plain_args(node, 4, 4, "aw.mma_store(dst, acc, row_or_offset, col_or_ld)")  # type: ignore[attr-defined]
-        f = self._frag_arg(node, frag, "acc", "aw.mma_store")
-        if getattr(dst, "elem", ty.f32) is not ty.f32:
-            raise self.err(node, f"aw.mma_store: the destination must hold f32, got {dst.elem.name}")  # type: ignore[attr-defined]
-        addr, ld, space = self._tile_addr(node, dst, i, j, 4, "aw.mma_store")
-        self.emit(f"mma.store.{space}.m16n16k16.f32", addr, f.slot, ld)  # type: ignore[attr-defined]
-
-    def _i_mma_sync(self, node: ast.Call, discard: bool) -> None:
-        d, a, b, c = self._plain_args(node, 4, 4, "aw.mma_sync(d, a, b, c)")  # type: ignore[attr-defined]
-        fd = self._frag_arg(node, d, "acc", "aw.mma_sync d")
-        fa = self._frag_arg(node, a, "a", "aw.mma_sync a")
-        fb = self._frag_arg(node, b, "b", "aw.mma_sync b")
-        fc = self._frag_arg(node, c, "acc", "aw.mma_sync c")
-        if fa.elem is not fb.elem:
-            raise self.err(node, f"aw.mma_sync: a is {fa.elem.name} but b is {fb.elem.name}")  # type: ignore[attr-defined]
-        self.emit(f"mma.mma.m16n16k16.f32.{fa.elem.name}", fd.slot, fa.slot, fb.slot, fc.slot)  # type: ignore[attr-defined]
-
-    def _i_mma_scale(self, node: ast.Call, discard: bool) -> None:
-        d, s = self._plain_args(node, 2, 2, "aw.mma_scale(acc, s)")  # type: ignore[attr-defined]
-        f = self._frag_arg(node, d, "acc", "aw.mma_scale")
-        v = self.coerce(s, ty.f32)  # type: ignore[attr-defined]
-        self.emit("mma.scale.m16n16k16.f32", f.slot, f.slot, v)  # type: ignore[attr-defined]
-
-    def _i_mma_fill(self, node: ast.Call, discard: bool) -> None:
-        d, s = self._plain_args(node, 2, 2, "aw.mma_fill(acc, value)")  # type: ignore[attr-defined]
-        f = self._frag_arg(node, d, "acc", "aw.mma_fill")
-        self.emit("mma.fill.m16n16k16.f32", f.slot, self.coerce(s, ty.f32))  # type: ignore[attr-defined]
-
-    def _i_mma_bias(self, node: ast.Call, discard: bool) -> None:
-        d, buf, off = self._plain_args(node, 3, 3, "aw.mma_bias(acc, bias, offset)")  # type: ignore[attr-defined]
-        f = self._frag_arg(node, d, "acc", "aw.mma_bias")
-        from .frontend import BufferArg
-
-        if not isinstance(buf, BufferArg) or buf.elem is not ty.f32:
-            raise self.err(node, f"aw.mma_bias: bias must be an f32 buffer, got {buf!r}")  # type: ignore[attr-defined]
-        o = self._u32(node, self.binop(ast.Mult, off, 4, node), "aw.mma_bias offset")  # type: ignore[attr-defined]
-        self.emit("mma.bias.device.m16n16k16.f32", f.slot, f.slot, DevAddr(buf.index, o))  # type: ignore[attr-defined]
+def _frag_arg(fe: Frontend, node: ast.Call, x: Any, role: str | None, what: str) -> Fragment:
+    if not isinstance(x, Fragment) or (role is not None and x.role != role):
+        want = f"an aw.fragment({role!r}, ...)" if role else "an aw.fragment"
+        raise fe.err(node, f"{what}: expected {want}, got {x!r}")
+    return x
 
 
-DOCS = {
-    "fragment": "fragment(role, dtype): an MMA fragment ('a'/'b': f16/bf16 16x16; 'acc': f32 16x16, +0.0)",
-    "mma_load": "mma_load(frag, src, i, j): load a 16x16 block (local 2-D array at (i, j), or buffer offset i, ld j)",
-    "mma_store": "mma_store(dst, acc, i, j): store an accumulator (local 2-D array at (i, j), or offset i, ld j)",
-    "mma_sync": "mma_sync(d, a, b, c): d = a @ b + c on fragments (tensor cores where the target has them)",
-    "mma_scale": "mma_scale(acc, s): acc *= s element-wise", "mma_fill": "mma_fill(acc, v): every element = v",
-    "mma_bias": "mma_bias(acc, bias, j0): acc[i][j] += bias[j0 + j]",
-    "fragments": "fragments(count, role, dtype): a tuple of count fragments",
-}
+def lower_fragment(fe: Frontend, node: ast.Call, discard: bool) -> Fragment:
+    args = [fe.static_eval(a) for a in node.args]
+    if node.keywords or not 1 <= len(args) <= 2:
+        raise fe.err(node, "aw.fragment(role, dtype=aw.bf16) takes a role and an optional dtype")
+    role = args[0]
+    elem = args[1] if len(args) > 1 else (ty.f32 if role == "acc" else ty.bf16)
+    if role not in ("a", "b", "acc"):
+        raise fe.err(node, f"aw.fragment role must be 'a', 'b' or 'acc', got {role!r}")
+    if role == "acc" and elem is not ty.f32 or role != "acc" and elem not in (ty.f16, ty.bf16):
+        raise fe.err(node, f"aw.fragment({role!r}): element type {elem!r} is not supported (A and B: "
+                     "aw.f16 or aw.bf16; acc: aw.f32)")
+    n = fe._nfrag
+    if n >= MAX_FRAGMENTS:
+        raise fe.err(node, f"a kernel has at most {MAX_FRAGMENTS} fragments (f0..f{MAX_FRAGMENTS - 1})")
+    fe._nfrag = n + 1
+    frag = Fragment(n, role, elem)
+    if role == "acc":
+        fe.emit("mma.fill.m16n16k16.f32", n, fe.const(0, ty.u32))
+    return frag
+
+
+def lower_fragments(fe: Frontend, node: ast.Call, discard: bool) -> tuple[Fragment, ...]:
+    """aw.fragments(count, role, dtype): a tuple of ``count`` fragments (index it with
+    compile-time ints, e.g. inside ``aw.static_range``)."""
+    if not node.args:
+        raise fe.err(node, "aw.fragments(count, role, dtype=...) needs a count")
+    count = fe.static_eval(node.args[0])
+    if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+        raise fe.err(node, f"aw.fragments: count must be a positive compile-time int, got {count!r}")
+    one = ast.Call(func=node.func, args=node.args[1:], keywords=node.keywords)
+    ast.copy_location(one, node)
+    return tuple(lower_fragment(fe, one, False) for _ in range(count))
+
+
+def _u32(fe: Frontend, node: ast.Call, x: Any, what: str) -> Any:
+    if isinstance(x, bool) or not (isinstance(x, int) or getattr(getattr(x, "type", None), "is_int", False)):
+        raise fe.err(node, f"{what} must be an integer, got {x!r}")
+    return fe.coerce(x, ty.u32)
+
+
+def _tile_addr(fe: Frontend, node: ast.Call, src: Any, i: Any, j: Any, esz: int, what: str) -> tuple[Any, Any, str]:
+    """(address operand, row stride register, space) of a 16x16 block: a local 2-D array at
+    element (row i, col j), or a device buffer at element offset i with row stride j."""
+    mul = fe.binop
+    if isinstance(src, LocalArray):
+        # a tile of esz-byte elements; a 32-bit array may hold 16-bit elements in pairs
+        # (then the column j counts 16-bit elements)
+        nb = src.elem.scalar.nbytes
+        if len(src.shape) != 2 or nb not in (esz, 4, 8):
+            raise fe.err(node, f"{what}: the local array must be 2-D of {esz}-byte (or packed 4/8-byte) "
+                         f"elements, got shape {src.shape} of {src.elem.name}")
+        rowbytes = src.shape[1] * nb
+        if rowbytes % 16:
+            raise fe.err(node, f"{what}: a row of the local array must be a multiple of 16 bytes, got "
+                         f"{rowbytes}")
+        off = mul(ast.Add, mul(ast.Mult, i, rowbytes, node), mul(ast.Mult, j, esz, node), node)
+        off = mul(ast.Add, off, src.base, node)
+        return LocAddr(_u32(fe, node, off, f"{what} offset")), fe.const(rowbytes, ty.u32), "local"
+    if isinstance(src, BufferArg):
+        if src.elem.scalar.nbytes != esz:
+            raise fe.err(node, f"{what}: buffer {src.name!r} holds {src.elem.name}, expected {esz}-byte "
+                         "elements")
+        off = _u32(fe, node, mul(ast.Mult, i, esz, node), f"{what} offset")
+        ld = _u32(fe, node, mul(ast.Mult, j, esz, node), f"{what} row stride")
+        return DevAddr(src.index, off), ld, "device"
+    raise fe.err(node, f"{what}: expected a local 2-D array or a buffer, got {src!r}")
+
+
+def lower_mma_load(fe: Frontend, node: ast.Call, discard: bool) -> None:
+    frag, src, i, j = fe.call_args(node, 4, 4, "aw.mma_load(frag, src, row_or_offset, col_or_ld)")
+    f = _frag_arg(fe, node, frag, None, "aw.mma_load")
+    # raw 16-bit buffers (u16/i16) or packed 32-bit local arrays may hold the elements
+    if f.role != "acc" and getattr(src, "elem", f.elem) not in (f.elem, ty.u16, ty.i16, ty.u32, ty.i32, ty.u64):
+        raise fe.err(node, f"aw.mma_load: a {f.elem.name} fragment cannot load {src.elem.name} data")
+    esz = f.elem.scalar.nbytes
+    addr, ld, space = _tile_addr(fe, node, src, i, j, esz, "aw.mma_load")
+    role = "c" if f.role == "acc" else f.role
+    fe.emit(f"mma.load.{role}.{space}.m16n16k16.{f.elem.name}", f.slot, addr, ld)
+
+
+def lower_mma_store(fe: Frontend, node: ast.Call, discard: bool) -> None:
+    dst, frag, i, j = fe.call_args(node, 4, 4, "aw.mma_store(dst, acc, row_or_offset, col_or_ld)")
+    f = _frag_arg(fe, node, frag, "acc", "aw.mma_store")
+    if getattr(dst, "elem", ty.f32) is not ty.f32:
+        raise fe.err(node, f"aw.mma_store: the destination must hold f32, got {dst.elem.name}")
+    addr, ld, space = _tile_addr(fe, node, dst, i, j, 4, "aw.mma_store")
+    fe.emit(f"mma.store.{space}.m16n16k16.f32", addr, f.slot, ld)
+
+
+def lower_mma_sync(fe: Frontend, node: ast.Call, discard: bool) -> None:
+    d, a, b, c = fe.call_args(node, 4, 4, "aw.mma_sync(d, a, b, c)")
+    fd = _frag_arg(fe, node, d, "acc", "aw.mma_sync d")
+    fa = _frag_arg(fe, node, a, "a", "aw.mma_sync a")
+    fb = _frag_arg(fe, node, b, "b", "aw.mma_sync b")
+    fc = _frag_arg(fe, node, c, "acc", "aw.mma_sync c")
+    if fa.elem is not fb.elem:
+        raise fe.err(node, f"aw.mma_sync: a is {fa.elem.name} but b is {fb.elem.name}")
+    fe.emit(f"mma.mma.m16n16k16.f32.{fa.elem.name}", fd.slot, fa.slot, fb.slot, fc.slot)
+
+
+def lower_mma_scale(fe: Frontend, node: ast.Call, discard: bool) -> None:
+    d, s = fe.call_args(node, 2, 2, "aw.mma_scale(acc, s)")
+    f = _frag_arg(fe, node, d, "acc", "aw.mma_scale")
+    v = fe.coerce(s, ty.f32)
+    fe.emit("mma.scale.m16n16k16.f32", f.slot, f.slot, v)
+
+
+def lower_mma_fill(fe: Frontend, node: ast.Call, discard: bool) -> None:
+    d, s = fe.call_args(node, 2, 2, "aw.mma_fill(acc, value)")
+    f = _frag_arg(fe, node, d, "acc", "aw.mma_fill")
+    fe.emit("mma.fill.m16n16k16.f32", f.slot, fe.coerce(s, ty.f32))
+
+
+def lower_mma_bias(fe: Frontend, node: ast.Call, discard: bool) -> None:
+    d, buf, off = fe.call_args(node, 3, 3, "aw.mma_bias(acc, bias, offset)")
+    f = _frag_arg(fe, node, d, "acc", "aw.mma_bias")
+    if not isinstance(buf, BufferArg) or buf.elem is not ty.f32:
+        raise fe.err(node, f"aw.mma_bias: bias must be an f32 buffer, got {buf!r}")
+    o = _u32(fe, node, fe.binop(ast.Mult, off, 4, node), "aw.mma_bias offset")
+    fe.emit("mma.bias.device.m16n16k16.f32", f.slot, f.slot, DevAddr(buf.index, o))
+
+
+def lower_mma(fe: Frontend, node: ast.Call, discard: bool) -> None:
+    tiles = fe.call_args(node, 4, 4, "aw.mma(D, A, B, C)")
+    names = "DABC"
+    for nm, t in zip(names, tiles, strict=True):
+        if not isinstance(t, LocalArray) or int(np.prod(t.shape)) != 256:
+            raise fe.err(node, f"aw.mma operand {nm} must be a 16x16 local array, got {_describe(t)}")
+    d, a, b, c = tiles
+    if d.elem is not ty.f32 or c.elem is not ty.f32:
+        raise fe.err(node, "aw.mma: D and C must be f32 tiles")
+    if a.elem is not b.elem or a.elem not in (ty.f16, ty.bf16):
+        raise fe.err(node, "aw.mma: A and B must both be f16 or both bf16 tiles")
+    offs = [fe.const(t.base, ty.u32) for t in tiles]
+    fe.emit(f"mma.m16n16k16.f32.{a.elem.name}", *offs)

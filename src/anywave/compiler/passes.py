@@ -22,7 +22,9 @@ from typing import Any
 import numpy as np
 
 from anywave.binary.module import Instruction, Pred
+from anywave.isa.index import lookup
 from anywave.isa.table import BY_MNEMONIC, Category, Determinism, Operand
+from anywave.isa.types import ScalarType
 
 from . import ir
 from .ir import Op, PredUse, Value
@@ -49,7 +51,7 @@ def _consts(body: list[ir.Node]) -> dict[Value, int]:
     """Temporaries defined by a ``movi`` (their bit pattern)."""
     out: dict[Value, int] = {}
     for n in ir.walk(body):
-        if isinstance(n, Op) and n.defn.op == "movi" and not n.operands[0].is_var and n.guard is None:
+        if isinstance(n, Op) and n.defn.sem == "move.movi" and not n.operands[0].is_var and n.guard is None:
             out[n.operands[0]] = int(n.operands[1])
     return out
 
@@ -109,7 +111,7 @@ def _evaluate(op: Op, consts: dict[Value, int], pconsts: dict[Value, bool]) -> i
         return None
     with np.errstate(all="ignore"):
         run(st, np.ones(1, bool), True)
-    kd = next(k for k in op.defn.operands if k.is_dest)
+    kd = op.defn.operands[op.defn.dests[0]]
     if kd is Operand.PD:
         return int(bool(st.preds[7, 0]))
     if kd is Operand.RD64:
@@ -129,15 +131,15 @@ def _fold_kind(n: Op) -> int:
     d = n.defn
     r = _FOLD_KIND.get(id(d))
     if r is None:
-        if d.op in ("setp_const",) or d.mnemonic in ("setp.true", "setp.false"):
+        if d.sem == "pred.setp_const":
             r = _PCONST
         elif (d.category not in _FOLDABLE or d.determinism is Determinism.APPROX or not n.is_pure
               or any(k in (Operand.RS128, Operand.RD128) for k in d.operands)):
             r = _SKIP
         else:
             r = _CANDIDATE
-            _FOLD_SRC[id(d)] = (tuple(i for i, k in enumerate(d.operands) if k in (Operand.RS, Operand.RS64)),
-                                tuple(i for i, k in enumerate(d.operands) if k is Operand.PS))
+            _FOLD_SRC[id(d)] = (tuple(i for i in d.srcs if d.operands[i] in (Operand.RS, Operand.RS64)),
+                                tuple(i for i in d.srcs if d.operands[i] is Operand.PS))
         _FOLD_KIND[id(d)] = r
     return r
 
@@ -160,7 +162,7 @@ def fold_constants(body: list[ir.Node]) -> None:
         d = n.defn
         if kind == _PCONST:
             if not n.operands[0].is_var:
-                pconsts[n.operands[0]] = d.mnemonic == "setp.true"
+                pconsts[n.operands[0]] = d.variant == "true"
             continue
         defs = n.defs()
         if len(defs) != 1 or defs[0].is_var:
@@ -215,55 +217,57 @@ def strength_reduce(body: list[ir.Node]) -> list[ir.Node]:
 
 #: per instruction record (keyed by id(defn)): (operation, type) when strength reduction may
 #: apply to it (``mul``/``div``/``rem``/``add`` on an integer type), else None
-_SR_CAND: dict[int, tuple[str, str] | None] = {}
+_SR_CAND: dict[int, tuple[str, ScalarType] | None] = {}
+_SR_SEMS = frozenset({"int.mul", "int.div", "int.rem", "int.add"})
 
 
-def _sr_candidate(d: Any) -> tuple[str, str] | None:
+def _sr_candidate(d: Any) -> tuple[str, ScalarType] | None:
     try:
         return _SR_CAND[id(d)]
     except KeyError:
         pass
-    parts = d.mnemonic.split(".")
-    r = None
-    if len(parts) == 2 and parts[0] in ("mul", "div", "rem", "add") and parts[1][0] in "iu":
-        r = (parts[0], parts[1])
+    r = (d.op, d.type) if d.sem in _SR_SEMS else None
     _SR_CAND[id(d)] = r
     return r
+
+
+def _bits_type(width: int) -> ScalarType:
+    return ScalarType.B64 if width == 64 else ScalarType.B32
 
 
 def _reduce(n: Op, consts: dict[Value, int]) -> list[ir.Node] | None:
     cand = _sr_candidate(n.defn)
     if cand is None or len(n.operands) != 3:
         return None
-    parts = cand
-    t = parts[1]
-    width = int(t[1:])
+    op, t = cand
+    width = t.bits
     d, a, b = n.operands
-    if parts[0] in ("mul", "add") and a in consts and b not in consts:
+    if op in ("mul", "add") and a in consts and b not in consts:
         a, b = b, a
     if b not in consts:
         return None
     c = consts[b] & ((1 << width) - 1)
-    mov = "mov.b64" if width == 64 else "mov.b32"
-    if parts[0] == "add" and c == 0:
-        return [Op(BY_MNEMONIC[mov], [d, a], n.loc)]
-    if parts[0] == "mul":
+    mov = lookup("mov", type=_bits_type(width))
+    if op == "add" and c == 0:
+        return [Op(mov, [d, a], n.loc)]
+    if op == "mul":
         if c == 1:
-            return [Op(BY_MNEMONIC[mov], [d, a], n.loc)]
+            return [Op(mov, [d, a], n.loc)]
         k = _pow2(c, width)
         if k is None:
             return None
         kv = Value(_u32(), "k")
-        return [Op(BY_MNEMONIC["movi.b32"], [kv, k], n.loc), Op(BY_MNEMONIC[f"shl.b{width}"], [d, a, kv], n.loc)]
-    if parts[0] in ("div", "rem") and t[0] == "u":
+        return [Op(BY_MNEMONIC["movi.b32"], [kv, k], n.loc),
+                Op(lookup("shl", type=_bits_type(width)), [d, a, kv], n.loc)]
+    if op in ("div", "rem") and not t.is_signed:
         k = _pow2(c, width)
         if k is None:
             return None
-        if parts[0] == "div":
+        if op == "div":
             kv = Value(_u32(), "k")
-            return [Op(BY_MNEMONIC["movi.b32"], [kv, k], n.loc), Op(BY_MNEMONIC[f"shr.u{width}"], [d, a, kv], n.loc)]
+            return [Op(BY_MNEMONIC["movi.b32"], [kv, k], n.loc), Op(lookup("shr", type=t), [d, a, kv], n.loc)]
         mv = Value(b.type, "mask")
-        return [_movi(mv, c - 1, n.loc), Op(BY_MNEMONIC[f"and.b{width}"], [d, a, mv], n.loc)]
+        return [_movi(mv, c - 1, n.loc), Op(lookup("and", type=_bits_type(width)), [d, a, mv], n.loc)]
     return None
 
 
@@ -275,6 +279,10 @@ def _u32() -> Any:
 
 # ----------------------------------------------------------------------------- copies
 
+#: copies: register moves and predicate moves (``mov.pred p2, [!]p1``)
+_COPIES = frozenset({"move.mov", "pred.mov"})
+
+
 def copy_propagate(body: list[ir.Node]) -> None:
     """``t2 = mov t1`` with both temporaries: every use of t2 reads t1.
 
@@ -284,7 +292,7 @@ def copy_propagate(body: list[ir.Node]) -> None:
     mapping: dict[Value, Value] = {}
     pmap: dict[Value, PredUse] = {}
     for n in ir.walk(body):
-        if not isinstance(n, Op) or n.defn.op != "mov" or n.guard is not None:
+        if not isinstance(n, Op) or n.defn.sem not in _COPIES or n.guard is not None:
             continue
         dst, src = n.operands[0], n.operands[1]
         if dst.is_var:
@@ -530,7 +538,7 @@ def dce(body: list[ir.Node]) -> None:
         for n in reversed(nodes):
             if isinstance(n, Op):
                 defs = n.defs()
-                dead = n.defn.op == "nop"
+                dead = n.defn.sem == "ctl.nop"
                 if not dead and n.is_pure:
                     dead = True
                     for v in defs:
@@ -612,10 +620,11 @@ def _convert(n: ir.If) -> list[ir.Node] | None:
                 if d.type.regs == 0:
                     return None
                 t = Value(d.type, d.name + "_c")
-                o.operands = [t if (k.is_dest and x is d) else x
-                              for k, x in zip(o.defn.operands, o.operands, strict=True)]
+                dests = o.defn.dests
+                o.operands = [t if (i in dests and x is d) else x
+                              for i, (_, x) in enumerate(zip(o.defn.operands, o.operands, strict=True))]
                 out.append(o)
-                out.append(Op(BY_MNEMONIC["selp.b64" if d.type.regs == 2 else "selp.b32"], [d, t, d, pu], o.loc))
+                out.append(Op(lookup("selp", type=_bits_type(32 * d.type.regs)), [d, t, d, pu], o.loc))
             else:
                 out.append(o)
     return out

@@ -496,7 +496,7 @@ _PRED_OPS = {"and": np.logical_and, "or": np.logical_or, "xor": np.logical_xor}
 
 def _pred_op(ins: Instruction) -> Run:
     op = ins.defn.op
-    if op == "mov":
+    if op == "mov":  # mov.pred (sem pred.mov)
         d, a = ins.operands
         return lambda st, mask, dense: wp(st, d, rp(st, a).copy(), mask, dense)
     if op == "setp_const":
@@ -588,8 +588,6 @@ def _cvt_pack(ins: Instruction) -> Run:
 # ----------------------------------------------------------------------------- moves
 
 def _mov(ins: Instruction) -> Run:
-    if ins.defn.type is T.PRED:
-        return _pred_op(ins)
     d, a = ins.operands
     if ins.defn.type.bits == 64:
         def run64(st: Any, mask: np.ndarray, dense: bool) -> None:
@@ -645,38 +643,37 @@ def _nop(ins: Instruction) -> Run:
 
 # ----------------------------------------------------------------------------- table
 
-INT_OPS: dict[str, Callable[[Instruction], Run]] = {
-    "add": _int_binop(np.add),
-    "sub": _int_binop(np.subtract),
-    "mul": _int_binop(np.multiply),
-    "min": _int_binop(np.minimum),
-    "max": _int_binop(np.maximum),
-    "neg": _unary_int(np.negative),
-    "abs": _unary_int(np.abs),
-    "div": _div_like, "rem": _div_like, "mulhi": _mulhi, "mad": _mad,
-}
+#: the emulator's semantics of the register-to-register instructions, by semantic key
+#: (``InstrDef.sem``); registered with the emulator's dispatch in :mod:`anywave.emu.machine`
+SEMANTICS: dict[str, Callable[[Instruction], Run]] = {
+    "int.add": _int_binop(np.add),
+    "int.sub": _int_binop(np.subtract),
+    "int.mul": _int_binop(np.multiply),
+    "int.min": _int_binop(np.minimum),
+    "int.max": _int_binop(np.maximum),
+    "int.neg": _unary_int(np.negative),
+    "int.abs": _unary_int(np.abs),
+    "int.div": _div_like, "int.rem": _div_like, "int.mulhi": _mulhi, "int.mad": _mad,
 
-FLOAT_OPS: dict[str, Callable[[Instruction], Run]] = {
-    "add": _float_op(2, np.add), "sub": _float_op(2, np.subtract),
-    "mul": _float_op(2, np.multiply), "div": _float_op(2, np.divide),
-    "sqrt": _float_op(1, np.sqrt), "floor": _float_op(1, np.floor), "ceil": _float_op(1, np.ceil),
-    "trunc": _float_op(1, np.trunc), "rint": _float_op(1, np.rint),
-    "min": _float_op(2, fl.min_num), "max": _float_op(2, fl.max_num),
-    "fma": _fma, "neg": _sign_op, "abs": _sign_op,
-    "ex2": _approx, "lg2": _approx, "sin": _approx, "cos": _approx, "rsqrt": _approx,
-    "rcp": _approx, "tanh": _approx,
-}
+    "float.add": _float_op(2, np.add), "float.sub": _float_op(2, np.subtract),
+    "float.mul": _float_op(2, np.multiply), "float.div": _float_op(2, np.divide),
+    "float.sqrt": _float_op(1, np.sqrt), "float.floor": _float_op(1, np.floor),
+    "float.ceil": _float_op(1, np.ceil), "float.trunc": _float_op(1, np.trunc),
+    "float.rint": _float_op(1, np.rint),
+    "float.min": _float_op(2, fl.min_num), "float.max": _float_op(2, fl.max_num),
+    "float.fma": _fma, "float.neg": _sign_op, "float.abs": _sign_op,
+    **{f"float.{op}": _approx for op in ("ex2", "lg2", "sin", "cos", "rsqrt", "rcp", "tanh")},
 
-BIT_OPS: dict[str, Callable[[Instruction], Run]] = {
-    "and": _int_binop(np.bitwise_and), "or": _int_binop(np.bitwise_or),
-    "xor": _int_binop(np.bitwise_xor), "not": _unary_int(np.invert),
-    "shl": _shift, "shr": _shift,
-    "popc": _unary_int(_popc32), "clz": _unary_int(_clz32), "ctz": _unary_int(_ctz32),
-    "brev": _unary_int(_brev32),
-}
+    "bit.and": _int_binop(np.bitwise_and), "bit.or": _int_binop(np.bitwise_or),
+    "bit.xor": _int_binop(np.bitwise_xor), "bit.not": _unary_int(np.invert),
+    "bit.shl": _shift, "bit.shr": _shift,
+    "bit.popc": _unary_int(_popc32), "bit.clz": _unary_int(_clz32), "bit.ctz": _unary_int(_ctz32),
+    "bit.brev": _unary_int(_brev32),
 
-OTHER_OPS: dict[str, Callable[[Instruction], Run]] = {
-    "setp": _setp, "selp": _selp, "setp_const": _pred_op, "cvt": _cvt, "cvt_pack": _cvt_pack,
-    "mov": _mov, "movi": _movi, "mov_sr": _mov_sr, "ldarg": _ldarg, "nop": _nop,
-    "fence": _nop,
+    "cmp.setp": _setp, "cmp.selp": _selp,
+    "pred.and": _pred_op, "pred.or": _pred_op, "pred.xor": _pred_op, "pred.mov": _pred_op,
+    "pred.setp_const": _pred_op,
+    "cvt.cvt": _cvt, "cvt.cvt_pack": _cvt_pack,
+    "move.mov": _mov, "move.movi": _movi, "move.mov_sr": _mov_sr, "move.ldarg": _ldarg,
+    "ctl.nop": _nop, "sync.fence": _nop,
 }

@@ -212,6 +212,7 @@ def _felementwise(ins: Instruction) -> Run:
     return run
 
 
-FRAGMENT_OPS = {"fload": _fload, "fstore": _fstore, "fmma": _fmma, "ffill": _felementwise,
-                "fscale": _felementwise, "fbias": _felementwise}
+#: the emulator's semantics of the MMA fragment instructions, by ``InstrDef.sem``
+SEMANTICS = {"mma.fload": _fload, "mma.fstore": _fstore, "mma.fmma": _fmma, "mma.ffill": _felementwise,
+             "mma.fscale": _felementwise, "mma.fbias": _felementwise}
 assert set(SHAPES) == {"m16n16k16", "m4n4k4"}

@@ -24,12 +24,15 @@ from typing import Any
 import numpy as np
 
 from anywave.binary.module import Instruction, Kernel, Module
-from anywave.emu.alu import BIT_OPS, FLOAT_OPS, INT_OPS, OTHER_OPS, Run, _pred_op
-from anywave.emu.memory import MEMORY_OPS, RaceShadow
-from anywave.emu.waveops import WAVE_OPS
+from anywave.binary.structure import If, Loop
+from anywave.binary.structure import parse as parse_structure
+from anywave.emu import alu, fragments, memory, waveops
+from anywave.emu.alu import Run
+from anywave.emu.memory import RaceShadow
 from anywave.errors import EmulationError, LaunchConfigError
+from anywave.isa import dispatch
 from anywave.isa.mma import MMA_SREG_VALUES
-from anywave.isa.table import Category, InstrDef
+from anywave.isa.table import InstrDef, Role
 from anywave.isa.types import LIMITS, Access, ScalarType, SpecialRegister
 from anywave.runtime.abi import SCALAR_INT as _SCALAR_INT  # noqa: F401 - re-exported (moved)
 from anywave.runtime.abi import abi_text as _abi_text
@@ -41,9 +44,22 @@ __all__ = ["DEFAULT_LIMITS", "BudgetExceeded", "EmulationStats", "EmulatorLimits
 
 # entry kinds
 ORD, IF, ELSE, ENDIF, LOOP, ENDLOOP, BREAK, CONTINUE, RET, HALT, CALL, BARRIER = range(12)
-_CONTROL_KIND = {"if": IF, "else": ELSE, "endif": ENDIF, "loop": LOOP, "endloop": ENDLOOP,
-                 "break": BREAK, "continue": CONTINUE, "ret": RET, "halt": HALT, "call": CALL,
-                 "barrier": BARRIER}
+#: entry kind of the instructions the walk (Batch.run_code) executes itself, by region role
+_ROLE_KIND = {Role.IF: IF, Role.ELSE: ELSE, Role.ENDIF: ENDIF, Role.LOOP: LOOP, Role.ENDLOOP: ENDLOOP,
+              Role.BREAK: BREAK, Role.CONTINUE: CONTINUE, Role.RET: RET, Role.HALT: HALT, Role.CALL: CALL}
+
+#: the emulator's semantics, by semantic key (``InstrDef.sem``): a factory ``make(ins) -> run``
+#: per ordinary instruction; None for those the walk executes (control flow, the barrier)
+EMULATOR = dispatch.consumer("emulator", error=EmulationError)
+EMULATOR.register({**alu.SEMANTICS, **memory.SEMANTICS, **waveops.SEMANTICS, **fragments.SEMANTICS})
+EMULATOR.register([f"ctl.{r.value}" for r in Role], None)
+EMULATOR.register("sync.barrier", None)
+
+
+def _entry_kind(d: InstrDef) -> int:
+    if d.role is not None:
+        return _ROLE_KIND[d.role]
+    return BARRIER if d.sem == "sync.barrier" else ORD
 
 #: lanes per batch (register rows permitting); a fixed number so results never depend on
 #: the machine (atomic return values across workgroups follow the batch schedule). 2^16
@@ -204,29 +220,8 @@ def compile_instruction(ins: Instruction) -> Run | None:
 
     Raises EmulationError if the instruction has no semantics (a table record without an
     emulator implementation: the coverage test catches that)."""
-    d: InstrDef = ins.defn
-    cat = d.category
-    if d.op in _CONTROL_KIND:
-        return None
-    table: dict[str, Any]
-    if cat is Category.INTEGER:
-        table = INT_OPS
-    elif cat is Category.FLOAT:
-        table = FLOAT_OPS
-    elif cat is Category.BITWISE:
-        table = BIT_OPS
-    elif cat is Category.COMPARE and d.type is ScalarType.PRED:
-        return _pred_op(ins)
-    elif cat in (Category.LOCAL_MEMORY, Category.DEVICE_MEMORY, Category.ATOMIC):
-        table = MEMORY_OPS
-    elif cat in (Category.WAVE, Category.MMA):
-        table = WAVE_OPS
-    else:
-        table = OTHER_OPS
-    make = table.get(d.op)
-    if make is None:
-        raise EmulationError(f"the emulator has no semantics for {d.mnemonic} (op {d.op!r})")
-    return make(ins)
+    make = EMULATOR.handler(ins.defn)  # EmulationError naming the record if it has none
+    return None if make is None else make(ins)
 
 
 @dataclass
@@ -238,39 +233,39 @@ class _Code:
 
 
 def _structure(label: str, code: list[Instruction]) -> tuple[list[int], list[int]]:
-    """match[pc] (if -> else/endif, else -> endif, loop -> endloop, endloop -> loop) and
-    skip[pc] (where to go when no lane is active at pc: the next else/endif/endloop that
-    closes the region containing pc, or len(code))."""
+    """match[pc] (if -> else/endif, else -> endif, loop -> endloop, endif -> if, endloop ->
+    loop) and skip[pc] (where to go when no lane is active at pc: the else/endif/endloop that
+    closes the stretch of code containing pc, or len(code)), from the body's region tree
+    (:mod:`anywave.binary.structure`)."""
     n = len(code)
+    body = parse_structure(code)
+    if body.problems:  # the verifier words these; the emulator only refuses
+        bad = [p for p in body.problems if p.kind in ("unmatched-close", "else-without-if", "second-else")]
+        if bad:
+            raise EmulationError(f"{label}: unbalanced {bad[0].role} at instruction {bad[0].index}")
+        unclosed = [p for p in body.problems if p.kind == "unclosed"]
+        if unclosed:  # the innermost
+            raise EmulationError(f"{label}: {unclosed[-1].role} at instruction {unclosed[-1].index} is never closed")
     match = [-1] * n
     skip = [n] * n
-    stack: list[tuple[str, int, list[int]]] = [("top", -1, [])]
-    for pc, ins in enumerate(code):
-        op = ins.defn.op
-        if op in ("else", "endif", "endloop"):
-            kind, opener, pending = stack[-1]
-            want = "loop" if op == "endloop" else "if"
-            if kind != want or (op == "else" and match[opener] != -1):
-                raise EmulationError(f"{label}: unbalanced {op} at instruction {pc}")
-            for q in pending + [pc]:
-                skip[q] = pc
-            pending.clear()
-            if op == "else":
-                match[opener] = pc
-            else:
-                if match[opener] == -1:
-                    match[opener] = pc
-                elif code[match[opener]].defn.op == "else":
-                    match[match[opener]] = pc
-                match[pc] = opener
-                stack.pop()
-            continue
-        stack[-1][2].append(pc)
-        if op in ("if", "loop"):
-            stack.append((op, pc, []))
-    if len(stack) != 1:
-        raise EmulationError(f"{label}: {stack[-1][0]} at instruction {stack[-1][1]} is never closed")
-    # an if without else: match[if] = endif (set above); an endloop's match is its loop
+
+    for node in body.walk():
+        r = node.parent
+        if r is None:
+            skip[node.index] = n
+        elif isinstance(r, If) and r.else_index is not None and node.index < r.else_index:
+            skip[node.index] = r.else_index
+        else:
+            skip[node.index] = r.end_index
+        if isinstance(node, (If, Loop)):
+            end = node.end_index
+            e = node.else_index if isinstance(node, If) else None
+            match[node.index] = end if e is None else e
+            match[end] = node.index
+            skip[end] = end
+            if e is not None:
+                match[e] = end
+                skip[e] = e
     return match, skip
 
 
@@ -278,7 +273,7 @@ def _compile_code(label: str, code: list[Instruction], id0: int) -> _Code:
     match, skip = _structure(label, code)
     entries = []
     for pc, ins in enumerate(code):
-        kind = _CONTROL_KIND.get(ins.defn.op, ORD)
+        kind = _entry_kind(ins.defn)
         fn = compile_instruction(ins) if kind == ORD else None
         entries.append((kind, fn, ins, id0 + pc))
     return _Code(label, entries, match, skip)

@@ -23,6 +23,7 @@ import numpy as np
 from anywave.binary.module import Instruction
 from anywave.emu.alu import Run, r64
 from anywave.errors import EmulationError, OutOfBoundsError
+from anywave.isa.semantics import identity
 from anywave.isa.table import Operand
 from anywave.isa.types import ScalarType as T
 
@@ -257,12 +258,9 @@ _INT_ATOM = {"add": np.add, "sub": np.add, "and": np.bitwise_and, "or": np.bitwi
 
 
 def _identity(op: str, dt: np.dtype) -> Any:
-    if op in ("add", "sub", "or", "xor"):
-        return dt.type(0)
-    if op == "and":
-        return dt.type(-1) if dt.kind == "i" else np.iinfo(dt).max
-    info = np.iinfo(dt)
-    return dt.type(info.max if op == "min" else info.min)
+    """The identity of ``op`` as a value of dt (int32 or uint32): anywave.isa.semantics."""
+    bits = identity(op, T.I32 if dt.kind == "i" else T.U32)
+    return np.uint32(bits).view(dt)
 
 
 def atomic_apply(view: np.ndarray, e: np.ndarray, v: np.ndarray, op: str, t: T,
@@ -352,12 +350,13 @@ def _combine(op: str, t: T, old: np.ndarray, v: np.ndarray, cmp: np.ndarray | No
 
 
 def _atomic(ins: Instruction) -> Run:
-    has_dest = ins.defn.op == "atom"
+    defn = ins.defn
+    has_dest = bool(defn.dests)  # atom returns the old value, red does not
     ops = list(ins.operands)
     d = ops.pop(0) if has_dest else None
     addr = ops[0]
-    kind = ins.defn.operands[1 if has_dest else 0]
-    op = ins.defn.variant.split(".")[1]
+    kind = defn.operands[defn.srcs[0]]  # the address operand (laddr / daddr)
+    op = ins.defn.combine
     t = ins.defn.type
     vreg = ops[1]
     creg = None
@@ -380,7 +379,8 @@ def _atomic(ins: Instruction) -> Run:
     return run
 
 
-MEMORY_OPS = {"ld": _load, "st": _store, "atom": _atomic, "red": _atomic}
+#: the emulator's semantics of loads, stores and atomics, by ``InstrDef.sem``
+SEMANTICS = {"mem.ld": _load, "mem.st": _store, "atomic.atom": _atomic, "atomic.red": _atomic}
 
 
 # ----------------------------------------------------------------------------- races

@@ -17,6 +17,7 @@ from anywave.emu import floats as fl
 from anywave.emu.alu import Run, rp, w32, w64, wp
 from anywave.emu.memory import check_access
 from anywave.errors import EmulationError
+from anywave.isa.semantics import exclusive_first, identity
 from anywave.isa.types import ScalarType as T
 
 U32, U64, I64 = np.uint32, np.uint64, np.int64
@@ -105,36 +106,36 @@ def _butterfly(s: np.ndarray, fn: Any) -> np.ndarray:
 
 def _wred(ins: Instruction) -> Run:
     d, a = ins.operands
-    op = ins.defn.variant
+    op = ins.defn.combine
     t = ins.defn.type
+    # what inactive lanes contribute: the combine's identity (anywave.isa.semantics)
+    ident_bits = U32(identity(ins.defn))
 
     def run(st: Any, mask: np.ndarray, dense: bool) -> None:
         W = st.W
         m = mask.reshape(-1, W)
         if t is T.F32:
             x = st.regs[a].view(np.float32).reshape(-1, W)
+            ident = ident_bits.view(np.float32)
             if op == "add":
-                s = _butterfly(np.where(m, x, NEG_ZERO), np.add)
+                s = _butterfly(np.where(m, x, ident), np.add)
             else:
-                nan = np.float32(np.nan)
                 fn = fl.min_num if op == "min" else fl.max_num
-                s = _butterfly(np.where(m, x, nan), fn)
+                s = _butterfly(np.where(m, x, ident), fn)
             res = fl.canon32(s[:, 0])
         else:
             dt = np.int32 if t.is_signed else np.uint32
             x = st.regs[a].view(dt).reshape(-1, W)
             if op == "add":
-                res = np.where(m, x.view(U32), U32(0)).sum(axis=1, dtype=U64).astype(U32)
+                res = np.where(m, x.view(U32), ident_bits).sum(axis=1, dtype=U64).astype(U32)
             elif op in ("min", "max"):
-                info = np.iinfo(dt)
-                ident = dt(info.max if op == "min" else info.min)
+                ident = ident_bits.view(dt)
                 red = np.min if op == "min" else np.max
                 res = red(np.where(m, x, ident), axis=1).view(U32) if dt is np.uint32 else \
                     red(np.where(m, x, ident), axis=1).astype(np.int32).view(U32)
             else:
                 ufn = {"and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor}[op]
-                ident = U32(0xFFFFFFFF) if op == "and" else U32(0)
-                res = ufn.reduce(np.where(m, x.view(U32), ident), axis=1)
+                res = ufn.reduce(np.where(m, x.view(U32), ident_bits), axis=1)
         w32(st, d, np.repeat(np.asarray(res, U32), W), mask, False)
     return run
 
@@ -143,15 +144,19 @@ def _wscan(ins: Instruction) -> Run:
     d, a = ins.operands
     incl = ins.defn.variant == "incl"
     t = ins.defn.type
+    ident_bits = U32(identity(ins.defn))  # -0.0 for f32, 0 for integers
+    first_bits = U32(exclusive_first(ins.defn) or 0)  # lane 0 of an exclusive scan: +0.0 / 0
 
     def run(st: Any, mask: np.ndarray, dense: bool) -> None:
         W = st.W
         m = mask.reshape(-1, W)
         if t is T.F32:
-            ident = NEG_ZERO
+            ident = ident_bits.view(np.float32)
+            first = first_bits.view(np.float32)
             s = np.where(m, st.regs[a].view(np.float32).reshape(-1, W), ident)
         else:
-            ident = U32(0)
+            ident = ident_bits
+            first = first_bits
             s = np.where(m, st.regs[a].reshape(-1, W), ident)
         k = 1
         while k < W:
@@ -162,7 +167,7 @@ def _wscan(ins: Instruction) -> Run:
             k *= 2
         if not incl:
             ex = np.empty_like(s)
-            ex[:, 0] = np.float32(0.0) if t is T.F32 else U32(0)
+            ex[:, 0] = first
             ex[:, 1:] = s[:, :-1]
             s = ex
         res = fl.canon32(s.reshape(-1)) if t is T.F32 else s.reshape(-1)
@@ -236,14 +241,7 @@ def _mma(ins: Instruction) -> Run:
     return run
 
 
-WAVE_OPS = {"shfl": _shfl, "bcast": _bcast, "ballot": _ballot, "any": _any_all, "all": _any_all,
-            "wred": _wred, "wscan": _wscan, "mma": _mma}
-
-
-def _register_fragments() -> None:
-    from anywave.emu.fragments import FRAGMENT_OPS
-
-    WAVE_OPS.update(FRAGMENT_OPS)
-
-
-_register_fragments()
+#: the emulator's semantics of the wave collectives and the tile MMA, by ``InstrDef.sem``
+#: (the fragment instructions: :data:`anywave.emu.fragments.SEMANTICS`)
+SEMANTICS = {"wave.shfl": _shfl, "wave.bcast": _bcast, "wave.ballot": _ballot, "wave.any": _any_all,
+             "wave.all": _any_all, "wave.wred": _wred, "wave.wscan": _wscan, "mma.mma": _mma}

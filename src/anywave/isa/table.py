@@ -2,10 +2,14 @@
 
 Each :class:`InstrDef` is one record: mnemonic, opcode, operand kinds, the type it
 computes in, its category, determinism class, capability, and a one-line summary of
-its semantics. The assembler, disassembler, encoder, decoder, verifier, the emulator's
-dispatch and every backend are driven from this table (design.md §2); adding an
-instruction means adding a record here plus its semantics in the consumers, and the
-coverage tests fail until each consumer handles it.
+its semantics, plus the facts every consumer needs and would otherwise re-derive: the
+semantic key ``sem`` (unambiguous where ``op`` is overloaded), the region ``role`` of
+control instructions, which operands are written (``dests``) and read (``srcs``), whether
+it is ``pure``, and the ``combine`` operation of reductions, scans and atomics (their
+identities: :mod:`anywave.isa.semantics`). The assembler, disassembler, encoder, decoder,
+verifier, the emulator's dispatch and every backend are driven from this table
+(design.md §2); consumers dispatch on ``sem`` through :mod:`anywave.isa.dispatch`, whose
+completeness check names every consumer a new record is missing from.
 
 The records are built by the small generator loops below (the way TableGen multiclasses
 expand), but the result is plain data: ``INSTRUCTIONS`` is a tuple of frozen records.
@@ -74,9 +78,75 @@ class Operand(enum.Enum):
         self.is_dest = is_dest
 
     @property
+    def is_source(self) -> bool:
+        """Read by the instruction: source registers, predicates and fragments, and the
+        register offset of a memory address (``daddr``/``daddr64``/``laddr``)."""
+        return not self.is_dest and self.spelling not in _IMMEDIATE_SPELLINGS
+
+    @property
+    def is_immediate(self) -> bool:
+        """A value encoded in the instruction itself (immediate, special register, argument
+        index, scope, order, function index): neither read from nor written to a register."""
+        return self.spelling in _IMMEDIATE_SPELLINGS
+
+    @property
     def reg_count(self) -> int:
         """Consecutive registers named by a register operand (0 for non-registers)."""
         return {"rd": 1, "rs": 1, "rd64": 2, "rs64": 2, "rd128": 4, "rs128": 4}.get(self.spelling, 0)
+
+
+_IMMEDIATE_SPELLINGS = frozenset({"imm32", "imm64", "sreg", "arg", "scope", "order", "func"})
+
+
+class Role(str, enum.Enum):
+    """The structural role of a control instruction (docs/spec.md §7): how it opens, continues
+    or closes a region, or leaves one. A ``Role`` compares equal to its spelling
+    (``Role.ENDIF == "endif"``), which is also the instruction's mnemonic."""
+
+    IF = "if"
+    ELSE = "else"
+    ENDIF = "endif"
+    LOOP = "loop"
+    ENDLOOP = "endloop"
+    BREAK = "break"
+    CONTINUE = "continue"
+    CALL = "call"
+    RET = "ret"
+    HALT = "halt"
+
+    @property
+    def opens(self) -> bool:
+        """Opens a region (``if``, ``loop``); :attr:`closer` names the role that closes it."""
+        return self in (Role.IF, Role.LOOP)
+
+    @property
+    def closes(self) -> bool:
+        """Closes the innermost open region (``endif``, ``endloop``)."""
+        return self in (Role.ENDIF, Role.ENDLOOP)
+
+    @property
+    def closer(self) -> Role | None:
+        """The role closing a region this one opens (or continues: ``else`` -> ``endif``)."""
+        return {Role.IF: Role.ENDIF, Role.ELSE: Role.ENDIF, Role.LOOP: Role.ENDLOOP}.get(self)
+
+    @property
+    def opener(self) -> Role | None:
+        """The role opening the region this one continues or closes."""
+        return {Role.ELSE: Role.IF, Role.ENDIF: Role.IF, Role.ENDLOOP: Role.LOOP}.get(self)
+
+    @property
+    def exits(self) -> bool:
+        """Removes lanes from the current mask (``break``, ``continue``, ``ret``, ``halt``)."""
+        return self in (Role.BREAK, Role.CONTINUE, Role.RET, Role.HALT)
+
+
+#: the domain of ``InstrDef.sem`` per category (predicate logic in COMPARE: ``pred``)
+SEM_PREFIX: dict[Category, str] = {
+    Category.INTEGER: "int", Category.FLOAT: "float", Category.BITWISE: "bit", Category.COMPARE: "cmp",
+    Category.LOCAL_MEMORY: "mem", Category.DEVICE_MEMORY: "mem", Category.ATOMIC: "atomic",
+    Category.WAVE: "wave", Category.SYNC: "sync", Category.CONTROL: "ctl", Category.CONVERT: "cvt",
+    Category.MOVE: "move", Category.MMA: "mma",
+}
 
 
 class Determinism(enum.Enum):
@@ -130,6 +200,34 @@ class InstrDef:
         flags: structural properties (loads, stores, control flow ...).
         summary: one-line semantics; the full definition is docs/spec.md.
         variant: extra selector (space ``local``/``device``, comparison ``lt`` ...).
+        sem: the semantic key consumers dispatch on: ``<domain>.<op>`` with the domain from
+            the category (``int``, ``float``, ``bit``, ``cmp``, ``pred``, ``mem``, ``atomic``,
+            ``wave``, ``sync``, ``ctl``, ``cvt``, ``move``, ``mma``), so an overloaded ``op``
+            gets one key per meaning: ``bit.and`` / ``pred.and``, ``int.min`` / ``float.min``,
+            ``move.mov`` / ``pred.mov``. Records of one ``sem`` differ only by type, variant
+            and address width, which the handler reads from the record.
+        role: for control instructions the :class:`Role` (``if`` ... ``halt``); None otherwise.
+        dests: indices (into ``operands``) of the operands written: registers, predicates,
+            fragments. Memory written by stores/atomics is a side effect, not an operand.
+        srcs: indices of the operands read: source registers, predicates and fragments, and
+            memory-address operands (their offset register). The guard predicate, when an
+            instruction has one, is read too but is not an operand.
+        immediates: indices of the operands encoded in the instruction (immediates, special
+            registers, argument indices, scopes, orders, function indices).
+        pure: no side effect, cannot fault, and the result depends only on the source
+            operands (not on memory, the active mask or other lanes): the instruction may be
+            removed when its results are unused, computed once for equal operands, hoisted or
+            executed speculatively. False for loads, stores, atomics, wave collectives,
+            barriers, fences, control flow and calls.
+        combine: for reductions, scans and atomics the combining operation (``add``, ``sub``,
+            ``min``, ``max``, ``and``, ``or``, ``xor``, ``exch``, ``cas``) applied in ``type``;
+            None otherwise. Identities: :func:`anywave.isa.semantics.identity`.
+        addr64: the device address takes a 64-bit offset register pair (``.o64`` forms).
+        types: every value type the record computes correctly in, ``type`` first: a ``bN``
+            record also serves ``uN``/``iN`` values, the sign-free integer records
+            (``add``/``sub``/``mul``/``neg``/``mad`` ``.iN``) also serve ``uN``, and the
+            wrapping atomic ``add``/``sub`` ``.u32`` records serve ``i32``
+            (:func:`anywave.isa.index.lookup` uses it).
     """
 
     mnemonic: str
@@ -144,10 +242,54 @@ class InstrDef:
     summary: str
     src_type: ScalarType | None = None
     variant: str = ""
+    role: Role | None = None
+    pure: bool | None = None
+    combine: str | None = None
     words: int = field(init=False)
+    sem: str = field(init=False)
+    dests: tuple[int, ...] = field(init=False)
+    srcs: tuple[int, ...] = field(init=False)
+    immediates: tuple[int, ...] = field(init=False)
+    addr64: bool = field(init=False)
+    types: tuple[ScalarType, ...] = field(init=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "words", 1 + sum(o.words for o in self.operands))
+        put = object.__setattr__
+        put(self, "words", 1 + sum(o.words for o in self.operands))
+        prefix = "pred" if self.category is Category.COMPARE and self.type is ScalarType.PRED \
+            else SEM_PREFIX[self.category]
+        put(self, "sem", f"{prefix}.{self.op}")
+        put(self, "dests", tuple(i for i, o in enumerate(self.operands) if o.is_dest))
+        put(self, "srcs", tuple(i for i, o in enumerate(self.operands) if o.is_source))
+        put(self, "immediates", tuple(i for i, o in enumerate(self.operands) if o.is_immediate))
+        put(self, "addr64", Operand.DADDR64 in self.operands)
+        if self.pure is None:
+            impure = Flag.LOAD | Flag.STORE | Flag.ATOMIC | Flag.WAVE_COLLECTIVE | Flag.BARRIER | \
+                Flag.STRUCTURED | Flag.TERMINATOR
+            put(self, "pure", not (self.flags & impure) and self.role is None)
+        put(self, "types", _served_types(self))
+
+
+#: integer operations whose two's-complement result does not depend on signedness: the
+#: ``.iN`` record serves ``uN`` values too
+_SIGN_FREE_INT = frozenset({"add", "sub", "mul", "neg", "mad"})
+_BITS_FAMILY = {8: (T.B8, T.U8, T.I8), 16: (T.B16, T.U16, T.I16), 32: (T.B32, T.U32, T.I32),
+                64: (T.B64, T.U64, T.I64), 128: (T.B128,)}
+_BIT_TYPES = frozenset({T.B8, T.B16, T.B32, T.B64, T.B128})
+_UNSIGNED_OF = {T.I32: T.U32, T.I64: T.U64}
+
+
+def _served_types(d: InstrDef) -> tuple[ScalarType, ...]:
+    t = d.type
+    if t is None:
+        return ()
+    if t in _BIT_TYPES:  # bit types: any integer value of the width
+        return (t,) + tuple(u for u in _BITS_FAMILY[t.bits] if u is not t)
+    if d.category is Category.INTEGER and d.op in _SIGN_FREE_INT and t in _UNSIGNED_OF:
+        return (t, _UNSIGNED_OF[t])
+    if d.category is Category.ATOMIC and d.combine in ("add", "sub") and t is T.U32:
+        return (t, T.I32)  # wrapping add/sub: the u32 atomic serves i32
+    return (t,)
 
 
 # --------------------------------------------------------------------------- builder
@@ -173,7 +315,8 @@ def _capability_of(*types: ScalarType | None) -> Capability:
 def _def(mnemonic: str, category: Category, op: str, operands: Iterable[Operand],
          type_: ScalarType | None, summary: str, *,
          det: Determinism = Determinism.EXACT, cap: Capability = Capability.NONE,
-         flags: Flag = Flag.NONE, src_type: ScalarType | None = None, variant: str = "") -> None:
+         flags: Flag = Flag.NONE, src_type: ScalarType | None = None, variant: str = "",
+         role: Role | None = None, pure: bool | None = None, combine: str | None = None) -> None:
     index = _NEXT_INDEX.get(category, 0)
     if index > 0xFF:
         raise AssertionError(f"category {category.name} overflows 256 opcodes")
@@ -181,7 +324,7 @@ def _def(mnemonic: str, category: Category, op: str, operands: Iterable[Operand]
     cap = cap | _capability_of(type_, src_type)
     _RECORDS.append(InstrDef(mnemonic, (int(category) << 8) | index, category, op,
                              tuple(operands), type_, det, cap, flags, summary,
-                             src_type, variant))
+                             src_type, variant, role, pure, combine))
 
 
 R, S = Operand.RD, Operand.RS
@@ -343,16 +486,16 @@ for space, addr, tail in (("local", Operand.LADDR, ()),
         fl = Flag.ATOMIC | Flag.LOAD | Flag.STORE
         _def(f"atom.{space}.{op}.{t.spelling}", C, "atom", (R, addr, S) + tail, t,
              f"atomically: d = old = mem; mem = {new}", det=Determinism.SCHEDULE, cap=cap,
-             flags=fl, variant=f"{space}.{op}")
+             flags=fl, variant=f"{space}.{op}", combine=op)
         if op != "exch":
             det = Determinism.SCHEDULE if t is T.F32 else DET
             _def(f"red.{space}.{op}.{t.spelling}", C, "red", (addr, S) + tail, t,
                  f"atomically: mem = {new} (no result)", det=det, cap=cap,
-                 flags=Flag.ATOMIC | Flag.STORE, variant=f"{space}.{op}")
+                 flags=Flag.ATOMIC | Flag.STORE, variant=f"{space}.{op}", combine=op)
     _def(f"atom.{space}.cas.b32", C, "atom", (R, addr, S, S) + tail, T.B32,
          "atomically: d = old = mem; if old == cmp (operand 3) then mem = v (operand 4)",
          det=Determinism.SCHEDULE, flags=Flag.ATOMIC | Flag.LOAD | Flag.STORE,
-         variant=f"{space}.cas")
+         variant=f"{space}.cas", combine="cas")
 
 # --- wave operations ----------------------------------------------------------------------
 C = Category.WAVE
@@ -380,13 +523,13 @@ for op, t in _RED_OPS:
     order = " in the spec's fixed butterfly order" if t is T.F32 and op == "add" else ""
     _def(f"wred.{op}.{t.spelling}", C, "wred", (R, S), t,
          f"every active lane gets the {op} of a over the active lanes{order}",
-         det=NAN_ if t is T.F32 else DET, cap=W_, flags=WC, variant=op)
+         det=NAN_ if t is T.F32 else DET, cap=W_, flags=WC, variant=op, combine=op)
 for kind in ("incl", "excl"):
     for t in (T.I32, T.U32, T.F32):
         _def(f"wscan.{kind}.add.{t.spelling}", C, "wscan", (R, S), t,
              f"{'inclusive' if kind == 'incl' else 'exclusive'} prefix sum of a over the "
              f"active lanes in lane order (floats: Kogge-Stone order, see spec)",
-             det=NAN_ if t is T.F32 else DET, cap=W_, flags=WC, variant=kind)
+             det=NAN_ if t is T.F32 else DET, cap=W_, flags=WC, variant=kind, combine="add")
 
 # --- synchronisation -------------------------------------------------------------------
 C = Category.SYNC
@@ -394,27 +537,27 @@ _def("barrier", C, "barrier", (), None,
      "workgroup execution barrier; also a workgroup-scope acq_rel fence on local and device memory",
      flags=Flag.BARRIER | Flag.NO_GUARD)
 _def("fence", C, "fence", (Operand.SCOPE, Operand.ORDER), None,
-     "memory fence with the given scope and order", flags=Flag.NO_GUARD)
+     "memory fence with the given scope and order", flags=Flag.NO_GUARD, pure=False)
 
 # --- control flow -----------------------------------------------------------------------
 C = Category.CONTROL
 SF = Flag.STRUCTURED | Flag.NO_GUARD
-_def("if", C, "if", (Operand.PS,), None, "active lanes where p holds run the then-region", flags=SF)
-_def("else", C, "else", (), None, "lanes that skipped the then-region run the else-region", flags=SF)
-_def("endif", C, "endif", (), None, "lanes that entered the if reconverge", flags=SF)
-_def("loop", C, "loop", (), None, "opens a loop region; runs until every lane has left", flags=SF)
-_def("endloop", C, "endloop", (), None, "lanes still in the loop go back to its start", flags=SF)
+_def("if", C, "if", (Operand.PS,), None, "active lanes where p holds run the then-region", flags=SF, role=Role.IF)
+_def("else", C, "else", (), None, "lanes that skipped the then-region run the else-region", flags=SF, role=Role.ELSE)
+_def("endif", C, "endif", (), None, "lanes that entered the if reconverge", flags=SF, role=Role.ENDIF)
+_def("loop", C, "loop", (), None, "opens a loop region; runs until every lane has left", flags=SF, role=Role.LOOP)
+_def("endloop", C, "endloop", (), None, "lanes still in the loop go back to its start", flags=SF, role=Role.ENDLOOP)
 _def("break", C, "break", (), None, "lanes (where the guard holds) leave the innermost loop",
-     flags=Flag.STRUCTURED | Flag.GUARD_OPERAND)
+     flags=Flag.STRUCTURED | Flag.GUARD_OPERAND, role=Role.BREAK)
 _def("continue", C, "continue", (), None,
      "lanes (where the guard holds) skip to the next iteration of the innermost loop",
-     flags=Flag.STRUCTURED | Flag.GUARD_OPERAND)
+     flags=Flag.STRUCTURED | Flag.GUARD_OPERAND, role=Role.CONTINUE)
 _def("call", C, "call", (Operand.FUNC,), None, "active lanes run the function, then continue here",
-     flags=Flag.NO_GUARD)
+     flags=Flag.NO_GUARD, role=Role.CALL)
 _def("ret", C, "ret", (), None, "lanes (where the guard holds) leave the function; in a kernel: halt",
-     flags=Flag.TERMINATOR | Flag.GUARD_OPERAND)
+     flags=Flag.TERMINATOR | Flag.GUARD_OPERAND, role=Role.RET)
 _def("halt", C, "halt", (), None, "lanes (where the guard holds) end their thread",
-     flags=Flag.TERMINATOR | Flag.GUARD_OPERAND)
+     flags=Flag.TERMINATOR | Flag.GUARD_OPERAND, role=Role.HALT)
 _def("nop", C, "nop", (), None, "does nothing")
 
 # --- conversions -------------------------------------------------------------------------
@@ -519,7 +662,5 @@ if len(BY_MNEMONIC) != len(INSTRUCTIONS) or len(BY_OPCODE) != len(INSTRUCTIONS):
     raise AssertionError("instruction table has duplicate mnemonics or opcodes")
 del C, t, shape, scope_flag, fcap, ins_types, where, spaces, role, space, addr
 
-
-def lookup(mnemonic: str) -> InstrDef:
-    """Return the record for a native mnemonic. Raises KeyError if unknown."""
-    return BY_MNEMONIC[mnemonic]
+if len({d.sem for d in INSTRUCTIONS} & set(BY_MNEMONIC)):
+    raise AssertionError("a semantic key equals a mnemonic (dispatch keys would be ambiguous)")

@@ -29,7 +29,7 @@ import numpy as np
 
 import anywave as aw
 from anywave.kernels._launch import KernelInputError, as_f32, launch_kw
-from anywave.kernels.elementwise import GELU_C, SQRT_2_OVER_PI
+from anywave.kernels.elementwise import gelu_tanh
 
 EPILOGUES = ("none", "bias", "bias_relu", "bias_gelu")
 #: (bm, bn, bk) tile configurations the autotuner may pick from; every one gives the same bits
@@ -38,12 +38,6 @@ CONFIGS = ({"bm": 128, "bn": 128, "bk": 8}, {"bm": 128, "bn": 128, "bk": 16},
 DEFAULT = CONFIGS[0]
 #: the fastest config measured on an H200 (bench/results/speed_2026-12-01.json: 0.92-0.93 of cuBLAS)
 FAST = CONFIGS[1]
-
-
-@aw.func
-def _gelu(v):
-    inner = SQRT_2_OVER_PI * (v + GELU_C * (v * v * v))
-    return (0.5 * v) * (1.0 + aw.tanh(inner))
 
 
 @aw.func
@@ -153,7 +147,7 @@ def gemm_f32_kernel(a: aw.In[aw.f32], b: aw.In[aw.f32], bias: aw.In[aw.f32], c: 
             i = e // 8
             j = e % 8
             idx = (row0 + ty * 4 + i % 4 + (i // 4) * hm) * n + col0 + tx * 4 + j % 4 + (j // 4) * hn
-            c[idx] = _gelu(c[idx])
+            c[idx] = gelu_tanh(c[idx])
 
 def fits(m: int, n: int, k: int, cfg: dict | None = None) -> bool:
     """Whether the tiled kernel applies to an (m, k) @ (k, n) product with tile config ``cfg``."""

@@ -27,7 +27,7 @@ import numpy as np
 
 import anywave as aw
 from anywave.kernels._launch import KernelInputError, as_f32, ceil_div, launch_kw
-from anywave.kernels.elementwise import GELU_C, SQRT_2_OVER_PI
+from anywave.kernels.elementwise import gelu_tanh
 from anywave.kernels.linalg import NEG_INF_BITS, _tree
 
 WG = 256  #: threads per workgroup of the element-wise kernels and the sum
@@ -66,12 +66,6 @@ def saxpy4_kernel(a: aw.f32, x: aw.In[aw.f32], y: aw.Buffer[aw.f32], n: aw.i32, 
         y[i] = a * x[i] + y[i]  # two roundings, as saxpy_kernel
 
 
-@aw.func
-def _gelu(v):
-    inner = SQRT_2_OVER_PI * (v + GELU_C * (v * v * v))
-    return (0.5 * v) * (1.0 + aw.tanh(inner))
-
-
 @aw.kernel
 def gelu4_kernel(x: aw.In[aw.f32], out: aw.Out[aw.f32], n: aw.i32, *, per: int = 1):
     g = aw.global_id(0)
@@ -81,10 +75,10 @@ def gelu4_kernel(x: aw.In[aw.f32], out: aw.Out[aw.f32], n: aw.i32, *, per: int =
         q = g + p * nt
         if q < quads:
             u = aw.load4(x, 4 * q)
-            aw.store4(out, 4 * q, (_gelu(u[0]), _gelu(u[1]), _gelu(u[2]), _gelu(u[3])))
+            aw.store4(out, 4 * q, (gelu_tanh(u[0]), gelu_tanh(u[1]), gelu_tanh(u[2]), gelu_tanh(u[3])))
     if g < n % 4:
         i = 4 * quads + g
-        out[i] = _gelu(x[i])
+        out[i] = gelu_tanh(x[i])
 
 
 @aw.kernel

@@ -1,0 +1,388 @@
+"""Values and operators of the kernel language, mixed into
+:class:`~anywave.compiler.frontend.Frontend`: constants, predicates and bools, conversions,
+and the arithmetic, bit, shift and comparison operators (the rules they apply are in
+:mod:`anywave.compiler.typerules`; the semantics chosen where Python and the hardware
+differ are in :mod:`anywave.compiler.frontend`'s docstring).
+"""
+
+from __future__ import annotations
+
+import ast
+import operator
+from typing import Any
+
+import numpy as np
+
+from . import typerules as tr
+from . import types as ty
+from .bindings import describe as _describe
+from .constants import LiteralError, literal_bits
+from .errors import CompileError
+from .ir import PredUse, Value
+from .types import DType
+
+_PY_CMP = {"lt": operator.lt, "le": operator.le, "gt": operator.gt, "ge": operator.ge, "eq": operator.eq,
+           "ne": operator.ne}
+_PY_BINOP = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
+             ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow,
+             ast.LShift: operator.lshift, ast.RShift: operator.rshift, ast.BitOr: operator.or_,
+             ast.BitXor: operator.xor, ast.BitAnd: operator.and_}
+BINOP_NAMES = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//",
+               ast.Mod: "%", ast.Pow: "**", ast.LShift: "<<", ast.RShift: ">>", ast.BitOr: "|",
+               ast.BitXor: "^", ast.BitAnd: "&", ast.MatMult: "@"}
+
+
+class ValueOps:
+    """Constants, conversions and operators of :class:`Frontend` (which provides ``emit``,
+    ``new``, ``err``, ``node`` and ``_stmt``)."""
+
+    def type_error(self, e: tr.TypeRuleError, node: ast.AST | None) -> CompileError:
+        """The CompileError of a refused type rule: at the literal at fault when there is one
+        in the current expression, else at ``node``."""
+        if e.literal is not tr.NO_LITERAL:
+            lit = self.literal_node(e.literal)
+            if lit is not None:
+                node = lit
+        return self.err(node, e.message)
+
+    def mn(self, op: str, t: DType, what: str | None = None) -> str:
+        """The table mnemonic for operation ``op`` on type ``t`` (CompileError if none)."""
+        try:
+            return tr.alu_mnemonic(op, t, what)
+        except tr.TypeRuleError as e:
+            raise self.type_error(e, None) from None
+
+    # ------------------------------------------------------------------ constants
+    def const(self, value: Any, t: DType) -> Value:
+        """A register holding the Python constant ``value`` converted to ``t`` (range-checked)."""
+        if t is ty.pred:
+            p = self.new(ty.pred)
+            self.emit("setp.true" if value else "setp.false", p)
+            return p
+        bits = self.const_bits(value, t)
+        v = self.new(t, "c")
+        if t.bits == 64:
+            self.emit(f"movi.{t.scalar.spelling}", v, bits)
+        elif t is ty.bool_:
+            self.emit("movi.u32", v, bits)
+        else:
+            self.emit(f"movi.{t.scalar.spelling}", v, bits)
+        return v
+
+    def const_bits(self, value: Any, t: DType) -> int:
+        """Bits of Python constant ``value`` as type ``t``, rounded once from the exact value
+        (:func:`~anywave.compiler.constants.literal_bits`); errors point at the literal."""
+        if not isinstance(value, (bool, int, float, np.generic)):
+            raise self.err(None, f"cannot use {_describe(value)} as {t.name}")
+        try:
+            return literal_bits(value, t)
+        except LiteralError as e:
+            raise self.err(self.literal_node(value), str(e)) from None
+
+    def literal_node(self, value: Any) -> ast.AST | None:
+        """The literal in the current expression (else statement) whose value is ``value``,
+        so that an error about a constant points at it rather than at the whole statement;
+        None when the constant was computed (the caller then points at the expression)."""
+        if isinstance(value, np.generic):
+            value = value.item()
+        for root in (self.node, self._stmt):
+            if root is None:
+                continue
+            for n in ast.walk(root):
+                if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.USub) and isinstance(n.operand, ast.Constant):
+                    lit = n.operand.value
+                    if type(lit) is type(value) and not isinstance(lit, (str, bool)) and -lit == value:
+                        return n
+                if (isinstance(n, ast.Constant) and type(n.value) is type(value) and n.value == value
+                        and not (isinstance(value, (int, float)) and value < 0)):
+                    return n
+        return None
+
+    def default_type(self, value: Any) -> DType:
+        """The type of Python constant ``value`` on its own (:func:`typerules.literal_type`)."""
+        try:
+            return tr.literal_type(value)
+        except tr.TypeRuleError as e:
+            raise self.type_error(e, None) from None
+
+    def materialize(self, x: Any, t: DType | None = None) -> Value:
+        """A Value from a Value or Python constant (typed by ``t`` or by default rules)."""
+        if isinstance(x, Value):
+            if t is not None and x.type is not t:
+                if t is ty.bool_ and x.type is ty.pred:
+                    return self.pred_to_bool(x)
+                raise self.err(None, f"expected a {t.name} value, got {x.type.name}; cast explicitly with "
+                               f"aw.{t.name}(...)")
+            return x
+        if isinstance(x, (bool, int, float, np.generic)):
+            return self.const(x, t or self.default_type(x))
+        raise self.err(None, f"{_describe(x)} cannot be used as a value here")
+
+    # ------------------------------------------------------------------ predicates / bools
+    def pred_to_bool(self, p: Value) -> Value:
+        one, zero = self.const(1, ty.u32), self.const(0, ty.u32)
+        r = self.new(ty.bool_)
+        self.emit("selp.b32", r, one, zero, PredUse(p))
+        return r
+
+    def as_pred(self, x: Any, node: ast.AST | None = None) -> PredUse:
+        """A predicate operand for a condition: bools, comparisons, or Python truthiness of
+        numbers (``x != 0``)."""
+        if isinstance(x, PredUse):
+            return x
+        if isinstance(x, Value):
+            if x.type is ty.pred:
+                return PredUse(x)
+            p = self.new(ty.pred)
+            zero = self.const(0, x.type if x.type is not ty.bool_ else ty.u32)
+            self.emit(self.cmp_mn("ne", x.type), p, x, zero)
+            return PredUse(p)
+        if isinstance(x, (bool, int, float, np.generic)):
+            p = self.new(ty.pred)
+            self.emit("setp.true" if x else "setp.false", p)
+            return PredUse(p)
+        raise self.err(node, f"{_describe(x)} cannot be used as a condition")
+
+    def pred_value(self, pu: PredUse) -> Value:
+        if not pu.negated:
+            return pu.value
+        p = self.new(ty.pred)
+        self.emit("mov.pred", p, pu)
+        return p
+
+    def cmp_mn(self, cmp: str, t: DType) -> str:
+        try:
+            return tr.compare_mnemonic(cmp, t)
+        except tr.TypeRuleError as e:
+            raise self.type_error(e, None) from None
+
+    # ------------------------------------------------------------------ typing
+    def unify(self, a: Any, b: Any, what: str) -> DType:
+        """The common type of two operands (Python constants take the other side's type;
+        :func:`typerules.common_type`)."""
+        ta = a.type if isinstance(a, Value) else None
+        tb = b.type if isinstance(b, Value) else None
+        try:
+            return tr.common_type(ta, a, tb, b, what)
+        except tr.TypeRuleError as e:
+            raise self.type_error(e, None) from None
+
+    def coerce(self, x: Any, t: DType) -> Value:
+        """``x`` as a value of type ``t``: constants are converted, typed values widened when
+        exact (i32→i64, f16→f32 ...)."""
+        if not isinstance(x, Value):
+            return self.const(x, t)
+        if x.type is t:
+            return x
+        if x.type is ty.pred:
+            return self.cast(self.pred_to_bool(x), t) if t is not ty.bool_ else self.pred_to_bool(x)
+        return self.cast(x, t)
+
+    def cast(self, x: Value, t: DType) -> Value:
+        """Value conversion (``cvt``): int↔float round to nearest even / truncate with
+        saturation, int↔int wrap or extend, bool → 0/1, x → bool is ``x != 0``."""
+        if x.type is t:
+            return x
+        if x.type is ty.pred:
+            x = self.pred_to_bool(x)
+            if t is ty.bool_:
+                return x
+        if t is ty.bool_:
+            return self.pred_to_bool(self.as_pred(x).value)
+        src = ty.u32 if x.type is ty.bool_ else x.type
+        if src is t:
+            r = self.new(t)
+            self.emit("mov.b32", r, x)
+            return r
+        r = self.new(t)
+        try:
+            m = tr.conversion_mnemonic(src, t, x.type.name)
+        except tr.TypeRuleError as e:
+            raise self.type_error(e, None) from None
+        self.emit(m, r, x)
+        return r
+
+    def bitcast(self, x: Value, t: DType) -> Value:
+        src = ty.u32 if x.type in (ty.bool_, ty.pred) else x.type
+        if x.type is ty.pred:
+            x = self.pred_to_bool(x)
+        try:
+            tr.check_bitcast(src, t, x.type.name)
+        except tr.TypeRuleError as e:
+            raise self.type_error(e, None) from None
+        r = self.new(t)
+        self.emit("mov.b64" if t.bits == 64 else "mov.b32", r, x)
+        return r
+
+
+    def binop(self, op: type, a: Any, b: Any, node: ast.AST) -> Any:
+        sym = BINOP_NAMES.get(op, "?")
+        if isinstance(a, PredUse):
+            a = self.pred_value(a)
+        if isinstance(b, PredUse):
+            b = self.pred_value(b)
+        if not isinstance(a, Value) and not isinstance(b, Value):
+            if isinstance(a, tuple) and isinstance(b, tuple) and op is ast.Add:
+                return a + b  # compile-time concatenation (e.g. two aw.load4 results)
+            if isinstance(a, tuple) or isinstance(b, tuple):
+                raise self.err(node, f"operator {sym} on tuples is not supported in a kernel (only tuple + tuple)")
+            try:
+                return _PY_BINOP[op](a, b)
+            except TypeError:
+                raise self.err(node, f"operator {sym} is not defined for {_describe(a)} and {_describe(b)}") from None
+            except Exception as e:  # noqa: BLE001 - reported with the user's line
+                raise self.err(node, f"compile-time {sym} failed: {e}") from None
+        if op is ast.Pow:
+            return self._pow(a, b, node)
+        if op is ast.MatMult:
+            raise self.err(node, "the @ operator is not supported; use aw.mma on local tiles")
+        if op in (ast.LShift, ast.RShift):
+            return self._shift(op, a, b, node)
+        t = self.unify(a, b, f"'{sym}'")
+        if t is ty.bool_ and op in (ast.BitAnd, ast.BitOr, ast.BitXor):
+            pa, pb = self.as_pred(self.coerce(a, t)), self.as_pred(self.coerce(b, t))
+            p = self.new(ty.pred)
+            self.emit({ast.BitAnd: "and.pred", ast.BitOr: "or.pred", ast.BitXor: "xor.pred"}[op], p, pa, pb)
+            return p
+        if t is ty.bool_:
+            raise self.err(node, f"operator {sym} is not defined for bool values; cast with aw.i32(...)")
+        av, bv = self.coerce(a, t), self.coerce(b, t)
+        if op is ast.Div:
+            if not t.is_float:
+                raise self.err(node, f"'/' on {t.name} values: true division of integers is not supported; "
+                               "use '//' for floor division or cast to a float type first (aw.f32(x) / y)")
+            return self.alu("div", t, av, bv)
+        if op is ast.FloorDiv:
+            return self._floordiv(t, av, bv, b)
+        if op is ast.Mod:
+            return self._mod(t, av, bv, b)
+        name = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.BitAnd: "and", ast.BitOr: "or",
+                ast.BitXor: "xor"}.get(op)
+        if name is None:
+            raise self.err(node, f"operator {sym} is not supported in a kernel")
+        if name in ("and", "or", "xor") and t.is_float:
+            raise self.err(node, f"operator {sym} is not defined for {t.name}; use aw.bitcast to an integer first")
+        return self.alu(name, t, av, bv, what=sym)
+
+    def alu(self, name: str, t: DType, *srcs: Value, what: str | None = None) -> Value:
+        r = self.new(t)
+        self.emit(self.mn(name, t, what), r, *srcs)
+        return r
+
+    def _pow(self, a: Any, b: Any, node: ast.AST) -> Value:
+        if isinstance(b, Value) or not isinstance(b, int) or isinstance(b, bool) or not 0 <= b <= 8:
+            raise self.err(node, "** needs a compile-time integer exponent 0..8 (computed by repeated "
+                           "multiplication, left to right); use aw.exp/aw.log for other powers")
+        if not isinstance(a, Value):
+            raise self.err(node, "** with a constant base and runtime exponent is not supported")
+        if b == 0:
+            return self.const(1, a.type)
+        r = a
+        for _ in range(b - 1):
+            r = self.alu("mul", a.type, r, a)
+        return r
+
+    def _shift(self, op: type, a: Any, b: Any, node: ast.AST) -> Value:
+        if not isinstance(a, Value):
+            a = self.const(a, self.default_type(a) if not isinstance(b, Value) or b.type.bits == 32 else b.type)
+        if not a.type.is_int:
+            raise self.err(node, f"shifts need an integer left operand, got {a.type.name}")
+        if isinstance(b, Value):
+            if not b.type.is_int:
+                raise self.err(node, f"shift count must be an integer, got {b.type.name}")
+            if b.type.bits == 64:
+                # the ISA reads one unsigned 32-bit count (spec §8.3): saturate, never truncate, so
+                # counts 2^32, 2^32 + 1, 2^63 ... stay ">= the width" (0 / the sign fill)
+                if b.type is not ty.u64:
+                    b = self.bitcast(b, ty.u64)
+                b = self.cast(self.alu("min", ty.u64, b, self.const(0xFFFFFFFF, ty.u64)), ty.u32)
+        else:
+            if not isinstance(b, int) or b < 0:
+                raise self.err(node, f"shift count must be a non-negative integer, got {_describe(b)}")
+            b = self.const(min(b, 255), ty.u32)
+        r = self.new(a.type)
+        if op is ast.LShift:
+            self.emit(self.mn("shl", a.type), r, a, b)
+        else:
+            self.emit(self.mn("shr", a.type), r, a, b)
+        return r
+
+    def _floordiv(self, t: DType, a: Value, b: Value, b_raw: Any) -> Value:
+        if t.is_float:
+            q = self.alu("div", t, a, b)
+            return self.alu("floor", t, q)
+        if t.is_signed and isinstance(b_raw, int) and b_raw > 0 and b_raw & (b_raw - 1) == 0:
+            # floor division by 2^k is an arithmetic shift (exactly Python's semantics)
+            k = self.const(b_raw.bit_length() - 1, ty.u32)
+            return self.alu("shr", t, a, k)
+        q = self.alu("div", t, a, b)
+        if not t.is_signed:
+            return q
+        # Python floors: q -= 1 when the remainder is non-zero and its sign differs from b's
+        r = self.alu("rem", t, a, b)
+        fix = self._sign_fix(t, r, b)
+        one = self.const(1, t)
+        qm = self.alu("sub", t, q, one)
+        out = self.new(t)
+        self.emit("selp.b64" if t.bits == 64 else "selp.b32", out, qm, q, PredUse(fix))
+        return out
+
+    def _mod(self, t: DType, a: Value, b: Value, b_raw: Any) -> Value:
+        if t.is_float:
+            raise self.err(None, f"'%' on {t.name} is not supported; write a - b * aw.floor(a / b)")
+        if isinstance(b_raw, int) and b_raw > 0 and b_raw & (b_raw - 1) == 0:
+            # x % 2^k == x & (2^k - 1) for both signednesses under floor semantics
+            return self.alu("and", t, a, self.const(b_raw - 1, t))
+        r = self.alu("rem", t, a, b)
+        if not t.is_signed:
+            return r
+        fix = self._sign_fix(t, r, b)
+        rb = self.alu("add", t, r, b)
+        out = self.new(t)
+        self.emit("selp.b64" if t.bits == 64 else "selp.b32", out, rb, r, PredUse(fix))
+        return out
+
+    def _sign_fix(self, t: DType, r: Value, b: Value) -> Value:
+        """Predicate: Python's floor correction applies (remainder non-zero with the sign
+        opposite to the divisor's). Never for ``b == 0``: division by zero keeps the ISA's
+        results (``x // 0 == -1``, ``x % 0 == x`` for every x, spec §8.1), so ``//`` and ``%``
+        still satisfy ``x == (x // 0) * 0 + x % 0``."""
+        zero = self.const(0, t)
+        nz, neg, fix, bnz, fix2 = (self.new(ty.pred) for _ in range(5))
+        self.emit(self.cmp_mn("ne", t), nz, r, zero)
+        x = self.alu("xor", t, r, b)
+        self.emit(self.cmp_mn("lt", t), neg, x, zero)
+        self.emit("and.pred", fix, PredUse(nz), PredUse(neg))
+        self.emit(self.cmp_mn("ne", t), bnz, b, zero)
+        self.emit("and.pred", fix2, PredUse(fix), PredUse(bnz))
+        return fix2
+
+    def compare(self, cmp: str, a: Any, b: Any, node: ast.AST) -> Any:
+        if isinstance(a, PredUse):
+            a = self.pred_value(a)
+        if isinstance(b, PredUse):
+            b = self.pred_value(b)
+        if not isinstance(a, Value) and not isinstance(b, Value):
+            return _PY_CMP[cmp](a, b)
+        t = self.unify(a, b, f"comparison {cmp}")
+        if t is ty.bool_:
+            if cmp not in ("eq", "ne"):
+                raise self.err(node, "bool values only support == and !=")
+            pa, pb = self.as_pred(self.coerce(a, t)), self.as_pred(self.coerce(b, t))
+            x = self.new(ty.pred)
+            self.emit("xor.pred", x, pa, pb)
+            if cmp == "ne":
+                return x
+            r = self.new(ty.pred)
+            self.emit("mov.pred", r, PredUse(x, True))
+            return r
+        av, bv = self.coerce(a, t), self.coerce(b, t)
+        r = self.new(ty.pred)
+        self.emit(self.cmp_mn(cmp, t), r, av, bv)
+        return r
+
+    def select(self, p: PredUse, a: Value, b: Value) -> Value:
+        r = self.new(a.type)
+        self.emit("selp.b64" if a.type.bits == 64 else "selp.b32", r, a, b, p)
+        return r
+

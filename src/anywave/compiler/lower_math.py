@@ -1,0 +1,131 @@
+"""Lowering of the math, bit, conversion and selection intrinsics (registered on their
+markers in :mod:`anywave.compiler.language`): exact float operations (``sqrt``, ``floor`` ...
+``fma``: spec §8.2, correctly rounded), the ``fast_*`` approximations (``*.approx.f32``,
+ulp bounds in docs/spec.md), ``popc``/``clz``/``ctz``/``brev``/``mulhi``, ``cast``,
+``bitcast``, ``where``, ``dtype_of`` and the loop markers used outside a ``for``.
+
+Each ``lower_*`` function is called as ``lower(frontend, call_node, discard)``.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import TYPE_CHECKING, Any
+
+from anywave.isa.table import BY_MNEMONIC
+
+from . import types as ty
+from .bindings import describe as _describe
+from .ir import PredUse, Value
+from .types import DType
+
+if TYPE_CHECKING:
+    from .frontend import Frontend
+
+
+def _float_arg(fe: Frontend, node: ast.Call, what: str, n: int = 1) -> list[Value]:
+    args = fe.call_args(node, n, n, what)
+    typed = [a for a in args if isinstance(a, Value)]
+    t = typed[0].type if typed else ty.f32
+    out: list[Value] = []
+    for a in args:
+        if isinstance(a, Value):
+            if not a.type.is_float:
+                raise fe.err(node, f"{what} needs a float argument, got {a.type.name}; cast with aw.f32(...)")
+            if a.type is not t:
+                raise fe.err(node, f"{what}: arguments have different types {t.name} and {a.type.name}")
+            out.append(a)
+        else:
+            out.append(fe.const(a, t))
+    return out
+
+
+def lower_float_unary(fe: Frontend, node: ast.Call, discard: bool, name: str) -> Value:
+    """``aw.sqrt/floor/ceil/trunc/rint(x)`` (``name`` bound at registration)."""
+    (x,) = _float_arg(fe, node, f"aw.{name}()")
+    return fe.alu(name, x.type, x)
+
+
+def lower_fma(fe: Frontend, node: ast.Call, discard: bool) -> Value:
+    a, b, c = _float_arg(fe, node, "aw.fma()", 3)
+    return fe.alu("fma", a.type, a, b, c)
+
+
+def lower_fast(fe: Frontend, node: ast.Call, discard: bool, name: str) -> Value:
+    """``aw.fast_<name>(x)``: the ``*.approx.f32`` instructions (``name`` bound at registration)."""
+    (x,) = _float_arg(fe, node, f"aw.fast_{name}()")
+    if x.type is not ty.f32:
+        raise fe.err(node, f"aw.fast_{name} is defined for f32 only, got {x.type.name}")
+    if name == "exp":
+        x = fe.alu("mul", ty.f32, x, fe.const(1.4426950408889634, ty.f32))
+        name = "exp2"
+    if name == "log":
+        r = fe.alu("lg2", ty.f32, x, what="fast_log")
+        return fe.alu("mul", ty.f32, r, fe.const(0.6931471805599453, ty.f32))
+    mnem = {"exp2": "ex2", "log2": "lg2"}.get(name, name)
+    r = fe.new(ty.f32)
+    m = f"{mnem}.approx.f32"
+    if m not in BY_MNEMONIC:
+        raise fe.err(node, f"aw.fast_{name} has no approximate instruction")
+    fe.emit(m, r, x)
+    return r
+
+
+def lower_bits(fe: Frontend, node: ast.Call, discard: bool, name: str) -> Value:
+    """``aw.popc/clz/ctz/brev(x)`` on 32-bit integers (``name`` bound at registration)."""
+    (x,) = fe.call_args(node, 1, 1, f"aw.{name}()")
+    x = fe.materialize(x, None if isinstance(x, Value) else ty.u32)
+    if not x.type.is_int or x.type.bits != 32:
+        raise fe.err(node, f"aw.{name} needs a 32-bit integer, got {x.type.name}")
+    r = fe.new(ty.i32 if name != "brev" else x.type)
+    fe.emit(f"{name}.b32", r, x)
+    return r
+
+
+def lower_mulhi(fe: Frontend, node: ast.Call, discard: bool) -> Value:
+    a, b = fe.call_args(node, 2, 2, "aw.mulhi()")
+    t = fe.unify(a, b, "aw.mulhi()")
+    if not t.is_int or t.bits != 32:
+        raise fe.err(node, f"aw.mulhi needs 32-bit integers, got {t.name}")
+    return fe.alu("mulhi", t, fe.coerce(a, t), fe.coerce(b, t))
+
+
+def lower_cast(fe: Frontend, node: ast.Call, discard: bool) -> Value:
+    x, t = fe.call_args(node, 2, 2, "aw.cast()")
+    if not isinstance(t, DType) or t not in ty.VALUE_TYPES:
+        raise fe.err(node, f"aw.cast(x, dtype): dtype must be a value type, got {_describe(t)}")
+    if not isinstance(x, (Value, PredUse)):
+        return fe.const(x, t)
+    return fe.cast(fe.pred_value(x) if isinstance(x, PredUse) else x, t)
+
+
+def lower_bitcast(fe: Frontend, node: ast.Call, discard: bool) -> Value:
+    x, t = fe.call_args(node, 2, 2, "aw.bitcast()")
+    if not isinstance(t, DType) or t not in ty.VALUE_TYPES:
+        raise fe.err(node, f"aw.bitcast(x, dtype): dtype must be a value type, got {_describe(t)}")
+    if not isinstance(x, Value):
+        raise fe.err(node, "aw.bitcast needs a typed value (write aw.u32(...) for constants)")
+    return fe.bitcast(x, t)
+
+
+def lower_where(fe: Frontend, node: ast.Call, discard: bool) -> Any:
+    c, a, b = fe.call_args(node, 3, 3, "aw.where()")
+    if not isinstance(c, (Value, PredUse)):
+        return a if c else b
+    t = fe.unify(a, b, "aw.where()")
+    return fe.select(fe.as_pred(c, node), fe.coerce(a, t), fe.coerce(b, t))
+
+
+def lower_dtype_of(fe: Frontend, node: ast.Call, discard: bool) -> DType:
+    (x,) = fe.call_args(node, 1, 1, "aw.dtype_of()")
+    if isinstance(x, PredUse):
+        return ty.bool_
+    if isinstance(x, Value):
+        return ty.bool_ if x.type is ty.pred else x.type
+    return fe.default_type(x)
+
+
+def lower_loop_marker(fe: Frontend, node: ast.Call, discard: bool) -> None:
+    """``aw.static_range`` / ``aw.range`` anywhere but a for loop's iterable (there the
+    visitor reads them itself): an error."""
+    raise fe.err(node, "aw.static_range() can only be used as a for-loop iterable")

@@ -1,0 +1,168 @@
+"""Lowering of the thread-identity, synchronisation, local-memory and atomic intrinsics
+(registered on their markers in :mod:`anywave.compiler.language`): ids and special
+registers (spec §3.3), ``barrier``/``fence`` (§8.7), ``local_array`` and the
+``atomic_*`` operations (§8.6; the ``red`` form when the old value is unused).
+
+Each ``lower_*`` function is called as ``lower(frontend, call_node, discard)``.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import TYPE_CHECKING, Any
+
+from anywave.isa.table import BY_MNEMONIC
+from anywave.isa.types import Access, MemoryOrder, Scope, SpecialRegister
+
+from . import types as ty
+from .bindings import BufferArg, LocalArray
+from .bindings import describe as _describe
+from .ir import DevAddr, Value
+from .types import DType
+
+if TYPE_CHECKING:
+    from .frontend import Frontend
+
+SR = SpecialRegister
+_DIM_SR = {
+    "global_id": (SR.GLOBAL_ID_X, SR.GLOBAL_ID_Y, SR.GLOBAL_ID_Z),
+    "local_id": (SR.THREAD_ID_X, SR.THREAD_ID_Y, SR.THREAD_ID_Z),
+    "thread_id": (SR.THREAD_ID_X, SR.THREAD_ID_Y, SR.THREAD_ID_Z),
+    "workgroup_id": (SR.WORKGROUP_ID_X, SR.WORKGROUP_ID_Y, SR.WORKGROUP_ID_Z),
+    "workgroup_size": (SR.WORKGROUP_SIZE_X, SR.WORKGROUP_SIZE_Y, SR.WORKGROUP_SIZE_Z),
+    "num_workgroups": (SR.GRID_SIZE_X, SR.GRID_SIZE_Y, SR.GRID_SIZE_Z),
+}
+_NODIM_SR = {"lane_id": SR.LANE_ID, "wave_id": SR.WAVE_ID, "wave_width": SR.WAVE_WIDTH,
+             "num_waves": SR.NUM_WAVES, "thread_linear_id": SR.THREAD_LINEAR_ID}
+_SCOPES = {s.name.lower(): s for s in Scope}
+_ORDERS = {o.name.lower(): o for o in MemoryOrder}
+
+
+def special_register(fe: Frontend, sr: SpecialRegister) -> Value:
+    r = fe.new(ty.i32)  # the register is untyped; ids fit in 31 bits
+    fe.emit("mov.sr", r, sr)
+    return r
+
+
+def lower_dim_id(fe: Frontend, node: ast.Call, discard: bool, name: str) -> Value:
+    """``aw.<name>(d=0)``: an id or size along dimension d (``name`` bound at registration)."""
+    args = fe.call_args(node, 0, 1, f"aw.{name}()")
+    d = 0
+    if args:
+        d = args[0]
+        if isinstance(d, Value) or d not in (0, 1, 2):
+            raise fe.err(node, f"aw.{name}(d): d must be a compile-time 0, 1 or 2, got {_describe(d)}")
+    return special_register(fe, _DIM_SR[name][d])
+
+
+def lower_barrier(fe: Frontend, node: ast.Call, discard: bool) -> None:
+    fe.call_args(node, 0, 0, "aw.barrier()")
+    fe.emit("barrier")
+
+
+def lower_fence(fe: Frontend, node: ast.Call, discard: bool) -> None:
+    fe.call_args(node, 0, 2, "aw.fence()", ("scope", "order"))
+    scope, order = _scope_order(fe, node, "device", "acq_rel", positional=True)
+    fe.emit("fence", scope, order)
+
+
+def _scope_order(fe: Frontend, node: ast.Call, dscope: str, dorder: str,
+                 positional: bool = False) -> tuple[Scope, MemoryOrder]:
+    pos = [fe.static_eval(a) for a in node.args] if positional else []
+    scope = fe.keyword_arg(node, "scope", pos[0] if len(pos) > 0 else dscope)
+    order = fe.keyword_arg(node, "order", pos[1] if len(pos) > 1 else dorder)
+    if scope not in _SCOPES:
+        raise fe.err(node, f"scope {scope!r} is not valid; valid: {', '.join(_SCOPES)}")
+    if order not in _ORDERS:
+        raise fe.err(node, f"order {order!r} is not valid; valid: {', '.join(_ORDERS)}")
+    return _SCOPES[scope], _ORDERS[order]
+
+
+def lower_local_array(fe: Frontend, node: ast.Call, discard: bool) -> LocalArray:
+    if len(node.args) != 2 or node.keywords:
+        raise fe.err(node, "aw.local_array(dtype, shape) takes exactly a dtype and a shape")
+    dt = fe.static_eval(node.args[0])
+    shape = fe.static_eval(node.args[1])
+    fe.node = node
+    if not isinstance(dt, DType) or dt in (ty.bool_, ty.pred):
+        raise fe.err(node.args[0], "local_array element type must be a dtype such as aw.f32, got "
+                     + _describe(dt))
+    if isinstance(shape, int):
+        shape = (shape,)
+    if (not isinstance(shape, tuple) or not 1 <= len(shape) <= 2
+            or not all(isinstance(s, int) and not isinstance(s, bool) and s > 0 for s in shape)):
+        raise fe.err(node.args[1], f"local_array shape must be a positive compile-time int or a tuple of 1-2 "
+                     f"of them, got {_describe(shape)}")
+    align = 16
+    base = -(-fe.local_memory // align) * align
+    arr = LocalArray(base, dt, tuple(shape))
+    fe.local_memory = base + arr.nbytes
+    return arr
+
+
+def lower_special_register(fe: Frontend, node: ast.Call, discard: bool, name: str) -> Value:
+    """``aw.<name>()``: lane_id, wave_id, wave_width, num_waves, thread_linear_id."""
+    fe.call_args(node, 0, 0, f"aw.{name}()")
+    return special_register(fe, _NODIM_SR[name])
+
+
+def lower_atomic(fe: Frontend, node: ast.Call, discard: bool, op: str) -> Any:
+    """``aw.atomic_<op>(target, index, [cmp,] value, scope=, order=)`` (``op`` bound at
+    registration); the ``red`` form when the old value is unused."""
+    nval = 2 if op == "cas" else 1
+    if len(node.args) != 2 + nval:
+        sig = "(target, index, cmp, value)" if op == "cas" else "(target, index, value)"
+        raise fe.err(node, f"aw.atomic_{op}{sig} takes {2 + nval} positional arguments, got {len(node.args)}")
+    for kw in node.keywords:
+        if kw.arg not in ("scope", "order"):
+            raise fe.err(node, f"aw.atomic_{op}() got an unexpected keyword {kw.arg!r}; valid: scope, order")
+    target = fe.visit(node.args[0])
+    fe.node = node
+    if isinstance(target, BufferArg):
+        if target.access is not Access.READWRITE:
+            raise fe.err(node.args[0], f"atomics need a read-write buffer; {target.name!r} is declared "
+                         f"{ty.BufferType(target.elem, target.access)!r}, use aw.Buffer[{target.elem.name}]")
+        idx = fe.visit(node.args[1])
+        fe.node = node
+        off, wide = fe.index_offset(idx, target.elem.scalar.nbytes, node.args[1])
+        if wide:
+            raise fe.err(node.args[1], "atomics take a 32-bit index")
+        addr: Any = DevAddr(target.index, off)
+        space, elem = "device", target.elem
+    elif isinstance(target, LocalArray):
+        addr = fe.local_addr(target, node.args[1], node)
+        space, elem = "local", target.elem
+    else:
+        raise fe.err(node.args[0], f"atomic target must be a buffer or local array, got {_describe(target)}")
+    vals = [fe.visit(a) for a in node.args[2:]]
+    fe.node = node
+    if elem.bits != 32 or elem not in (ty.i32, ty.u32, ty.f32):
+        raise fe.err(node.args[0], f"atomics work on i32, u32 and f32 elements; this one is {elem.name}")
+    t = elem
+    if op in ("add", "sub"):
+        tname = "f32" if t is ty.f32 else "u32"
+        if op == "sub" and t is ty.f32:
+            raise fe.err(node, "atomic_sub is not defined for f32; add the negated value")
+    elif op in ("min", "max"):
+        if t is ty.f32:
+            raise fe.err(node, f"atomic_{op} is not defined for f32 (valid: i32, u32)")
+        tname = t.name
+    elif op in ("and", "or", "xor"):
+        if t is ty.f32:
+            raise fe.err(node, f"atomic_{op} is not defined for f32")
+        tname = "b32"
+    elif op in ("exch", "cas"):
+        tname = "b32"
+    else:
+        raise fe.err(node, f"unknown atomic operation {op!r}")
+    vv = [fe.store_value(v, t, node) for v in vals]
+    scope_order: tuple[Any, ...] = ()
+    if space == "device":
+        scope_order = _scope_order(fe, node, "device", "relaxed")
+    red = f"red.{space}.{op}.{tname}"
+    if discard and red in BY_MNEMONIC:
+        fe.emit(red, addr, *vv, *scope_order)
+        return None
+    r = fe.new(t)
+    fe.emit(f"atom.{space}.{op}.{tname}", r, addr, *vv, *scope_order)
+    return r
