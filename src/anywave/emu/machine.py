@@ -33,7 +33,7 @@ from anywave.errors import EmulationError, LaunchConfigError
 from anywave.isa import dispatch
 from anywave.isa.mma import MMA_SREG_VALUES
 from anywave.isa.table import InstrDef, Role
-from anywave.isa.types import LIMITS, Access, ScalarType, SpecialRegister
+from anywave.isa.types import LIMITS, Access, SpecialRegister
 from anywave.runtime.abi import SCALAR_INT as _SCALAR_INT  # noqa: F401 - re-exported (moved)
 from anywave.runtime.abi import abi_text as _abi_text
 from anywave.runtime.abi import load_program
