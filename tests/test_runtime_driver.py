@@ -194,3 +194,156 @@ def test_hip_on_nvidia_marshals_through_the_base(module, fake_cuda) -> None:
         run(module, "fixed", (1,), (32,), {"out": np.zeros(8, np.uint32)}, 32)
     with pytest.raises(hip_nvidia.HipNvidiaError, match=r"missing \['f'\]"):
         run(module, "plain", (1,), (8,), {"out": np.zeros(8, np.uint32), "n": 7}, 32)
+
+
+# ------------------------------------------------------------------ HIP and Metal, no device
+#
+# Stand-ins for hip-python and PyObjC's Metal that record what a launch passes; the HIP and
+# MSL sources are the real backends' (only the vendor compilers are skipped).
+
+class _HipErr(int):
+    value = 0
+
+
+class _FakeHip:
+    class hipMemcpyKind:  # noqa: N801 - hip-python's spelling
+        hipMemcpyHostToDevice, hipMemcpyDeviceToHost = 1, 2
+
+    class hipDeviceProp_t:  # noqa: N801
+        gcnArchName = b"gfx90a:sramecc+:xnack-"
+        warpSize = 64
+        sharedMemPerBlock = 65536
+        maxThreadsPerBlock = 1024
+        name = b"fake MI200"
+        maxThreadsDim = (1024, 1024, 1024)
+        maxGridSize = (2**31 - 1, 65535, 65535)
+
+    def __init__(self) -> None:
+        self.launches: list[tuple[Any, ...]] = []
+        self.memory: dict[int, bytes] = {}
+        self._next = 0x1000
+
+    def hipSetDevice(self, d: int) -> tuple[int]:  # noqa: N802
+        return (0,)
+
+    def hipGetDeviceCount(self) -> tuple[int, int]:  # noqa: N802
+        return (0, 1)
+
+    def hipGetDeviceProperties(self, props: Any, d: int) -> tuple[int]:  # noqa: N802
+        return (0,)
+
+    def hipModuleLoadData(self, code: bytes) -> tuple[int, str]:  # noqa: N802
+        return (0, "module")
+
+    def hipModuleGetFunction(self, handle: Any, name: bytes) -> tuple[int, str]:  # noqa: N802
+        return (0, name.decode())
+
+    def hipMalloc(self, n: int) -> tuple[int, int]:  # noqa: N802
+        self._next += 0x1000
+        return (0, self._next)
+
+    def hipMemcpy(self, dst: Any, src: Any, n: int, kind: int) -> tuple[int]:  # noqa: N802
+        if kind == 1:
+            self.memory[dst] = np.asarray(src).tobytes()[:n]
+        else:  # device to host: the bytes written before (the fake kernel writes nothing)
+            dst.reshape(-1).view(np.uint8)[:n] = np.frombuffer(self.memory[src], np.uint8)[:n]
+        return (0,)
+
+    def hipModuleLaunchKernel(self, fn: Any, gx: int, gy: int, gz: int, bx: int, by: int, bz: int, *,  # noqa: N802
+                              sharedMemBytes: int, stream: Any, kernelParams: Any, extra: Any) -> tuple[int]:  # noqa: N803
+        self.launches.append((fn, (gx, gy, gz), (bx, by, bz), [getattr(e, "value", e) for e in extra]))
+        return (0,)
+
+    def hipDeviceSynchronize(self) -> tuple[int]:  # noqa: N802
+        return (0,)
+
+    def hipFree(self, p: int) -> tuple[int]:  # noqa: N802
+        return (0,)
+
+
+class _FakeRtc:
+    def hiprtcCreateProgram(self, *a: Any) -> tuple[int, str]:  # noqa: N802
+        return (0, "prog")
+
+    def hiprtcCompileProgram(self, prog: Any, n: int, opts: Any) -> tuple[int]:  # noqa: N802
+        return (0,)
+
+    def hiprtcGetCodeSize(self, prog: Any) -> tuple[int, int]:  # noqa: N802
+        return (0, 4)
+
+    def hiprtcGetCode(self, prog: Any, buf: Any) -> tuple[int]:  # noqa: N802
+        return (0,)
+
+
+def test_hip_target_marshals_and_pads_through_the_base(module, monkeypatch) -> None:
+    from anywave.runtime import hip as hiprt
+
+    fake = _FakeHip()
+    monkeypatch.setattr(hiprt, "_import_hip", lambda: (fake, _FakeRtc()))
+    t = hiprt.HipTarget()
+    assert t.info.wave_widths == (64,) and not t.info.host_memory
+    x = np.arange(8, dtype=np.float32)
+    t.launch(module, "waves", (2,), (5, 3), {"out": x})
+    (fn, grid, block, extra), = fake.launches
+    assert grid == (2, 1, 1) and block == (64, 1, 1)  # 15 threads padded to one wave of 64
+    assert extra[1:] == [5, 3, 1] and fake.memory[extra[0]] == np.arange(8, dtype=np.float32).tobytes()
+    assert np.array_equal(x, np.arange(8, dtype=np.float32))  # copied back (readwrite)
+    t.launch(module, "plain", (1,), (8,), {"out": np.zeros(8, np.uint32), "n": 9, "f": 2.5})
+    assert fake.launches[-1][2] == (8, 1, 1)
+    assert fake.launches[-1][3][1:3] == [9, int(np.array(2.5, np.float32).view(np.uint32))]
+    with pytest.raises(LaunchConfigError, match="requires workgroup size"):
+        t.launch(module, "fixed", (1,), (32,), {"out": np.zeros(8, np.uint32)})
+    with pytest.raises(hiprt.HipError, match="W = 64, asked for W = 32"):
+        t.launch(module, "plain", (1,), (8,), {"out": np.zeros(8, np.uint32), "n": 9, "f": 2.5}, 32)
+    assert len(t._programs._by_module) == 1  # one program, one loaded module for every launch
+
+
+class _Obj:
+    """A PyObjC-like object whose selectors are the given callables."""
+
+    def __init__(self, **methods: Any) -> None:
+        self.__dict__.update(methods)
+
+
+def _fake_metal(calls: list[tuple[Any, ...]]) -> Any:
+    def buffer(data: bytes, n: int, opts: int) -> Any:
+        raw = bytearray(data)
+        return _Obj(contents=lambda: _Obj(as_buffer=lambda k: bytes(raw[:k])), raw=raw)
+
+    pso = _Obj(threadExecutionWidth=lambda: 32, maxTotalThreadsPerThreadgroup=lambda: 1024)
+    lib = _Obj(newFunctionWithName_=lambda name: name)
+    enc = _Obj(setComputePipelineState_=lambda p: None,
+               setBuffer_offset_atIndex_=lambda b, o, i: calls.append(("buffer", i, bytes(b.raw))),
+               setBytes_length_atIndex_=lambda d, n, i: calls.append(("bytes", i, bytes(d))),
+               setThreadgroupMemoryLength_atIndex_=lambda n, i: calls.append(("local", n)),
+               dispatchThreadgroups_threadsPerThreadgroup_=lambda g, t: calls.append(("dispatch", g, t)),
+               endEncoding=lambda: None)
+    cb = _Obj(computeCommandEncoder=lambda: enc, commit=lambda: None, waitUntilCompleted=lambda: None,
+              error=lambda: None)
+    device = _Obj(newCommandQueue=lambda: _Obj(commandBuffer=lambda: cb), maxThreadgroupMemoryLength=lambda: 32768,
+                  name=lambda: "fake Apple GPU", newBufferWithBytes_length_options_=buffer,
+                  newLibraryWithSource_options_error_=lambda text, o, e: (lib, None),
+                  newComputePipelineStateWithFunction_error_=lambda fn, e: (pso, None))
+    opts = _Obj(setLanguageVersion_=lambda v: None, setFastMathEnabled_=lambda v: None)
+    return _Obj(MTLCreateSystemDefaultDevice=lambda: device, MTLSizeMake=lambda *s: s,
+                MTLCompileOptions=_Obj(alloc=lambda: _Obj(init=lambda: opts)))
+
+
+def test_metal_target_marshals_and_pads_through_the_base(module, monkeypatch) -> None:
+    from anywave.runtime import metal as metalrt
+
+    calls: list[tuple[Any, ...]] = []
+    monkeypatch.setattr(metalrt, "_import_metal", lambda: _fake_metal(calls))
+    t = metalrt.MetalTarget()
+    assert t.info.wave_widths == (32,) and t.info.host_memory
+    x = np.arange(8, dtype=np.float32)
+    t.launch(module, "waves", (2,), (5, 3), {"out": x})
+    assert ("buffer", 0, x.tobytes()) in calls
+    assert [c for c in calls if c[0] == "bytes"] == [("bytes", 1 + j, np.uint32(n).tobytes()) for j, n in
+                                                    enumerate((5, 3, 1))]
+    assert calls[-1] == ("dispatch", (2, 1, 1), (32, 1, 1))  # 15 threads padded to one SIMD-group
+    calls.clear()
+    t.launch(module, "plain", (1,), (8,), {"out": np.zeros(8, np.uint32), "n": 9, "f": -0.0})
+    assert ("bytes", 1, np.uint32(9).tobytes()) in calls and ("bytes", 2, np.float32(-0.0).tobytes()) in calls
+    with pytest.raises(LaunchConfigError, match="requires workgroup size"):
+        t.launch(module, "fixed", (1,), (32,), {"out": np.zeros(8, np.uint32)})
