@@ -30,6 +30,9 @@ Rules (docs/spec.md, "Validation rules"):
   (``ldarg.b64`` a 64-bit type, ``ldarg.b32`` a 16- or 32-bit type). Loads need a buffer
   declared ``read`` or ``readwrite``, stores ``write`` or ``readwrite``, atomics
   ``readwrite``.
+* **Asynchronous copies** (spec §4.5): ``cp.async.*`` reads a buffer declared ``read`` or
+  ``readwrite`` and writes local memory (the local- and device-address rules below apply to
+  both of its addresses); ``cp.async.wait N`` has ``N`` in 0..``MAX_ASYNC_WAIT`` (7).
 * **Memory offsets**: the immediate offset of every address is a multiple of the access
   width (natural alignment of the immediate; the offset register's alignment is a run-time
   matter). Local memory: a kernel that accesses it declares ``local_memory`` > 0; a
@@ -73,7 +76,7 @@ from anywave.binary.module import (
 from anywave.binary.structure import parse as parse_structure
 from anywave.errors import SourceLoc, VerifyError
 from anywave.isa.mma import MAX_FRAGMENTS, fragment_kinds
-from anywave.isa.table import BY_OPCODE, Category, Flag, InstrDef, Operand
+from anywave.isa.table import BY_OPCODE, MAX_ASYNC_WAIT, Category, Flag, InstrDef, Operand
 from anywave.isa.types import (
     BUFFER_TYPES,
     LIMITS,
@@ -365,6 +368,9 @@ class _Verifier:
                 if order not in (MemoryOrder.RELAXED, MemoryOrder.RELEASE):
                     self.p(f"{_where(owner, i, ins)}: the order of a non-returning atomic must be .relaxed or "
                            f".release, got {order.spelling} (it has no result to acquire; spec §6)")
+            if d.op == "cp_wait" and not 0 <= ins.operands[0] <= MAX_ASYNC_WAIT:
+                self.p(f"{_where(owner, i, ins)}: cp.async.wait {ins.operands[0]}: the number of groups left "
+                       f"pending must be 0..{MAX_ASYNC_WAIT} (spec §4.5)")
             if d.op == "call" and not ins.operands[0] < len(self.m.functions):
                 self.p(f"{_where(owner, i, ins)}: call target function index {ins.operands[0]} does not exist "
                        f"(the module has {len(self.m.functions)} functions)")
@@ -588,7 +594,8 @@ class _Verifier:
             if a.access is not Access.READWRITE:
                 self.p(f"{w}: atomic on buffer {a.name!r} declared {a.access.spelling}; atomics need "
                        f"readwrite")
-        elif d.flags & Flag.STORE and not a.access & Access.WRITE:
+        elif d.flags & Flag.STORE and not a.access & Access.WRITE and d.category is not Category.ASYNC_COPY:
+            # an asynchronous copy stores to local memory only: its device operand is a source
             self.p(f"{w}: store to buffer {a.name!r} declared {a.access.spelling}; stores need write or "
                    f"readwrite")
         elif d.flags & Flag.LOAD and not a.access & Access.READ:
