@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from anywave.isa import mnemonic
 from anywave.isa.types import Access
 
 from . import ir
@@ -110,7 +111,7 @@ class PerfOps:
                 raise self.err(target, f"{arr!r} holds {var.type.name}; it cannot be assigned a "
                                f"{value.type.name} value — cast explicitly, e.g. aw.{var.type.name}(...)")
         else:
-            value = self.coerce(value, var.type)
+            value = self.coerce(value, var.type, target)
         last = self.body[-1] if self.body else None
         if (isinstance(last, ir.Op) and not value.is_var and last.defs() == [value]
                 and not any(value is u for u in last.uses())):
@@ -178,7 +179,7 @@ def lower_register_array(fe: Frontend, node: ast.Call, discard: bool) -> Registe
         raise fe.err(node.args[1], f"register_array of shape {shape} has {size} elements; the limit is "
                      f"{MAX_REGISTER_ARRAY} (a kernel has at most 255 registers); use a local array")
     arr = RegisterArray(dt, tuple(shape))
-    init = fe.coerce(fill.value if isinstance(fill, PredUse) else fill, dt)
+    init = fe.coerce(fill.value if isinstance(fill, PredUse) else fill, dt, node)
     line = fe.src.loc(node).line
     for idx in itertools.product(*(range(s) for s in shape)):
         v = Value(dt, f"reg{line}_{'_'.join(map(str, idx))}", is_var=True)
@@ -279,7 +280,7 @@ def lower_vector_load(fe: Frontend, node: ast.Call, discard: bool, n: int) -> tu
     space, elem, addr, wide = _vector_addr(fe, node, n, what, store=False)
     vt, kind = _VEC[n]
     vec = ir.vector(vt, ty.value_type_of_element(elem), n)
-    fe.emit(f"ld.{space}.{kind}" + (".o64" if wide else ""), vec, addr)
+    fe.emit(mnemonic("ld", space, kind, addr64=wide), vec, addr)
     return vec.parts
 
 
@@ -299,7 +300,7 @@ def lower_vector_store(fe: Frontend, node: ast.Call, discard: bool, n: int) -> N
     vec = ir.vector(vt, ty.value_type_of_element(elem), n, is_var=True)
     for part, s in zip(vec.parts, srcs, strict=True):
         fe.emit("mov.b32", part, s)
-    fe.emit(f"st.{space}.{kind}" + (".o64" if wide else ""), addr, vec)
+    fe.emit(mnemonic("st", space, kind, addr64=wide), addr, vec)
 
 
 __all__ = ["BufferView", "PerfOps", "RegisterArray", "MAX_REGISTER_ARRAY", "LocAddr"]
