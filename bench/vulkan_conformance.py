@@ -4,6 +4,11 @@ date, counts per W and every failure.
 
     python bench/vulkan_conformance.py --out bench/results/vulkan_conformance_lavapipe.json
     python bench/vulkan_conformance.py --widths 32 --out $OUT/vulkan_conformance_h200.json
+    LP_NATIVE_VECTOR_WIDTH=512 python bench/vulkan_conformance.py \
+        --out bench/results/vulkan_conformance_lavapipe_w16.json
+
+lavapipe offers one subgroup size, its native vector width / 32 (8 on a 256-bit AVX2 build);
+Mesa's ``LP_NATIVE_VECTOR_WIDTH`` changes it (512 gives 16), and the record keeps the variable.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import os
 import subprocess
 import sys
 import time
@@ -58,6 +64,8 @@ def main(argv: list[str] | None = None) -> int:
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "commit": args.commit or _commit(), "seconds": round(time.perf_counter() - t0, 1),
         "counts": rep.counts(), "per_wave_width": per,
+        "environment": {k: os.environ[k] for k in ("LP_NATIVE_VECTOR_WIDTH", "MESA_SHADER_CACHE_DISABLE")
+                        if k in os.environ},
         "failures": [{"case": r.case, "W": r.wave_width, "status": r.status, "message": r.message[:600]}
                      for r in rep.failures()],
     }

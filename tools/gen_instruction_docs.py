@@ -37,6 +37,7 @@ CATEGORY_TITLES: dict[Category, str] = {
     Category.CONVERT: "Conversions",
     Category.MOVE: "Data movement",
     Category.MMA: "Matrix multiply-accumulate",
+    Category.ASYNC_COPY: "Asynchronous copies",
 }
 
 # Assembly placeholders of each operand kind (docs/spec.md §13, "Operand syntax").

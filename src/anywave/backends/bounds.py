@@ -113,17 +113,33 @@ def access_of(ins: Instruction) -> tuple[object, int, bool] | None:
     return addr, size, bool(ins.defn.flags & Flag.STORE)
 
 
+def accesses_of(ins: Instruction) -> list[tuple[object, int, bool]]:
+    """Every (address operand, access size in bytes, writes) of a memory instruction, in operand
+    order: one for loads, stores and atomics; two for an asynchronous copy (spec §4.5: it writes
+    its local address and reads its device one)."""
+    from anywave.binary.module import DeviceAddr, LocalAddr
+    from anywave.isa.table import Category
+
+    acc = access_of(ins)
+    if acc is None or ins.defn.category is not Category.ASYNC_COPY:
+        return [] if acc is None else [acc]
+    size = acc[1]
+    return [(a, size, isinstance(a, LocalAddr)) for a in ins.operands if isinstance(a, (DeviceAddr, LocalAddr))]
+
+
 def guard_c(x: object, ins: Instruction, stmts: list[str]) -> list[str]:
-    """``stmts`` (one memory instruction's C) run only when its access is in bounds; otherwise
+    """``stmts`` (one memory instruction's C) run only when its accesses are in bounds; otherwise
     the destination registers get 0 and the first failure is recorded in ``aw_err``."""
+    for addr, size, wrote in reversed(accesses_of(ins)):
+        stmts = _guard_c_one(x, ins, addr, size, wrote, stmts)
+    return stmts
+
+
+def _guard_c_one(x: object, ins: Instruction, addr: object, size: int, wrote: bool, stmts: list[str]) -> list[str]:
     from anywave.binary.module import DeviceAddr
     from anywave.isa.table import Operand
     from anywave.isa.types import MemoryOrder, Scope
 
-    acc = access_of(ins)
-    if acc is None:
-        return stmts
-    addr, size, wrote = acc
     label, pc = x.cur  # type: ignore[attr-defined]
     site = len(x.sites)  # type: ignore[attr-defined]
     x.sites.append(Site(label, pc, ins))  # type: ignore[attr-defined]
@@ -180,13 +196,15 @@ def guard_ptx(kx: object, ins: Instruction, pe: str | None) -> str | None:
     """Emit the bounds test of one memory instruction before it; returns the predicate under
     which the instruction itself then runs (executing and in bounds). Failing executing lanes
     get 0 in the destination registers and the first failure is recorded at ``%errp``."""
+    for addr, size, wrote in accesses_of(ins):
+        pe = _guard_ptx_one(kx, ins, pe, addr, size, wrote)
+    return pe  # type: ignore[return-value]
+
+
+def _guard_ptx_one(kx: object, ins: Instruction, pe: str | None, addr: object, size: int, wrote: bool) -> str:
     from anywave.binary.module import DeviceAddr
     from anywave.isa.table import Operand
 
-    acc = access_of(ins)
-    if acc is None:
-        return pe  # type: ignore[return-value]
-    addr, size, wrote = acc
     label, pc = kx.cur  # type: ignore[attr-defined]
     site = len(kx.sites)  # type: ignore[attr-defined]
     kx.sites.append(Site(label, pc, ins))  # type: ignore[attr-defined]
@@ -212,7 +230,8 @@ def guard_ptx(kx: object, ins: Instruction, pe: str | None) -> str | None:
         lines.append("not.pred %ckok, %ckbad;")
     else:
         neg = pe[1:] if pe.startswith("!") else "!" + pe
-        lines += [f"or.pred %ckok, %ckbad, {neg};", "not.pred %ckok, %ckok;", f"and.pred %ckbad, %ckbad, {pe};"]
+        # pe may be %ckok itself (the second address of an asynchronous copy): read it before writing %ckok
+        lines += [f"and.pred %ckbad, %ckbad, {pe};", f"or.pred %ckok, %ckbad, {neg};", "not.pred %ckok, %ckok;"]
     kind0 = ins.defn.operands[0]
     if kind0.is_dest and kind0.reg_count:
         lines += [f"@%ckbad mov.b32 %r{int(ins.operands[0]) + i}, 0;" for i in range(kind0.reg_count)]

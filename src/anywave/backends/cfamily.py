@@ -43,7 +43,7 @@ import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from anywave.backends import cfamily_mma
+from anywave.backends import cfamily_async, cfamily_mma
 from anywave.binary.module import DeviceAddr, Instruction, Kernel, LocalAddr, Module, Pred, kernel_bodies
 from anywave.errors import WaveError
 from anywave.isa.mma import MMA_SREG_VALUES
@@ -1206,7 +1206,7 @@ _HANDLERS: dict[str, _Handler] = {
     "setp": _setp, "selp": _selp, "setp_const": _pred_op, "mov": _mov,
     "ld": _ld, "st": _st, "atom": _atom, "red": _atom,
     "shfl": _shfl, "bcast": _bcast, "ballot": _ballot, "any": _any_all, "all": _any_all,
-    "wred": _wred, "wscan": _wscan, "mma": _mma, **cfamily_mma.HANDLERS,
+    "wred": _wred, "wscan": _wscan, "mma": _mma, **cfamily_mma.HANDLERS, **cfamily_async.HANDLERS,
     "cvt": _cvt, "cvt_pack": _cvt_pack, "movi": _movi, "mov_sr": _mov_sr, "ldarg": _ldarg,
     # handled by the walk itself
     "barrier": _no_stmt, "fence": _no_stmt,

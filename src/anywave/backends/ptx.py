@@ -45,7 +45,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from anywave.backends import ptx_mma
-from anywave.backends.ptx_memory import load_space
+from anywave.backends.ptx_memory import ASYNC_EMITTERS, load_space
 from anywave.binary.module import DeviceAddr, Instruction, Kernel, LocalAddr, Module, Pred
 from anywave.errors import WaveError
 from anywave.isa.mma import MMA_SREG_VALUES
@@ -1109,6 +1109,7 @@ EMITTERS: dict[str, Emitter | None] = {
     "shfl": _e_shfl, "bcast": _e_bcast, "ballot": _e_ballot, "any": _e_vote, "all": _e_vote,
     "wred": _e_wred, "wscan": _e_wscan, "mma": _e_mma, **ptx_mma.EMITTERS,
     "barrier": _e_barrier, "fence": _e_fence, "nop": _e_nop,
+    **ASYNC_EMITTERS,
     "cvt": _e_cvt, "cvt_pack": _e_cvt_pack,
     "mov": _e_mov, "movi": _e_movi, "mov_sr": _e_mov_sr, "ldarg": _e_ldarg,
     # structured control flow: lowered by _KernelEmitter

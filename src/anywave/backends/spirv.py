@@ -45,6 +45,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from anywave.backends import spirv_mma
 from anywave.backends.cfamily import uses_wave_ops
 from anywave.backends.spirv_asm import BUILTIN, EXEC_MODE, OP, SCOPE, SEM, STORAGE, Builder, encode
 from anywave.backends.spirv_float import FloatOps
@@ -192,7 +193,7 @@ def _needs_f64(defn: InstrDef) -> bool:
     t, src, op = defn.type, defn.src_type, defn.op
     if T.F64 in (t, src):
         return True
-    if op == "fma" or (op in ("div", "sqrt") and t is not None and t.is_float):
+    if op in ("fma", "mma", "fmma") or (op in ("div", "sqrt") and t is not None and t.is_float):
         return True  # exact emulation through f64
     if op == "rcp":
         return True
@@ -207,8 +208,7 @@ def unsupported_reason(defn: InstrDef, features: VulkanFeatures = FULL_FEATURES)
     Every mnemonic of the instruction table is either handled or refused with a reason
     (tests/test_vulkan_spirv.py checks it)."""
     if defn.op not in HANDLERS:
-        return (f"{defn.mnemonic}: no SPIR-V lowering for operation {defn.op!r} (the MMA fragment "
-                "instructions of spec §8.14 are not lowered to SPIR-V yet; use the C-family or PTX targets)")
+        return f"{defn.mnemonic}: no SPIR-V lowering for operation {defn.op!r}"
     if not features.fp64 and _needs_f64(defn):
         return (f"{defn.mnemonic} needs double precision (shaderFloat64), which the device lacks: "
                 "Vulkan rounds OpFDiv/sqrt/fma loosely, the exact emulation goes through f64")
@@ -396,14 +396,15 @@ class _Lowering(FloatOps):
         self.b.emit("Branch", merge)
         self.label(merge)
 
-    def loop_open(self) -> tuple[int, int]:
+    def loop_open(self, control: int = 0) -> tuple[int, int]:
         """Start a loop; returns (merge, continue) ids. The caller emits the body and
-        :meth:`loop_close`; :meth:`loop_exit_unless` is the loop's (only) exit."""
+        :meth:`loop_close`; :meth:`loop_exit_unless` is the loop's (only) exit. ``control``:
+        the SPIR-V loop control mask (2 = DontUnroll)."""
         header, body, merge, cont = (self.b.id() for _ in range(4))
         self._headers[merge] = header
         self.b.emit("Branch", header)
         self.label(header)
-        self.b.emit("LoopMerge", merge, cont, 0)
+        self.b.emit("LoopMerge", merge, cont, control)
         self.b.emit("Branch", body)
         self.label(body)
         return merge, cont
@@ -501,6 +502,7 @@ class _Lowering(FloatOps):
         # registers and predicates, zero / false at start
         self.rv = [self.var(self.u32, self.c(0)) for _ in range(max(1, k.registers))]
         self.pv = [self.var(self.bool_, b.const_bool(False)) for _ in range(8)]
+        self.frags = spirv_mma.declare(self)  # fragment slots (spec §8.14)
         self.act = self.var(self.bool_)
         self.halted = self.var(self.bool_)
         self.wgx = self.push_word(self.wg_word)

@@ -28,7 +28,7 @@ OP: dict[str, int] = {
     "EntryPoint": 15, "ExecutionMode": 16, "Capability": 17, "TypeVoid": 19, "TypeBool": 20,
     "TypeInt": 21, "TypeFloat": 22, "TypeVector": 23, "TypeArray": 28, "TypeRuntimeArray": 29,
     "TypeStruct": 30, "TypePointer": 32, "TypeFunction": 33, "ConstantTrue": 41, "ConstantFalse": 42,
-    "Constant": 43, "ConstantComposite": 44, "SpecConstant": 50, "SpecConstantComposite": 51,
+    "Constant": 43, "ConstantComposite": 44, "ConstantNull": 46, "SpecConstant": 50, "SpecConstantComposite": 51,
     "Function": 54, "FunctionEnd": 56, "Variable": 59, "Load": 61, "Store": 62, "AccessChain": 65,
     "Decorate": 71, "MemberDecorate": 72, "CompositeConstruct": 80, "CompositeExtract": 81,
     "ConvertFToU": 109, "ConvertFToS": 110, "ConvertSToF": 111, "ConvertUToF": 112, "UConvert": 113,
@@ -220,6 +220,15 @@ class Builder:
         if c is None:
             c = self._consts[key] = self.id()
             self.put("global", "ConstantTrue" if v else "ConstantFalse", self.t_bool(), c)
+        return c
+
+    def const_null(self, t: int) -> int:
+        """``OpConstantNull`` of type t (zero of every member)."""
+        key = ("null", t)
+        c = self._consts.get(key)
+        if c is None:
+            c = self._consts[key] = self.id()
+            self.put("global", "ConstantNull", t, c)
         return c
 
     def global_var(self, ptr_type: int, storage: str, init: int | None = None) -> int:

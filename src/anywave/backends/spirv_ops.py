@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from anywave.backends.spirv_asm import SCOPE, SEM
+from anywave.backends.spirv_mma import HANDLERS as FRAGMENT_HANDLERS
 from anywave.binary.module import Instruction
 from anywave.isa.types import MemoryOrder, ScalarType, Scope, SpecialRegister
 
@@ -472,6 +473,16 @@ def _st(x: _Lowering, ins: Instruction) -> None:
     x.op("AtomicOr", x.u32, ptr, x.c(scope), x.c(sem), val)
 
 
+def _cp_async(x: _Lowering, ins: Instruction) -> None:
+    """Asynchronous copy (spec §4.5), synchronous here: words loaded from the buffer, stored to
+    local memory at the issue; commit and wait have nothing left to do."""
+    laddr, daddr = ins.operands
+    doff, loff = x.byte_offset(daddr.reg, daddr.offset), x.byte_offset(laddr.reg, laddr.offset)
+    vals = [x.load(x.word_ptr(daddr, doff, i)) for i in range(ins.defn.type.bits // 32)]
+    for i, v in enumerate(vals):
+        x.store(x.word_ptr(laddr, loff, i), v)
+
+
 _ATOM = {"add": "AtomicIAdd", "sub": "AtomicISub", "and": "AtomicAnd", "or": "AtomicOr", "xor": "AtomicXor",
          "exch": "AtomicExchange"}
 
@@ -766,5 +777,7 @@ HANDLERS: dict[str, _Handler] = {
     "wred": _wred, "wscan": _wscan, "mma": _mma,
     "cvt": _cvt, "cvt_pack": _cvt_pack, "movi": _movi, "mov_sr": _mov_sr, "ldarg": _ldarg,
     "barrier": _no_stmt, "fence": _no_stmt,
+    "cp_async": _cp_async, "cp_commit": _no_stmt, "cp_wait": _no_stmt,
     **{op: _no_stmt for op in CONTROL},
+    **FRAGMENT_HANDLERS,
 }

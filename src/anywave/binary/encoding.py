@@ -41,10 +41,6 @@ _HEADER_RESERVED = ~(0xFFFF | GUARD_PRESENT | GUARD_NEGATED | (7 << _GUARD_INDEX
 MAX_REG_INDEX = LIMITS.max_registers - 1  # 254
 
 
-def _i32(value: int) -> int:
-    return value & 0xFFFFFFFF
-
-
 def _s32(word: int) -> int:
     return word - (1 << 32) if word & 0x80000000 else word
 
@@ -52,21 +48,34 @@ def _s32(word: int) -> int:
 def encode_instruction(ins: Instruction) -> list[int]:
     """Encode one instruction to 32-bit words. Raises ValueError for operand values the
     encoding cannot hold (wrong count or type, out-of-range index)."""
-    d = ins.defn
-    if len(ins.operands) != len(d.operands):
-        raise ValueError(f"{d.mnemonic} takes {len(d.operands)} operands, got {len(ins.operands)}")
-    head = d.opcode
-    if ins.guard is not None:
-        if not 0 <= ins.guard.index < LIMITS.num_predicates:
-            raise ValueError(f"guard predicate p{ins.guard.index} out of range "
-                             f"p0-p{LIMITS.num_predicates - 1}")
-        head |= GUARD_PRESENT | (ins.guard.index << _GUARD_INDEX_SHIFT)
-        if ins.guard.negated:
-            head |= GUARD_NEGATED
-    words = [head]
-    for kind, value in zip(d.operands, ins.operands, strict=True):
-        words.extend(_encode_operand(d.mnemonic, kind, value))
+    words: list[int] = []
+    _encode_into(ins, words)
     return words
+
+
+def _encode_into(ins: Instruction, words: list[int]) -> None:
+    """Append the words of ``ins`` to ``words`` (the checks of :func:`encode_instruction`;
+    on an error, words already appended for this instruction stay)."""
+    d = ins.defn
+    ops = ins.operands
+    plan = _PLANS.get(id(d))
+    if plan is None or plan[0] is not d:
+        plan = _PLANS[id(d)] = (d, tuple((kind, _ENCODERS[kind]) for kind in d.operands))
+    kinds = plan[1]
+    if len(ops) != len(kinds):
+        raise ValueError(f"{d.mnemonic} takes {len(d.operands)} operands, got {len(ops)}")
+    head = d.opcode
+    g = ins.guard
+    if g is not None:
+        if not 0 <= g.index < _NUM_PREDICATES:
+            raise ValueError(f"guard predicate p{g.index} out of range "
+                             f"p0-p{LIMITS.num_predicates - 1}")
+        head |= GUARD_PRESENT | (g.index << _GUARD_INDEX_SHIFT)
+        if g.negated:
+            head |= GUARD_NEGATED
+    words.append(head)
+    for (kind, enc), value in zip(kinds, ops):  # noqa: B905 - lengths checked above
+        enc(d.mnemonic, kind, value, words)
 
 
 def _check(cond: bool, mnemonic: str, kind: Operand, value: object) -> None:
@@ -75,46 +84,108 @@ def _check(cond: bool, mnemonic: str, kind: Operand, value: object) -> None:
 
 
 def _encode_operand(mn: str, kind: Operand, v: OperandValue) -> list[int]:
+    """The words of one operand (ValueError if the encoding cannot hold it)."""
+    out: list[int] = []
+    _ENCODERS[kind](mn, kind, v, out)
+    return out
+
+
+# One encoder per operand kind: (mnemonic, kind, value, out) -> None, appending the operand's
+# words to ``out`` or raising ValueError (looked up once per table record, see _PLANS).
+_NUM_PREDICATES = LIMITS.num_predicates
+
+
+def _reg_encoder(count: int):  # type: ignore[no-untyped-def]
+    top = MAX_REG_INDEX - count + 1
+
+    def enc(mn: str, kind: Operand, v: OperandValue, out: list[int]) -> None:
+        if not (isinstance(v, int) and 0 <= v <= top):
+            _check(False, mn, kind, v)
+        out.append(int(v))  # type: ignore[arg-type]
+    return enc
+
+
+def _enc_pd(mn: str, kind: Operand, v: OperandValue, out: list[int]) -> None:
+    if not (isinstance(v, int) and 0 <= v < _NUM_PREDICATES):
+        _check(False, mn, kind, v)
+    out.append(int(v))  # type: ignore[arg-type]
+
+
+def _enc_ps(mn: str, kind: Operand, v: OperandValue, out: list[int]) -> None:
+    if not (isinstance(v, Pred) and 0 <= v.index < _NUM_PREDICATES):
+        _check(False, mn, kind, v)
+    out.append(v.index | (8 if v.negated else 0))  # type: ignore[union-attr]
+
+
+def _enc_imm32(mn: str, kind: Operand, v: OperandValue, out: list[int]) -> None:
+    if not (isinstance(v, int) and -(1 << 31) <= v < (1 << 32)):
+        _check(False, mn, kind, v)
+    out.append(int(v) & 0xFFFFFFFF)  # type: ignore[arg-type]
+
+
+def _enc_imm64(mn: str, kind: Operand, v: OperandValue, out: list[int]) -> None:
+    if not (isinstance(v, int) and -(1 << 63) <= v < (1 << 64)):
+        _check(False, mn, kind, v)
+    u = int(v) & 0xFFFFFFFFFFFFFFFF  # type: ignore[arg-type]
+    out.append(u & 0xFFFFFFFF)
+    out.append(u >> 32)
+
+
+def _enum_encoder(enum_type: type):  # type: ignore[no-untyped-def]
+    def enc(mn: str, kind: Operand, v: OperandValue, out: list[int]) -> None:
+        if not isinstance(v, enum_type):
+            _check(False, mn, kind, v)
+        out.append(int(v))  # type: ignore[arg-type]
+    return enc
+
+
+def _enc_index16(mn: str, kind: Operand, v: OperandValue, out: list[int]) -> None:
+    if not (isinstance(v, int) and 0 <= v <= 0xFFFF):
+        _check(False, mn, kind, v)
+    out.append(int(v))  # type: ignore[arg-type]
+
+
+def _daddr_encoder(pair: int):  # type: ignore[no-untyped-def]
+    top = MAX_REG_INDEX - pair + 1
+
+    def enc(mn: str, kind: Operand, v: OperandValue, out: list[int]) -> None:
+        if not (isinstance(v, DeviceAddr) and 0 <= v.buffer <= 0xFFFF and 0 <= v.reg <= top
+                and -(1 << 31) <= v.offset < (1 << 31)):
+            _check(False, mn, kind, v)
+        out.append(v.buffer | (v.reg << 16))  # type: ignore[union-attr]
+        out.append(v.offset & 0xFFFFFFFF)  # type: ignore[union-attr]
+    return enc
+
+
+def _enc_frag(mn: str, kind: Operand, v: OperandValue, out: list[int]) -> None:
+    if not (isinstance(v, int) and 0 <= v < MAX_FRAGMENTS):
+        _check(False, mn, kind, v)
+    out.append(int(v))  # type: ignore[arg-type]
+
+
+def _enc_laddr(mn: str, kind: Operand, v: OperandValue, out: list[int]) -> None:
+    if not (isinstance(v, LocalAddr) and 0 <= v.reg <= MAX_REG_INDEX and -(1 << 31) <= v.offset < (1 << 31)):
+        _check(False, mn, kind, v)
+    out.append(v.reg)  # type: ignore[union-attr]
+    out.append(v.offset & 0xFFFFFFFF)  # type: ignore[union-attr]
+
+
+def _encoder_for(kind: Operand):  # type: ignore[no-untyped-def]
     if kind.reg_count:
-        _check(isinstance(v, int) and 0 <= v and v + kind.reg_count - 1 <= MAX_REG_INDEX, mn, kind, v)
-        return [int(v)]  # type: ignore[arg-type]
-    if kind is Operand.PD:
-        _check(isinstance(v, int) and 0 <= v < LIMITS.num_predicates, mn, kind, v)
-        return [int(v)]  # type: ignore[arg-type]
-    if kind is Operand.PS:
-        _check(isinstance(v, Pred) and 0 <= v.index < LIMITS.num_predicates, mn, kind, v)
-        assert isinstance(v, Pred)
-        return [v.index | (8 if v.negated else 0)]
-    if kind is Operand.IMM32:
-        _check(isinstance(v, int) and -(1 << 31) <= v < (1 << 32), mn, kind, v)
-        return [_i32(int(v))]  # type: ignore[arg-type]
-    if kind is Operand.IMM64:
-        _check(isinstance(v, int) and -(1 << 63) <= v < (1 << 64), mn, kind, v)
-        u = int(v) & 0xFFFFFFFFFFFFFFFF  # type: ignore[arg-type]
-        return [u & 0xFFFFFFFF, u >> 32]
-    if kind in (Operand.SREG, Operand.SCOPE, Operand.ORDER):
-        enum_type = {Operand.SREG: SpecialRegister, Operand.SCOPE: Scope, Operand.ORDER: MemoryOrder}[kind]
-        _check(isinstance(v, enum_type), mn, kind, v)
-        return [int(v)]  # type: ignore[arg-type]
-    if kind in (Operand.ARG, Operand.FUNC):
-        _check(isinstance(v, int) and 0 <= v <= 0xFFFF, mn, kind, v)
-        return [int(v)]  # type: ignore[arg-type]
-    if kind in (Operand.DADDR, Operand.DADDR64):
-        pair = 2 if kind is Operand.DADDR64 else 1
-        _check(isinstance(v, DeviceAddr) and 0 <= v.buffer <= 0xFFFF
-               and 0 <= v.reg and v.reg + pair - 1 <= MAX_REG_INDEX
-               and -(1 << 31) <= v.offset < (1 << 31), mn, kind, v)
-        assert isinstance(v, DeviceAddr)
-        return [v.buffer | (v.reg << 16), _i32(v.offset)]
-    if kind in (Operand.FD, Operand.FS):
-        _check(isinstance(v, int) and 0 <= v < MAX_FRAGMENTS, mn, kind, v)
-        return [int(v)]  # type: ignore[arg-type]
-    if kind is Operand.LADDR:
-        _check(isinstance(v, LocalAddr) and 0 <= v.reg <= MAX_REG_INDEX
-               and -(1 << 31) <= v.offset < (1 << 31), mn, kind, v)
-        assert isinstance(v, LocalAddr)
-        return [v.reg, _i32(v.offset)]
-    raise AssertionError(f"unhandled operand kind {kind}")  # pragma: no cover
+        return _reg_encoder(kind.reg_count)
+    simple = {Operand.PD: _enc_pd, Operand.PS: _enc_ps, Operand.IMM32: _enc_imm32, Operand.IMM64: _enc_imm64,
+              Operand.SREG: _enum_encoder(SpecialRegister), Operand.SCOPE: _enum_encoder(Scope),
+              Operand.ORDER: _enum_encoder(MemoryOrder), Operand.ARG: _enc_index16, Operand.FUNC: _enc_index16,
+              Operand.DADDR: _daddr_encoder(1), Operand.DADDR64: _daddr_encoder(2), Operand.FD: _enc_frag,
+              Operand.FS: _enc_frag, Operand.LADDR: _enc_laddr}
+    if kind not in simple:  # pragma: no cover - every kind has an encoder (checked at import)
+        raise AssertionError(f"unhandled operand kind {kind}")
+    return simple[kind]
+
+
+_ENCODERS = {kind: _encoder_for(kind) for kind in Operand}
+#: per table record (by id, the record kept to detect a reused id): its operand encoders
+_PLANS: dict[int, tuple] = {}
 
 
 def decode_instruction(words: Sequence[int], pos: int, base_offset: int = 0) -> tuple[Instruction, int]:
@@ -200,7 +271,7 @@ def encode_code(code: Sequence[Instruction]) -> list[int]:
     """Encode an instruction list to one word list."""
     out: list[int] = []
     for ins in code:
-        out.extend(encode_instruction(ins))
+        _encode_into(ins, out)
     return out
 
 

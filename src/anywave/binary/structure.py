@@ -27,8 +27,8 @@ Nodes hold instruction *indices* into the body (``code[node.index]`` is ``node.i
 consumer can map back to the flat code, its source locations and the emulator's program
 counters.
 
-Roles: each instruction has a structural role, taken from the table record's ``role``
-field when the table has one, else derived from its ``op`` (:func:`role_of`):
+Roles: each instruction has a structural role, the spelling of the table record's ``role``
+(:class:`anywave.isa.table.Role`; :func:`role_of`):
 
 * ``"if"``, ``"else"``, ``"endif"``, ``"loop"``, ``"endloop"`` -- region markers; in a
   well-formed body they appear only as the indices of :class:`If` and :class:`Loop` nodes;
@@ -65,14 +65,16 @@ _ROLE_BY_OP = {r: r for r in CONTROL_ROLES}
 
 
 def role_of(defn: Any) -> str | None:
-    """The structural role of an instruction record (an ``InstrDef``): one of
-    :data:`CONTROL_ROLES`, or None for an ordinary instruction. Uses the record's ``role``
-    field when the table defines one (a role outside :data:`CONTROL_ROLES` counts as None),
-    else its ``op``."""
-    role = getattr(defn, "role", None)
-    if role is None:
+    """The structural role of an instruction record (an ``InstrDef``) as a plain string: one
+    of :data:`CONTROL_ROLES` (the spelling of the record's ``role``, an
+    :class:`anywave.isa.table.Role`), or None for an ordinary instruction. A record without a
+    ``role`` field is classified by its ``op``."""
+    if not hasattr(defn, "role"):
         return _ROLE_BY_OP.get(defn.op)
-    role = getattr(role, "value", role)  # an enum member or a plain string
+    role = defn.role
+    if role is None:
+        return None
+    role = getattr(role, "value", role)  # a Role member or a plain string
     return role if role in CONTROL_ROLES else None
 
 
@@ -127,7 +129,10 @@ class Op(Node):
 
     def __init__(self, index: int, ins: Any, parent: If | Loop | None, depth: int, role: str | None,
                  loop: Loop | None = None) -> None:
-        super().__init__(index, ins, parent, depth)
+        self.index = index  # Node.__init__ spelled out: one Op per instruction, on the verifier's path
+        self.ins = ins
+        self.parent = parent
+        self.depth = depth
         self.role = role
         self.loop = loop
 

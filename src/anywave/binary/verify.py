@@ -30,6 +30,9 @@ Rules (docs/spec.md, "Validation rules"):
   (``ldarg.b64`` a 64-bit type, ``ldarg.b32`` a 16- or 32-bit type). Loads need a buffer
   declared ``read`` or ``readwrite``, stores ``write`` or ``readwrite``, atomics
   ``readwrite``.
+* **Asynchronous copies** (spec §4.5): ``cp.async.*`` reads a buffer declared ``read`` or
+  ``readwrite`` and writes local memory (the local- and device-address rules below apply to
+  both of its addresses); ``cp.async.wait N`` has ``N`` in 0..``MAX_ASYNC_WAIT`` (7).
 * **Memory offsets**: the immediate offset of every address is a multiple of the access
   width (natural alignment of the immediate; the offset register's alignment is a run-time
   matter). Local memory: a kernel that accesses it declares ``local_memory`` > 0; a
@@ -66,7 +69,6 @@ from anywave.binary.module import (
     Function,
     Instruction,
     Kernel,
-    LocalAddr,
     Module,
     Pred,
     reachable_functions,
@@ -74,7 +76,7 @@ from anywave.binary.module import (
 from anywave.binary.structure import parse as parse_structure
 from anywave.errors import SourceLoc, VerifyError
 from anywave.isa.mma import MAX_FRAGMENTS, fragment_kinds
-from anywave.isa.table import BY_OPCODE, Category, Flag, InstrDef, Operand
+from anywave.isa.table import BY_OPCODE, MAX_ASYNC_WAIT, Category, Flag, InstrDef, Operand
 from anywave.isa.types import (
     BUFFER_TYPES,
     LIMITS,
@@ -176,6 +178,51 @@ def _where(owner: str, i: int, ins: Instruction) -> str:
     return f"{owner}, instruction {i} ({mn})" + (f" at {loc}" if loc is not None else "")
 
 
+class _Where:
+    """:func:`_where`, formatted only when a message needs it (most instructions have none)."""
+
+    __slots__ = ("owner", "i", "ins", "text")
+
+    def __init__(self, owner: str, i: int, ins: Instruction) -> None:
+        self.owner, self.i, self.ins = owner, i, ins
+        self.text: str | None = None
+
+    def __str__(self) -> str:
+        if self.text is None:
+            self.text = _where(self.owner, self.i, self.ins)
+        return self.text
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self), spec)
+
+
+# operand checks of _context, per table record: (access width in bytes, ((operand index,
+# check, register count), ...), whether it is an MMA-category record)
+_K_REG, _K_DADDR, _K_LADDR, _K_ARG = range(4)
+_CONTEXT_PLANS: dict[int, tuple[InstrDef, tuple]] = {}
+#: per table record: (the record, the Python type of each operand value)
+_VALUE_TYPES: dict[int, tuple[InstrDef, tuple[type, ...]]] = {}
+
+
+def _context_plan(d: InstrDef) -> tuple:
+    hit = _CONTEXT_PLANS.get(id(d))
+    if hit is not None and hit[0] is d:
+        return hit[1]
+    checks = []
+    for n, kind in enumerate(d.operands):
+        if kind.reg_count:
+            checks.append((n, _K_REG, kind.reg_count))
+        elif kind in (Operand.DADDR, Operand.DADDR64):
+            checks.append((n, _K_DADDR, 2 if kind is Operand.DADDR64 else 1))
+        elif kind is Operand.LADDR:
+            checks.append((n, _K_LADDR, 1))
+        elif kind is Operand.ARG:
+            checks.append((n, _K_ARG, 0))
+    plan = (d.type.nbytes if d.type is not None else 4, tuple(checks), d.category is Category.MMA)
+    _CONTEXT_PLANS[id(d)] = (d, plan)
+    return plan
+
+
 class _Verifier:
     def __init__(self, module: Module) -> None:
         self.m = module
@@ -184,6 +231,8 @@ class _Verifier:
         self.valid: dict[int, list[bool]] = {}
         #: per kernel (by id): fragment slot -> (its kind, where it was first named)
         self._frag_kinds: dict[int, dict[int, tuple]] = {}
+        #: ids of source locations already found well-formed
+        self._good_locs: set[int] = set()
 
     def p(self, message: str) -> None:
         self.problems.append(message)
@@ -319,6 +368,9 @@ class _Verifier:
                 if order not in (MemoryOrder.RELAXED, MemoryOrder.RELEASE):
                     self.p(f"{_where(owner, i, ins)}: the order of a non-returning atomic must be .relaxed or "
                            f".release, got {order.spelling} (it has no result to acquire; spec §6)")
+            if d.op == "cp_wait" and not 0 <= ins.operands[0] <= MAX_ASYNC_WAIT:
+                self.p(f"{_where(owner, i, ins)}: cp.async.wait {ins.operands[0]}: the number of groups left "
+                       f"pending must be 0..{MAX_ASYNC_WAIT} (spec §4.5)")
             if d.op == "call" and not ins.operands[0] < len(self.m.functions):
                 self.p(f"{_where(owner, i, ins)}: call target function index {ins.operands[0]} does not exist "
                        f"(the module has {len(self.m.functions)} functions)")
@@ -334,7 +386,7 @@ class _Verifier:
             self.p(f"{owner}, instruction {i}: not an Instruction: {ins!r}")
             return False
         d = ins.defn
-        w = _where(owner, i, ins)
+        w = _Where(owner, i, ins)
         if not isinstance(d, InstrDef) or BY_OPCODE.get(d.opcode) is not d:
             self.p(f"{w}: not a record of the instruction table")
             return False
@@ -342,20 +394,27 @@ class _Verifier:
             self.p(f"{w}: takes {len(d.operands)} operands ({', '.join(o.spelling for o in d.operands)}), "
                    f"got {len(ins.operands) if isinstance(ins.operands, tuple) else ins.operands!r}")
             return False
-        for n, (kind, v) in enumerate(zip(d.operands, ins.operands, strict=True)):
-            want = OPERAND_VALUE_TYPES[kind]
+        wants = _VALUE_TYPES.get(id(d))
+        if wants is None or wants[0] is not d:
+            wants = _VALUE_TYPES[id(d)] = (d, tuple(OPERAND_VALUE_TYPES[kind] for kind in d.operands))
+        for n, (want, v) in enumerate(zip(wants[1], ins.operands)):  # noqa: B905 - lengths checked above
+            if type(v) is want:
+                continue
             if not isinstance(v, want) or (want is int and isinstance(v, bool)):
+                kind = d.operands[n]
                 self.p(f"{w}: operand {n} ({kind.spelling}) must be a {want.__name__}, got {v!r}")
                 return False
         if ins.guard is not None and not isinstance(ins.guard, Pred):
             self.p(f"{w}: guard {ins.guard!r} is not a predicate")
             return False
         loc = ins.loc
-        if loc is not None and (not isinstance(loc, SourceLoc) or not isinstance(loc.file, str)
-                                or "\0" in loc.file
-                                or not all(_is_int(v) and 0 <= v <= _U32_MAX for v in (loc.line, loc.col))):
-            self.p(f"{owner}, instruction {i}: source location {loc!r} needs a file name without NUL and a "
-                   f"line and column in 0..{_U32_MAX}")
+        if loc is not None and id(loc) not in self._good_locs:
+            if (not isinstance(loc, SourceLoc) or not isinstance(loc.file, str) or "\0" in loc.file
+                    or not all(_is_int(v) and 0 <= v <= _U32_MAX for v in (loc.line, loc.col))):
+                self.p(f"{owner}, instruction {i}: source location {loc!r} needs a file name without NUL and a "
+                       f"line and column in 0..{_U32_MAX}")
+            else:  # the module keeps it alive while this verifier runs, so its id stays its own
+                self._good_locs.add(id(loc))
         try:
             encode_instruction(ins)
         except (ValueError, TypeError) as e:
@@ -437,47 +496,59 @@ class _Verifier:
                 if ok and ins.defn.op == "call" and ins.operands[0] < len(self.m.functions)}
 
     def _caps(self, code: Sequence[Instruction]) -> Capability:
+        defs = {id(ins.defn): ins.defn for ins, ok in zip(code, self.valid.get(id(code), []), strict=False) if ok}
         cap = Capability.NONE
-        for ins, ok in zip(code, self.valid.get(id(code), []), strict=False):
-            if ok:
-                cap |= ins.defn.capability
+        for d in defs.values():  # OR once per distinct record (enum.Flag ``|`` is slow)
+            cap |= d.capability
         return cap
 
     # ---------------------------------------------------------------- checks needing the kernel
     def _context(self, k: Kernel, owner: str, code: Sequence[Instruction]) -> None:
         nregs = k.registers if _is_int(k.registers) else LIMITS.max_registers
         local = k.local_memory if _is_int(k.local_memory) else 0
+        buffers_ok: set[tuple[int, int]] = set()  # (record id, buffer index) that passed _buffer
         for i, (ins, ok) in enumerate(zip(code, self.valid.get(id(code), []), strict=False)):
             if not ok:
                 continue
             d = ins.defn
-            w = _where(owner, i, ins)
-            width = d.type.nbytes if d.type is not None else 4
-            for n, (kind, v) in enumerate(zip(d.operands, ins.operands, strict=True)):
-                if kind.reg_count:
-                    self._reg(w, n, v, kind.reg_count, nregs, k)
-                elif kind in (Operand.DADDR, Operand.DADDR64):
-                    assert isinstance(v, DeviceAddr)
-                    self._reg(w, n, v.reg, 2 if kind is Operand.DADDR64 else 1, nregs, k)
-                    self._buffer(w, d, v, k)
-                    self._align(w, v.offset, width)
-                elif kind is Operand.LADDR:
-                    assert isinstance(v, LocalAddr)
-                    self._reg(w, n, v.reg, 1, nregs, k)
-                    self._align(w, v.offset, width)
+            plan = _context_plan(d)
+            w = _Where(owner, i, ins)
+            width = plan[0]
+            for n, code_, count in plan[1]:
+                v = ins.operands[n]
+                if code_ == _K_REG:
+                    if v + count > nregs:
+                        self._reg(w, n, v, count, nregs, k)
+                elif code_ == _K_DADDR:
+                    if v.reg + count > nregs:
+                        self._reg(w, n, v.reg, count, nregs, k)
+                    key = (id(d), v.buffer)
+                    if key not in buffers_ok:
+                        before = len(self.problems)
+                        self._buffer(w, d, v, k)
+                        if len(self.problems) == before:
+                            buffers_ok.add(key)
+                    if v.offset % width:
+                        self._align(w, v.offset, width)
+                elif code_ == _K_LADDR:
+                    if v.reg + 1 > nregs:
+                        self._reg(w, n, v.reg, 1, nregs, k)
+                    if v.offset % width:
+                        self._align(w, v.offset, width)
                     if local == 0:
                         self.p(f"{w}: accesses local memory but kernel {k.name!r} declares 0 bytes of it "
                                f"(.local_memory)")
                     elif v.offset >= 0 and v.offset + width > local:
                         self.p(f"{w}: local access at immediate offset {v.offset} ({width} bytes) is always "
                                f"beyond the kernel's {local} bytes of local memory")
-                elif kind is Operand.ARG:
-                    self._ldarg(w, d, v, k)  # type: ignore[arg-type]
-            if d.category is Category.MMA and d.op != "mma":
-                self._fragments(w, k, d, ins)
-            if d.op == "mma" and local < MMA_TILE_BYTES:
-                self.p(f"{w}: mma needs at least {MMA_TILE_BYTES} bytes of local memory (one 16x16 f32 "
-                       f"tile); kernel {k.name!r} declares {local}")
+                else:  # _K_ARG
+                    self._ldarg(w, d, v, k)
+            if plan[2]:
+                if d.op != "mma":
+                    self._fragments(w, k, d, ins)
+                elif local < MMA_TILE_BYTES:
+                    self.p(f"{w}: mma needs at least {MMA_TILE_BYTES} bytes of local memory (one 16x16 f32 "
+                           f"tile); kernel {k.name!r} declares {local}")
 
     def _fragments(self, w: str, k: Kernel, d: InstrDef, ins: Instruction) -> None:
         """Each fragment slot of a kernel (its functions included) has one static kind (spec
@@ -523,7 +594,8 @@ class _Verifier:
             if a.access is not Access.READWRITE:
                 self.p(f"{w}: atomic on buffer {a.name!r} declared {a.access.spelling}; atomics need "
                        f"readwrite")
-        elif d.flags & Flag.STORE and not a.access & Access.WRITE:
+        elif d.flags & Flag.STORE and not a.access & Access.WRITE and d.category is not Category.ASYNC_COPY:
+            # an asynchronous copy stores to local memory only: its device operand is a source
             self.p(f"{w}: store to buffer {a.name!r} declared {a.access.spelling}; stores need write or "
                    f"readwrite")
         elif d.flags & Flag.LOAD and not a.access & Access.READ:

@@ -135,7 +135,8 @@ import zlib
 from collections.abc import Callable
 from pathlib import Path
 
-from anywave.binary.encoding import decode_code, encode_code
+from anywave.binary.encoding import _encode_into as encode_into
+from anywave.binary.encoding import decode_code
 from anywave.binary.module import (
     FORMAT_VERSION,
     KERNEL_FLAG_FLAT,
@@ -249,7 +250,7 @@ def write_wbin(module: Module, *, verify: bool = True) -> bytes:
         for i, ins in enumerate(body):
             pos = len(code)
             try:
-                code.extend(encode_code([ins]))
+                encode_into(ins, code)
             except (ValueError, TypeError, AttributeError) as e:
                 raise BinaryFormatError(f"cannot encode {owner}, instruction {i}: {e}") from None
             if ins.loc is not None:
@@ -290,9 +291,18 @@ def write_wbin(module: Module, *, verify: bool = True) -> bytes:
         funcs += _u32(start, "code start") + _u32(length, "code length")
 
     dbg = bytearray(_u32(len(debug), "debug entry count"))
+    dwords: list[int] = []
+    add = strtab.add
     for pos, loc in debug:
-        dbg += _u32(pos, "debug word index") + _u32(strtab.add(loc.file, "debug file name"), "file")
-        dbg += _u32(loc.line, f"debug line of {loc}") + _u32(loc.col, f"debug column of {loc}")
+        fi = add(loc.file, "debug file name")
+        line, col = loc.line, loc.col
+        if type(line) is int and type(col) is int and 0 <= line <= _U32_MAX and 0 <= col <= _U32_MAX:
+            dwords += (pos, fi, line, col)  # the common case, packed at once below
+            continue
+        _u32(line, f"debug line of {loc}")  # raises the error naming the field
+        _u32(col, f"debug column of {loc}")
+        dwords += (pos, fi, int(line), int(col))  # an int subclass (an IntEnum): valid too
+    dbg += struct.pack(f"<{len(dwords)}I", *dwords)
 
     prn = bytearray()
     nprint = 0

@@ -20,6 +20,13 @@ arrays and views. Semantics (docs/spec.md §4.4 for the alignment rule; docs in 
   compile-time int or an integer value, e.g. a kernel argument): ``v[i, j]`` reads element
   ``i * shape[1] + j``; ``strides=`` gives other element strides. Loads, stores and
   ``aw.load4(v, (i, j))`` work on views as on buffers; bounds are the buffer's.
+* ``aw.async_copy(dst, i, src, j, n=1)`` → ``cp.async.b{32,64,128}`` (spec §4.5): starts copying
+  ``n`` elements from element ``j`` of a buffer (or view) to element ``i`` of a local array of the
+  same dtype (``n`` × element size = 4, 8 or 16 bytes; both byte offsets multiples of it).
+  ``aw.async_commit()`` closes the thread's copies since its previous commit into a group;
+  ``aw.async_wait(pending=0)`` waits until at most ``pending`` (compile-time, 0..7) of the
+  thread's most recent groups are still in flight. Read the destination only after the wait,
+  and in other threads only after an ``aw.barrier()`` that follows it.
 """
 
 from __future__ import annotations
@@ -301,6 +308,80 @@ def lower_vector_store(fe: Frontend, node: ast.Call, discard: bool, n: int) -> N
     for part, s in zip(vec.parts, srcs, strict=True):
         fe.emit("mov.b32", part, s)
     fe.emit(mnemonic("st", space, kind, addr64=wide), addr, vec)
+
+
+# ----------------------------------------------------------------------------- asynchronous copies (spec §4.5)
+
+def lower_async_copy(fe: Frontend, node: ast.Call, discard: bool) -> None:
+    what = "aw.async_copy(dst, dst_index, src, src_index, n=1)"
+    n: Any = 1
+    for kw in node.keywords:
+        if kw.arg != "n":
+            raise fe.err(node, f"{what} got an unexpected keyword {kw.arg!r}; valid: n")
+        n = fe.static_eval(kw.value)
+    if len(node.args) == 5 and not node.keywords:
+        n = fe.static_eval(node.args[4])
+    elif len(node.args) != 4:
+        raise fe.err(node, f"{what} takes a local array, an index into it, a buffer (or buffer view), an "
+                     "index into it and the compile-time element count n")
+    dst = fe.visit(node.args[0])
+    didx = fe.visit(node.args[1])
+    src = fe.visit(node.args[2])
+    sidx = fe.visit(node.args[3])
+    fe.node = node
+    if not isinstance(dst, LocalArray):
+        raise fe.err(node.args[0], f"{what}: the destination must be a local array (aw.local_array), got "
+                     f"{_describe(dst)}")
+    if isinstance(src, BufferView):
+        sidx = fe.view_index(src, sidx, node.args[3])
+        src = src.buffer
+    if not isinstance(src, BufferArg):
+        raise fe.err(node.args[2], f"{what}: the source must be a buffer argument or a view of one, got "
+                     f"{_describe(src)}")
+    if src.access is Access.WRITE:
+        raise fe.err(node.args[2], f"{what}: buffer {src.name!r} is declared aw.Out (write only); the copy "
+                     "reads it")
+    if src.elem is not dst.elem:
+        raise fe.err(node, f"{what}: the local array holds {dst.elem.name} and buffer {src.name!r} "
+                     f"{src.elem.name}; the copy moves bytes between arrays of one element type")
+    esize = dst.elem.scalar.nbytes
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n * esize not in (4, 8, 16):
+        ok = [k for k in (1, 2, 4, 8, 16) if k * esize in (4, 8, 16)]
+        raise fe.err(node, f"{what}: n = {n!r} {dst.elem.name} elements; a copy moves 4, 8 or 16 bytes, so "
+                     f"n must be one of {ok} for {esize}-byte elements")
+    size = int(n) * esize
+    addr = fe.local_addr_of(dst, didx, node.args[1])
+    if addr.imm % size and _is_zero_offset(fe, addr):
+        raise fe.err(node.args[1], f"{what}: local-memory byte offset {addr.imm} is not a multiple of "
+                     f"{size} (a {size}-byte copy is aligned to {size} bytes)")
+    if isinstance(sidx, (int, np.integer)) and not isinstance(sidx, bool) and sidx % n:
+        raise fe.err(node.args[3], f"{what}: element index {int(sidx)} is not a multiple of n = {n} (a "
+                     f"{size}-byte copy is aligned to {size} bytes)")
+    off, wide = fe.index_offset(sidx, esize, node.args[3])
+    if wide:
+        raise fe.err(node.args[3], f"{what}: the source byte offset is 64-bit (an i64/u64 index or one of "
+                     "2^32 bytes or more); asynchronous copies take 32-bit offsets — use an i32 index")
+    fe.emit(f"cp.async.b{8 * size}", addr, DevAddr(src.index, off))
+
+
+def lower_async_commit(fe: Frontend, node: ast.Call, discard: bool) -> None:
+    if node.args or node.keywords:
+        raise fe.err(node, "aw.async_commit() takes no arguments")
+    fe.emit("cp.async.commit")
+
+
+def lower_async_wait(fe: Frontend, node: ast.Call, discard: bool) -> None:
+    from anywave.isa.table import MAX_ASYNC_WAIT
+
+    if len(node.args) > 1 or (node.keywords and (node.args or [k.arg for k in node.keywords] != ["pending"])):
+        raise fe.err(node, "aw.async_wait(pending=0) takes one compile-time int")
+    arg = node.args[0] if node.args else (node.keywords[0].value if node.keywords else None)
+    pending = 0 if arg is None else fe.static_eval(arg)
+    fe.node = node
+    if isinstance(pending, bool) or not isinstance(pending, (int, np.integer)) or not 0 <= pending <= MAX_ASYNC_WAIT:
+        raise fe.err(node, f"aw.async_wait(pending): pending must be a compile-time int in 0..{MAX_ASYNC_WAIT} "
+                     f"(the number of most recent committed groups left in flight), got {pending!r}")
+    fe.emit("cp.async.wait", int(pending))
 
 
 __all__ = ["BufferView", "PerfOps", "RegisterArray", "MAX_REGISTER_ARRAY", "LocAddr"]

@@ -167,6 +167,8 @@ class KernelFunction:
         self._warned_unkeyable = False
         self._params: list[Param] | None = None
         self._calls: dict[tuple[Any, ...], Any] = {}  # launch plans by argument layout (compiler/launch.py)
+        #: (code object, its parsed source): see _kernel_source
+        self._parsed: tuple[Any, FuncSource] | None = None
         self._const_pos: tuple[int, ...] | None = None
 
     # ------------------------------------------------------------ signature
@@ -300,10 +302,21 @@ class KernelFunction:
         return (k.name == self.name and abi == self._expected_abi() and wg == self.workgroup
                 and k.max_workgroup_size == self.max_workgroup_size)
 
+    def _kernel_source(self) -> FuncSource:
+        """The parsed source, read once per code object of the function (as the cache key's
+        :func:`~anywave.compiler.fingerprint.fingerprint` reads it), so a recompilation does not
+        parse it again (the frontend does not change the tree: ``@aw.func`` bodies are shared
+        the same way)."""
+        code = getattr(self.fn, "__code__", None)
+        hit = self._parsed
+        if hit is None or hit[0] is not code:
+            hit = self._parsed = (code, FuncSource.of(self.fn))
+        return hit[1]
+
     def compile_kernel(self, consts: Mapping[str, Any] | None = None) -> Kernel:
         """Run the pipeline (no caching) and return the Kernel."""
         consts = dict(consts or {})
-        src = FuncSource.of(self.fn)
+        src = self._kernel_source()
         params = [(p.name, p.ann) for p in self.params if p.kind != "const"]
         fe = Frontend(src, consts, self.name)
         body = fe.build(params)
@@ -544,6 +557,7 @@ class _DiskCache:
             return None
 
     def store(self, digest: str, module: Module) -> None:
+        """Write ``module`` (which the caller has just verified: it is not verified again)."""
         d = self.directory()
         if d is None:
             return
@@ -551,7 +565,7 @@ class _DiskCache:
             from anywave.binary.wbin import write_wbin
             from anywave.runtime.cache import atomic_write
 
-            atomic_write(d / f"{digest}.wbin", write_wbin(module), record_hash=True)
+            atomic_write(d / f"{digest}.wbin", write_wbin(module, verify=False), record_hash=True)
         except OSError:
             pass  # a read-only or full cache directory only costs recompilation
 

@@ -91,6 +91,15 @@ register_array = Intrinsic("register_array", "register_array(dtype, shape, fill=
 view = Intrinsic("view", "view(buf, shape, strides=None) -> the buffer as an n-D row-major array: v[i, j] is "
                  "element i*shape[1] + j; shape entries are compile-time ints or integer values",
                  lower=_perf.lower_view)
+async_copy = Intrinsic("async_copy", "async_copy(dst, i, src, j, n=1): start copying n elements from element j of "
+                       "buffer/view src to element i of local array dst (same dtype; n * element size = 4, 8 or 16 "
+                       "bytes, both offsets multiples of it); defined only after aw.async_wait (spec §4.5)",
+                       lower=_perf.lower_async_copy)
+async_commit = Intrinsic("async_commit", "async_commit(): close this thread's async copies since its previous "
+                         "commit into one group", lower=_perf.lower_async_commit)
+async_wait = Intrinsic("async_wait", "async_wait(pending=0): wait until at most `pending` (compile-time 0..7) of "
+                       "this thread's most recently committed groups are in flight; other threads see the data "
+                       "after a following barrier", lower=_perf.lower_async_wait)
 
 # atomics: (target, index, value, scope=, order=) -> old value (red form when unused)
 atomic_add = Intrinsic("atomic_add", "atomic_add(buf, i, v, scope='device', order='relaxed') -> old (i32/u32/f32)",

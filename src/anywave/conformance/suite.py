@@ -41,6 +41,7 @@ class Runner(Protocol):
 def _all_cases() -> tuple[Case, ...]:
     from anywave.conformance import (
         gen_alu,
+        gen_async,
         gen_collectives,
         gen_compiled,
         gen_control,
@@ -53,7 +54,7 @@ def _all_cases() -> tuple[Case, ...]:
 
     cases = (gen_alu.cases() + gen_mem.cases() + gen_wave.cases() + gen_control.cases() + gen_mma.cases()
              + gen_collectives.cases() + list(gen_perf.cases()) + gen_compiled.cases()
-             + gen_limits.cases())
+             + gen_limits.cases() + gen_async.cases())
     names = [c.name for c in cases]
     if len(set(names)) != len(names):
         dup = sorted({n for n in names if names.count(n) > 1})

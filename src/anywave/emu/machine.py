@@ -29,8 +29,9 @@ import numpy as np
 from anywave.binary.module import Instruction, Kernel, Module
 from anywave.binary.structure import If, Loop
 from anywave.binary.structure import parse as parse_structure
-from anywave.emu import alu, fragments, memory, waveops
+from anywave.emu import alu, async_copy, fragments, memory, waveops
 from anywave.emu.alu import Run
+from anywave.emu.async_copy import finish_batch
 from anywave.emu.memory import RaceShadow
 from anywave.errors import EmulationError, LaunchConfigError
 from anywave.isa import dispatch
@@ -50,7 +51,8 @@ _ROLE_KIND = {Role.IF: IF, Role.ELSE: ELSE, Role.ENDIF: ENDIF, Role.LOOP: LOOP, 
 #: the emulator's semantics, by semantic key (``InstrDef.sem``): a factory ``make(ins) -> run``
 #: per ordinary instruction; None for those the walk executes (control flow, the barrier)
 EMULATOR = dispatch.consumer("emulator", error=EmulationError)
-EMULATOR.register({**alu.SEMANTICS, **memory.SEMANTICS, **waveops.SEMANTICS, **fragments.SEMANTICS})
+EMULATOR.register({**alu.SEMANTICS, **memory.SEMANTICS, **waveops.SEMANTICS, **fragments.SEMANTICS,
+                   **async_copy.SEMANTICS})
 EMULATOR.register([f"ctl.{r.value}" for r in Role], None)
 EMULATOR.register("sync.barrier", None)
 
@@ -1104,6 +1106,7 @@ def emulate(program: Module | bytes | str | os.PathLike[str], kernel: str, *,
         for start in range(0, nwg, per):
             b = Batch(launch, start, min(per, nwg - start), trace_lane, stats)
             b.run_code(launch.kcode)
+            finish_batch(b)
             if b.frames:
                 raise EmulationError(f"kernel {k.name!r}: control region left open at its end")
     stats.wall_seconds = time.perf_counter() - t0

@@ -419,6 +419,10 @@ class RaceShadow:
         self.written = np.zeros(0, bool) if track_init else None
         self.space = space
         self.describe = describe  # flat byte -> text
+        #: local memory: in-flight asynchronous copies per flat byte (emu/async_copy.py) and the
+        #: message for an access to such a byte, ``note(st, byte)``; None until a copy is issued
+        self.pending: np.ndarray | None = None
+        self.pending_note: Any = None
 
     def _grow(self, need: int) -> None:
         """Room for ``need`` shadow pages (capacity doubles)."""
@@ -486,6 +490,13 @@ class RaceShadow:
         numbers, same length); kind is "read", "write" or "atomic". Raises EmulationError
         on a race or (local memory) a read of never-written bytes."""
         ins_id = st.cur_id
+        if self.pending is not None:
+            hit = self.pending[b] > 0
+            if hit.any():
+                i = int(np.flatnonzero(hit)[0])
+                what = {"read": "read", "write": "write", "atomic": "atomic update"}[kind]
+                raise EmulationError(f"{what} in {st.where()} by {st.describe_thread(int(thr[i]))}: "
+                                     + self.pending_note(st, int(b[i])))
         s = self._slots(b)
         if kind != "write" and self.written is not None:
             un = ~self.written[s]

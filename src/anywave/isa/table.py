@@ -46,6 +46,7 @@ class Category(enum.IntEnum):
     CONVERT = 11
     MOVE = 12  # data movement: moves, immediates, special registers, arguments
     MMA = 13  # optional wave-collective matrix multiply-accumulate
+    ASYNC_COPY = 14  # asynchronous device -> local copies with commit groups and an explicit wait
 
 
 class Operand(enum.Enum):
@@ -145,7 +146,7 @@ SEM_PREFIX: dict[Category, str] = {
     Category.INTEGER: "int", Category.FLOAT: "float", Category.BITWISE: "bit", Category.COMPARE: "cmp",
     Category.LOCAL_MEMORY: "mem", Category.DEVICE_MEMORY: "mem", Category.ATOMIC: "atomic",
     Category.WAVE: "wave", Category.SYNC: "sync", Category.CONTROL: "ctl", Category.CONVERT: "cvt",
-    Category.MOVE: "move", Category.MMA: "mma",
+    Category.MOVE: "move", Category.MMA: "mma", Category.ASYNC_COPY: "async",
 }
 
 
@@ -653,6 +654,22 @@ for shape, scope_flag, fcap, ins_types in (
              "accumulator fragment d[i][j] = a[i][j] + bias[j], bias f32 at the device address + 4j",
              det=NAN_, cap=fcap, flags=scope_flag | Flag.LOAD, variant=f"device.{shape}")
 del FD, FS
+
+# --- asynchronous copies (docs/spec.md §4.5, §8.16): device -> local memory, completed by a wait
+#: the largest N of ``cp.async.wait N`` (groups a thread may leave pending; PTX wait_group takes small constants)
+MAX_ASYNC_WAIT = 7
+C = Category.ASYNC_COPY
+for t in (T.B32, T.B64, T.B128):
+    _def(f"cp.async.{t.spelling}", C, "cp_async", (Operand.LADDR, Operand.DADDR), t,
+         f"start copying {t.nbytes} bytes from device memory to local memory (both aligned to {t.nbytes}); "
+         "the local bytes are defined only after a cp.async.wait that completes the copy's group",
+         flags=Flag.LOAD | Flag.STORE)
+# commit and wait order the thread's copies and local accesses: never pure (no flag says so)
+_def("cp.async.commit", C, "cp_commit", (), None,
+     "close the thread's copies issued since its previous commit into one group (possibly empty)", pure=False)
+_def("cp.async.wait", C, "cp_wait", (Operand.IMM32,), T.U32,
+     "wait until at most N (immediate, 0..7) of the thread's committed groups are incomplete; the "
+     "completed copies' local bytes are then visible to the thread", pure=False)
 
 
 INSTRUCTIONS: tuple[InstrDef, ...] = tuple(_RECORDS)

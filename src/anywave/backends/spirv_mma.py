@@ -1,0 +1,230 @@
+"""SPIR-V lowering of the MMA fragment instructions (docs/spec.md §8.14) for
+:mod:`anywave.backends.spirv`: loops with the emulator's fragment semantics, bit for bit.
+
+Layout of this backend (not observable, spec §8.14). Every fragment slot of a kernel is one
+``Function`` array of 32-bit words (the f32 bits of its elements, so no driver float handling
+touches a stored value), zero-initialised (+0.0):
+
+* wave scope (``m16n16k16``): A, B and accumulator fragments alike are spread over the wave,
+  ``256 / W`` words per lane: lane l holds tile element ``l + W*j`` (row-major index) in word j.
+  ``mma`` reads the A and B elements a lane needs from the lanes holding them with
+  ``OpGroupNonUniformShuffle``; the word index is the same in every lane (for D element
+  ``e = l + W*j``, row i, column c: A's element ``16i + k`` is word ``(16i + k) / W`` of lane
+  ``(16i + k) % W``, B's ``16k + c`` word ``(16k + c) / W`` of lane ``(16k + c) % W``, both word
+  indices wave-uniform for W = 8..64). Spreading keeps each array small: lavapipe turns every
+  dynamically indexed ``Function`` array into an if-ladder over its words;
+* thread scope (``m4n4k4``): 16 words per lane, the thread's own tiles.
+
+``mma`` computes each accumulator element as
+``s = C[i][j]; for k in 0..K-1: s = fma_f32(A[i][k], B[k][j], s)`` with the exactly rounded fma
+of :meth:`~anywave.backends.spirv_float.FloatOps.fma_exact` (through f64: needs
+``shaderFloat64``), then the NaN canonical (``0x7FC00000``), as :mod:`anywave.emu.fragments`.
+``scale`` / ``bias`` are one f32 multiply / add (``NoContraction``) with the NaN canonical; loads
+convert f16/bf16 exactly; C loads, fills and stores move the bits. Wave-scope instructions run in
+converged control flow (the lowering's wave-collective path) with the work under a selection on
+the executing condition; local-memory wave-scope loads and stores sit between subgroup barriers
+(as the C family's), so the tile is read or written whole before any lane goes on. The loops
+are marked ``DontUnroll`` (unrolled fma chains take lavapipe's LLVM minutes to compile).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import nullcontext
+from typing import Any
+
+from anywave.backends.cfamily_mma import slots
+from anywave.backends.spirv_asm import SCOPE, SEM
+from anywave.binary.module import Instruction, LocalAddr
+from anywave.isa.mma import FragKind, fragment_kinds
+from anywave.isa.types import ScalarType as T
+
+_Lowering = Any  # anywave.backends.spirv._Lowering (no import cycle)
+F32_NAN = 0x7FC00000
+DONT_UNROLL = 2  # SPIR-V LoopControl mask
+
+
+def words_per_lane(k: FragKind, W: int) -> int:
+    """32-bit words a lane holds for a slot of kind ``k`` at wave width W (see the module doc)."""
+    return k.elems // W if k.shape.scope == "wave" else k.elems
+
+
+def declare(x: _Lowering) -> dict[int, tuple[int, FragKind]]:
+    """Function variables of every fragment slot the kernel (or a function it calls) uses:
+    slot -> (variable id, kind), zero-initialised."""
+    out: dict[int, tuple[int, FragKind]] = {}
+    for s, k in sorted(slots(x.m, x.k.code).items()):
+        arr = x.b.t_array(x.u32, words_per_lane(k, x.W))
+        out[s] = (x.var(arr, x.b.const_null(arr)), k)
+    return out
+
+
+def _word(x: _Lowering, slot: int, j: int) -> int:
+    """Pointer to word j (a u32 id) of fragment slot ``slot``."""
+    return x.op("AccessChain", x.b.t_ptr("Function", x.u32), x.frags[slot][0], j)
+
+
+def _for(x: _Lowering, n: int, body: Callable[[int], None]) -> None:
+    """``for (j = 0; j < n; ++j) body(j)`` as a structured loop (j a u32 id)."""
+    jv = x.var(x.u32)
+    x.store(jv, x.c(0))
+    merge, cont = x.loop_open(DONT_UNROLL)
+    j = x.load(jv)
+    x.loop_exit_unless(x.op("ULessThan", x.bool_, j, x.c(n)), merge)
+    body(j)
+    x.store(jv, x.add(j, x.c(1)))
+    x.loop_close(merge, cont)
+
+
+def _elem(x: _Lowering, k: FragKind, j: int) -> int:
+    """Row-major tile index of this lane's word j of a slot of kind k."""
+    if k.shape.scope == "wave":
+        return x.add(x.lane, x.op("IMul", x.u32, j, x.c(x.W)))
+    return j
+
+
+def _log2(v: int) -> int:
+    assert v & (v - 1) == 0, v
+    return v.bit_length() - 1
+
+
+def _tile_off(x: _Lowering, k: FragKind, base: int, stride: int, e: int, esz: int) -> int:
+    """Byte offset of element e of a tile at ``base`` with row stride ``stride`` (u32 ids)."""
+    row = x.shr(e, _log2(k.cols))
+    col = x.iand(e, x.c(k.cols - 1))
+    return x.add(x.add(base, x.op("IMul", x.u32, row, stride)), x.shl(col, _log2(esz)))
+
+
+def _canon(x: _Lowering, bits: int) -> int:
+    return x.sel(x.u32, x._bits_nan(bits, False), x.c(F32_NAN), bits)
+
+
+def _sync(x: _Lowering) -> None:
+    sg = x.c(SCOPE["Subgroup"])
+    x.b.emit("ControlBarrier", sg, sg, x.c(SEM["AcquireRelease"] | SEM["WorkgroupMemory"]))
+
+
+def _scoped(x: _Lowering, k: FragKind, addr: Any, body: Callable[[], None]) -> None:
+    """Run ``body``: for wave scope under a selection on ``x.ex`` (between subgroup barriers when
+    it touches local memory); thread-scope instructions are already under their condition."""
+    wave = k.shape.scope == "wave"
+    sync = wave and isinstance(addr, LocalAddr)
+    if sync:
+        _sync(x)
+    with x.when(x.ex) if wave else nullcontext():
+        body()
+    if sync:
+        _sync(x)
+
+
+def _fload(x: _Lowering, ins: Instruction) -> None:
+    f, addr, rs = ins.operands
+    k = fragment_kinds(ins.defn)[0]
+    t = ins.defn.type
+    esz = t.nbytes
+
+    def body() -> None:
+        base = x.byte_offset(addr.reg, addr.offset)
+        stride = x.r(rs)
+
+        def one(j: int) -> int:
+            off = _tile_off(x, k, base, stride, _elem(x, k, j), esz)
+            w = x.load(x.word_ptr(addr, off))
+            if esz == 4:
+                v = w
+            else:
+                h = x.op("BitFieldUExtract", x.u32, w, x.shl(x.iand(off, x.c(3)), 3), x.c(16))
+                v = x.f32_bits(x.h2f(h)) if t is T.F16 else x.shl(h, 16)
+            x.store(_word(x, f, j), v)
+
+        _for(x, words_per_lane(k, x.W), one)
+
+    _scoped(x, k, addr, body)
+
+
+def _fstore(x: _Lowering, ins: Instruction) -> None:
+    addr, f, rs = ins.operands
+    k = fragment_kinds(ins.defn)[1]
+
+    def body() -> None:
+        base = x.byte_offset(addr.reg, addr.offset)
+        stride = x.r(rs)
+
+        def one(j: int) -> None:
+            off = _tile_off(x, k, base, stride, _elem(x, k, j), 4)
+            x.store(x.word_ptr(addr, off), x.load(_word(x, f, j)))
+
+        _for(x, words_per_lane(k, x.W), one)
+
+    _scoped(x, k, addr, body)
+
+
+def _fmma(x: _Lowering, ins: Instruction) -> None:
+    d, a, b, c = ins.operands
+    k = fragment_kinds(ins.defn)[0]
+    sh = k.shape
+    wave = sh.scope == "wave"
+    lw = _log2(x.W)
+
+    def fetch(slot: int, e: int) -> int:
+        """Tile element e (a u32 id) of fragment ``slot``: this lane's word, or for wave scope
+        word e / W of lane e % W (e / W is wave-uniform, see the module doc)."""
+        if not wave:
+            return x.load(_word(x, slot, e))
+        v = x.load(_word(x, slot, x.shr(e, lw)))
+        return x.op("GroupNonUniformShuffle", x.u32, x.c(SCOPE["Subgroup"]), v, x.iand(e, x.c(x.W - 1)))
+
+    def body() -> None:
+        def one(j: int) -> None:
+            e = _elem(x, k, j)
+            i, col = x.shr(e, _log2(sh.n)), x.iand(e, x.c(sh.n - 1))
+            s = x.var(x.u32)
+            x.store(s, x.load(_word(x, c, j)))
+
+            def step(kk: int) -> None:
+                av = fetch(a, x.add(x.shl(i, _log2(sh.k)), kk))
+                bv = fetch(b, x.add(x.shl(kk, _log2(sh.n)), col))
+                x.store(s, x.fma_exact(x.bits_f32(av), x.bits_f32(bv), x.bits_f32(x.load(s)), T.F32))
+
+            _for(x, sh.k, step)
+            x.store(_word(x, d, j), _canon(x, x.load(s)))  # d may be c: word j read above
+
+        _for(x, words_per_lane(k, x.W), one)
+
+    _scoped(x, k, None, body)
+
+
+def _felementwise(x: _Lowering, ins: Instruction) -> None:
+    op = ins.defn.op
+    k = fragment_kinds(ins.defn)[0]
+    d = ins.operands[0]
+
+    def body() -> None:
+        if op == "ffill":
+            v = x.r(ins.operands[1])
+            _for(x, words_per_lane(k, x.W), lambda j: x.store(_word(x, d, j), v))
+            return
+        src = ins.operands[1]
+        if op == "fscale":
+            sv = x.bits_f32(x.r(ins.operands[2]))
+
+            def one(j: int) -> None:
+                p = x.fop("FMul", x.f32, x.bits_f32(x.load(_word(x, src, j))), sv)
+                x.store(_word(x, d, j), _canon(x, x.f32_bits(p)))
+        else:  # fbias: d[i][j] = s[i][j] + bias[j]
+            addr = ins.operands[2]
+            base = x.byte_offset(addr.reg, addr.offset)
+
+            def one(j: int) -> None:
+                col = x.iand(_elem(x, k, j), x.c(k.cols - 1))
+                bias = x.load(x.word_ptr(addr, x.add(base, x.shl(col, 2))))
+                p = x.fop("FAdd", x.f32, x.bits_f32(x.load(_word(x, src, j))), x.bits_f32(bias))
+                x.store(_word(x, d, j), _canon(x, x.f32_bits(p)))
+
+        _for(x, words_per_lane(k, x.W), one)
+
+    _scoped(x, k, None, body)
+
+
+HANDLERS = {"fload": _fload, "fstore": _fstore, "fmma": _fmma, "ffill": _felementwise,
+            "fscale": _felementwise, "fbias": _felementwise}
