@@ -361,7 +361,7 @@ def lower_async_copy(fe: Frontend, node: ast.Call, discard: bool) -> None:
     if wide:
         raise fe.err(node.args[3], f"{what}: the source byte offset is 64-bit (an i64/u64 index or one of "
                      "2^32 bytes or more); asynchronous copies take 32-bit offsets — use an i32 index")
-    fe.emit(f"cp.async.b{8 * size}", addr, DevAddr(src.index, off))
+    fe.emit(mnemonic("cp_async", type=f"b{8 * size}"), addr, DevAddr(src.index, off))
 
 
 def lower_async_commit(fe: Frontend, node: ast.Call, discard: bool) -> None:
