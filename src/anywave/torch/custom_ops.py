@@ -87,7 +87,8 @@ def custom_op(name: str, kernel: Any, *, out_shape: Callable[..., Any] | Mapping
               workgroup: int | Sequence[int] = 64, validate: Callable[..., None] | None = None,
               backward: Callable[..., Any] | None = None, setup_context: Callable[..., None] | None = None,
               cpu_target: str | None = None, wave_width: int | None = None,
-              arg_names: Mapping[str, str] | None = None) -> Any:
+              arg_names: Mapping[str, str] | None = None,
+              fast_path: Callable[[dict[str, Any], str, int | None], bool] | None = None) -> Any:
     """Register ``kernel`` (an ``@aw.kernel``) as the PyTorch op ``name`` (``"namespace::op"``)
     and return it (a ``torch.library.CustomOpDef``: callable, and reachable as
     ``torch.ops.namespace.op``). See the module docstring for the schema and the semantics.
@@ -111,6 +112,12 @@ def custom_op(name: str, kernel: Any, *, out_shape: Callable[..., Any] | Mapping
             :func:`anywave.torch.ops.set_cpu_target`).
         arg_names: op input names for kernel parameters (kernel name → op name) where they
             should differ; rules and ``validate`` see the op names.
+        fast_path: ``fast_path(args, target, wave_width) -> bool``, tried before each launch:
+            ``args`` maps every kernel parameter name to its value (inputs made contiguous, the
+            outputs allocated, scalars and constants filled in); it may do the work itself
+            (fill the outputs, e.g. with a faster kernel computing the same bits) and return
+            True, or return False for the kernel's own launch. ``target``/``wave_width`` are
+            those the kernel would be launched with.
 
     Raises:
         CustomOpError: a parameter that cannot become part of a schema, a rule for a name
@@ -232,9 +239,11 @@ def custom_op(name: str, kernel: Any, *, out_shape: Callable[..., Any] | Mapping
                 target, W = f"cuda:{dev.index if dev.index is not None else torch.cuda.current_device()}", None
             else:
                 target, W = _cpu_choice(cpu_target, wave_width)
-            # every parameter positionally, constants included: the launch plan cache applies
-            kernel(*[full[rename.get(p.name, p.name)] for p in params], grid=gt, workgroup=wg, target=target,
-                   wave_width=W)
+            values = [full[rename.get(p.name, p.name)] for p in params]
+            if fast_path is None or not fast_path({p.name: v for p, v in zip(params, values, strict=True)},
+                                                  target, W):
+                # every parameter positionally, constants included: the launch plan cache applies
+                kernel(*values, grid=gt, workgroup=wg, target=target, wave_width=W)
         res = [out[p.name] for p in outs]
         if not res:
             return None

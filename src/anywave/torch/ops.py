@@ -232,6 +232,28 @@ def _mm_shapes(a: torch.Tensor, b: torch.Tensor, trans_a: bool, trans_b: bool, o
     return m, n, ka
 
 
+def _gemm_fast_path(args: dict[str, Any], target: str, wave_width: int | None) -> bool:
+    """The ``fast_path`` of ``mm`` and ``linear``: when the product fits a tile config of the
+    library's tiled GEMM (:mod:`anywave.kernels.gemm`: M, N, K multiples of its tile sizes), run
+    that kernel instead of :func:`anywave.torch.kernels.mm` — the same fma chain over k in order
+    from +0.0, then ``+ bias[j]``, so the same bits (both kernels' docstrings). A transposed
+    operand is first copied to row-major (the GEMM reads ``a`` (M, K) and ``b`` (K, N));
+    returns False (the sequential kernel runs) for shapes no config covers."""
+    from anywave.kernels import gemm as G
+
+    m, n, k = int(args["m"]), int(args["n"]), int(args["k"])
+    order = (G.FAST, G.DEFAULT) + tuple(c for c in G.CONFIGS if c not in (G.FAST, G.DEFAULT))
+    cfg = next((c for c in order if G.fits(m, n, k, c)), None)
+    if cfg is None:
+        return False
+    a = args["a"].t().contiguous() if args["trans_a"] else args["a"]
+    b = args["b"].t().contiguous() if args["trans_b"] else args["b"]
+    grid, wg = G.launch_shape(m, n, cfg)
+    G.gemm_f32_kernel(a, b, args["bias"], args["c"], m, n, k, epilogue="bias" if args["use_bias"] else "none",
+                      **cfg, grid=grid, workgroup=wg, target=target, wave_width=wave_width)
+    return True
+
+
 # The ops below are user kernels turned into torch ops by anywave.torch.custom_op, the same
 # wrapper users have: schema from the kernel's ABI, fake implementation from the shape rule,
 # zero-copy launches on CPU targets and on CUDA (current stream), autograd from the formulas.
@@ -248,7 +270,8 @@ mm = custom_op(
                                                    b.shape[0] if trans_b else b.shape[1]),
     scalars={"m": lambda c, **_: c.shape[0], "n": lambda c, **_: c.shape[1],
              "k": lambda a, trans_a, **_: a.shape[0] if trans_a else a.shape[1]},
-    buffers={"bias": lambda a, **_: _dummy(a.device)}, constants={"use_bias": False}, workgroup=K.BLOCK)
+    buffers={"bias": lambda a, **_: _dummy(a.device)}, constants={"use_bias": False}, workgroup=K.BLOCK,
+    fast_path=_gemm_fast_path)
 mm.__doc__ = """``op(a) @ op(b)`` in a WAVE kernel; ``op`` transposes when its flag is set.
 
     Args:
@@ -257,6 +280,8 @@ mm.__doc__ = """``op(a) @ op(b)`` in a WAVE kernel; ``op`` transposes when its f
 
     Returns:
         float32 (M, N); element (i, j) = ``fma`` chain over k = 0..K-1 in order from +0.0.
+        Shapes that fit a tile config of :mod:`anywave.kernels.gemm` (M, N multiples of 64 and
+        K of 8, at least) run the tiled GEMM; others the one-thread-per-output kernel; same bits.
 
     Raises:
         OpDtypeError, OpInputError (shapes, devices).
@@ -335,14 +360,15 @@ linear = custom_op(
     scalars={"m": lambda x, **_: x.shape[0], "n": lambda weight, **_: weight.shape[0],
              "k": lambda x, **_: x.shape[1]},
     constants={"trans_a": False, "trans_b": True, "use_bias": True}, workgroup=K.BLOCK,
-    backward=_linear_backward, setup_context=_linear_setup)
+    backward=_linear_backward, setup_context=_linear_setup, fast_path=_gemm_fast_path)
 linear.__doc__ = """``x @ weight.T + bias`` (PyTorch's ``nn.Linear`` layout) in one WAVE kernel.
 
     Args:
         x: float32 (B, IN); weight: float32 (OUT, IN); bias: float32 (OUT,).
 
     Returns:
-        float32 (B, OUT): the ``mm`` fma chain, then ``+ bias[j]`` (one rounding each).
+        float32 (B, OUT): the ``mm`` fma chain, then ``+ bias[j]`` (one rounding each); the
+        tiled GEMM (bias epilogue) where the shape fits, as ``mm``.
     """
 
 

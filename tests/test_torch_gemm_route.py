@@ -1,0 +1,101 @@
+"""``torch.ops.anywave.mm`` / ``linear`` (float32) run the library's tiled GEMM
+(:mod:`anywave.kernels.gemm`) when the shape fits one of its tile configs, and the
+one-thread-per-output kernel otherwise; either way the bits are those of the NumPy sequential
+reference (:func:`anywave.kernels.reference.matmul_f32`) and of the library GEMM itself, at
+W = 8..64. (CUDA: tests/test_torch_ops.py's device tests take the same route.)"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from anywave.kernels import gemm as G  # noqa: E402
+from anywave.kernels.reference import matmul_f32  # noqa: E402
+from anywave.torch import ops  # noqa: E402
+
+WS = (8, 16, 32, 64)
+
+
+class _Spy:
+    """Wraps gemm_f32_kernel, counting launches (and delegating everything else)."""
+
+    def __init__(self, kern):
+        self.kern = kern
+        self.calls: list[dict] = []
+
+    def __call__(self, *args, **kw):
+        self.calls.append(kw)
+        return self.kern(*args, **kw)
+
+    def __getattr__(self, name):
+        return getattr(self.kern, name)
+
+
+@pytest.fixture
+def spy(monkeypatch):
+    s = _Spy(G.gemm_f32_kernel)
+    monkeypatch.setattr(G, "gemm_f32_kernel", s)
+    return s
+
+
+def _bits(t) -> np.ndarray:
+    a = t.detach().numpy() if isinstance(t, torch.Tensor) else np.asarray(t)
+    return np.ascontiguousarray(a, np.float32).view(np.uint32)
+
+
+def _rnd(rng, *shape) -> np.ndarray:
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+@pytest.mark.parametrize("W", WS)
+def test_mm_fits_runs_the_tiled_gemm_with_the_same_bits(W: int, spy) -> None:
+    rng = np.random.default_rng(W)
+    m, k, n = 64, 24, 128
+    a, b = _rnd(rng, m, k), _rnd(rng, k, n)
+    ref = matmul_f32(a, b)
+    with ops.cpu_target("emulator", wave_width=W):
+        got = ops.mm(torch.from_numpy(a), torch.from_numpy(b))
+        assert len(spy.calls) == 1 and spy.calls[0]["epilogue"] == "none"
+        assert spy.calls[0]["bm"] == 64 and spy.calls[0]["bn"] == 128  # the first config that fits
+        # transposed operands: copied to row-major first, the same chain over k
+        got_t = ops.mm(torch.from_numpy(a.T.copy()), torch.from_numpy(b.T.copy()), True, True)
+        assert len(spy.calls) == 2
+    lib = G.gemm(a, b, config={"bm": 64, "bn": 128, "bk": 8}, wave_width=W, target="emulator")
+    np.testing.assert_array_equal(_bits(got), _bits(ref))
+    np.testing.assert_array_equal(_bits(got_t), _bits(ref))
+    np.testing.assert_array_equal(_bits(lib), _bits(ref))
+
+
+@pytest.mark.parametrize("W", (8, 64))
+def test_linear_fits_runs_the_gemm_bias_epilogue(W: int, spy) -> None:
+    rng = np.random.default_rng(100 + W)
+    x, w, bias = _rnd(rng, 64, 16), _rnd(rng, 64, 16), _rnd(rng, 64)
+    with ops.cpu_target("emulator", wave_width=W):
+        got = ops.linear(torch.from_numpy(x), torch.from_numpy(w), torch.from_numpy(bias))
+    assert len(spy.calls) == 1 and spy.calls[0]["epilogue"] == "bias"
+    np.testing.assert_array_equal(_bits(got), _bits(matmul_f32(x, w.T, bias)))
+
+
+@pytest.mark.parametrize("shape", [(64, 20, 128), (48, 16, 64), (64, 16, 10)])
+def test_shapes_no_config_covers_fall_back_with_the_same_bits(shape, spy) -> None:
+    m, k, n = shape
+    rng = np.random.default_rng(m + k + n)
+    a, b = _rnd(rng, m, k), _rnd(rng, k, n)
+    with ops.cpu_target("emulator", wave_width=16):
+        got = ops.mm(torch.from_numpy(a), torch.from_numpy(b))
+    assert spy.calls == []
+    np.testing.assert_array_equal(_bits(got), _bits(matmul_f32(a, b)))
+
+
+def test_autograd_through_the_gemm_route(spy) -> None:
+    rng = np.random.default_rng(7)
+    a, b, g = _rnd(rng, 64, 64), _rnd(rng, 64, 64), _rnd(rng, 64, 64)
+    ta = torch.from_numpy(a).requires_grad_()
+    tb = torch.from_numpy(b).requires_grad_()
+    with ops.cpu_target("emulator", wave_width=32):
+        ops.mm(ta, tb).backward(torch.from_numpy(g))
+    assert len(spy.calls) == 3  # forward, dA = G B^T, dB = A^T G
+    np.testing.assert_array_equal(_bits(ta.grad), _bits(matmul_f32(g, b.T)))
+    np.testing.assert_array_equal(_bits(tb.grad), _bits(matmul_f32(a.T, g)))
