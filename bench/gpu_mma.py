@@ -1,7 +1,9 @@
 """Tensor-core MMA on the H200 (issue 15): the issue's tile kernel on CUDA vs references, the mma
-conformance group, SASS of the fragment GEMM (HMMA / LDL / STL counts), GEMM accuracy vs float64
-and GEMM timing vs cuBLAS bf16 (torch.matmul) in the same run: CUDA events, medians of 10,
-interleaved rounds. Writes $OUT/gpu_mma.json."""
+conformance group, SASS of the fragment GEMMs (HMMA / LDSM / LDG.128 / LDL / STL counts, ptxas
+registers), the GEMMs bit for bit against the emulator (expected outputs made beforehand with
+``python bench/gpu_mma.py --make-ref``, no GPU, into bench/_emu_ref/), accuracy vs float64 and
+timing vs cuBLAS bf16 (torch.matmul) in the same run: CUDA events, medians of 10, interleaved
+rounds. Writes $OUT/gpu_mma.json."""
 
 from __future__ import annotations
 
@@ -14,23 +16,68 @@ from pathlib import Path
 
 import ml_dtypes
 import numpy as np
-import torch
+
+VARIANTS = {  # name: (kernel, TM, TN, WM, WN, GM, BK): block 16*TM*WM x 16*TN*WN, wave 16*TM x 16*TN
+    "tiled_128x256_g8_k64": ("tiled", 4, 4, 2, 4, 8, 64),
+    "tiled_128x256_g4_k64": ("tiled", 4, 4, 2, 4, 4, 64),
+    "tiled_128x256_g16_k64": ("tiled", 4, 4, 2, 4, 16, 64),
+    "tiled_256x128_g8_k64": ("tiled", 4, 4, 4, 2, 8, 64),
+    "tiled_128x128_w4_g8": ("tiled", 4, 4, 2, 2, 8, 32),
+    "tiled_128x256_g8": ("tiled", 4, 4, 2, 4, 8, 32),
+}
+REF = Path(__file__).resolve().parent / "_emu_ref"
+
+
+def _ref_inputs(name: str) -> tuple:
+    _, tm, tn, wm, wn, _g, _bk = VARIANTS[name]
+    bm, bn = 16 * tm * wm, 16 * tn * wn
+    m, n, k = 2 * bm, 2 * bn, 128
+    rng = np.random.default_rng(sum(map(ord, name)))
+    a = rng.standard_normal((m, k)).astype(ml_dtypes.bfloat16)
+    b = rng.standard_normal((k, n)).astype(ml_dtypes.bfloat16)
+    return a, b, m, n, k
+
+
+def make_ref() -> None:
+    """Emulator outputs (W = 32) of every tiled variant on a 2 x 2 grid of blocks, K = 128."""
+    from anywave.kernels.gemm_mma import gemm_tiled_kernel
+
+    REF.mkdir(exist_ok=True)
+    for name, (kind, tm, tn, wm, wn, gm, bk) in VARIANTS.items():
+        if kind != "tiled" or (REF / f"{name}.npy").exists():
+            continue
+        a, b, m, n, k = _ref_inputs(name)
+        c = np.full(m * n, np.nan, np.float32)
+        t0 = time.time()
+        from anywave.emu import emulate
+
+        mod = gemm_tiled_kernel.compile(TM=tm, TN=tn, WM=wm, WN=wn, GM=gm, BK=bk)
+        emulate(mod, gemm_tiled_kernel.name, grid=(n // (16 * tn * wn), m // (16 * tm * wm), 1),
+                workgroup=(wm * wn * 32, 1, 1), wave_width=32, max_local_memory=228 * 1024,
+                args=[a.view(np.uint32).reshape(-1), b.view(np.uint32).reshape(-1), np.zeros(n, np.float32), c,
+                      m, n, k])
+        np.save(REF / f"{name}.npy", c)
+        print(name, "emulated in", round(time.time() - t0, 1), "s", flush=True)
+
+
+if __name__ == "__main__" and "--make-ref" in sys.argv:
+    make_ref()
+    sys.exit(0)
+
+import torch  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from anywave.backends import ptx  # noqa: E402
 from anywave.conformance import run_suite  # noqa: E402
 from anywave.emu import emulate  # noqa: E402
-from anywave.kernels.gemm_mma import (  # noqa: E402
-    gemm_frag_kernel,
-    gemm_pipe_kernel,
-    gemm_smem64_kernel,
-    gemm_smem_kernel,
-)
+from anywave.kernels.gemm_mma import gemm_frag_kernel, gemm_tiled_kernel  # noqa: E402
 from anywave.runtime import cuda  # noqa: E402
 from mma_issue_kernel import mma_gemm  # noqa: E402
 
 OUT = Path(os.environ.get("OUT", "/tmp"))
-res: dict = {"date": time.strftime("%Y-%m-%d %H:%M:%S"), "device": torch.cuda.get_device_name(),
+_smi = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"], capture_output=True,
+                      text=True).stdout.strip()
+res: dict = {"date": time.strftime("%Y-%m-%d %H:%M:%S"), "device": torch.cuda.get_device_name(), "driver": _smi,
              "torch": torch.__version__, "commit": os.environ.get("AW_COMMIT", "?")}
 tgt = cuda.CudaTarget()
 
@@ -89,27 +136,13 @@ def conformance() -> None:
 section(conformance)
 
 
-VARIANTS = {  # name: (kernel, TM, TN, WM, WN, BK)
-    "direct_4x2_2x4": ("frag", 4, 2, 2, 4, 16),
-    "smem_4x2_2x4_k32": ("smem", 4, 2, 2, 4, 32),
-    "smem_2x4_4x2_k32": ("smem", 2, 4, 4, 2, 32),
-    "smem_4x2_2x4_k64": ("smem", 4, 2, 2, 4, 64),
-    "smem64_4x2_2x4_k32": ("smem64", 4, 2, 2, 4, 32),
-    "smem64_2x4_4x2_k32": ("smem64", 2, 4, 4, 2, 32),
-    "smem64_4x2_2x4_k64": ("smem64", 4, 2, 2, 4, 64),
-    "smem64_4x4_2x4_k32": ("smem64", 4, 4, 2, 4, 32),
-    "smem64_2x2_2x4_k32": ("smem64", 2, 2, 2, 4, 32),
-    "pipe_4x2_2x4_k32": ("pipe", 4, 2, 2, 4, 32),
-}
-KERNELS = {"frag": gemm_frag_kernel, "smem": gemm_smem_kernel, "smem64": gemm_smem64_kernel, "pipe": gemm_pipe_kernel}
+KERNELS = {"frag": gemm_frag_kernel, "tiled": gemm_tiled_kernel}
 MODS = {}
-for _name, (_kind, _tm, _tn, _wm, _wn, _bk) in VARIANTS.items():
+for _name, (_kind, _tm, _tn, _wm, _wn, _gm, _bk) in VARIANTS.items():
     if _kind == "frag":
         MODS[_name] = gemm_frag_kernel.compile(TM=_tm, TN=_tn, WM=_wm, WN=_wn)
-    elif _kind == "pipe":
-        MODS[_name] = gemm_pipe_kernel.compile()
     else:
-        MODS[_name] = KERNELS[_kind].compile(TM=_tm, TN=_tn, WM=_wm, WN=_wn, BK=_bk)
+        MODS[_name] = gemm_tiled_kernel.compile(TM=_tm, TN=_tn, WM=_wm, WN=_wn, GM=_gm, BK=_bk)
 
 
 def sass() -> None:
@@ -120,11 +153,13 @@ def sass() -> None:
         pv = subprocess.run(["ptxas", "-arch=sm_90", "-v", str(OUT / "k.ptx"), "-o", str(OUT / "k.cubin")],
                             capture_output=True, text=True)
         sa = subprocess.run(["cuobjdump", "--dump-sass", str(OUT / "k.cubin")], capture_output=True, text=True).stdout
-        if name == "pipe_4x2_2x4_k32":
-            (OUT / "gemm_smem.sass").write_text(sa)
+        if name == "tiled_128x256_g8_k64":
+            (OUT / "gemm_tiled.sass").write_text(sa)
         regs = [ln.strip() for ln in pv.stderr.splitlines() if "registers" in ln or "spill" in ln]
-        out[name] = {"HMMA": sa.count("HMMA"), "LDSM": sa.count("LDSM"), "LDL": sa.count("LDL"),
-                     "STL": sa.count("STL"), "BRA": sa.count(" BRA"), "ptxas": regs}
+        out[name] = {k: sa.count(k) for k in ("HMMA", "LDSM", "LDG.E.128", "STS.128", "BAR.SYNC", "LDL", "STL",
+                                              "VOTE", "SEL ")}
+        out[name].update({"BRA": sa.count(" BRA"), "ptxas": regs,
+                          "control": "per-thread" if "per-thread control flow" in text else "mask-stack"})
         print("sass", name, out[name], flush=True)
     res["sass"] = out
 
@@ -167,17 +202,50 @@ section(refkernels)
 stream = torch.cuda.current_stream().cuda_stream
 
 
-def launcher(name, A, B, bias, C, n):
-    kind, tm, tn, wm, wn, bk = VARIANTS[name]
+def launcher(name, A, B, bias, C, m, n=None, k=None):
+    n = m if n is None else n
+    k = m if k is None else k
+    kind, tm, tn, wm, wn, _gm, _bk = VARIANTS[name]
     bm, bn = 16 * tm * wm, 16 * tn * wn
     mod = MODS[name]
     kname = KERNELS[kind].name
     if kind == "frag":
-        args = [A, B, bias, C, n, n, n]
+        args = [A, B, bias, C, m, n, k]
     else:
-        vt = torch.int32 if kind == "smem" else torch.int64
-        args = [A.view(vt), B.view(vt), bias, C, n, n, n]
-    return lambda: tgt.launch(mod, kname, (n // bn, n // bm), wm * wn * 32, args, stream=stream, sync=False)
+        args = [A.view(torch.int32), B.view(torch.int32), bias, C, m, n, k]
+    return lambda: tgt.launch(mod, kname, (n // bn, m // bm), wm * wn * 32, args, stream=stream, sync=False)
+
+
+def emulator_bits() -> None:
+    out = {}
+    for name, v in VARIANTS.items():
+        f = REF / f"{name}.npy"
+        if v[0] != "tiled" or not f.exists():
+            continue
+        a, b, m, n, k = _ref_inputs(name)
+        want = np.load(f)
+        A = torch.from_numpy(a.view(np.uint16).astype(np.int16)).cuda().view(torch.bfloat16)
+        B = torch.from_numpy(b.view(np.uint16).astype(np.int16)).cuda().view(torch.bfloat16)
+        C = torch.full((m, n), float("nan"), device="cuda")
+        launcher(name, A, B, torch.zeros(n, device="cuda"), C, m, n, k)()
+        torch.cuda.synchronize()
+        got = C.cpu().numpy().reshape(-1)
+        ad, bd = a.astype(np.float64), b.astype(np.float64)
+        ref = ad @ bd
+        bound = 2.0 ** -18 * (k / 16) * (np.abs(ad) @ np.abs(bd)) * 1.001
+        out[name] = {"shape": [m, n, k],
+                     "bit_identical_to_emulator": bool(np.array_equal(got.view(np.uint32), want.view(np.uint32))),
+                     "elements_differing": int((got.view(np.uint32) != want.view(np.uint32)).sum()),
+                     "max_abs_diff_vs_emulator": float(np.abs(got - want).max()),
+                     "gpu_within_bound_of_f64": bool((np.abs(got.reshape(m, n) - ref) <= bound).all()),
+                     "emulator_within_bound_of_f64": bool((np.abs(want.reshape(m, n) - ref) <= bound).all()),
+                     "max_err_over_bound_gpu": float((np.abs(got.reshape(m, n) - ref) / bound).max()),
+                     "max_err_over_bound_emulator": float((np.abs(want.reshape(m, n) - ref) / bound).max())}
+        print("emulator bits", name, out[name], flush=True)
+    res["gemm_vs_emulator"] = out
+
+
+section(emulator_bits)
 
 
 def timed(fn, reps=10):
@@ -220,7 +288,8 @@ def gemm() -> None:
         B = torch.randn(n, n, device="cuda", generator=g).to(torch.bfloat16)
         bias = torch.zeros(n, device="cuda")
         C = torch.full((n, n), float("nan"), device="cuda")
-        names = list(VARIANTS) if n == 4096 else [res["best_variant"]]
+        ranked = sorted(VARIANTS, key=lambda k: -gres.get(f"{k}@4096", {}).get("tflops", 0))
+        names = list(VARIANTS) if n == 4096 else ranked[:3]
         fns = {nm: launcher(nm, A, B, bias, C, n) for nm in names}
         fns["cublas"] = lambda A=A, B=B: A @ B
         for f in fns.values():
@@ -231,9 +300,19 @@ def gemm() -> None:
         for _ in range(5):  # interleaved rounds
             for k, f in fns.items():
                 ts[k] += timed(f, 2)
+        C.fill_(float("nan"))
+        for nm in names:  # every output written, finite, and the product (spot rows vs float64)
+            fns[nm]()
+            torch.cuda.synchronize()
+            rows = torch.arange(0, n, n // 16, device="cuda")
+            ref = A[rows].double() @ B.double()
+            bad = ~((C[rows].double() - ref).abs() <= 2.0 ** -18 * (n / 16) * (A[rows].double().abs() @
+                                                                             B.double().abs()) * 1.001)
+            gres[f"{nm}@{n}:rows_within_bound"] = bool(not bad.any()) and bool(torch.isfinite(C).all())
         for k in fns:
             med = float(np.median(ts[k]))
-            gres[f"{k}@{n}"] = {"median_s": med, "tflops": fl(n) / med / 1e12}
+            gres[f"{k}@{n}"] = {"median_s": med, "tflops": fl(n) / med / 1e12,
+                                "spread": [float(min(ts[k])), float(max(ts[k]))]}
         for k in names:
             gres[f"{k}@{n}"]["ratio_vs_cublas"] = gres[f"{k}@{n}"]["tflops"] / gres[f"cublas@{n}"]["tflops"]
         if n == 4096:
@@ -245,6 +324,39 @@ def gemm() -> None:
 
 
 section(gemm)
+
+
+def probes() -> None:
+    """Time the stage-less probes (bench/gpu_mma_probe.py) beside cuBLAS: the mma.sync ceiling."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from gpu_mma_probe import hmma_loop, smem_loop
+
+    x = torch.randn(8192, device="cuda").to(torch.bfloat16).view(torch.int32)
+    nsm = torch.cuda.get_device_properties(0).multi_processor_count
+    out = {}
+    for name, kern, waves, iters in (("hmma_loop_8w", hmma_loop, 8, 2048), ("hmma_loop_4w", hmma_loop, 4, 2048),
+                                     ("smem_loop_128x256_k64", smem_loop, 8, 8192)):
+        mod = kern.compile()
+        blocks = nsm * 8
+        c = torch.empty(blocks * waves * 16 * 256, device="cuda")
+        if kern is hmma_loop:
+            flop = blocks * waves * iters * 16 * 2 * 16 ** 3
+        else:
+            flop = blocks * 2 * 128 * 256 * iters
+        def f(mod=mod, kern=kern, blocks=blocks, waves=waves, c=c, iters=iters):  # noqa: ANN001, ANN202
+            tgt.launch(mod, kern.name, (blocks, 1, 1), waves * 32, [x, c, iters], stream=stream, sync=False)
+
+        for _ in range(3):
+            f()
+        torch.cuda.synchronize()
+        ts = timed(f, 10)
+        med = float(np.median(ts))
+        out[name] = {"median_s": med, "tflops": flop / med / 1e12, "blocks": blocks, "waves": waves}
+        print("probe", name, round(out[name]["tflops"], 1), flush=True)
+    res["probes"] = out
+
+
+section(probes)
 
 
 def torch_op() -> None:

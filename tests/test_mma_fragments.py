@@ -121,15 +121,19 @@ def test_ptx_mma_skipped_without_active_lanes() -> None:
 def test_ptx_fragment_lowering_assembles() -> None:
     from anywave.backends import ptx
     from anywave.conformance.suite import assemble_group
-    from anywave.kernels.gemm_mma import gemm_frag_kernel, gemm_smem_kernel
+    from anywave.kernels.gemm_mma import gemm_frag_kernel, gemm_tiled_kernel
 
-    for m in (assemble_group("mma_frag"), gemm_frag_kernel.compile(), gemm_smem_kernel.compile()):
+    for m in (assemble_group("mma_frag"), gemm_frag_kernel.compile(), gemm_tiled_kernel.compile()):
         text = str(ptx.translate(m))
         assert "mma.sync.aligned.m16n8k16.row.col.f32" in text
         r = subprocess.run(["ptxas", "-arch=sm_90", "-o", "/dev/null", "-"], input=text, capture_output=True,
                            text=True)
         assert r.returncode == 0, r.stderr[-2000:]
-    assert "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16" in str(ptx.translate(gemm_smem_kernel.compile()))
+    tiled = ptx.translate(gemm_tiled_kernel.compile())
+    assert "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16" in str(tiled)
+    # every branch of the tiled GEMM is uniform: plain branches, 128-bit copies
+    assert not tiled.kernels["gemm_tiled_kernel"].uniform
+    assert "ld.global.nc.v4.b32" in str(tiled) and "st.shared.v4.b32" in str(tiled)
 
 
 def test_ptx_refuses_fragments_before_sm80() -> None:
@@ -227,18 +231,25 @@ def test_fragment_gemm_f16_and_gelu() -> None:
     assert np.abs(g - want).max() < 2e-3  # fast_tanh is class approx
 
 
-def test_smem_gemm_emulator() -> None:
-    from anywave.kernels.gemm_mma import gemm_smem_kernel
+@pytest.mark.parametrize("W,tile", [(16, {"TM": 4, "TN": 2, "WM": 2, "WN": 4, "GM": 0}),
+                                    (32, {"TM": 2, "TN": 2, "WM": 2, "WN": 2, "GM": 2}),
+                                    (32, {"TM": 2, "TN": 2, "WM": 2, "WN": 2, "GM": 0, "BK": 64}),
+                                    (64, {"TM": 2, "TN": 4, "WM": 2, "WN": 2, "GM": 0})])
+def test_tiled_gemm_emulator(W: int, tile: dict) -> None:
+    from anywave.kernels.gemm_mma import gemm_tiled_kernel
 
-    rng = np.random.default_rng(7)
-    M, N, K = 128, 128, 64
+    rng = np.random.default_rng(W)
+    bm, bn = 16 * tile["TM"] * tile["WM"], 16 * tile["TN"] * tile["WN"]
+    # with GM: 3 x 2 blocks in groups of 2 block rows (a short last group)
+    M, N, K = (3 * bm, 2 * bn, 128) if tile["GM"] else (bm, bn, 128)
     a = rng.standard_normal((M, K)).astype(ml_dtypes.bfloat16)
     b = rng.standard_normal((K, N)).astype(ml_dtypes.bfloat16)
     bias = rng.standard_normal(N).astype(np.float32)
     ref = a.astype(np.float64) @ b.astype(np.float64) + bias
     c = np.full(M * N, np.nan, np.float32)
-    gemm_smem_kernel(a.view(np.uint32).reshape(-1), b.view(np.uint32).reshape(-1), bias, c, M, N, K,
-                     grid=(1, 1), workgroup=(8 * 16, 1, 1), target="emulator", wave_width=16, use_bias=True)
+    gemm_tiled_kernel(a.view(np.uint32).reshape(-1), b.view(np.uint32).reshape(-1), bias, c, M, N, K,
+                      grid=(N // bn, M // bm), workgroup=(tile["WM"] * tile["WN"] * W, 1, 1), target="emulator",
+                      wave_width=W, W=W, use_bias=True, **tile)
     assert (np.abs(c.reshape(M, N) - ref) <= _bound(a, b, K) + 2.0 ** -22 * np.abs(ref)).all()
 
 
@@ -382,3 +393,41 @@ def test_hip_wave64_uses_mfma() -> None:
     text = hip.translate(assemble_group_frag(), wave_width=64).text
     assert "__builtin_amdgcn_mfma_f32_16x16x16bf16_1k" in text and "__builtin_amdgcn_mfma_f32_16x16x16f16" in text
     assert "mfma" not in hip.translate(assemble_group_frag(), wave_width=32).text
+
+
+def test_local_fragment_addresses_fold_constants() -> None:
+    """aw.mma_load/mma_store on a local array: the compile-time part of (row, col) becomes the
+    address immediate, so fragments at fixed distances share one offset register (ldmatrix
+    [R+imm] on PTX); the result is the same as with run-time indices."""
+    import anywave as aw
+
+    @aw.kernel
+    def k(a: aw.In[aw.u32], c: aw.Out[aw.f32], r0: aw.i32):
+        t = aw.local_array(aw.u32, (96, 12))  # 16-bit elements in pairs: rows of 24 (+ 16 bytes)
+        for e0 in range(0, 96 * 12, aw.workgroup_size(0)):
+            t[(e0 + aw.local_id(0)) // 12, (e0 + aw.local_id(0)) % 12] = a[e0 + aw.local_id(0)]
+        aw.barrier()
+        acc = aw.fragment("acc")
+        fa = aw.fragments(2, "a", aw.bf16)
+        fb = aw.fragments(2, "b", aw.bf16)
+        for i in aw.static_range(2):
+            aw.mma_load(fa[i], t, r0 + 16 * i, 0)  # run-time row, constant step
+            aw.mma_load(fb[i], t, 32 + r0 + 16 * i, 0 + 0)
+        for i in aw.static_range(2):
+            aw.mma_sync(acc, fa[i], fb[i], acc)
+        aw.mma_store(c, acc, 0, 16)
+
+    m = k.compile()
+    loads = [ins for ins in m.kernels[0].code if ins.defn.op == "fload"]
+    assert len(loads) == 4
+    assert len({ins.operands[1].reg for ins in loads}) == 1  # one offset register
+    assert sorted(ins.operands[1].offset for ins in loads) == [0, 16 * 48, 32 * 48, 48 * 48]
+    rng = np.random.default_rng(5)
+    vals = rng.standard_normal(96 * 24).astype(ml_dtypes.bfloat16)
+    a = vals.view(np.uint32)
+    c = np.full(256, np.nan, np.float32)
+    k(a, c, 8, grid=(1, 1), workgroup=(32, 1, 1), target="emulator", wave_width=32)
+    tile = vals.astype(np.float64).reshape(96, 24)[:, :16]
+    ref = sum(tile[8 + 16 * i:24 + 16 * i] @ tile[40 + 16 * i:56 + 16 * i] for i in range(2))
+    absb = sum(np.abs(tile[8 + 16 * i:24 + 16 * i]) @ np.abs(tile[40 + 16 * i:56 + 16 * i]) for i in range(2))
+    assert (np.abs(c.reshape(16, 16) - ref) <= 2.0 ** -18 * 2 * absb * 1.001).all()

@@ -14,7 +14,7 @@ from anywave.asm import assemble
 from anywave.binary.module import Arg, DeviceAddr, Function, Instruction, Kernel, LocalAddr, Module, Pred
 from anywave.binary.wbin import load, read_wbin, save, write_wbin
 from anywave.errors import BinaryFormatError, SourceLoc, VerifyError, WaveError
-from anywave.isa.table import BY_MNEMONIC, INSTRUCTIONS, Category, Flag, Operand
+from anywave.isa.table import BY_MNEMONIC, INSTRUCTIONS, MAX_ASYNC_WAIT, Category, Flag, Operand
 from anywave.isa.types import (
     BUFFER_TYPES,
     SCALAR_ARG_TYPES,
@@ -488,6 +488,8 @@ def valid_module(draw: st.DrawFn) -> Module:
                 ops.append(draw(st.integers(0, nregs - k.reg_count)))
             elif k is Operand.IMM32 and d.type is not None and d.type.is_float and d.type.bits < 32:
                 ops.append(draw(st.integers(0, (1 << d.type.bits) - 1)))  # f16/bf16: a 16-bit pattern
+            elif k is Operand.IMM32 and d.mnemonic == "cp.async.wait":
+                ops.append(draw(st.integers(0, MAX_ASYNC_WAIT)))  # groups left pending (spec §4.5)
             else:
                 ops.append(draw(operand_value(k)))
         guard = draw(st.none() | st.builds(Pred, st.integers(0, 7), st.booleans()))

@@ -1167,6 +1167,9 @@ class _KernelEmitter:
         self.arch = arch
         self.comments = comments
         self.uniform = _uses_collectives(module, kernel.code)
+        #: wave operations under control flow proven warp-uniform: per-thread branches (ptx_mma)
+        self.flat = self.uniform and ptx_mma.warp_uniform_control(module, kernel)
+        self.uniform = self.uniform and not self.flat
         self.body: list[str] = []
         self.nlabel = 0
         self.frames: list[_Frame] = []

@@ -29,13 +29,158 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from anywave.binary.module import DeviceAddr, Instruction, LocalAddr, Module
+from anywave.binary.module import DeviceAddr, Instruction, Kernel, LocalAddr, Module, Pred
 from anywave.isa.mma import FragKind, fragment_kinds
-from anywave.isa.table import Category
+from anywave.isa.table import Category, Flag, Operand
 from anywave.isa.types import ScalarType as T
+from anywave.isa.types import SpecialRegister as SR
 
 #: ldmatrix needs sm_75, mma.sync.m16n8k16 with bf16 sm_80
 MIN_ARCH = 80
+
+
+#: special registers with one value in every lane of a wave (the others differ per lane)
+WAVE_UNIFORM_SREGS = frozenset({SR.WAVE_ID, SR.WORKGROUP_ID_X, SR.WORKGROUP_ID_Y, SR.WORKGROUP_ID_Z,
+                                SR.WORKGROUP_SIZE_X, SR.WORKGROUP_SIZE_Y, SR.WORKGROUP_SIZE_Z, SR.GRID_SIZE_X,
+                                SR.GRID_SIZE_Y, SR.GRID_SIZE_Z, SR.WAVE_WIDTH, SR.NUM_WAVES, SR.MMA_SUPPORTED,
+                                SR.MMA_M, SR.MMA_N, SR.MMA_K})
+
+
+def _reads_writes(ins: Instruction) -> tuple[list[str], list[str]]:
+    """(sources, destinations) of an instruction as names ``r<N>`` / ``p<N>`` (the guard is a source)."""
+    src: list[str] = []
+    dst: list[str] = []
+    for kind, v in zip(ins.defn.operands, ins.operands, strict=True):
+        n = kind.reg_count
+        if n:
+            (dst if kind.is_dest else src).extend(f"r{int(v) + i}" for i in range(n))
+        elif kind is Operand.PD:
+            dst.append(f"p{int(v)}")
+        elif kind is Operand.PS:
+            src.append(f"p{v.index}")
+        elif isinstance(v, DeviceAddr | LocalAddr):
+            src += [f"r{v.reg}", f"r{v.reg + 1}"] if kind is Operand.DADDR64 else [f"r{v.reg}"]
+    if isinstance(ins.guard, Pred):
+        src.append(f"p{ins.guard.index}")
+    return src, dst
+
+
+class _Varying(Exception):
+    """A branch condition that may differ between the lanes of a wave."""
+
+
+def _tree(code: list[Instruction], i: int = 0) -> tuple[list[Any], int]:
+    """Structured code as nested nodes: ``ins``, ``("if", ins, then, else)``, ``("loop", body)``;
+    returns (nodes, index of the closing else/endif/endloop or len(code))."""
+    out: list[Any] = []
+    while i < len(code):
+        ins = code[i]
+        op = ins.defn.op if ins.defn.category is Category.CONTROL else None
+        if op in ("else", "endif", "endloop"):
+            return out, i
+        if op == "if":
+            then, j = _tree(code, i + 1)
+            other: list[Any] = []
+            if j < len(code) and code[j].defn.op == "else":
+                other, j = _tree(code, j + 1)
+            out.append(("if", ins, then, other))
+            i = j + 1
+        elif op == "loop":
+            body, j = _tree(code, i + 1)
+            out.append(("loop", body))
+            i = j + 1
+        else:
+            out.append(ins)
+            i += 1
+    return out, i
+
+
+def _join(*states: set[str] | None) -> set[str] | None:
+    live = [x for x in states if x is not None]
+    return set().union(*live) if live else None
+
+
+class _UniformFlow:
+    """Forward analysis of the varying registers/predicates along the (single) path of a warp."""
+
+    def __init__(self, module: Module) -> None:
+        self.module = module
+        self.loops: list[tuple[list[set[str]], list[set[str]]]] = []  # (breaks, continues)
+        self.rets: list[list[set[str]]] = []
+
+    def check(self, st: set[str], preds: list[Pred | None]) -> None:
+        if any(p is not None and f"p{p.index}" in st for p in preds):
+            raise _Varying
+
+    def seq(self, nodes: list[Any], st: set[str] | None) -> set[str] | None:
+        for node in nodes:
+            if st is None:
+                return None  # unreachable after an unconditional break/continue/ret/halt
+            if isinstance(node, tuple) and node[0] == "if":
+                _, ins, then, other = node
+                self.check(st, [ins.operands[0]])
+                st = _join(self.seq(then, set(st)), self.seq(other, set(st)))
+            elif isinstance(node, tuple):  # loop
+                entry, head = st, set(st)
+                while True:
+                    self.loops.append(([], []))
+                    end = self.seq(node[1], set(head))
+                    breaks, conts = self.loops.pop()
+                    nxt = _join(entry, end, *conts)
+                    if nxt == head:
+                        break
+                    head = nxt
+                st = _join(*breaks)
+            else:
+                st = self.ins(node, st)
+        return st
+
+    def ins(self, ins: Instruction, st: set[str]) -> set[str] | None:
+        d = ins.defn
+        if d.category is Category.CONTROL:
+            self.check(st, [ins.guard])
+            if d.op == "call":
+                self.rets.append([])
+                end = self.seq(_tree(self.module.functions[int(ins.operands[0])].code)[0], set(st))
+                return _join(end, *self.rets.pop())
+            if d.op in ("break", "continue"):
+                self.loops[-1][0 if d.op == "break" else 1].append(set(st))
+            elif d.op == "ret" and self.rets:
+                self.rets[-1].append(set(st))
+            elif d.op not in ("ret", "halt"):
+                return st
+            return st if ins.guard is not None else None
+        src, dst = _reads_writes(ins)
+        per_lane = (d.flags & (Flag.LOAD | Flag.ATOMIC | Flag.WAVE_COLLECTIVE)
+                    or (d.op == "mov_sr" and ins.operands[1] not in WAVE_UNIFORM_SREGS)
+                    or any(x in st for x in src))
+        if per_lane:
+            return st | set(dst)
+        if ins.guard is None:
+            return st - set(dst)
+        return st  # a uniform guard that may be false leaves the old values
+
+
+def warp_uniform_control(module: Module, kernel: Kernel) -> bool:
+    """Whether every branch condition of ``kernel`` (``if`` predicates, ``break``/``continue``/
+    ``ret``/``halt`` guards, in the kernel and the functions it calls) provably has one value
+    in all lanes of a wave, so that the lanes of a warp always walk the same path.
+
+    A forward analysis along the structured program (loops to a fixed point, both arms of an
+    ``if``, calls inlined) tracks the *varying* registers and predicates: those written from a
+    per-lane source (``sr_thread_id_*``, ``sr_lane_id``, ``sr_global_id_*``,
+    ``sr_thread_linear_id``; every load, atomic and wave operation; a varying operand or
+    guard). Everything else is uniform: registers start at 0, immediates, arguments, the
+    wave-uniform special registers and arithmetic on uniform values. If no branch condition is
+    varying where it is read, then by induction over the steps of a warp all its lanes walk
+    one path and uniform registers hold one value in all of them. The PTX backend then lowers
+    control flow as plain branches, and every existing lane executes each wave operation (the
+    executing set of spec §7.4 is the whole wave, minus lanes an instruction guard excludes)."""
+    try:
+        _UniformFlow(module).seq(_tree(list(kernel.code))[0], set())
+    except _Varying:
+        return False
+    return True
 
 
 def frag_reg(slot: int, i: int) -> str:
@@ -90,8 +235,10 @@ def _wave_guard(b: Any) -> tuple[str, int] | None:
     passes instructions with no active lane). Returns (warp-uniform predicate, first line):
     :func:`_end_guard` predicates every line from there on (no branch, so ptxas can interleave
     neighbouring fragment loads and mma; ``.aligned`` allows a warp-uniform predicate)."""
-    if b.pe == "%A" and b.kx.frag_covered:
-        return None  # the enclosing segment is skipped as a whole when no lane is active
+    if b.pe == "%A" and (b.kx.frag_covered or getattr(b.kx, "flat", False)):
+        # the enclosing segment is skipped as a whole when no lane is active, or control flow
+        # is warp-uniform (every existing lane runs this line)
+        return None
     q = b.t("pred")
     b(f"vote.sync.any.pred {q}, {b.pe}, %exist;")
     return q, len(b.lines)

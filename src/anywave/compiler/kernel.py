@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from anywave.binary.module import KERNEL_FLAG_W_INVARIANT, Arg, Kernel, Module
-from anywave.binary.verify import verify
+from anywave.binary.verify import verify_cached
 from anywave.errors import VerifyError, WaveError
 from anywave.isa.types import LIMITS, ArgKind
 
@@ -530,8 +530,11 @@ def _dims3(v: Any, what: str) -> tuple[int, int, int]:
 
 
 def _verify_output(m: Module, name: str) -> None:
+    """Verify the compiler's output once: recorded by ``verify_cached``, so the launch paths
+    (emulator, PTX, C family), which verify every module they are given through it, do not
+    verify it again."""
     try:
-        verify(m)
+        verify_cached(m)
     except VerifyError as e:
         raise VerifyError([f"internal compiler error in kernel {name!r} (please report): {p}"
                            for p in e.problems]) from None

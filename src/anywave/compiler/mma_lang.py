@@ -97,9 +97,49 @@ def _u32(fe: Frontend, node: ast.Call, x: Any, what: str) -> Any:
     return fe.coerce(x, ty.u32)
 
 
+def _sum_parts(fe: Frontend, node: ast.AST) -> tuple[Any, int]:
+    """(run-time part or 0, compile-time int part) of an index written as a sum, e.g.
+    ``s * BM + wr + 16 * i`` with ``wr`` a run-time value: ``(wr, s * BM + 16 * i)``."""
+    terms: list[ast.AST] = []
+
+    def flat(e: ast.AST) -> None:
+        if isinstance(e, ast.BinOp) and isinstance(e.op, ast.Add):
+            flat(e.left)
+            flat(e.right)
+        else:
+            terms.append(e)
+
+    flat(node)
+    dyn: Any = 0
+    const = 0
+    for t in terms:
+        v = fe.visit(t)
+        if isinstance(v, int) and not isinstance(v, bool):
+            const += v
+        else:
+            dyn = v if isinstance(dyn, int) else fe.binop(ast.Add, dyn, v, t)
+    return dyn, const
+
+
+def _tile_args(fe: Frontend, node: ast.Call, what: str) -> list[Any]:
+    """The four arguments of aw.mma_load/mma_store; for a local array the (row, col) indices as
+    (run-time part, compile-time part) pairs, so that the constant part becomes the address's
+    immediate and fragments at fixed distances share one address register (ldmatrix [R+imm])."""
+    if node.keywords or len(node.args) != 4:
+        raise fe.err(node, f"{what} takes 4 positional arguments, got {len(node.args)}")
+    first = [fe.visit(a) for a in node.args[:2]]
+    if isinstance(first[0], LocalArray) or isinstance(first[1], LocalArray):
+        rest = [_sum_parts(fe, a) for a in node.args[2:]]
+    else:
+        rest = [fe.visit(a) for a in node.args[2:]]
+    fe.node = node
+    return first + rest
+
+
 def _tile_addr(fe: Frontend, node: ast.Call, src: Any, i: Any, j: Any, esz: int, what: str) -> tuple[Any, Any, str]:
     """(address operand, row stride register, space) of a 16x16 block: a local 2-D array at
-    element (row i, col j), or a device buffer at element offset i with row stride j."""
+    element (row i, col j) (each a (run-time, compile-time) pair from :func:`_tile_args`), or a
+    device buffer at element offset i with row stride j."""
     mul = fe.binop
     if isinstance(src, LocalArray):
         # a tile of esz-byte elements; a 32-bit array may hold 16-bit elements in pairs
@@ -112,9 +152,20 @@ def _tile_addr(fe: Frontend, node: ast.Call, src: Any, i: Any, j: Any, esz: int,
         if rowbytes % 16:
             raise fe.err(node, f"{what}: a row of the local array must be a multiple of 16 bytes, got "
                          f"{rowbytes}")
-        off = mul(ast.Add, mul(ast.Mult, i, rowbytes, node), mul(ast.Mult, j, esz, node), node)
-        off = mul(ast.Add, off, src.base, node)
-        return LocAddr(_u32(fe, node, off, f"{what} offset")), fe.const(rowbytes, ty.u32), "local"
+        (di, ci), (dj, cj) = i, j
+        for x in (di, dj):
+            if not isinstance(x, int):
+                _u32(fe, node, x, f"{what} index")
+        off: Any = 0
+        if not isinstance(di, int):
+            off = mul(ast.Mult, di, rowbytes, node)
+        if not isinstance(dj, int):
+            dj = mul(ast.Mult, dj, esz, node)
+            off = dj if isinstance(off, int) else mul(ast.Add, off, dj, node)
+        imm = src.base + ci * rowbytes + cj * esz
+        if imm < 0:
+            raise fe.err(node, f"{what}: the tile starts before the local array (byte offset {imm})")
+        return LocAddr(_u32(fe, node, off, f"{what} offset"), imm), fe.const(rowbytes, ty.u32), "local"
     if isinstance(src, BufferArg):
         if src.elem.scalar.nbytes != esz:
             raise fe.err(node, f"{what}: buffer {src.name!r} holds {src.elem.name}, expected {esz}-byte "
@@ -126,7 +177,7 @@ def _tile_addr(fe: Frontend, node: ast.Call, src: Any, i: Any, j: Any, esz: int,
 
 
 def lower_mma_load(fe: Frontend, node: ast.Call, discard: bool) -> None:
-    frag, src, i, j = fe.call_args(node, 4, 4, "aw.mma_load(frag, src, row_or_offset, col_or_ld)")
+    frag, src, i, j = _tile_args(fe, node, "aw.mma_load(frag, src, row_or_offset, col_or_ld)")
     f = _frag_arg(fe, node, frag, None, "aw.mma_load")
     # raw 16-bit buffers (u16/i16) or packed 32-bit local arrays may hold the elements
     if f.role != "acc" and getattr(src, "elem", f.elem) not in (f.elem, ty.u16, ty.i16, ty.u32, ty.i32, ty.u64):
@@ -138,7 +189,7 @@ def lower_mma_load(fe: Frontend, node: ast.Call, discard: bool) -> None:
 
 
 def lower_mma_store(fe: Frontend, node: ast.Call, discard: bool) -> None:
-    dst, frag, i, j = fe.call_args(node, 4, 4, "aw.mma_store(dst, acc, row_or_offset, col_or_ld)")
+    dst, frag, i, j = _tile_args(fe, node, "aw.mma_store(dst, acc, row_or_offset, col_or_ld)")
     f = _frag_arg(fe, node, frag, "acc", "aw.mma_store")
     if getattr(dst, "elem", ty.f32) is not ty.f32:
         raise fe.err(node, f"aw.mma_store: the destination must hold f32, got {dst.elem.name}")

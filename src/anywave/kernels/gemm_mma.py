@@ -8,6 +8,12 @@ and, with ``gelu=True``, stores through a local tile and applies
 ``0.5 * x * (1 + tanh(0.7978845608 * (x + 0.044715 x^3)))`` (the tanh form; ``fast_tanh``,
 class ``approx``).
 
+Two kernels: ``gemm_frag_kernel`` (above; any wave width, used by :func:`gemm`) and
+``gemm_tiled_kernel`` (the CUDA fast path behind ``torch.ops.anywave.gemm_mma``: local-memory
+slices in two buffers, 128-bit copies, one barrier per slice, 64 x 64 per wave; its comments
+give the layout). On an H200 the tiled kernel at 128 x 256 x 64 reaches 340 TFLOP/s at 8192³,
+0.44 of cuBLAS bf16 in the same run (bench/results/gpu_mma.md says what limits it).
+
 Accuracy: class ``bounded`` per fragment ``mma`` (spec §8.13's bound per 16-deep step), so
 ``|C - A@B| <= 2^-18 * (K/16) * (|A| @ |B|) * (1 + 2^-18)^(K/16)`` elementwise (plus the
 bias/GELU roundings); the tests check exactly that bound against a float64 reference.
@@ -70,188 +76,121 @@ def gemm_frag_kernel(a: aw.In[aw.u16], b: aw.In[aw.u16], bias: aw.In[aw.f32], c:
 
 
 @aw.kernel
-def gemm_smem_kernel(a: aw.In[aw.u32], b: aw.In[aw.u32], bias: aw.In[aw.f32], c: aw.Out[aw.f32],
-                     m: aw.i32, n: aw.i32, k: aw.i32, *, TM: int = 4, TN: int = 2, WM: int = 2, WN: int = 4,
-                     BK: int = 32, use_bias: bool = False, gelu: bool = False, f16: bool = False):
-    # A (m, k) and B (k, n) hold bf16 (f16 with f16=True) elements in pairs (one u32 = two neighbours of a row):
-    # the workgroup stages a (16*TM*WM) x BK block of A and a BK x (16*TN*WN) block of B in
-    # local memory (rows padded by 16 bytes: conflict-free 8-row fragment loads), then each wave
-    # loads its fragments from there (ldmatrix on CUDA)
+def gemm_tiled_kernel(a: aw.In[aw.u32], b: aw.In[aw.u32], bias: aw.In[aw.f32], c: aw.Out[aw.f32],
+                      m: aw.i32, n: aw.i32, k: aw.i32, *, TM: int = 4, TN: int = 4, WM: int = 2, WN: int = 4,
+                      W: int = 32, BK: int = 32, GM: int = 0, use_bias: bool = False, gelu: bool = False,
+                      f16: bool = False):
+    # The tiled GEMM (the CUDA fast path). A (m, k) and B (k, n) hold bf16 (f16 with f16=True)
+    # elements in pairs (one u32 = two row neighbours). A workgroup of WM x WN waves of W lanes
+    # owns a BM x BN block of C (BM = 16*TM*WM, BN = 16*TN*WN); each wave 16*TM x 16*TN in TM*TN
+    # accumulator fragments. K advances BK (32 or 64) at a time through two local buffers, one
+    # barrier per slice; the next slice is copied 32 deep at a time: its 128-bit device loads
+    # are issued into registers before the fragment loads (ldmatrix on CUDA) and mma of the
+    # matching part of the current slice, then stored to the idle buffer. Rows are padded by 16
+    # bytes (conflict-free 8-row fragment loads). Needs k a multiple of 2*BK and W the launch's
+    # wave width (the copies are unrolled for W*WM*WN threads); every branch is uniform (plain
+    # branches on PTX). GM > 0 visits the blocks of C in groups of GM block rows (column by
+    # column inside a group: the group's A rows and B columns stay in L2); GM = 0 in launch order.
     elt = aw.f16 if f16 else aw.bf16
-    ta = aw.local_array(aw.u32, (16 * TM * WM, BK // 2 + 4))
-    tb = aw.local_array(aw.u32, (BK, 8 * TN * WN + 4))
+    BM = 16 * TM * WM
+    BN = 16 * TN * WN
+    NT = W * WM * WN
+    CB = BN // 8  # 16-byte chunks per row of B (a row of the 32-deep A part has 4)
+    PA = BM * 4 // NT  # copy passes per 32-deep part
+    PB = 32 * CB // NT
+    assert BK == 32 or BK == 64, "gemm_tiled: BK must be 32 or 64"
+    assert PA * NT == BM * 4 and PB * NT == 32 * CB and NT % CB == 0, "gemm_tiled: tile and wave width mismatch"
+    ta = aw.local_array(aw.u32, (2 * BM, BK // 2 + 4))
+    tb = aw.local_array(aw.u32, (2 * BK, BN // 2 + 4))
     stage = aw.local_array(aw.f32, (16 * WM * WN if gelu else 1, 16))  # the GELU epilogue's staging
     acc = aw.fragments(TM * TN, "acc")
     fa = aw.fragments(TM, "a", elt)
     fb = aw.fragments(TN, "b", elt)
+    ra = aw.register_array(aw.u32, (PA, 4))
+    rb = aw.register_array(aw.u32, (PB, 4))
     t = aw.local_id(0)
-    nt = aw.workgroup_size(0)
     wv = aw.wave_id()
-    rb = aw.workgroup_id(1) * (16 * TM * WM)
-    cb = aw.workgroup_id(0) * (16 * TN * WN)
+    by = aw.workgroup_id(1)
+    bx = aw.workgroup_id(0)
+    if GM > 0:
+        gx = aw.num_workgroups(0)
+        pid = by * gx + bx
+        first = (pid // (GM * gx)) * GM
+        rows = min(aw.num_workgroups(1) - first, GM)
+        by = first + (pid % (GM * gx)) % rows
+        bx = (pid % (GM * gx)) // rows
+    rb0 = by * BM
+    cb0 = bx * BN
     wr = (wv // WN) * (16 * TM)
     wc = (wv % WN) * (16 * TN)
     kw = k // 2
     nw = n // 2
-    # copy rows: each thread a fixed 32-bit column of the tiles, rows strided by the workgroup
-    # (the workgroup size is a multiple of the 8 * TN * WN words of a B row: the wrapper launches
-    # WM * WN waves of >= 8 lanes)
-    wa = t % (BK // 2)
-    wb = t % (8 * TN * WN)
-    for k0 in range(0, k, BK):
-        for r in range(t // (BK // 2), 16 * TM * WM, nt // (BK // 2)):
-            ta[r, wa] = a[(rb + r) * kw + k0 // 2 + wa]
-        for r in range(t // (8 * TN * WN), BK, nt // (8 * TN * WN)):
-            tb[r, wb] = b[(k0 + r) * nw + cb // 2 + wb]
-        aw.barrier()
-        for kk in aw.static_range(BK // 16):
-            for i in aw.static_range(TM):
-                aw.mma_load(fa[i], ta, wr + 16 * i, 16 * kk)
-            for j in aw.static_range(TN):
-                aw.mma_load(fb[j], tb, 16 * kk, wc + 16 * j)
-            for i in aw.static_range(TM):
-                for j in aw.static_range(TN):
-                    aw.mma_sync(acc[i * TN + j], fa[i], fb[j], acc[i * TN + j])
-        aw.barrier()
+    # thread t copies 16-byte chunk t % 4 of rows t // 4 + p * (NT // 4) of a 32-deep A part, and
+    # chunk t % CB of rows t // CB + p * (NT // CB) of a 32-deep B part (all in u32 words)
+    ar = t // 4
+    ac = (t % 4) * 4
+    br = t // CB
+    bc = (t % CB) * 4
+    ga = (rb0 + ar) * kw + ac
+    gb = br * nw + cb0 // 2 + bc
+    for h in aw.static_range(BK // 32):
+        _copy_part(a, b, ta, tb, ra, rb, ga + 16 * h, gb + 32 * h * nw, ar, ac + 16 * h, br + 32 * h, bc, kw, nw,
+                   PA, PB, NT // 4, NT // CB)
+    aw.barrier()
+    for k0 in range(0, k, 2 * BK):
+        for s in aw.static_range(2):
+            # the next slice (the last one reloads itself into the idle buffer: no branch)
+            kn = min(k0 + (s + 1) * BK, k - BK)
+            for h in aw.static_range(BK // 32):
+                kh = kn + 32 * h
+                for p in aw.static_range(PA):
+                    v = aw.load4(a, ga + p * (NT // 4) * kw + kh // 2)
+                    for q in aw.static_range(4):
+                        ra[p, q] = v[q]
+                for p in aw.static_range(PB):
+                    v = aw.load4(b, gb + (p * (NT // CB) + kh) * nw)
+                    for q in aw.static_range(4):
+                        rb[p, q] = v[q]
+                for kk in aw.static_range(2 * h, 2 * h + 2):
+                    for i in aw.static_range(TM):
+                        aw.mma_load(fa[i], ta, s * BM + wr + 16 * i, 16 * kk)
+                    for j in aw.static_range(TN):
+                        aw.mma_load(fb[j], tb, s * BK + 16 * kk, wc + 16 * j)
+                    for i in aw.static_range(TM):
+                        for j in aw.static_range(TN):
+                            aw.mma_sync(acc[i * TN + j], fa[i], fb[j], acc[i * TN + j])
+                for p in aw.static_range(PA):
+                    aw.store4(ta, ((1 - s) * BM + ar + p * (NT // 4), ac + 16 * h),
+                              (ra[p, 0], ra[p, 1], ra[p, 2], ra[p, 3]))
+                for p in aw.static_range(PB):
+                    aw.store4(tb, ((1 - s) * BK + 32 * h + br + p * (NT // CB), bc),
+                              (rb[p, 0], rb[p, 1], rb[p, 2], rb[p, 3]))
+            aw.barrier()
     for i in aw.static_range(TM):
         for j in aw.static_range(TN):
             if use_bias:
-                aw.mma_bias(acc[i * TN + j], bias, cb + wc + 16 * j)
+                aw.mma_bias(acc[i * TN + j], bias, cb0 + wc + 16 * j)
             if gelu:
-                _gelu_store(c, stage, acc[i * TN + j], rb + wr + 16 * i, cb + wc + 16 * j, n)
+                _gelu_store(c, stage, acc[i * TN + j], rb0 + wr + 16 * i, cb0 + wc + 16 * j, n)
             else:
-                aw.mma_store(c, acc[i * TN + j], (rb + wr + 16 * i) * n + cb + wc + 16 * j, n)
+                aw.mma_store(c, acc[i * TN + j], (rb0 + wr + 16 * i) * n + cb0 + wc + 16 * j, n)
 
 
-@aw.kernel
-def gemm_smem64_kernel(a: aw.In[aw.u64], b: aw.In[aw.u64], bias: aw.In[aw.f32], c: aw.Out[aw.f32],
-                     m: aw.i32, n: aw.i32, k: aw.i32, *, TM: int = 4, TN: int = 2, WM: int = 2, WN: int = 4,
-                     BK: int = 32, use_bias: bool = False, gelu: bool = False, f16: bool = False):
-    # gemm_smem_kernel with 8-byte copies: A and B hold four 16-bit elements per u64.
-    # the workgroup stages a (16*TM*WM) x BK block of A and a BK x (16*TN*WN) block of B in
-    # local memory (rows padded by 16 bytes: conflict-free 8-row fragment loads), then each wave
-    # loads its fragments from there (ldmatrix on CUDA)
-    elt = aw.f16 if f16 else aw.bf16
-    ta = aw.local_array(aw.u64, (16 * TM * WM, BK // 4 + 2))
-    tb = aw.local_array(aw.u64, (BK, 4 * TN * WN + 2))
-    stage = aw.local_array(aw.f32, (16 * WM * WN if gelu else 1, 16))  # the GELU epilogue's staging
-    acc = aw.fragments(TM * TN, "acc")
-    fa = aw.fragments(TM, "a", elt)
-    fb = aw.fragments(TN, "b", elt)
-    t = aw.local_id(0)
-    nt = aw.workgroup_size(0)
-    wv = aw.wave_id()
-    rb = aw.workgroup_id(1) * (16 * TM * WM)
-    cb = aw.workgroup_id(0) * (16 * TN * WN)
-    wr = (wv // WN) * (16 * TM)
-    wc = (wv % WN) * (16 * TN)
-    kw = k // 4
-    nw = n // 4
-    # copy rows: each thread a fixed 32-bit column of the tiles, rows strided by the workgroup
-    # (the workgroup size is a multiple of the 4 * TN * WN words of a B row: the wrapper launches
-    # WM * WN waves of >= 8 lanes)
-    wa = t % (BK // 4)
-    wb = t % (4 * TN * WN)
-    for k0 in range(0, k, BK):
-        for r in range(t // (BK // 4), 16 * TM * WM, nt // (BK // 4)):
-            ta[r, wa] = a[(rb + r) * kw + k0 // 4 + wa]
-        for r in range(t // (4 * TN * WN), BK, nt // (4 * TN * WN)):
-            tb[r, wb] = b[(k0 + r) * nw + cb // 4 + wb]
-        aw.barrier()
-        for kk in aw.static_range(BK // 16):
-            for i in aw.static_range(TM):
-                aw.mma_load(fa[i], ta, wr + 16 * i, 16 * kk)
-            for j in aw.static_range(TN):
-                aw.mma_load(fb[j], tb, 16 * kk, wc + 16 * j)
-            for i in aw.static_range(TM):
-                for j in aw.static_range(TN):
-                    aw.mma_sync(acc[i * TN + j], fa[i], fb[j], acc[i * TN + j])
-        aw.barrier()
-    for i in aw.static_range(TM):
-        for j in aw.static_range(TN):
-            if use_bias:
-                aw.mma_bias(acc[i * TN + j], bias, cb + wc + 16 * j)
-            if gelu:
-                _gelu_store(c, stage, acc[i * TN + j], rb + wr + 16 * i, cb + wc + 16 * j, n)
-            else:
-                aw.mma_store(c, acc[i * TN + j], (rb + wr + 16 * i) * n + cb + wc + 16 * j, n)
-
-
-@aw.kernel
-def gemm_pipe_kernel(a: aw.In[aw.u64], b: aw.In[aw.u64], bias: aw.In[aw.f32], c: aw.Out[aw.f32],
-                     m: aw.i32, n: aw.i32, k: aw.i32, *, use_bias: bool = False, gelu: bool = False,
-                     f16: bool = False):
-    # The CUDA fast path: 128 x 128 x 32 tiles, 8 waves of 32 lanes (256 threads), each wave
-    # 64 x 32 of C in 8 accumulators. A and B hold four 16-bit elements per u64. The next K step's
-    # tile is loaded into registers (8 x 8 bytes per thread) while the current one is multiplied
-    # out of local memory (register prefetch; two barriers per step).
-    elt = aw.f16 if f16 else aw.bf16
-    ta = aw.local_array(aw.u64, (128, 10))  # 32 columns + 16 bytes of padding per row
-    tb = aw.local_array(aw.u64, (32, 34))  # 128 columns + 16 bytes
-    stage = aw.local_array(aw.f32, (128 if gelu else 1, 16))
-    acc = aw.fragments(8, "acc")
-    fa = aw.fragments(4, "a", elt)
-    fb = aw.fragments(2, "b", elt)
-    t = aw.local_id(0)
-    wv = aw.wave_id()
-    rb = aw.workgroup_id(1) * 128
-    cb = aw.workgroup_id(0) * 128
-    wr = (wv // 4) * 64
-    wc = (wv % 4) * 32
-    kw = k // 4
-    nw = n // 4
-    ar = t // 8
-    ac = t % 8
-    br = t // 32
-    bc = t % 32
-    ga = (rb + ar) * kw + ac
-    gb = br * nw + cb // 4 + bc
-    a0 = a[ga]
-    a1 = a[ga + 32 * kw]
-    a2 = a[ga + 64 * kw]
-    a3 = a[ga + 96 * kw]
-    b0 = b[gb]
-    b1 = b[gb + 8 * nw]
-    b2 = b[gb + 16 * nw]
-    b3 = b[gb + 24 * nw]
-    for k0 in range(0, k, 32):
-        aw.barrier()
-        ta[ar, ac] = a0
-        ta[ar + 32, ac] = a1
-        ta[ar + 64, ac] = a2
-        ta[ar + 96, ac] = a3
-        tb[br, bc] = b0
-        tb[br + 8, bc] = b1
-        tb[br + 16, bc] = b2
-        tb[br + 24, bc] = b3
-        aw.barrier()
-        if k0 + 32 < k:
-            ga2 = ga + (k0 + 32) // 4
-            gb2 = gb + (k0 + 32) * nw
-            a0 = a[ga2]
-            a1 = a[ga2 + 32 * kw]
-            a2 = a[ga2 + 64 * kw]
-            a3 = a[ga2 + 96 * kw]
-            b0 = b[gb2]
-            b1 = b[gb2 + 8 * nw]
-            b2 = b[gb2 + 16 * nw]
-            b3 = b[gb2 + 24 * nw]
-        for kk in aw.static_range(2):
-            for i in aw.static_range(4):
-                aw.mma_load(fa[i], ta, wr + 16 * i, 16 * kk)
-            for j in aw.static_range(2):
-                aw.mma_load(fb[j], tb, 16 * kk, wc + 16 * j)
-            for i in aw.static_range(4):
-                for j in aw.static_range(2):
-                    aw.mma_sync(acc[i * 2 + j], fa[i], fb[j], acc[i * 2 + j])
-    for i in aw.static_range(4):
-        for j in aw.static_range(2):
-            if use_bias:
-                aw.mma_bias(acc[i * 2 + j], bias, cb + wc + 16 * j)
-            if gelu:
-                _gelu_store(c, stage, acc[i * 2 + j], rb + wr + 16 * i, cb + wc + 16 * j, n)
-            else:
-                aw.mma_store(c, acc[i * 2 + j], (rb + wr + 16 * i) * n + cb + wc + 16 * j, n)
+@aw.func
+def _copy_part(a, b, ta, tb, ra, rb, ga, gb, ar, ac, br, bc, kw, nw, PA, PB, SA, SB):
+    # the first slice's 32-deep part into buffer 0: device -> registers -> local
+    for p in aw.static_range(PA):
+        v = aw.load4(a, ga + p * SA * kw)
+        for q in aw.static_range(4):
+            ra[p, q] = v[q]
+    for p in aw.static_range(PB):
+        v = aw.load4(b, gb + p * SB * nw)
+        for q in aw.static_range(4):
+            rb[p, q] = v[q]
+    for p in aw.static_range(PA):
+        aw.store4(ta, (ar + p * SA, ac), (ra[p, 0], ra[p, 1], ra[p, 2], ra[p, 3]))
+    for p in aw.static_range(PB):
+        aw.store4(tb, (br + p * SB, bc), (rb[p, 0], rb[p, 1], rb[p, 2], rb[p, 3]))
 
 
 @aw.func
@@ -261,7 +200,8 @@ def _gelu_store(c, t, frag, row, col, n):
     aw.barrier()
     aw.mma_store(t, frag, 16 * wv, 0)
     aw.barrier()
-    for e in range(aw.lane_id(), 256, aw.wave_width()):
+    for e0 in range(0, 256, aw.wave_width()):  # a uniform loop (W divides 256)
+        e = e0 + aw.lane_id()
         x = t[16 * wv + e // 16, e % 16]
         y = 0.5 * x * (1.0 + aw.fast_tanh(0.7978845608 * (x + 0.044715 * x * x * x)))
         c[(row + e // 16) * n + col + e % 16] = y

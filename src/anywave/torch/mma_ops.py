@@ -15,11 +15,15 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from anywave.kernels.gemm_mma import gemm_pipe_kernel, gemm_smem_kernel
+from anywave.kernels.gemm_mma import gemm_frag_kernel, gemm_tiled_kernel
 from anywave.torch import ops as O
 
-#: tiling of the CUDA launches: 8 waves of 32 lanes, 128 x 128 per workgroup, K steps of 32
-TILE = {"TM": 4, "TN": 2, "WM": 2, "WN": 4, "BK": 32}
+#: tiling of the CUDA launches (gemm_tiled_kernel): 8 waves of 32 lanes, 128 x 256 per workgroup,
+#: each wave 64 x 64, K slices of 64 through two local buffers, blocks visited in groups of 8 rows
+#: (the fastest measured on the H200: bench/results/gpu_mma.json)
+TILE = {"TM": 4, "TN": 4, "WM": 2, "WN": 4, "GM": 8, "BK": 64}
+#: tiling on CPU targets (fewer registers; W = 8 uses the direct-load kernel, its copies need too many)
+CPU_TILE = {"TM": 4, "TN": 2, "WM": 2, "WN": 4}
 
 
 def _check(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None) -> tuple[int, int, int]:
@@ -47,8 +51,11 @@ def gemm_mma(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = None,
     """``a @ b (+ bias) (GELU)`` on MMA fragments; float32 (M, N). See the module docstring."""
     m, n, k = _check(a, b, bias)
     dev = O._same_device("gemm_mma", a=a, b=b) if bias is None else O._same_device("gemm_mma", a=a, b=b, bias=bias)
-    p = TILE
-    bm, bn, bk = 16 * p["TM"] * p["WM"], 16 * p["TN"] * p["WN"], p["BK"]
+    cuda = dev.type == "cuda"
+    w = 32 if cuda else int(O.current_cpu_target().info.wave_width)
+    p = TILE if cuda else CPU_TILE
+    bm, bn = 16 * p["TM"] * p["WM"], 16 * p["TN"] * p["WN"]
+    bk = 2 * p.get("BK", 32)  # two K slices per loop trip
     mp, np_, kp = -(-m // bm) * bm, -(-n // bn) * bn, -(-k // bk) * bk
     ap = F.pad(a, (0, kp - k, 0, mp - m)) if (mp, kp) != (m, k) else a.contiguous()
     bp = F.pad(b, (0, np_ - n, 0, kp - k)) if (kp, np_) != (k, n) else b.contiguous()
@@ -59,21 +66,18 @@ def gemm_mma(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = None,
     waves = p["WM"] * p["WN"]
     flags = {"use_bias": bias is not None, "gelu": bool(gelu), "f16": a.dtype == torch.float16}
     grid = (np_ // bn, mp // bm, 1)
-    if dev.type == "cuda":  # the register-prefetch kernel (W = 32: 256 threads, 128 x 128 x 32 tiles)
-        args = {"a": ap.view(torch.int64), "b": bp.view(torch.int64), "bias": bv, "c": out, "m": mp, "n": np_,
-                "k": kp}
+    tiled = w >= 16
+    kern = gemm_tiled_kernel if tiled else gemm_frag_kernel
+    view = torch.int32 if tiled else torch.int16
+    args = {"a": ap.view(view), "b": bp.view(view), "bias": bv, "c": out, "m": mp, "n": np_, "k": kp}
+    module = kern.compile(**p, **({"W": w} if tiled else {}), **flags)
+    if cuda:  # tensor cores through mma.sync + ldmatrix
         index = dev.index if dev.index is not None else torch.cuda.current_device()
-        tgt = O._cuda_target(index)
-        tgt.launch(gemm_pipe_kernel.compile(**flags), gemm_pipe_kernel.name, grid, (waves * 32, 1, 1), args,
-                   stream=torch.cuda.current_stream(dev).cuda_stream, sync=False)
+        O._cuda_target(index).launch(module, kern.name, grid, (waves * 32, 1, 1), args,
+                                     stream=torch.cuda.current_stream(dev).cuda_stream, sync=False)
     else:
-        args = {"a": ap.view(torch.int32), "b": bp.view(torch.int32), "bias": bv, "c": out, "m": mp, "n": np_,
-                "k": kp}
-        module = gemm_smem_kernel.compile(**p, **flags)
-        tgt = O.current_cpu_target()
-        w = int(tgt.info.wave_width)
         host = {key: (v.numpy() if isinstance(v, torch.Tensor) else v) for key, v in args.items()}
-        tgt.launch(module, gemm_smem_kernel.name, grid, (waves * w, 1, 1), host)
+        O.current_cpu_target().launch(module, kern.name, grid, (waves * w, 1, 1), host)
     return out[:m, :n].contiguous() if (mp, np_) != (m, n) else out
 
 
