@@ -281,9 +281,9 @@ class SyclRunner(Driver):
         loc = (ctypes.c_size_t * 3)(*dims[1])
         err = ctypes.create_string_buffer(4096)
         blocking = 1 if (sync or hosts) else 0
-        launch = self.dev.lib.aw_sycl_launch
+        launch_fn = self.dev.lib.aw_sycl_launch
         args_ = (ctypes.c_void_p(handle), info.c_name.encode(), g, loc, n, kinds, vals, sizes, err, 4096, blocking)
-        rc = call_interruptibly(launch, *args_) if blocking else launch(*args_)
+        rc = call_interruptibly(launch_fn, *args_) if blocking else launch_fn(*args_)
         if rc != 0:
             raise SyclError(f"launch of {kernel!r} grid={g3} workgroup={wg} on {self.dev.name} failed: "
                             f"{err.value.decode(errors='replace')}")
