@@ -49,7 +49,8 @@ from anywave.backends import spirv_mma
 from anywave.backends.cfamily import uses_wave_ops
 from anywave.backends.spirv_asm import BUILTIN, EXEC_MODE, OP, SCOPE, SEM, STORAGE, Builder, encode
 from anywave.backends.spirv_float import FloatOps
-from anywave.backends.spirv_ops import CONTROL, HANDLERS, ORDER_SEM, SCOPE_OF
+from anywave.backends.spirv_ops import ORDER_SEM, SCOPE_OF, SPIRV
+from anywave.binary import structure
 from anywave.binary.module import DeviceAddr, Instruction, Kernel, LocalAddr, Module, Pred, kernel_bodies
 from anywave.errors import WaveError
 from anywave.isa.table import Flag, InstrDef
@@ -207,8 +208,9 @@ def unsupported_reason(defn: InstrDef, features: VulkanFeatures = FULL_FEATURES)
 
     Every mnemonic of the instruction table is either handled or refused with a reason
     (tests/test_vulkan_spirv.py checks it)."""
-    if defn.op not in HANDLERS:
-        return f"{defn.mnemonic}: no SPIR-V lowering for operation {defn.op!r}"
+    if not SPIRV.handles(defn):
+        why = SPIRV.refusal(defn) or "no handler is registered"
+        return f"{defn.mnemonic}: no SPIR-V lowering for {defn.sem!r} ({why})"
     if not features.fp64 and _needs_f64(defn):
         return (f"{defn.mnemonic} needs double precision (shaderFloat64), which the device lacks: "
                 "Vulkan rounds OpFDiv/sqrt/fma loosely, the exact emulation goes through f64")
@@ -239,14 +241,6 @@ def check_supported(module: Module, features: VulkanFeatures = FULL_FEATURES) ->
 
 # --------------------------------------------------------------------------- the lowering
 
-@dataclass
-class _Frame:
-    kind: str  # "if", "loop", "call"
-    n: int
-
-
-
-
 class _Lowering(FloatOps):
     """Lowers one kernel to one SPIR-V module."""
 
@@ -261,11 +255,14 @@ class _Lowering(FloatOps):
         self.v3u = b.t_vec(self.u32, 3)
         self._vars: list[int] = []  # words of the entry block's OpVariables
         self.n = 0
-        self.frames: list[_Frame] = []
+        # the walk's context: flag numbers of the innermost loop of the current body and of the
+        # inlined call being lowered (None outside any), and each Loop node's number
+        self.cur_loop: int | None = None
+        self.cur_call: int | None = None
+        self._loop_n: dict[int, int] = {}
         self.interface: list[int] = []
         self.uses_f64 = False
         self._headers: dict[int, int] = {}
-        self._loops: dict[int, tuple[int, int]] = {}
         self.fl: dict[str, int] = {}
 
     # ---- small helpers
@@ -539,18 +536,29 @@ class _Lowering(FloatOps):
                     b.put("exec_mode", "ExecutionMode", fn, EXEC_MODE[mode], wd)
         return SpirvKernel(k.name, tuple(b.words()), tuple(buffers), tuple(push), self.wave, k.local_memory)
 
+    # ---- the walk over the region tree (binary.structure), mask-stack semantics (spec §7.4)
     def body(self, code: list[Instruction]) -> None:
+        """Lower one body (a kernel's, or an inlined function's) by walking its region tree."""
+        self.nodes(structure.parse(code).nodes)
+
+    def nodes(self, nodes: Sequence[structure.Node]) -> None:
         run: list[Instruction] = []
-        for ins in code:
-            d = ins.defn
-            plain = (d.op not in CONTROL and d.op not in ("barrier", "fence")
-                     and not d.flags & Flag.WAVE_COLLECTIVE and ins.guard is None)
-            if plain:
-                run.append(ins)
+        for node in nodes:
+            ins = node.ins
+            if (isinstance(node, structure.Op) and node.role is None and ins.guard is None
+                    and not ins.defn.flags & Flag.WAVE_COLLECTIVE and not ins.defn.sem.startswith("sync.")):
+                run.append(ins)  # plain: batched under one selection on act
                 continue
             self.flush(run)
             run = []
-            self.instr(ins)
+            if isinstance(node, structure.If):
+                self.if_(node)
+            elif isinstance(node, structure.Loop):
+                self.loop(node)
+            elif node.role is not None:
+                self.jump(node)
+            else:
+                self.instr(ins)
         self.flush(run)
 
     def flush(self, run: list[Instruction]) -> None:
@@ -559,118 +567,109 @@ class _Lowering(FloatOps):
             return
         with self.when(self.flag(self.act)):
             for ins in run:
-                HANDLERS[ins.defn.op](self, ins)
+                SPIRV.handler(ins.defn)(self, ins)
 
     def instr(self, ins: Instruction) -> None:
-        op = ins.defn.op
-        if op in CONTROL:
-            self.ctl(ins)
-            return
-        if op == "barrier":
-            sem = SEM["AcquireRelease"] | SEM["UniformMemory"] | SEM["WorkgroupMemory"]
+        """A barrier, fence, wave-collective or guarded instruction."""
+        sem = ins.defn.sem
+        if sem == "sync.barrier":
+            bits = SEM["AcquireRelease"] | SEM["UniformMemory"] | SEM["WorkgroupMemory"]
             wg = self.c(SCOPE["Workgroup"])
-            self.b.emit("ControlBarrier", wg, wg, self.c(sem))
+            self.b.emit("ControlBarrier", wg, wg, self.c(bits))
             return
-        if op == "fence":
+        if sem == "sync.fence":
             scope, order = ins.operands
             if MemoryOrder(order) is not MemoryOrder.RELAXED:
-                sem = ORDER_SEM[MemoryOrder(order)] | SEM["UniformMemory"] | SEM["WorkgroupMemory"]
-                self.b.emit("MemoryBarrier", self.c(SCOPE[SCOPE_OF[Scope(scope)]]), self.c(sem))
+                bits = ORDER_SEM[MemoryOrder(order)] | SEM["UniformMemory"] | SEM["WorkgroupMemory"]
+                self.b.emit("MemoryBarrier", self.c(SCOPE[SCOPE_OF[Scope(scope)]]), self.c(bits))
             return
         ex = self.flag(self.act)
         if ins.guard is not None:
             ex = self.and_(ex, self.p(ins.guard))
+        handler = SPIRV.handler(ins.defn)
         if ins.defn.flags & Flag.WAVE_COLLECTIVE:
             self.ex = ex
-            HANDLERS[op](self, ins)
+            handler(self, ins)
             return
         with self.when(ex):
-            HANDLERS[op](self, ins)
+            handler(self, ins)
 
-    # ---- mask-stack control flow (spec §7.4), as cfamily's ctl_wave
     def gone(self) -> int:
+        """Lanes that left the innermost loop (break/continue) or the call, or halted."""
         parts = [self.flag(self.halted)]
-        for fr in reversed(self.frames):
-            if fr.kind == "loop":
-                parts += [self.flag(self.fl[f"brk{fr.n}"]), self.flag(self.fl[f"cnt{fr.n}"])]
-                break
-            if fr.kind == "call":
-                break
-        for fr in reversed(self.frames):
-            if fr.kind == "call":
-                parts.append(self.flag(self.fl[f"ret{fr.n}"]))
-                break
+        if self.cur_loop is not None:
+            parts += [self.flag(self.fl[f"brk{self.cur_loop}"]), self.flag(self.fl[f"cnt{self.cur_loop}"])]
+        if self.cur_call is not None:
+            parts.append(self.flag(self.fl[f"ret{self.cur_call}"]))
         return self.or_(*parts)
 
     def gone_outer(self) -> int:
         parts = [self.flag(self.halted)]
-        for fr in reversed(self.frames):
-            if fr.kind == "call":
-                parts.append(self.flag(self.fl[f"ret{fr.n}"]))
-                break
+        if self.cur_call is not None:
+            parts.append(self.flag(self.fl[f"ret{self.cur_call}"]))
         return self.or_(*parts)
 
     def newflags(self, n: int, *names: str) -> None:
         for nm in names:
             self.fl[f"{nm}{n}"] = self.var(self.bool_)
 
-    def ctl(self, ins: Instruction) -> None:
-        op = ins.defn.op
-        g = self.p(ins.guard) if ins.guard is not None else self.b.const_bool(True)
-        act = self.act
-        if op == "if":
-            n = self.fresh()
-            self.frames.append(_Frame("if", n))
-            self.newflags(n, "is", "ic")
-            a = self.flag(act)
-            c = self.p(ins.operands[0])
-            self.store(self.fl[f"is{n}"], a)
-            self.store(self.fl[f"ic{n}"], c)
-            self.store(act, self.and_(a, c))
-        elif op == "else":
-            n = self.frames[-1].n
+    def if_(self, node: structure.If) -> None:
+        act, n = self.act, self.fresh()
+        self.newflags(n, "is", "ic")
+        a = self.flag(act)
+        c = self.p(node.pred)
+        self.store(self.fl[f"is{n}"], a)
+        self.store(self.fl[f"ic{n}"], c)
+        self.store(act, self.and_(a, c))
+        self.nodes(node.then)
+        if node.else_index is not None:
             self.store(act, self.and_(self.flag(self.fl[f"is{n}"]), self.not_(self.flag(self.fl[f"ic{n}"]))))
-        elif op == "endif":
-            gone = self.gone()
-            fr = self.frames.pop()
-            self.store(act, self.and_(self.flag(self.fl[f"is{fr.n}"]), self.not_(gone)))
-        elif op == "loop":
-            n = self.fresh()
-            self.newflags(n, "ls", "brk", "cnt")
-            self.store(self.fl[f"ls{n}"], self.flag(act))
-            self.store(self.fl[f"brk{n}"], self.b.const_bool(False))
-            self.store(self.fl[f"cnt{n}"], self.b.const_bool(False))
-            merge, cont = self.loop_open()
-            outer = self.gone_outer()
-            self.frames.append(_Frame("loop", n))
-            a = self.and_(self.flag(self.fl[f"ls{n}"]), self.not_(self.flag(self.fl[f"brk{n}"])), self.not_(outer))
-            self.store(act, a)
-            self.store(self.fl[f"cnt{n}"], self.b.const_bool(False))
-            self.loop_exit_unless(self.any_lane(a), merge)
-            self._loops[n] = (merge, cont)
-        elif op == "endloop":
-            fr = self.frames.pop()
-            merge, cont = self._loops.pop(fr.n)
-            self.loop_close(merge, cont)
-            self.store(act, self.and_(self.flag(self.fl[f"ls{fr.n}"]), self.not_(self.gone_outer())))
-        elif op in ("break", "continue"):
-            n = next(fr.n for fr in reversed(self.frames) if fr.kind == "loop")
-            fv = self.fl[f"brk{n}" if op == "break" else f"cnt{n}"]
-            self._leave(fv, g)
-        elif op == "halt" or (op == "ret" and not any(fr.kind == "call" for fr in self.frames)):
+            self.nodes(node.orelse)
+        gone = self.gone()
+        self.store(act, self.and_(self.flag(self.fl[f"is{n}"]), self.not_(gone)))
+
+    def loop(self, node: structure.Loop) -> None:
+        act, n = self.act, self.fresh()
+        self.newflags(n, "ls", "brk", "cnt")
+        self.store(self.fl[f"ls{n}"], self.flag(act))
+        self.store(self.fl[f"brk{n}"], self.b.const_bool(False))
+        self.store(self.fl[f"cnt{n}"], self.b.const_bool(False))
+        merge, cont = self.loop_open()
+        outer = self.gone_outer()
+        a = self.and_(self.flag(self.fl[f"ls{n}"]), self.not_(self.flag(self.fl[f"brk{n}"])), self.not_(outer))
+        self.store(act, a)
+        self.store(self.fl[f"cnt{n}"], self.b.const_bool(False))
+        self.loop_exit_unless(self.any_lane(a), merge)
+        saved, self.cur_loop = self.cur_loop, n
+        self._loop_n[id(node)] = n
+        self.nodes(node.body)
+        self.cur_loop = saved
+        self.loop_close(merge, cont)
+        self.store(act, self.and_(self.flag(self.fl[f"ls{n}"]), self.not_(self.gone_outer())))
+
+    def jump(self, node: structure.Op) -> None:
+        """break / continue / ret / halt (flags only) and call (inlined)."""
+        ins, role = node.ins, node.role
+        g = self.p(ins.guard) if ins.guard is not None else self.b.const_bool(True)
+        if role in ("break", "continue"):
+            n = self._loop_n[id(node.loop)]
+            self._leave(self.fl[f"brk{n}" if role == "break" else f"cnt{n}"], g)
+        elif role == "halt" or (role == "ret" and self.cur_call is None):
             self._leave(self.halted, g)
-        elif op == "ret":
-            n = next(fr.n for fr in reversed(self.frames) if fr.kind == "call")
-            self._leave(self.fl[f"ret{n}"], g)
-        elif op == "call":
+        elif role == "ret":
+            self._leave(self.fl[f"ret{self.cur_call}"], g)
+        elif role == "call":
             n = self.fresh()
             self.newflags(n, "cs", "ret")
-            self.store(self.fl[f"cs{n}"], self.flag(act))
+            self.store(self.fl[f"cs{n}"], self.flag(self.act))
             self.store(self.fl[f"ret{n}"], self.b.const_bool(False))
-            self.frames.append(_Frame("call", n))
-            self.body(self.m.functions[int(ins.operands[0])].code)
-            self.frames.pop()
-            self.store(act, self.and_(self.flag(self.fl[f"cs{n}"]), self.not_(self.gone_outer())))
+            saved = self.cur_loop, self.cur_call
+            self.cur_loop, self.cur_call = None, n
+            self.body(self.m.functions[node.callee].code)
+            self.cur_loop, self.cur_call = saved
+            self.store(self.act, self.and_(self.flag(self.fl[f"cs{n}"]), self.not_(self.gone_outer())))
+        else:  # pragma: no cover - a verified module has no unmatched region marker
+            raise SpirvError([f"unmatched {role} at instruction {node.index}"])
 
     def _leave(self, flagvar: int, g: int) -> None:
         a = self.flag(self.act)

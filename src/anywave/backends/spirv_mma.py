@@ -36,11 +36,12 @@ from typing import Any
 from anywave.backends.cfamily_mma import slots
 from anywave.backends.spirv_asm import SCOPE, SEM
 from anywave.binary.module import Instruction, LocalAddr
+from anywave.isa import semantics
 from anywave.isa.mma import FragKind, fragment_kinds
 from anywave.isa.types import ScalarType as T
 
 _Lowering = Any  # anywave.backends.spirv._Lowering (no import cycle)
-F32_NAN = 0x7FC00000
+F32_NAN = semantics.CANONICAL_NAN[T.F32]
 DONT_UNROLL = 2  # SPIR-V LoopControl mask
 
 

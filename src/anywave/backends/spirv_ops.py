@@ -1,7 +1,8 @@
 """Per-instruction lowering of :mod:`anywave.backends.spirv`: one handler per WAVE operation,
 each emitting the instruction's effect through the kernel lowering ``x`` (inside a selection on
 its executing condition; wave-collective handlers run in every invocation with ``x.ex`` = this
-lane executes). ``HANDLERS`` maps every operation of the instruction table to its handler."""
+lane executes). :data:`SPIRV` (an :class:`anywave.isa.dispatch.Dispatch`) maps every record of the
+instruction table to its handler by semantic key."""
 
 from __future__ import annotations
 
@@ -11,13 +12,13 @@ from typing import Any
 from anywave.backends.spirv_asm import SCOPE, SEM
 from anywave.backends.spirv_mma import HANDLERS as FRAGMENT_HANDLERS
 from anywave.binary.module import Instruction
+from anywave.isa import dispatch, semantics
 from anywave.isa.types import MemoryOrder, ScalarType, Scope, SpecialRegister
 
 T = ScalarType
 S = SpecialRegister
 _Lowering = Any  # anywave.backends.spirv._Lowering (kept out of the imports: no cycle)
 
-CONTROL = {"if", "else", "endif", "loop", "endloop", "break", "continue", "call", "ret", "halt", "nop"}
 SCOPE_OF = {Scope.WAVE: "Subgroup", Scope.WORKGROUP: "Workgroup", Scope.DEVICE: "Device", Scope.SYSTEM: "Device"}
 ORDER_SEM = {MemoryOrder.RELAXED: 0, MemoryOrder.ACQUIRE: SEM["Acquire"], MemoryOrder.RELEASE: SEM["Release"],
              MemoryOrder.ACQ_REL: SEM["AcquireRelease"], MemoryOrder.SEQ_CST: SEM["AcquireRelease"]}
@@ -212,9 +213,6 @@ def _shift(x: _Lowering, ins: Instruction) -> None:
 
 def _bitop(x: _Lowering, ins: Instruction) -> None:
     t, op = ins.defn.type, ins.defn.op
-    if t is T.PRED:
-        _pred_op(x, ins)
-        return
     dreg, *src = ins.operands
     vals = [_ival(x, r, t)[0] for r in src]
     ty = x.u64 if t.bits == 64 else x.u32
@@ -366,9 +364,6 @@ def _cvt_pack(x: _Lowering, ins: Instruction) -> None:
 
 
 def _mov(x: _Lowering, ins: Instruction) -> None:
-    if ins.defn.type is T.PRED:
-        _pred_op(x, ins)
-        return
     dreg, a = ins.operands
     if ins.defn.type.bits == 64:
         lo, hi = x.r(a), x.r(a + 1)
@@ -623,19 +618,19 @@ def _any_all(x: _Lowering, ins: Instruction) -> None:
     x.store(x.pv[dreg], x.sel(x.bool_, x.ex, res, old))
 
 
-_WRED_INT = {("add", False): (0, "IAdd"), ("add", True): (0, "IAdd"), ("min", False): (0xFFFFFFFF, "ULessThan"),
-             ("min", True): (0x7FFFFFFF, "SLessThan"), ("max", False): (0, "UGreaterThan"),
-             ("max", True): (0x80000000, "SGreaterThan"), ("and", False): (0xFFFFFFFF, "BitwiseAnd"),
-             ("or", False): (0, "BitwiseOr"), ("xor", False): (0, "BitwiseXor")}
+#: integer combine -> SPIR-V (a comparison picks, the others combine); identities from isa.semantics
+_WRED_INT = {("add", False): "IAdd", ("add", True): "IAdd", ("min", False): "ULessThan", ("min", True): "SLessThan",
+             ("max", False): "UGreaterThan", ("max", True): "SGreaterThan", ("and", False): "BitwiseAnd",
+             ("or", False): "BitwiseOr", ("xor", False): "BitwiseXor"}
+_NAN32 = semantics.CANONICAL_NAN[T.F32]
 
 
 def _wred(x: _Lowering, ins: Instruction) -> None:
     dreg, a = ins.operands
-    t, op = ins.defn.type, ins.defn.variant
+    t, op = ins.defn.type, semantics.combine(ins.defn)
     av = x.r(a)
+    s = x.sel(x.u32, x.ex, av, x.c(semantics.identity(ins.defn)))  # inactive lanes give the identity
     if t is T.F32:
-        ident = 0x80000000 if op == "add" else 0x7FC00000
-        s = x.sel(x.u32, x.ex, av, x.c(ident))
         k = 1
         while k < x.W:
             o = _shuffle(x, s, x.op("BitwiseXor", x.u32, x.lane, x.c(k)))
@@ -645,10 +640,9 @@ def _wred(x: _Lowering, ins: Instruction) -> None:
                 s = x.minmax(op, T.F32, x.bits_f32(s), x.bits_f32(o))
             k *= 2
         nan = x.isnan(x.bits_f32(s))
-        _write_ex(x, dreg, x.sel(x.u32, nan, x.c(0x7FC00000), s))
+        _write_ex(x, dreg, x.sel(x.u32, nan, x.c(_NAN32), s))
         return
-    ident, name = _WRED_INT[(op, t.is_signed)]
-    s = x.sel(x.u32, x.ex, av, x.c(ident))
+    name = _WRED_INT[(op, t.is_signed)]
     k = 1
     while k < x.W:
         o = _shuffle(x, s, x.op("BitwiseXor", x.u32, x.lane, x.c(k)))
@@ -665,7 +659,7 @@ def _wscan(x: _Lowering, ins: Instruction) -> None:
     t = ins.defn.type
     incl = ins.defn.variant == "incl"
     flt = t is T.F32
-    s = x.sel(x.u32, x.ex, x.r(a), x.c(0x80000000 if flt else 0))
+    s = x.sel(x.u32, x.ex, x.r(a), x.c(semantics.identity(ins.defn)))
     lane = x.lane
     k = 1
     while k < x.W:
@@ -681,9 +675,9 @@ def _wscan(x: _Lowering, ins: Instruction) -> None:
     if not incl:
         pos = x.op("UGreaterThan", x.bool_, lane, x.c(0))
         o = _shuffle(x, s, x.sel(x.u32, pos, x.op("ISub", x.u32, lane, x.c(1)), x.c(0)))
-        s = x.sel(x.u32, pos, o, x.c(0))
+        s = x.sel(x.u32, pos, o, x.c(semantics.exclusive_first(ins.defn)))
     if flt:
-        s = x.sel(x.u32, x.isnan(x.bits_f32(s)), x.c(0x7FC00000), s)
+        s = x.sel(x.u32, x.isnan(x.bits_f32(s)), x.c(_NAN32), s)
     _write_ex(x, dreg, s)
 
 
@@ -757,27 +751,26 @@ def _no_stmt(x: _Lowering, ins: Instruction) -> None:
     return None
 
 
-def _arith(int_handler: _Handler, float_handler: _Handler) -> _Handler:
-    return lambda x, i: (float_handler if i.defn.type.is_float else int_handler)(x, i)
-
-
-HANDLERS: dict[str, _Handler] = {
-    "add": _arith(_int_bin, _float_op), "sub": _arith(_int_bin, _float_op), "mul": _arith(_int_bin, _float_op),
-    "div": _arith(_int_bin, _float_op), "rem": _int_bin, "min": _arith(_int_bin, _float_op),
-    "max": _arith(_int_bin, _float_op), "neg": _arith(_int_un, _sign_op), "abs": _arith(_int_un, _sign_op),
-    "mulhi": _mulhi, "mad": _mad, "fma": _float_op, "sqrt": _float_op, "floor": _float_op,
-    "ceil": _float_op, "trunc": _float_op, "rint": _float_op,
-    "ex2": _approx, "lg2": _approx, "sin": _approx, "cos": _approx, "rsqrt": _approx, "rcp": _approx,
-    "tanh": _approx,
-    "and": _bitop, "or": _bitop, "xor": _bitop, "not": _bitop, "shl": _shift, "shr": _shift,
-    "popc": _bitcount, "clz": _bitcount, "ctz": _bitcount, "brev": _bitcount,
-    "setp": _setp, "selp": _selp, "setp_const": _pred_op, "mov": _mov,
-    "ld": _ld, "st": _st, "atom": _atom, "red": _atom,
-    "shfl": _shfl, "bcast": _bcast, "ballot": _ballot, "any": _any_all, "all": _any_all,
-    "wred": _wred, "wscan": _wscan, "mma": _mma,
-    "cvt": _cvt, "cvt_pack": _cvt_pack, "movi": _movi, "mov_sr": _mov_sr, "ldarg": _ldarg,
-    "barrier": _no_stmt, "fence": _no_stmt,
-    "cp_async": _cp_async, "cp_commit": _no_stmt, "cp_wait": _no_stmt,
-    **{op: _no_stmt for op in CONTROL},
-    **FRAGMENT_HANDLERS,
-}
+#: the SPIR-V backend's handlers by semantic key (``InstrDef.sem``, :mod:`anywave.isa.dispatch`);
+#: structured control flow and barriers are lowered by the walk itself (handler None)
+SPIRV = dispatch.consumer("spirv")
+SPIRV.register({
+    **{f"int.{op}": _int_bin for op in ("add", "sub", "mul", "div", "rem", "min", "max")},
+    **{f"float.{op}": _float_op for op in ("add", "sub", "mul", "div", "min", "max", "fma", "sqrt", "floor", "ceil",
+                                           "trunc", "rint")},
+    "int.neg": _int_un, "int.abs": _int_un, "float.neg": _sign_op, "float.abs": _sign_op,
+    "int.mulhi": _mulhi, "int.mad": _mad,
+    **{f"float.{op}": _approx for op in ("ex2", "lg2", "sin", "cos", "rsqrt", "rcp", "tanh")},
+    **{f"bit.{op}": _bitop for op in ("and", "or", "xor", "not")}, "bit.shl": _shift, "bit.shr": _shift,
+    **{f"bit.{op}": _bitcount for op in ("popc", "clz", "ctz", "brev")},
+    **{f"pred.{op}": _pred_op for op in ("and", "or", "xor", "mov", "setp_const")},
+    "cmp.setp": _setp, "cmp.selp": _selp, "move.mov": _mov,
+    "mem.ld": _ld, "mem.st": _st, "atomic.atom": _atom, "atomic.red": _atom,
+    "wave.shfl": _shfl, "wave.bcast": _bcast, "wave.ballot": _ballot, "wave.any": _any_all, "wave.all": _any_all,
+    "wave.wred": _wred, "wave.wscan": _wscan, "mma.mma": _mma,
+    "cvt.cvt": _cvt, "cvt.cvt_pack": _cvt_pack, "move.movi": _movi, "move.mov_sr": _mov_sr, "move.ldarg": _ldarg,
+    "async.cp_async": _cp_async, "async.cp_commit": _no_stmt, "async.cp_wait": _no_stmt,
+    **{f"mma.{op}": h for op, h in FRAGMENT_HANDLERS.items()},
+    "ctl.nop": _no_stmt,
+})
+SPIRV.register(["ctl.*", "sync.barrier", "sync.fence"], None)  # the walk's (spirv._Lowering)

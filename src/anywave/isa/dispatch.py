@@ -30,6 +30,7 @@ __all__ = ["CONSUMERS", "Dispatch", "IncompleteDispatch", "UnsupportedInstructio
 #: consumer name -> the module whose import registers its handlers (import it to check it)
 CONSUMERS: dict[str, str] = {
     "emulator": "anywave.emu.machine",
+    "spirv": "anywave.backends.spirv_ops",
 }
 
 
