@@ -150,6 +150,39 @@ def e_try(x: aw.Buffer[aw.i32]):
         pass
 
 
+# errors raised with their own node: the caret under the sub-expression at fault
+@aw.kernel
+def e_where_float(x: aw.Buffer[aw.i32]):
+    i = aw.global_id(0)
+    x[i] = aw.where(i < 4, x[i], 1.5)
+
+
+@aw.kernel
+def e_wave_of_buffer(x: aw.Buffer[aw.f32]):
+    x[0] = aw.wave_sum(x)
+
+
+@aw.kernel
+def e_augassign_float(x: aw.Buffer[aw.i32]):
+    i = aw.global_id(0)
+    acc = x[i]
+    acc += 2.5
+    x[i] = acc
+
+
+@aw.kernel
+def e_compare_float(x: aw.Buffer[aw.i32]):
+    i = aw.global_id(0)
+    if x[i] < 2.5:
+        x[i] = 0
+
+
+@aw.kernel
+def e_min_float(x: aw.Buffer[aw.i32]):
+    i = aw.global_id(0)
+    x[i] = min(x[i], 7, 2.5)
+
+
 @aw.kernel
 def e_shape(x: aw.Buffer[aw.f32]):
     t = aw.local_array(aw.f32, (4, 4))
@@ -174,6 +207,11 @@ CASES = [
     (e_walrus, "k := x[0]", ("assignment expression",)),
     (e_try, "try:", ("try statement",)),
     (e_shape, "t[1] = 0.0", ("shape (4, 4)", "2 indices"), "t[1]"),
+    (e_where_float, "aw.where(i < 4, x[i], 1.5)", ("1.5", "i32"), "1.5"),
+    (e_wave_of_buffer, "aw.wave_sum(x)", ("buffer 'x'", "value"), "x)"),
+    (e_augassign_float, "acc += 2.5", ("2.5", "i32"), "2.5"),
+    (e_compare_float, "x[i] < 2.5", ("2.5", "i32"), "2.5"),
+    (e_min_float, "min(x[i], 7, 2.5)", ("2.5", "i32"), "2.5"),
 ]
 
 
