@@ -7,9 +7,10 @@ the reason. Semantics follow docs/spec.md, bit for bit with the emulator for eve
 ``exact-nan`` instruction:
 
 * **Control flow.** Every body's region tree (:mod:`anywave.binary.structure`) is walked with the
-  spec's mask-stack machine (§7.4) kept per invocation, the scheme of :mod:`anywave.backends.cfamily`: an ``act`` flag plus, per construct,
-  the flags of the lanes that left it. ``if``/``else``/``break``/``continue``/``ret``/``halt`` only
-  update flags; instructions run inside a SPIR-V selection on ``act`` (and their guard); a loop is
+  spec's mask-stack machine (§7.4) kept per invocation, the scheme of :mod:`anywave.backends.cfamily`:
+  an ``act`` flag plus, per construct, the flags of the lanes that left it.
+  ``if``/``else``/``break``/``continue``/``ret``/``halt`` only update flags; instructions run
+  inside a SPIR-V selection on ``act`` (and their guard); a loop is
   one structured ``OpLoopMerge`` loop whose only exit is at its top, when no lane of the wave is
   still in it (``OpGroupNonUniformAny`` for kernels with wave operations; the invocation's own flag
   otherwise, which by §7.8 is the same thing for per-thread code). ``call`` is inlined. So the
