@@ -2,8 +2,9 @@
 
 The compiler translates a run-time ``if`` and a loop body once, so a compile-time value
 bound differently on two paths, or rebound in a loop after the body read it, cannot be one
-Python value for every lane: it is a CompileError at the read, never one path's value (both
-cases below gave a wrong answer before). Expectations: NumPy.
+Python value for every lane: it is a CompileError at the read, never one path's value; a
+tuple of values bound on both paths of an if becomes a tuple of variables (the string and
+tuple cases below gave a wrong answer before). Expectations: NumPy.
 """
 
 from __future__ import annotations
@@ -64,9 +65,36 @@ def tuple_in_if(x: aw.In[aw.i32], y: aw.Out[aw.i32], n: aw.i32):
         y[i] = t[0] + t[1]
 
 
-def test_tuple_rebound_in_a_runtime_if_is_an_error_at_its_use():
+@pytest.mark.parametrize("W", (8, 32))
+def test_tuple_rebound_in_a_runtime_if_is_merged_at_the_join(W):
+    """Both paths bind a 2-tuple of i32 values / literals: one tuple of variables after the if."""
+    assert np.array_equal(_run(tuple_in_if, W), np.where(X > 0, X * 2 + 1, X))
+
+
+@aw.kernel
+def tuple_mixed_types(x: aw.In[aw.i32], y: aw.Out[aw.i32], n: aw.i32):
+    i = aw.global_id(0)
+    if i < n:
+        t = (x[i], "a")
+        if x[i] > 0:
+            t = (x[i] * 2, "b")  # a string element cannot become a variable
+        y[i] = t[0]
+
+
+@aw.kernel
+def tuple_int_float(x: aw.In[aw.i32], y: aw.Out[aw.i32], n: aw.i32):
+    i = aw.global_id(0)
+    if i < n:
+        t = (x[i],)
+        if x[i] > 0:
+            t = (aw.f32(x[i]),)  # i32 on one path, f32 on the other: no common type
+        y[i] = aw.i32(t[0])
+
+
+@pytest.mark.parametrize("kern", [tuple_mixed_types, tuple_int_float], ids=lambda k: k.name)
+def test_tuple_that_cannot_be_merged_is_an_error_at_its_use(kern):
     with pytest.raises(aw.CompileError, match="'t' is bound to different compile-time values") as ei:
-        _run(tuple_in_if)
+        _run(kern)
     assert _caret(ei.value) == "t"
 
 

@@ -15,7 +15,8 @@ give 0 (or -1 for ``>>`` of a negative signed value), as Python would after wrap
 stores or calls an atomic it runs only in the lanes that need it. A compile-time value (a
 string, tuple, dtype, array ...) is one value for every lane: bound differently on the paths
 of a run-time ``if``, or rebound in a run-time loop after the body read it, it is an error
-where it is read (the body of a branch or loop is translated once).
+where it is read (the body of a branch or loop is translated once); a tuple of values and
+numbers bound on both paths of an ``if`` becomes a tuple of variables instead.
 """
 
 from __future__ import annotations
@@ -356,6 +357,8 @@ class Frontend(ValueOps, MemoryOps, PerfOps, InlineOps, ast.NodeVisitor):
         def_else = set(ctx.defined)
         self.body = saved
         self.body.append(n)
+        if not term_then and not term_else:
+            self._merge_tuples(consts_then, ctx.consts, n, node)
         live = [c for c, term in ((consts_then, term_then), (ctx.consts, term_else)) if not term]
         ctx.consts = join_bindings(live, self.src.loc(node).line) if live else consts_before
         if term_then and term_else:
@@ -367,6 +370,40 @@ class Frontend(ValueOps, MemoryOps, PerfOps, InlineOps, ast.NodeVisitor):
             ctx.defined = def_then
         else:
             ctx.defined = def_then & def_else
+
+    def _merge_tuples(self, then: dict[str, Any], orelse: dict[str, Any], n: ir.If, node: ast.If) -> None:
+        """A name bound to a tuple on both paths of the run-time if ``n`` (same length, elements
+        values or numbers of types that meet) gets one tuple of variables, each assigned at the
+        end of both branches, in both binding maps; others are left to :func:`join_bindings`."""
+        for name in set(then) & set(orelse):
+            a, b = then[name], orelse[name]
+            if isinstance(a, tuple) and isinstance(b, tuple) and not same_binding(a, b):
+                try:
+                    then[name] = orelse[name] = self._merge_element(name, a, b, n, node)
+                except (_NoMerge, CompileError):
+                    pass  # stays divergent: an error where it is read
+
+    def _merge_element(self, name: str, a: Any, b: Any, n: ir.If, node: ast.If) -> Any:
+        if same_binding(a, b):
+            return a
+        if isinstance(a, tuple) and isinstance(b, tuple) and len(a) == len(b):
+            return tuple(self._merge_element(name, x, y, n, node) for x, y in zip(a, b, strict=True))
+        scalar = (Value, PredUse, bool, int, float, np.generic)
+        if not isinstance(a, scalar) or not isinstance(b, scalar):
+            raise _NoMerge
+        a = self.pred_value(a) if isinstance(a, PredUse) else a
+        b = self.pred_value(b) if isinstance(b, PredUse) else b
+        t = self.unify(a, b, f"the elements of {name!r}", node)
+        var = Value(t, name, is_var=True)
+        saved, saved_node = self.body, self.node
+        self.node = node
+        try:
+            for body, x in ((n.then, a), (n.orelse, b)):
+                self.body = body
+                self.emit("mov.b64" if t.bits == 64 else "mov.b32", var, self.coerce(x, t, node))
+        finally:
+            self.body, self.node = saved, saved_node
+        return var
 
     def _loop(self, build: Callable[[], None], node: ast.AST) -> None:
         ctx = self.ctx
@@ -985,3 +1022,7 @@ def _is_boolish(x: Any) -> bool:
     if isinstance(x, Value):
         return x.type.is_bool
     return isinstance(x, (bool, np.bool_))
+
+
+class _NoMerge(Exception):
+    """Internal: two bindings cannot become one tuple of variables (see Frontend._merge_tuples)."""
