@@ -17,21 +17,24 @@ from pathlib import Path
 import ml_dtypes
 import numpy as np
 
-VARIANTS = {  # name: (kernel, TM, TN, WM, WN, GM, BK): block 16*TM*WM x 16*TN*WN, wave 16*TM x 16*TN
-    "tiled_128x256_g8_k64": ("tiled", 4, 4, 2, 4, 8, 64),
-    "tiled_128x256_g4_k64": ("tiled", 4, 4, 2, 4, 4, 64),
-    "tiled_128x256_g16_k64": ("tiled", 4, 4, 2, 4, 16, 64),
-    "tiled_256x128_g8_k64": ("tiled", 4, 4, 4, 2, 8, 64),
-    "tiled_128x128_w4_g8": ("tiled", 4, 4, 2, 2, 8, 32),
-    "tiled_128x256_g8": ("tiled", 4, 4, 2, 4, 8, 32),
+VARIANTS = {  # name: (kernel, TM, TN, WM, WN, GM, BK, STAGES): block 16*TM*WM x 16*TN*WN, wave 16*TM x 16*TN;
+    # STAGES 0: register-staged double buffer (the measured default), >= 2: aw.async_copy (cp.async) ring
+    "tiled_128x256_g8_k64": ("tiled", 4, 4, 2, 4, 8, 64, 0),
+    "tiled_256x128_g8_k64": ("tiled", 4, 4, 4, 2, 8, 64, 0),
+    "tiled_128x128_w4_g8": ("tiled", 4, 4, 2, 2, 8, 32, 0),
+    "async_128x256_g8_k32_s4": ("tiled", 4, 4, 2, 4, 8, 32, 4),
+    "async_128x256_g8_k64_s4": ("tiled", 4, 4, 2, 4, 8, 64, 4),
+    "async_128x256_g8_k64_s2": ("tiled", 4, 4, 2, 4, 8, 64, 2),
+    "async_256x128_g8_k32_s4": ("tiled", 4, 4, 4, 2, 8, 32, 4),
+    "async_128x128_w4_g8_k32_s4": ("tiled", 4, 4, 2, 2, 8, 32, 4),
 }
 REF = Path(__file__).resolve().parent / "_emu_ref"
 
 
 def _ref_inputs(name: str) -> tuple:
-    _, tm, tn, wm, wn, _g, _bk = VARIANTS[name]
+    _, tm, tn, wm, wn, _g, bk, st = VARIANTS[name]
     bm, bn = 16 * tm * wm, 16 * tn * wn
-    m, n, k = 2 * bm, 2 * bn, 128
+    m, n, k = 2 * bm, 2 * bn, max(128, 2 * st * bk)
     rng = np.random.default_rng(sum(map(ord, name)))
     a = rng.standard_normal((m, k)).astype(ml_dtypes.bfloat16)
     b = rng.standard_normal((k, n)).astype(ml_dtypes.bfloat16)
@@ -43,7 +46,7 @@ def make_ref() -> None:
     from anywave.kernels.gemm_mma import gemm_tiled_kernel
 
     REF.mkdir(exist_ok=True)
-    for name, (kind, tm, tn, wm, wn, gm, bk) in VARIANTS.items():
+    for name, (kind, tm, tn, wm, wn, gm, bk, st) in VARIANTS.items():
         if kind != "tiled" or (REF / f"{name}.npy").exists():
             continue
         a, b, m, n, k = _ref_inputs(name)
@@ -51,7 +54,7 @@ def make_ref() -> None:
         t0 = time.time()
         from anywave.emu import emulate
 
-        mod = gemm_tiled_kernel.compile(TM=tm, TN=tn, WM=wm, WN=wn, GM=gm, BK=bk)
+        mod = gemm_tiled_kernel.compile(TM=tm, TN=tn, WM=wm, WN=wn, GM=gm, BK=bk, STAGES=st)
         emulate(mod, gemm_tiled_kernel.name, grid=(n // (16 * tn * wn), m // (16 * tm * wm), 1),
                 workgroup=(wm * wn * 32, 1, 1), wave_width=32, max_local_memory=228 * 1024,
                 args=[a.view(np.uint32).reshape(-1), b.view(np.uint32).reshape(-1), np.zeros(n, np.float32), c,
@@ -138,11 +141,11 @@ section(conformance)
 
 KERNELS = {"frag": gemm_frag_kernel, "tiled": gemm_tiled_kernel}
 MODS = {}
-for _name, (_kind, _tm, _tn, _wm, _wn, _gm, _bk) in VARIANTS.items():
+for _name, (_kind, _tm, _tn, _wm, _wn, _gm, _bk, _st) in VARIANTS.items():
     if _kind == "frag":
         MODS[_name] = gemm_frag_kernel.compile(TM=_tm, TN=_tn, WM=_wm, WN=_wn)
     else:
-        MODS[_name] = gemm_tiled_kernel.compile(TM=_tm, TN=_tn, WM=_wm, WN=_wn, GM=_gm, BK=_bk)
+        MODS[_name] = gemm_tiled_kernel.compile(TM=_tm, TN=_tn, WM=_wm, WN=_wn, GM=_gm, BK=_bk, STAGES=_st)
 
 
 def sass() -> None:
@@ -156,8 +159,8 @@ def sass() -> None:
         if name == "tiled_128x256_g8_k64":
             (OUT / "gemm_tiled.sass").write_text(sa)
         regs = [ln.strip() for ln in pv.stderr.splitlines() if "registers" in ln or "spill" in ln]
-        out[name] = {k: sa.count(k) for k in ("HMMA", "LDSM", "LDG.E.128", "STS.128", "BAR.SYNC", "LDL", "STL",
-                                              "VOTE", "SEL ")}
+        out[name] = {k: sa.count(k) for k in ("HMMA", "LDSM", "LDG.E.128", "STS.128", "LDGSTS", "BAR.SYNC", "LDL",
+                                              "STL", "VOTE", "SEL ")}
         out[name].update({"BRA": sa.count(" BRA"), "ptxas": regs,
                           "control": "per-thread" if "per-thread control flow" in text else "mask-stack"})
         print("sass", name, out[name], flush=True)
@@ -205,7 +208,7 @@ stream = torch.cuda.current_stream().cuda_stream
 def launcher(name, A, B, bias, C, m, n=None, k=None):
     n = m if n is None else n
     k = m if k is None else k
-    kind, tm, tn, wm, wn, _gm, _bk = VARIANTS[name]
+    kind, tm, tn, wm, wn, _gm, _bk, _st = VARIANTS[name]
     bm, bn = 16 * tm * wm, 16 * tn * wn
     mod = MODS[name]
     kname = KERNELS[kind].name
@@ -289,7 +292,7 @@ def gemm() -> None:
         bias = torch.zeros(n, device="cuda")
         C = torch.full((n, n), float("nan"), device="cuda")
         ranked = sorted(VARIANTS, key=lambda k: -gres.get(f"{k}@4096", {}).get("tflops", 0))
-        names = list(VARIANTS) if n == 4096 else ranked[:3]
+        names = list(VARIANTS) if n == 4096 else ranked[:4]
         fns = {nm: launcher(nm, A, B, bias, C, n) for nm in names}
         fns["cublas"] = lambda A=A, B=B: A @ B
         for f in fns.values():

@@ -150,6 +150,39 @@ def e_try(x: aw.Buffer[aw.i32]):
         pass
 
 
+# errors raised with their own node: the caret under the sub-expression at fault
+@aw.kernel
+def e_where_float(x: aw.Buffer[aw.i32]):
+    i = aw.global_id(0)
+    x[i] = aw.where(i < 4, x[i], 1.5)
+
+
+@aw.kernel
+def e_wave_of_buffer(x: aw.Buffer[aw.f32]):
+    x[0] = aw.wave_sum(x)
+
+
+@aw.kernel
+def e_augassign_float(x: aw.Buffer[aw.i32]):
+    i = aw.global_id(0)
+    acc = x[i]
+    acc += 2.5
+    x[i] = acc
+
+
+@aw.kernel
+def e_compare_float(x: aw.Buffer[aw.i32]):
+    i = aw.global_id(0)
+    if x[i] < 2.5:
+        x[i] = 0
+
+
+@aw.kernel
+def e_min_float(x: aw.Buffer[aw.i32]):
+    i = aw.global_id(0)
+    x[i] = min(x[i], 7, 2.5)
+
+
 @aw.kernel
 def e_shape(x: aw.Buffer[aw.f32]):
     t = aw.local_array(aw.f32, (4, 4))
@@ -174,6 +207,11 @@ CASES = [
     (e_walrus, "k := x[0]", ("assignment expression",)),
     (e_try, "try:", ("try statement",)),
     (e_shape, "t[1] = 0.0", ("shape (4, 4)", "2 indices"), "t[1]"),
+    (e_where_float, "aw.where(i < 4, x[i], 1.5)", ("1.5", "i32"), "1.5"),
+    (e_wave_of_buffer, "aw.wave_sum(x)", ("buffer 'x'", "value"), "x)"),
+    (e_augassign_float, "acc += 2.5", ("2.5", "i32"), "2.5"),
+    (e_compare_float, "x[i] < 2.5", ("2.5", "i32"), "2.5"),
+    (e_min_float, "min(x[i], 7, 2.5)", ("2.5", "i32"), "2.5"),
 ]
 
 
@@ -316,8 +354,10 @@ def _pressure_kernel(nvals: int):
     return "\n".join(src) + "\n"
 
 
-@pytest.mark.parametrize("nvals,ok", [(100, True), (300, False)])
-def test_register_pressure(tmp_path, nvals, ok):
+@pytest.mark.parametrize("nvals,spills", [(100, False), (300, True)])
+def test_register_pressure(tmp_path, nvals, spills):
+    # 300 live values do not fit in 255 registers: some are spilled to local memory
+    # (compiler/spill.py), and the result is still the sequential reference
     import importlib.util
     import sys
 
@@ -327,22 +367,17 @@ def test_register_pressure(tmp_path, nvals, ok):
     mod = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = mod
     spec.loader.exec_module(mod)
-    if ok:
-        m = mod.pressure.compile()
-        assert m.kernel("pressure").registers <= 255
-        x = np.arange(nvals + 4, dtype=np.float32) / 100
-        out = np.zeros(4, np.float32)
-        mod.pressure(x, out, grid=1, workgroup=4, wave_width=8)
-        for i in range(4):
-            acc = np.float32(0)
-            for k in range(nvals):
-                acc = acc * x[i + k] + x[i + nvals - 1 - k]
-            assert out[i] == acc
-    else:
-        with pytest.raises(CompileError) as ei:
-            mod.pressure.compile()
-        msg = str(ei.value)
-        assert "'pressure'" in msg and "255 registers" in msg and f"pressure_{nvals}.py" in msg
+    m = mod.pressure.compile()
+    assert m.kernel("pressure").registers <= 255
+    assert (mod.pressure.resources()["spilled"] > 0) == spills
+    x = (np.arange(nvals + 4) % 10 / 10).astype(np.float32)  # < 1: the chain stays finite
+    out = np.zeros(4, np.float32)
+    mod.pressure(x, out, grid=1, workgroup=4, wave_width=8, target="emulator")
+    for i in range(4):
+        acc = np.float32(0)
+        for k in range(nvals):
+            acc = acc * x[i + k] + x[i + nvals - 1 - k]
+        assert out[i] == acc
 
 
 # ----------------------------------------------------------------------------- CLI and disk cache

@@ -861,14 +861,12 @@ def test_register_pressure_kernels(data, seed):
     check_program(prog, seed, (8, 32))
 
 
-def test_pressure_beyond_register_file_is_a_clear_error():
-    """More than 255 live values: the compiler does not spill, it refuses with a CompileError
-    naming the kernel and the limit (never a miscompile)."""
+def test_pressure_beyond_register_file_spills():
+    """More than 255 live values: the compiler spills to local memory (compiler/spill.py) and
+    the result is still the reference's (never a miscompile)."""
     prog = pressure_program(Chooser.from_seed(7), n_live=300)
-    with pytest.raises(aw.CompileError) as e:
-        load_kernel(prog.source).compile()
-    msg = str(e.value)
-    assert "'k'" in msg and "255 registers" in msg
+    assert load_kernel(prog.source).resources()["spilled"] > 0
+    check_program(prog, 7, (8, 32))
 
 
 @pytest.mark.slow

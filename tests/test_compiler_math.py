@@ -121,6 +121,30 @@ def test_precise_math_uses_only_exact_instructions_and_fast_math_approx():
     assert any(i.mnemonic == "ex2.approx.f32" for i in k.code)
 
 
+@aw.kernel
+def fast_logs(x: aw.In[aw.f32], ln: aw.Out[aw.f32], l2: aw.Out[aw.f32], n: aw.i32):
+    i = aw.global_id(0)
+    if i < n:
+        ln[i] = aw.fast_log(x[i])
+        l2[i] = aw.fast_log2(x[i])
+
+
+@pytest.mark.parametrize("W", WIDTHS)
+def test_fast_log_within_its_bound(W: int) -> None:
+    """aw.fast_log is lg2.approx.f32(x) * ln 2 (it did not compile before the frontend asked
+    the table for the mnemonic). Bound: lg2.approx is <= 2 ulp (docs/spec.md §8.2), i.e. a
+    relative error <= 2^-22; ln 2 rounded to f32 and the product add 2^-24 each: <= 3 * 2^-23
+    relative, <= 6 ulp of the result. fast_log2 is lg2.approx itself: <= 2 ulp."""
+    rng = np.random.default_rng(7)
+    x = np.concatenate([np.float32([1.0, 2.0, 0.5, 10.0, 3.4e38, 1.2e-38]),
+                        np.exp(rng.uniform(-80, 80, 250)).astype(np.float32)])
+    ln, l2 = np.zeros_like(x), np.zeros_like(x)
+    fast_logs(x, ln, l2, len(x), grid=(len(x) + 63) // 64, workgroup=64, wave_width=W)
+    x64 = x.astype(np.float64)
+    assert _ulp_err(ln, np.log(x64)).max() <= 6
+    assert _ulp_err(l2, np.log2(x64)).max() <= 2
+
+
 # ----------------------------------------------------------------------------- stdlib
 
 @aw.kernel

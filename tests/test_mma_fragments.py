@@ -234,14 +234,17 @@ def test_fragment_gemm_f16_and_gelu() -> None:
 @pytest.mark.parametrize("W,tile", [(16, {"TM": 4, "TN": 2, "WM": 2, "WN": 4, "GM": 0}),
                                     (32, {"TM": 2, "TN": 2, "WM": 2, "WN": 2, "GM": 2}),
                                     (32, {"TM": 2, "TN": 2, "WM": 2, "WN": 2, "GM": 0, "BK": 64}),
-                                    (64, {"TM": 2, "TN": 4, "WM": 2, "WN": 2, "GM": 0})])
+                                    (64, {"TM": 2, "TN": 4, "WM": 2, "WN": 2, "GM": 0}),
+                                    (32, {"TM": 2, "TN": 2, "WM": 2, "WN": 2, "GM": 2, "STAGES": 4}),
+                                    (16, {"TM": 2, "TN": 2, "WM": 2, "WN": 2, "GM": 0, "STAGES": 3})])
 def test_tiled_gemm_emulator(W: int, tile: dict) -> None:
     from anywave.kernels.gemm_mma import gemm_tiled_kernel
 
     rng = np.random.default_rng(W)
     bm, bn = 16 * tile["TM"] * tile["WM"], 16 * tile["TN"] * tile["WN"]
     # with GM: 3 x 2 blocks in groups of 2 block rows (a short last group)
-    M, N, K = (3 * bm, 2 * bn, 128) if tile["GM"] else (bm, bn, 128)
+    kk = 2 * tile.get("STAGES", 1) * 32 if tile.get("STAGES") else 128  # two trips of the K loop
+    M, N, K = (3 * bm, 2 * bn, kk) if tile["GM"] else (bm, bn, kk)
     a = rng.standard_normal((M, K)).astype(ml_dtypes.bfloat16)
     b = rng.standard_normal((K, N)).astype(ml_dtypes.bfloat16)
     bias = rng.standard_normal(N).astype(np.float32)

@@ -144,8 +144,18 @@ def exact_to_bits(value: int | float | Fraction, t: ScalarType) -> int | None:
         negative = value < 0 or (value == 0 and struct.pack("<d", value)[7] & 0x80 != 0)
     else:
         negative = value < 0
-    x = Fraction(value)
-    sign_mask = sign_bit if negative else 0
+    return round_to_bits(Fraction(value), negative, t)
+
+
+def round_to_bits(x: Fraction, negative: bool, t: ScalarType) -> int | None:
+    """The exact value ``x`` rounded once, to nearest (ties to even), to float type ``t``, as
+    its bit pattern with the sign bit set when ``negative`` (which gives zeros their sign:
+    ``x`` itself is only used by magnitude). None when the rounded magnitude exceeds the
+    largest finite value. The one rounding shared by the assembler's literals
+    (:func:`exact_to_bits`) and the runtime ABI's float arguments
+    (:func:`anywave.runtime.abi.scalar_word`)."""
+    ebits, mbits = FLOAT_FORMATS[t]
+    sign_mask = (1 << (ebits + mbits)) if negative else 0
     if x == 0:
         return sign_mask
     bits = _round_fraction(abs(x), ebits, mbits)

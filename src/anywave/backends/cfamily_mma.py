@@ -1,11 +1,13 @@
 """C-family (OpenCL, SYCL, HIP, Metal) lowering of the MMA fragment instructions (docs/spec.md
-§8.14): a loop with the fragment semantics; HIP at W = 64 on gfx90a/gfx94x uses the MFMA unit.
+§8.14): a loop with the fragment semantics; HIP uses the matrix units where the device has
+them: MFMA at W = 64 on gfx90a/gfx94x, WMMA at W = 32 on gfx11 (RDNA 3).
 
 Layout of this backend (not observable, spec §8.14): a wave-scope A or B fragment is held
 *whole* by every lane (``float aw_fN[256]``, each lane loads the same tile); a wave-scope
-accumulator is distributed over the lanes, ``256/W`` floats each: for W >= 16 lane l holds
-column ``l % 16`` of rows ``(256/W)*(l/16) + j`` (j < 256/W), which at W = 64 is the AMD MFMA
-16x16 accumulator layout; at W = 8, element ``l + 8j``. ``mma`` computes each lane's
+accumulator is distributed over the lanes, ``256/W`` floats each: lane l holds column
+``l % 16``; at W = 64 of row ``4*(l/16) + j`` (j < 4: the AMD MFMA 16x16 accumulator layout),
+at W = 32 of row ``2j + l/16`` (j < 8: the RDNA 3 WMMA wave32 layout, AMD's "RDNA 3 WMMA"
+GPUOpen article), at W = 16 of row j; at W = 8, element ``l + 8j``. ``mma`` computes each lane's
 accumulator elements from the whole A and B, summing ``k = 0..15`` in order with ``fma``
 (the emulator's order: bit-identical; MFMA: class ``bounded``). Thread-scope
 ``m4n4k4`` fragments are 16 floats per lane. Every slot starts at +0.0.
@@ -52,6 +54,8 @@ def _acc_e(W: int, j: str) -> str:
     """C expression: the tile element (16*row + col) of accumulator slot ``j`` of this lane."""
     if W < 16:
         return f"(aw_lane + ({j}) * {W}u)"
+    if W == 32:
+        return f"(16u * (2u * ({j}) + aw_lane / 16u) + aw_lane % 16u)"
     return f"(16u * ({256 // W}u * (aw_lane / 16u) + ({j})) + aw_lane % 16u)"
 
 
@@ -143,7 +147,30 @@ def _fmma(x: Any, ins: Instruction) -> list[str]:
                 f"  for (u32 i = 0; i < 4u; ++i) aw_f{d}[i] = AW_F32(aw_c32(vc[i]));",
                 "#else"]
         loop = mfma + loop + ["#endif"]
+    if wave and x.W == 32 and x.d.name == "hip":
+        loop = _wmma(ins) + loop + ["#endif"]
     return [f"if ({_cond(ins, wave)}) {{", *loop, "}"]
+
+
+def _wmma(ins: Instruction) -> list[str]:
+    """RDNA 3 (gfx11) matrix cores, wave32: v_wmma_f32_16x16x16_{f16,bf16} on the W = 32 layout.
+    Lane l gives row l%16 of A and column l%16 of B (16 values each; lanes 16..31 repeat them, as
+    the instruction reads them) and its 8 accumulator values, D[2i + l/16][l%16] in slot i."""
+    d, a, b, c = ins.operands
+    bf = ins.defn.src_type is T.BF16
+    vec, conv = ("short", "(short)aw_f2bf") if bf else ("_Float16", "(_Float16)")
+    fn = "__builtin_amdgcn_wmma_f32_16x16x16_bf16_w32" if bf else "__builtin_amdgcn_wmma_f32_16x16x16_f16_w32"
+    return ["#if defined(__gfx1100__) || defined(__gfx1101__) || defined(__gfx1102__) || defined(__gfx1103__)",
+            f"  typedef {vec} aw_v16h __attribute__((ext_vector_type(16)));",
+            "  typedef float aw_v8f __attribute__((ext_vector_type(8)));",
+            "  aw_v16h va, vb; aw_v8f vc;",
+            "  for (u32 i = 0; i < 16u; ++i) {",
+            f"    va[i] = {conv}(aw_f{a}[(aw_lane % 16u) * 16u + i]);",
+            f"    vb[i] = {conv}(aw_f{b}[i * 16u + aw_lane % 16u]); }}",
+            f"  for (u32 i = 0; i < 8u; ++i) vc[i] = aw_f{c}[i];",
+            f"  vc = {fn}(va, vb, vc);",
+            f"  for (u32 i = 0; i < 8u; ++i) aw_f{d}[i] = AW_F32(aw_c32(vc[i]));",
+            "#else"]
 
 
 def _felementwise(x: Any, ins: Instruction) -> list[str]:

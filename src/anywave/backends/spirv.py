@@ -6,10 +6,11 @@ kernel (entry point ``main``), its binding layout, and the kernels refused for t
 the reason. Semantics follow docs/spec.md, bit for bit with the emulator for every ``exact``/
 ``exact-nan`` instruction:
 
-* **Control flow.** Every kernel is lowered with the spec's mask-stack machine (§7.4) kept per
-  invocation, the scheme of :mod:`anywave.backends.cfamily`: an ``act`` flag plus, per construct,
-  the flags of the lanes that left it. ``if``/``else``/``break``/``continue``/``ret``/``halt`` only
-  update flags; instructions run inside a SPIR-V selection on ``act`` (and their guard); a loop is
+* **Control flow.** Every body's region tree (:mod:`anywave.binary.structure`) is walked with the
+  spec's mask-stack machine (§7.4) kept per invocation, the scheme of :mod:`anywave.backends.cfamily`:
+  an ``act`` flag plus, per construct, the flags of the lanes that left it.
+  ``if``/``else``/``break``/``continue``/``ret``/``halt`` only update flags; instructions run
+  inside a SPIR-V selection on ``act`` (and their guard); a loop is
   one structured ``OpLoopMerge`` loop whose only exit is at its top, when no lane of the wave is
   still in it (``OpGroupNonUniformAny`` for kernels with wave operations; the invocation's own flag
   otherwise, which by §7.8 is the same thing for per-thread code). ``call`` is inlined. So the
@@ -26,6 +27,8 @@ the reason. Semantics follow docs/spec.md, bit for bit with the emulator for eve
   f16/bf16 are emulated exactly in :mod:`anywave.backends.spirv_float`. The float-controls
   execution modes the device supports (``SignedZeroInfNanPreserve``, ``RoundingModeRTE``,
   ``DenormPreserve``) are declared; the runtime reports the ones it lacks.
+* **MMA fragments** (spec §8.14): :mod:`anywave.backends.spirv_mma` (slots as ``Function``
+  arrays spread over the wave, ``mma`` through subgroup shuffles and the exact fma).
 * **Memory.** A buffer argument is a storage buffer of 32-bit words (binding = its position among
   the buffer arguments); scalars and the workgroup size are push constants (32-bit words, 64-bit
   scalars as two). 8/16-bit stores are ``OpAtomicAnd`` + ``OpAtomicOr`` on the containing word, so

@@ -1,9 +1,11 @@
 """Compile-time bindings of the kernel language: intrinsic markers, buffer parameters and
-local arrays, and how any binding is named in messages (:func:`describe`)."""
+local arrays, how any binding is named in messages (:func:`describe`), and how bindings meet
+after run-time control flow (:func:`join_bindings`, :class:`Divergent`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import ast
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -59,6 +61,8 @@ class LocalArray:
 
 
 def describe(x: Any) -> str:
+    """How ``x`` (a value, binding or Python constant) is named in messages: "an i32 value",
+    "buffer 'x'", "int 5" ..."""
     if isinstance(x, Value):
         name = "bool" if x.type is ty.pred else x.type.name
         return f"{'an' if name[0] in 'aefio' else 'a'} {name} value"
@@ -80,3 +84,63 @@ def describe(x: Any) -> str:
         return f"{x.dtype} {x.item()!r}"
     return f"{type(x).__name__} {getattr(x, '__name__', '')}".strip()
 
+
+#: a name with no binding on a path (see join_bindings)
+UNBOUND: Any = object()
+
+
+@dataclass(frozen=True, eq=False)
+class Divergent:
+    """The binding of a name whose compile-time value differs between the paths through a
+    run-time ``if`` or loop (or exists on only one): reading it is an error, never one
+    path's value."""
+
+    line: int
+    values: tuple[Any, ...]
+    construct: str = "if"
+
+    def message(self, name: str) -> str:
+        got = " / ".join("unbound" if v is UNBOUND else "path-dependent" if isinstance(v, Divergent)
+                         else describe(v) for v in self.values)
+        paths = ("on the paths through the run-time if" if self.construct == "if"
+                 else "before and after iterations of the run-time loop")
+        return (f"{name!r} is bound to different compile-time values {paths} at line {self.line} ({got}); a "
+                "compile-time value (a string, tuple, dtype, array ...) cannot depend on a run-time condition: "
+                "bind it before the if or loop, or use typed variables (aw.where, one name per element)")
+
+
+@dataclass
+class LoopFrame:
+    """A run-time loop being translated: its line, the compile-time bindings before it, the
+    names of those the body read (first read) and rebound so far."""
+
+    line: int
+    before: dict[str, Any]
+    read: dict[str, ast.AST] = field(default_factory=dict)
+    rebound: set[str] = field(default_factory=set)
+
+
+def same_binding(a: Any, b: Any) -> bool:
+    """Two compile-time bindings are the same value (identity; equal scalars and strings;
+    tuples element by element)."""
+    if a is b:
+        return True
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, tuple):
+        return len(a) == len(b) and all(same_binding(x, y) for x, y in zip(a, b, strict=True))
+    return isinstance(a, (str, bytes, bool, int, float)) and a == b
+
+
+def join_bindings(paths: list[dict[str, Any]], line: int) -> dict[str, Any]:
+    """The compile-time bindings after the run-time if at ``line``: those equal on every
+    live path (one or two), the others :class:`Divergent`."""
+    out = dict(paths[0])
+    if len(paths) == 1:
+        return out
+    other = paths[1]
+    for name in set(out) | set(other):
+        a, b = out.get(name, UNBOUND), other.get(name, UNBOUND)
+        if not same_binding(a, b):
+            out[name] = Divergent(line, (a, b))
+    return out

@@ -124,10 +124,15 @@ def run(args: argparse.Namespace) -> int:
         except (ValueError, SyntaxError):
             defines[k.strip()] = v
     module = Module()
+    spills: dict[str, str] = {}
     for name in chosen:
         kf = kernels[name]
         consts = {p.name: defines[p.name] for p in kf.params if p.kind == "const" and p.name in defines}
         module.kernels.extend(kf.compile(**consts).kernels)
+        info = kf.resources(**consts)
+        if info["spilled"]:
+            spills[module.kernels[-1].name] = (f", {info['spilled']} values spilled to {info['bytes_per_thread']} "
+                                               f"bytes of local memory per thread")
     verify(module)
     from anywave.binary.debugpaths import relocate
 
@@ -140,7 +145,8 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.output) if args.output else path.with_suffix(".wbin")
     out.write_bytes(data)
     print(f"{out}: {len(module.kernels)} kernel(s): " + ", ".join(
-        f"{k.name} ({len(k.code)} instructions, {k.registers} registers)" for k in module.kernels))
+        f"{k.name} ({len(k.code)} instructions, {k.registers} registers{spills.get(k.name, '')})"
+        for k in module.kernels))
     if args.asm:
         from anywave.asm import disassemble
 

@@ -13,9 +13,10 @@ Allocation: linear scan, lowest free register first; 64-bit values take two cons
 registers (``rN:rN+1``), the vectors of ``aw.load4``/``aw.store4`` four (their components,
 :attr:`ir.Value.parts`, are the vector's registers), predicates p0..p7 are a separate file. A value never shares a
 register with an operand of the instruction that defines it. When more than 255 registers
-(or 8 predicates) are live at once the kernel is rejected with a :class:`CompileError`
-naming the kernel, the source line where pressure peaks and the count — never a
-miscompile.
+are live at once, :mod:`anywave.compiler.spill` keeps values in local memory and scans
+again; more than 8 live predicates (or spills that do not fit) are rejected with a
+:class:`CompileError` naming the kernel, the source line where pressure peaks and the count
+— never a miscompile.
 """
 
 from __future__ import annotations
@@ -91,6 +92,17 @@ def _linearise(body: list[ir.Node]) -> tuple[dict[Value, list[int]], list[tuple[
 
 def allocate(body: list[ir.Node], kernel: str) -> Allocation:
     """Assign registers to every value of ``body``; CompileError when they do not fit."""
+    alloc, fail = _scan(body)
+    if fail is not None:
+        what, limit, loc, live, _ = fail
+        _too_many(kernel, what, limit, loc, live)
+    assert alloc is not None
+    return alloc
+
+
+def _scan(body: list[ir.Node]) -> tuple[Allocation | None, tuple[Any, ...] | None]:
+    """Linear scan: (allocation, None), or (None, (what, limit, loc, live count, live values))
+    at the first value that finds no register."""
     refs, loops, locs = _linearise(body)
     iv: dict[Value, list[int]] = {v: [min(ps), max(ps)] for v, ps in refs.items()}
     loops.sort(key=lambda se: se[1] - se[0])
@@ -134,15 +146,16 @@ def allocate(body: list[ir.Node], kernel: str) -> Allocation:
         if v.type.name == "pred":
             idx = _first_fit(prd_free, 1, LIMITS.num_predicates)
             if idx is None:
-                _too_many(kernel, "predicates", LIMITS.num_predicates, locs[start], len(active))
+                return None, ("predicates", LIMITS.num_predicates, locs[start], len(active), [])
             prd_free[idx] = False
             alloc.pred[v] = idx
         else:
             n = v.type.regs
             idx = _first_fit(gpr_free, n, nmax)
             if idx is None:
-                _too_many(kernel, "registers", LIMITS.max_registers, locs[start],
-                          sum(a.type.regs for _, _, a in active))
+                live = [a for _, _, a in active if a.type.name != "pred"]
+                return None, ("registers", LIMITS.max_registers, locs[start], sum(a.type.regs for a in live),
+                              live + [v])
             for k in range(n):
                 gpr_free[idx + k] = False
             alloc.reg[v] = idx
@@ -152,7 +165,7 @@ def allocate(body: list[ir.Node], kernel: str) -> Allocation:
     for v in list(alloc.reg):
         for c in v.parts:
             alloc.reg[c] = alloc.reg[v] + c.part
-    return alloc
+    return alloc, None
 
 
 def _first_fit(free: list[bool], n: int, limit: int) -> int | None:
@@ -179,7 +192,7 @@ def _too_many(kernel: str, what: str, limit: int, loc: SourceLoc | None, live: i
     where = f" at {loc}" if loc else ""
     raise CompileError(
         f"kernel {kernel!r} needs more than {limit} {what}{where}: {live} values are live there at once "
-        f"(the WAVE limit is {limit}; the compiler does not spill). Keep fewer values alive at once: "
+        f"(the WAVE limit is {limit}). Keep fewer values alive at once: "
         "reuse variables, recompute cheap values, or split the kernel", loc, None, kernel=kernel)
 
 

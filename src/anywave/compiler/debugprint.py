@@ -101,27 +101,27 @@ def lower(fe: Any, node: ast.Call, discard: bool = False) -> None:
         if isinstance(v, ir.PredUse):
             v = fe.pred_value(v)
         if isinstance(v, (bool, int, float, np.generic)):
-            v = fe.const(v, fe.default_type(v))
+            v = fe.const(v, fe.default_type(v, a), a)
         if not isinstance(v, ir.Value):
             raise fe.err(a, f"aw.print can print numbers and bools, not {type(v).__name__}")
         t = v.type
         if t is ty.pred:
             v, t = fe.pred_to_bool(v), ty.bool_
         if t in (ty.f16, ty.bf16):
-            v, t = fe.cast(v, ty.f32), ty.f32
+            v, t = fe.cast(v, ty.f32, a), ty.f32
         if t not in _FIELD_TYPES:
             raise fe.err(a, f"aw.print cannot print a {t.name} value")
         if t is ty.bool_:
-            words.append(fe.cast(v, ty.u32))
+            words.append(fe.cast(v, ty.u32, a))
             types.append(ScalarType.PRED)
             continue
         types.append(t.scalar)
         if t.bits == 64:
-            b = v if t is ty.u64 else fe.bitcast(v, ty.u64)
-            words.append(fe.cast(b, ty.u32))
-            words.append(fe.cast(fe.binop(ast.RShift, b, 32, a), ty.u32))
+            b = v if t is ty.u64 else fe.bitcast(v, ty.u64, a)
+            words.append(fe.cast(b, ty.u32, a))
+            words.append(fe.cast(fe.binop(ast.RShift, b, 32, a), ty.u32, a))
         else:
-            words.append(v if t is ty.u32 else fe.bitcast(v, ty.u32))
+            words.append(v if t is ty.u32 else fe.bitcast(v, ty.u32, a))
     fe.node = node
     where = f"{fe.src.loc(node).file}:{fe.src.loc(node).line}"
     site = fe.add_print(PrintFormat(fmt, tuple(types), where))
@@ -133,31 +133,31 @@ def lower(fe: Any, node: ast.Call, discard: bool = False) -> None:
             MemoryOrder.RELAXED)
     cap = fe.new(ty.u32)
     fe.emit("ld.device.b32", cap, ir.DevAddr(buf, fe.const(4, ty.u32)))
-    end = fe.alu("add", ty.u32, off, fe.const(n, ty.u32))
+    end = fe.alu("add", ty.u32, off, fe.const(n, ty.u32), node=node)
     fits = fe.compare("le", end, cap, node)
     cond = fe.as_pred(fits, node)
     n_if = ir.If(cond, loc=fe.src.loc(node))
     saved = fe.body
     fe.body = n_if.then
-    wg = _workgroup_linear(fe)
+    wg = _workgroup_linear(fe, node)
     tid = _threads.special_register(fe, SR.THREAD_LINEAR_ID)
-    record = [fe.const(site + 1, ty.u32), fe.bitcast(wg, ty.u32), fe.bitcast(tid, ty.u32)] + words
-    byte = fe.alu("shl", ty.u32, off, fe.const(2, ty.u32))
+    record = [fe.const(site + 1, ty.u32), fe.bitcast(wg, ty.u32, node), fe.bitcast(tid, ty.u32, node)] + words
+    byte = fe.alu("shl", ty.u32, off, fe.const(2, ty.u32), node=node)
     for k, w in enumerate(record):
-        fe.emit("st.device.b32", ir.DevAddr(buf, _plus(fe, byte, 4 * k)), w)
+        fe.emit("st.device.b32", ir.DevAddr(buf, _plus(fe, byte, 4 * k, node)), w)
     fe.body = saved
     fe.body.append(n_if)
 
 
-def _plus(fe: Any, v: Any, k: int) -> Any:
-    return v if k == 0 else fe.alu("add", ty.u32, v, fe.const(k, ty.u32))
+def _plus(fe: Any, v: Any, k: int, node: ast.AST) -> Any:
+    return v if k == 0 else fe.alu("add", ty.u32, v, fe.const(k, ty.u32), node=node)
 
 
-def _workgroup_linear(fe: Any) -> Any:
+def _workgroup_linear(fe: Any, node: ast.AST) -> Any:
     x, y, z = (_threads.special_register(fe, r) for r in (SR.WORKGROUP_ID_X, SR.WORKGROUP_ID_Y, SR.WORKGROUP_ID_Z))
     nx, ny = _threads.special_register(fe, SR.GRID_SIZE_X), _threads.special_register(fe, SR.GRID_SIZE_Y)
-    zy = fe.alu("add", ty.i32, fe.alu("mul", ty.i32, z, ny), y)
-    return fe.alu("add", ty.i32, fe.alu("mul", ty.i32, zy, nx), x)
+    zy = fe.alu("add", ty.i32, fe.alu("mul", ty.i32, z, ny, node=node), y, node=node)
+    return fe.alu("add", ty.i32, fe.alu("mul", ty.i32, zy, nx, node=node), x, node=node)
 
 
 PRINT_BUFFER_TYPE = ty.BufferType(ty.u32, Access.READWRITE)

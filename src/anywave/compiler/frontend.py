@@ -12,7 +12,11 @@ and type (the ISA's results, spec §8.1; no floor correction on top); ``/`` on i
 type first); ``>>`` is arithmetic on signed, logical on unsigned; shift counts >= the width
 give 0 (or -1 for ``>>`` of a negative signed value), as Python would after wrapping;
 ``and``/``or``/``not`` work on booleans and short-circuit: when the right operand loads,
-stores or calls an atomic it runs only in the lanes that need it.
+stores or calls an atomic it runs only in the lanes that need it. A compile-time value (a
+string, tuple, dtype, array ...) is one value for every lane: bound differently on the paths
+of a run-time ``if``, or rebound in a run-time loop after the body read it, it is an error
+where it is read (the body of a branch or loop is translated once); a tuple of values and
+numbers bound on both paths of an ``if`` becomes a tuple of variables instead.
 """
 
 from __future__ import annotations
@@ -21,7 +25,6 @@ import ast
 import builtins
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -34,12 +37,13 @@ from anywave.isa.types import Access
 from . import debugprint, ir
 from . import language as L
 from . import types as ty
-from .astscan import assign_counts, assigned_names, construct_name, fn_has_early_return, supported_hint
-from .bindings import BufferArg, Intrinsic, LocalArray
+from .astscan import assign_counts, construct_name, supported_hint
+from .bindings import UNBOUND, BufferArg, Divergent, Intrinsic, LocalArray, LoopFrame, join_bindings, same_binding
 from .bindings import describe as _describe
 from .errors import CompileError
 from .fingerprint import UNDEFINED as _UNDEFINED
 from .fingerprint import resolve as resolve_free_name
+from .frontend_inline import FuncCtx, InlineOps
 from .frontend_memory import MemoryOps
 from .frontend_ops import BINOP_NAMES, ValueOps
 from .frontend_perf import BufferView, PerfOps, RegisterArray
@@ -58,26 +62,6 @@ __all__ = ["BufferArg", "Frontend", "FuncSource", "LocalArray", "MAX_UNROLLED_CO
 
 # ----------------------------------------------------------------------------- per-function state
 
-@dataclass
-class _FuncCtx:
-    """State of one inlined function body (the kernel itself is the outermost)."""
-
-    src: FuncSource
-    consts: dict[str, Any]
-    var_values: dict[str, Value] = field(default_factory=dict)
-    defined: set[str] = field(default_factory=set)
-    assigned_where: dict[str, ast.AST] = field(default_factory=dict)
-    const_names: set[str] = field(default_factory=set)
-    is_kernel: bool = True
-    ret_var: Value | None = None
-    ret_const: Any = None
-    ret_wrapped: bool = False
-    loop_depth: int = 0
-    ret_type_node: ast.AST | None = None
-    #: constant returns seen before the return type was known: (placeholder op, value, node)
-    pending: list[tuple[Op, Any, ast.AST]] = field(default_factory=list)
-
-
 class _Terminated(Exception):
     """Internal: the rest of a block is unreachable (after break/continue/return)."""
 
@@ -88,7 +72,7 @@ class _Terminated(Exception):
 _VISITORS: dict[type, Any] = {}
 
 
-class Frontend(ValueOps, MemoryOps, PerfOps, ast.NodeVisitor):
+class Frontend(ValueOps, MemoryOps, PerfOps, InlineOps, ast.NodeVisitor):
     """Translates one kernel (and the ``@aw.func`` functions it calls, inlined) to IR: one
     ``visit_*`` method per Python construct. Operators and conversions come from
     :class:`~anywave.compiler.frontend_ops.ValueOps`, addressing and loads/stores from
@@ -105,9 +89,11 @@ class Frontend(ValueOps, MemoryOps, PerfOps, ast.NodeVisitor):
         self.body: list[ir.Node] = []
         self.args: list[tuple[str, Any]] = []
         self.local_memory = 0
-        self.ctx = _FuncCtx(src, dict(constants))
+        self.ctx = FuncCtx(src, dict(constants))
+        #: the construct being translated: the source location of the instructions emitted
+        #: (debug info); errors never use it, each is raised with its own node
         self.node: ast.AST | None = None
-        #: the statement being translated (errors about its literals point into it)
+        #: the statement being translated (an error about a constant looks for its literal there)
         self._stmt: ast.stmt | None = None
         self._inline_stack: list[Any] = []
         self._discard = False
@@ -132,7 +118,9 @@ class Frontend(ValueOps, MemoryOps, PerfOps, ast.NodeVisitor):
         return self.ctx.src
 
     def err(self, node: ast.AST | None, message: str) -> CompileError:
-        e = self.src.error(node if node is not None else self.node, message)
+        """The CompileError ``message`` at ``node``, the construct at fault (its whole extent
+        is underlined); None only for errors about the kernel as a whole (its def line)."""
+        e = self.src.error(node, message)
         e.kernel = self.kernel_name
         e.args = (str(e),)
         return e
@@ -248,9 +236,9 @@ class Frontend(ValueOps, MemoryOps, PerfOps, ast.NodeVisitor):
         if not isinstance(value, Value):
             if isinstance(value, (bool, int, float, np.generic)):
                 existing = ctx.var_values.get(name)
-                t = ann or (existing.type if existing is not None else self.default_type(value))
+                t = ann or (existing.type if existing is not None else self.default_type(value, node))
                 try:
-                    value = self.const(value, t)
+                    value = self.const(value, t, node)
                 except CompileError as e:
                     if existing is None:
                         raise
@@ -262,6 +250,8 @@ class Frontend(ValueOps, MemoryOps, PerfOps, ast.NodeVisitor):
                 if name in ctx.var_values:
                     raise self.err(node, f"{name!r} is a runtime variable; it cannot be rebound to "
                                    f"{_describe(value)}")
+                if ctx.loop_frames:
+                    self._rebind_in_loops(name, value, node)
                 ctx.consts[name] = value  # arrays, buffers, dtypes: compile-time bindings
                 return
         t = ann or value.type
@@ -275,7 +265,7 @@ class Frontend(ValueOps, MemoryOps, PerfOps, ast.NodeVisitor):
                            f"{line}); it cannot be assigned a {value.type.name} value — cast explicitly, "
                            f"e.g. aw.{existing.type.name}(...)")
         if ann is not None and value.type is not ann:
-            value = self.coerce(value, ann)
+            value = self.coerce(value, ann, node)
         var = self._declare_var(name, t if t is not ty.pred else ty.bool_, node)
         if value is not var:
             last = self.body[-1] if self.body else None
@@ -354,17 +344,23 @@ class Frontend(ValueOps, MemoryOps, PerfOps, ast.NodeVisitor):
         pu = self.as_pred(cond, node.test)
         ctx = self.ctx
         before = set(ctx.defined)
+        consts_before = dict(ctx.consts)
         saved = self.body
         n = ir.If(pu, loc=self.src.loc(node))
         self.body = n.then
         term_then = self.visit_block(node.body)
         def_then = set(ctx.defined)
+        consts_then, ctx.consts = ctx.consts, dict(consts_before)
         ctx.defined = set(before)
         self.body = n.orelse
         term_else = self.visit_block(node.orelse)
         def_else = set(ctx.defined)
         self.body = saved
         self.body.append(n)
+        if not term_then and not term_else:
+            self._merge_tuples(consts_then, ctx.consts, n, node)
+        live = [c for c, term in ((consts_then, term_then), (ctx.consts, term_else)) if not term]
+        ctx.consts = join_bindings(live, self.src.loc(node).line) if live else consts_before
         if term_then and term_else:
             ctx.defined = def_then | def_else
             raise _Terminated
@@ -375,9 +371,45 @@ class Frontend(ValueOps, MemoryOps, PerfOps, ast.NodeVisitor):
         else:
             ctx.defined = def_then & def_else
 
+    def _merge_tuples(self, then: dict[str, Any], orelse: dict[str, Any], n: ir.If, node: ast.If) -> None:
+        """A name bound to a tuple on both paths of the run-time if ``n`` (same length, elements
+        values or numbers of types that meet) gets one tuple of variables, each assigned at the
+        end of both branches, in both binding maps; others are left to :func:`join_bindings`."""
+        for name in set(then) & set(orelse):
+            a, b = then[name], orelse[name]
+            if isinstance(a, tuple) and isinstance(b, tuple) and not same_binding(a, b):
+                try:
+                    then[name] = orelse[name] = self._merge_element(name, a, b, n, node)
+                except (_NoMerge, CompileError):
+                    pass  # stays divergent: an error where it is read
+
+    def _merge_element(self, name: str, a: Any, b: Any, n: ir.If, node: ast.If) -> Any:
+        if same_binding(a, b):
+            return a
+        if isinstance(a, tuple) and isinstance(b, tuple) and len(a) == len(b):
+            return tuple(self._merge_element(name, x, y, n, node) for x, y in zip(a, b, strict=True))
+        scalar = (Value, PredUse, bool, int, float, np.generic)
+        if not isinstance(a, scalar) or not isinstance(b, scalar):
+            raise _NoMerge
+        a = self.pred_value(a) if isinstance(a, PredUse) else a
+        b = self.pred_value(b) if isinstance(b, PredUse) else b
+        t = self.unify(a, b, f"the elements of {name!r}", node)
+        var = Value(t, name, is_var=True)
+        saved, saved_node = self.body, self.node
+        self.node = node
+        try:
+            for body, x in ((n.then, a), (n.orelse, b)):
+                self.body = body
+                self.emit("mov.b64" if t.bits == 64 else "mov.b32", var, self.coerce(x, t, node))
+        finally:
+            self.body, self.node = saved, saved_node
+        return var
+
     def _loop(self, build: Callable[[], None], node: ast.AST) -> None:
         ctx = self.ctx
         before = set(ctx.defined)
+        frame = LoopFrame(self.src.loc(node).line, dict(ctx.consts))
+        ctx.loop_frames.append(frame)
         saved = self.body
         lp = ir.Loop(loc=self.src.loc(node))
         self.body = lp.body
@@ -388,9 +420,33 @@ class Frontend(ValueOps, MemoryOps, PerfOps, ast.NodeVisitor):
             pass
         finally:
             ctx.loop_depth -= 1
+            ctx.loop_frames.pop()
             self.body = saved
         self.body.append(lp)
         ctx.defined = before
+        # a compile-time binding the body changed is the loop's last one, or the one before the
+        # loop when it runs no iteration: reading it after the loop is an error
+        for name, v in list(ctx.consts.items()):
+            old = frame.before.get(name, UNBOUND)
+            if not same_binding(old, v) and not isinstance(v, Divergent):
+                ctx.consts[name] = Divergent(frame.line, (old, v), "loop")
+
+    def _rebind_in_loops(self, name: str, value: Any, node: ast.AST) -> None:
+        """``name``, a compile-time binding, gets ``value`` inside run-time loops: refused
+        where the loop body read the binding from before the loop earlier (the body is
+        translated once, so later iterations would read the first binding, not this one)."""
+        for frame in self.ctx.loop_frames:
+            old = frame.before.get(name, UNBOUND)
+            if old is UNBOUND or name in frame.rebound or same_binding(old, value):
+                continue
+            frame.rebound.add(name)
+            read = frame.read.get(name)
+            if read is not None:
+                raise self.err(node, f"{name!r} holds a compile-time value ({_describe(old)}) bound before the "
+                               f"run-time loop at line {frame.line}; the loop body reads it at line "
+                               f"{self.src.loc(read).line} and rebinds it here to {_describe(value)}, so every "
+                               "iteration after the first would read the wrong binding: rebind it before its first "
+                               "use in the loop, or use typed variables")
 
     def visit_While(self, node: ast.While) -> None:
         if node.orelse:
@@ -440,9 +496,9 @@ class Frontend(ValueOps, MemoryOps, PerfOps, ast.NodeVisitor):
         if isinstance(step, (int, np.integer)) and step == 0:
             raise self.err(it.args[2], "range() step must not be zero")
         typed = [v for v in (start, stop, step) if isinstance(v, Value)]
-        t = typed[0].type if typed else self.default_type(stop if isinstance(stop, int) else 0)
+        t = typed[0].type if typed else self.default_type(stop if isinstance(stop, int) else 0, it)
         for v in (start, stop, step):
-            t = self.unify(Value(t), v, "range()") if isinstance(v, Value) else t
+            t = self.unify(Value(t), v, "range()", it) if isinstance(v, Value) else t
             if not isinstance(v, Value) and not isinstance(v, (int, np.integer)):
                 raise self.err(it, f"range() bounds must be integers, got {_describe(v)}")
         if not t.is_int:
@@ -456,13 +512,13 @@ class Frontend(ValueOps, MemoryOps, PerfOps, ast.NodeVisitor):
         if unroll > 1 and any(isinstance(n, ast.Continue) for n in ast.walk(node)):
             raise self.err(node, "continue is not supported in a loop with unroll > 1; use an if instead")
         counter = Value(t, f"{name}_next", is_var=True)
-        self.emit("mov.b64" if t.bits == 64 else "mov.b32", counter, self.coerce(start, t))
-        stop_v = self.coerce(stop, t)
+        self.emit("mov.b64" if t.bits == 64 else "mov.b32", counter, self.coerce(start, t, it))
+        stop_v = self.coerce(stop, t, it)
         if not isinstance(stop, Value) or stop.is_var:
             s2 = Value(t, "stop", is_var=True)
             self.emit("mov.b64" if t.bits == 64 else "mov.b32", s2, stop_v)
             stop_v = s2
-        step_v = self.coerce(step, t)
+        step_v = self.coerce(step, t, it)
         if isinstance(step, Value) and step.is_var:
             s3 = Value(t, "step", is_var=True)
             self.emit("mov.b64" if t.bits == 64 else "mov.b32", s3, step_v)
@@ -474,22 +530,22 @@ class Frontend(ValueOps, MemoryOps, PerfOps, ast.NodeVisitor):
                 # runtime step: continue while (step > 0 and i < stop) or (step < 0 and i > stop)
                 zero = self.const(0, t)
                 pos, lt, gt, a, b, go = (self.new(ty.pred) for _ in range(6))
-                self.emit(self.cmp_mn("gt", t), pos, step_v, zero)
-                self.emit(self.cmp_mn("lt", t), lt, counter, stop_v)
-                self.emit(self.cmp_mn("gt", t), gt, counter, stop_v)
+                self.emit(self.cmp_mn("gt", t, it), pos, step_v, zero)
+                self.emit(self.cmp_mn("lt", t, it), lt, counter, stop_v)
+                self.emit(self.cmp_mn("gt", t, it), gt, counter, stop_v)
                 self.emit("and.pred", a, PredUse(pos), PredUse(lt))
                 self.emit("and.pred", b, PredUse(pos, True), PredUse(gt))
                 self.emit("or.pred", go, PredUse(a), PredUse(b))
                 self.body.append(ir.Break(PredUse(go, True), self.src.loc(node)))
             else:
                 p = self.new(ty.pred)
-                self.emit(self.cmp_mn("lt" if step > 0 else "gt", t), p, counter, stop_v)
+                self.emit(self.cmp_mn("lt" if step > 0 else "gt", t, it), p, counter, stop_v)
                 self.body.append(ir.Break(PredUse(p, True), self.src.loc(node)))
             self.node = node.target
             self.assign_name(name, counter, node.target)
             self.node = it
             nxt = self.new(t)
-            self.emit(self.mn("add", t), nxt, counter, step_v)
+            self.emit(self.mn("add", t, it), nxt, counter, step_v)
             self.emit("mov.b64" if t.bits == 64 else "mov.b32", counter, nxt)
             self.node = node
             self.ctx.const_names.discard(name)
@@ -575,13 +631,13 @@ class Frontend(ValueOps, MemoryOps, PerfOps, ast.NodeVisitor):
             if isinstance(value, PredUse):
                 value = self.pred_value(value)
             if ctx.ret_var is None:
-                t = value.type if isinstance(value, Value) else self.default_type(value)
+                t = value.type if isinstance(value, Value) else self.default_type(value, node.value)
                 ctx.ret_var = Value(ty.bool_ if t is ty.pred else t, "ret", is_var=True)
             elif isinstance(value, Value) and value.type not in (ctx.ret_var.type,) and not (
                     value.type is ty.pred and ctx.ret_var.type is ty.bool_):
                 raise self.err(node.value, f"this return gives {value.type.name}, an earlier one "
                                f"{ctx.ret_var.type.name}; cast explicitly")
-            v = self.coerce(value, ctx.ret_var.type)
+            v = self.coerce(value, ctx.ret_var.type, node.value)
             self.emit("mov.b64" if v.type.bits == 64 else "mov.b32", ctx.ret_var, v)
         elif ctx.ret_wrapped and isinstance(value, (bool, int, float, np.generic)):
             ph = self.emit("nop")
@@ -616,7 +672,13 @@ class Frontend(ValueOps, MemoryOps, PerfOps, ast.NodeVisitor):
                                "some branches or inside a loop that may not run; assign it before the if/loop")
             return ctx.var_values[name]
         if name in ctx.consts:
-            return ctx.consts[name]
+            v = ctx.consts[name]
+            if isinstance(v, Divergent):
+                raise self.err(node, v.message(name))
+            for frame in ctx.loop_frames:
+                if name not in frame.rebound:
+                    frame.read.setdefault(name, node)
+            return v
         return self.resolve_global(name, node)
 
     def resolve_global(self, name: str, node: ast.AST) -> Any:
@@ -682,11 +744,11 @@ class Frontend(ValueOps, MemoryOps, PerfOps, ast.NodeVisitor):
             return x
         r = self.new(x.type)
         if isinstance(node.op, ast.USub):
-            self.emit(self.mn("neg", x.type, "unary -"), r, x)
+            self.emit(self.mn("neg", x.type, node, "unary -"), r, x)
         elif isinstance(node.op, ast.Invert):
             if x.type.is_float:
                 raise self.err(node, f"~ is not defined for {x.type.name}; use aw.bitcast to an integer first")
-            self.emit(self.mn("not", x.type, "~"), r, x)
+            self.emit(self.mn("not", x.type, node, "~"), r, x)
         return r
 
     def visit_BinOp(self, node: ast.BinOp) -> Any:
@@ -715,7 +777,7 @@ class Frontend(ValueOps, MemoryOps, PerfOps, ast.NodeVisitor):
             elif not isinstance(p, (Value, PredUse)) and not isinstance(result, (Value, PredUse)):
                 result = result and p
             else:
-                a, b = self.as_pred(result), self.as_pred(p)
+                a, b = self.as_pred(result, node), self.as_pred(p, node)
                 r = self.new(ty.pred)
                 self.emit("and.pred", r, a, b)
                 result = r
@@ -786,55 +848,6 @@ class Frontend(ValueOps, MemoryOps, PerfOps, ast.NodeVisitor):
         # bind it to names, pass it to functions and store it
         return self.pred_value(result) if isinstance(result, PredUse) else result
 
-    def _bool_op(self, is_and: bool, result: Any, right: Any, nodes: list[ir.Node], node: ast.AST,
-                 vnode: ast.AST) -> Any:
-        left = self.as_pred(result, node)
-        if self._pure(nodes):
-            self.body.extend(nodes)
-            rp = self.as_pred(right, vnode)
-            r = self.new(ty.pred)
-            self.emit("and.pred" if is_and else "or.pred", r, left, rp)
-            return r
-        # the right side has effects (loads, atomics ...): run it only where needed
-        acc = Value(ty.bool_, "sc", is_var=True)
-        lv = self.pred_to_bool(self.pred_value(left))
-        self.emit("mov.b32", acc, lv)
-        cond = left if is_and else PredUse(left.value, not left.negated)
-        n = ir.If(cond, loc=self.src.loc(node))
-        saved = self.body
-        self.body = n.then
-        self.body.extend(nodes)
-        self.node = vnode
-        rv = self.pred_to_bool(self.pred_value(self.as_pred(right, vnode)))
-        self.emit("mov.b32", acc, rv)
-        self.body = saved
-        self.body.append(n)
-        self.node = node
-        return self.as_pred(acc)
-
-    def _value_op(self, is_and: bool, result: Any, right: Any, nodes: list[ir.Node], node: ast.AST,
-                  vnode: ast.AST) -> Value:
-        t = self.unify(result, right, f"'{'and' if is_and else 'or'}'")
-        lv = self.coerce(result, t)
-        truthy = self.as_pred(lv, node)
-        if self._pure(nodes):
-            self.body.extend(nodes)
-            rv = self.coerce(right, t)
-            return self.select(truthy, rv, lv) if is_and else self.select(truthy, lv, rv)
-        res = Value(t, "sc", is_var=True)
-        self.emit("mov.b64" if t.bits == 64 else "mov.b32", res, lv)
-        n = ir.If(truthy if is_and else PredUse(truthy.value, not truthy.negated), loc=self.src.loc(node))
-        saved = self.body
-        self.body = n.then
-        self.body.extend(nodes)
-        self.node = vnode
-        rv = self.coerce(right, t)
-        self.emit("mov.b64" if t.bits == 64 else "mov.b32", res, rv)
-        self.body = saved
-        self.body.append(n)
-        self.node = node
-        return res
-
     def visit_IfExp(self, node: ast.IfExp) -> Any:
         cond = self.visit_cond(node.test)
         if not isinstance(cond, (Value, PredUse)):
@@ -843,20 +856,20 @@ class Frontend(ValueOps, MemoryOps, PerfOps, ast.NodeVisitor):
         a, na = self._scratch(node.body)
         b, nb = self._scratch(node.orelse)
         self.node = node
-        t = self.unify(a, b, "a conditional expression")
+        t = self.unify(a, b, "a conditional expression", node)
         if self._pure(na) and self._pure(nb):
             self.body.extend(na)
             self.body.extend(nb)
-            return self.select(pu, self.coerce(a, t), self.coerce(b, t))
+            return self.select(pu, self.coerce(a, t, node.body), self.coerce(b, t, node.orelse))
         res = Value(t, "sel", is_var=True)
         n = ir.If(pu, loc=self.src.loc(node))
         saved = self.body
         self.body = n.then
         self.body.extend(na)
-        self.emit("mov.b64" if t.bits == 64 else "mov.b32", res, self.coerce(a, t))
+        self.emit("mov.b64" if t.bits == 64 else "mov.b32", res, self.coerce(a, t, node.body))
         self.body = n.orelse
         self.body.extend(nb)
-        self.emit("mov.b64" if t.bits == 64 else "mov.b32", res, self.coerce(b, t))
+        self.emit("mov.b64" if t.bits == 64 else "mov.b32", res, self.coerce(b, t, node.orelse))
         self.body = saved
         self.body.append(n)
         return res
@@ -914,11 +927,11 @@ class Frontend(ValueOps, MemoryOps, PerfOps, ast.NodeVisitor):
             if not isinstance(x, (Value, PredUse)):
                 if fn not in ty.VALUE_TYPES:
                     raise self.err(node, f"aw.{fn.name} is a storage type only (buffers, local arrays)")
-                return self.const(x, fn)
+                return self.const(x, fn, node.args[0])
             if fn not in ty.VALUE_TYPES:
                 raise self.err(node, f"cannot convert to {fn.name}: it is a storage-only type; valid: "
                                + ", ".join(t.name for t in ty.VALUE_TYPES))
-            return self.cast(self.pred_value(x) if isinstance(x, PredUse) else x, fn)
+            return self.cast(self.pred_value(x) if isinstance(x, PredUse) else x, fn, node)
         if isinstance(fn, Func):
             return self.inline(fn, node)
         if isinstance(fn, KernelFunction):
@@ -931,12 +944,12 @@ class Frontend(ValueOps, MemoryOps, PerfOps, ast.NodeVisitor):
                 return abs(x)
             if x.type.is_int and not x.type.is_signed:
                 return x
-            return self.alu("abs", x.type, x)
+            return self.alu("abs", x.type, x, node=node)
         if fn in (builtins.int, builtins.float, builtins.bool):
             (x,) = self.call_args(node, 1, 1, f"{fn.__name__}()")
             if isinstance(x, (Value, PredUse)):
                 target = {builtins.int: ty.i32, builtins.float: ty.f32, builtins.bool: ty.bool_}[fn]
-                return self.cast(self.pred_value(x) if isinstance(x, PredUse) else x, target)
+                return self.cast(self.pred_value(x) if isinstance(x, PredUse) else x, target, node)
             return fn(x)
         if fn is builtins.len:
             (x,) = self.call_args(node, 1, 1, "len()")
@@ -980,10 +993,10 @@ class Frontend(ValueOps, MemoryOps, PerfOps, ast.NodeVisitor):
             return (min if op == "min" else max)(args)
         acc = args[0]
         for b in args[1:]:
-            t = self.unify(acc, b, f"{op}()")
+            t = self.unify(acc, b, f"{op}()", node)
             if t.is_bool:
                 raise self.err(node, f"{op}() of bool values is not supported")
-            acc = self.alu(op, t, self.coerce(acc, t), self.coerce(b, t))
+            acc = self.alu(op, t, self.coerce(acc, t, node), self.coerce(b, t, node), node=node)
         return acc
 
 
@@ -1000,110 +1013,6 @@ class Frontend(ValueOps, MemoryOps, PerfOps, ast.NodeVisitor):
         return self._print_buffer
 
 
-    # ------------------------------------------------------------------ device functions
-    def inline(self, fn: Any, node: ast.Call) -> Any:
-        if fn in self._inline_stack:
-            raise self.err(node, f"@aw.func {fn.name!r} calls itself (recursion is not supported)")
-        if len(self._inline_stack) >= 16:
-            raise self.err(node, "device functions nested deeper than 16 calls")
-        fsrc = fn.source
-        fd = fsrc.tree
-        params = [a.arg for a in fd.args.args]
-        kwonly = [a.arg for a in fd.args.kwonlyargs]
-        args = [self.visit(a) for a in node.args]
-        kwargs = {kw.arg: self.visit(kw.value) for kw in node.keywords if kw.arg}
-        self.node = node
-        if len(args) > len(params):
-            raise self.err(node, f"{fn.name}() takes {len(params)} positional arguments, got {len(args)}")
-        bound: dict[str, Any] = dict(zip(params, args, strict=False))
-        for k, v in kwargs.items():
-            if k not in params and k not in kwonly:
-                raise self.err(node, f"{fn.name}() got an unexpected keyword argument {k!r}")
-            if k in bound:
-                raise self.err(node, f"{fn.name}() got multiple values for argument {k!r}")
-            bound[k] = v
-        defaults = fn.defaults()
-        for p in params + kwonly:
-            if p not in bound:
-                if p in defaults:
-                    bound[p] = defaults[p]
-                else:
-                    raise self.err(node, f"{fn.name}() missing argument {p!r}")
-        has_early = fn_has_early_return(fd)
-        ctx = _FuncCtx(fsrc, {}, is_kernel=False, ret_wrapped=has_early)
-        outer = self.ctx
-        self.ctx = ctx
-        self._inline_stack.append(fn)
-        saved_node = self.node
-        inv = bool(getattr(fn, "w_invariant", False))
-        self._w_invariant_depth += inv
-        try:
-            ann = fn.annotations()
-            self._prescan(fd)
-            for p, v in bound.items():
-                if isinstance(v, PredUse):
-                    v = self.pred_value(v)
-                want = ann.get(p)
-                if isinstance(v, Value) or p in assigned_names(fd):
-                    if want is not None and isinstance(want, DType):
-                        if isinstance(v, Value) and v.type is not want and not (v.type is ty.pred and want is ty.bool_):
-                            raise self.err(node, f"{fn.name}(): argument {p!r} is declared {want.name}, got "
-                                           f"{v.type.name}")
-                        if not isinstance(v, Value):
-                            v = self.const(v, want)
-                    if isinstance(v, Value) and (p in assigned_names(fd) or v.type is ty.pred):
-                        self.ctx.const_names.discard(p)
-                        self.assign_name(p, v, fd)
-                    elif isinstance(v, Value):
-                        ctx.var_values[p] = v
-                        ctx.defined.add(p)
-                    else:
-                        ctx.consts[p] = v
-                else:
-                    ctx.consts[p] = v
-            self.node = fd
-            if has_early:
-                lp = ir.Loop(loc=fsrc.loc(fd))
-                saved = self.body
-                self.body = lp.body
-                ctx.loop_depth = 0
-                if not self.visit_block(fd.body):
-                    self.body.append(ir.Break(None, fsrc.loc(fd)))
-                self.body = saved
-                self.body.append(lp)
-            else:
-                self.visit_block(fd.body)
-        finally:
-            self._w_invariant_depth -= inv
-            self._inline_stack.pop()
-            self.ctx = outer
-            self.node = saved_node
-        if ctx.pending:
-            vals = [v for _, v, _ in ctx.pending]
-            if ctx.ret_var is None and all(type(v) is type(vals[0]) and v == vals[0] for v in vals):
-                for ph, _, _ in ctx.pending:
-                    ph.defn, ph.operands = BY_MNEMONIC["nop"], []
-                return vals[0]
-            if ctx.ret_var is None:
-                ctx.ret_var = Value(self.default_type(vals[0]), "ret", is_var=True)
-            rv = ctx.ret_var
-            for ph, v, rnode in ctx.pending:
-                self.ctx, saved_ctx = ctx, self.ctx
-                self.node = rnode
-                try:
-                    bits = self.const_bits(v, rv.type)
-                finally:
-                    self.ctx = saved_ctx
-                ph.defn = BY_MNEMONIC["movi.b64" if rv.type.bits == 64 else "movi.b32"]
-                ph.operands = [rv, bits]
-        if ctx.ret_var is not None:
-            return ctx.ret_var
-        if ctx.ret_const is not None:
-            return ctx.ret_const[1]
-        return None
-
-
-
 # ----------------------------------------------------------------------------- utilities
 
 def _is_boolish(x: Any) -> bool:
@@ -1114,3 +1023,6 @@ def _is_boolish(x: Any) -> bool:
         return x.type.is_bool
     return isinstance(x, (bool, np.bool_))
 
+
+class _NoMerge(Exception):
+    """Internal: two bindings cannot become one tuple of variables (see Frontend._merge_tuples)."""

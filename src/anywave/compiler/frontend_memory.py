@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from anywave.isa import mnemonic
 from anywave.isa.types import Access
 
 from . import types as ty
@@ -32,14 +33,14 @@ class MemoryOps:
         if not isinstance(idx, Value):
             if idx < 0:
                 raise self.err(node, f"negative index {idx}: kernels do not index from the end")
-            return self.const(int(idx) * esize, ty.u32 if idx * esize < 1 << 32 else ty.u64), \
+            return self.const(int(idx) * esize, ty.u32 if idx * esize < 1 << 32 else ty.u64, node), \
                 idx * esize >= 1 << 32
         if not idx.type.is_int:
             raise self.err(node, f"an index must be an integer, got a {idx.type.name} value; cast with aw.i32(...)")
         if esize == 1:
             return idx, idx.type.bits == 64
         k = self.const(esize.bit_length() - 1, ty.u32)
-        return self.alu("shl", idx.type, idx, k), idx.type.bits == 64
+        return self.alu("shl", idx.type, idx, k, node=node), idx.type.bits == 64
 
     def local_addr(self, arr: LocalArray, sl: ast.AST, node: ast.AST) -> LocAddr:
         idx = self.visit(sl)
@@ -60,10 +61,10 @@ class MemoryOps:
             if isinstance(i, Value):
                 if not i.type.is_int or i.type.bits != 32:
                     raise self.err(node, f"a local-array index must be i32 or u32, got {i.type.name}")
-                term = i if stride == 1 else self.alu("mul", i.type, i, self.const(stride, i.type))
+                term = i if stride == 1 else self.alu("mul", i.type, i, self.const(stride, i.type), node=node)
                 if dyn is not None and dyn.type is not term.type:
-                    term = self.cast(term, dyn.type)
-                dyn = term if dyn is None else self.alu("add", dyn.type, dyn, term)
+                    term = self.cast(term, dyn.type, node)
+                dyn = term if dyn is None else self.alu("add", dyn.type, dyn, term, node=node)
             else:
                 if not 0 <= int(i) < dim:
                     raise self.err(node, f"index {int(i)} is out of range for a dimension of size {dim}")
@@ -87,7 +88,7 @@ class MemoryOps:
             kind = "i16" if elem is ty.i16 else "u16"
         else:
             kind = "i8" if elem is ty.i8 else "u8"
-        self.emit(f"ld.{space}.{kind}" + (".o64" if wide else ""), r, addr)
+        self.emit(mnemonic("ld", space, kind, addr64=wide), r, addr)
         return r
 
     def store_subscript(self, target: ast.Subscript, value: Any) -> None:
@@ -121,7 +122,7 @@ class MemoryOps:
             value = self.pred_value(value)
         if isinstance(value, Value) and value.type is not vt:
             if value.type is ty.pred and vt.is_int:
-                return self.cast(value, vt)
+                return self.cast(value, vt, node)
             raise self.err(node, f"cannot store a {value.type.name} value into {elem.name} elements; cast "
                            f"explicitly with aw.{vt.name}(...)")
         if not isinstance(value, Value):
@@ -130,9 +131,9 @@ class MemoryOps:
                 lo, hi = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if elem.is_signed else (0, (1 << bits) - 1)
                 if isinstance(value, int) and not lo <= value <= hi:
                     raise self.err(node, f"{value} does not fit in {elem.name} ({lo}..{hi})")
-            return self.const(value, vt)
+            return self.const(value, vt, node)
         return value
 
     def _store(self, space: str, elem: DType, addr: Any, v: Value, wide: bool) -> None:
         nb = elem.scalar.nbytes
-        self.emit(f"st.{space}.b{nb * 8}" + (".o64" if wide else ""), addr, v)
+        self.emit(mnemonic("st", space, f"b{nb * 8}", addr64=wide), addr, v)

@@ -13,6 +13,9 @@ from typing import Any
 
 import numpy as np
 
+from anywave.isa import mnemonic
+
+from . import ir
 from . import typerules as tr
 from . import types as ty
 from .bindings import describe as _describe
@@ -34,58 +37,62 @@ BINOP_NAMES = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.Floo
 
 class ValueOps:
     """Constants, conversions and operators of :class:`Frontend` (which provides ``emit``,
-    ``new``, ``err``, ``node`` and ``_stmt``)."""
+    ``new``, ``err``, ``src``, ``body``, ``node``, ``_stmt`` and ``_pure``).
+
+    Every method that can refuse its operands takes ``node``, the expression they come from:
+    its error points there (or at the literal at fault inside it). ``const`` alone accepts
+    ``node=None``, for the compiler's own constants (0, 1, masks, strides).
+    """
 
     def type_error(self, e: tr.TypeRuleError, node: ast.AST | None) -> CompileError:
         """The CompileError of a refused type rule: at the literal at fault when there is one
-        in the current expression, else at ``node``."""
+        in ``node`` (else in the statement), else at ``node``."""
         if e.literal is not tr.NO_LITERAL:
-            lit = self.literal_node(e.literal)
+            lit = self.literal_node(e.literal, node)
             if lit is not None:
                 node = lit
         return self.err(node, e.message)
 
-    def mn(self, op: str, t: DType, what: str | None = None) -> str:
-        """The table mnemonic for operation ``op`` on type ``t`` (CompileError if none)."""
+    def mn(self, op: str, t: DType, node: ast.AST, what: str | None = None) -> str:
+        """The table mnemonic for operation ``op`` on type ``t`` (CompileError at ``node`` if none)."""
         try:
             return tr.alu_mnemonic(op, t, what)
         except tr.TypeRuleError as e:
-            raise self.type_error(e, None) from None
+            raise self.type_error(e, node) from None
 
     # ------------------------------------------------------------------ constants
-    def const(self, value: Any, t: DType) -> Value:
-        """A register holding the Python constant ``value`` converted to ``t`` (range-checked)."""
+    def const(self, value: Any, t: DType, node: ast.AST | None = None) -> Value:
+        """A register holding the Python constant ``value`` converted to ``t`` (range-checked;
+        errors point at the literal inside ``node``, else at ``node``). ``node`` None: a
+        constant the compiler makes itself, which always fits."""
         if t is ty.pred:
             p = self.new(ty.pred)
             self.emit("setp.true" if value else "setp.false", p)
             return p
-        bits = self.const_bits(value, t)
+        bits = self.const_bits(value, t, node)
         v = self.new(t, "c")
-        if t.bits == 64:
-            self.emit(f"movi.{t.scalar.spelling}", v, bits)
-        elif t is ty.bool_:
-            self.emit("movi.u32", v, bits)
-        else:
-            self.emit(f"movi.{t.scalar.spelling}", v, bits)
+        self.emit(mnemonic("movi", type=ty.u32 if t is ty.bool_ else t), v, bits)
         return v
 
-    def const_bits(self, value: Any, t: DType) -> int:
+    def const_bits(self, value: Any, t: DType, node: ast.AST | None) -> int:
         """Bits of Python constant ``value`` as type ``t``, rounded once from the exact value
-        (:func:`~anywave.compiler.constants.literal_bits`); errors point at the literal."""
+        (:func:`~anywave.compiler.constants.literal_bits`); errors point at the literal (in
+        ``node``, else in the statement), else at ``node``."""
         if not isinstance(value, (bool, int, float, np.generic)):
-            raise self.err(None, f"cannot use {_describe(value)} as {t.name}")
+            raise self.err(node, f"cannot use {_describe(value)} as {t.name}")
         try:
             return literal_bits(value, t)
         except LiteralError as e:
-            raise self.err(self.literal_node(value), str(e)) from None
+            raise self.err(self.literal_node(value, node) or node, str(e)) from None
 
-    def literal_node(self, value: Any) -> ast.AST | None:
-        """The literal in the current expression (else statement) whose value is ``value``,
-        so that an error about a constant points at it rather than at the whole statement;
-        None when the constant was computed (the caller then points at the expression)."""
+    def literal_node(self, value: Any, node: ast.AST | None) -> ast.AST | None:
+        """The literal in expression ``node`` (else in the statement being translated) whose
+        value is ``value``, so that an error about a constant points at it rather than at the
+        whole expression; None when the constant was computed (the caller then points at
+        the expression)."""
         if isinstance(value, np.generic):
             value = value.item()
-        for root in (self.node, self._stmt):
+        for root in (node, self._stmt):
             if root is None:
                 continue
             for n in ast.walk(root):
@@ -98,25 +105,27 @@ class ValueOps:
                     return n
         return None
 
-    def default_type(self, value: Any) -> DType:
-        """The type of Python constant ``value`` on its own (:func:`typerules.literal_type`)."""
+    def default_type(self, value: Any, node: ast.AST) -> DType:
+        """The type of Python constant ``value`` on its own (:func:`typerules.literal_type`;
+        errors at the literal in ``node``, else at ``node``)."""
         try:
             return tr.literal_type(value)
         except tr.TypeRuleError as e:
-            raise self.type_error(e, None) from None
+            raise self.type_error(e, node) from None
 
-    def materialize(self, x: Any, t: DType | None = None) -> Value:
-        """A Value from a Value or Python constant (typed by ``t`` or by default rules)."""
+    def materialize(self, x: Any, node: ast.AST, t: DType | None = None) -> Value:
+        """A Value from a Value or Python constant (typed by ``t`` or by default rules);
+        errors point at ``node``, the expression ``x`` comes from."""
         if isinstance(x, Value):
             if t is not None and x.type is not t:
                 if t is ty.bool_ and x.type is ty.pred:
                     return self.pred_to_bool(x)
-                raise self.err(None, f"expected a {t.name} value, got {x.type.name}; cast explicitly with "
+                raise self.err(node, f"expected a {t.name} value, got {x.type.name}; cast explicitly with "
                                f"aw.{t.name}(...)")
             return x
         if isinstance(x, (bool, int, float, np.generic)):
-            return self.const(x, t or self.default_type(x))
-        raise self.err(None, f"{_describe(x)} cannot be used as a value here")
+            return self.const(x, t or self.default_type(x, node), node)
+        raise self.err(node, f"{_describe(x)} cannot be used as a value here")
 
     # ------------------------------------------------------------------ predicates / bools
     def pred_to_bool(self, p: Value) -> Value:
@@ -125,9 +134,9 @@ class ValueOps:
         self.emit("selp.b32", r, one, zero, PredUse(p))
         return r
 
-    def as_pred(self, x: Any, node: ast.AST | None = None) -> PredUse:
+    def as_pred(self, x: Any, node: ast.AST) -> PredUse:
         """A predicate operand for a condition: bools, comparisons, or Python truthiness of
-        numbers (``x != 0``)."""
+        numbers (``x != 0``); errors point at ``node``, the condition's expression."""
         if isinstance(x, PredUse):
             return x
         if isinstance(x, Value):
@@ -135,7 +144,7 @@ class ValueOps:
                 return PredUse(x)
             p = self.new(ty.pred)
             zero = self.const(0, x.type if x.type is not ty.bool_ else ty.u32)
-            self.emit(self.cmp_mn("ne", x.type), p, x, zero)
+            self.emit(self.cmp_mn("ne", x.type, node), p, x, zero)
             return PredUse(p)
         if isinstance(x, (bool, int, float, np.generic)):
             p = self.new(ty.pred)
@@ -150,37 +159,40 @@ class ValueOps:
         self.emit("mov.pred", p, pu)
         return p
 
-    def cmp_mn(self, cmp: str, t: DType) -> str:
+    def cmp_mn(self, cmp: str, t: DType, node: ast.AST) -> str:
+        """``setp.<cmp>.<t>`` (CompileError at ``node`` when the table has none)."""
         try:
             return tr.compare_mnemonic(cmp, t)
         except tr.TypeRuleError as e:
-            raise self.type_error(e, None) from None
+            raise self.type_error(e, node) from None
 
     # ------------------------------------------------------------------ typing
-    def unify(self, a: Any, b: Any, what: str) -> DType:
+    def unify(self, a: Any, b: Any, what: str, node: ast.AST) -> DType:
         """The common type of two operands (Python constants take the other side's type;
-        :func:`typerules.common_type`)."""
+        :func:`typerules.common_type`); errors point at ``node``, the operation (or at the
+        literal at fault inside it)."""
         ta = a.type if isinstance(a, Value) else None
         tb = b.type if isinstance(b, Value) else None
         try:
             return tr.common_type(ta, a, tb, b, what)
         except tr.TypeRuleError as e:
-            raise self.type_error(e, None) from None
+            raise self.type_error(e, node) from None
 
-    def coerce(self, x: Any, t: DType) -> Value:
+    def coerce(self, x: Any, t: DType, node: ast.AST) -> Value:
         """``x`` as a value of type ``t``: constants are converted, typed values widened when
-        exact (i32→i64, f16→f32 ...)."""
+        exact (i32→i64, f16→f32 ...); errors point at ``node``, the expression ``x`` comes from."""
         if not isinstance(x, Value):
-            return self.const(x, t)
+            return self.const(x, t, node)
         if x.type is t:
             return x
         if x.type is ty.pred:
-            return self.cast(self.pred_to_bool(x), t) if t is not ty.bool_ else self.pred_to_bool(x)
-        return self.cast(x, t)
+            return self.cast(self.pred_to_bool(x), t, node) if t is not ty.bool_ else self.pred_to_bool(x)
+        return self.cast(x, t, node)
 
-    def cast(self, x: Value, t: DType) -> Value:
+    def cast(self, x: Value, t: DType, node: ast.AST) -> Value:
         """Value conversion (``cvt``): int↔float round to nearest even / truncate with
-        saturation, int↔int wrap or extend, bool → 0/1, x → bool is ``x != 0``."""
+        saturation, int↔int wrap or extend, bool → 0/1, x → bool is ``x != 0`` (CompileError
+        at ``node`` when there is no conversion)."""
         if x.type is t:
             return x
         if x.type is ty.pred:
@@ -188,7 +200,7 @@ class ValueOps:
             if t is ty.bool_:
                 return x
         if t is ty.bool_:
-            return self.pred_to_bool(self.as_pred(x).value)
+            return self.pred_to_bool(self.as_pred(x, node).value)
         src = ty.u32 if x.type is ty.bool_ else x.type
         if src is t:
             r = self.new(t)
@@ -198,18 +210,19 @@ class ValueOps:
         try:
             m = tr.conversion_mnemonic(src, t, x.type.name)
         except tr.TypeRuleError as e:
-            raise self.type_error(e, None) from None
+            raise self.type_error(e, node) from None
         self.emit(m, r, x)
         return r
 
-    def bitcast(self, x: Value, t: DType) -> Value:
+    def bitcast(self, x: Value, t: DType, node: ast.AST) -> Value:
+        """The bits of ``x`` as type ``t`` (same width; CompileError at ``node`` otherwise)."""
         src = ty.u32 if x.type in (ty.bool_, ty.pred) else x.type
         if x.type is ty.pred:
             x = self.pred_to_bool(x)
         try:
             tr.check_bitcast(src, t, x.type.name)
         except tr.TypeRuleError as e:
-            raise self.type_error(e, None) from None
+            raise self.type_error(e, node) from None
         r = self.new(t)
         self.emit("mov.b64" if t.bits == 64 else "mov.b32", r, x)
         return r
@@ -238,35 +251,36 @@ class ValueOps:
             raise self.err(node, "the @ operator is not supported; use aw.mma on local tiles")
         if op in (ast.LShift, ast.RShift):
             return self._shift(op, a, b, node)
-        t = self.unify(a, b, f"'{sym}'")
+        t = self.unify(a, b, f"'{sym}'", node)
         if t is ty.bool_ and op in (ast.BitAnd, ast.BitOr, ast.BitXor):
-            pa, pb = self.as_pred(self.coerce(a, t)), self.as_pred(self.coerce(b, t))
+            pa, pb = self.as_pred(self.coerce(a, t, node), node), self.as_pred(self.coerce(b, t, node), node)
             p = self.new(ty.pred)
             self.emit({ast.BitAnd: "and.pred", ast.BitOr: "or.pred", ast.BitXor: "xor.pred"}[op], p, pa, pb)
             return p
         if t is ty.bool_:
             raise self.err(node, f"operator {sym} is not defined for bool values; cast with aw.i32(...)")
-        av, bv = self.coerce(a, t), self.coerce(b, t)
+        av, bv = self.coerce(a, t, node), self.coerce(b, t, node)
         if op is ast.Div:
             if not t.is_float:
                 raise self.err(node, f"'/' on {t.name} values: true division of integers is not supported; "
                                "use '//' for floor division or cast to a float type first (aw.f32(x) / y)")
-            return self.alu("div", t, av, bv)
+            return self.alu("div", t, av, bv, node=node)
         if op is ast.FloorDiv:
-            return self._floordiv(t, av, bv, b)
+            return self._floordiv(t, av, bv, b, node)
         if op is ast.Mod:
-            return self._mod(t, av, bv, b)
+            return self._mod(t, av, bv, b, node)
         name = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.BitAnd: "and", ast.BitOr: "or",
                 ast.BitXor: "xor"}.get(op)
         if name is None:
             raise self.err(node, f"operator {sym} is not supported in a kernel")
         if name in ("and", "or", "xor") and t.is_float:
             raise self.err(node, f"operator {sym} is not defined for {t.name}; use aw.bitcast to an integer first")
-        return self.alu(name, t, av, bv, what=sym)
+        return self.alu(name, t, av, bv, node=node, what=sym)
 
-    def alu(self, name: str, t: DType, *srcs: Value, what: str | None = None) -> Value:
+    def alu(self, name: str, t: DType, *srcs: Value, node: ast.AST, what: str | None = None) -> Value:
+        """A new ``t`` register = operation ``name`` of ``srcs`` (:meth:`mn`; errors at ``node``)."""
         r = self.new(t)
-        self.emit(self.mn(name, t, what), r, *srcs)
+        self.emit(self.mn(name, t, node, what), r, *srcs)
         return r
 
     def _pow(self, a: Any, b: Any, node: ast.AST) -> Value:
@@ -279,12 +293,13 @@ class ValueOps:
             return self.const(1, a.type)
         r = a
         for _ in range(b - 1):
-            r = self.alu("mul", a.type, r, a)
+            r = self.alu("mul", a.type, r, a, node=node)
         return r
 
     def _shift(self, op: type, a: Any, b: Any, node: ast.AST) -> Value:
         if not isinstance(a, Value):
-            a = self.const(a, self.default_type(a) if not isinstance(b, Value) or b.type.bits == 32 else b.type)
+            a = self.const(a, self.default_type(a, node) if not isinstance(b, Value) or b.type.bits == 32 else b.type,
+                           node)
         if not a.type.is_int:
             raise self.err(node, f"shifts need an integer left operand, got {a.type.name}")
         if isinstance(b, Value):
@@ -294,66 +309,66 @@ class ValueOps:
                 # the ISA reads one unsigned 32-bit count (spec §8.3): saturate, never truncate, so
                 # counts 2^32, 2^32 + 1, 2^63 ... stay ">= the width" (0 / the sign fill)
                 if b.type is not ty.u64:
-                    b = self.bitcast(b, ty.u64)
-                b = self.cast(self.alu("min", ty.u64, b, self.const(0xFFFFFFFF, ty.u64)), ty.u32)
+                    b = self.bitcast(b, ty.u64, node)
+                b = self.cast(self.alu("min", ty.u64, b, self.const(0xFFFFFFFF, ty.u64), node=node), ty.u32, node)
         else:
             if not isinstance(b, int) or b < 0:
                 raise self.err(node, f"shift count must be a non-negative integer, got {_describe(b)}")
             b = self.const(min(b, 255), ty.u32)
         r = self.new(a.type)
         if op is ast.LShift:
-            self.emit(self.mn("shl", a.type), r, a, b)
+            self.emit(self.mn("shl", a.type, node), r, a, b)
         else:
-            self.emit(self.mn("shr", a.type), r, a, b)
+            self.emit(self.mn("shr", a.type, node), r, a, b)
         return r
 
-    def _floordiv(self, t: DType, a: Value, b: Value, b_raw: Any) -> Value:
+    def _floordiv(self, t: DType, a: Value, b: Value, b_raw: Any, node: ast.AST) -> Value:
         if t.is_float:
-            q = self.alu("div", t, a, b)
-            return self.alu("floor", t, q)
+            q = self.alu("div", t, a, b, node=node)
+            return self.alu("floor", t, q, node=node)
         if t.is_signed and isinstance(b_raw, int) and b_raw > 0 and b_raw & (b_raw - 1) == 0:
             # floor division by 2^k is an arithmetic shift (exactly Python's semantics)
             k = self.const(b_raw.bit_length() - 1, ty.u32)
-            return self.alu("shr", t, a, k)
-        q = self.alu("div", t, a, b)
+            return self.alu("shr", t, a, k, node=node)
+        q = self.alu("div", t, a, b, node=node)
         if not t.is_signed:
             return q
         # Python floors: q -= 1 when the remainder is non-zero and its sign differs from b's
-        r = self.alu("rem", t, a, b)
-        fix = self._sign_fix(t, r, b)
+        r = self.alu("rem", t, a, b, node=node)
+        fix = self._sign_fix(t, r, b, node)
         one = self.const(1, t)
-        qm = self.alu("sub", t, q, one)
+        qm = self.alu("sub", t, q, one, node=node)
         out = self.new(t)
         self.emit("selp.b64" if t.bits == 64 else "selp.b32", out, qm, q, PredUse(fix))
         return out
 
-    def _mod(self, t: DType, a: Value, b: Value, b_raw: Any) -> Value:
+    def _mod(self, t: DType, a: Value, b: Value, b_raw: Any, node: ast.AST) -> Value:
         if t.is_float:
-            raise self.err(None, f"'%' on {t.name} is not supported; write a - b * aw.floor(a / b)")
+            raise self.err(node, f"'%' on {t.name} is not supported; write a - b * aw.floor(a / b)")
         if isinstance(b_raw, int) and b_raw > 0 and b_raw & (b_raw - 1) == 0:
             # x % 2^k == x & (2^k - 1) for both signednesses under floor semantics
-            return self.alu("and", t, a, self.const(b_raw - 1, t))
-        r = self.alu("rem", t, a, b)
+            return self.alu("and", t, a, self.const(b_raw - 1, t), node=node)
+        r = self.alu("rem", t, a, b, node=node)
         if not t.is_signed:
             return r
-        fix = self._sign_fix(t, r, b)
-        rb = self.alu("add", t, r, b)
+        fix = self._sign_fix(t, r, b, node)
+        rb = self.alu("add", t, r, b, node=node)
         out = self.new(t)
         self.emit("selp.b64" if t.bits == 64 else "selp.b32", out, rb, r, PredUse(fix))
         return out
 
-    def _sign_fix(self, t: DType, r: Value, b: Value) -> Value:
+    def _sign_fix(self, t: DType, r: Value, b: Value, node: ast.AST) -> Value:
         """Predicate: Python's floor correction applies (remainder non-zero with the sign
         opposite to the divisor's). Never for ``b == 0``: division by zero keeps the ISA's
         results (``x // 0 == -1``, ``x % 0 == x`` for every x, spec §8.1), so ``//`` and ``%``
         still satisfy ``x == (x // 0) * 0 + x % 0``."""
         zero = self.const(0, t)
         nz, neg, fix, bnz, fix2 = (self.new(ty.pred) for _ in range(5))
-        self.emit(self.cmp_mn("ne", t), nz, r, zero)
-        x = self.alu("xor", t, r, b)
-        self.emit(self.cmp_mn("lt", t), neg, x, zero)
+        self.emit(self.cmp_mn("ne", t, node), nz, r, zero)
+        x = self.alu("xor", t, r, b, node=node)
+        self.emit(self.cmp_mn("lt", t, node), neg, x, zero)
         self.emit("and.pred", fix, PredUse(nz), PredUse(neg))
-        self.emit(self.cmp_mn("ne", t), bnz, b, zero)
+        self.emit(self.cmp_mn("ne", t, node), bnz, b, zero)
         self.emit("and.pred", fix2, PredUse(fix), PredUse(bnz))
         return fix2
 
@@ -364,11 +379,11 @@ class ValueOps:
             b = self.pred_value(b)
         if not isinstance(a, Value) and not isinstance(b, Value):
             return _PY_CMP[cmp](a, b)
-        t = self.unify(a, b, f"comparison {cmp}")
+        t = self.unify(a, b, f"comparison {cmp}", node)
         if t is ty.bool_:
             if cmp not in ("eq", "ne"):
                 raise self.err(node, "bool values only support == and !=")
-            pa, pb = self.as_pred(self.coerce(a, t)), self.as_pred(self.coerce(b, t))
+            pa, pb = self.as_pred(self.coerce(a, t, node), node), self.as_pred(self.coerce(b, t, node), node)
             x = self.new(ty.pred)
             self.emit("xor.pred", x, pa, pb)
             if cmp == "ne":
@@ -376,9 +391,9 @@ class ValueOps:
             r = self.new(ty.pred)
             self.emit("mov.pred", r, PredUse(x, True))
             return r
-        av, bv = self.coerce(a, t), self.coerce(b, t)
+        av, bv = self.coerce(a, t, node), self.coerce(b, t, node)
         r = self.new(ty.pred)
-        self.emit(self.cmp_mn(cmp, t), r, av, bv)
+        self.emit(self.cmp_mn(cmp, t, node), r, av, bv)
         return r
 
     def select(self, p: PredUse, a: Value, b: Value) -> Value:
@@ -386,3 +401,52 @@ class ValueOps:
         self.emit("selp.b64" if a.type.bits == 64 else "selp.b32", r, a, b, p)
         return r
 
+    # ------------------------------------------------------------------ and / or
+    def _bool_op(self, is_and: bool, result: Any, right: Any, nodes: list[ir.Node], node: ast.AST,
+                 vnode: ast.AST) -> Any:
+        left = self.as_pred(result, node)
+        if self._pure(nodes):
+            self.body.extend(nodes)
+            rp = self.as_pred(right, vnode)
+            r = self.new(ty.pred)
+            self.emit("and.pred" if is_and else "or.pred", r, left, rp)
+            return r
+        # the right side has effects (loads, atomics ...): run it only where needed
+        acc = Value(ty.bool_, "sc", is_var=True)
+        lv = self.pred_to_bool(self.pred_value(left))
+        self.emit("mov.b32", acc, lv)
+        cond = left if is_and else PredUse(left.value, not left.negated)
+        n = ir.If(cond, loc=self.src.loc(node))
+        saved = self.body
+        self.body = n.then
+        self.body.extend(nodes)
+        self.node = vnode
+        rv = self.pred_to_bool(self.pred_value(self.as_pred(right, vnode)))
+        self.emit("mov.b32", acc, rv)
+        self.body = saved
+        self.body.append(n)
+        self.node = node
+        return self.as_pred(acc, node)
+
+    def _value_op(self, is_and: bool, result: Any, right: Any, nodes: list[ir.Node], node: ast.AST,
+                  vnode: ast.AST) -> Value:
+        t = self.unify(result, right, f"'{'and' if is_and else 'or'}'", node)
+        lv = self.coerce(result, t, node)
+        truthy = self.as_pred(lv, node)
+        if self._pure(nodes):
+            self.body.extend(nodes)
+            rv = self.coerce(right, t, vnode)
+            return self.select(truthy, rv, lv) if is_and else self.select(truthy, lv, rv)
+        res = Value(t, "sc", is_var=True)
+        self.emit("mov.b64" if t.bits == 64 else "mov.b32", res, lv)
+        n = ir.If(truthy if is_and else PredUse(truthy.value, not truthy.negated), loc=self.src.loc(node))
+        saved = self.body
+        self.body = n.then
+        self.body.extend(nodes)
+        self.node = vnode
+        rv = self.coerce(right, t, vnode)
+        self.emit("mov.b64" if t.bits == 64 else "mov.b32", res, rv)
+        self.body = saved
+        self.body.append(n)
+        self.node = node
+        return res

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from anywave.isa import mnemonic
 from anywave.isa.types import Access
 
 from . import ir
@@ -117,7 +118,7 @@ class PerfOps:
                 raise self.err(target, f"{arr!r} holds {var.type.name}; it cannot be assigned a "
                                f"{value.type.name} value — cast explicitly, e.g. aw.{var.type.name}(...)")
         else:
-            value = self.coerce(value, var.type)
+            value = self.coerce(value, var.type, target)
         last = self.body[-1] if self.body else None
         if (isinstance(last, ir.Op) and not value.is_var and last.defs() == [value]
                 and not any(value is u for u in last.uses())):
@@ -185,7 +186,7 @@ def lower_register_array(fe: Frontend, node: ast.Call, discard: bool) -> Registe
         raise fe.err(node.args[1], f"register_array of shape {shape} has {size} elements; the limit is "
                      f"{MAX_REGISTER_ARRAY} (a kernel has at most 255 registers); use a local array")
     arr = RegisterArray(dt, tuple(shape))
-    init = fe.coerce(fill.value if isinstance(fill, PredUse) else fill, dt)
+    init = fe.coerce(fill.value if isinstance(fill, PredUse) else fill, dt, node)
     line = fe.src.loc(node).line
     for idx in itertools.product(*(range(s) for s in shape)):
         v = Value(dt, f"reg{line}_{'_'.join(map(str, idx))}", is_var=True)
@@ -286,7 +287,7 @@ def lower_vector_load(fe: Frontend, node: ast.Call, discard: bool, n: int) -> tu
     space, elem, addr, wide = _vector_addr(fe, node, n, what, store=False)
     vt, kind = _VEC[n]
     vec = ir.vector(vt, ty.value_type_of_element(elem), n)
-    fe.emit(f"ld.{space}.{kind}" + (".o64" if wide else ""), vec, addr)
+    fe.emit(mnemonic("ld", space, kind, addr64=wide), vec, addr)
     return vec.parts
 
 
@@ -306,7 +307,7 @@ def lower_vector_store(fe: Frontend, node: ast.Call, discard: bool, n: int) -> N
     vec = ir.vector(vt, ty.value_type_of_element(elem), n, is_var=True)
     for part, s in zip(vec.parts, srcs, strict=True):
         fe.emit("mov.b32", part, s)
-    fe.emit(f"st.{space}.{kind}" + (".o64" if wide else ""), addr, vec)
+    fe.emit(mnemonic("st", space, kind, addr64=wide), addr, vec)
 
 
 # ----------------------------------------------------------------------------- asynchronous copies (spec §4.5)
@@ -360,7 +361,7 @@ def lower_async_copy(fe: Frontend, node: ast.Call, discard: bool) -> None:
     if wide:
         raise fe.err(node.args[3], f"{what}: the source byte offset is 64-bit (an i64/u64 index or one of "
                      "2^32 bytes or more); asynchronous copies take 32-bit offsets — use an i32 index")
-    fe.emit(f"cp.async.b{8 * size}", addr, DevAddr(src.index, off))
+    fe.emit(mnemonic("cp_async", type=f"b{8 * size}"), addr, DevAddr(src.index, off))
 
 
 def lower_async_commit(fe: Frontend, node: ast.Call, discard: bool) -> None:

@@ -28,7 +28,7 @@ from anywave.binary.verify import verify_cached
 from anywave.errors import VerifyError, WaveError
 from anywave.isa.types import LIMITS, ArgKind
 
-from . import codegen, passes
+from . import codegen, passes, spill
 from . import types as ty
 from .errors import CompileError
 from .fingerprint import Fingerprint, Unkeyable, compiler_hash, fingerprint
@@ -167,6 +167,8 @@ class KernelFunction:
         self._warned_unkeyable = False
         self._params: list[Param] | None = None
         self._calls: dict[tuple[Any, ...], Any] = {}  # launch plans by argument layout (compiler/launch.py)
+        #: constants -> the register report of the last pipeline run (compiler/spill.py)
+        self._resources: dict[tuple[Any, ...], Any] = {}
         #: (code object, its parsed source): see _kernel_source
         self._parsed: tuple[Any, FuncSource] | None = None
         self._const_pos: tuple[int, ...] | None = None
@@ -299,8 +301,9 @@ class KernelFunction:
         abi = [(a.name, a.kind, a.type, a.access) if a.kind is ArgKind.BUFFER else (a.name, a.kind, a.type)
                for a in k.args]
         wg = tuple(k.workgroup_size) if k.workgroup_size is not None else None
+        # a kernel that spills declares its own max_workgroup_size (compiler/spill.py)
         return (k.name == self.name and abi == self._expected_abi() and wg == self.workgroup
-                and k.max_workgroup_size == self.max_workgroup_size)
+                and (k.max_workgroup_size == self.max_workgroup_size or self.max_workgroup_size is None))
 
     def _kernel_source(self) -> FuncSource:
         """The parsed source, read once per code object of the function (as the cache key's
@@ -322,7 +325,10 @@ class KernelFunction:
         body = fe.build(params)
         if self.optimize:
             passes.optimize(body)
-        alloc = codegen.allocate(body, self.name)
+        threads = None if self.workgroup is None else self.workgroup[0] * self.workgroup[1] * self.workgroup[2]
+        alloc, info = spill.allocate(body, self.name, local_memory=fe.local_memory, threads=threads,
+                                     max_workgroup_size=self.max_workgroup_size)
+        self._resources[tuple(sorted((k, repr(v)) for k, v in consts.items()))] = info
         code, caps = codegen.emit(body, alloc)
         args = []
         for name, ann in fe.args:
@@ -333,9 +339,24 @@ class KernelFunction:
         # the W-dependence flag (docs/spec.md §14.3): no W-observing intrinsic outside the
         # W-invariant library collectives (compiler/wdep.py)
         flags = 0 if fe.w_uses else KERNEL_FLAG_W_INVARIANT
-        return Kernel(self.name, args=args, registers=alloc.registers, local_memory=fe.local_memory,
-                      workgroup_size=self.workgroup, max_workgroup_size=self.max_workgroup_size,
+        return Kernel(self.name, args=args, registers=alloc.registers, local_memory=info.local_memory,
+                      workgroup_size=self.workgroup, max_workgroup_size=info.max_workgroup_size,
                       capabilities=caps, code=code, flags=flags, prints=list(fe.prints))
+
+    def resources(self, **constants: Any) -> dict[str, Any]:
+        """Registers and spills of the kernel for ``constants`` (compiler/spill.py): a dict with
+        ``registers`` (count), ``spilled`` (values kept in local memory), ``bytes_per_thread``
+        (the spill area), ``spill_offset``, ``local_memory`` (bytes, spill areas included) and
+        ``max_workgroup_size`` (threads, or None). Runs the pipeline when the module came from
+        the disk cache (the report is not stored in ``.wbin``). Raises CompileError as
+        :meth:`compile`."""
+        consts = self._consts_from(constants)
+        key = tuple(sorted((k, repr(v)) for k, v in consts.items()))
+        info = self._resources.get(key)
+        if info is None:
+            self.compile_kernel(consts)
+            info = self._resources[key]
+        return info.as_dict()
 
     def cache_key(self, consts: Mapping[str, Any]) -> str:
         """The disk-cache key (SHA-256 hex) for compile-time constants ``consts``.

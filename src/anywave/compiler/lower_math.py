@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING, Any
 
-from anywave.isa.table import BY_MNEMONIC
+from anywave.isa import InstructionLookupError, mnemonic
 
 from . import types as ty
 from .bindings import describe as _describe
@@ -36,19 +36,19 @@ def _float_arg(fe: Frontend, node: ast.Call, what: str, n: int = 1) -> list[Valu
                 raise fe.err(node, f"{what}: arguments have different types {t.name} and {a.type.name}")
             out.append(a)
         else:
-            out.append(fe.const(a, t))
+            out.append(fe.const(a, t, node))
     return out
 
 
 def lower_float_unary(fe: Frontend, node: ast.Call, discard: bool, name: str) -> Value:
     """``aw.sqrt/floor/ceil/trunc/rint(x)`` (``name`` bound at registration)."""
     (x,) = _float_arg(fe, node, f"aw.{name}()")
-    return fe.alu(name, x.type, x)
+    return fe.alu(name, x.type, x, node=node)
 
 
 def lower_fma(fe: Frontend, node: ast.Call, discard: bool) -> Value:
     a, b, c = _float_arg(fe, node, "aw.fma()", 3)
-    return fe.alu("fma", a.type, a, b, c)
+    return fe.alu("fma", a.type, a, b, c, node=node)
 
 
 def lower_fast(fe: Frontend, node: ast.Call, discard: bool, name: str) -> Value:
@@ -57,16 +57,17 @@ def lower_fast(fe: Frontend, node: ast.Call, discard: bool, name: str) -> Value:
     if x.type is not ty.f32:
         raise fe.err(node, f"aw.fast_{name} is defined for f32 only, got {x.type.name}")
     if name == "exp":
-        x = fe.alu("mul", ty.f32, x, fe.const(1.4426950408889634, ty.f32))
+        x = fe.alu("mul", ty.f32, x, fe.const(1.4426950408889634, ty.f32), node=node)
         name = "exp2"
     if name == "log":
-        r = fe.alu("lg2", ty.f32, x, what="fast_log")
-        return fe.alu("mul", ty.f32, r, fe.const(0.6931471805599453, ty.f32))
+        r = fe.alu("lg2", ty.f32, x, node=node, what="fast_log")
+        return fe.alu("mul", ty.f32, r, fe.const(0.6931471805599453, ty.f32), node=node)
     mnem = {"exp2": "ex2", "log2": "lg2"}.get(name, name)
     r = fe.new(ty.f32)
-    m = f"{mnem}.approx.f32"
-    if m not in BY_MNEMONIC:
-        raise fe.err(node, f"aw.fast_{name} has no approximate instruction")
+    try:
+        m = mnemonic(mnem, type=ty.f32)
+    except InstructionLookupError:
+        raise fe.err(node, f"aw.fast_{name} has no approximate instruction") from None
     fe.emit(m, r, x)
     return r
 
@@ -74,20 +75,20 @@ def lower_fast(fe: Frontend, node: ast.Call, discard: bool, name: str) -> Value:
 def lower_bits(fe: Frontend, node: ast.Call, discard: bool, name: str) -> Value:
     """``aw.popc/clz/ctz/brev(x)`` on 32-bit integers (``name`` bound at registration)."""
     (x,) = fe.call_args(node, 1, 1, f"aw.{name}()")
-    x = fe.materialize(x, None if isinstance(x, Value) else ty.u32)
+    x = fe.materialize(x, node, None if isinstance(x, Value) else ty.u32)
     if not x.type.is_int or x.type.bits != 32:
         raise fe.err(node, f"aw.{name} needs a 32-bit integer, got {x.type.name}")
     r = fe.new(ty.i32 if name != "brev" else x.type)
-    fe.emit(f"{name}.b32", r, x)
+    fe.emit(mnemonic(name, type="b32"), r, x)
     return r
 
 
 def lower_mulhi(fe: Frontend, node: ast.Call, discard: bool) -> Value:
     a, b = fe.call_args(node, 2, 2, "aw.mulhi()")
-    t = fe.unify(a, b, "aw.mulhi()")
+    t = fe.unify(a, b, "aw.mulhi()", node)
     if not t.is_int or t.bits != 32:
         raise fe.err(node, f"aw.mulhi needs 32-bit integers, got {t.name}")
-    return fe.alu("mulhi", t, fe.coerce(a, t), fe.coerce(b, t))
+    return fe.alu("mulhi", t, fe.coerce(a, t, node), fe.coerce(b, t, node), node=node)
 
 
 def lower_cast(fe: Frontend, node: ast.Call, discard: bool) -> Value:
@@ -95,8 +96,8 @@ def lower_cast(fe: Frontend, node: ast.Call, discard: bool) -> Value:
     if not isinstance(t, DType) or t not in ty.VALUE_TYPES:
         raise fe.err(node, f"aw.cast(x, dtype): dtype must be a value type, got {_describe(t)}")
     if not isinstance(x, (Value, PredUse)):
-        return fe.const(x, t)
-    return fe.cast(fe.pred_value(x) if isinstance(x, PredUse) else x, t)
+        return fe.const(x, t, node.args[0])
+    return fe.cast(fe.pred_value(x) if isinstance(x, PredUse) else x, t, node)
 
 
 def lower_bitcast(fe: Frontend, node: ast.Call, discard: bool) -> Value:
@@ -105,15 +106,15 @@ def lower_bitcast(fe: Frontend, node: ast.Call, discard: bool) -> Value:
         raise fe.err(node, f"aw.bitcast(x, dtype): dtype must be a value type, got {_describe(t)}")
     if not isinstance(x, Value):
         raise fe.err(node, "aw.bitcast needs a typed value (write aw.u32(...) for constants)")
-    return fe.bitcast(x, t)
+    return fe.bitcast(x, t, node)
 
 
 def lower_where(fe: Frontend, node: ast.Call, discard: bool) -> Any:
     c, a, b = fe.call_args(node, 3, 3, "aw.where()")
     if not isinstance(c, (Value, PredUse)):
         return a if c else b
-    t = fe.unify(a, b, "aw.where()")
-    return fe.select(fe.as_pred(c, node), fe.coerce(a, t), fe.coerce(b, t))
+    t = fe.unify(a, b, "aw.where()", node)
+    return fe.select(fe.as_pred(c, node), fe.coerce(a, t, node.args[1]), fe.coerce(b, t, node.args[2]))
 
 
 def lower_dtype_of(fe: Frontend, node: ast.Call, discard: bool) -> DType:
@@ -122,7 +123,7 @@ def lower_dtype_of(fe: Frontend, node: ast.Call, discard: bool) -> DType:
         return ty.bool_
     if isinstance(x, Value):
         return ty.bool_ if x.type is ty.pred else x.type
-    return fe.default_type(x)
+    return fe.default_type(x, node.args[0])
 
 
 def lower_loop_marker(fe: Frontend, node: ast.Call, discard: bool) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING, Any
 
-from anywave.isa.table import BY_MNEMONIC
+from anywave.isa import InstructionLookupError, mnemonic
 from anywave.isa.types import Access, MemoryOrder, Scope, SpecialRegister
 
 from . import types as ty
@@ -159,10 +159,14 @@ def lower_atomic(fe: Frontend, node: ast.Call, discard: bool, op: str) -> Any:
     scope_order: tuple[Any, ...] = ()
     if space == "device":
         scope_order = _scope_order(fe, node, "device", "relaxed")
-    red = f"red.{space}.{op}.{tname}"
-    if discard and red in BY_MNEMONIC:
-        fe.emit(red, addr, *vv, *scope_order)
-        return None
+    if discard:
+        try:
+            red = mnemonic("red", f"{space}.{op}", tname)
+        except InstructionLookupError:
+            red = None  # no red form (exch, cas): the atom, its result unused
+        if red is not None:
+            fe.emit(red, addr, *vv, *scope_order)
+            return None
     r = fe.new(t)
-    fe.emit(f"atom.{space}.{op}.{tname}", r, addr, *vv, *scope_order)
+    fe.emit(mnemonic("atom", f"{space}.{op}", tname), r, addr, *vv, *scope_order)
     return r

@@ -12,6 +12,8 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
+from anywave.isa import mnemonic
+
 from . import types as ty
 from .bindings import describe as _describe
 from .ir import Value
@@ -23,7 +25,7 @@ if TYPE_CHECKING:
 def lower_wave_reduce(fe: Frontend, node: ast.Call, discard: bool, op: str) -> Value:
     """``aw.wave_<op>(v)``, ``op`` in sum, min, max, and, or, xor (bound at registration)."""
     (x,) = fe.call_args(node, 1, 1, f"aw.wave_{op}()")
-    x = fe.materialize(x)
+    x = fe.materialize(x, node.args[0])
     t = x.type
     if t.bits != 32 or t.is_bool or t not in (ty.i32, ty.u32, ty.f32):
         raise fe.err(node, f"aw.wave_{op} works on i32, u32 and f32, got {t.name}")
@@ -31,9 +33,9 @@ def lower_wave_reduce(fe: Frontend, node: ast.Call, discard: bool, op: str) -> V
     if name in ("and", "or", "xor"):
         if t is ty.f32:
             raise fe.err(node, f"aw.wave_{op} is not defined for f32")
-        m = f"wred.{name}.b32"
+        m = mnemonic("wred", name, "b32")
     else:
-        m = f"wred.{name}.{t.name}"
+        m = mnemonic("wred", name, t)
     r = fe.new(t)
     fe.emit(m, r, x)
     return r
@@ -42,18 +44,18 @@ def lower_wave_reduce(fe: Frontend, node: ast.Call, discard: bool, op: str) -> V
 def lower_wave_prefix_sum(fe: Frontend, node: ast.Call, discard: bool) -> Value:
     (x,) = fe.call_args(node, 1, 1, "aw.wave_prefix_sum()", ("exclusive",))
     excl = fe.keyword_arg(node, "exclusive", False)
-    x = fe.materialize(x)
+    x = fe.materialize(x, node.args[0])
     if x.type not in (ty.i32, ty.u32, ty.f32):
         raise fe.err(node, f"aw.wave_prefix_sum works on i32, u32 and f32, got {x.type.name}")
     r = fe.new(x.type)
-    fe.emit(f"wscan.{'excl' if excl else 'incl'}.add.{x.type.name}", r, x)
+    fe.emit(mnemonic("wscan", "excl" if excl else "incl", x.type), r, x)
     return r
 
 
 def lower_shuffle(fe: Frontend, node: ast.Call, discard: bool, name: str) -> Value:
     """``aw.wave_shfl*`` / ``aw.wave_broadcast`` (``name``: the intrinsic, bound at registration)."""
     x, lane = fe.call_args(node, 2, 2, f"aw.{name}()")
-    x = fe.materialize(x)
+    x = fe.materialize(x, node.args[0])
     if x.type.bits != 32 and x.type not in (ty.f16, ty.bf16):
         raise fe.err(node, f"aw.{name} moves 32-bit values; {x.type.name} is not supported")
     if isinstance(lane, Value):
@@ -62,7 +64,7 @@ def lower_shuffle(fe: Frontend, node: ast.Call, discard: bool, name: str) -> Val
     else:
         if not isinstance(lane, int) or lane < 0:
             raise fe.err(node, f"the lane operand must be a non-negative integer, got {_describe(lane)}")
-        lane = fe.const(lane, ty.u32)
+        lane = fe.const(lane, ty.u32, node.args[1])
     m = {"wave_shfl": "shfl.idx.b32", "wave_shfl_up": "shfl.up.b32", "wave_shfl_down": "shfl.down.b32",
          "wave_shfl_xor": "shfl.xor.b32", "wave_broadcast": "bcast.b32"}[name]
     r = fe.new(x.type)

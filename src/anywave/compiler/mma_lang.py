@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from anywave.isa import mnemonic
 from anywave.isa.mma import MAX_FRAGMENTS
 
 from . import types as ty
@@ -94,7 +95,7 @@ def lower_fragments(fe: Frontend, node: ast.Call, discard: bool) -> tuple[Fragme
 def _u32(fe: Frontend, node: ast.Call, x: Any, what: str) -> Any:
     if isinstance(x, bool) or not (isinstance(x, int) or getattr(getattr(x, "type", None), "is_int", False)):
         raise fe.err(node, f"{what} must be an integer, got {x!r}")
-    return fe.coerce(x, ty.u32)
+    return fe.coerce(x, ty.u32, node)
 
 
 def _sum_parts(fe: Frontend, node: ast.AST) -> tuple[Any, int]:
@@ -185,7 +186,7 @@ def lower_mma_load(fe: Frontend, node: ast.Call, discard: bool) -> None:
     esz = f.elem.scalar.nbytes
     addr, ld, space = _tile_addr(fe, node, src, i, j, esz, "aw.mma_load")
     role = "c" if f.role == "acc" else f.role
-    fe.emit(f"mma.load.{role}.{space}.m16n16k16.{f.elem.name}", f.slot, addr, ld)
+    fe.emit(mnemonic("fload", f"{role}.{space}.m16n16k16", f.elem), f.slot, addr, ld)
 
 
 def lower_mma_store(fe: Frontend, node: ast.Call, discard: bool) -> None:
@@ -194,7 +195,7 @@ def lower_mma_store(fe: Frontend, node: ast.Call, discard: bool) -> None:
     if getattr(dst, "elem", ty.f32) is not ty.f32:
         raise fe.err(node, f"aw.mma_store: the destination must hold f32, got {dst.elem.name}")
     addr, ld, space = _tile_addr(fe, node, dst, i, j, 4, "aw.mma_store")
-    fe.emit(f"mma.store.{space}.m16n16k16.f32", addr, f.slot, ld)
+    fe.emit(mnemonic("fstore", f"{space}.m16n16k16", ty.f32), addr, f.slot, ld)
 
 
 def lower_mma_sync(fe: Frontend, node: ast.Call, discard: bool) -> None:
@@ -205,20 +206,20 @@ def lower_mma_sync(fe: Frontend, node: ast.Call, discard: bool) -> None:
     fc = _frag_arg(fe, node, c, "acc", "aw.mma_sync c")
     if fa.elem is not fb.elem:
         raise fe.err(node, f"aw.mma_sync: a is {fa.elem.name} but b is {fb.elem.name}")
-    fe.emit(f"mma.mma.m16n16k16.f32.{fa.elem.name}", fd.slot, fa.slot, fb.slot, fc.slot)
+    fe.emit(mnemonic("fmma", "m16n16k16", ty.f32, src_type=fa.elem), fd.slot, fa.slot, fb.slot, fc.slot)
 
 
 def lower_mma_scale(fe: Frontend, node: ast.Call, discard: bool) -> None:
     d, s = fe.call_args(node, 2, 2, "aw.mma_scale(acc, s)")
     f = _frag_arg(fe, node, d, "acc", "aw.mma_scale")
-    v = fe.coerce(s, ty.f32)
+    v = fe.coerce(s, ty.f32, node)
     fe.emit("mma.scale.m16n16k16.f32", f.slot, f.slot, v)
 
 
 def lower_mma_fill(fe: Frontend, node: ast.Call, discard: bool) -> None:
     d, s = fe.call_args(node, 2, 2, "aw.mma_fill(acc, value)")
     f = _frag_arg(fe, node, d, "acc", "aw.mma_fill")
-    fe.emit("mma.fill.m16n16k16.f32", f.slot, fe.coerce(s, ty.f32))
+    fe.emit("mma.fill.m16n16k16.f32", f.slot, fe.coerce(s, ty.f32, node))
 
 
 def lower_mma_bias(fe: Frontend, node: ast.Call, discard: bool) -> None:
@@ -242,4 +243,4 @@ def lower_mma(fe: Frontend, node: ast.Call, discard: bool) -> None:
     if a.elem is not b.elem or a.elem not in (ty.f16, ty.bf16):
         raise fe.err(node, "aw.mma: A and B must both be f16 or both bf16 tiles")
     offs = [fe.const(t.base, ty.u32) for t in tiles]
-    fe.emit(f"mma.m16n16k16.f32.{a.elem.name}", *offs)
+    fe.emit(mnemonic("mma", type=ty.f32, src_type=a.elem), *offs)

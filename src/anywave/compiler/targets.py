@@ -41,7 +41,9 @@ class Target:
 
     Attributes:
         name: registry name (``emulator``, ``cuda``, ``opencl`` ...).
-        wave_widths: the wave widths it can run, or None for any of 8/16/32/64 (the emulator).
+        wave_widths: the wave widths it can run (:attr:`~anywave.runtime.targets.TargetInfo.wave_widths`
+            of its devices).
+        host_memory: its buffers are host memory (:attr:`~anywave.runtime.targets.TargetInfo.host_memory`).
     """
 
     def __init__(self, name: str) -> None:
@@ -50,8 +52,9 @@ class Target:
         status = next(st for st in rt.available_targets() if st.name == name)
         widths: set[int] = set()
         for info in status.infos:
-            widths.update(info.details.get("sub_group_sizes", (info.wave_width,)))
-        self.wave_widths: tuple[int, ...] | None = None if name == "emulator" else tuple(sorted(widths))
+            widths.update(info.wave_widths)
+        self.wave_widths: tuple[int, ...] = tuple(sorted(widths))
+        self.host_memory = bool(status.infos) and all(info.host_memory for info in status.infos)
 
     def _instance(self, wave_width: int | None, device: int | None = None) -> Any:
         return self.instance(wave_width, device)
@@ -63,9 +66,10 @@ class Target:
         Raises:
             TargetError: a wave width the target does not run (the message lists those it does).
         """
-        if wave_width is not None and self.wave_widths is not None and wave_width not in self.wave_widths:
+        if wave_width is not None and wave_width not in self.wave_widths:
             raise TargetError(f"target {self.name!r} runs wave widths {list(self.wave_widths)}, not {wave_width}")
-        key = (wave_width if self.name in ("emulator", "opencl", "sycl", "vulkan") else None, device or None)
+        # a target of one W makes one object; a target of several is made once per W asked for
+        key = (wave_width if len(self.wave_widths) > 1 else None, device or None)
         inst = self._instances.get(key)
         if inst is None:
             options: dict[str, Any] = {"wave_width": key[0]} if key[0] is not None else {}

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from anywave.isa import InstructionLookupError, mnemonic
 from anywave.isa.table import BY_MNEMONIC
 
 from . import types as ty
@@ -107,45 +108,36 @@ def common_type(ta: DType | None, a: Any, tb: DType | None, b: Any, what: str) -
 
 def alu_mnemonic(op: str, t: DType, what: str | None = None) -> str:
     """The table mnemonic of operation ``op`` (``add``, ``shl``, ``floor`` ...) on values of
-    type ``t``: integer add/sub/mul/neg/mad are ``.i32``/``.i64`` for both signednesses, bit
-    operations ``.b32``/``.b64``, everything else spelled with the type (``.u32``, ``.f16``).
+    type ``t`` (:func:`anywave.isa.mnemonic`: the record computing in ``t``, else the one
+    serving it: integer add/sub/mul/neg/mad ``.i32``/``.i64`` for both signednesses, bit
+    operations ``.b32``/``.b64``; bool computes as u32).
 
     Raises:
         TypeRuleError: the instruction set has no such instruction (the message lists the
             types it has ``op`` for; ``what`` names the operation as the user wrote it).
     """
-    s = "u32" if t is ty.bool_ else t.scalar.spelling
-    b = 64 if t.bits == 64 else 32
-    if t.is_float:
-        m = f"{op}.{s}"
-    elif op in ("add", "sub", "mul", "neg", "mad"):
-        m = f"{op}.i{b}"
-    elif op in ("and", "or", "xor", "not", "shl", "popc", "clz", "ctz", "brev"):
-        m = f"{op}.b{b}"
-    else:
-        m = f"{op}.{s}"
-    if m in BY_MNEMONIC:
-        return m
-    raise TypeRuleError(f"{what or op!r} is not supported for type {t.name}" + valid_types_hint(op))
+    try:
+        return mnemonic(op, type=ty.u32 if t is ty.bool_ else t)
+    except InstructionLookupError:
+        raise TypeRuleError(f"{what or op!r} is not supported for type {t.name}" + valid_types_hint(op)) from None
 
 
 def compare_mnemonic(cmp: str, t: DType) -> str:
     """``setp.<cmp>.<type>`` for comparison ``cmp`` (lt, le, gt, ge, eq, ne) on ``t`` (bool
     compares as u32). Raises TypeRuleError when the table has none."""
-    s = "u32" if t is ty.bool_ else t.scalar.spelling
-    m = f"setp.{cmp}.{s}"
-    if m not in BY_MNEMONIC:
-        raise TypeRuleError(f"comparison {cmp} is not supported for {t.name}")
-    return m
+    try:
+        return mnemonic("setp", cmp, ty.u32 if t is ty.bool_ else t)
+    except InstructionLookupError:
+        raise TypeRuleError(f"comparison {cmp} is not supported for {t.name}") from None
 
 
 def conversion_mnemonic(src: DType, dst: DType, src_name: str | None = None) -> str:
     """``cvt.<dst>.<src>``: value conversion (int↔float round to nearest even / truncate with
     saturation, int↔int wrap or extend). Raises TypeRuleError when there is none."""
-    m = f"cvt.{dst.scalar.spelling}.{src.scalar.spelling}"
-    if m not in BY_MNEMONIC:
-        raise TypeRuleError(f"no conversion from {src_name or src.name} to {dst.name}")
-    return m
+    try:
+        return mnemonic("cvt", type=dst, src_type=src)
+    except InstructionLookupError:
+        raise TypeRuleError(f"no conversion from {src_name or src.name} to {dst.name}") from None
 
 
 def check_bitcast(src: DType, dst: DType, src_name: str) -> None:

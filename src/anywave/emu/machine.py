@@ -15,13 +15,10 @@ mask and from the frames up to the construct they leave (docs/decisions.md,
 
 from __future__ import annotations
 
-import math
 import os
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from fractions import Fraction
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -37,7 +34,11 @@ from anywave.errors import EmulationError, LaunchConfigError
 from anywave.isa import dispatch
 from anywave.isa.mma import MMA_SREG_VALUES
 from anywave.isa.table import InstrDef, Role
-from anywave.isa.types import LIMITS, Access, ScalarType, SpecialRegister
+from anywave.isa.types import LIMITS, Access, SpecialRegister
+from anywave.runtime.abi import SCALAR_INT as _SCALAR_INT  # noqa: F401 - re-exported (moved)
+from anywave.runtime.abi import abi_text as _abi_text
+from anywave.runtime.abi import load_program
+from anywave.runtime.abi import scalar_word as _scalar_word
 
 __all__ = ["DEFAULT_LIMITS", "BudgetExceeded", "EmulationStats", "EmulatorLimits", "emulate", "emulate_flat",
            "compile_instruction"]
@@ -301,134 +302,6 @@ class _Buffer:
         return self._shadow
 
 
-def _abi_text(kernel: Kernel) -> str:
-    parts = [f"{a.name}: buffer {a.type.spelling} {a.access.spelling}" if a.is_buffer
-             else f"{a.name}: {a.type.spelling}" for a in kernel.args]
-    return ", ".join(parts) or "(no arguments)"
-
-
-_SCALAR_INT = {ScalarType.U32: (0, (1 << 32) - 1), ScalarType.I32: (-(1 << 31), (1 << 31) - 1),
-               ScalarType.U64: (0, (1 << 64) - 1), ScalarType.I64: (-(1 << 63), (1 << 63) - 1)}
-#: float ABI type -> (significand bits p, min normal exponent, max exponent, bit width)
-_SCALAR_FLOAT = {ScalarType.F64: (53, -1022, 1023, 64), ScalarType.F32: (24, -126, 127, 32),
-                 ScalarType.F16: (11, -14, 15, 16), ScalarType.BF16: (8, -126, 127, 16)}
-#: NumPy / ml_dtypes scalar type names whose bits *are* the ABI type's (taken unchanged)
-_SAME_TYPE = {ScalarType.F64: "float64", ScalarType.F32: "float32", ScalarType.F16: "float16",
-              ScalarType.BF16: "bfloat16"}
-
-
-def _round_to_bits(x: Fraction, negative: bool, t: ScalarType) -> int | None:
-    """The exact value ``x`` (sign ``negative``, for zeros) rounded to nearest-even in float
-    type ``t``, as its bit pattern; None if it overflows to infinity."""
-    p, emin, emax, width = _SCALAR_FLOAT[t]
-    sign = (1 << (width - 1)) if negative else 0
-    a = abs(x)
-    if a == 0:
-        return sign
-    e = a.numerator.bit_length() - a.denominator.bit_length()  # 2^e <= a < 2^(e+2)
-    if Fraction(2) ** (e + 1) <= a:
-        e += 1
-    e = max(e, emin)
-    n = a / Fraction(2) ** (e - p + 1)  # significand in units of the last place
-    q, rem = divmod(n.numerator, n.denominator)
-    twice = 2 * rem
-    if twice > n.denominator or (twice == n.denominator and q & 1):
-        q += 1
-    if q >= 1 << p:  # carried into the next binade
-        q >>= 1
-        e += 1
-    if e > emax:
-        return None
-    mbits = p - 1
-    if q < 1 << mbits:  # subnormal (e == emin)
-        return sign | q
-    return sign | ((e - emin + 1) << mbits) | (q - (1 << mbits))
-
-
-def _exact_value(value: Any) -> tuple[Fraction | None, bool, bool]:
-    """(exact rational value or None for inf/NaN, sign bit, is NaN) of a real number."""
-    if isinstance(value, (int, np.integer)):
-        v = int(value)
-        return Fraction(v), v < 0, False
-    if isinstance(value, np.longdouble) and np.finfo(np.longdouble).nmant > 52:
-        if np.isnan(value):
-            return None, bool(np.signbit(value)), True
-        if np.isinf(value):
-            return None, bool(value < 0), False
-        return Fraction(*value.as_integer_ratio()), bool(np.signbit(value)), False
-    f = float(value)  # exact for every type of at most 64 bits (float16, bfloat16, float8 ...)
-    if f != f:
-        return None, math.copysign(1.0, f) < 0, True
-    if math.isinf(f):
-        return None, f < 0, False
-    return Fraction(f), math.copysign(1.0, f) < 0, False
-
-
-def _scalar_word(kernel: Kernel, name: str, t: ScalarType, value: Any) -> int:
-    """A scalar argument's value as its 32/64-bit pattern (int).
-
-    Integer types take Python ints and NumPy / ml_dtypes integer scalars (range-checked).
-    Float types take Python ints and floats and NumPy / ml_dtypes real scalars: a scalar of
-    exactly the ABI type (e.g. ``np.float16`` for f16, ``ml_dtypes.bfloat16`` for bf16) is
-    passed bit for bit (NaN payload and -0 included); any other value is converted exactly,
-    rounded once to nearest-even (ValueError if it overflows the type; NaN becomes the
-    canonical quiet NaN)."""
-    where = f"scalar argument {name!r} of kernel {kernel.name!r} ({t.spelling})"
-    if isinstance(value, np.ndarray) and value.ndim == 0:
-        value = value[()]
-    kind = _number_kind(value)
-    if t in _SCALAR_INT:
-        if kind != "int":
-            raise TypeError(f"{where} takes an integer, got {type(value).__name__} {value!r}")
-        lo, hi = _SCALAR_INT[t]
-        v = int(value)
-        if not lo <= v <= hi:
-            raise ValueError(f"{where} = {v} is out of range [{lo}, {hi}]")
-        return v & ((1 << t.bits) - 1)
-    if kind is None:
-        raise TypeError(f"{where} takes a number, got {type(value).__name__} {value!r}")
-    if isinstance(value, np.generic) and type(value).__name__ == _SAME_TYPE[t]:
-        return int(np.array(value).view({2: np.uint16, 4: np.uint32, 8: np.uint64}[value.itemsize]))
-    p, emin, emax, width = _SCALAR_FLOAT[t]
-    x, negative, nan = _exact_value(value)
-    if nan:
-        from anywave.emu import floats as fl
-        return int({ScalarType.F64: fl.F64_NAN, ScalarType.F32: fl.F32_NAN, ScalarType.F16: fl.F16_NAN,
-                    ScalarType.BF16: fl.BF16_NAN}[t])
-    inf_bits = ((1 << (width - p)) - 1) << (p - 1)
-    if x is None:
-        return inf_bits | ((1 << (width - 1)) if negative else 0)
-    bits = _round_to_bits(x, negative, t)
-    if bits is None:
-        largest = (2 - Fraction(2) ** (1 - p)) * Fraction(2) ** emax
-        raise ValueError(f"{where} = {value!r} overflows {t.spelling} (largest finite "
-                         f"{float(largest)!r})")
-    return bits
-
-
-def _number_kind(value: Any) -> str | None:
-    """'int', 'float' or None (not a real number) for Python / NumPy / ml_dtypes scalars."""
-    if isinstance(value, (bool, np.bool_)):
-        return None
-    if isinstance(value, (int, np.integer)):
-        return "int"
-    if isinstance(value, (float, np.floating)):
-        return "float"
-    if isinstance(value, np.generic) and type(value).__module__.split(".")[0] == "ml_dtypes":
-        import ml_dtypes
-        try:
-            ml_dtypes.iinfo(value.dtype)
-            return "int"
-        except (TypeError, ValueError):
-            pass
-        try:
-            ml_dtypes.finfo(value.dtype)
-            return "float"
-        except (TypeError, ValueError):
-            return None
-    return None
-
-
 def _bind(kernel: Kernel, args: Mapping[str, Any] | Sequence[Any],
           check: bool) -> tuple[dict[int, _Buffer], dict[int, int]]:
     names = [a.name for a in kernel.args]
@@ -482,28 +355,6 @@ def _dims(value: int | Sequence[int], what: str) -> tuple[int, int, int]:
     if not 1 <= len(vals) <= 3 or any(v < 1 for v in vals):
         raise LaunchConfigError(f"{what} must be 1-3 positive ints, got {tuple(vals)}")
     return tuple(vals + [1] * (3 - len(vals)))  # type: ignore[return-value]
-
-
-def load_program(program: Module | bytes | bytearray | str | os.PathLike[str]) -> Module:
-    """A Module from a Module, ``.wbin`` bytes, or a ``.wbin``/``.wave`` path; verified."""
-    from anywave.binary.verify import verify, verify_cached
-
-    if isinstance(program, Module):
-        verify_cached(program)  # once per unchanged module object, not on every launch
-        return program
-    if isinstance(program, (bytes, bytearray, memoryview)):
-        from anywave.binary.wbin import read_wbin
-        return read_wbin(bytes(program))
-    p = Path(program)
-    if p.suffix.lower() == ".wave":
-        from anywave.asm import assemble
-        module = assemble(p.read_text(encoding="utf-8"), str(p))
-        verify(module)
-        return module
-    if p.suffix.lower() == ".wbin":
-        from anywave.binary.wbin import load
-        return load(p)
-    raise ValueError(f"program path {str(p)!r}: expected a .wbin or .wave file")
 
 
 # ----------------------------------------------------------------------------- launch

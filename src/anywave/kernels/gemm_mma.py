@@ -10,8 +10,9 @@ class ``approx``).
 
 Two kernels: ``gemm_frag_kernel`` (above; any wave width, used by :func:`gemm`) and
 ``gemm_tiled_kernel`` (the CUDA fast path behind ``torch.ops.anywave.gemm_mma``: local-memory
-slices in two buffers, 128-bit copies, one barrier per slice, 64 x 64 per wave; its comments
-give the layout). On an H200 the tiled kernel at 128 x 256 x 64 reaches 340 TFLOP/s at 8192³,
+slices in two buffers, 128-bit copies, one barrier per slice, 64 x 64 per wave; ``STAGES``
+>= 2 copies with ``aw.async_copy`` into a ring of buffers instead; its comments give the
+layout). On an H200 the tiled kernel at 128 x 256 x 64 reaches 340 TFLOP/s at 8192³,
 0.44 of cuBLAS bf16 in the same run (bench/results/gpu_mma.md says what limits it).
 
 Accuracy: class ``bounded`` per fragment ``mma`` (spec §8.13's bound per 16-deep step), so
@@ -78,8 +79,8 @@ def gemm_frag_kernel(a: aw.In[aw.u16], b: aw.In[aw.u16], bias: aw.In[aw.f32], c:
 @aw.kernel
 def gemm_tiled_kernel(a: aw.In[aw.u32], b: aw.In[aw.u32], bias: aw.In[aw.f32], c: aw.Out[aw.f32],
                       m: aw.i32, n: aw.i32, k: aw.i32, *, TM: int = 4, TN: int = 4, WM: int = 2, WN: int = 4,
-                      W: int = 32, BK: int = 32, GM: int = 0, use_bias: bool = False, gelu: bool = False,
-                      f16: bool = False):
+                      W: int = 32, BK: int = 32, GM: int = 0, STAGES: int = 0, use_bias: bool = False,
+                      gelu: bool = False, f16: bool = False):
     # The tiled GEMM (the CUDA fast path). A (m, k) and B (k, n) hold bf16 (f16 with f16=True)
     # elements in pairs (one u32 = two row neighbours). A workgroup of WM x WN waves of W lanes
     # owns a BM x BN block of C (BM = 16*TM*WM, BN = 16*TN*WN); each wave 16*TM x 16*TN in TM*TN
@@ -91,6 +92,8 @@ def gemm_tiled_kernel(a: aw.In[aw.u32], b: aw.In[aw.u32], bias: aw.In[aw.f32], c
     # wave width (the copies are unrolled for W*WM*WN threads); every branch is uniform (plain
     # branches on PTX). GM > 0 visits the blocks of C in groups of GM block rows (column by
     # column inside a group: the group's A rows and B columns stay in L2); GM = 0 in launch order.
+    # STAGES >= 2 instead copies with aw.async_copy (cp.async on CUDA, no staging registers) into
+    # a ring of STAGES buffers, STAGES - 1 slices ahead (then k must be a multiple of STAGES*BK).
     elt = aw.f16 if f16 else aw.bf16
     BM = 16 * TM * WM
     BN = 16 * TN * WN
@@ -100,8 +103,9 @@ def gemm_tiled_kernel(a: aw.In[aw.u32], b: aw.In[aw.u32], bias: aw.In[aw.f32], c
     PB = 32 * CB // NT
     assert BK == 32 or BK == 64, "gemm_tiled: BK must be 32 or 64"
     assert PA * NT == BM * 4 and PB * NT == 32 * CB and NT % CB == 0, "gemm_tiled: tile and wave width mismatch"
-    ta = aw.local_array(aw.u32, (2 * BM, BK // 2 + 4))
-    tb = aw.local_array(aw.u32, (2 * BK, BN // 2 + 4))
+    NB = max(STAGES, 2)  # local buffers
+    ta = aw.local_array(aw.u32, (NB * BM, BK // 2 + 4))
+    tb = aw.local_array(aw.u32, (NB * BK, BN // 2 + 4))
     stage = aw.local_array(aw.f32, (16 * WM * WN if gelu else 1, 16))  # the GELU epilogue's staging
     acc = aw.fragments(TM * TN, "acc")
     fa = aw.fragments(TM, "a", elt)
@@ -133,25 +137,21 @@ def gemm_tiled_kernel(a: aw.In[aw.u32], b: aw.In[aw.u32], bias: aw.In[aw.f32], c
     bc = (t % CB) * 4
     ga = (rb0 + ar) * kw + ac
     gb = br * nw + cb0 // 2 + bc
-    for h in aw.static_range(BK // 32):
-        _copy_part(a, b, ta, tb, ra, rb, ga + 16 * h, gb + 32 * h * nw, ar, ac + 16 * h, br + 32 * h, bc, kw, nw,
-                   PA, PB, NT // 4, NT // CB)
-    aw.barrier()
-    for k0 in range(0, k, 2 * BK):
-        for s in aw.static_range(2):
-            # the next slice (the last one reloads itself into the idle buffer: no branch)
-            kn = min(k0 + (s + 1) * BK, k - BK)
-            for h in aw.static_range(BK // 32):
-                kh = kn + 32 * h
-                for p in aw.static_range(PA):
-                    v = aw.load4(a, ga + p * (NT // 4) * kw + kh // 2)
-                    for q in aw.static_range(4):
-                        ra[p, q] = v[q]
-                for p in aw.static_range(PB):
-                    v = aw.load4(b, gb + (p * (NT // CB) + kh) * nw)
-                    for q in aw.static_range(4):
-                        rb[p, q] = v[q]
-                for kk in aw.static_range(2 * h, 2 * h + 2):
+    if STAGES >= 2:
+        for st in aw.static_range(STAGES - 1):
+            _async_slice(a, b, ta, tb, ga, gb, ar, ac, br, bc, kw, nw, st * BK, st, BM, BK, PA, PB, NT // 4,
+                         NT // CB)
+            aw.async_commit()
+        for k0 in range(0, k, STAGES * BK):
+            for s in aw.static_range(STAGES):
+                aw.async_wait(STAGES - 2)  # this thread's copies of slice k0 + s*BK have landed
+                aw.barrier()  # everyone's, and everyone is done with the buffer refilled next
+                # STAGES - 1 slices ahead (the last ones reload the last slice into a free buffer)
+                kn = min(k0 + (s + STAGES - 1) * BK, k - BK)
+                _async_slice(a, b, ta, tb, ga, gb, ar, ac, br, bc, kw, nw, kn, (s + STAGES - 1) % STAGES, BM, BK,
+                             PA, PB, NT // 4, NT // CB)
+                aw.async_commit()
+                for kk in aw.static_range(BK // 16):
                     for i in aw.static_range(TM):
                         aw.mma_load(fa[i], ta, s * BM + wr + 16 * i, 16 * kk)
                     for j in aw.static_range(TN):
@@ -159,13 +159,41 @@ def gemm_tiled_kernel(a: aw.In[aw.u32], b: aw.In[aw.u32], bias: aw.In[aw.f32], c
                     for i in aw.static_range(TM):
                         for j in aw.static_range(TN):
                             aw.mma_sync(acc[i * TN + j], fa[i], fb[j], acc[i * TN + j])
-                for p in aw.static_range(PA):
-                    aw.store4(ta, ((1 - s) * BM + ar + p * (NT // 4), ac + 16 * h),
-                              (ra[p, 0], ra[p, 1], ra[p, 2], ra[p, 3]))
-                for p in aw.static_range(PB):
-                    aw.store4(tb, ((1 - s) * BK + 32 * h + br + p * (NT // CB), bc),
-                              (rb[p, 0], rb[p, 1], rb[p, 2], rb[p, 3]))
-            aw.barrier()
+        aw.async_wait(0)
+    else:
+        for h in aw.static_range(BK // 32):
+            _copy_part(a, b, ta, tb, ra, rb, ga + 16 * h, gb + 32 * h * nw, ar, ac + 16 * h, br + 32 * h, bc, kw, nw,
+                       PA, PB, NT // 4, NT // CB)
+        aw.barrier()
+        for k0 in range(0, k, 2 * BK):
+            for s in aw.static_range(2):
+                # the next slice (the last one reloads itself into the idle buffer: no branch)
+                kn = min(k0 + (s + 1) * BK, k - BK)
+                for h in aw.static_range(BK // 32):
+                    kh = kn + 32 * h
+                    for p in aw.static_range(PA):
+                        v = aw.load4(a, ga + p * (NT // 4) * kw + kh // 2)
+                        for q in aw.static_range(4):
+                            ra[p, q] = v[q]
+                    for p in aw.static_range(PB):
+                        v = aw.load4(b, gb + (p * (NT // CB) + kh) * nw)
+                        for q in aw.static_range(4):
+                            rb[p, q] = v[q]
+                    for kk in aw.static_range(2 * h, 2 * h + 2):
+                        for i in aw.static_range(TM):
+                            aw.mma_load(fa[i], ta, s * BM + wr + 16 * i, 16 * kk)
+                        for j in aw.static_range(TN):
+                            aw.mma_load(fb[j], tb, s * BK + 16 * kk, wc + 16 * j)
+                        for i in aw.static_range(TM):
+                            for j in aw.static_range(TN):
+                                aw.mma_sync(acc[i * TN + j], fa[i], fb[j], acc[i * TN + j])
+                    for p in aw.static_range(PA):
+                        aw.store4(ta, ((1 - s) * BM + ar + p * (NT // 4), ac + 16 * h),
+                                  (ra[p, 0], ra[p, 1], ra[p, 2], ra[p, 3]))
+                    for p in aw.static_range(PB):
+                        aw.store4(tb, ((1 - s) * BK + 32 * h + br + p * (NT // CB), bc),
+                                  (rb[p, 0], rb[p, 1], rb[p, 2], rb[p, 3]))
+                aw.barrier()
     for i in aw.static_range(TM):
         for j in aw.static_range(TN):
             if use_bias:
@@ -191,6 +219,16 @@ def _copy_part(a, b, ta, tb, ra, rb, ga, gb, ar, ac, br, bc, kw, nw, PA, PB, SA,
         aw.store4(ta, (ar + p * SA, ac), (ra[p, 0], ra[p, 1], ra[p, 2], ra[p, 3]))
     for p in aw.static_range(PB):
         aw.store4(tb, (br + p * SB, bc), (rb[p, 0], rb[p, 1], rb[p, 2], rb[p, 3]))
+
+
+@aw.func
+def _async_slice(a, b, ta, tb, ga, gb, ar, ac, br, bc, kw, nw, k0, buf, BM, BK, PA, PB, SA, SB):
+    # start the copies of the BK-deep slice at k0 into local buffer buf (16 bytes each)
+    for h in aw.static_range(BK // 32):
+        for p in aw.static_range(PA):
+            aw.async_copy(ta, (buf * BM + ar + p * SA, ac + 16 * h), a, ga + p * SA * kw + (k0 + 32 * h) // 2, 4)
+        for p in aw.static_range(PB):
+            aw.async_copy(tb, (buf * BK + 32 * h + br + p * SB, bc), b, gb + (p * SB + k0 + 32 * h) * nw, 4)
 
 
 @aw.func

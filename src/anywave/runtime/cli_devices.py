@@ -25,9 +25,7 @@ def run(args: argparse.Namespace) -> int:
     statuses = available_targets()
 
     def widths(i) -> tuple[int, ...]:  # noqa: ANN001
-        if i.name == "emulator":
-            return (8, 16, 32, 64)
-        return tuple(i.details.get("sub_group_sizes", (i.wave_width,)))
+        return tuple(i.wave_widths)
 
     if args.json:
         out = []

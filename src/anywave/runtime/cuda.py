@@ -31,7 +31,9 @@ import numpy as np
 
 from anywave.errors import WaveError
 from anywave.isa.types import Access, Capability
+from anywave.runtime.cuda_fake import FakeDriver  # noqa: F401 - re-exported (it lived here)
 
+#: the NVIDIA warp: the one W the PTX backend and HIP on NVIDIA run
 WAVE_WIDTH = 32
 
 
@@ -336,7 +338,7 @@ class LoadedModule:
 
 _DRV: Any = None  # cuda.bindings.driver once imported (see _driver)
 _TORCH_TENSOR: Any = None  # torch.Tensor once torch has been imported by someone
-_SCALAR_INT: Any = None  # anywave.emu.machine's tables, imported on first use
+_SCALAR_INT: Any = None  # anywave.runtime.abi's tables, imported on first use
 _scalar_word: Any = None
 
 
@@ -362,7 +364,7 @@ class _LaunchPlan:
         self.names = [a.name for a in self.args]
         #: 0 buffer (u64 pointer), 1 32-bit scalar, 2 64-bit scalar
         self.kinds = [0 if a.is_buffer else (2 if a.type.bits == 64 else 1) for a in self.args]
-        from anywave.emu.machine import _SCALAR_INT as ints
+        from anywave.runtime.abi import SCALAR_INT as ints
 
         #: (index, kind, arg, lo, hi, mask): Python ints in [lo, hi] pass as ``v & mask``
         self.slots = []
@@ -383,9 +385,9 @@ class _LaunchPlan:
         types the emulator accepts; other values and NaNs uncached)."""
         global _SCALAR_INT, _scalar_word
         if _scalar_word is None:
-            from anywave.emu import machine
+            from anywave.runtime import abi
 
-            _SCALAR_INT, _scalar_word = machine._SCALAR_INT, machine._scalar_word
+            _SCALAR_INT, _scalar_word = abi.SCALAR_INT, abi.scalar_word
         tv = type(v)
         if tv is int or tv is float or isinstance(v, np.generic):
             try:
@@ -614,19 +616,10 @@ def _missing(names: list[str], args: Mapping[str, Any]) -> Any:
 
 
 def _nbytes(v: Any) -> int:
-    """Bytes of a buffer argument: a NumPy array, a torch tensor or a __cuda_array_interface__ object."""
-    if isinstance(v, np.ndarray):
-        return int(v.nbytes)
-    if hasattr(v, "element_size") and hasattr(v, "numel"):
-        return int(v.numel()) * int(v.element_size())
-    cai = getattr(v, "__cuda_array_interface__", None)
-    if cai is not None:
-        n = 1
-        for d in cai["shape"]:
-            n *= int(d)
-        return n * np.dtype(cai["typestr"]).itemsize
-    nb = getattr(v, "nbytes", None)
-    return int(nb) if nb is not None else int(np.asarray(v).nbytes)
+    """Bytes of a buffer argument (:func:`anywave.runtime.driver.buffer_nbytes`)."""
+    from anywave.runtime.driver import buffer_nbytes
+
+    return buffer_nbytes(v)
 
 
 def _exact_dims(value: Any) -> bool:
@@ -664,7 +657,7 @@ class CudaTarget:
         hit = self._modules.get(id(module))
         if hit is not None and hit[0] is module:
             return hit[1]
-        from anywave.emu.machine import load_program
+        from anywave.runtime.abi import load_program
 
         mod = load_program(module)
         lm = LoadedModule(self.device, mod, use_cache=self.use_cache)
@@ -709,7 +702,7 @@ class CudaTarget:
         The device's context is made current on the calling thread at every launch.
         """
         if check is not None or _CHECK_ENV:
-            from anywave.runtime.opencl import resolve_check
+            from anywave.runtime.driver import resolve_check
 
             if resolve_check(check):
                 self._launch_bounds_checked(module, kernel, grid, workgroup, args, stream)
@@ -758,7 +751,7 @@ class CudaTarget:
         if entry is None or entry[0] is not module:
             hit = self._modules.get(key)  # type: ignore[call-overload]
             if hit is None or hit[0] is not module:
-                from anywave.emu.machine import load_program
+                from anywave.runtime.abi import load_program
 
                 hit = (module, LoadedModule(self.device, load_program(module), use_cache=self.use_cache, checked=True))
                 self._modules[key] = hit  # type: ignore[index]
@@ -1074,6 +1067,20 @@ def load_example(name: str) -> Any:
     return assemble(text, f"examples/{name}.wave")
 
 
+def register() -> None:
+    """Register the ``cuda`` target with :mod:`anywave.runtime.targets` (unavailable, with the
+    reason, without cuda-python, a driver or a device)."""
+    from anywave.runtime.targets import register_target
+
+    def probe() -> tuple[bool, str, Sequence[Any]]:
+        ok, reason = driver_status()
+        if not ok:
+            return False, reason, ()
+        return True, "", tuple(d.target_info() for d in list_devices())
+
+    register_target("cuda", probe, lambda **options: CudaTarget(**options))
+
+
 def cuda_runner(target: CudaTarget | None = None) -> Any:
     """A conformance-suite runner (``runner(module, kernel, grid, workgroup, args, W)``) on CUDA.
 
@@ -1087,143 +1094,3 @@ def cuda_runner(target: CudaTarget | None = None) -> Any:
 
     run.target = tgt  # type: ignore[attr-defined]
     return run
-
-
-# ------------------------------------------------------------------------ a stand-in driver (no GPU)
-
-class FakeDriver:
-    """A no-GPU stand-in for ``cuda.bindings.driver``: every call the runtime makes, with the same
-    signature and the same ``(CUresult, value...)`` result tuples, doing nothing (or the least
-    that keeps the runtime going). For measuring the runtime's pure-Python host overhead and
-    for testing its launch path without a GPU::
-
-        fake = FakeDriver()
-        cuda._DRV, cuda._init_state = fake, None   # what tests/test_cuda.py's fixture does
-        tgt = cuda.CudaTarget(0)
-
-    ``cuLaunchKernel`` is a plain no-op returning ``(0, None)``; to see what a launch passed,
-    set ``on_launch`` (called as ``on_launch(f, grid, block, shared, stream, kernel_params)``
-    while the parameter buffer is still valid) or make ``launch_status``/``ctx_status``/
-    ``sync_status`` a nonzero CUresult to make those calls fail. The device it reports is an
-    H200-like sm_90 (132 SMs, 1024 threads per block)."""
-
-    class _Names:
-        def __getattr__(self, name: str) -> str:
-            return name
-
-    CUdevice_attribute = _Names()
-    CUfunction_attribute = _Names()
-    CUjitInputType = _Names()
-
-    _ATTRS = {
-        "CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR": 9, "CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR": 0,
-        "CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT": 132, "CU_DEVICE_ATTRIBUTE_WARP_SIZE": 32,
-        "CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK": 1024, "CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X": 1024,
-        "CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y": 1024, "CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z": 64,
-        "CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X": 2**31 - 1, "CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y": 65535,
-        "CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z": 65535, "CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK": 49152,
-        "CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN": 232448,
-        "CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK": 65536, "CU_DEVICE_ATTRIBUTE_CLOCK_RATE": 1980000,
-    }
-    _FUNC_ATTRS = {"CU_FUNC_ATTRIBUTE_NUM_REGS": 32, "CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK": 1024,
-                   "CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES": 0}
-
-    def __init__(self) -> None:
-        self.ctx_status = 0
-        self.launch_status = 0
-        self.sync_status = 0
-        self.on_launch: Any = None
-        self.ctx_sets = 0
-        self.current: Any = None
-        self._next = 0x10000
-        ok = (0, None)
-
-        def cuLaunchKernel(f: Any, gx: int, gy: int, gz: int, bx: int, by: int, bz: int,  # noqa: N802
-                           shared: int, stream: Any, params: Any, extra: Any) -> tuple[int, None]:
-            if self.on_launch is not None:
-                self.on_launch(f, (gx, gy, gz), (bx, by, bz), shared, stream, params)
-            return (self.launch_status, None) if self.launch_status else ok
-
-        def cuCtxSetCurrent(ctx: Any) -> tuple[int]:  # noqa: N802
-            self.ctx_sets += 1
-            self.current = ctx
-            return (self.ctx_status,)
-
-        # instance attributes, not methods: a plain function call, as cheap as the fake can be
-        self.cuLaunchKernel = cuLaunchKernel
-        self.cuCtxSetCurrent = cuCtxSetCurrent
-
-    def _handle(self) -> int:
-        self._next += 0x100
-        return self._next
-
-    def cuInit(self, flags: int) -> tuple[int]:  # noqa: N802
-        return (0,)
-
-    def cuDriverGetVersion(self) -> tuple[int, int]:  # noqa: N802
-        return (0, 13000)
-
-    def cuDeviceGetCount(self) -> tuple[int, int]:  # noqa: N802
-        return (0, 1)
-
-    def cuDeviceGet(self, ordinal: int) -> tuple[int, int]:  # noqa: N802
-        return (0, ordinal)
-
-    def cuDeviceGetName(self, n: int, dev: int) -> tuple[int, bytes]:  # noqa: N802
-        return (0, b"fake H200 (no GPU)\0")
-
-    def cuDeviceTotalMem(self, dev: int) -> tuple[int, int]:  # noqa: N802
-        return (0, 141 << 30)
-
-    def cuDeviceGetAttribute(self, attr: str, dev: int) -> tuple[int, int]:  # noqa: N802
-        return (0, self._ATTRS[attr])
-
-    def cuDevicePrimaryCtxRetain(self, dev: int) -> tuple[int, int]:  # noqa: N802
-        return (0, 0xC0000 + dev)
-
-    def cuCtxGetCurrent(self) -> tuple[int, Any]:  # noqa: N802
-        return (0, self.current)
-
-    def cuLinkCreate(self, n: int, opts: Any, vals: Any) -> tuple[int, None]:  # noqa: N802
-        return (999, None)  # CUDA_ERROR_UNKNOWN: the runtime then loads the PTX itself
-
-    def cuModuleLoadData(self, image: Any) -> tuple[int, int]:  # noqa: N802
-        return (0, self._handle())
-
-    def cuModuleGetFunction(self, module: Any, name: bytes) -> tuple[int, str]:  # noqa: N802
-        return (0, f"function {name.decode()} of module {module:#x}")
-
-    def cuFuncGetAttribute(self, attr: str, fn: Any) -> tuple[int, int]:  # noqa: N802
-        return (0, self._FUNC_ATTRS[attr])
-
-    def cuFuncSetAttribute(self, fn: Any, attr: str, value: int) -> tuple[int]:  # noqa: N802
-        return (0,)
-
-    def cuStreamSynchronize(self, stream: Any) -> tuple[int]:  # noqa: N802
-        return (self.sync_status,)
-
-    def cuMemAlloc(self, n: int) -> tuple[int, int]:  # noqa: N802
-        return (0, self._handle() << 8)
-
-    def cuMemFree(self, p: int) -> tuple[int]:  # noqa: N802
-        return (0,)
-
-    def cuMemcpyHtoD(self, dst: int, src: int, n: int) -> tuple[int]:  # noqa: N802
-        return (0,)
-
-    def cuMemcpyDtoH(self, dst: int, src: int, n: int) -> tuple[int]:  # noqa: N802
-        return (0,)
-
-    def cuCtxSynchronize(self) -> tuple[int]:  # noqa: N802
-        return (self.sync_status,)
-
-    CUpointer_attribute = _Names()
-
-    def cuPointerGetAttribute(self, attr: str, ptr: int) -> tuple[int, int]:  # noqa: N802
-        return (0, 0)
-
-    def cuGetErrorName(self, err: Any) -> tuple[int, bytes]:  # noqa: N802
-        return (0, f"CUDA_ERROR_{int(err)}".encode())
-
-    def cuGetErrorString(self, err: Any) -> tuple[int, bytes]:  # noqa: N802
-        return (0, b"fake driver error")

@@ -28,6 +28,7 @@ import numpy as np
 
 from anywave.errors import WaveError
 from anywave.isa.types import Access, Capability
+from anywave.runtime.driver import Driver
 
 #: DLPack device type of ROCm memory (dlpack.h: kDLROCM)
 DLPACK_ROCM = 10
@@ -72,12 +73,13 @@ def _text(v: Any) -> str:
     return v.decode(errors="replace").split("\0", 1)[0] if isinstance(v, bytes) else str(v)
 
 
-class HipTarget:
+class HipTarget(Driver):
     """The HIP backend on one AMD device. ``launch(module, kernel, grid, workgroup, args)``."""
 
-    serial_atomics = False
+    error = HipError
 
     def __init__(self, device: int = 0) -> None:
+        super().__init__()
         hip, self.hiprtc = _import_hip()
         self.hip = hip
         _ok(hip.hipSetDevice(device), f"hipSetDevice({device})")
@@ -97,7 +99,14 @@ class HipTarget:
                                self.max_threads, tuple(int(x) for x in props.maxThreadsDim),  # type: ignore[arg-type]
                                tuple(int(x) for x in props.maxGridSize),  # type: ignore[arg-type]
                                {"arch": self.arch, "ordinal": device})
-        self._modules: dict[int, tuple[Any, Any, Any, dict[str, Any]]] = {}
+
+    def device_limits(self) -> tuple[str, int | None, int | None]:
+        return self.info.device, self.local_memory, self.max_threads
+
+    def translate(self, module: Any, wave_width: int, checked: bool) -> Any:
+        from anywave.backends.hip import translate
+
+        return translate(module, wave_width, self.features)  # no bounds-checked build
 
     def compile(self, source: str) -> bytes:
         """hiprtc: HIP source -> code object for this device. Raises HipError with the log."""
@@ -119,16 +128,20 @@ class HipTarget:
 
     def load(self, module: Any) -> tuple[Any, Any]:
         """(CProgram, hipModule_t) of ``module`` at this device's W (cached per module object)."""
-        hit = self._modules.get(id(module))
-        if hit is not None and hit[0] is module:
-            return hit[1], hit[2]
-        from anywave.backends.hip import translate
-
-        prog = translate(module, self.wave_width, self.features)
-        code = self.compile(prog.text)
-        handle = _ok(self.hip.hipModuleLoadData(code), "hipModuleLoadData")
-        self._modules[id(module)] = (module, prog, handle, {})
+        prog = self.program(module, self.wave_width)
+        handle, _ = self._loaded(module, prog)
         return prog, handle
+
+    def _loaded(self, module: Any, prog: Any) -> tuple[Any, dict[str, Any]]:
+        """(hipModule_t, its functions by kernel name) of a rendered program, loaded once."""
+
+        def make() -> tuple[Any, dict[str, Any]]:
+            return _ok(self.hip.hipModuleLoadData(self.compile(prog.text)), "hipModuleLoadData"), {}
+
+        return self._programs.get(module, "hip module", make)
+
+    def buffer_ok(self, v: Any) -> bool:
+        return True  # device arrays (__cuda_array_interface__, ROCm DLPack) or anything NumPy can copy
 
     def _device_pointer(self, v: Any) -> int | None:
         cai = getattr(v, "__cuda_array_interface__", None)
@@ -147,28 +160,14 @@ class HipTarget:
 
         Raises:
             HipError: refused kernel, bad arguments, or a HIP failure (naming kernel and shape)."""
-        from anywave.backends.cfamily import padded_workgroup
-        from anywave.emu.machine import _scalar_word
-
         if wave_width is not None and wave_width != self.wave_width:
             raise HipError(f"device {self.info.device} has W = {self.wave_width}, asked for W = {wave_width}")
         hip = self.hip
-        prog, handle = self.load(module)
-        if kernel not in prog.kernels:
-            why = prog.refused.get(kernel, f"no such kernel; the module has {list(prog.kernels)}")
-            raise HipError(f"kernel {kernel!r}: {why}")
-        info, k = prog.kernels[kernel], module.kernel(kernel)
-        if set(args) != {a.name for a in k.args}:
-            raise HipError(f"kernel {kernel!r} takes arguments {[a.name for a in k.args]}, got {sorted(args)}")
-        g = tuple(int(v) for v in grid) + (1,) * (3 - len(grid))
-        wg = tuple(int(v) for v in workgroup) + (1,) * (3 - len(workgroup))
-        if 0 in g:
+        launch = self.prepare(module, kernel, grid, workgroup, args, self.wave_width, check=False)
+        if launch.dims is None:
             return
-        P = padded_workgroup(info, wg, self.wave_width)
-        if P > self.max_threads or info.local_memory > self.local_memory:
-            raise HipError(f"kernel {kernel!r} workgroup {wg} ({P} threads, {info.local_memory} bytes local) "
-                           f"exceeds the device's {self.max_threads} threads / {self.local_memory} bytes")
-        fns = self._modules[id(module)][3]
+        info, g, wg, P = launch.info, launch.grid, launch.workgroup, launch.threads
+        handle, fns = self._loaded(module, launch.program)
         if kernel not in fns:
             fns[kernel] = _ok(hip.hipModuleGetFunction(handle, info.c_name.encode()), "hipModuleGetFunction")
         extra: list[Any] = []
@@ -176,9 +175,8 @@ class HipTarget:
         back: list[tuple[np.ndarray, Any]] = []
         h2d, d2h = hip.hipMemcpyKind.hipMemcpyHostToDevice, hip.hipMemcpyKind.hipMemcpyDeviceToHost
         try:
-            for a in k.args:
-                v = args[a.name]
-                if a.is_buffer:
+            for kind, v, a in launch.margs:
+                if kind == "buffer":
                     ptr = self._device_pointer(v)
                     if ptr is not None:
                         extra.append(ctypes.c_void_p(ptr))
@@ -192,8 +190,7 @@ class HipTarget:
                         back.append((v, dptr))
                     extra.append(dptr)
                 else:
-                    w = _scalar_word(k, a.name, a.type, v)
-                    extra.append(ctypes.c_uint64(w) if a.type.bits == 64 else ctypes.c_uint32(w))
+                    extra.append(ctypes.c_uint64(int(v)) if kind == "u64" else ctypes.c_uint32(int(v)))
             extra += [ctypes.c_uint32(wg[0]), ctypes.c_uint32(wg[1]), ctypes.c_uint32(wg[2])]
             _ok(hip.hipModuleLaunchKernel(fns[kernel], g[0], g[1], g[2], P, 1, 1, sharedMemBytes=0, stream=None,
                                           kernelParams=None, extra=tuple(extra)),

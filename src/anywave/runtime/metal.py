@@ -26,6 +26,7 @@ import numpy as np
 
 from anywave.errors import WaveError
 from anywave.isa.types import Access, Capability
+from anywave.runtime.driver import Driver
 
 #: MTLLanguageVersion3_2 = (3 << 16) | 2
 MSL_VERSION_3_2 = (3 << 16) | 2
@@ -58,12 +59,13 @@ def status() -> tuple[bool, str]:
     return (True, "") if dev is not None else (False, "MTLCreateSystemDefaultDevice() returned no device")
 
 
-class MetalTarget:
+class MetalTarget(Driver):
     """The Metal backend on the default Metal device. ``launch(module, kernel, grid, workgroup, args)``."""
 
-    serial_atomics = False
+    error = MetalError
 
     def __init__(self) -> None:
+        super().__init__()
         from anywave.backends.metal import METAL_FEATURES, WAVE_WIDTH
         from anywave.runtime.targets import TargetInfo
 
@@ -77,28 +79,41 @@ class MetalTarget:
         caps = (Capability.F16 | Capability.BF16 | Capability.INT64 | Capability.OFFSET64
                 | Capability.ATOMIC_F32 | Capability.WAVE_OPS | Capability.MMA)
         self.info = TargetInfo("metal", str(self.device.name()), WAVE_WIDTH, caps, self.local_memory, 1024,
-                               (1024, 1024, 1024), (2**31 - 1, 65535, 65535), {})
-        self._libs: dict[int, tuple[Any, Any, Any, dict[str, Any]]] = {}
+                               (1024, 1024, 1024), (2**31 - 1, 65535, 65535), {},
+                               host_memory=True)  # shared storage: unified memory the host addresses
+
+    def device_limits(self) -> tuple[str, int | None, int | None]:
+        return self.info.device, self.local_memory, None  # the pipeline's own maximum is checked at launch
+
+    def translate(self, module: Any, wave_width: int, checked: bool) -> Any:
+        from anywave.backends.metal import translate
+
+        return translate(module)  # W = 32; no bounds-checked build
+
+    def buffer_ok(self, v: Any) -> bool:
+        return True  # anything NumPy can copy into a shared buffer
 
     def load(self, module: Any) -> tuple[Any, Any]:
         """(CProgram, MTLLibrary) of ``module`` (cached per module object)."""
-        hit = self._libs.get(id(module))
-        if hit is not None and hit[0] is module:
-            return hit[1], hit[2]
-        from anywave.backends.metal import translate
+        prog = self.program(module, self.info.wave_width)
+        return prog, self._library(module, prog)[0]
 
-        prog = translate(module)
-        opts = self.Metal.MTLCompileOptions.alloc().init()
-        opts.setLanguageVersion_(MSL_VERSION_3_2)
-        opts.setFastMathEnabled_(False)
-        lib, err = self.device.newLibraryWithSource_options_error_(prog.text, opts, None)
-        if lib is None:
-            raise MetalError(f"Metal compile failed: {err}")
-        self._libs[id(module)] = (module, prog, lib, {})
-        return prog, lib
+    def _library(self, module: Any, prog: Any) -> tuple[Any, dict[str, Any]]:
+        """(MTLLibrary, pipelines by C name) of a rendered program, compiled once."""
+
+        def make() -> tuple[Any, dict[str, Any]]:
+            opts = self.Metal.MTLCompileOptions.alloc().init()
+            opts.setLanguageVersion_(MSL_VERSION_3_2)
+            opts.setFastMathEnabled_(False)
+            lib, err = self.device.newLibraryWithSource_options_error_(prog.text, opts, None)
+            if lib is None:
+                raise MetalError(f"Metal compile failed: {err}")
+            return lib, {}
+
+        return self._programs.get(module, "metal library", make)
 
     def _pipeline(self, module: Any, lib: Any, c_name: str) -> Any:
-        cache = self._libs[id(module)][3]
+        cache = self._library(module, self.program(module, self.info.wave_width))[1]
         if c_name not in cache:
             fn = lib.newFunctionWithName_(c_name)
             pso, err = self.device.newComputePipelineStateWithFunction_error_(fn, None)
@@ -115,24 +130,15 @@ class MetalTarget:
 
         Raises:
             MetalError: a refused kernel (fp64, .system scope), bad arguments, or a Metal failure."""
-        from anywave.backends.cfamily import padded_workgroup
-        from anywave.emu.machine import _scalar_word
-
         W = self.info.wave_width
         if wave_width is not None and wave_width != W:
             raise MetalError(f"Metal has W = {W}, asked for W = {wave_width}")
-        prog, lib = self.load(module)
-        if kernel not in prog.kernels:
-            raise MetalError(f"kernel {kernel!r}: {prog.refused.get(kernel, 'no such kernel')}")
-        info, k = prog.kernels[kernel], module.kernel(kernel)
-        if set(args) != {a.name for a in k.args}:
-            raise MetalError(f"kernel {kernel!r} takes arguments {[a.name for a in k.args]}, got {sorted(args)}")
-        g = tuple(int(v) for v in grid) + (1,) * (3 - len(grid))
-        wg = tuple(int(v) for v in workgroup) + (1,) * (3 - len(workgroup))
-        if 0 in g:
+        launch = self.prepare(module, kernel, grid, workgroup, args, W, check=False)
+        if launch.dims is None:
             return
+        info, k, g, wg, P = launch.info, launch.kernel, launch.grid, launch.workgroup, launch.threads
+        _, lib = self.load(module)
         pso = self._pipeline(module, lib, info.c_name)
-        P = padded_workgroup(info, wg, W)
         if P > int(pso.maxTotalThreadsPerThreadgroup()):
             raise MetalError(f"kernel {kernel!r}: {P} threads exceed {pso.maxTotalThreadsPerThreadgroup()}")
         cb = self.queue.commandBuffer()
@@ -140,9 +146,8 @@ class MetalTarget:
         enc.setComputePipelineState_(pso)
         back = []
         shared = 0  # MTLResourceStorageModeShared
-        for i, a in enumerate(k.args):
-            v = args[a.name]
-            if a.is_buffer:
+        for i, (kind, v, a) in enumerate(launch.margs):
+            if kind == "buffer":
                 host = np.ascontiguousarray(v)
                 buf = self.device.newBufferWithBytes_length_options_(host.tobytes() or b"\0" * 16,
                                                                      max(host.nbytes, 16), shared)
@@ -150,8 +155,7 @@ class MetalTarget:
                 if a.access & Access.WRITE and host.nbytes:
                     back.append((v, buf, host.nbytes))
             else:
-                w = _scalar_word(k, a.name, a.type, v)
-                data = np.array([w], np.uint64 if a.type.bits == 64 else np.uint32).tobytes()
+                data = v.tobytes()  # the ABI word, np.uint32 or np.uint64
                 enc.setBytes_length_atIndex_(data, len(data), i)
         for j, n in enumerate(wg):
             enc.setBytes_length_atIndex_(np.uint32(n).tobytes(), 4, len(k.args) + j)

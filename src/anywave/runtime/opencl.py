@@ -22,17 +22,17 @@ import sys
 import threading
 import time
 import warnings
-import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from anywave.backends.cfamily import WAVE_WIDTHS, CKernel, CProgram, Features, padded_workgroup
-from anywave.errors import LaunchConfigError, WaveError
-from anywave.isa.types import Access, ArgKind, Capability
-from anywave.runtime.targets import ID_LIMIT_U32, ProcessDevice, RunnerTarget, check_launch_rules
+from anywave.backends.cfamily import WAVE_WIDTHS, CProgram, Features
+from anywave.errors import WaveError
+from anywave.isa.types import Access, Capability
+from anywave.runtime.driver import Driver, launch_dims, marshal_args, resolve_check  # noqa: F401 - re-exported
+from anywave.runtime.targets import ProcessDevice, RunnerTarget
 
 _LOCK = threading.Lock()
 _ENV_DONE = False
@@ -316,110 +316,24 @@ def status() -> tuple[bool, str]:
 
 # --------------------------------------------------------------------------- launching
 
-class _ProgramCache:
-    """Rendered programs per (module object, W): a conformance group renders and builds once."""
-
-    def __init__(self) -> None:
-        self._by_module: dict[int, tuple[weakref.ref[Any], dict[int, CProgram]]] = {}
-
-    def get(self, module: Any, W: int, features: Features, translate: Any, checked: bool = False) -> CProgram:
-        key = id(module)
-        ent = self._by_module.get(key)
-        if ent is None or ent[0]() is not module:
-            ent = (weakref.ref(module), {})
-            self._by_module[key] = ent
-        progs = ent[1]
-        if checked:  # the bounds-checked build, cached apart from the plain one
-            ck = (W, True)
-            if ck not in progs:
-                progs[ck] = translate(module, W, features, checked=True)
-            return progs[ck]
-        if W not in progs:
-            progs[W] = translate(module, W, features)
-        return progs[W]
-
-
-def marshal_args(kernel: Any, info: CKernel, args: Mapping[str, Any]) -> list[tuple[str, Any, Any]]:
-    """Check ``args`` against the kernel's ABI; returns ``(kind, host value, arg)`` per param.
-
-    Buffers: NumPy arrays (any dtype; their bytes are the buffer) or device arrays
-    (:class:`anywave.runtime.arrays.Array`; the runner checks their kind). Scalars: numbers, converted
-    exactly as the emulator does (``anywave.emu.machine._scalar_word``).
-
-    Raises:
-        OpenCLError: a missing/extra argument or a buffer that is not a NumPy array.
-    """
-    from anywave.emu.machine import _scalar_word
-
-    names = [a.name for a in kernel.args]
-    missing = [n for n in names if n not in args]
-    extra = [n for n in args if n not in names]
-    if missing or extra:
-        raise OpenCLError(f"kernel {kernel.name!r} takes arguments {names}; missing {missing}, unexpected {extra}")
-    from anywave.runtime.arrays import Array
-
-    out = []
-    for a, (_, kind) in zip(kernel.args, info.params, strict=True):
-        v = args[a.name]
-        if a.kind is ArgKind.BUFFER:
-            if isinstance(v, Array) and v.space.kind == "host":
-                v = v._host_view()
-            if not isinstance(v, (np.ndarray, Array)):
-                raise OpenCLError(f"buffer argument {a.name!r} of kernel {kernel.name!r} must be a NumPy "
-                                  f"array or an anywave device array, got {type(v).__name__}")
-            out.append(("buffer", v, a))
-        else:
-            word = _scalar_word(kernel, a.name, a.type, v)
-            out.append((kind, np.uint64(word) if kind == "u64" else np.uint32(word), a))
-    return out
-
-
-def resolve_check(check: bool | None) -> bool:
-    """A launch's ``check`` option: None means the default, ``ANYWAVE_CHECK=1`` (bounds-checked
-    builds on the compiled targets; the emulator always checks bounds)."""
-    if check is None:
-        return os.environ.get("ANYWAVE_CHECK", "").strip() == "1"
-    return bool(check)
-
-
-def launch_dims(info: CKernel, grid: Sequence[int], workgroup: Sequence[int], W: int,
-                max_workgroup: int) -> tuple[tuple[int, int, int], tuple[int, int, int]] | None:
-    """(global, local) NDRange sizes for a launch, or None for an empty grid.
-
-    Raises:
-        OpenCLError: bad sizes or a workgroup larger than the device allows."""
-    g = tuple(int(v) for v in grid) + (1,) * (3 - len(grid))
-    wg = tuple(int(v) for v in workgroup) + (1,) * (3 - len(workgroup))
-    if any(v < 0 for v in g) or any(v < 1 for v in wg):
-        raise OpenCLError(f"grid {g} and workgroup {wg} must be non-negative / positive")
-    if 0 in g:
-        return None
-    P = padded_workgroup(info, wg, W)
-    if P > max_workgroup:
-        raise OpenCLError(f"workgroup {wg} ({P} threads launched) exceeds the device's maximum "
-                          f"{max_workgroup}")
-    if g[0] * P > ID_LIMIT_U32 or g[1] * wg[1] > ID_LIMIT_U32 or g[2] * wg[2] > ID_LIMIT_U32:
-        raise LaunchConfigError(f"grid {g} x workgroup {wg} ({P} threads launched per workgroup) has more than "
-                                f"2^32 threads along a dimension; global ids are u32 (spec §3.3)")
-    return (g[0] * P, g[1], g[2]), (P, 1, 1)
-
-
-class OpenCLRunner:
+class OpenCLRunner(Driver):
     """A conformance :class:`~anywave.conformance.suite.Runner` (and the ``launch`` of the
     ``opencl`` target): ``runner(module, kernel, grid, workgroup, args, wave_width)``
     renders the module once per W, builds it once, and runs the kernel with ``args`` written
     in place."""
 
-    serial_atomics = False
+    error = OpenCLError
 
     def __init__(self, device: OpenCLDevice | None = None) -> None:
+        super().__init__()
         self.dev = device or get_device()
-        self._cache = _ProgramCache()
 
-    def program(self, module: Any, wave_width: int, checked: bool = False) -> CProgram:
+    def translate(self, module: Any, wave_width: int, checked: bool) -> CProgram:
         from anywave.backends.opencl import translate
 
-        return self._cache.get(module, wave_width, self.dev.features, translate, checked)
+        if checked:
+            return translate(module, wave_width, self.dev.features, checked=True)
+        return translate(module, wave_width, self.dev.features)
 
     def __call__(self, module: Any, kernel: str, grid: Sequence[int], workgroup: Sequence[int],
                  args: dict[str, Any], wave_width: int, *, sync: bool = True, check: bool | None = None,
@@ -438,25 +352,11 @@ class OpenCLRunner:
         from anywave.runtime.arrays import Array, mark_used
 
         cl = self.dev.cl
-        checked = resolve_check(check)
-        prog = self.program(module, wave_width, checked)
-        if kernel in prog.refused:
-            raise OpenCLError(f"kernel {kernel!r} cannot run on {self.dev.name}: {prog.refused[kernel]}")
-        if kernel not in prog.kernels:
-            raise OpenCLError(f"module has no kernel {kernel!r}; it has {[k.name for k in module.kernels]}")
-        info = prog.kernels[kernel]
-        k = module.kernel(kernel)
-        if info.local_memory > self.dev.local_memory:
-            raise OpenCLError(f"kernel {kernel!r} needs {info.local_memory} bytes of local memory; "
-                              f"{self.dev.name} has {self.dev.local_memory}")
-        margs = marshal_args(k, info, args)
-        g3 = tuple(int(x) for x in grid) + (1,) * (3 - len(grid))
-        wg = tuple(int(x) for x in workgroup) + (1,) * (3 - len(workgroup))
-        if min(g3) >= 1 and min(wg) >= 1:
-            check_launch_rules(k, g3, wg)
-        dims = launch_dims(info, grid, workgroup, wave_width, self.dev.max_workgroup)
-        if dims is None:
+        launch = self.prepare(module, kernel, grid, workgroup, args, wave_width, check)
+        if launch.dims is None:
             return
+        prog, info, k, margs, checked = launch.program, launch.info, launch.kernel, launch.margs, launch.checked
+        g3, wg, dims = launch.grid, launch.workgroup, launch.dims
         built = self.dev.build(prog)
         ctx, q = self.dev.ctx, self.dev.queue
         mf = cl.mem_flags
@@ -493,7 +393,8 @@ class OpenCLRunner:
         if checked:
             from anywave.backends.bounds import new_error_record
 
-            cargs += [np.uint64(_buffer_nbytes(v)) for kind, v, _a in margs if kind == "buffer"]
+            cargs += [np.uint64(n) for (kind, _v, _a), n in zip(margs, launch.bounds_sizes(), strict=True)
+                      if kind == "buffer"]
             record = new_error_record()
             err_mem = cl.Buffer(ctx, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR, hostbuf=record)
             cargs.append(err_mem)
@@ -522,7 +423,7 @@ class OpenCLRunner:
         if record is not None:
             from anywave.backends.bounds import raise_if_failed
 
-            sizes = [_buffer_nbytes(v) if kind == "buffer" else 0 for kind, v, _a in margs]
+            sizes = launch.bounds_sizes()
             try:
                 raise_if_failed(record, k, info.sites, sizes, info.local_memory, f"OpenCL ({self.dev.name})")
             finally:
@@ -532,12 +433,6 @@ class OpenCLRunner:
         for orig, host, _ in back:
             if host is not orig:
                 orig[...] = host
-
-
-def _buffer_nbytes(v: Any) -> int:
-    """Bytes of a buffer argument (a NumPy array or a device array)."""
-    n = getattr(v, "nbytes", None)
-    return int(n) if n is not None else int(np.asarray(v).nbytes)
 
 
 def wait_interruptibly(event: Any) -> None:

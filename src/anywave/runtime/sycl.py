@@ -27,10 +27,11 @@ from typing import Any
 import numpy as np
 
 from anywave.backends.cfamily import WAVE_WIDTHS, CProgram, Features
-from anywave.errors import LaunchConfigError, WaveError
+from anywave.errors import WaveError
 from anywave.isa.types import Access, Capability
-from anywave.runtime.opencl import _ProgramCache, launch_dims, marshal_args, resolve_check, setup_environment
-from anywave.runtime.targets import ProcessDevice, RunnerTarget, check_launch_rules
+from anywave.runtime.driver import Driver
+from anywave.runtime.opencl import setup_environment
+from anywave.runtime.targets import ProcessDevice, RunnerTarget
 
 _SHIM_SRC = Path(__file__).with_name("sycl_shim") / "aw_sycl_shim.cpp"
 
@@ -198,20 +199,22 @@ def status() -> tuple[bool, str]:
     return _DEVICE.status()
 
 
-class SyclRunner:
+class SyclRunner(Driver):
     """A conformance runner (and the ``sycl`` target's launch):
     ``runner(module, kernel, grid, workgroup, args, wave_width)``; one build per (module, W)."""
 
-    serial_atomics = False
+    error = SyclError
 
     def __init__(self, device: SyclDevice | None = None) -> None:
+        super().__init__()
         self.dev = device or get_device()
-        self._cache = _ProgramCache()
 
-    def program(self, module: Any, wave_width: int, checked: bool = False) -> CProgram:
+    def translate(self, module: Any, wave_width: int, checked: bool) -> CProgram:
         from anywave.backends.sycl import translate
 
-        return self._cache.get(module, wave_width, self.dev.features, translate, checked)
+        if checked:
+            return translate(module, wave_width, self.dev.features, checked=True)
+        return translate(module, wave_width, self.dev.features)
 
     def __call__(self, module: Any, kernel: str, grid: Sequence[int], workgroup: Sequence[int],
                  args: dict[str, Any], wave_width: int, *, sync: bool = True, check: bool | None = None,
@@ -228,37 +231,19 @@ class SyclRunner:
             SyclError, VerifyError, LaunchConfigError: see the module docs."""
         from anywave.runtime.arrays import Array, mark_used
 
-        checked = resolve_check(check)
-        prog = self.program(module, wave_width, checked)
-        if kernel in prog.refused:
-            raise SyclError(f"kernel {kernel!r} cannot run on {self.dev.name}: {prog.refused[kernel]}")
-        if kernel not in prog.kernels:
-            raise SyclError(f"module has no kernel {kernel!r}; it has {[k.name for k in module.kernels]}")
-        info = prog.kernels[kernel]
-        k = module.kernel(kernel)
-        if info.local_memory > self.dev.local_memory:
-            raise SyclError(f"kernel {kernel!r} needs {info.local_memory} bytes of local memory; "
-                            f"{self.dev.name} has {self.dev.local_memory}")
-        margs = marshal_args(k, info, args)
-        g3 = tuple(int(x) for x in grid) + (1,) * (3 - len(grid))
-        wg = tuple(int(x) for x in workgroup) + (1,) * (3 - len(workgroup))
-        if min(g3) >= 1 and min(wg) >= 1:
-            check_launch_rules(k, g3, wg)
-        try:
-            dims = launch_dims(info, grid, workgroup, wave_width, self.dev.max_workgroup)
-        except LaunchConfigError:
-            raise
-        except WaveError as e:
-            raise SyclError(str(e)) from e
-        if dims is None:
+        launch = self.prepare(module, kernel, grid, workgroup, args, wave_width, check)
+        if launch.dims is None:
             return
+        prog, info, k, margs, checked = launch.program, launch.info, launch.kernel, launch.margs, launch.checked
+        g3, wg, dims = launch.grid, launch.workgroup, launch.dims
         handle = self.dev.build(prog)
         record = None
         extra: list[tuple[str, Any, Any]] = []
         if checked:
             from anywave.backends.bounds import new_error_record
 
-            extra = [("u64", np.uint64(_nbytes(v)), None) for kind, v, _a in margs if kind == "buffer"]
+            extra = [("u64", np.uint64(n), None) for (kind, _v, _a), n in zip(margs, launch.bounds_sizes(), strict=True)
+                     if kind == "buffer"]
             record = new_error_record()
             extra.append(("buffer", record, None))
         n = len(margs) + 3 + len(extra)
@@ -296,9 +281,9 @@ class SyclRunner:
         loc = (ctypes.c_size_t * 3)(*dims[1])
         err = ctypes.create_string_buffer(4096)
         blocking = 1 if (sync or hosts) else 0
-        launch = self.dev.lib.aw_sycl_launch
+        launch_fn = self.dev.lib.aw_sycl_launch
         args_ = (ctypes.c_void_p(handle), info.c_name.encode(), g, loc, n, kinds, vals, sizes, err, 4096, blocking)
-        rc = call_interruptibly(launch, *args_) if blocking else launch(*args_)
+        rc = call_interruptibly(launch_fn, *args_) if blocking else launch_fn(*args_)
         if rc != 0:
             raise SyclError(f"launch of {kernel!r} grid={g3} workgroup={wg} on {self.dev.name} failed: "
                             f"{err.value.decode(errors='replace')}")
@@ -311,14 +296,8 @@ class SyclRunner:
         if record is not None:
             from anywave.backends.bounds import raise_if_failed
 
-            nb = [_nbytes(v) if kind == "buffer" else 0 for kind, v, _a in margs]
+            nb = launch.bounds_sizes()
             raise_if_failed(record, k, info.sites, nb, info.local_memory, f"SYCL ({self.dev.name})")
-
-
-def _nbytes(v: Any) -> int:
-    """Bytes of a buffer argument (a NumPy array or a device array)."""
-    n = getattr(v, "nbytes", None)
-    return int(n) if n is not None else int(np.asarray(v).nbytes)
 
 
 def call_interruptibly(fn: Any, *args: Any) -> Any:

@@ -1,8 +1,9 @@
 """A small registry of execution targets (design.md §1: a target is a backend plus a device).
 
 Each registered target has a name, a probe saying whether it is usable here (and why not),
-and a factory. The emulator is always present; ``cuda`` is present when cuda-python and an
-NVIDIA driver with a device are.
+and a factory. The registry knows no target by name: each runtime module of :data:`RUNTIMES`
+registers its own (the emulator, always present, from :mod:`anywave.runtime.emulator`;
+``cuda`` when cuda-python and an NVIDIA driver with a device are; ...).
 
     >>> from anywave.runtime.targets import available_targets, get_target
     >>> [t.name for t in available_targets() if t.available]           # doctest: +SKIP
@@ -16,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from anywave.errors import LaunchConfigError, WaveError
-from anywave.isa.types import LIMITS, Capability
+from anywave.isa.types import Capability
 
 
 class TargetUnavailable(WaveError):
@@ -71,6 +72,12 @@ class TargetInfo:
         max_workgroup_dims: largest workgroup size per dimension.
         max_grid: largest grid size per dimension (workgroups).
         details: extra properties (compute capability, SM count, memory, driver ...).
+        wave_widths: every W the target can run (a target object of each is made with
+            ``wave_width=``); default ``(wave_width,)``; empty for a device without wave
+            operations (no W can be asked for).
+        host_memory: the target's buffers are host memory (it runs on the host CPU, or on
+            memory the host addresses directly), so host arrays (NumPy, CPU tensors) are its
+            own memory rather than copies of it.
     """
 
     name: str
@@ -82,6 +89,12 @@ class TargetInfo:
     max_workgroup_dims: tuple[int, int, int]
     max_grid: tuple[int, int, int]
     details: Mapping[str, Any] = field(default_factory=dict)
+    wave_widths: tuple[int, ...] = None  # type: ignore[assignment] - None: (wave_width,)
+    host_memory: bool = False
+
+    def __post_init__(self) -> None:
+        widths = (self.wave_width,) if self.wave_widths is None else tuple(self.wave_widths)
+        object.__setattr__(self, "wave_widths", widths)
 
 
 @dataclass(frozen=True)
@@ -106,7 +119,9 @@ _REGISTRY: dict[str, _Entry] = {}
 def register_target(name: str, probe: Callable[[], tuple[bool, str, Sequence[TargetInfo]]],
                     factory: Callable[..., Any]) -> None:
     """Register (or replace) a target: ``probe() -> (available, reason, infos)`` must not
-    raise; ``factory(**options)`` returns an object with ``info`` and ``launch(...)``."""
+    raise; ``factory(**options)`` returns an object with ``info`` and ``launch(...)``. The
+    built-in runtimes (:data:`RUNTIMES`) are registered first, so they keep their order."""
+    _load_optional_runtimes()
     _REGISTRY[name] = _Entry(probe, factory)
 
 
@@ -279,13 +294,15 @@ class RunnerTarget:
     the device (``name``, ``features.wave_widths``, ``capabilities()``, ``local_memory``,
     ``max_workgroup``, ``fp64``).
 
-    ``wave_width=None`` (the default) applies :func:`default_wave_width`.
+    ``wave_width=None`` (the default) applies :func:`default_wave_width`. ``host_memory``
+    (class attribute, default True: the CPU runtimes) goes to :attr:`TargetInfo.host_memory`.
 
     Raises:
         ValueError: ``wave_width`` is not one the device offers.
     """
 
     name = ""
+    host_memory = True
 
     def __init__(self, wave_width: int | None = None) -> None:
         self.runner = self.make_runner()
@@ -299,7 +316,8 @@ class RunnerTarget:
         if getattr(dev, "subgroup_note", ""):
             details["sub_group_note"] = dev.subgroup_note
         self.info = TargetInfo(self.name, dev.name, wave_width, dev.capabilities(), dev.local_memory,
-                               dev.max_workgroup, (dev.max_workgroup,) * 3, (2**31 - 1, 65535, 65535), details)
+                               dev.max_workgroup, (dev.max_workgroup,) * 3, (2**31 - 1, 65535, 65535), details,
+                               wave_widths=widths, host_memory=self.host_memory)
 
     def make_runner(self) -> Any:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -331,68 +349,13 @@ class RunnerTarget:
         register_target(cls.name, probe, cls)
 
 
-# ------------------------------------------------------------------------ the emulator target
-
-class EmulatorTarget:
-    """The reference emulator as a target (every capability, the limits of
-    :data:`anywave.emu.DEFAULT_LIMITS`, spec §11.3)."""
-
-    def __init__(self, wave_width: int = DEFAULT_WAVE_WIDTH, check: bool = False) -> None:
-        if wave_width not in LIMITS.wave_widths:
-            raise LaunchConfigError(f"wave_width must be one of {LIMITS.wave_widths}, got {wave_width!r}")
-        self.check = check
-        caps = Capability.NONE
-        for c in Capability.names().values():
-            caps |= c
-        from anywave.emu import DEFAULT_LIMITS
-
-        wg = DEFAULT_LIMITS.max_workgroup_size
-        self.info = TargetInfo("emulator", "anywave reference emulator (NumPy)", wave_width, caps,
-                               DEFAULT_LIMITS.max_local_memory, wg, (wg, wg, wg),
-                               (2**32 - 1, 2**32 - 1, 2**32 - 1))
-
-    def launch(self, module: Any, kernel: str, grid: Any, workgroup: Any, args: Any, *,
-               check: bool | None = None, budget: float | None | str = "default") -> Any:
-        """Run ``kernel`` on the emulator (see :func:`anywave.emu.emulate`).
-
-        ``check``: the emulator's checked mode (race and uninitialised-local-memory detection;
-        out-of-bounds accesses are always reported); None: the target's ``check``.
-        ``budget``: seconds one loop may run before :class:`~anywave.emu.machine.BudgetExceeded`
-        (None: unbounded; default 10 s or ``ANYWAVE_EMU_BUDGET``)."""
-        from anywave.emu import emulate
-
-        return emulate(module, kernel, grid=grid, workgroup=workgroup, args=args,
-                       wave_width=self.info.wave_width, check=self.check if check is None else bool(check),
-                       budget=budget)
-
-
-def _emulator_probe() -> tuple[bool, str, Sequence[TargetInfo]]:
-    return True, "", (EmulatorTarget().info,)
-
-
-def _cuda_probe() -> tuple[bool, str, Sequence[TargetInfo]]:
-    from anywave.runtime import cuda
-
-    ok, reason = cuda.driver_status()
-    if not ok:
-        return False, reason, ()
-    return True, "", tuple(d.target_info() for d in cuda.list_devices())
-
-
-def _cuda_factory(**options: Any) -> Any:
-    from anywave.runtime.cuda import CudaTarget
-
-    return CudaTarget(**options)
-
-
-register_target("emulator", _emulator_probe, EmulatorTarget)
-register_target("cuda", _cuda_probe, _cuda_factory)
-
-
-#: driver modules with a ``register()`` function, loaded on the registry's first use (not at
-#: import time, so importing one of them first cannot see a half-initialised registry)
-OPTIONAL_RUNTIMES = ("anywave.runtime.opencl", "anywave.runtime.sycl", "anywave.runtime.hip", "anywave.runtime.metal",
-                     "anywave.runtime.vulkan")
+#: the runtime modules, each with a ``register()`` function, loaded on the registry's first use
+#: (not at import time, so importing one of them first cannot see a half-initialised
+#: registry), in this order: the reference emulator (always present), CUDA, then the runtimes
+#: whose dependencies are optional
+RUNTIMES = ("anywave.runtime.emulator", "anywave.runtime.cuda", "anywave.runtime.opencl", "anywave.runtime.sycl",
+            "anywave.runtime.hip", "anywave.runtime.metal", "anywave.runtime.vulkan")
+OPTIONAL_RUNTIMES = RUNTIMES[2:]
 _optional_loaded = False
 
 
@@ -405,8 +368,17 @@ def _load_optional_runtimes() -> None:
     _optional_loaded = True
     import importlib
 
-    for name in OPTIONAL_RUNTIMES:
+    for name in RUNTIMES:
         try:
             importlib.import_module(name).register()
         except ImportError:
             continue
+
+
+def __getattr__(name: str) -> Any:
+    # the emulator target lives in anywave.runtime.emulator; this keeps the old import path
+    if name == "EmulatorTarget":
+        from anywave.runtime.emulator import EmulatorTarget
+
+        return EmulatorTarget
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

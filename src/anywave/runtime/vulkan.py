@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import os
 import threading
-import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -34,7 +33,8 @@ import numpy as np
 from anywave.backends.spirv import WAVE_WIDTHS, SpirvKernel, SpirvProgram, VulkanFeatures
 from anywave.errors import WaveError
 from anywave.isa.types import Access, Capability
-from anywave.runtime.targets import ProcessDevice, RunnerTarget, check_launch_rules
+from anywave.runtime.driver import Driver
+from anywave.runtime.targets import ProcessDevice, RunnerTarget
 
 
 class VulkanError(WaveError):
@@ -295,103 +295,58 @@ def status() -> tuple[bool, str]:
 
 # --------------------------------------------------------------------------- launching
 
-class _ProgramCache:
-    """Translated programs per (module object, W)."""
-
-    def __init__(self) -> None:
-        self._by_module: dict[int, tuple[weakref.ref[Any], dict[int, SpirvProgram]]] = {}
-
-    def get(self, module: Any, W: int, features: VulkanFeatures) -> SpirvProgram:
-        from anywave.backends.spirv import translate
-
-        key = id(module)
-        ent = self._by_module.get(key)
-        if ent is None or ent[0]() is not module:
-            ent = (weakref.ref(module), {})
-            self._by_module[key] = ent
-        if W not in ent[1]:
-            ent[1][W] = translate(module, W, features)
-        return ent[1][W]
-
-
-def _dims(v: Sequence[int], what: str) -> tuple[int, int, int]:
-    t = tuple(int(x) for x in v) + (1,) * (3 - len(v))
-    if len(t) != 3:
-        raise VulkanError(f"{what} must have 1 to 3 dimensions, got {tuple(v)}")
-    return t  # type: ignore[return-value]
-
-
-class VulkanRunner:
+class VulkanRunner(Driver):
     """A conformance :class:`~anywave.conformance.suite.Runner` (and the ``launch`` of the
     ``vulkan`` target): ``runner(module, kernel, grid, workgroup, args, wave_width)`` translates
     the module once per W and runs the kernel with the NumPy arrays of ``args`` updated in place.
     """
 
-    serial_atomics = False
+    error = VulkanError
 
     def __init__(self, device: VulkanDevice | None = None) -> None:
+        super().__init__()
         self.dev = device or get_device()
-        self._cache = _ProgramCache()
 
-    def program(self, module: Any, wave_width: int) -> SpirvProgram:
-        return self._cache.get(module, wave_width, self.dev.features)
+    def translate(self, module: Any, wave_width: int, checked: bool) -> SpirvProgram:
+        from anywave.backends.spirv import translate
+
+        return translate(module, wave_width, self.dev.features)  # no bounds-checked build
+
+    def check_kernel(self, k: Any, info: SpirvKernel) -> None:
+        dev = self.dev
+        lacking = k.capabilities & ~dev.capabilities()
+        if lacking:
+            raise VulkanError(f"kernel {k.name!r} declares capabilities {lacking.spellings()} that {dev.name} "
+                              f"lacks (it offers {dev.capabilities().spellings()}; spec §11.1)")
+        if 4 * info.push_words > dev.max_push:
+            raise VulkanError(f"kernel {k.name!r} needs {4 * info.push_words} bytes of push constants for its "
+                              f"scalars; {dev.name} offers {dev.max_push}")
 
     def __call__(self, module: Any, kernel: str, grid: Sequence[int], workgroup: Sequence[int],
                  args: Mapping[str, Any], wave_width: int, **_: Any) -> None:
-        from anywave.emu.machine import _scalar_word
-
         dev = self.dev
-        prog = self.program(module, wave_width)
-        if kernel in prog.refused:
-            raise VulkanError(f"kernel {kernel!r} cannot run on {dev.name}: {prog.refused[kernel]}")
-        if kernel not in prog.kernels:
-            raise VulkanError(f"module has no kernel {kernel!r}; it has {[k.name for k in module.kernels]}")
-        info = prog.kernels[kernel]
-        k = module.kernel(kernel)
-        lacking = k.capabilities & ~dev.capabilities()
-        if lacking:
-            raise VulkanError(f"kernel {kernel!r} declares capabilities {lacking.spellings()} that {dev.name} "
-                              f"lacks (it offers {dev.capabilities().spellings()}; spec §11.1)")
-        names = [a.name for a in k.args]
-        missing = [n for n in names if n not in args]
-        extra = [n for n in args if n not in names]
-        if missing or extra:
-            raise VulkanError(f"kernel {kernel!r} takes arguments {names}; missing {missing}, unexpected {extra}")
-        if info.local_memory > dev.local_memory:
-            raise VulkanError(f"kernel {kernel!r} needs {info.local_memory} bytes of local memory; "
-                              f"{dev.name} has {dev.local_memory}")
-        if 4 * info.push_words > dev.max_push:
-            raise VulkanError(f"kernel {kernel!r} needs {4 * info.push_words} bytes of push constants for its "
-                              f"scalars; {dev.name} offers {dev.max_push}")
-        g, wg = _dims(grid, "grid"), _dims(workgroup, "workgroup")
-        if any(v < 0 for v in g) or any(v < 1 for v in wg):
-            raise VulkanError(f"grid {g} and workgroup {wg} must be non-negative / positive")
-        n = wg[0] * wg[1] * wg[2]
-        check_launch_rules(k, g, wg)  # the kernel's workgroup-size rules and u32 ids (spec §2.1, §3.3)
-        P = -(-n // wave_width) * wave_width if info.wave_mode else n
-        if P > dev.max_workgroup:
-            raise VulkanError(f"workgroup {wg} ({P} threads launched) exceeds the device's maximum "
-                              f"{dev.max_workgroup}")
+        launch = self.prepare(module, kernel, grid, workgroup, args, wave_width, check=False)
+        info, k, margs, g, wg = launch.info, launch.kernel, launch.margs, launch.grid, launch.workgroup
         for d in range(3):
             if g[d] > dev.max_grid[d]:
                 raise VulkanError(f"grid {g}: dimension {'xyz'[d]} = {g[d]} exceeds {dev.name}'s "
                                   f"maxComputeWorkGroupCount {dev.max_grid[d]}")
         push: list[int] = []
         for i, words in info.push:
-            a = k.args[i]
-            w = _scalar_word(k, a.name, a.type, args[a.name])
+            w = int(margs[i][1])
             push += [w & 0xFFFFFFFF, w >> 32] if words == 2 else [w]
         push += list(wg)
         hosts = []
         for i in info.buffers:
             a = k.args[i]
-            v = args[a.name]
+            v = margs[i][1]
             if not isinstance(v, np.ndarray):
                 raise VulkanError(f"buffer argument {a.name!r} of kernel {kernel!r} must be a NumPy array, "
                                   f"got {type(v).__name__}")
             hosts.append((a, v))
-        if 0 in g:
+        if launch.dims is None:
             return
+        P = launch.threads
         with dev.lock:
             allocs = []
             try:

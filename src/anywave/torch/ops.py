@@ -47,6 +47,7 @@ from typing import Any
 import torch
 
 from anywave.errors import WaveError
+from anywave.runtime.targets import DEFAULT_WAVE_WIDTH
 from anywave.torch import kernels as K
 from anywave.torch.custom_ops import custom_op
 
@@ -67,14 +68,16 @@ class OpDtypeError(WaveError, TypeError):
 # ----------------------------------------------------------------------------- targets
 
 _LOCK = threading.Lock()
-_CPU_CHOICE: tuple[str, tuple[tuple[str, Any], ...]] = ("emulator", (("wave_width", 32),))
+_CPU_CHOICE: tuple[str, tuple[tuple[str, Any], ...]] = ("emulator", (("wave_width", DEFAULT_WAVE_WIDTH),))
 _TARGET_CACHE: dict[tuple[str, tuple[tuple[str, Any], ...]], Any] = {}
 def cpu_target_names() -> list[str]:
-    """Names of the registered targets that run on the host CPU and are available here
-    (``emulator`` always; ``opencl`` / ``sycl`` when their runtimes are usable)."""
+    """Names of the registered targets that run on host memory and are available here
+    (``emulator`` always; ``opencl`` / ``sycl`` / ``vulkan`` when their runtimes are usable):
+    those whose devices all say :attr:`~anywave.runtime.targets.TargetInfo.host_memory`."""
     from anywave.runtime import targets
 
-    return [st.name for st in targets.available_targets() if st.available and st.name != "cuda"]
+    return [st.name for st in targets.available_targets()
+            if st.available and st.infos and all(i.host_memory for i in st.infos)]
 
 
 def _get_target(name: str, options: tuple[tuple[str, Any], ...]) -> Any:

@@ -24,8 +24,8 @@ import numpy as np
 
 from anywave.errors import WaveError
 from anywave.isa.types import Access
-
-WAVE_WIDTH = 32
+from anywave.runtime.cuda import WAVE_WIDTH  # the NVIDIA warp: HIP on NVIDIA runs W = 32
+from anywave.runtime.driver import Driver
 
 #: the mapping header's text (hip_to_cuda.h next to this module)
 HEADER = resources.files(__name__).joinpath("hip_to_cuda.h").read_text()
@@ -100,47 +100,59 @@ def nvrtc_version() -> str:
     return f"{major}.{minor}"
 
 
-class HipOnCudaRunner:
+class HipOnCudaRunner(Driver):
     """A conformance :class:`~anywave.conformance.suite.Runner` (W = 32): renders the module as
     HIP once, compiles it with NVRTC, loads it on CUDA device ``device`` and launches kernels
     with NumPy arrays (copied in and, when writable, back) or ``__cuda_array_interface__``
     objects (zero-copy)."""
 
-    serial_atomics = False
+    error = HipNvidiaError
 
     def __init__(self, device: int = 0) -> None:
+        super().__init__()
         from anywave.runtime import cuda
 
         self.cuda = cuda
         self.device = cuda.CudaDevice(device)
         self.arch = self.device.props.arch
-        self._loaded: dict[int, tuple[Any, Any, Any, dict[str, Any]]] = {}
-        self.image_kinds: dict[int, str] = {}
+        self.image_kinds: dict[Any, str] = {}
+
+    def device_limits(self) -> tuple[str, int | None, int | None]:
+        return f"HIP on NVIDIA ({self.arch})", None, None  # the CUDA driver refuses what the device cannot run
+
+    def translate(self, module: Any, wave_width: int, checked: bool) -> Any:
+        from anywave.backends.cfamily import Features
+        from anywave.backends.hip import translate
+
+        feats = Features(fp64=True, wave_widths=(WAVE_WIDTH,))
+        return translate(module, WAVE_WIDTH, feats, checked=True) if checked else translate(module, WAVE_WIDTH, feats)
+
+    def buffer_ok(self, v: Any) -> bool:
+        return True  # __cuda_array_interface__ objects, or anything NumPy can copy
 
     def load(self, module: Any, checked: bool = False) -> tuple[Any, Any]:
         """(rendered CProgram, module handle) for ``module`` (cached per module object; the
         bounds-checked build, ``checked=True``, apart)."""
-        key: Any = (id(module), "checked") if checked else id(module)
-        hit = self._loaded.get(key)
-        if hit is not None and hit[0] is module:
-            return hit[1], hit[2]
-        from anywave.backends.cfamily import Features
-        from anywave.backends.hip import translate
+        prog = self.program(module, WAVE_WIDTH, checked)
+        return prog, self._loaded(module, prog, checked)[0]
 
+    def _loaded(self, module: Any, prog: Any, checked: bool) -> tuple[Any, dict[str, Any]]:
+        """(CUmodule, its functions by kernel name) of a rendered program, linked and loaded once."""
         cuda = self.cuda
-        feats = Features(fp64=True, wave_widths=(WAVE_WIDTH,))
-        prog = translate(module, WAVE_WIDTH, feats, checked=True) if checked else translate(module, WAVE_WIDTH, feats)
-        ptx = nvrtc_compile(prog.text, self.arch)
-        self.device.activate()
-        try:
-            image, kind = cuda._link_cubin(ptx + b"\0"), "ptx->cubin (driver linker)"
-        except cuda.CudaError:  # e.g. NVRTC's PTX ISA newer than the driver: use NVRTC's cubin
-            image, kind = nvrtc_compile(prog.text, self.arch, cubin=True), "cubin (NVRTC)"
-        data = np.frombuffer(image, np.uint8).copy()
-        handle = cuda._check(cuda._driver().cuModuleLoadData(data.ctypes.data), "cuModuleLoadData")
-        self._loaded[key] = (module, prog, handle, {})
-        self.image_kinds[key] = kind
-        return prog, handle
+
+        def make() -> tuple[Any, dict[str, Any]]:
+            ptx = nvrtc_compile(prog.text, self.arch)
+            self.device.activate()
+            try:
+                image, kind = cuda._link_cubin(ptx + b"\0"), "ptx->cubin (driver linker)"
+            except cuda.CudaError:  # e.g. NVRTC's PTX ISA newer than the driver: use NVRTC's cubin
+                image, kind = nvrtc_compile(prog.text, self.arch, cubin=True), "cubin (NVRTC)"
+            data = np.frombuffer(image, np.uint8).copy()
+            handle = cuda._check(cuda._driver().cuModuleLoadData(data.ctypes.data), "cuModuleLoadData")
+            self.image_kinds[(id(module), "checked") if checked else id(module)] = kind
+            return handle, {}
+
+        return self._programs.get(module, ("cuda module", checked), make)
 
     def __call__(self, module: Any, kernel: str, grid: Sequence[int], workgroup: Sequence[int],
                  args: Mapping[str, Any], wave_width: int = WAVE_WIDTH, check: bool | None = None,
@@ -149,40 +161,24 @@ class HipOnCudaRunner:
         (OutOfBoundsError after the launch for an access outside its buffer)."""
         if wave_width != WAVE_WIDTH:
             raise HipNvidiaError(f"HIP on NVIDIA has W = {WAVE_WIDTH}, asked for W = {wave_width}")
-        from anywave.backends.cfamily import padded_workgroup
-        from anywave.emu.machine import _scalar_word
-        from anywave.runtime.opencl import resolve_check
-
         cuda = self.cuda
         drv = cuda._driver()
-        checked = resolve_check(check)
-        prog, handle = self.load(module, checked)
-        if kernel in prog.refused:
-            raise HipNvidiaError(f"kernel {kernel!r} refused: {prog.refused[kernel]}")
-        if kernel not in prog.kernels:
-            raise HipNvidiaError(f"module has no kernel {kernel!r}; it has {list(prog.kernels)}")
-        info = prog.kernels[kernel]
-        k = module.kernel(kernel)
-        names = [a.name for a in k.args]
-        if set(args) != set(names):
-            raise HipNvidiaError(f"kernel {kernel!r} takes arguments {names}, got {sorted(args)}")
-        g = tuple(int(v) for v in grid) + (1,) * (3 - len(grid))
-        wg = tuple(int(v) for v in workgroup) + (1,) * (3 - len(workgroup))
-        if 0 in g:
+        launch = self.prepare(module, kernel, grid, workgroup, args, WAVE_WIDTH, check)
+        if launch.dims is None:
             return
-        fns = self._loaded[(id(module), "checked") if checked else id(module)][3]
+        info, k, g, wg, P, checked = (launch.info, launch.kernel, launch.grid, launch.workgroup, launch.threads,
+                                      launch.checked)
+        handle, fns = self._loaded(module, launch.program, checked)
         fn = fns.get(kernel)
         if fn is None:
             fn = fns[kernel] = cuda._check(drv.cuModuleGetFunction(handle, info.c_name.encode()),
                                            f"cuModuleGetFunction({info.c_name})")
-        P = padded_workgroup(info, wg, WAVE_WIDTH)
         slots: list[Any] = []
         allocs: list[int] = []
         back: list[tuple[np.ndarray, int]] = []
         try:
-            for a in k.args:
-                v = args[a.name]
-                if a.is_buffer:
+            for kind, v, a in launch.margs:
+                if kind == "buffer":
                     cai = getattr(v, "__cuda_array_interface__", None)
                     if cai is not None:
                         slots.append(ctypes.c_uint64(int(cai["data"][0])))
@@ -197,14 +193,13 @@ class HipOnCudaRunner:
                         back.append((v, dptr))
                     slots.append(ctypes.c_uint64(dptr))
                 else:
-                    w = _scalar_word(k, a.name, a.type, v)
-                    slots.append(ctypes.c_uint64(w) if a.type.bits == 64 else ctypes.c_uint32(w))
+                    slots.append(ctypes.c_uint64(int(v)) if kind == "u64" else ctypes.c_uint32(int(v)))
             slots += [ctypes.c_uint32(wg[0]), ctypes.c_uint32(wg[1]), ctypes.c_uint32(wg[2])]
             record = err_ptr = None
             if checked:
                 from anywave.backends.bounds import new_error_record
 
-                sizes = [cuda._nbytes(args[a.name]) if a.is_buffer else 0 for a in k.args]
+                sizes = launch.bounds_sizes()
                 slots += [ctypes.c_uint64(n) for a, n in zip(k.args, sizes, strict=True) if a.is_buffer]
                 record = new_error_record()
                 err_ptr = int(cuda._check(drv.cuMemAlloc(record.nbytes), "cuMemAlloc"))

@@ -31,3 +31,6 @@
 /* AMD's wave barrier + wavefront-scope fences: __syncwarp orders memory among the warp's lanes */
 #define __builtin_amdgcn_wave_barrier() __syncwarp()
 #define __builtin_amdgcn_fence(order, scope) __threadfence_block()
+/* RDNA 3 matrix cores: used only under #if defined(__gfx11xx__), never on NVIDIA (unusable here) */
+#define __builtin_amdgcn_wmma_f32_16x16x16_f16_w32 __aw_no_wmma_on_nvidia
+#define __builtin_amdgcn_wmma_f32_16x16x16_bf16_w32 __aw_no_wmma_on_nvidia

@@ -1,0 +1,145 @@
+"""A no-GPU stand-in for ``cuda.bindings.driver`` (:class:`FakeDriver`), for measuring the CUDA
+runtime's pure-Python host overhead and testing its launch path without a GPU. Re-exported as
+``anywave.runtime.cuda.FakeDriver``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class FakeDriver:
+    """A no-GPU stand-in for ``cuda.bindings.driver``: every call the runtime makes, with the same
+    signature and the same ``(CUresult, value...)`` result tuples, doing nothing (or the least
+    that keeps the runtime going). For measuring the runtime's pure-Python host overhead and
+    for testing its launch path without a GPU::
+
+        fake = FakeDriver()
+        cuda._DRV, cuda._init_state = fake, None   # what tests/test_cuda.py's fixture does
+        tgt = cuda.CudaTarget(0)
+
+    ``cuLaunchKernel`` is a plain no-op returning ``(0, None)``; to see what a launch passed,
+    set ``on_launch`` (called as ``on_launch(f, grid, block, shared, stream, kernel_params)``
+    while the parameter buffer is still valid) or make ``launch_status``/``ctx_status``/
+    ``sync_status`` a nonzero CUresult to make those calls fail. The device it reports is an
+    H200-like sm_90 (132 SMs, 1024 threads per block)."""
+
+    class _Names:
+        def __getattr__(self, name: str) -> str:
+            return name
+
+    CUdevice_attribute = _Names()
+    CUfunction_attribute = _Names()
+    CUjitInputType = _Names()
+
+    _ATTRS = {
+        "CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR": 9, "CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR": 0,
+        "CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT": 132, "CU_DEVICE_ATTRIBUTE_WARP_SIZE": 32,
+        "CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK": 1024, "CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X": 1024,
+        "CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y": 1024, "CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z": 64,
+        "CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X": 2**31 - 1, "CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y": 65535,
+        "CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z": 65535, "CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK": 49152,
+        "CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN": 232448,
+        "CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK": 65536, "CU_DEVICE_ATTRIBUTE_CLOCK_RATE": 1980000,
+    }
+    _FUNC_ATTRS = {"CU_FUNC_ATTRIBUTE_NUM_REGS": 32, "CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK": 1024,
+                   "CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES": 0}
+
+    def __init__(self) -> None:
+        self.ctx_status = 0
+        self.launch_status = 0
+        self.sync_status = 0
+        self.on_launch: Any = None
+        self.ctx_sets = 0
+        self.current: Any = None
+        self._next = 0x10000
+        ok = (0, None)
+
+        def cuLaunchKernel(f: Any, gx: int, gy: int, gz: int, bx: int, by: int, bz: int,  # noqa: N802
+                           shared: int, stream: Any, params: Any, extra: Any) -> tuple[int, None]:
+            if self.on_launch is not None:
+                self.on_launch(f, (gx, gy, gz), (bx, by, bz), shared, stream, params)
+            return (self.launch_status, None) if self.launch_status else ok
+
+        def cuCtxSetCurrent(ctx: Any) -> tuple[int]:  # noqa: N802
+            self.ctx_sets += 1
+            self.current = ctx
+            return (self.ctx_status,)
+
+        # instance attributes, not methods: a plain function call, as cheap as the fake can be
+        self.cuLaunchKernel = cuLaunchKernel
+        self.cuCtxSetCurrent = cuCtxSetCurrent
+
+    def _handle(self) -> int:
+        self._next += 0x100
+        return self._next
+
+    def cuInit(self, flags: int) -> tuple[int]:  # noqa: N802
+        return (0,)
+
+    def cuDriverGetVersion(self) -> tuple[int, int]:  # noqa: N802
+        return (0, 13000)
+
+    def cuDeviceGetCount(self) -> tuple[int, int]:  # noqa: N802
+        return (0, 1)
+
+    def cuDeviceGet(self, ordinal: int) -> tuple[int, int]:  # noqa: N802
+        return (0, ordinal)
+
+    def cuDeviceGetName(self, n: int, dev: int) -> tuple[int, bytes]:  # noqa: N802
+        return (0, b"fake H200 (no GPU)\0")
+
+    def cuDeviceTotalMem(self, dev: int) -> tuple[int, int]:  # noqa: N802
+        return (0, 141 << 30)
+
+    def cuDeviceGetAttribute(self, attr: str, dev: int) -> tuple[int, int]:  # noqa: N802
+        return (0, self._ATTRS[attr])
+
+    def cuDevicePrimaryCtxRetain(self, dev: int) -> tuple[int, int]:  # noqa: N802
+        return (0, 0xC0000 + dev)
+
+    def cuCtxGetCurrent(self) -> tuple[int, Any]:  # noqa: N802
+        return (0, self.current)
+
+    def cuLinkCreate(self, n: int, opts: Any, vals: Any) -> tuple[int, None]:  # noqa: N802
+        return (999, None)  # CUDA_ERROR_UNKNOWN: the runtime then loads the PTX itself
+
+    def cuModuleLoadData(self, image: Any) -> tuple[int, int]:  # noqa: N802
+        return (0, self._handle())
+
+    def cuModuleGetFunction(self, module: Any, name: bytes) -> tuple[int, str]:  # noqa: N802
+        return (0, f"function {name.decode()} of module {module:#x}")
+
+    def cuFuncGetAttribute(self, attr: str, fn: Any) -> tuple[int, int]:  # noqa: N802
+        return (0, self._FUNC_ATTRS[attr])
+
+    def cuFuncSetAttribute(self, fn: Any, attr: str, value: int) -> tuple[int]:  # noqa: N802
+        return (0,)
+
+    def cuStreamSynchronize(self, stream: Any) -> tuple[int]:  # noqa: N802
+        return (self.sync_status,)
+
+    def cuMemAlloc(self, n: int) -> tuple[int, int]:  # noqa: N802
+        return (0, self._handle() << 8)
+
+    def cuMemFree(self, p: int) -> tuple[int]:  # noqa: N802
+        return (0,)
+
+    def cuMemcpyHtoD(self, dst: int, src: int, n: int) -> tuple[int]:  # noqa: N802
+        return (0,)
+
+    def cuMemcpyDtoH(self, dst: int, src: int, n: int) -> tuple[int]:  # noqa: N802
+        return (0,)
+
+    def cuCtxSynchronize(self) -> tuple[int]:  # noqa: N802
+        return (self.sync_status,)
+
+    CUpointer_attribute = _Names()
+
+    def cuPointerGetAttribute(self, attr: str, ptr: int) -> tuple[int, int]:  # noqa: N802
+        return (0, 0)
+
+    def cuGetErrorName(self, err: Any) -> tuple[int, bytes]:  # noqa: N802
+        return (0, f"CUDA_ERROR_{int(err)}".encode())
+
+    def cuGetErrorString(self, err: Any) -> tuple[int, bytes]:  # noqa: N802
+        return (0, b"fake driver error")

@@ -1,0 +1,279 @@
+"""One base for the compiled runtimes' drivers: program caches, refusal checks, padding and
+marshalling, written once for OpenCL, SYCL, Vulkan, HIP, Metal and HIP on NVIDIA.
+
+What every compiled launch does before the device-specific part (spec §2.1, §2.3, §3.3,
+§11.1), in this order, in :meth:`Driver.prepare`:
+
+1. the program of the module at W (rendered once per module object, W and checked build:
+   :class:`ProgramCache`);
+2. the kernel's refusal (a kernel the backend cannot express on this device, with the
+   backend's reason) or absence;
+3. device checks a driver adds (:meth:`Driver.check_kernel`), then local memory against the
+   device's;
+4. the arguments against the ABI (:func:`marshal_args`: names, buffer types, scalar words by
+   :func:`anywave.runtime.abi.scalar_word`, exactly as the emulator converts them);
+5. the launch rules every target enforces (:func:`anywave.runtime.targets.check_launch_rules`)
+   and the launched sizes (:func:`launch_dims`: one dimension of ``x*y*z`` threads padded to
+   whole waves for wave kernels, at most the device's maximum, u32 global ids).
+
+Each driver then moves buffers and launches. Errors are the driver's own
+:class:`~anywave.errors.WaveError` subclass (``Driver.error``), except the launch rules'
+:class:`~anywave.errors.LaunchConfigError`.
+"""
+
+from __future__ import annotations
+
+import os
+import weakref
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from anywave.errors import LaunchConfigError, WaveError
+from anywave.isa.types import ArgKind
+from anywave.runtime.abi import check_arg_names, scalar_word
+from anywave.runtime.targets import ID_LIMIT_U32, check_launch_rules
+
+Dims = tuple[int, int, int]
+
+
+def resolve_check(check: bool | None) -> bool:
+    """A launch's ``check`` option: None means the default, ``ANYWAVE_CHECK=1`` (bounds-checked
+    builds on the compiled targets; the emulator always checks bounds)."""
+    if check is None:
+        return os.environ.get("ANYWAVE_CHECK", "").strip() == "1"
+    return bool(check)
+
+
+def dims3(value: int | Sequence[int], what: str, error: type[Exception] = WaveError) -> Dims:
+    """``value`` (an int or 1-3 ints) as 3 ints, missing dimensions 1. Raises ``error`` for
+    more than 3 dimensions (signs are checked by :func:`launch_dims`)."""
+    vals = (int(value),) if isinstance(value, (int, np.integer)) else tuple(int(v) for v in value)
+    if not 1 <= len(vals) <= 3:
+        raise error(f"{what} must have 1 to 3 dimensions, got {vals}")
+    return vals + (1,) * (3 - len(vals))  # type: ignore[return-value]
+
+
+def buffer_nbytes(v: Any) -> int:
+    """Bytes of a buffer argument: a NumPy array, a device array, a torch tensor or a
+    ``__cuda_array_interface__`` object."""
+    if isinstance(v, np.ndarray):
+        return int(v.nbytes)
+    if hasattr(v, "element_size") and hasattr(v, "numel"):
+        return int(v.numel()) * int(v.element_size())
+    cai = getattr(v, "__cuda_array_interface__", None)
+    if cai is not None:
+        n = 1
+        for d in cai["shape"]:
+            n *= int(d)
+        return n * np.dtype(cai["typestr"]).itemsize
+    nb = getattr(v, "nbytes", None)
+    return int(nb) if nb is not None else int(np.asarray(v).nbytes)
+
+
+class ProgramCache:
+    """Values (rendered programs, loaded modules ...) per module object and key: a conformance
+    group renders and builds once. The module is held weakly where it can be (a new object
+    that reuses a dead one's id starts afresh), else strongly."""
+
+    def __init__(self) -> None:
+        self._by_module: dict[int, tuple[Callable[[], Any], dict[Any, Any]]] = {}
+
+    def get(self, module: Any, key: Any, make: Callable[[], Any]) -> Any:
+        """The value for (``module``, ``key``); ``make()`` builds it on the first request."""
+        ent = self._by_module.get(id(module))
+        if ent is None or ent[0]() is not module:
+            try:
+                ref: Callable[[], Any] = weakref.ref(module)
+            except TypeError:  # not weakly referable: keep it alive, so its id stays unique
+                ref = (lambda m: lambda: m)(module)
+            ent = self._by_module[id(module)] = (ref, {})
+        values = ent[1]
+        if key not in values:
+            values[key] = make()
+        return values[key]
+
+
+def marshal_args(kernel: Any, info: Any, args: Mapping[str, Any], error: type[Exception] = WaveError,
+                 accept: Callable[[Any], bool] | None = None) -> list[tuple[str, Any, Any]]:
+    """Check ``args`` against the kernel's ABI; returns ``(kind, host value, arg)`` per
+    parameter, kind ``buffer``, ``u32`` or ``u64``.
+
+    Buffers: NumPy arrays (any dtype; their bytes are the buffer) or device arrays
+    (:class:`anywave.runtime.arrays.Array`; host-memory arrays become their NumPy view, the
+    driver checks the others' kind); ``accept(value)``, where given, decides instead which
+    buffer values the driver takes (e.g. ``__cuda_array_interface__`` objects).
+
+    Scalars: numbers, converted exactly as the emulator does
+    (:func:`anywave.runtime.abi.scalar_word`), as ``np.uint32`` / ``np.uint64`` words; the
+    word size is ``info.params``' kind where the backend gives one (C family), else 64 bits
+    for 64-bit types.
+
+    Raises:
+        error: a missing/extra argument or a buffer that is not an array.
+        TypeError, ValueError: a scalar of the wrong kind or out of range (naming it).
+    """
+    check_arg_names(kernel, list(args), error)
+    from anywave.runtime.arrays import Array
+
+    params = getattr(info, "params", None)
+    kinds = [kind for _, kind in params] if params is not None else [
+        "buffer" if a.kind is ArgKind.BUFFER else ("u64" if a.type.bits == 64 else "u32") for a in kernel.args]
+    out = []
+    for a, kind in zip(kernel.args, kinds, strict=True):
+        v = args[a.name]
+        if a.kind is ArgKind.BUFFER:
+            if isinstance(v, Array) and v.space.kind == "host":
+                v = v._host_view()
+            if not (accept(v) if accept is not None else isinstance(v, (np.ndarray, Array))):
+                raise error(f"buffer argument {a.name!r} of kernel {kernel.name!r} must be a NumPy "
+                            f"array or an anywave device array, got {type(v).__name__}")
+            out.append(("buffer", v, a))
+        else:
+            word = scalar_word(kernel, a.name, a.type, v)
+            out.append((kind, np.uint64(word) if kind == "u64" else np.uint32(word), a))
+    return out
+
+
+def launch_dims(info: Any, grid: Sequence[int], workgroup: Sequence[int], W: int, max_workgroup: int | None,
+                error: type[Exception] = WaveError) -> tuple[Dims, Dims] | None:
+    """(global, local) NDRange sizes of a launch as one dimension of ``P`` threads per workgroup
+    (``x*y*z``, padded to a multiple of W when ``info.wave_mode``: the padding lanes never
+    become active), or None for an empty grid.
+
+    Raises:
+        error: bad sizes or P above ``max_workgroup`` (None: no device limit checked here).
+        LaunchConfigError: more than 2^32 threads along a dimension (global ids are u32).
+    """
+    g = dims3(grid, "grid", error)
+    wg = dims3(workgroup, "workgroup", error)
+    if any(v < 0 for v in g) or any(v < 1 for v in wg):
+        raise error(f"grid {g} and workgroup {wg} must be non-negative / positive")
+    if 0 in g:
+        return None
+    P = padded_size(info, wg, W)
+    if max_workgroup is not None and P > max_workgroup:
+        raise error(f"workgroup {wg} ({P} threads launched) exceeds the device's maximum {max_workgroup}")
+    if g[0] * P > ID_LIMIT_U32 or g[1] * wg[1] > ID_LIMIT_U32 or g[2] * wg[2] > ID_LIMIT_U32:
+        raise LaunchConfigError(f"grid {g} x workgroup {wg} ({P} threads launched per workgroup) has more than "
+                                f"2^32 threads along a dimension; global ids are u32 (spec §3.3)")
+    return (g[0] * P, g[1], g[2]), (P, 1, 1)
+
+
+def padded_size(info: Any, workgroup: Sequence[int], W: int) -> int:
+    """Threads launched per workgroup: x*y*z, rounded up to a multiple of W for wave kernels
+    (``info.wave_mode``)."""
+    n = int(workgroup[0]) * int(workgroup[1]) * int(workgroup[2])
+    return -(-n // W) * W if info.wave_mode else n
+
+
+@dataclass
+class Launch:
+    """One checked launch, ready for the device-specific part.
+
+    Attributes:
+        program: the rendered program; info: its kernel (``CKernel`` / ``SpirvKernel``);
+        kernel: the WAVE :class:`~anywave.binary.module.Kernel`.
+        margs: ``(kind, value, arg)`` per ABI argument (:func:`marshal_args`).
+        grid, workgroup: the launch's sizes as 3 ints.
+        dims: (global, local) sizes of the one-dimensional launch, None for an empty grid.
+        threads: P, threads launched per workgroup (0 for an empty grid).
+        checked: the bounds-checked build runs.
+    """
+
+    program: Any
+    info: Any
+    kernel: Any
+    margs: list[tuple[str, Any, Any]]
+    grid: Dims
+    workgroup: Dims
+    dims: tuple[Dims, Dims] | None
+    threads: int
+    checked: bool
+
+    @property
+    def empty(self) -> bool:
+        return self.dims is None
+
+    def bounds_sizes(self) -> list[int]:
+        """Byte size per ABI argument (0 for scalars), for the bounds-checked build's hidden
+        parameters and :func:`anywave.backends.bounds.raise_if_failed`."""
+        return [buffer_nbytes(v) if kind == "buffer" else 0 for kind, v, _a in self.margs]
+
+
+class Driver:
+    """The base of the compiled runtimes' launchers (conformance runners and targets).
+
+    A driver sets ``error`` (its WaveError subclass) and implements :meth:`translate`; it
+    gives its device's limits through :meth:`device_limits` (default: ``self.dev``'s
+    ``name``, ``local_memory`` and ``max_workgroup``), may add checks in
+    :meth:`check_kernel`, and calls :meth:`prepare` at the start of each launch.
+    """
+
+    error: type[WaveError] = WaveError
+    serial_atomics = False
+
+    def __init__(self) -> None:
+        self._programs = ProgramCache()
+
+    # ---- what a driver provides
+    def translate(self, module: Any, wave_width: int, checked: bool) -> Any:  # pragma: no cover - abstract
+        """The rendered program of ``module`` at W (``checked``: the bounds-checked build)."""
+        raise NotImplementedError
+
+    def device_limits(self) -> tuple[str, int | None, int | None]:
+        """(device name, bytes of local memory, most threads per workgroup); None: not checked."""
+        dev = self.dev  # type: ignore[attr-defined]
+        return dev.name, dev.local_memory, dev.max_workgroup
+
+    def check_kernel(self, kernel: Any, info: Any) -> None:
+        """Checks of this device beyond local memory and the launch sizes (raise ``error``)."""
+
+    def buffer_ok(self, value: Any) -> bool:
+        """Whether this driver takes ``value`` as a buffer argument (default: NumPy arrays and
+        anywave device arrays; the driver checks a device array's kind)."""
+        from anywave.runtime.arrays import Array
+
+        return isinstance(value, (np.ndarray, Array))
+
+    # ---- shared
+    def program(self, module: Any, wave_width: int, checked: bool = False) -> Any:
+        """The rendered program (once per module object, W and build)."""
+        return self._programs.get(module, (wave_width, checked), lambda: self.translate(module, wave_width, checked))
+
+    def kernel_info(self, program: Any, module: Any, kernel: str) -> Any:
+        """The program's launch information of ``kernel``.
+
+        Raises:
+            error: the backend refused the kernel here (its reason), or there is no such kernel."""
+        if kernel in program.refused:
+            raise self.error(f"kernel {kernel!r} cannot run on {self.device_limits()[0]}: {program.refused[kernel]}")
+        if kernel not in program.kernels:
+            raise self.error(f"module has no kernel {kernel!r}; it has {[k.name for k in module.kernels]}")
+        return program.kernels[kernel]
+
+    def prepare(self, module: Any, kernel: str, grid: Sequence[int], workgroup: Sequence[int],
+                args: Mapping[str, Any], wave_width: int, check: bool | None = None) -> Launch:
+        """Every check of a launch (the module docs' steps 1-5), in that order.
+
+        Raises:
+            error: see :meth:`kernel_info`, :meth:`check_kernel`, :func:`marshal_args`,
+                :func:`launch_dims`; LaunchConfigError: a launch rule.
+        """
+        checked = resolve_check(check)
+        prog = self.program(module, wave_width, checked)
+        info = self.kernel_info(prog, module, kernel)
+        k = module.kernel(kernel)
+        name, local_memory, max_workgroup = self.device_limits()
+        self.check_kernel(k, info)
+        if local_memory is not None and info.local_memory > local_memory:
+            raise self.error(f"kernel {kernel!r} needs {info.local_memory} bytes of local memory; "
+                             f"{name} has {local_memory}")
+        margs = marshal_args(k, info, args, self.error, self.buffer_ok)
+        g3, wg = dims3(grid, "grid", self.error), dims3(workgroup, "workgroup", self.error)
+        if min(g3) >= 1 and min(wg) >= 1:
+            check_launch_rules(k, g3, wg)
+        dims = launch_dims(info, g3, wg, wave_width, max_workgroup, self.error)
+        return Launch(prog, info, k, margs, g3, wg, dims, dims[1][0] if dims else 0, checked)
