@@ -36,7 +36,6 @@ from anywave.isa.types import Access, Capability
 from anywave.runtime.driver import Driver
 from anywave.runtime.targets import ProcessDevice, RunnerTarget
 
-
 #: how long a dispatch may take before the device is declared wedged (nanoseconds)
 FENCE_TIMEOUT_NS = 60 * 10**9
 
