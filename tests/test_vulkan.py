@@ -253,3 +253,53 @@ def test_compiled_kernels_with_host_arrays_and_tensors(runner) -> None:  # noqa:
     tout = torch.zeros(300)
     axpy(torch.from_numpy(x), torch.from_numpy(y), tout, 0.5, 300, grid=10, workgroup=32, target="vulkan")
     assert np.array_equal(tout.numpy(), want)
+
+
+_TIMEOUT_SCRIPT = r'''
+import numpy as np
+import anywave as aw
+from anywave.runtime import vulkan
+from anywave.errors import WaveError
+
+vulkan.FENCE_TIMEOUT_NS = 1_000  # 1 us: the dispatch below takes far longer
+
+@aw.kernel
+def slow(out: aw.Out[aw.f32], n: aw.i32):
+    acc = 1.0
+    for i in range(n):
+        acc = aw.fma(acc, 0.999999, 1e-7)
+    out[aw.global_id(0)] = acc
+
+out = np.zeros(64, np.float32)
+try:
+    slow(out, 20_000_000, grid=1, workgroup=64, target="vulkan")
+except WaveError as e:
+    assert "did not finish" in str(e), e
+    print("first:", type(e).__name__)
+else:
+    raise SystemExit("no timeout reported")
+try:
+    slow(out, 1, grid=1, workgroup=64, target="vulkan")
+except WaveError as e:
+    assert "refuses the launch" in str(e), e
+    print("second: refused")
+else:
+    raise SystemExit("a wedged device accepted a launch")
+print("alive")
+'''
+
+
+def test_a_dispatch_that_times_out_is_an_error_not_a_crash(runner, tmp_path) -> None:  # noqa: ANN001
+    # A fence timeout used to free the buffers while the dispatch was still running, and the
+    # process died (SIGSEGV in the driver). In a child process (the device stays wedged there).
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, ANYWAVE_CACHE_DIR=str(tmp_path / "cache"))
+    script = tmp_path / "timeout_child.py"  # kernels must live in a file (their source is read)
+    script.write_text(_TIMEOUT_SCRIPT)
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env,
+                       timeout=300)
+    assert r.returncode == 0, (r.returncode, r.stdout[-2000:], r.stderr[-2000:])
+    assert "first: VulkanError" in r.stdout and "second: refused" in r.stdout and "alive" in r.stdout, r.stdout

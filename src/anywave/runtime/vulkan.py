@@ -36,6 +36,8 @@ from anywave.isa.types import Access, Capability
 from anywave.runtime.driver import Driver
 from anywave.runtime.targets import ProcessDevice, RunnerTarget
 
+#: how long a dispatch may take before the device is declared wedged (nanoseconds)
+FENCE_TIMEOUT_NS = 60 * 10**9
 
 class VulkanError(WaveError):
     """Vulkan is unavailable (no binding, loader, ICD or device), a pipeline failed to build, or
@@ -154,6 +156,8 @@ class VulkanDevice:
             raise VulkanError(f"{self.name} has no host-visible, host-coherent memory type")
         self._pipelines: dict[tuple[str, int], Any] = {}
         self.lock = threading.Lock()
+        #: why the device is unusable (a dispatch that timed out may still run), or "" if it is not
+        self.wedged = ""
 
     def capabilities(self) -> Capability:
         caps = Capability.F16 | Capability.BF16 | Capability.OFFSET64 | Capability.ATOMIC_F32
@@ -191,6 +195,8 @@ class VulkanDevice:
         return buf, mem, size
 
     def free(self, buf: Any, mem: Any) -> None:
+        if self.wedged:  # a dispatch may still be writing it: keep it (see run)
+            return
         self.vk.vkDestroyBuffer(self.device, buf, None)
         self.vk.vkFreeMemory(self.device, mem, None)
 
@@ -238,7 +244,14 @@ class VulkanDevice:
 
     def run(self, k: SpirvKernel, P: int, W: int, grid: tuple[int, int, int], buffers: list[tuple[Any, int]],
             push: list[int]) -> None:
-        """Record, submit and wait for one dispatch."""
+        """Record, submit and wait for one dispatch (at most :data:`FENCE_TIMEOUT_NS`).
+
+        Raises:
+            VulkanError: the device is wedged by an earlier dispatch that did not finish, or this
+                one did not finish in time (then the device is wedged from now on)."""
+        if self.wedged:
+            raise VulkanError(f"Vulkan on {self.name} refuses the launch of {k.name!r}: {self.wedged} earlier in "
+                              "this process and may still be running; restart the process to use Vulkan again")
         vk, dev = self.vk, self.device
         pipe, layout, dsl, _ = self.pipeline(k, P, W)
         pool = None
@@ -270,7 +283,19 @@ class VulkanDevice:
             vk.vkEndCommandBuffer(cmd)
             vk.vkQueueSubmit(self.queue, 1, [vk.VkSubmitInfo(commandBufferCount=1, pCommandBuffers=[cmd])],
                              self.fence)
-            vk.vkWaitForFences(dev, 1, [self.fence], vk.VK_TRUE, 60 * 10**9)
+            try:
+                vk.vkWaitForFences(dev, 1, [self.fence], vk.VK_TRUE, FENCE_TIMEOUT_NS)
+            except vk.VkTimeout:
+                # The dispatch may still be running and writing the buffers: freeing them (or
+                # the descriptor pool) now is a use-after-free in the driver that kills the
+                # process. Keep them (leaked) and refuse further work on this device.
+                self.wedged = (f"a dispatch of kernel {k.name!r} did not finish within "
+                               f"{FENCE_TIMEOUT_NS / 1e9:.0f} s")
+                pool = None
+                raise VulkanError(f"Vulkan on {self.name}: {self.wedged}; its buffers are kept (not freed) and "
+                                  "this process's Vulkan device refuses further launches. Restart the process "
+                                  "to use Vulkan again (a kernel that loops forever, or one too slow for this "
+                                  "CPU/GPU, causes this)") from None
             vk.vkResetFences(dev, 1, [self.fence])
         finally:
             if pool is not None:
