@@ -3,7 +3,9 @@
 # (device time is scarce). Correctness runs side by side first, then the benchmarks one at a
 # time on an otherwise idle GPU.
 #   ANYWAVE_COMMIT=$(git rev-parse HEAD) OUT=/some/dir bash bench/gpu_integration.sh
-# Optional: VULKAN_DIR=dir holding .gl/*.deb (Vulkan loader) and .whl/*.whl (the vulkan binding).
+# Optional: VULKAN_DIR=dir holding .gl/*.deb (Vulkan loader) and .whl/*.whl (the vulkan binding);
+# WHOLE_SUITE=1 runs the whole test suite (pytest -n 8) instead of only the tests marked cuda.
+# Beforehand, with no GPU: python bench/gpu_mma.py --make-ref (the emulator's GEMM outputs).
 # Writes $OUT/summary.log and $OUT/results.tgz (every JSON/log); exit status = failed steps.
 set -u
 export PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}$PWD/src" PYTHONUNBUFFERED=1
@@ -31,8 +33,13 @@ if [ -n "${VULKAN_DIR:-}" ]; then
 fi
 
 # --- phase A: correctness, side by side (separate caches: no two writers race on one)
-ANYWAVE_CACHE_DIR=/tmp/awc-a step gpu-tests 240 python3 -m pytest -q -m cuda -p no:cacheprovider -rs tests/ &
+if [ -n "${WHOLE_SUITE:-}" ]; then  # the whole test suite on the GPU machine (CUDA tests included)
+    ANYWAVE_CACHE_DIR=/tmp/awc-a step whole-suite 300 python3 -m pytest -q -n 8 -p no:cacheprovider -rs tests/ &
+else
+    ANYWAVE_CACHE_DIR=/tmp/awc-a step gpu-tests 240 python3 -m pytest -q -m cuda -p no:cacheprovider -rs tests/ &
+fi
 ANYWAVE_CACHE_DIR=/tmp/awc-b step cuda-conformance 240 python3 bench/cuda_conformance.py --out "$R" &
+ANYWAVE_CACHE_DIR=/tmp/awc-g step hip-on-cuda-conformance 240 python3 bench/hip_on_cuda_conformance.py --out "$R" &
 if [ -n "${VULKAN_DIR:-}" ]; then
     ANYWAVE_CACHE_DIR=/tmp/awc-c step vulkan-conformance 240 python3 bench/vulkan_conformance.py --widths 32 \
         --out "$R/vulkan_conformance_h200.json" --commit "${ANYWAVE_COMMIT:-unknown}" &
@@ -45,8 +52,10 @@ wait
 # --- phase B: benchmarks, one at a time
 export ANYWAVE_CACHE_DIR=/tmp/awc-f
 step speed 150 python3 bench/bench_speed.py --out "$R"
-step mma 120 python3 bench/gpu_mma.py
+step mma 150 python3 bench/gpu_mma.py
 [ -f "$OUT/gpu_mma.json" ] && mv "$OUT/gpu_mma.json" "$R/"
+step async-spill 120 python3 bench/gpu_async_spill.py --out "$R"
+step compile-time 120 python3 bench/bench_compile.py --only gemm --out "$R/compile_gpu_host.json"
 step arrays-overhead 60 python3 bench/bench_arrays.py overhead --calls 1000 --rounds 11 --out "$R"
 step arrays-chain 50 python3 bench/bench_arrays.py chain --log2n 26 --rounds 11 --out "$R"
 
