@@ -19,9 +19,10 @@ from anywave.kernels.gemm_mma import gemm_frag_kernel, gemm_tiled_kernel
 from anywave.torch import ops as O
 
 #: tiling of the CUDA launches (gemm_tiled_kernel): 8 waves of 32 lanes, 128 x 256 per workgroup,
-#: each wave 64 x 64, K slices of 64 through two local buffers, blocks visited in groups of 8 rows
-#: (the fastest measured on the H200: bench/results/gpu_mma.json)
-TILE = {"TM": 4, "TN": 4, "WM": 2, "WN": 4, "GM": 8, "BK": 64}
+#: each wave 64 x 64, K slices of 32 copied with aw.async_copy (cp.async) into a ring of 4 local
+#: buffers, blocks visited in groups of 8 rows (the fastest measured on the H200,
+#: bench/results/gpu_mma.json: variant async_128x256_g8_k32_s4)
+TILE = {"TM": 4, "TN": 4, "WM": 2, "WN": 4, "GM": 8, "BK": 32, "STAGES": 4}
 #: tiling on CPU targets (fewer registers; W = 8 uses the direct-load kernel, its copies need too many)
 CPU_TILE = {"TM": 4, "TN": 2, "WM": 2, "WN": 4}
 
@@ -55,7 +56,7 @@ def gemm_mma(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = None,
     w = 32 if cuda else int(O.current_cpu_target().info.wave_width)
     p = TILE if cuda else CPU_TILE
     bm, bn = 16 * p["TM"] * p["WM"], 16 * p["TN"] * p["WN"]
-    bk = 2 * p.get("BK", 32)  # two K slices per loop trip
+    bk = max(2, p.get("STAGES", 0)) * p.get("BK", 32)  # K slices per loop trip: 2, or the ring's STAGES
     mp, np_, kp = -(-m // bm) * bm, -(-n // bn) * bn, -(-k // bk) * bk
     ap = F.pad(a, (0, kp - k, 0, mp - m)) if (mp, kp) != (m, k) else a.contiguous()
     bp = F.pad(b, (0, np_ - n, 0, kp - k)) if (kp, np_) != (k, n) else b.contiguous()
