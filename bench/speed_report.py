@@ -37,7 +37,7 @@ def rows(r: dict[str, Any]) -> list[tuple[str, str, str, float, str]]:
     specs = [("add", "add 2^28 f32 (`vec.add4`)", "torch", "torch.add", "add4_per2_bit_exact_vs_torch"),
              ("saxpy", "saxpy 2^28 f32 (`vec.saxpy4`)", "torch_add_alpha", "torch add_(alpha)",
               "saxpy4_bit_exact_vs_torch_y_plus_a_times_x"),
-             ("gelu", "GELU 2^28 f32 (`vec.gelu4`, precise tanh)", "torch", "torch gelu(tanh)",
+             ("gelu", "GELU 2^28 f32 (`vec.gelu4`, sigmoid form, exact-class exp)", "torch", "torch gelu(tanh)",
               "gelu4_bit_exact_vs_emulator_first_2^16"),
              ("sum", "sum 2^28 f32 (`vec.sum4`)", "torch", "torch.sum", None)]
     for key, what, peer, pname, check in specs:
