@@ -17,25 +17,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from anywave.backends.lowering.fragments import fragment_slots
 from anywave.binary.module import DeviceAddr, Instruction, Module
 from anywave.isa.mma import FragKind, fragment_kinds
-from anywave.isa.table import Category
 from anywave.isa.types import ScalarType as T
-
-
-def slots(module: Module, code: Any, seen: set[int] | None = None) -> dict[int, FragKind]:
-    seen = set() if seen is None else seen
-    out: dict[int, FragKind] = {}
-    for ins in code:
-        d = ins.defn
-        if d.category is Category.MMA and d.op != "mma":
-            for k, v in zip(fragment_kinds(d), ins.operands, strict=True):
-                if k is not None:
-                    out.setdefault(int(v), k)
-        elif d.op == "call" and ins.operands[0] not in seen:
-            seen.add(ins.operands[0])
-            out.update(slots(module, module.functions[ins.operands[0]].code, seen))
-    return out
 
 
 def _per_lane(k: FragKind, W: int) -> int:
@@ -47,7 +32,7 @@ def _per_lane(k: FragKind, W: int) -> int:
 def declarations(module: Module, code: Any, W: int) -> list[str]:
     """Declarations of every fragment slot the kernel uses, zero-initialised."""
     return [f"float aw_f{s}[{_per_lane(k, W)}]; for (u32 aw_i = 0; aw_i < {_per_lane(k, W)}u; ++aw_i) "
-            f"aw_f{s}[aw_i] = 0.0f;" for s, k in sorted(slots(module, code).items())]
+            f"aw_f{s}[aw_i] = 0.0f;" for s, k in sorted(fragment_slots(module, code).items())]
 
 
 def _acc_e(W: int, j: str) -> str:

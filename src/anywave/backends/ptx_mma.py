@@ -29,6 +29,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from anywave.backends.lowering.fragments import fragment_slots
 from anywave.binary.module import DeviceAddr, Instruction, Kernel, LocalAddr, Module, Pred
 from anywave.binary.structure import If, Loop, parse
 from anywave.isa.mma import FragKind, fragment_kinds
@@ -179,27 +180,12 @@ def _count(kind: FragKind) -> int:
     return kind.lane_registers(32)
 
 
-def slots(module: Module, code: Iterable[Instruction], seen: set[int] | None = None) -> dict[int, FragKind]:
-    """Fragment slot -> kind for a kernel body and the functions it calls (the verifier has
-    checked that each slot has one kind)."""
-    seen = set() if seen is None else seen
-    out: dict[int, FragKind] = {}
-    for ins in code:
-        d = ins.defn
-        if d.category is Category.MMA and d.op != "mma":
-            for k, v in zip(fragment_kinds(d), ins.operands, strict=True):
-                if k is not None:
-                    out.setdefault(int(v), k)
-        elif d.op == "call" and ins.operands[0] not in seen:
-            seen.add(ins.operands[0])
-            out.update(slots(module, module.functions[ins.operands[0]].code, seen))
-    return out
 
 
 def declarations(module: Module, code: Iterable[Instruction]) -> list[str]:
     """Prologue lines: registers of every fragment slot, set to +0.0 (spec §8.14)."""
     lines: list[str] = []
-    for s, k in sorted(slots(module, code).items()):
+    for s, k in sorted(fragment_slots(module, code).items()):
         n = _count(k)
         lines.append(f".reg .b32 %fr{s}_<{n}>;")
         lines += [f"mov.b32 {frag_reg(s, i)}, 0;" for i in range(n)]

@@ -33,7 +33,7 @@ from collections.abc import Callable
 from contextlib import nullcontext
 from typing import Any
 
-from anywave.backends.cfamily_mma import slots
+from anywave.backends.lowering.fragments import fragment_slots
 from anywave.backends.spirv_asm import SCOPE, SEM
 from anywave.binary.module import Instruction, LocalAddr
 from anywave.isa import semantics
@@ -54,7 +54,7 @@ def declare(x: _Lowering) -> dict[int, tuple[int, FragKind]]:
     """Function variables of every fragment slot the kernel (or a function it calls) uses:
     slot -> (variable id, kind), zero-initialised."""
     out: dict[int, tuple[int, FragKind]] = {}
-    for s, k in sorted(slots(x.m, x.k.code).items()):
+    for s, k in sorted(fragment_slots(x.m, x.k.code).items()):
         arr = x.b.t_array(x.u32, words_per_lane(k, x.W))
         out[s] = (x.var(arr, x.b.const_null(arr)), k)
     return out
