@@ -16,6 +16,7 @@ import torch
 import torch.nn.functional as F
 
 from anywave.kernels.gemm_mma import gemm_frag_kernel, gemm_tiled_kernel
+from anywave.runtime.cuda import WAVE_WIDTH as CUDA_WAVE_WIDTH
 from anywave.torch import ops as O
 
 #: tiling of the CUDA launches (gemm_tiled_kernel): 8 waves of 32 lanes, 128 x 256 per workgroup,
@@ -53,7 +54,7 @@ def gemm_mma(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = None,
     m, n, k = _check(a, b, bias)
     dev = O._same_device("gemm_mma", a=a, b=b) if bias is None else O._same_device("gemm_mma", a=a, b=b, bias=bias)
     cuda = dev.type == "cuda"
-    w = 32 if cuda else int(O.current_cpu_target().info.wave_width)
+    w = CUDA_WAVE_WIDTH if cuda else int(O.current_cpu_target().info.wave_width)
     p = TILE if cuda else CPU_TILE
     bm, bn = 16 * p["TM"] * p["WM"], 16 * p["TN"] * p["WN"]
     bk = max(2, p.get("STAGES", 0)) * p.get("BK", 32)  # K slices per loop trip: 2, or the ring's STAGES
