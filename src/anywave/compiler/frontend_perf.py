@@ -90,7 +90,10 @@ class PerfOps:
     intrinsics creating them, and the vector loads/stores, are the ``lower_*`` functions)."""
 
     def _register_index(self, arr: RegisterArray, sl: ast.AST, node: ast.AST) -> Value:
-        idx = self.visit(sl)
+        if type(sl) is ast.Tuple:  # tile[i, j]: the elements one by one (what visit_Tuple does)
+            idx = tuple([self.load_name(e.id, e) if type(e) is ast.Name else self.visit(e) for e in sl.elts])
+        else:
+            idx = self.visit(sl)
         self.node = node
         idxs = idx if isinstance(idx, tuple) else (idx,)
         if len(idxs) != len(arr.shape):

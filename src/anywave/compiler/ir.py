@@ -151,11 +151,17 @@ class Op:
 
     def defs(self) -> list[Value]:
         """Values written, in operand order (a shared list: do not modify it)."""
+        c = self._du  # the cache check of _defs_uses, inline: this is asked very often
+        if c is not None and c[0] is self.defn and c[1] is self.operands and c[2] is self.guard:
+            return c[3]
         return self._defs_uses()[3]
 
     def uses(self) -> list[Value]:
         """Values read — registers, predicates, address offsets, the guard (a shared list:
         do not modify it)."""
+        c = self._du
+        if c is not None and c[0] is self.defn and c[1] is self.operands and c[2] is self.guard:
+            return c[4]
         return self._defs_uses()[4]
 
     def replace_uses(self, mapping: dict[Value, Value]) -> None:
