@@ -106,6 +106,8 @@ class Frontend(ValueOps, MemoryOps, PerfOps, InlineOps, ast.NodeVisitor):
         self._const_cache: dict[tuple[str, int], Value] = {}
         #: (id(function), free name) -> what resolve_global found (the functions live as long as this)
         self._globals: dict[tuple[int, str], Any] = {}
+        #: (id(FuncSource), id(AST node)) -> the node's SourceLoc (loc())
+        self._locs: dict[tuple[int, int], SourceLoc] = {}
         #: id(ast.Attribute node) -> the object ``global_name.attr`` of a call's function (visit_Call)
         self._calls: dict[int, Any] = {}
         #: aw.print call sites (PrintFormat) and the index of the hidden print buffer argument
@@ -136,7 +138,15 @@ class Frontend(ValueOps, MemoryOps, PerfOps, InlineOps, ast.NodeVisitor):
         return e
 
     def loc(self) -> SourceLoc | None:
-        return self.src.loc(self.node) if self.node is not None else None
+        node = self.node
+        if node is None:
+            return None
+        src = self.ctx.src
+        key = (id(src), id(node))  # (both live as long as this translation)
+        r = self._locs.get(key)
+        if r is None:
+            r = self._locs[key] = src.loc(node)
+        return r
 
     def emit(self, mnemonic: str, *operands: Any) -> Op:
         op = Op(BY_MNEMONIC[mnemonic], list(operands), self.loc())
@@ -288,7 +298,7 @@ class Frontend(ValueOps, MemoryOps, PerfOps, InlineOps, ast.NodeVisitor):
         if value is not var:
             last = self.body[-1] if self.body else None
             if (isinstance(last, Op) and not value.is_var and last.defs() == [value]
-                    and not any(value is u for u in last.uses())):
+                    and value not in last.uses()):  # (Values compare by identity)
                 # retarget the defining instruction instead of copying
                 last.operands = [var if o is value else o for o in last.operands]
             else:
@@ -909,7 +919,12 @@ class Frontend(ValueOps, MemoryOps, PerfOps, InlineOps, ast.NodeVisitor):
         base = self.load_name(bn.id, bn) if type(bn) is ast.Name else self.visit(bn)
         sl = node.slice
         if isinstance(base, tuple):
-            i = self.static_eval(sl)
+            if type(sl) is ast.Name:  # static_eval of a name, inline (av[i] in unrolled code)
+                i = self.load_name(sl.id, sl)
+                if isinstance(i, (Value, PredUse)):
+                    raise self.err(sl, "this must be a compile-time constant, but it is a runtime value")
+            else:
+                i = self.static_eval(sl)
             try:
                 return base[i]
             except (IndexError, TypeError) as e:

@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 from typing import Any
 
@@ -413,15 +414,27 @@ def _replace_pred_uses(body: list[ir.Node], pmap: dict[Value, PredUse]) -> None:
 
 
 def _replace_uses(body: list[ir.Node], mapping: dict[Value, Value]) -> bool:
-    """Rewrite every use of a key of ``mapping``; True when there was one."""
+    """Rewrite every use of a key of ``mapping``; True when there was one. (Each node on its
+    own, so the regions are visited in any order; an instruction none of whose uses is a key
+    is left as :meth:`Op.replace_uses` leaves it.)"""
     changed = False
-    for n in ir.walk(body):
-        if isinstance(n, Op):
-            ops, g = n.operands, n.guard
-            n.replace_uses(mapping)
-            if ops is not n.operands or g is not n.guard:
-                changed = True
-        else:
+    keys = mapping.keys()
+    stack = [body]
+    while stack:
+        for n in stack.pop():
+            if isinstance(n, Op):
+                if len(n.operands) <= len(n.defn.operands) and keys.isdisjoint(n.uses()):
+                    continue
+                ops, g = n.operands, n.guard
+                n.replace_uses(mapping)
+                if ops is not n.operands or g is not n.guard:
+                    changed = True
+                continue
+            if isinstance(n, ir.If):
+                stack.append(n.then)
+                stack.append(n.orelse)
+            elif isinstance(n, ir.Loop):
+                stack.append(n.body)
             c = getattr(n, "cond", None)
             if c is not None and c.value in mapping:
                 n.cond = PredUse(mapping[c.value], c.negated)  # type: ignore[union-attr]
@@ -444,7 +457,9 @@ def _region_vars(nodes: list[ir.Node], memo: dict[int, set[Value]]) -> set[Value
     out: set[Value] = set()
     for n in nodes:
         if isinstance(n, Op):
-            out.update(v for v in n.defs() if v.is_var)
+            for v in n.defs():
+                if v.is_var:
+                    out.add(v)
         elif isinstance(n, ir.If):
             out |= _region_vars(n.then, memo)
             out |= _region_vars(n.orelse, memo)
@@ -464,23 +479,29 @@ def _cse(body: list[ir.Node]) -> tuple[bool, bool]:
     """:func:`cse`: (it removed any instruction, it changed a node inside a loop: removed it
     or rewrote its operands)."""
     memo: dict[int, set[Value]] = {}
-    in_loop = [0, False]  # loop nesting depth of the walk; a node inside a loop changed
+    depth = 0  # loop nesting depth of the walk
+    in_loop = False  # a node inside a loop changed
+    #: every value read by a node visited so far (after its rewrite): a value read before its
+    #: definition is visited (not expected: temporaries are defined first) keeps the reads
+    #: the walk passed before it was mapped, and only then is the final rewrite needed
+    read: set[Value] = set()
+    late = False
+    #: a variable's version: a fresh number at each assignment (only equality matters)
     version: dict[Value, int] = {}
-    counter = [0]
+    fresh = itertools.count(1).__next__
     mapping: dict[Value, Value] = {}
 
     def bump(vs: set[Value]) -> None:
         for v in vs:
-            counter[0] += 1
-            version[v] = counter[0]
+            version[v] = fresh()
 
-    def key_of(n: Op) -> tuple[Any, ...] | None:
+    def key_of(n: Op) -> tuple[Any, ...]:
         d = n.defn
         ops = n.operands
         parts: list[Any] = [d.opcode]
         if len(ops) != len(d.operands):
             raise ValueError(f"{d.mnemonic}: {len(ops)} operands, the record has {len(d.operands)}")
-        for i in ir._shape(d)[1]:
+        for i in (ir._SHAPE.get(id(d)) or ir._shape(d))[1]:
             v = ops[i]
             if isinstance(v, Value):
                 v = mapping.get(v, v)
@@ -510,28 +531,40 @@ def _cse(body: list[ir.Node]) -> tuple[bool, bool]:
         """CSE over ``nodes``; returns the variables the region assigns (nested regions
         included: what :func:`_region_vars` gives — CSE never removes a variable's
         definition, so the set is the same before and after the visit)."""
+        nonlocal depth, in_loop, late
         keep: list[ir.Node] = []
         assigned: set[Value] = set()
         for n in nodes:
             if isinstance(n, Op):
-                if in_loop[0] and not in_loop[1]:
-                    ops, g = n.operands, n.guard
-                    n.replace_uses(mapping)
-                    in_loop[1] = ops is not n.operands or g is not n.guard
-                else:
-                    n.replace_uses(mapping)
-                defs = n.defs()
-                if len(defs) == 1 and not defs[0].is_var and n.guard is None and n.is_pure:
-                    key = key_of(n)
-                    if key is not None:
+                if mapping:
+                    if depth and not in_loop:
+                        ops, g = n.operands, n.guard
+                        n.replace_uses(mapping)
+                        in_loop = ops is not n.operands or g is not n.guard
+                    else:
+                        n.replace_uses(mapping)
+                defs, uses = n.defs_uses()
+                read.update(uses)
+                d = n.defn
+                if len(n.operands) > len(d.operands):
+                    late = True  # (Op.replace_uses drops the extra operands: leave that to the final rewrite)
+                if len(defs) == 1:
+                    d0 = defs[0]
+                    if d0.is_var:
+                        version[d0] = fresh()
+                        assigned.add(d0)
+                    elif n.guard is None and (_PURE.get(id(d)) if id(d) in _PURE else _pure(n)):
+                        key = key_of(n)
                         prev = table.get(key)
-                        if prev is not None and prev.type.regs == defs[0].type.regs:
-                            mapping[defs[0]] = prev
-                            if in_loop[0]:
-                                in_loop[1] = True
+                        if prev is not None and prev.type.regs == d0.type.regs:
+                            mapping[d0] = prev
+                            if d0 in read:
+                                late = True
+                            if depth:
+                                in_loop = True
                             continue
                         log.append((key, prev))
-                        table[key] = defs[0]
+                        table[key] = d0
                 elif defs:
                     vs = {v for v in defs if v.is_var}
                     if vs:
@@ -541,8 +574,9 @@ def _cse(body: list[ir.Node]) -> tuple[bool, bool]:
                 c = n.cond
                 if c.value in mapping:
                     n.cond = PredUse(mapping[c.value], c.negated)
-                    if in_loop[0]:
-                        in_loop[1] = True
+                    if depth:
+                        in_loop = True
+                read.add(n.cond.value)
                 mark = len(log)
                 changed = go(n.then)
                 undo(mark)
@@ -554,27 +588,38 @@ def _cse(body: list[ir.Node]) -> tuple[bool, bool]:
                 inside = _region_vars(n.body, memo)
                 bump(inside)
                 mark = len(log)
-                in_loop[0] += 1
+                depth += 1
                 go(n.body)
-                in_loop[0] -= 1
+                depth -= 1
                 undo(mark)
                 bump(inside)
                 assigned |= inside
             else:
                 c = getattr(n, "cond", None)
-                if c is not None and c.value in mapping:
-                    n.cond = PredUse(mapping[c.value], c.negated)  # type: ignore[union-attr]
-                    if in_loop[0]:
-                        in_loop[1] = True
+                if c is not None:
+                    if c.value in mapping:
+                        n.cond = PredUse(mapping[c.value], c.negated)  # type: ignore[union-attr]
+                        if depth:
+                            in_loop = True
+                    read.add(n.cond.value)  # type: ignore[union-attr]
             keep.append(n)
         if len(keep) != len(nodes):
             nodes[:] = keep
         return assigned
 
     go(body)
-    if mapping and _replace_uses(body, mapping):
-        in_loop[1] = True  # (a use before its definition: not expected; counted as a change in a loop)
-    return bool(mapping), in_loop[1]
+    if late and _replace_uses(body, mapping):
+        in_loop = True  # (a use before its definition: not expected; counted as a change in a loop)
+    return bool(mapping), in_loop
+
+
+#: per instruction record (keyed by id(defn)): Op.is_pure, a property of the record alone
+_PURE: dict[int, bool] = {}
+
+
+def _pure(n: Op) -> bool:
+    r = _PURE[id(n.defn)] = n.is_pure
+    return r
 
 
 # ----------------------------------------------------------------------------- LICM
@@ -604,17 +649,20 @@ def licm(body: list[ir.Node]) -> bool:
 
 
 def _hoist(loop: ir.Loop) -> list[ir.Node]:
-    changed_vars = _defined_vars(loop.body)
-    defined_inside = {v for n in ir.walk(loop.body) if isinstance(n, Op) for v in n.defs()}
+    # every value defined inside (the variables assigned inside among them): an instruction
+    # reading one stays, unless it reads a value hoisted before it
+    defined_inside: set[Value] = set()
+    for n in ir.walk(loop.body):
+        if isinstance(n, Op):
+            defined_inside.update(n.defs())
     hoisted: list[ir.Node] = []
     out_set: set[Value] = set()
     keep: list[ir.Node] = []
     for n in loop.body:
         if isinstance(n, Op) and n.is_pure and n.guard is None:
-            defs = n.defs()
+            defs, uses = n.defs_uses()
             if (len(defs) == 1 and not defs[0].is_var and defs[0].type.name != "pred"
-                    and all((u in out_set) or (u not in defined_inside and u not in changed_vars)
-                            for u in n.uses())):
+                    and all((u in out_set) or (u not in defined_inside) for u in uses)):
                 hoisted.append(n)
                 out_set.add(defs[0])
                 continue
@@ -652,16 +700,17 @@ def dce(body: list[ir.Node]) -> None:
         keep: list[ir.Node] = []
         for n in reversed(nodes):
             if isinstance(n, Op):
-                defs = n.defs()
-                dead = n.defn.sem == "ctl.nop"
-                if not dead and n.is_pure:
+                defs, uses_n = n.defs_uses()
+                d = n.defn
+                dead = d.sem == "ctl.nop"
+                if not dead and (_PURE.get(id(d)) if id(d) in _PURE else _pure(n)):
                     dead = True
                     for v in defs:
                         if uses.get(v):
                             dead = False
                             break
                 if dead:
-                    for v in n.uses():
+                    for v in uses_n:
                         uses[v] -= 1
                         if uses[v] == 0 and v in passed:
                             again = True
