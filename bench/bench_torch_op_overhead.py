@@ -196,7 +196,7 @@ def run_fake(calls: int, rounds: int) -> dict[str, Any]:
         # a buffer by keyword never has a plan: the full launch path, which every call of the
         # op's fast path took before (its constants came by keyword)
         loops["fake_cuda: the full launch path (no plan)"] = lambda: G.gemm_f32_kernel(
-            da, db, dbias, N, N, N, *consts, c=dc, grid=grid, workgroup=wg, target="cuda:0")
+            da, db, dbias, c=dc, m=N, n=N, k=N, epilogue="none", **cfg, grid=grid, workgroup=wg, target="cuda:0")
         res["fake_cuda"] = host_loop(loops, calls, rounds)
         res["fake_cuda_python_calls_per_call"] = {k: python_calls(f) for k, f in loops.items()}
         res["fake_cuda_profile_fast_path"] = profile_top(loops["fake_cuda: the op's fast path _gemm_fast_path(args)"],
@@ -380,8 +380,12 @@ def run_real(calls: int, burst: int, rounds: int, commit: str | None) -> dict[st
     res["gpu_ms_per_call"] = gpu_loop()
     res["host_us_per_call"] = host_loop({k: v for k, v in loops.items() if not k.startswith("bare config")}, burst,
                                         rounds, sync)
+    empty_op = torch.library.custom_op("anywave_bench::empty_like_op", lambda a: torch.empty_like(a), mutates_args=(),
+                                       schema="(Tensor a) -> Tensor")
+    empty_op.register_fake(lambda a: torch.empty_like(a))
     res["custom_op_wrapper_host_us"] = host_loop({
         "ops.relu(32 floats)": lambda: ops.relu(small),
+        "empty torch.library op (torch.empty_like): the dispatcher's floor": lambda: empty_op(small),
         "bare relu kernel (32 floats)": lambda: TK.relu(small, relu_out, 32, grid=1, workgroup=TK.BLOCK,
                                                        target=target),
         "torch.relu(32 floats)": lambda: torch.relu(small)}, burst, rounds, sync)

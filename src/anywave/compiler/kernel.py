@@ -173,6 +173,7 @@ class KernelFunction:
         self._parsed: tuple[Any, FuncSource] | None = None
         self._const_pos: tuple[int, ...] | None = None
         self._const_names: frozenset[str] = frozenset()
+        self._const_tail: int | None = None
 
     # ------------------------------------------------------------ signature
     @property
@@ -449,12 +450,16 @@ class KernelFunction:
         if cp is None:
             cp = self._const_pos = tuple(i for i, p in enumerate(self.params) if p.kind == "const")
             self._const_names = frozenset(p.name for p in self.params if p.kind == "const")
+            # the usual layout: the constants are the last parameters (keyword-only ones)
+            self._const_tail = cp[0] if cp and cp == tuple(range(cp[0], len(self.params))) else None
         # constants may come by keyword (``bm=128``): they are part of the layout's key, with
         # their types (True == 1 and 1 == 1.0, but they select different specialisations)
         if not kwargs or kwargs.keys() <= self._const_names:
             try:
+                tail = self._const_tail
                 key = (tuple(map(type, args)), grid, workgroup, target, wave_width, check, stream, _get_ident(),
-                       tuple(args[i] for i in cp if i < len(args)) if cp else (),
+                       args[tail:] if tail is not None else
+                       (tuple(args[i] for i in cp if i < len(args)) if cp else ()),
                        tuple((k, type(v), v) for k, v in kwargs.items()) if kwargs else ())
                 plan = self._calls.get(key)
             except TypeError:  # an unhashable grid or constant: no plan

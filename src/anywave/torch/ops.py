@@ -204,11 +204,14 @@ def _labels(t: torch.Tensor, op: str, rows: int) -> torch.Tensor:
 
 
 def _same_device(op: str, **tensors: torch.Tensor) -> torch.device:
-    devs = {n: t.device for n, t in tensors.items()}
-    first = next(iter(devs.values()))
-    if any(d != first for d in devs.values()):
-        where = ", ".join(f"{n} on {d}" for n, d in devs.items())
-        raise OpInputError(f"anywave.{op}: all tensors must be on one device; got {where}")
+    first = None
+    for t in tensors.values():
+        d = t.device
+        if first is None:
+            first = d
+        elif d != first:
+            where = ", ".join(f"{n} on {t.device}" for n, t in tensors.items())
+            raise OpInputError(f"anywave.{op}: all tensors must be on one device; got {where}")
     if first.type not in ("cpu", "cuda"):
         raise OpInputError(f"anywave.{op}: supported devices are cpu and cuda, got {first}")
     return first
