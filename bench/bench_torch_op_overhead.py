@@ -151,7 +151,7 @@ def _register_null_target() -> None:
     rt.register_target("null", lambda: (True, "", (info,)), NullTarget)
 
 
-def run_fake(calls: int, rounds: int) -> dict[str, Any]:
+def run_fake(calls: int, rounds: int, cpu_targets: bool = True) -> dict[str, Any]:
     import numpy as np
     import torch
 
@@ -226,7 +226,6 @@ def run_fake(calls: int, rounds: int) -> dict[str, Any]:
 
         loops = {
             "ops.mm(x, y)": lambda: ops.mm(x, y),
-            "ops.linear(x, w, bias)": lambda: ops.linear(x, w, bias),
             "bare gemm_f32_kernel(...) (the op's launch)": lambda: G.gemm_f32_kernel(
                 x, y, dummy, c, N, N, N, cfg["bm"], cfg["bn"], cfg["bk"], "none", grid=grid, workgroup=wg,
                 target="null"),
@@ -237,6 +236,11 @@ def run_fake(calls: int, rounds: int) -> dict[str, Any]:
                                                            target="null"),
         }
         res["null_cpu_target"] = host_loop(loops, calls, rounds)
+        # linear copies the (1024, 1024) weight to (in, out) order first: on the CPU that copy is
+        # milliseconds of real work (on CUDA an asynchronous device copy), so fewer calls
+        lin = {"ops.linear(x, w, bias) (includes the CPU copy of w.T)": lambda: ops.linear(x, w, bias)}
+        res["null_cpu_target"].update(host_loop(lin, max(calls // 20, 5), rounds))
+        loops.update(lin)
         res["null_cpu_target_python_calls_per_call"] = {k: python_calls(f) for k, f in loops.items()}
         res["null_cpu_target_config"] = dict(cfg)
         res["profile_ops_mm"] = profile_top(loops["ops.mm(x, y)"], calls)
@@ -250,7 +254,7 @@ def run_fake(calls: int, rounds: int) -> dict[str, Any]:
         _ = np
     finally:
         ops.set_cpu_target(prev[0], **prev[1])
-    res["cpu_targets"] = _cpu_targets(calls, rounds)
+    res["cpu_targets"] = _cpu_targets(calls, rounds) if cpu_targets else {"skipped": "--no-cpu-targets"}
     return res
 
 
@@ -296,7 +300,27 @@ def _cpu_target(name: str, m: int, calls: int, rounds: int) -> dict[str, Any]:
 
 # ------------------------------------------------------------------------ real mode
 
-def run_real(calls: int, burst: int, rounds: int, commit: str | None) -> dict[str, Any]:
+class _HostEvent:
+    """--dry-run's stand-in for torch.cuda.Event (host clock)."""
+
+    def __init__(self, **_: Any) -> None:
+        self.t = 0.0
+
+    def record(self) -> None:
+        self.t = time.perf_counter()
+
+    def synchronize(self) -> None:
+        pass
+
+    def elapsed_time(self, other: _HostEvent) -> float:
+        return (other.t - self.t) * 1e3
+
+
+def run_real(calls: int, burst: int, rounds: int, commit: str | None, dry_run: bool = False) -> dict[str, Any]:
+    """The GPU measurements (module docstring). ``dry_run``: the same code on CPU tensors and the
+    no-op ``null`` target, to check the script on a machine without a GPU (figures meaningless)."""
+    import types
+
     import numpy as np
     import torch
 
@@ -306,12 +330,22 @@ def run_real(calls: int, burst: int, rounds: int, commit: str | None) -> dict[st
 
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.manual_seed(0)
-    dev = torch.device("cuda", torch.cuda.current_device())
+    if dry_run:
+        _register_null_target()
+        ops.set_cpu_target("null")
+        dev = torch.device("cpu")
+        cu = types.SimpleNamespace(
+            synchronize=lambda: None, Event=_HostEvent,
+            get_device_properties=lambda d: types.SimpleNamespace(name="dry run (CPU, no-op target)", major=0,
+                                                                  minor=0, multi_processor_count=0))
+    else:
+        dev = torch.device("cuda", torch.cuda.current_device())
+        cu = torch.cuda
     x, y = torch.randn(N, N, device=dev), torch.randn(N, N, device=dev)
     w, bias = torch.randn(N, N, device=dev), torch.randn(N, device=dev)
     c = torch.empty(N, N, device=dev)
     dummy = torch.zeros(4, device=dev)
-    target = f"cuda:{dev.index}"
+    target = "null" if dry_run else f"cuda:{dev.index}"
     cfg = ops._gemm_config(N, N, N, target)
     grid, wg = G.launch_shape(N, N, cfg)
     wt = w.t().contiguous()
@@ -322,7 +356,7 @@ def run_real(calls: int, burst: int, rounds: int, commit: str | None) -> dict[st
                                          workgroup=t, target=target)
 
     res: dict[str, Any] = {"shape": [N, N, N], "op_config": dict(cfg), "op_grid": list(grid), "op_workgroup": wg,
-                           "sm_count": torch.cuda.get_device_properties(dev).multi_processor_count}
+                           "sm_count": cu.get_device_properties(dev).multi_processor_count}
     # --- bits: the op, the bare kernel and every config
     got = ops.mm(x, y)
     bare(cfg, c)()
@@ -333,7 +367,7 @@ def run_real(calls: int, burst: int, rounds: int, commit: str | None) -> dict[st
             o = torch.empty(N, N, device=dev)
             bare(cf, o)()
             outs[json.dumps(cf)] = o
-    torch.cuda.synchronize()
+    cu.synchronize()
     u = got.view(torch.int32)
     res["mm_equals_bare_kernel"] = bool(torch.equal(u, c.view(torch.int32)))
     res["mm_equals_every_config"] = {k: bool(torch.equal(u, o.view(torch.int32))) for k, o in outs.items()}
@@ -341,7 +375,7 @@ def run_real(calls: int, burst: int, rounds: int, commit: str | None) -> dict[st
     g0, t0 = G.launch_shape(N, N, cfg)
     G.gemm_f32_kernel(x, wt, bias, lin_ref, N, N, N, cfg["bm"], cfg["bn"], cfg["bk"], "bias", grid=g0, workgroup=t0,
                       target=target)
-    torch.cuda.synchronize()
+    cu.synchronize()
     res["linear_equals_bare_kernel_bias_epilogue"] = bool(torch.equal(lin.view(torch.int32),
                                                                       lin_ref.view(torch.int32)))
     small = torch.randn(32, device=dev)
@@ -357,7 +391,7 @@ def run_real(calls: int, burst: int, rounds: int, commit: str | None) -> dict[st
     }
     for k, o in outs.items():
         loops[f"bare config {k}"] = bare(json.loads(k), o)
-    sync = torch.cuda.synchronize
+    sync = cu.synchronize
 
     def gpu_loop() -> dict[str, dict[str, float]]:
         for fn in loops.values():
@@ -367,7 +401,7 @@ def run_real(calls: int, burst: int, rounds: int, commit: str | None) -> dict[st
         acc: dict[str, list[float]] = {k: [] for k in loops}
         for _ in range(rounds):
             for k, fn in loops.items():
-                s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                s, e = cu.Event(enable_timing=True), cu.Event(enable_timing=True)
                 sync()
                 s.record()
                 for _ in range(calls):
@@ -401,7 +435,7 @@ def run_real(calls: int, burst: int, rounds: int, commit: str | None) -> dict[st
     res["op_config_is_fastest"] = res["fastest_config_gpu"] == json.dumps(cfg)
     res["profile_ops_mm_host"] = profile_top(loops["ops.mm(x, y)"], 200)
     sync()
-    p = torch.cuda.get_device_properties(dev)
+    p = cu.get_device_properties(dev)
     try:
         from anywave.runtime import cuda
 
@@ -427,17 +461,20 @@ def run_real(calls: int, burst: int, rounds: int, commit: str | None) -> dict[st
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--fake", action="store_true", help="no GPU: fake driver / no-op CPU target, host cost only")
-    ap.add_argument("--calls", type=int, default=None, help="calls per round (real: 20 between events; fake: 500)")
+    ap.add_argument("--calls", type=int, default=None, help="calls per round (real: 20 between events; fake: 200)")
     ap.add_argument("--burst", type=int, default=16, help="real mode: calls per host-time burst")
     ap.add_argument("--rounds", type=int, default=11, help="timed rounds (>= 10)")
     ap.add_argument("--out", help="real mode: output directory (default $OUT, else bench/results)")
     ap.add_argument("--commit", help="commit to record (default $ANYWAVE_COMMIT, else git)")
     ap.add_argument("--json", help="fake mode: also write the figures to this file")
+    ap.add_argument("--no-cpu-targets", action="store_true", help="fake mode: skip the OpenCL/SYCL section")
+    ap.add_argument("--dry-run", action="store_true", help="real mode's code on CPU tensors and a no-op target "
+                    "(checks the script without a GPU; figures meaningless; writes nothing unless --out)")
     ns = ap.parse_args(argv)
     if ns.rounds < 10:
         ap.error("--rounds must be >= 10 (figures are medians of >= 10 repeats)")
     if ns.fake:
-        res = run_fake(ns.calls or 500, ns.rounds)
+        res = run_fake(ns.calls or 200, ns.rounds, not ns.no_cpu_targets)
         res["commit"] = _commit(ns.commit)
         res["date"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
         for section in ("fake_cuda", "null_cpu_target"):
@@ -456,6 +493,13 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     from anywave.runtime import cuda
 
+    if ns.dry_run:
+        result = run_real(ns.calls or 20, ns.burst, ns.rounds, ns.commit, dry_run=True)
+        if ns.out:
+            Path(ns.out, "torch_op_overhead_dry_run.json").write_text(json.dumps(result, indent=1, default=str) + "\n")
+        print(f"dry run ok: {len(result['result']['gpu_ms_per_call'])} timed loops, op config "
+              f"{result['result']['op_config']}")
+        return 0
     ok, why = cuda.driver_status()
     if not ok:
         print(f"no CUDA: {why} (use --fake for the pure-Python host cost)")
@@ -465,8 +509,8 @@ def main(argv: list[str] | None = None) -> int:
     result = run_real(ns.calls or 20, ns.burst, ns.rounds, ns.commit)
     fake_json = out_dir / "torch_op_overhead_fake_same_host.json"
     try:  # the pure-Python share on this host, in a clean process (the fake driver swaps globals)
-        subprocess.run([sys.executable, __file__, "--fake", "--rounds", str(ns.rounds), "--json", str(fake_json)],
-                       check=True, capture_output=True, timeout=120)
+        subprocess.run([sys.executable, __file__, "--fake", "--no-cpu-targets", "--calls", "100", "--rounds",
+                        str(ns.rounds), "--json", str(fake_json)], check=True, capture_output=True, timeout=40)
         result["fake_same_host"] = json.loads(fake_json.read_text())
         fake_json.unlink()
     except (subprocess.SubprocessError, OSError, ValueError) as e:
