@@ -11,6 +11,7 @@ Their results are meaningless numbers (timing only); FLOP counts are the mma wor
 from __future__ import annotations
 
 import anywave as aw
+from anywave.kernels.gemm_mma import _async_slice
 
 
 @aw.kernel
@@ -67,3 +68,52 @@ def smem_loop(x: aw.In[aw.u32], c: aw.Out[aw.f32], k: aw.i32):
     base = (aw.workgroup_id(0) * 8 + wv) * 16 * 256
     for i in aw.static_range(16):
         aw.mma_store(c, acc[i], base + 256 * i, 16)
+
+
+@aw.kernel
+def copy_ring(a: aw.In[aw.u32], b: aw.In[aw.u32], c: aw.Out[aw.f32], m: aw.i32, n: aw.i32, k: aw.i32, *,
+              TM: int = 4, TN: int = 4, WM: int = 2, WN: int = 4, W: int = 32, BK: int = 32, GM: int = 8,
+              STAGES: int = 4):
+    # ``copy_ring``: gemm_tiled_kernel's STAGES >= 2 path (block order, the cp.async ring of local
+    # buffers, waits and one barrier per slice) with the fragment loads and mma left out: the time
+    # of the device -> local copies alone, to compare with the GEMM's (the same index arithmetic
+    # through the kernel's own _async_slice). One word per thread is read back at the end.
+    BM = 16 * TM * WM
+    BN = 16 * TN * WN
+    NT = W * WM * WN
+    CB = BN // 8
+    PA = BM * 4 // NT
+    PB = 32 * CB // NT
+    ta = aw.local_array(aw.u32, (STAGES * BM, BK // 2 + 4))
+    tb = aw.local_array(aw.u32, (STAGES * BK, BN // 2 + 4))
+    t = aw.local_id(0)
+    by = aw.workgroup_id(1)
+    bx = aw.workgroup_id(0)
+    gx = aw.num_workgroups(0)
+    pid = by * gx + bx
+    first = (pid // (GM * gx)) * GM
+    rows = min(aw.num_workgroups(1) - first, GM)
+    by = first + (pid % (GM * gx)) % rows
+    bx = (pid % (GM * gx)) // rows
+    kw = k // 2
+    nw = n // 2
+    ar = t // 4
+    ac = (t % 4) * 4
+    br = t // CB
+    bc = (t % CB) * 4
+    ga = (by * BM + ar) * kw + ac
+    gb = br * nw + bx * BN // 2 + bc
+    for st in aw.static_range(STAGES - 1):
+        _async_slice(a, b, ta, tb, ga, gb, ar, ac, br, bc, kw, nw, st * BK, st, BM, BK, PA, PB, NT // 4, NT // CB)
+        aw.async_commit()
+    for k0 in range(0, k, STAGES * BK):
+        for s in aw.static_range(STAGES):
+            aw.async_wait(STAGES - 2)
+            aw.barrier()
+            kn = min(k0 + (s + STAGES - 1) * BK, k - BK)
+            _async_slice(a, b, ta, tb, ga, gb, ar, ac, br, bc, kw, nw, kn, (s + STAGES - 1) % STAGES, BM, BK,
+                         PA, PB, NT // 4, NT // CB)
+            aw.async_commit()
+    aw.async_wait(0)
+    aw.barrier()
+    c[(by * gx + bx) * NT + t] = aw.bitcast(ta[t % BM, 0] ^ tb[t % BK, 1], aw.f32)

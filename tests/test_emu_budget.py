@@ -150,3 +150,19 @@ def test_sigint_interrupts_a_spinning_kernel(target: str, tmp_path: Path) -> Non
         pytest.fail(f"{target}: SIGINT did not stop the process within 30 s")
     assert "INTERRUPTED" in out, err[-2000:]
     assert "KeyboardInterrupt" in err
+
+
+def test_cpp_dialects_keep_a_never_ending_loop() -> None:
+    """C++ lets a compiler delete a loop without side effects that never ends (then the kernel
+    falls into other code: a SIGSEGV seen on SYCL in CI); the C++ dialects give such a loop a
+    volatile access, and only such a loop, so loops with a way out keep their speed."""
+    from anywave.backends import hip, metal, opencl, sycl
+    from anywave.backends.cfamily import SPIN_SIDE_EFFECT
+
+    spin = assemble(SPIN, "spin.wave")
+    ends = assemble(SPIN.replace("        add.i32 r1, r1, r2\n", "        add.i32 r1, r1, r2\n"
+                                 "        setp.ge.u32 p0, r1, r2\n        break p0\n"), "ends.wave")
+    for backend in (sycl, hip, metal):
+        assert SPIN_SIDE_EFFECT in backend.translate(spin, 32).text, backend.__name__
+        assert SPIN_SIDE_EFFECT not in backend.translate(ends, 32).text, backend.__name__
+    assert "volatile u32 aw_spin" not in opencl.translate(spin, 32).text  # C exempts while (1)

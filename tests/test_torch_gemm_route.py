@@ -19,14 +19,15 @@ WS = (8, 16, 32, 64)
 
 
 class _Spy:
-    """Wraps gemm_f32_kernel, counting launches (and delegating everything else)."""
+    """Wraps gemm_f32_kernel, counting launches and recording each one's arguments by parameter
+    name, given positionally or by keyword (and delegating everything else)."""
 
     def __init__(self, kern):
         self.kern = kern
         self.calls: list[dict] = []
 
     def __call__(self, *args, **kw):
-        self.calls.append(kw)
+        self.calls.append({**dict(zip([p.name for p in self.kern.params], args, strict=False)), **kw})
         return self.kern(*args, **kw)
 
     def __getattr__(self, name):
@@ -99,3 +100,77 @@ def test_autograd_through_the_gemm_route(spy) -> None:
     assert len(spy.calls) == 3  # forward, dA = G B^T, dB = A^T G
     np.testing.assert_array_equal(_bits(ta.grad), _bits(matmul_f32(g, b.T)))
     np.testing.assert_array_equal(_bits(tb.grad), _bits(matmul_f32(a.T, g)))
+
+
+# ----------------------------------------------------------------------------- tile config choice
+
+def _busiest_sm_outputs(m: int, n: int, cfg: dict, units: int) -> int:
+    """Outputs of the busiest SM when the workgroups are handed out one by one to the least
+    loaded SM (a simulation of the launch's waves, not the closed form the op uses)."""
+    load = [0] * units
+    for _ in range((m // cfg["bm"]) * (n // cfg["bn"])):
+        i = load.index(min(load))
+        load[i] += cfg["bm"] * cfg["bn"]
+    return max(load)
+
+
+@pytest.mark.parametrize("units", (132, 114, 8))
+@pytest.mark.parametrize("shape", [(1024, 1024, 1024), (2048, 2048, 2048), (4096, 4096, 4096), (1024, 4096, 512),
+                                   (256, 256, 16), (64, 128, 8)])
+def test_cuda_config_is_the_least_wave_quantised(shape, units, monkeypatch) -> None:
+    monkeypatch.setattr(ops, "_SM_COUNT", {"cuda:0": units})
+    monkeypatch.setattr(ops, "_GEMM_CONFIGS", {})
+    m, n, k = shape
+    order = [G.FAST, G.DEFAULT] + [c for c in G.CONFIGS if c not in (G.FAST, G.DEFAULT)]
+    fitting = [c for c in order if G.fits(m, n, k, c)]
+    best = min(fitting, key=lambda c: (_busiest_sm_outputs(m, n, c, units), -c["bm"] * c["bn"], order.index(c)))
+    assert ops._gemm_config(m, n, k, "cuda:0") == best
+    assert ops._gemm_config(m, n, k, "emulator") == fitting[0]  # CPU targets: FAST first, as before
+    if shape == (1024, 1024, 1024) and units == 132:
+        assert best == {"bm": 64, "bn": 128, "bk": 8}  # FAST would leave 68 of 132 SMs idle
+    if shape == (4096, 4096, 4096) and units == 132:
+        assert best == G.FAST
+
+
+@pytest.fixture
+def fake_cuda(monkeypatch):
+    from anywave.runtime import arrays as A
+    from anywave.runtime import cuda
+
+    ct = __import__("importlib").import_module("anywave.compiler.targets")
+    drv = cuda.FakeDriver()
+    nxt = [0x7F0000000000]
+
+    def alloc(nbytes):
+        p = nxt[0]
+        nxt[0] += (max(nbytes, 16) + 255) // 256 * 256
+        return 0, p
+
+    drv.cuMemAlloc = alloc
+    for mod, name, value in ((cuda, "_DRV", drv), (cuda, "_init_state", None), (cuda, "_MEMORY", {}),
+                             (cuda, "_PROBED", None), (A, "_SPACES", {}), (A, "_USED", {}), (ct, "_CACHE", {}),
+                             (ops, "_SM_COUNT", {}), (ops, "_GEMM_CONFIGS", {}), (ops, "_GEMM_LAUNCH", {})):
+        monkeypatch.setattr(mod, name, value)
+    launches = []
+    drv.on_launch = lambda f, grid, block, shared, stream, kp: launches.append((grid, block))
+    return launches
+
+
+def test_the_cuda_fast_path_launches_the_chosen_config_from_its_plan(fake_cuda, spy, monkeypatch) -> None:
+    """No GPU: the driver is cuda.FakeDriver (132 SMs); what reaches cuLaunchKernel is checked."""
+    import anywave as aw
+
+    n = 1024
+    a, b, c = (aw.empty(n * n, aw.f32, target="cuda") for _ in range(3))
+    bias = aw.empty(n, aw.f32, target="cuda")
+    args = {"a": a, "b": b, "bias": bias, "c": c, "m": n, "n": n, "k": n, "trans_a": False, "trans_b": False,
+            "use_bias": False}
+    full = []
+    kmod = __import__("importlib").import_module("anywave.compiler.kernel")
+    real = kmod._full_launch
+    monkeypatch.setattr(kmod, "_full_launch", lambda *x, **kw: (full.append(1), real(*x, **kw))[1])
+    for _ in range(3):
+        assert ops._gemm_fast_path(args, "cuda:0", None)
+    assert fake_cuda == [((8, 16, 1), (128, 1, 1))] * 3  # 64 x 128 tiles: grid (N/128, M/64), 128 threads
+    assert len(full) == 1  # one full launch records the plan; the others launch from it
+    assert [(s["bm"], s["bn"], s["bk"], s["epilogue"]) for s in spy.calls] == [(64, 128, 8, "none")] * 3

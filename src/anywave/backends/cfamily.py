@@ -86,6 +86,11 @@ class Features:
     wave_widths: tuple[int, ...] = WAVE_WIDTHS
 
 
+#: :attr:`Dialect.spin_side_effect` of the C++ dialects: a volatile store, a side effect in
+#: the sense of C++ [intro.progress] that costs one private store per turn of a loop that never ends
+SPIN_SIDE_EFFECT = "{ volatile u32 aw_spin = 0u; (void)aw_spin; }"
+
+
 @dataclass(frozen=True)
 class Dialect:
     """A C-like dialect as a table. Every field is a string or a small lambda.
@@ -128,6 +133,12 @@ class Dialect:
     any_lane: Callable[[str], str]  # (bool) -> bool over the sub-group
     wave_barrier: str  # sub-group barrier with local memory visibility (for mma)
     build_notes: str = ""
+    #: statement opening the body of a loop that can never end (no ``break``/``ret``/``halt``
+    #: inside, :func:`anywave.backends.lowering.control.loop_may_exit`). C++ lets a compiler
+    #: assume every loop without a side effect ends ([intro.progress]; clang then deletes the
+    #: loop and falls into whatever code follows, a crash): the C++ dialects put a volatile
+    #: access here, so a spinning WAVE kernel spins. C (OpenCL C) exempts ``while (1)``.
+    spin_side_effect: str = ""
     #: why this dialect cannot honour one instruction (an operand it has no spelling for, e.g. a
     #: memory order), naming the instruction; None when it can. Per-instruction-kind refusals
     #: (fp64, sub-groups) come from :func:`unsupported_reason` and ``Features`` instead.
@@ -419,6 +430,8 @@ class _KernelRenderer:
 
     def thread_loop(self, f: Frame) -> None:
         self._open("while (1) {")
+        if not f.exits and self.d.spin_side_effect:
+            self.emit(self.d.spin_side_effect)
 
     def thread_endloop(self, f: Frame) -> None:
         self._close()

@@ -24,7 +24,7 @@ the 1-ulp ``v_sqrt_f32``. Contraction is off (``#pragma clang fp contract(off)``
 
 from __future__ import annotations
 
-from anywave.backends.cfamily import FULL_FEATURES, CProgram, Dialect, Features, render
+from anywave.backends.cfamily import FULL_FEATURES, SPIN_SIDE_EFFECT, CProgram, Dialect, Features, render
 from anywave.binary.module import Module
 from anywave.isa.types import MemoryOrder, Scope
 
@@ -32,7 +32,10 @@ from anywave.isa.types import MemoryOrder, Scope
 WAVE_WIDTHS = (32, 64)
 
 #: hipcc options every program needs (in addition to ``--genco --offload-arch=gfxNNN``)
-BUILD_OPTIONS = ("-ffp-contract=off", "-fno-fast-math", "-fhip-fp32-correctly-rounded-divide-sqrt")
+#: ``-fno-finite-loops``: clang may otherwise assume every loop ends (C++ [intro.progress]) and
+#: delete one that does not, so a spinning kernel fell through into other code (a SIGSEGV in
+#: CI); WAVE defines a loop without an exit as spinning until the launch is interrupted.
+BUILD_OPTIONS = ("-ffp-contract=off", "-fno-fast-math", "-fhip-fp32-correctly-rounded-divide-sqrt", "-fno-finite-loops")
 
 _ORDER = {MemoryOrder.RELAXED: "__ATOMIC_RELAXED", MemoryOrder.ACQUIRE: "__ATOMIC_ACQUIRE",
           MemoryOrder.RELEASE: "__ATOMIC_RELEASE", MemoryOrder.ACQ_REL: "__ATOMIC_ACQ_REL",
@@ -128,6 +131,7 @@ HIP = Dialect(
     wave_barrier=("__builtin_amdgcn_fence(__ATOMIC_RELEASE, \"wavefront\"); __builtin_amdgcn_wave_barrier(); "
                   "__builtin_amdgcn_fence(__ATOMIC_ACQUIRE, \"wavefront\");"),
     build_notes=" ".join(BUILD_OPTIONS),
+    spin_side_effect=SPIN_SIDE_EFFECT,
 )
 
 

@@ -35,7 +35,7 @@ with fast math off, denormal handling, SIMD-group layout and atomic ordering on 
 
 from __future__ import annotations
 
-from anywave.backends.cfamily import CProgram, Dialect, Features, render
+from anywave.backends.cfamily import SPIN_SIDE_EFFECT, CProgram, Dialect, Features, render
 from anywave.binary.module import Instruction, Module
 from anywave.isa.types import MemoryOrder, Scope
 
@@ -157,6 +157,7 @@ METAL = Dialect(
     any_lane=lambda b: f"simd_any((bool)({b}))",
     wave_barrier="simdgroup_barrier(mem_flags::mem_threadgroup);",
     build_notes="MTLCompileOptions: languageVersion 3.2, fast math off",
+    spin_side_effect=SPIN_SIDE_EFFECT,
     refuse=_refuse,
 )
 

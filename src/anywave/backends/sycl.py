@@ -16,12 +16,15 @@ Any SYCL 2020 compiler with the free-function-kernel extension can build the tex
 
 from __future__ import annotations
 
-from anywave.backends.cfamily import FULL_FEATURES, CProgram, Dialect, Features, render
+from anywave.backends.cfamily import FULL_FEATURES, SPIN_SIDE_EFFECT, CProgram, Dialect, Features, render
 from anywave.binary.module import Module
 from anywave.isa.types import MemoryOrder, Scope
 
 #: options for the SYCL runtime compiler (clang driver spellings)
-BUILD_OPTIONS = ("-fno-fast-math", "-ffp-contract=off")
+#: ``-fno-finite-loops``: clang may otherwise assume every loop ends (C++ [intro.progress]) and
+#: delete one that does not, so a spinning kernel fell through into other code (a SIGSEGV in
+#: CI); WAVE defines a loop without an exit as spinning until the launch is interrupted.
+BUILD_OPTIONS = ("-fno-fast-math", "-ffp-contract=off", "-fno-finite-loops")
 
 _ORDER = {MemoryOrder.RELAXED: "relaxed", MemoryOrder.ACQUIRE: "acquire", MemoryOrder.RELEASE: "release",
           MemoryOrder.ACQ_REL: "acq_rel", MemoryOrder.SEQ_CST: "seq_cst"}
@@ -110,6 +113,7 @@ SYCL = Dialect(
     any_lane=lambda b: f"sycl::any_of_group(aw_sg, (bool)({b}))",
     wave_barrier="sycl::group_barrier(aw_sg);",
     build_notes=" ".join(BUILD_OPTIONS),
+    spin_side_effect=SPIN_SIDE_EFFECT,
 )
 
 

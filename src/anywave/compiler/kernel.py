@@ -172,6 +172,8 @@ class KernelFunction:
         #: (code object, its parsed source): see _kernel_source
         self._parsed: tuple[Any, FuncSource] | None = None
         self._const_pos: tuple[int, ...] | None = None
+        self._const_names: frozenset[str] = frozenset()
+        self._const_tail: int | None = None
 
     # ------------------------------------------------------------ signature
     @property
@@ -256,6 +258,7 @@ class KernelFunction:
             m = Module(kernels=[self.compile_kernel(consts)])
             _verify_output(m, self.name)
             return m
+        fp = self._shared_fingerprint(fp)
         digest = self._digest(consts, fp)
         if hit is not None and hit[1] == digest:
             m = hit[2]
@@ -273,15 +276,36 @@ class KernelFunction:
     def _plans_valid(self) -> bool:
         """True when the launch plans' modules are still current: every name the compiled code
         read holds the identical value (and the kernel is cacheable at all); otherwise the
-        plans are dropped and the launch takes the full path, which recompiles as needed."""
+        plans are dropped and the launch takes the full path, which recompiles as needed.
+        Specialisations share one fingerprint object while their dependencies are the same
+        (:meth:`_shared_fingerprint`), so it is checked once, not once per specialisation."""
         if self._warned_unkeyable:
             self._calls.clear()
             return False
+        last = None
         for fp, _, _ in self._memo.values():
+            if fp is last:
+                continue
             if not fp.still_valid():
                 self._calls.clear()
                 return False
+            last = fp
         return True
+
+    def _shared_fingerprint(self, fp: Fingerprint) -> Fingerprint:
+        """``fp``, or an equal fingerprint already held by another specialisation: the same text
+        and the same dependencies (the same cells, globals, names, attribute paths and the
+        identical values), so either one's ``still_valid`` answers for both."""
+        with self._lock:
+            held = [v[0] for v in self._memo.values()]
+        for old in reversed(held):
+            if old is fp:
+                return fp
+            if (old.exact and fp.exact and old.text == fp.text and len(old.deps) == len(fp.deps)
+                    and all(a[0] is b[0] and a[1] is b[1] and a[2] == b[2] and a[3] == b[3] and a[4] is b[4]
+                            for a, b in zip(old.deps, fp.deps, strict=True))):
+                return old
+        return fp
 
     def _expected_abi(self) -> list[tuple[Any, ...]]:
         out: list[tuple[Any, ...]] = []
@@ -422,13 +446,21 @@ class KernelFunction:
             TargetError: unknown/unavailable target or wave width. CompileError.
         """
         key = None
-        if not kwargs:
-            cp = self._const_pos
-            if cp is None:
-                cp = self._const_pos = tuple(i for i, p in enumerate(self.params) if p.kind == "const")
+        cp = self._const_pos
+        if cp is None:
+            cp = self._const_pos = tuple(i for i, p in enumerate(self.params) if p.kind == "const")
+            self._const_names = frozenset(p.name for p in self.params if p.kind == "const")
+            # the usual layout: the constants are the last parameters (keyword-only ones)
+            self._const_tail = cp[0] if cp and cp == tuple(range(cp[0], len(self.params))) else None
+        # constants may come by keyword (``bm=128``): they are part of the layout's key, with
+        # their types (True == 1 and 1 == 1.0, but they select different specialisations)
+        if not kwargs or kwargs.keys() <= self._const_names:
             try:
+                tail = self._const_tail
                 key = (tuple(map(type, args)), grid, workgroup, target, wave_width, check, stream, _get_ident(),
-                       tuple(args[i] for i in cp if i < len(args)) if cp else ())
+                       args[tail:] if tail is not None else
+                       (tuple(args[i] for i in cp if i < len(args)) if cp else ()),
+                       tuple((k, type(v), v) for k, v in kwargs.items()) if kwargs else ())
                 plan = self._calls.get(key)
             except TypeError:  # an unhashable grid or constant: no plan
                 key = plan = None

@@ -281,6 +281,24 @@ def _quick_torch_cuda(tcls: type, tdt: Any, dev: int) -> Any:
     return q
 
 
+def _quick_torch_cpu(tcls: type, tdt: Any, dt: np.dtype) -> Any:
+    # the host view as A.describe makes it (arrays._torch_host_view), by the shorter route
+    # .numpy() where NumPy has the dtype itself (not bf16); a tensor .numpy() refuses (a
+    # conjugate or negative view) goes to the full path
+    native = dt.kind in "biuf" and dt.name != "bfloat16"
+
+    def q(v: Any) -> Any:
+        if type(v) is not tcls or v.dtype is not tdt or not v.is_cpu or not v.is_contiguous():
+            return None
+        try:
+            view = v.detach().numpy() if native else A._torch_host_view(v.detach(), dt)
+        except (RuntimeError, TypeError):
+            return None
+        return 0, v.data_ptr(), view.nbytes, view
+
+    return q
+
+
 def _quick_generic(kf: Any, p: Any, tname: str, tdev: int) -> Any:
     def q(v: Any) -> Any:
         try:
@@ -340,6 +358,8 @@ def quick_for(kf: Any, p: Any, v: Any, m: A.Memory, tname: str, tdev: int) -> An
     torch = sys.modules.get("torch")
     if torch is not None and type(v) is torch.Tensor and m.kind == "cuda":
         return _quick_torch_cuda(torch.Tensor, v.dtype, m.device), ("torch", v.dtype, m.device)
+    if torch is not None and type(v) is torch.Tensor and m.kind == "host" and m.dtype is not None and v.is_cpu:
+        return _quick_torch_cpu(torch.Tensor, v.dtype, m.dtype), ("torch_cpu", v.dtype)
     return _quick_generic(kf, p, tname, tdev), ("generic",)
 
 

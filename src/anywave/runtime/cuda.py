@@ -1067,16 +1067,25 @@ def load_example(name: str) -> Any:
     return assemble(text, f"examples/{name}.wave")
 
 
+_PROBED: tuple[Any, tuple[Any, ...]] | None = None  # (driver, TargetInfo of each device): see register
+
+
 def register() -> None:
     """Register the ``cuda`` target with :mod:`anywave.runtime.targets` (unavailable, with the
     reason, without cuda-python, a driver or a device)."""
     from anywave.runtime.targets import register_target
 
     def probe() -> tuple[bool, str, Sequence[Any]]:
+        global _PROBED
         ok, reason = driver_status()
         if not ok:
             return False, reason, ()
-        return True, "", tuple(d.target_info() for d in list_devices())
+        # the devices of one driver do not change within a process (enumerated at cuInit): their
+        # descriptions are queried once per driver object (a launch's full path probes its target)
+        hit = _PROBED
+        if hit is None or hit[0] is not _DRV:
+            hit = _PROBED = (_DRV, tuple(d.target_info() for d in list_devices()))
+        return True, "", hit[1]
 
     register_target("cuda", probe, lambda **options: CudaTarget(**options))
 

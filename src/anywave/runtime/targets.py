@@ -134,14 +134,23 @@ def target_names() -> list[str]:
 def available_targets() -> list[TargetStatus]:
     """Probe every registered target (never raises; a failing probe is reported as the reason)."""
     _load_optional_runtimes()
-    out = []
-    for name, e in _REGISTRY.items():
-        try:
-            ok, reason, infos = e.probe()
-        except Exception as exc:  # noqa: BLE001 - a probe failure is a reportable status
-            ok, reason, infos = False, f"probe failed: {type(exc).__name__}: {exc}", ()
-        out.append(TargetStatus(name, ok, reason, tuple(infos)))
-    return out
+    return [_status(name, e) for name, e in list(_REGISTRY.items())]
+
+
+def target_status(name: str) -> TargetStatus | None:
+    """The status of registered target ``name`` (its probe alone: what :func:`available_targets`
+    reports for it, without probing the others), or None when no target has that name."""
+    _load_optional_runtimes()
+    e = _REGISTRY.get(name)
+    return None if e is None else _status(name, e)
+
+
+def _status(name: str, e: _Entry) -> TargetStatus:
+    try:
+        ok, reason, infos = e.probe()
+    except Exception as exc:  # noqa: BLE001 - a probe failure is a reportable status
+        ok, reason, infos = False, f"probe failed: {type(exc).__name__}: {exc}", ()
+    return TargetStatus(name, ok, reason, tuple(infos))
 
 
 def get_target(name: str, **options: Any) -> Any:

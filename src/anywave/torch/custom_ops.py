@@ -199,55 +199,78 @@ def custom_op(name: str, kernel: Any, *, out_shape: Callable[..., Any] | Mapping
             raise CustomOpError(f"{name}: all tensors must be on one device; got {where}")
         return first
 
-    def alloc(kw: Mapping[str, Any], dev: torch.device) -> dict[str, torch.Tensor]:
-        return {p.name: torch.empty(tuple(shape_rules[p.name](**kw)), dtype=out_dtypes[p.name], device=dev)
-                for p in outs}
+    # per-call work is kept to what changes per call (the eager host path of every op, issue 14):
+    # names, rules and keys are resolved here once
+    tensor_t = torch.Tensor
+    buffer_inputs = [on for p, on in zip(inputs, in_names, strict=True) if p.kind == "buffer"]
+    out_rules = [(p.name, shape_rules[p.name], out_dtypes[p.name]) for p in outs]
+    out_names = [p.name for p in outs]
+    value_keys = [rename.get(p.name, p.name) for p in params]
+    kernel_names = [p.name for p in params]
+    buffer_rules = list(buffers.items())
+    scalar_rules = list(scalars.items())
+    cuda_targets: dict[int, str] = {}
 
     def impl(*args: Any) -> Any:
-        kw = named(args)
+        kw = dict(defaults)
+        kw.update(zip(in_names, args, strict=False))
         if validate is not None:
             validate(**kw)
-        dev = device_of(kw)
-        if dev.type not in ("cpu", "cuda"):
+        dev = None
+        for n in buffer_inputs:
+            v = kw.get(n)
+            if isinstance(v, tensor_t):
+                d = v.device
+                if dev is None:
+                    dev = d
+                elif d != dev:
+                    device_of(kw)  # raises, naming every tensor's device
+        if dev is None:
+            dev = device_of(kw)
+        kind = dev.type
+        if kind != "cpu" and kind != "cuda":
             raise CustomOpError(f"{name}: runs on CPU or CUDA tensors, got device {dev}")
-        for n in in_names:
-            v = kw[n]
+        on_cuda = kind == "cuda"
+        for n in buffer_inputs:
+            v = kw.get(n)
             # the kernels index row-major memory, and device buffers must be 16-byte aligned (spec §4.2)
-            if isinstance(v, torch.Tensor) and (not v.is_contiguous() or (v.is_cuda and v.data_ptr() % 16)):
+            if isinstance(v, tensor_t) and (not v.is_contiguous() or (on_cuda and v.data_ptr() % 16)):
                 if n in mutated:
                     raise CustomOpError(f"{name}: {n} is updated in place and must be contiguous (and 16-byte "
                                         "aligned on CUDA)")
                 kw[n] = v.contiguous() if not v.is_contiguous() else v.clone()
-        out = alloc(kw, dev)
-        full = dict(kw)
+        out = {n: torch.empty(tuple(rule(**kw)), dtype=dt, device=dev) for n, rule, dt in out_rules}
+        full = kw  # (a fresh dict of this call)
         full.update(out)
-        for n, rule in buffers.items():
+        for n, rule in buffer_rules:
             full[n] = rule(**full)
-        for n, rule in scalars.items():
+        for n, rule in scalar_rules:
             full[n] = rule(**full)
         full.update(constants)
-        first = next((full[p.name] for p in outs), None)
+        first = out[out_names[0]] if out_names else None
         if first is None:
-            first = next((v for v in full.values() if isinstance(v, torch.Tensor)), None)
+            first = next((v for v in full.values() if isinstance(v, tensor_t)), None)
         if grid is not None:
             g = grid(**full)
         else:
             g = (first.numel() + threads - 1) // threads if first is not None else 1
         gt = (int(g),) if isinstance(g, int) else tuple(int(x) for x in g)
         if all(x > 0 for x in gt):
-            if dev.type == "cuda":
-                target, W = f"cuda:{dev.index if dev.index is not None else torch.cuda.current_device()}", None
+            if on_cuda:
+                index = dev.index if dev.index is not None else torch.cuda.current_device()
+                target = cuda_targets.get(index)
+                if target is None:
+                    target = cuda_targets[index] = f"cuda:{index}"
+                W = None
             else:
                 target, W = _cpu_choice(cpu_target, wave_width)
-            values = [full[rename.get(p.name, p.name)] for p in params]
-            if fast_path is None or not fast_path({p.name: v for p, v in zip(params, values, strict=True)},
-                                                  target, W):
+            values = [full[k] for k in value_keys]
+            if fast_path is None or not fast_path(dict(zip(kernel_names, values, strict=True)), target, W):
                 # every parameter positionally, constants included: the launch plan cache applies
                 kernel(*values, grid=gt, workgroup=wg, target=target, wave_width=W)
-        res = [out[p.name] for p in outs]
-        if not res:
+        if not out_names:
             return None
-        return res[0] if len(res) == 1 else tuple(res)
+        return out[out_names[0]] if len(out_names) == 1 else tuple(out[n] for n in out_names)
 
     op = torch.library.custom_op(name, impl, mutates_args=tuple(mutated), schema=schema)
 
@@ -269,11 +292,22 @@ def custom_op(name: str, kernel: Any, *, out_shape: Callable[..., Any] | Mapping
     return op
 
 
+_OPS: Any = None  # anywave.torch.ops, imported on first use (it imports this module)
+
+
 def _cpu_choice(cpu_target: str | None, wave_width: int | None) -> tuple[str, int | None]:
     if cpu_target is not None:
         return cpu_target, wave_width
-    from anywave.torch import ops
+    global _OPS
+    ops = _OPS
+    if ops is None:
+        from anywave.torch import ops
 
+        _OPS = ops
     name, opts = ops._CPU_CHOICE
-    w = dict(opts).get("wave_width")
-    return name, wave_width if wave_width is not None else w
+    w = wave_width
+    if w is None:
+        for k, v in opts:
+            if k == "wave_width":
+                w = v
+    return name, w

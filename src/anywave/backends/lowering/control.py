@@ -53,12 +53,17 @@ class Frame:
         tag: the backend's name for the construct (a label prefix, a number), from
             :meth:`Spelling.frame_tag`.
         has_else: for an ``if``: whether its ``else`` has been reached.
+        exits: for a ``loop``: whether its body holds a way out (a ``break`` of this loop, a
+            ``ret``/``halt``, or a call, counted as one). False: the loop can never end, which
+            C++ (forward-progress rule, [intro.progress]) makes undefined unless the body has a
+            side effect; the C++ dialects then add one (:attr:`Dialect.spin_side_effect`).
     """
 
     kind: str
     depth: int
     tag: str
     has_else: bool = False
+    exits: bool = True
 
 
 @dataclass(frozen=True)
@@ -151,6 +156,26 @@ def uses_wave_ops(module: Module, code: Sequence[Instruction], seen: set[int] | 
     return False
 
 
+def loop_may_exit(loop: Loop) -> bool:
+    """Whether ``loop``'s body holds a way out of it: a ``break`` whose innermost loop is
+    ``loop``, a ``ret`` or ``halt`` at any depth, or a ``call`` (not looked into: counted as a
+    way out). False means the loop never ends once entered."""
+
+    def walk(nodes: Sequence[Any], own: bool) -> bool:
+        for n in nodes:
+            if isinstance(n, If):
+                if walk(n.then, own) or walk(n.orelse, own):
+                    return True
+            elif isinstance(n, Loop):
+                if walk(n.body, False):
+                    return True
+            elif n.role in ("ret", "halt", "call") or (own and n.role == "break"):
+                return True
+        return False
+
+    return walk(loop.body, True)
+
+
 class ControlWalk:
     """Walk one kernel with calls inlined, driving ``spelling`` (see the module docstring).
 
@@ -207,7 +232,7 @@ class ControlWalk:
                 self._endif()
             elif isinstance(n, Loop):
                 s.at(code, n.index)
-                self._loop()
+                self._loop(loop_may_exit(n))
                 self._nodes(code, n.body)
                 s.at(code, n.end_index)
                 self._endloop()
@@ -262,8 +287,9 @@ class ControlWalk:
         self.s.leave(f, "else" if f.has_else else "then")
         self.s.mask("mov", A, Mask("fo", f.depth))
 
-    def _loop(self) -> None:
+    def _loop(self, exits: bool = True) -> None:
         f = self.push("loop")
+        f.exits = exits
         if not self.mask_stack:
             self.s.thread_loop(f)
             return
