@@ -292,3 +292,13 @@ def test_round_two_hoists_after_cse_inside_a_loop():
     body = _same_as_two_full_rounds(build)
     loop2 = [n for n in body if isinstance(n, ir.Loop)][1]
     assert not any(isinstance(n, Op) and n.mnemonic.startswith("mul") for n in loop2.body)
+
+
+def test_retarget_keeps_defs_and_uses_current():
+    a, b, t, v = (Value(ty.i32) for _ in range(4))
+    o = _add(t, a, b)
+    assert o.defs() == [t]
+    o.retarget(t, v)
+    assert o.operands == [v, a, b] and o.defs() == [v] and o.uses() == [a, b]
+    fresh = _add(v, a, b)  # computed from scratch
+    assert fresh.defs() == o.defs() and fresh.uses() == o.uses()

@@ -47,7 +47,7 @@ from .fingerprint import resolve as resolve_free_name
 from .frontend_inline import FuncCtx, InlineOps
 from .frontend_memory import MemoryOps
 from .frontend_ops import BINOP_NAMES, ValueOps
-from .frontend_perf import BufferView, PerfOps, RegisterArray
+from .frontend_perf import _UNSET, BufferView, PerfOps, RegisterArray
 from .ir import DevAddr, Op, PredUse, Value
 from .source import FuncSource
 from .types import DType
@@ -63,8 +63,6 @@ __all__ = ["BufferArg", "Frontend", "FuncSource", "LocalArray", "MAX_UNROLLED_CO
 
 # ----------------------------------------------------------------------------- per-function state
 
-#: "no binding" for dictionary lookups (a binding may be None)
-_UNSET: Any = object()
 
 
 class _Terminated(Exception):
@@ -207,6 +205,21 @@ class Frontend(ValueOps, MemoryOps, PerfOps, InlineOps, ast.NodeVisitor):
             return self.load_name(node.id, node)  # type: ignore[attr-defined]
         if t is ast.Constant:
             return self.visit_Constant(node)  # type: ignore[arg-type]
+        if t is ast.Subscript and type(node.value) is ast.Name:  # type: ignore[attr-defined]
+            # av[i], acc[i, j] in unrolled code: a tuple or register-array element, without
+            # the state below (nothing is emitted)
+            bn = node.value  # type: ignore[attr-defined]
+            base = self.load_name(bn.id, bn)
+            if type(base) is tuple or type(base) is RegisterArray:
+                r = self._static_subscript(node, base)  # type: ignore[arg-type]
+                if r is not _UNSET:
+                    return r
+            prev, prev_stmt = self.node, self._stmt
+            self.node = node
+            try:
+                return self._subscript(node, base)  # type: ignore[arg-type]
+            finally:
+                self.node, self._stmt = prev, prev_stmt
         entry = _VISITORS.get(t)
         if entry is None:  # not looked up yet for this node class
             entry = _VISITORS[t] = (getattr(Frontend, "visit_" + t.__name__, None),
@@ -300,7 +313,7 @@ class Frontend(ValueOps, MemoryOps, PerfOps, InlineOps, ast.NodeVisitor):
             if (isinstance(last, Op) and not value.is_var and last.defs() == [value]
                     and value not in last.uses()):  # (Values compare by identity)
                 # retarget the defining instruction instead of copying
-                last.operands = [var if o is value else o for o in last.operands]
+                last.retarget(value, var)
             else:
                 self.emit("mov.b64" if var.type.bits == 64 else "mov.b32", var, value)
         ctx.defined.add(name)
@@ -702,11 +715,11 @@ class Frontend(ValueOps, MemoryOps, PerfOps, InlineOps, ast.NodeVisitor):
             return v
         v = ctx.consts.get(name, _UNSET)
         if v is not _UNSET:
-            if isinstance(v, Divergent):
+            if type(v) is Divergent:  # (it has no subclasses)
                 raise self.err(node, v.message(name))
-            for frame in ctx.loop_frames:
-                if name not in frame.rebound:
-                    frame.read.setdefault(name, node)
+            for frame in ctx.loop_frames:  # the first read of the name in each loop being translated
+                if name not in frame.read and name not in frame.rebound:
+                    frame.read[name] = node
             return v
         return self.resolve_global(name, node)
 
@@ -916,7 +929,37 @@ class Frontend(ValueOps, MemoryOps, PerfOps, InlineOps, ast.NodeVisitor):
 
     def visit_Subscript(self, node: ast.Subscript) -> Any:
         bn = node.value
-        base = self.load_name(bn.id, bn) if type(bn) is ast.Name else self.visit(bn)
+        return self._subscript(node, self.load_name(bn.id, bn) if type(bn) is ast.Name else self.visit(bn))
+
+    def _static_subscript(self, node: ast.Subscript, base: Any) -> Any:
+        """``t[i]`` of a tuple or register array by compile-time ints (names or literals), which
+        emits nothing: the element, else _UNSET (then :meth:`_subscript` does it, errors and all;
+        what this read, names only, it reads again to the same effect)."""
+        sl = node.slice
+        if type(base) is tuple:
+            if type(sl) is ast.Name:
+                i = self.load_name(sl.id, sl)
+                if type(i) is int and -len(base) <= i < len(base):
+                    return base[i]
+            return _UNSET
+        elts = sl.elts if type(sl) is ast.Tuple else (sl,)
+        key = []
+        for e in elts:
+            te = type(e)
+            if te is ast.Name:
+                x = self.load_name(e.id, e)
+            elif te is ast.Constant:
+                x = e.value
+            else:
+                return _UNSET
+            if type(x) is not int:
+                return _UNSET
+            key.append(x)
+        v = base.vars.get(tuple(key))
+        return _UNSET if v is None else v
+
+    def _subscript(self, node: ast.Subscript, base: Any) -> Any:
+        """``base[node.slice]`` (``base``: the value of ``node.value``)."""
         sl = node.slice
         if isinstance(base, tuple):
             if type(sl) is ast.Name:  # static_eval of a name, inline (av[i] in unrolled code)

@@ -95,7 +95,9 @@ class MemoryOps:
         bn = target.value
         base = self.load_name(bn.id, bn) if type(bn) is ast.Name else self.visit(bn)
         self.node = target
-        if isinstance(base, BufferArg):
+        if type(base) is RegisterArray:  # the commonest in unrolled code (the classes are disjoint)
+            self._register_store(base, target, value)
+        elif isinstance(base, BufferArg):
             if base.access is Access.READ:
                 raise self.err(target, f"buffer {base.name!r} is declared aw.In[{base.elem.name}] (read only) "
                                f"and cannot be written; declare it aw.Buffer[{base.elem.name}] or "

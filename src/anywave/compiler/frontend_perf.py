@@ -51,6 +51,9 @@ from .types import DType
 if TYPE_CHECKING:
     from .frontend import Frontend
 
+#: "no binding" / "not a static element" for lookups whose result may be None (the frontend's too)
+_UNSET: Any = object()
+
 #: most elements of one register array (a WAVE kernel has at most 255 registers)
 MAX_REGISTER_ARRAY = 256
 _VEC = {2: (ty.vec2, "b64"), 4: (ty.vec4, "b128")}
@@ -120,7 +123,9 @@ class PerfOps:
         return arr.vars[tuple(out)]
 
     def _register_store(self, arr: RegisterArray, target: ast.Subscript, value: Any) -> None:
-        var = self._register_index(arr, target.slice, target)
+        var = self._static_subscript(target, arr)
+        if var is _UNSET:
+            var = self._register_index(arr, target.slice, target)
         if isinstance(value, PredUse):
             value = self.pred_value(value)
         if isinstance(value, Value):
@@ -132,7 +137,7 @@ class PerfOps:
         last = self.body[-1] if self.body else None
         if (isinstance(last, ir.Op) and not value.is_var and last.defs() == [value]
                 and value not in last.uses()):  # (Values compare by identity)
-            last.operands = [var if o is value else o for o in last.operands]  # no copy needed
+            last.retarget(value, var)  # no copy needed
         else:
             self.emit("mov.b64" if var.type.bits == 64 else "mov.b32", var, value)
 

@@ -74,19 +74,21 @@ class LocAddr:
 
 
 #: per instruction record (keyed by id(defn)): (indices of destination operands, indices of
-#: the other operands) in assembly order, from the table's ``dests`` — computed once, so
+#: the other operands, whether vector operands count with their components: a load or store
+#: wider than 32 bits) in assembly order, from the table's ``dests`` — computed once, so
 #: ``defs``/``uses`` do not re-test every operand of every instruction on every call. The
 #: "other" operands are the sources and the immediates (CSE keys on both).
-_SHAPE: dict[int, tuple[tuple[int, ...], tuple[int, ...]]] = {}
+_SHAPE: dict[int, tuple[tuple[int, ...], tuple[int, ...], bool]] = {}
 
 
-def _shape(d: InstrDef) -> tuple[tuple[int, ...], tuple[int, ...]]:
+def _shape(d: InstrDef) -> tuple[tuple[int, ...], tuple[int, ...], bool]:
     r = _SHAPE.get(id(d))
     if r is None:
         # fragment operands (fN) are plain slot numbers: the IR tracks no fragment values
         dst = tuple(i for i in d.dests if d.operands[i] is not Operand.FD)
         src = tuple(i for i in range(len(d.operands)) if i not in dst)
-        r = _SHAPE[id(d)] = (dst, src)
+        wide = d.type is not None and d.type.bits > 32 and bool(d.flags & (Flag.LOAD | Flag.STORE))
+        r = _SHAPE[id(d)] = (dst, src, wide)
     return r
 
 
@@ -139,7 +141,7 @@ class Op:
                 out.append(v.offset)
         if g is not None:
             out.append(g.value)
-        if d.type is not None and d.type.bits > 32 and d.flags & (Flag.LOAD | Flag.STORE):
+        if sh[2]:
             for v in defs[:]:
                 if v.parts:
                     defs = [*defs, *v.parts]
@@ -170,6 +172,17 @@ class Op:
         if c is None or c[0] is not self.defn or c[1] is not self.operands or c[2] is not self.guard:
             c = self._defs_uses()
         return c[3], c[4]
+
+    def retarget(self, old: Value, new: Value) -> None:
+        """Write ``new`` instead of ``old``, the one value this instruction defines and does not
+        read (``defs() == [old]``, ``old not in uses()``): every operand that is ``old`` becomes
+        ``new`` (the destinations; the cached defs and uses follow)."""
+        c = self._defs_uses()
+        ops = [new if o is old else o for o in self.operands]
+        self.operands = ops
+        d = self.defn
+        if not (_SHAPE.get(id(d)) or _shape(d))[2] and old not in c[4]:  # defs: the destinations
+            self._du = (d, ops, self.guard, [new if v is old else v for v in c[3]], c[4])
 
     def replace_uses(self, mapping: dict[Value, Value]) -> None:
         if not mapping:

@@ -61,7 +61,10 @@ def optimize(body: list[ir.Node]) -> None:
       whose version it would change is read nowhere);
     * LICM gets work only from a change inside a loop (or a new or changed instruction); DCE
       from any change, and the second round's DCE matters only to if-conversion: without an
-      ``if`` left, the last DCE reaches the same fixed point.
+      ``if`` left, the last DCE reaches the same fixed point. The last DCE has work only after
+      a change: an ``if`` (if-conversion), a new or moved instruction, or a CSE removal that
+      left a value unread (every value an instruction CSE removed reads is also read by the
+      instruction it kept, so this does not happen; an ``if`` region CSE shortened counts).
 
     tests/test_compiler_passes.py checks the result against the two full rounds for every
     kernel of the library and of the compiler tests."""
@@ -80,13 +83,16 @@ def optimize(body: list[ir.Node]) -> None:
         _, copied = _copy_propagate(body)
     changed = folded or reduced or copied
     merged = merged_in_loop = False
+    no_dead = True
     if hoisted or changed:
-        merged, merged_in_loop = _cse(body)
+        merged, merged_in_loop, no_dead = _cse(body)
     moved = (merged_in_loop or changed) and licm(body)
-    if (changed or merged or moved) and any(isinstance(n, ir.If) for n in ir.walk(body)):
+    has_if = any(isinstance(n, ir.If) for n in ir.walk(body))
+    if (changed or merged or moved) and has_if:
         dce(body)  # (without an if, if-conversion changes nothing: the last DCE does the same)
     if_convert(body)
-    dce(body)
+    if has_if or changed or moved or (merged and not no_dead):
+        dce(body)
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -218,7 +224,17 @@ def fold_constants(body: list[ir.Node]) -> bool:
         if len(ops) != len(d.operands):
             raise ValueError(f"{d.mnemonic}: {len(ops)} operands, the record has {len(d.operands)}")
         rs, ps = _FOLD_SRC[id(d)]
-        if not (all(ops[i] in consts for i in rs) and all(ops[i].value in pconsts for i in ps)):
+        foldable = True  # every source a constant (loops, not all(): most fail at the first)
+        for i in rs:
+            if ops[i] not in consts:
+                foldable = False
+                break
+        if foldable:
+            for i in ps:
+                if ops[i].value not in pconsts:
+                    foldable = False
+                    break
+        if not foldable:
             continue
         bits = _evaluate(n, consts, pconsts)
         if bits is None:
@@ -403,8 +419,13 @@ def _replace_pred_uses(body: list[ir.Node], pmap: dict[Value, PredUse]) -> None:
     """Rewrite every predicate use of a key of ``pmap`` to the mapped (possibly negated) use."""
     for n in ir.walk(body):
         if isinstance(n, Op):
-            n.operands = [_subst_pred(v, pmap) if (isinstance(v, PredUse) and not k.is_dest) else v
-                          for k, v in zip(n.defn.operands, n.operands, strict=True)]
+            ops, kinds = n.operands, n.defn.operands
+            # a new operand list only where a predicate source is mapped (the others keep theirs,
+            # and with it their cached defs and uses)
+            if len(ops) != len(kinds) or any(isinstance(v, PredUse) and not k.is_dest and v.value in pmap
+                                             for k, v in zip(kinds, ops, strict=True)):
+                n.operands = [_subst_pred(v, pmap) if (isinstance(v, PredUse) and not k.is_dest) else v
+                              for k, v in zip(kinds, ops, strict=True)]
             if n.guard is not None:
                 n.guard = _subst_pred(n.guard, pmap)
         else:
@@ -475,13 +496,17 @@ def cse(body: list[ir.Node]) -> bool:
     return _cse(body)[0]
 
 
-def _cse(body: list[ir.Node]) -> tuple[bool, bool]:
+def _cse(body: list[ir.Node]) -> tuple[bool, bool, bool]:
     """:func:`cse`: (it removed any instruction, it changed a node inside a loop: removed it
-    or rewrote its operands)."""
+    or rewrote its operands, it left no instruction dead that was not: every value a removed
+    instruction read is still read, and no region of an ``if`` lost an instruction)."""
     memo: dict[int, set[Value]] = {}
     depth = 0  # loop nesting depth of the walk
     in_loop = False  # a node inside a loop changed
-    #: every value read by a node visited so far (after its rewrite): a value read before its
+    in_if = 0  # if nesting depth of the walk
+    lost: list[Value] = []  # the values removed instructions read
+    if_lost = False  # an instruction inside an if was removed
+    #: every value read by a node kept so far (after its rewrite): a value read before its
     #: definition is visited (not expected: temporaries are defined first) keeps the reads
     #: the walk passed before it was mapped, and only then is the final rewrite needed
     read: set[Value] = set()
@@ -490,6 +515,7 @@ def _cse(body: list[ir.Node]) -> tuple[bool, bool]:
     version: dict[Value, int] = {}
     fresh = itertools.count(1).__next__
     mapping: dict[Value, Value] = {}
+    keys = mapping.keys()
 
     def bump(vs: set[Value]) -> None:
         for v in vs:
@@ -531,22 +557,23 @@ def _cse(body: list[ir.Node]) -> tuple[bool, bool]:
         """CSE over ``nodes``; returns the variables the region assigns (nested regions
         included: what :func:`_region_vars` gives — CSE never removes a variable's
         definition, so the set is the same before and after the visit)."""
-        nonlocal depth, in_loop, late
+        nonlocal depth, in_loop, late, in_if, if_lost
         keep: list[ir.Node] = []
         assigned: set[Value] = set()
         for n in nodes:
             if isinstance(n, Op):
-                if mapping:
-                    if depth and not in_loop:
-                        ops, g = n.operands, n.guard
-                        n.replace_uses(mapping)
-                        in_loop = ops is not n.operands or g is not n.guard
-                    else:
-                        n.replace_uses(mapping)
                 defs, uses = n.defs_uses()
-                read.update(uses)
                 d = n.defn
-                if len(n.operands) > len(d.operands):
+                long = len(n.operands) > len(d.operands)
+                # n.replace_uses(mapping), which changes nothing when no use is a key (the usual case)
+                if mapping and (long or not keys.isdisjoint(uses)):
+                    ops, g = n.operands, n.guard
+                    n.replace_uses(mapping)
+                    if ops is not n.operands or g is not n.guard:
+                        defs, uses = n.defs_uses()
+                        if depth:
+                            in_loop = True
+                if long:
                     late = True  # (Op.replace_uses drops the extra operands: leave that to the final rewrite)
                 if len(defs) == 1:
                     d0 = defs[0]
@@ -562,6 +589,9 @@ def _cse(body: list[ir.Node]) -> tuple[bool, bool]:
                                 late = True
                             if depth:
                                 in_loop = True
+                            lost.extend(uses)
+                            if in_if:
+                                if_lost = True
                             continue
                         log.append((key, prev))
                         table[key] = d0
@@ -570,6 +600,7 @@ def _cse(body: list[ir.Node]) -> tuple[bool, bool]:
                     if vs:
                         bump(vs)
                         assigned |= vs
+                read.update(uses)
             elif isinstance(n, ir.If):
                 c = n.cond
                 if c.value in mapping:
@@ -578,9 +609,11 @@ def _cse(body: list[ir.Node]) -> tuple[bool, bool]:
                         in_loop = True
                 read.add(n.cond.value)
                 mark = len(log)
+                in_if += 1
                 changed = go(n.then)
                 undo(mark)
                 changed = changed | go(n.orelse)
+                in_if -= 1
                 undo(mark)
                 bump(changed)
                 assigned |= changed
@@ -610,7 +643,8 @@ def _cse(body: list[ir.Node]) -> tuple[bool, bool]:
     go(body)
     if late and _replace_uses(body, mapping):
         in_loop = True  # (a use before its definition: not expected; counted as a change in a loop)
-    return bool(mapping), in_loop
+    no_dead = not late and not if_lost and all(v in read for v in lost)
+    return bool(mapping), in_loop, no_dead
 
 
 #: per instruction record (keyed by id(defn)): Op.is_pure, a property of the record alone
@@ -659,7 +693,7 @@ def _hoist(loop: ir.Loop) -> list[ir.Node]:
     out_set: set[Value] = set()
     keep: list[ir.Node] = []
     for n in loop.body:
-        if isinstance(n, Op) and n.is_pure and n.guard is None:
+        if isinstance(n, Op) and n.guard is None and (_PURE.get(id(n.defn)) if id(n.defn) in _PURE else _pure(n)):
             defs, uses = n.defs_uses()
             if (len(defs) == 1 and not defs[0].is_var and defs[0].type.name != "pred"
                     and all((u in out_set) or (u not in defined_inside) for u in uses)):
