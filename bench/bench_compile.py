@@ -1,7 +1,8 @@
 """Compile time per kernel (goal: <= 50 ms each), uncached.
 
 Usage: python bench/bench_compile.py [--repeat N] [--out bench/results/compile_DATE.json]
-       [--baseline EARLIER.json]  (records each kernel's earlier figure beside the new one)
+       [--baseline EARLIER.json]  (records each kernel's earlier figures beside the new ones, and
+       the ratios full_ratio / full_cpu_ratio of the full figures to them)
        [--only SUBSTRING]  (time only the kernels whose name contains it, e.g. gemm)
 
 Compiles every kernel of the example library ``anywave.kernels`` (with representative
@@ -79,12 +80,12 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--out", default=None)
     ap.add_argument("--baseline", default=None,
-                    help="an earlier results file: its figure of each kernel is recorded as before_ms")
+                    help="an earlier results file: its figures of each kernel are recorded beside the new ones")
     ap.add_argument("--only", default=None, help="time only the kernels whose name contains this")
     a = ap.parse_args()
-    before: dict[str, float] = {}
+    before: dict[str, dict] = {}
     if a.baseline:
-        before = {r["kernel"]: r["compile_ms"] for r in json.loads(Path(a.baseline).read_text())["results"]}
+        before = {r["kernel"]: r for r in json.loads(Path(a.baseline).read_text())["results"]}
     os.environ["ANYWAVE_NO_DISK_CACHE"] = "1"
     from anywave.compiler.kernel import KernelFunction
 
@@ -138,8 +139,13 @@ def main() -> int:
                         "compile_ms": round(best * 1e3, 3), "full_ms": round(best_full * 1e3, 3),
                         "full_cpu_ms": round(best_cpu * 1e3, 3), "instructions": len(k.code),
                         "registers": k.registers})
-        if name in before:
-            results[-1]["before_ms"] = before[name]
+        if name in before:  # the baseline's figures of this kernel, and the ratios to them
+            r, b = results[-1], before[name]
+            r["before_ms"] = b["compile_ms"]
+            for key in ("full_ms", "full_cpu_ms"):
+                if key in b:
+                    r["before_" + key] = b[key]
+                    r[key.replace("_ms", "_ratio")] = round(r[key] / b[key], 3) if b[key] else None
         print(f"{name:56s} {best * 1e3:8.2f} ms  full {best_full * 1e3:8.2f} ms ({best_cpu * 1e3:7.2f} ms CPU)  "
               f"{len(k.code):5d} instructions  {k.registers:3d} registers", flush=True)
     try:

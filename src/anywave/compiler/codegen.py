@@ -248,10 +248,11 @@ def emit(body: list[ir.Node], alloc: Allocation) -> tuple[list[Instruction], Cap
     def go(nodes: list[ir.Node]) -> None:
         for n in nodes:
             if isinstance(n, Op):
+                d = n.defn
                 ops = tuple([reg[v] if c == _C_REG else operand(c, v)
-                             for c, v in zip(_codes(n.defn), n.operands, strict=True)])
-                out.append(Instruction(n.defn, ops, pred(n.guard) if n.guard else None, n.loc))
-                cap_ids[id(n.defn)] = n.defn.capability
+                             for c, v in zip(_CODES.get(id(d)) or _codes(d), n.operands, strict=True)])
+                out.append(Instruction(d, ops, pred(n.guard) if n.guard else None, n.loc))
+                cap_ids[id(d)] = d.capability
             elif isinstance(n, ir.If):
                 out.append(Instruction.make("if", pred(n.cond), loc=n.loc))
                 go(n.then)

@@ -938,8 +938,8 @@ class Frontend(ValueOps, MemoryOps, PerfOps, InlineOps, ast.NodeVisitor):
         sl = node.slice
         if type(base) is tuple:
             if type(sl) is ast.Name:
-                i = self.load_name(sl.id, sl)
-                if type(i) is int and -len(base) <= i < len(base):
+                i = self._static_int(sl)
+                if i is not None and -len(base) <= i < len(base):
                     return base[i]
             return _UNSET
         elts = sl.elts if type(sl) is ast.Tuple else (sl,)
@@ -947,16 +947,31 @@ class Frontend(ValueOps, MemoryOps, PerfOps, InlineOps, ast.NodeVisitor):
         for e in elts:
             te = type(e)
             if te is ast.Name:
-                x = self.load_name(e.id, e)
-            elif te is ast.Constant:
+                x = self._static_int(e)
+                if x is None:
+                    return _UNSET
+            elif te is ast.Constant and type(e.value) is int:
                 x = e.value
             else:
-                return _UNSET
-            if type(x) is not int:
                 return _UNSET
             key.append(x)
         v = base.vars.get(tuple(key))
         return _UNSET if v is None else v
+
+    def _static_int(self, e: ast.Name) -> int | None:
+        """:meth:`load_name` of a name bound to a compile-time int (its value), else None with
+        nothing done (the caller then loads it, reporting what load_name reports)."""
+        ctx = self.ctx
+        name = e.id
+        if name in ctx.var_values:
+            return None
+        x = ctx.consts.get(name)
+        if type(x) is not int:
+            return None
+        for frame in ctx.loop_frames:  # as load_name
+            if name not in frame.read and name not in frame.rebound:
+                frame.read[name] = e
+        return x
 
     def _subscript(self, node: ast.Subscript, base: Any) -> Any:
         """``base[node.slice]`` (``base``: the value of ``node.value``)."""

@@ -310,6 +310,8 @@ def walk(body: list[Node]) -> Iterator[Node]:
     while stack:
         for n in stack[-1]:
             yield n
+            if type(n) is Op:  # the usual node (Op, If and Loop have no subclasses)
+                continue
             if isinstance(n, If):
                 stack.append(iter(n.orelse))
                 stack.append(iter(n.then))
