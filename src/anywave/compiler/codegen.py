@@ -64,10 +64,16 @@ def _linearise(body: list[ir.Node]) -> tuple[dict[Value, list[int]], list[tuple[
             p = len(locs)
             if isinstance(n, Op):
                 locs.append(n.loc)
-                for v in n.uses():
-                    ref(v, p)
-                for v in n.defs():
-                    ref(v, p)
+                defs, uses = n.defs_uses()
+                for vs in (uses, defs):
+                    for v in vs:  # ref(v, p), inline (a few per instruction)
+                        if v.parent is not None:
+                            v = v.parent
+                        r = refs.get(v)
+                        if r is None:
+                            refs[v] = [p]
+                        else:
+                            r.append(p)
             elif isinstance(n, ir.If):
                 locs.append(n.loc)
                 ref(n.cond.value, p)
@@ -104,7 +110,8 @@ def _scan(body: list[ir.Node]) -> tuple[Allocation | None, tuple[Any, ...] | Non
     """Linear scan: (allocation, None), or (None, (what, limit, loc, live count, live values))
     at the first value that finds no register."""
     refs, loops, locs = _linearise(body)
-    iv: dict[Value, list[int]] = {v: [min(ps), max(ps)] for v, ps in refs.items()}
+    # (each list of positions is in increasing order: _linearise appends them as it walks)
+    iv: dict[Value, list[int]] = {v: [ps[0], ps[-1]] for v, ps in refs.items()}
     loops.sort(key=lambda se: se[1] - se[0])
     if loops:
         # the values referenced at each position: a loop visits only the values referenced

@@ -24,6 +24,7 @@ from __future__ import annotations
 import ast
 import builtins
 import math
+import types
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -62,14 +63,19 @@ __all__ = ["BufferArg", "Frontend", "FuncSource", "LocalArray", "MAX_UNROLLED_CO
 
 # ----------------------------------------------------------------------------- per-function state
 
+#: "no binding" for dictionary lookups (a binding may be None)
+_UNSET: Any = object()
+
+
 class _Terminated(Exception):
     """Internal: the rest of a block is unreachable (after break/continue/return)."""
 
 
 # ----------------------------------------------------------------------------- the visitor
 
-#: node class -> the ``Frontend.visit_<Class>`` function (None: unsupported), filled on demand
-_VISITORS: dict[type, Any] = {}
+#: node class -> (the ``Frontend.visit_<Class>`` function (None: unsupported), 2 for a statement,
+#: 1 for an expression, 0 otherwise), filled on demand
+_VISITORS: dict[type, tuple[Any, int]] = {}
 
 
 class Frontend(ValueOps, MemoryOps, PerfOps, InlineOps, ast.NodeVisitor):
@@ -98,6 +104,12 @@ class Frontend(ValueOps, MemoryOps, PerfOps, InlineOps, ast.NodeVisitor):
         self._inline_stack: list[Any] = []
         self._discard = False
         self._const_cache: dict[tuple[str, int], Value] = {}
+        #: (id(function), free name) -> what resolve_global found (the functions live as long as this)
+        self._globals: dict[tuple[int, str], Any] = {}
+        #: (id(FuncSource), id(AST node)) -> the node's SourceLoc (loc())
+        self._locs: dict[tuple[int, int], SourceLoc] = {}
+        #: id(ast.Attribute node) -> the object ``global_name.attr`` of a call's function (visit_Call)
+        self._calls: dict[int, Any] = {}
         #: aw.print call sites (PrintFormat) and the index of the hidden print buffer argument
         self.prints: list[Any] = []
         self._print_buffer: int | None = None
@@ -126,7 +138,15 @@ class Frontend(ValueOps, MemoryOps, PerfOps, InlineOps, ast.NodeVisitor):
         return e
 
     def loc(self) -> SourceLoc | None:
-        return self.src.loc(self.node) if self.node is not None else None
+        node = self.node
+        if node is None:
+            return None
+        src = self.ctx.src
+        key = (id(src), id(node))  # (both live as long as this translation)
+        r = self._locs.get(key)
+        if r is None:
+            r = self._locs[key] = src.loc(node)
+        return r
 
     def emit(self, mnemonic: str, *operands: Any) -> Op:
         op = Op(BY_MNEMONIC[mnemonic], list(operands), self.loc())
@@ -180,16 +200,24 @@ class Frontend(ValueOps, MemoryOps, PerfOps, InlineOps, ast.NodeVisitor):
         return False
 
     def visit(self, node: ast.AST) -> Any:
+        t = type(node)
+        # names and constants emit nothing and read neither self.node nor self._stmt (their
+        # errors name the node itself): no state to set and restore (the commonest visits)
+        if t is ast.Name:
+            return self.load_name(node.id, node)  # type: ignore[attr-defined]
+        if t is ast.Constant:
+            return self.visit_Constant(node)  # type: ignore[arg-type]
+        entry = _VISITORS.get(t)
+        if entry is None:  # not looked up yet for this node class
+            entry = _VISITORS[t] = (getattr(Frontend, "visit_" + t.__name__, None),
+                                    2 if isinstance(node, ast.stmt) else 1 if isinstance(node, ast.expr) else 0)
+        method, kind = entry
         prev, prev_stmt = self.node, self._stmt
-        if isinstance(node, (ast.stmt, ast.expr)):
+        if kind:
             self.node = node
-            if isinstance(node, ast.stmt):
+            if kind == 2:
                 self._stmt = node
         try:
-            t = type(node)
-            method = _VISITORS.get(t, _VISITORS)
-            if method is _VISITORS:  # not looked up yet for this node class
-                method = _VISITORS[t] = getattr(Frontend, "visit_" + t.__name__, None)
             if method is None:
                 raise self.err(node, f"{construct_name(node)} is not supported in a kernel"
                                + supported_hint(node))
@@ -270,7 +298,7 @@ class Frontend(ValueOps, MemoryOps, PerfOps, InlineOps, ast.NodeVisitor):
         if value is not var:
             last = self.body[-1] if self.body else None
             if (isinstance(last, Op) and not value.is_var and last.defs() == [value]
-                    and not any(value is u for u in last.uses())):
+                    and value not in last.uses()):  # (Values compare by identity)
                 # retarget the defining instruction instead of copying
                 last.operands = [var if o is value else o for o in last.operands]
             else:
@@ -664,15 +692,16 @@ class Frontend(ValueOps, MemoryOps, PerfOps, InlineOps, ast.NodeVisitor):
 
     def load_name(self, name: str, node: ast.AST) -> Any:
         ctx = self.ctx
-        if name in ctx.var_values:
+        v = ctx.var_values.get(name)
+        if v is not None:
             if name not in ctx.defined:
                 where = ctx.assigned_where.get(name)
                 wline = f" (it is assigned at line {self.src.loc(where).line})" if where is not None else ""
                 raise self.err(node, f"variable {name!r} may be undefined here{wline}: it is assigned only in "
                                "some branches or inside a loop that may not run; assign it before the if/loop")
-            return ctx.var_values[name]
-        if name in ctx.consts:
-            v = ctx.consts[name]
+            return v
+        v = ctx.consts.get(name, _UNSET)
+        if v is not _UNSET:
             if isinstance(v, Divergent):
                 raise self.err(node, v.message(name))
             for frame in ctx.loop_frames:
@@ -683,8 +712,13 @@ class Frontend(ValueOps, MemoryOps, PerfOps, InlineOps, ast.NodeVisitor):
 
     def resolve_global(self, name: str, node: ast.AST) -> Any:
         """A free name of the function body, as Python resolves it: closure cell, module
-        global, builtin (the same lookup the cache key is built from)."""
-        v = resolve_free_name(self.src.fn, name)
+        global, builtin (the same lookup the cache key is built from; looked up once per
+        function and name in one translation)."""
+        fn = self.src.fn
+        key = (id(fn), name)
+        v = self._globals.get(key, _UNSET)
+        if v is _UNSET:
+            v = self._globals[key] = resolve_free_name(fn, name)
         if v is _UNDEFINED:
             raise self.err(node, f"name {name!r} is not defined")
         return v
@@ -706,6 +740,11 @@ class Frontend(ValueOps, MemoryOps, PerfOps, InlineOps, ast.NodeVisitor):
 
     def static_eval(self, node: ast.AST) -> Any:
         """Evaluate an expression that must be known at compile time."""
+        if type(node) is ast.Name or type(node) is ast.Constant:  # emits nothing
+            v = self.visit(node)
+            if isinstance(v, (Value, PredUse)):
+                raise self.err(node, "this must be a compile-time constant, but it is a runtime value")
+            return v
         mark = len(self.body)
         v = self.visit(node)
         if isinstance(v, (Value, PredUse)):
@@ -876,10 +915,16 @@ class Frontend(ValueOps, MemoryOps, PerfOps, InlineOps, ast.NodeVisitor):
 
 
     def visit_Subscript(self, node: ast.Subscript) -> Any:
-        base = self.visit(node.value)
+        bn = node.value
+        base = self.load_name(bn.id, bn) if type(bn) is ast.Name else self.visit(bn)
         sl = node.slice
         if isinstance(base, tuple):
-            i = self.static_eval(sl)
+            if type(sl) is ast.Name:  # static_eval of a name, inline (av[i] in unrolled code)
+                i = self.load_name(sl.id, sl)
+                if isinstance(i, (Value, PredUse)):
+                    raise self.err(sl, "this must be a compile-time constant, but it is a runtime value")
+            else:
+                i = self.static_eval(sl)
             try:
                 return base[i]
             except (IndexError, TypeError) as e:
@@ -908,10 +953,24 @@ class Frontend(ValueOps, MemoryOps, PerfOps, InlineOps, ast.NodeVisitor):
     def visit_Call(self, node: ast.Call) -> Any:
         discard = self._discard
         self._discard = False
-        fn = self.visit(node.func)
+        f = node.func
+        if type(f) is ast.Attribute and type(f.value) is ast.Name:
+            # aw.fma(...): an attribute of a module the name resolves to (resolve_global: it is
+            # not bound in the function) is the same object at every visit: looked up once
+            name = f.value.id
+            ctx = self.ctx
+            if name not in ctx.var_values and name not in ctx.consts:
+                fn = self._calls.get(id(f), _UNSET)
+                if fn is _UNSET:
+                    fn = self.visit(f)
+                    mod = self._globals.get((id(self.src.fn), name))
+                    if isinstance(mod, types.ModuleType) and vars(mod).get(f.attr, _UNSET) is fn:
+                        self._calls[id(f)] = fn
+            else:
+                fn = self.visit(f)
+        else:
+            fn = self.visit(f)
         self.node = node
-        from .kernel import Func, KernelFunction
-
         if isinstance(fn, Intrinsic):
             if fn.name in W_DEPENDENT_INTRINSICS and not self._w_invariant_depth:
                 loc = self.loc()
@@ -920,6 +979,8 @@ class Frontend(ValueOps, MemoryOps, PerfOps, InlineOps, ast.NodeVisitor):
                 raise self.err(node, f"aw.{fn.name}() has no lowering: an intrinsic marker must be declared with "
                                "its lowering function in anywave.compiler.language")
             return fn.lower(self, node, discard)
+        from .kernel import Func, KernelFunction
+
         if isinstance(fn, DType):
             args = self.call_args(node, 1, 1, f"aw.{fn.name}()")
             x = args[0]

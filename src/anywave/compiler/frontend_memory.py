@@ -92,7 +92,8 @@ class MemoryOps:
         return r
 
     def store_subscript(self, target: ast.Subscript, value: Any) -> None:
-        base = self.visit(target.value)
+        bn = target.value
+        base = self.load_name(bn.id, bn) if type(bn) is ast.Name else self.visit(bn)
         self.node = target
         if isinstance(base, BufferArg):
             if base.access is Access.READ:

@@ -279,8 +279,9 @@ class ValueOps:
 
     def alu(self, name: str, t: DType, *srcs: Value, node: ast.AST, what: str | None = None) -> Value:
         """A new ``t`` register = operation ``name`` of ``srcs`` (:meth:`mn`; errors at ``node``)."""
-        r = self.new(t)
-        self.emit(self.mn(name, t, node, what), r, *srcs)
+        r = Value(t)
+        hit = tr._ALU.get((name, id(t)))  # tr.alu_mnemonic's cache, inline (the commonest call)
+        self.emit(hit[1] if hit is not None and hit[0] is t else self.mn(name, t, node, what), r, *srcs)
         return r
 
     def _pow(self, a: Any, b: Any, node: ast.AST) -> Value:

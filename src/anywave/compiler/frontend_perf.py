@@ -90,9 +90,19 @@ class PerfOps:
     intrinsics creating them, and the vector loads/stores, are the ``lower_*`` functions)."""
 
     def _register_index(self, arr: RegisterArray, sl: ast.AST, node: ast.AST) -> Value:
-        idx = self.visit(sl)
+        if type(sl) is ast.Tuple:  # tile[i, j]: the elements one by one (what visit_Tuple does)
+            idx = tuple([self.load_name(e.id, e) if type(e) is ast.Name else self.visit(e) for e in sl.elts])
+        else:
+            idx = self.visit(sl)
         self.node = node
         idxs = idx if isinstance(idx, tuple) else (idx,)
+        for i in idxs:  # ints (not bools, floats ...) in range: the element, without the checks below
+            if type(i) is not int:
+                break
+        else:
+            v = arr.vars.get(idxs)
+            if v is not None:
+                return v
         if len(idxs) != len(arr.shape):
             raise self.err(node, f"{arr!r} needs {len(arr.shape)} indices, got {len(idxs)}")
         out = []
@@ -121,7 +131,7 @@ class PerfOps:
             value = self.coerce(value, var.type, target)
         last = self.body[-1] if self.body else None
         if (isinstance(last, ir.Op) and not value.is_var and last.defs() == [value]
-                and not any(value is u for u in last.uses())):
+                and value not in last.uses()):  # (Values compare by identity)
             last.operands = [var if o is value else o for o in last.operands]  # no copy needed
         else:
             self.emit("mov.b64" if var.type.bits == 64 else "mov.b32", var, value)

@@ -35,7 +35,7 @@ class Value:
     type: DType
     name: str = ""
     is_var: bool = False
-    id: int = field(default_factory=lambda: next(_ids))
+    id: int = field(default_factory=_ids.__next__)
     #: a vector value (``vec2``/``vec4``: the destination of ``ld.*.b64``/``b128`` or the
     #: source of ``st.*``) names its 32-bit components; each component has ``parent`` set and
     #: lives in register ``reg(parent) + part``. An instruction that defines or reads the
@@ -151,12 +151,25 @@ class Op:
 
     def defs(self) -> list[Value]:
         """Values written, in operand order (a shared list: do not modify it)."""
+        c = self._du  # the cache check of _defs_uses, inline: this is asked very often
+        if c is not None and c[0] is self.defn and c[1] is self.operands and c[2] is self.guard:
+            return c[3]
         return self._defs_uses()[3]
 
     def uses(self) -> list[Value]:
         """Values read — registers, predicates, address offsets, the guard (a shared list:
         do not modify it)."""
+        c = self._du
+        if c is not None and c[0] is self.defn and c[1] is self.operands and c[2] is self.guard:
+            return c[4]
         return self._defs_uses()[4]
+
+    def defs_uses(self) -> tuple[list[Value], list[Value]]:
+        """(:meth:`defs`, :meth:`uses`) in one call (shared lists: do not modify them)."""
+        c = self._du
+        if c is None or c[0] is not self.defn or c[1] is not self.operands or c[2] is not self.guard:
+            c = self._defs_uses()
+        return c[3], c[4]
 
     def replace_uses(self, mapping: dict[Value, Value]) -> None:
         if not mapping:

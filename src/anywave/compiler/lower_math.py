@@ -25,6 +25,14 @@ if TYPE_CHECKING:
 
 def _float_arg(fe: Frontend, node: ast.Call, what: str, n: int = 1) -> list[Value]:
     args = fe.call_args(node, n, n, what)
+    a0 = args[0]
+    if type(a0) is Value and a0.type.is_float:  # the usual case: values of one float type
+        t = a0.type
+        for a in args:
+            if type(a) is not Value or a.type is not t:
+                break
+        else:
+            return args
     typed = [a for a in args if isinstance(a, Value)]
     t = typed[0].type if typed else ty.f32
     out: list[Value] = []

@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 from typing import Any
 
@@ -33,14 +34,57 @@ IF_CONVERT_MAX_OPS = 6
 
 
 def optimize(body: list[ir.Node]) -> None:
-    """Run every pass in place (twice: folding exposes CSE and vice versa)."""
-    for _ in range(2):
-        fold_constants(body)
-        body[:] = strength_reduce(body)
-        copy_propagate(body)
-        cse(body)
-        licm(body)
-        dce(body)
+    """Run every pass in place: two rounds of fold, strength reduction, copy propagation, CSE,
+    LICM and DCE (folding exposes CSE and vice versa), then if-conversion and DCE.
+
+    The result is that of running the second round in full, but a pass of the second round
+    runs only when the passes since its first run can have given it work; otherwise it
+    would change nothing. The argument (temporaries are defined before every use in program
+    order, module docstring of :mod:`~anywave.compiler.ir`):
+
+    * each of the six passes is idempotent: run on its own output it changes nothing
+      (folding, strength reduction and copy propagation handle chains in one walk; CSE and
+      LICM decide on operands and regions their own removals and moves do not change; DCE
+      runs to a fixed point);
+    * folding gets new work only from a use redirected to a constant (copy propagation of a
+      ``movi`` or constant-predicate result) or from a strength-reduced instruction whose
+      sources are all constants: CSE merges only instructions of one opcode and operands, so
+      a merged value is a constant exactly when the one it becomes is; LICM moves, DCE removes
+      (what folds depends on operands only);
+    * strength reduction likewise gets work only from a use redirected to a constant, or from
+      folding (new constants);
+    * copy propagation gets work only from new copies, which only strength reduction creates
+      (``x + 0``, ``x * 1``): the copies it saw have no uses left, and CSE redirects only to
+      values whose uses it already rewrote;
+    * CSE gets work only from instructions moved across regions (LICM) or changed by the
+      passes before it in the round: DCE removes only instructions nothing reads (a variable
+      whose version it would change is read nowhere);
+    * LICM gets work only from a change inside a loop (or a new or changed instruction); DCE
+      from any change, and the second round's DCE matters only to if-conversion: without an
+      ``if`` left, the last DCE reaches the same fixed point.
+
+    tests/test_compiler_passes.py checks the result against the two full rounds for every
+    kernel of the library and of the compiler tests."""
+    fold_constants(body)
+    body[:], sr_const, _ = _strength_reduce(body)
+    cp_const, _ = _copy_propagate(body)
+    _cse(body)
+    hoisted = licm(body)
+    dce(body)
+    # the second round: each pass when the first round's changes can have given it work
+    folded = (sr_const or cp_const) and fold_constants(body)
+    reduced = copied = False
+    if cp_const or folded:
+        body[:], _, reduced = _strength_reduce(body)
+    if reduced:
+        _, copied = _copy_propagate(body)
+    changed = folded or reduced or copied
+    merged = merged_in_loop = False
+    if hoisted or changed:
+        merged, merged_in_loop = _cse(body)
+    moved = (merged_in_loop or changed) and licm(body)
+    if (changed or merged or moved) and any(isinstance(n, ir.If) for n in ir.walk(body)):
+        dce(body)  # (without an if, if-conversion changes nothing: the last DCE does the same)
     if_convert(body)
     dce(body)
 
@@ -148,9 +192,12 @@ def _fold_kind(n: Op) -> int:
 _FOLD_SRC: dict[int, tuple[tuple[int, ...], tuple[int, ...]]] = {}
 
 
-def fold_constants(body: list[ir.Node]) -> None:
+def fold_constants(body: list[ir.Node]) -> bool:
+    """Replace every instruction whose operands are constants by the constant it computes;
+    True when it replaced any."""
     consts = _consts(body)
     pconsts: dict[Value, bool] = {}
+    changed = False
     for n in ir.walk(body):
         if not isinstance(n, Op) or n.guard is not None:
             continue
@@ -178,10 +225,12 @@ def fold_constants(body: list[ir.Node]) -> None:
             continue
         new = _movi(defs[0], bits, n.loc)
         n.defn, n.operands = new.defn, new.operands
+        changed = True
         if defs[0].type.name == "pred":
             pconsts[defs[0]] = bool(bits)
         else:
             consts[defs[0]] = bits
+    return changed
 
 
 # ----------------------------------------------------------------------------- strength reduction
@@ -194,7 +243,16 @@ def _pow2(bits: int, width: int) -> int | None:
 
 
 def strength_reduce(body: list[ir.Node]) -> list[ir.Node]:
+    """The body with integer multiplications, unsigned divisions and remainders by powers of
+    two (and ``x + 0``, ``x * 1``) replaced by shifts, masks and copies."""
+    return _strength_reduce(body)[0]
+
+
+def _strength_reduce(body: list[ir.Node]) -> tuple[list[ir.Node], bool, bool]:
+    """:func:`strength_reduce`: (the body, some replacement reads constants only, it replaced
+    any instruction)."""
     consts = _consts(body)
+    flags = [False, False]
 
     def go(nodes: list[ir.Node]) -> list[ir.Node]:
         out: list[ir.Node] = []
@@ -208,11 +266,17 @@ def strength_reduce(body: list[ir.Node]) -> list[ir.Node]:
                 rep = _reduce(n, consts)
                 if rep is not None:
                     out.extend(rep)
+                    flags[1] = True
+                    if not flags[0]:
+                        made = {r.operands[0] for r in rep if r.defn.sem == "move.movi"}
+                        flags[0] = all(u in consts or u in made for r in rep if r.defn.sem != "move.movi"
+                                       for u in r.uses())
                     continue
             out.append(n)
         return out
 
-    return go(body)
+    out = go(body)
+    return out, flags[0], flags[1]
 
 
 #: per instruction record (keyed by id(defn)): (operation, type) when strength reduction may
@@ -283,16 +347,30 @@ def _u32() -> Any:
 _COPIES = frozenset({"move.mov", "pred.mov"})
 
 
-def copy_propagate(body: list[ir.Node]) -> None:
+def copy_propagate(body: list[ir.Node]) -> bool:
     """``t2 = mov t1`` with both temporaries: every use of t2 reads t1.
 
     Predicates are copied by ``mov.pred p2, [!]p1`` whose source is a :class:`PredUse`, not
     a register: uses of ``p2`` become uses of ``p1`` with the negations combined (every
-    predicate use is a :class:`PredUse` — operands, guards and region conditions)."""
+    predicate use is a :class:`PredUse` — operands, guards and region conditions).
+
+    Returns True when it found a copy to propagate."""
+    return _copy_propagate(body)[1]
+
+
+def _copy_propagate(body: list[ir.Node]) -> tuple[bool, bool]:
+    """:func:`copy_propagate`: (a copy's source is a constant — a ``movi`` or constant-predicate
+    result, so uses may have become constants; it found a copy to propagate)."""
     mapping: dict[Value, Value] = {}
     pmap: dict[Value, PredUse] = {}
+    const_defs: set[Value] = set()  # temporaries of movi / setp.true / setp.false without guard
     for n in ir.walk(body):
-        if not isinstance(n, Op) or n.defn.sem not in _COPIES or n.guard is not None:
+        if not isinstance(n, Op) or n.guard is not None:
+            continue
+        sem = n.defn.sem
+        if sem not in _COPIES:
+            if sem == "move.movi" or sem == "pred.setp_const":
+                const_defs.add(n.operands[0])
             continue
         dst, src = n.operands[0], n.operands[1]
         if dst.is_var:
@@ -309,6 +387,9 @@ def copy_propagate(body: list[ir.Node]) -> None:
         _replace_uses(body, mapping)
     if pmap:
         _replace_pred_uses(body, pmap)
+    to_const = (any(v in const_defs for v in mapping.values())
+                or any(pu.value in const_defs for pu in pmap.values()))
+    return to_const, bool(mapping or pmap)
 
 
 def _subst_pred(pu: PredUse, pmap: dict[Value, PredUse]) -> PredUse:
@@ -332,14 +413,33 @@ def _replace_pred_uses(body: list[ir.Node], pmap: dict[Value, PredUse]) -> None:
                 n.cond = _subst_pred(c, pmap)  # type: ignore[union-attr]
 
 
-def _replace_uses(body: list[ir.Node], mapping: dict[Value, Value]) -> None:
-    for n in ir.walk(body):
-        if isinstance(n, Op):
-            n.replace_uses(mapping)
-        else:
+def _replace_uses(body: list[ir.Node], mapping: dict[Value, Value]) -> bool:
+    """Rewrite every use of a key of ``mapping``; True when there was one. (Each node on its
+    own, so the regions are visited in any order; an instruction none of whose uses is a key
+    is left as :meth:`Op.replace_uses` leaves it.)"""
+    changed = False
+    keys = mapping.keys()
+    stack = [body]
+    while stack:
+        for n in stack.pop():
+            if isinstance(n, Op):
+                if len(n.operands) <= len(n.defn.operands) and keys.isdisjoint(n.uses()):
+                    continue
+                ops, g = n.operands, n.guard
+                n.replace_uses(mapping)
+                if ops is not n.operands or g is not n.guard:
+                    changed = True
+                continue
+            if isinstance(n, ir.If):
+                stack.append(n.then)
+                stack.append(n.orelse)
+            elif isinstance(n, ir.Loop):
+                stack.append(n.body)
             c = getattr(n, "cond", None)
             if c is not None and c.value in mapping:
                 n.cond = PredUse(mapping[c.value], c.negated)  # type: ignore[union-attr]
+                changed = True
+    return changed
 
 
 # ----------------------------------------------------------------------------- CSE
@@ -357,7 +457,9 @@ def _region_vars(nodes: list[ir.Node], memo: dict[int, set[Value]]) -> set[Value
     out: set[Value] = set()
     for n in nodes:
         if isinstance(n, Op):
-            out.update(v for v in n.defs() if v.is_var)
+            for v in n.defs():
+                if v.is_var:
+                    out.add(v)
         elif isinstance(n, ir.If):
             out |= _region_vars(n.then, memo)
             out |= _region_vars(n.orelse, memo)
@@ -367,24 +469,39 @@ def _region_vars(nodes: list[ir.Node], memo: dict[int, set[Value]]) -> set[Value
     return out
 
 
-def cse(body: list[ir.Node]) -> None:
+def cse(body: list[ir.Node]) -> bool:
+    """Common-subexpression elimination (module docstring); True when it removed any
+    instruction."""
+    return _cse(body)[0]
+
+
+def _cse(body: list[ir.Node]) -> tuple[bool, bool]:
+    """:func:`cse`: (it removed any instruction, it changed a node inside a loop: removed it
+    or rewrote its operands)."""
     memo: dict[int, set[Value]] = {}
+    depth = 0  # loop nesting depth of the walk
+    in_loop = False  # a node inside a loop changed
+    #: every value read by a node visited so far (after its rewrite): a value read before its
+    #: definition is visited (not expected: temporaries are defined first) keeps the reads
+    #: the walk passed before it was mapped, and only then is the final rewrite needed
+    read: set[Value] = set()
+    late = False
+    #: a variable's version: a fresh number at each assignment (only equality matters)
     version: dict[Value, int] = {}
-    counter = [0]
+    fresh = itertools.count(1).__next__
     mapping: dict[Value, Value] = {}
 
     def bump(vs: set[Value]) -> None:
         for v in vs:
-            counter[0] += 1
-            version[v] = counter[0]
+            version[v] = fresh()
 
-    def key_of(n: Op) -> tuple[Any, ...] | None:
+    def key_of(n: Op) -> tuple[Any, ...]:
         d = n.defn
         ops = n.operands
         parts: list[Any] = [d.opcode]
         if len(ops) != len(d.operands):
             raise ValueError(f"{d.mnemonic}: {len(ops)} operands, the record has {len(d.operands)}")
-        for i in ir._shape(d)[1]:
+        for i in (ir._SHAPE.get(id(d)) or ir._shape(d))[1]:
             v = ops[i]
             if isinstance(v, Value):
                 v = mapping.get(v, v)
@@ -414,21 +531,40 @@ def cse(body: list[ir.Node]) -> None:
         """CSE over ``nodes``; returns the variables the region assigns (nested regions
         included: what :func:`_region_vars` gives — CSE never removes a variable's
         definition, so the set is the same before and after the visit)."""
+        nonlocal depth, in_loop, late
         keep: list[ir.Node] = []
         assigned: set[Value] = set()
         for n in nodes:
             if isinstance(n, Op):
-                n.replace_uses(mapping)
-                defs = n.defs()
-                if len(defs) == 1 and not defs[0].is_var and n.guard is None and n.is_pure:
-                    key = key_of(n)
-                    if key is not None:
+                if mapping:
+                    if depth and not in_loop:
+                        ops, g = n.operands, n.guard
+                        n.replace_uses(mapping)
+                        in_loop = ops is not n.operands or g is not n.guard
+                    else:
+                        n.replace_uses(mapping)
+                defs, uses = n.defs_uses()
+                read.update(uses)
+                d = n.defn
+                if len(n.operands) > len(d.operands):
+                    late = True  # (Op.replace_uses drops the extra operands: leave that to the final rewrite)
+                if len(defs) == 1:
+                    d0 = defs[0]
+                    if d0.is_var:
+                        version[d0] = fresh()
+                        assigned.add(d0)
+                    elif n.guard is None and (_PURE.get(id(d)) if id(d) in _PURE else _pure(n)):
+                        key = key_of(n)
                         prev = table.get(key)
-                        if prev is not None and prev.type.regs == defs[0].type.regs:
-                            mapping[defs[0]] = prev
+                        if prev is not None and prev.type.regs == d0.type.regs:
+                            mapping[d0] = prev
+                            if d0 in read:
+                                late = True
+                            if depth:
+                                in_loop = True
                             continue
                         log.append((key, prev))
-                        table[key] = defs[0]
+                        table[key] = d0
                 elif defs:
                     vs = {v for v in defs if v.is_var}
                     if vs:
@@ -438,6 +574,9 @@ def cse(body: list[ir.Node]) -> None:
                 c = n.cond
                 if c.value in mapping:
                     n.cond = PredUse(mapping[c.value], c.negated)
+                    if depth:
+                        in_loop = True
+                read.add(n.cond.value)
                 mark = len(log)
                 changed = go(n.then)
                 undo(mark)
@@ -449,27 +588,46 @@ def cse(body: list[ir.Node]) -> None:
                 inside = _region_vars(n.body, memo)
                 bump(inside)
                 mark = len(log)
+                depth += 1
                 go(n.body)
+                depth -= 1
                 undo(mark)
                 bump(inside)
                 assigned |= inside
             else:
                 c = getattr(n, "cond", None)
-                if c is not None and c.value in mapping:
-                    n.cond = PredUse(mapping[c.value], c.negated)  # type: ignore[union-attr]
+                if c is not None:
+                    if c.value in mapping:
+                        n.cond = PredUse(mapping[c.value], c.negated)  # type: ignore[union-attr]
+                        if depth:
+                            in_loop = True
+                    read.add(n.cond.value)  # type: ignore[union-attr]
             keep.append(n)
         if len(keep) != len(nodes):
             nodes[:] = keep
         return assigned
 
     go(body)
-    if mapping:
-        _replace_uses(body, mapping)
+    if late and _replace_uses(body, mapping):
+        in_loop = True  # (a use before its definition: not expected; counted as a change in a loop)
+    return bool(mapping), in_loop
+
+
+#: per instruction record (keyed by id(defn)): Op.is_pure, a property of the record alone
+_PURE: dict[int, bool] = {}
+
+
+def _pure(n: Op) -> bool:
+    r = _PURE[id(n.defn)] = n.is_pure
+    return r
 
 
 # ----------------------------------------------------------------------------- LICM
 
-def licm(body: list[ir.Node]) -> None:
+def licm(body: list[ir.Node]) -> bool:
+    """Loop-invariant code motion (module docstring); True when it moved any instruction."""
+    moved = [False]
+
     def go(nodes: list[ir.Node]) -> None:
         i = 0
         while i < len(nodes):
@@ -481,25 +639,30 @@ def licm(body: list[ir.Node]) -> None:
                 go(n.body)
                 hoisted = _hoist(n)
                 if hoisted:
+                    moved[0] = True
                     nodes[i:i] = hoisted
                     i += len(hoisted)
             i += 1
 
     go(body)
+    return moved[0]
 
 
 def _hoist(loop: ir.Loop) -> list[ir.Node]:
-    changed_vars = _defined_vars(loop.body)
-    defined_inside = {v for n in ir.walk(loop.body) if isinstance(n, Op) for v in n.defs()}
+    # every value defined inside (the variables assigned inside among them): an instruction
+    # reading one stays, unless it reads a value hoisted before it
+    defined_inside: set[Value] = set()
+    for n in ir.walk(loop.body):
+        if isinstance(n, Op):
+            defined_inside.update(n.defs())
     hoisted: list[ir.Node] = []
     out_set: set[Value] = set()
     keep: list[ir.Node] = []
     for n in loop.body:
         if isinstance(n, Op) and n.is_pure and n.guard is None:
-            defs = n.defs()
+            defs, uses = n.defs_uses()
             if (len(defs) == 1 and not defs[0].is_var and defs[0].type.name != "pred"
-                    and all((u in out_set) or (u not in defined_inside and u not in changed_vars)
-                            for u in n.uses())):
+                    and all((u in out_set) or (u not in defined_inside) for u in uses)):
                 hoisted.append(n)
                 out_set.add(defs[0])
                 continue
@@ -537,16 +700,17 @@ def dce(body: list[ir.Node]) -> None:
         keep: list[ir.Node] = []
         for n in reversed(nodes):
             if isinstance(n, Op):
-                defs = n.defs()
-                dead = n.defn.sem == "ctl.nop"
-                if not dead and n.is_pure:
+                defs, uses_n = n.defs_uses()
+                d = n.defn
+                dead = d.sem == "ctl.nop"
+                if not dead and (_PURE.get(id(d)) if id(d) in _PURE else _pure(n)):
                     dead = True
                     for v in defs:
                         if uses.get(v):
                             dead = False
                             break
                 if dead:
-                    for v in n.uses():
+                    for v in uses_n:
                         uses[v] -= 1
                         if uses[v] == 0 and v in passed:
                             again = True

@@ -116,10 +116,20 @@ def alu_mnemonic(op: str, t: DType, what: str | None = None) -> str:
         TypeRuleError: the instruction set has no such instruction (the message lists the
             types it has ``op`` for; ``what`` names the operation as the user wrote it).
     """
+    hit = _ALU.get((op, id(t)))
+    if hit is not None and hit[0] is t:
+        return hit[1]
     try:
-        return mnemonic(op, type=ty.u32 if t is ty.bool_ else t)
+        m = mnemonic(op, type=ty.u32 if t is ty.bool_ else t)
     except InstructionLookupError:
         raise TypeRuleError(f"{what or op!r} is not supported for type {t.name}" + valid_types_hint(op)) from None
+    _ALU[(op, id(t))] = (t, m)
+    return m
+
+
+#: (op, id(type)) -> (type, mnemonic) of :func:`alu_mnemonic`'s successful lookups (the table
+#: does not change; the type is kept so that its id cannot be reused)
+_ALU: dict[tuple[str, int], tuple[DType, str]] = {}
 
 
 def compare_mnemonic(cmp: str, t: DType) -> str:
