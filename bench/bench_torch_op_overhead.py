@@ -61,8 +61,8 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT / "src") not in sys.path:
-    sys.path.insert(0, str(ROOT / "src"))
+if not os.environ.get("ANYWAVE_BENCH_OTHER_SRC") and str(ROOT / "src") not in sys.path:
+    sys.path.insert(0, str(ROOT / "src"))  # (--baseline runs another tree's src, on PYTHONPATH)
 
 N = 1024
 
@@ -163,7 +163,11 @@ def run_fake(calls: int, rounds: int, cpu_targets: bool = True) -> dict[str, Any
 
     res: dict[str, Any] = {"mode": "fake (no GPU): FakeDriver for CUDA; the ops on CPU tensors with a no-op CPU "
                                    "target", "python": platform.python_version(), "torch": torch.__version__,
-                           "host": platform.node(), "calls_per_round": calls, "shape": [N, N, N]}
+                           "host": platform.node(), "calls_per_round": calls, "shape": [N, N, N],
+                           "device": "none: anywave.runtime.cuda.FakeDriver (reports a fake H200, sm_90, 132 SMs) and "
+                                     "the no-op 'null' CPU target", "driver": "FakeDriver (no-op driver calls)",
+                           "cpu": platform.processor() or platform.machine(), "cpus": os.cpu_count(),
+                           "load_average": list(os.getloadavg())}
     loops: dict[str, Callable[[], None]] = {}
 
     # --- the CUDA launch of the GEMM, driver faked, on fake device arrays
@@ -296,6 +300,58 @@ def _cpu_target(name: str, m: int, calls: int, rounds: int) -> dict[str, Any]:
     return {"shape": [m, m, m], "config": dict(cfg), "us_per_call": r,
             "ops_mm_minus_bare_us": r["ops.mm(x, y)"]["median"] - r["bare gemm_f32_kernel(...)"]["median"],
             "same_bits": bool(torch.equal(ops.mm(x, y).view(torch.int32), c.view(torch.int32)))}
+
+
+def run_probe(calls: int, rounds: int) -> dict[str, Any]:
+    """The two host paths every anywave revision since the GEMM fast path has (``--baseline``
+    runs this on another revision's tree): the op's fast path on fake CUDA device arrays and
+    the whole ``ops.mm`` on the no-op CPU target, 1024^3."""
+    import torch
+
+    import anywave as aw
+    from anywave.runtime import cuda
+    from anywave.torch import ops
+
+    fake = cuda.FakeDriver()
+    nxt = [0x7F0000000000]
+
+    def alloc(nbytes: int) -> tuple[int, int]:
+        p = nxt[0]
+        nxt[0] += (max(nbytes, 16) + 255) // 256 * 256
+        return 0, p
+
+    fake.cuMemAlloc = alloc
+    cuda._DRV, cuda._init_state = fake, None
+    da, db, dc = (aw.empty(N * N, aw.f32, target="cuda") for _ in range(3))
+    dbias = aw.empty(4, aw.f32, target="cuda")
+    fargs = {"a": da, "b": db, "bias": dbias, "c": dc, "m": N, "n": N, "k": N, "trans_a": False, "trans_b": False,
+             "use_bias": False}
+    _register_null_target()
+    ops.set_cpu_target("null")
+    x, y = torch.randn(N, N), torch.randn(N, N)
+    loops = {"fake_cuda: the op's fast path _gemm_fast_path(args)": lambda: ops._gemm_fast_path(fargs, "cuda:0", None),
+             "null_cpu_target: ops.mm(x, y)": lambda: ops.mm(x, y)}
+    res: dict[str, Any] = {"us_per_call": host_loop(loops, calls, rounds),
+                           "python_calls_per_call": {k: python_calls(f, 20) for k, f in loops.items()},
+                           "anywave": str(Path(aw.__file__).resolve().parent)}
+    return res
+
+
+def run_baseline(rev: str, calls: int, rounds: int) -> dict[str, Any]:
+    """:func:`run_probe` on revision ``rev`` (its ``src`` from ``git archive``) and on this tree,
+    each in a fresh process, one after the other on the same host."""
+    import tempfile
+
+    out: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        arch = subprocess.run(["git", "-C", str(ROOT), "archive", rev, "src"], capture_output=True, check=True)
+        subprocess.run(["tar", "-x", "-C", tmp], input=arch.stdout, check=True)
+        for label, src in ((f"baseline {rev}", Path(tmp) / "src"), ("this tree", ROOT / "src")):
+            env = dict(os.environ, PYTHONPATH=str(src), ANYWAVE_BENCH_OTHER_SRC="1")
+            r = subprocess.run([sys.executable, __file__, "--probe", "--calls", str(calls), "--rounds", str(rounds)],
+                               capture_output=True, text=True, env=env, timeout=600)
+            out[label] = json.loads(r.stdout) if r.returncode == 0 else {"error": r.stderr[-2000:]}
+    return out
 
 
 # ------------------------------------------------------------------------ real mode
@@ -468,13 +524,25 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--commit", help="commit to record (default $ANYWAVE_COMMIT, else git)")
     ap.add_argument("--json", help="fake mode: also write the figures to this file")
     ap.add_argument("--no-cpu-targets", action="store_true", help="fake mode: skip the OpenCL/SYCL section")
+    ap.add_argument("--baseline", metavar="REV", help="fake mode: also run the fast-path/ops.mm probe on git revision "
+                    "REV's src and on this tree (fresh processes), e.g. the parent of the fix")
+    ap.add_argument("--probe", action="store_true", help=argparse.SUPPRESS)  # --baseline's subprocess
     ap.add_argument("--dry-run", action="store_true", help="real mode's code on CPU tensors and a no-op target "
                     "(checks the script without a GPU; figures meaningless; writes nothing unless --out)")
     ns = ap.parse_args(argv)
     if ns.rounds < 10:
         ap.error("--rounds must be >= 10 (figures are medians of >= 10 repeats)")
+    if ns.probe:
+        print(json.dumps(run_probe(ns.calls or 100, ns.rounds)))
+        return 0
     if ns.fake:
         res = run_fake(ns.calls or 200, ns.rounds, not ns.no_cpu_targets)
+        if ns.baseline:
+            res["baseline"] = run_baseline(ns.baseline, min(ns.calls or 100, 100), ns.rounds)
+            for label, r in res["baseline"].items():
+                for k, v in r.get("us_per_call", {}).items():
+                    nc = r["python_calls_per_call"][k]
+                    print(f"{label:16s} {k:60s} {v['median']:9.2f} us {nc:7.1f} Python calls")
         res["commit"] = _commit(ns.commit)
         res["date"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
         for section in ("fake_cuda", "null_cpu_target"):
