@@ -147,7 +147,15 @@ class Frontend(ValueOps, MemoryOps, PerfOps, InlineOps, ast.NodeVisitor):
         return r
 
     def emit(self, mnemonic: str, *operands: Any) -> Op:
-        op = Op(BY_MNEMONIC[mnemonic], list(operands), self.loc())
+        node = self.node  # self.loc(), inline
+        loc = None
+        if node is not None:
+            src = self.ctx.src
+            key = (id(src), id(node))
+            loc = self._locs.get(key)
+            if loc is None:
+                loc = self._locs[key] = src.loc(node)
+        op = Op(BY_MNEMONIC[mnemonic], list(operands), loc)
         self.body.append(op)
         return op
 
@@ -210,7 +218,11 @@ class Frontend(ValueOps, MemoryOps, PerfOps, InlineOps, ast.NodeVisitor):
             # the state below (nothing is emitted)
             bn = node.value  # type: ignore[attr-defined]
             base = self.load_name(bn.id, bn)
-            if type(base) is tuple or type(base) is RegisterArray:
+            if type(base) is tuple and type(node.slice) is ast.Name:  # type: ignore[attr-defined]
+                i = self._static_int(node.slice)  # type: ignore[attr-defined]
+                if i is not None and -len(base) <= i < len(base):
+                    return base[i]
+            elif type(base) is tuple or type(base) is RegisterArray:
                 r = self._static_subscript(node, base)  # type: ignore[arg-type]
                 if r is not _UNSET:
                     return r
@@ -310,7 +322,7 @@ class Frontend(ValueOps, MemoryOps, PerfOps, InlineOps, ast.NodeVisitor):
         var = self._declare_var(name, t if t is not ty.pred else ty.bool_, node)
         if value is not var:
             last = self.body[-1] if self.body else None
-            if (isinstance(last, Op) and not value.is_var and last.defs() == [value]
+            if (isinstance(last, Op) and not value.is_var and last.defs_uses()[0] == [value]
                     and value not in last.uses()):  # (Values compare by identity)
                 # retarget the defining instruction instead of copying
                 last.retarget(value, var)
@@ -944,12 +956,19 @@ class Frontend(ValueOps, MemoryOps, PerfOps, InlineOps, ast.NodeVisitor):
             return _UNSET
         elts = sl.elts if type(sl) is ast.Tuple else (sl,)
         key = []
+        ctx = self.ctx
         for e in elts:
             te = type(e)
             if te is ast.Name:
-                x = self._static_int(e)
-                if x is None:
+                name = e.id  # self._static_int(e), inline
+                if name in ctx.var_values:
                     return _UNSET
+                x = ctx.consts.get(name)
+                if type(x) is not int:
+                    return _UNSET
+                for frame in ctx.loop_frames:
+                    if name not in frame.read and name not in frame.rebound:
+                        frame.read[name] = e
             elif te is ast.Constant and type(e.value) is int:
                 x = e.value
             else:

@@ -135,7 +135,7 @@ class PerfOps:
         else:
             value = self.coerce(value, var.type, target)
         last = self.body[-1] if self.body else None
-        if (isinstance(last, ir.Op) and not value.is_var and last.defs() == [value]
+        if (isinstance(last, ir.Op) and not value.is_var and last.defs_uses()[0] == [value]
                 and value not in last.uses()):  # (Values compare by identity)
             last.retarget(value, var)  # no copy needed
         else:

@@ -24,7 +24,12 @@ if TYPE_CHECKING:
 
 
 def _float_arg(fe: Frontend, node: ast.Call, what: str, n: int = 1) -> list[Value]:
-    args = fe.call_args(node, n, n, what)
+    return _float_values(fe, node, what, fe.call_args(node, n, n, what))
+
+
+def _float_values(fe: Frontend, node: ast.Call, what: str, args: list[Any]) -> list[Value]:
+    """The arguments ``args`` of ``node`` (visited) as values of one float type (constants
+    converted to it); CompileError otherwise."""
     a0 = args[0]
     if type(a0) is Value and a0.type.is_float:  # the usual case: values of one float type
         t = a0.type
@@ -55,7 +60,12 @@ def lower_float_unary(fe: Frontend, node: ast.Call, discard: bool, name: str) ->
 
 
 def lower_fma(fe: Frontend, node: ast.Call, discard: bool) -> Value:
-    a, b, c = _float_arg(fe, node, "aw.fma()", 3)
+    if not node.keywords and len(node.args) == 3:  # fe.call_args, inline (the GEMM's inner statement)
+        args = [fe.visit(x) for x in node.args]
+        fe.node = node
+        a, b, c = _float_values(fe, node, "aw.fma()", args)
+    else:
+        a, b, c = _float_arg(fe, node, "aw.fma()", 3)
     return fe.alu("fma", a.type, a, b, c, node=node)
 
 
