@@ -134,6 +134,12 @@ def test_cuda_config_is_the_least_wave_quantised(shape, units, monkeypatch) -> N
 
 @pytest.fixture
 def fake_cuda(monkeypatch):
+    if torch.cuda.is_available():
+        # with a real device, state made before this test (the real driver's context, memory and
+        # streams held by other modules) meets the fake driver's pointers: the worker crashed on
+        # the H200. There, bench/bench_torch_op_overhead.py checks the same choice on the device
+        # (op_config_is_fastest, every config's bits).
+        pytest.skip("a real CUDA device is present: this test stands the FakeDriver in for it")
     from anywave.runtime import arrays as A
     from anywave.runtime import cuda
 
