@@ -172,14 +172,6 @@ def run_fake(calls: int, rounds: int, cpu_targets: bool = True) -> dict[str, Any
 
     # --- the CUDA launch of the GEMM, driver faked, on fake device arrays
     fake = cuda.FakeDriver()
-    nxt = [0x7F0000000000]
-
-    def alloc(nbytes: int) -> tuple[int, int]:
-        p = nxt[0]
-        nxt[0] += (max(nbytes, 16) + 255) // 256 * 256
-        return 0, p
-
-    fake.cuMemAlloc = alloc
     saved = cuda._DRV, cuda._init_state
     cuda._DRV, cuda._init_state = fake, None
     try:
@@ -313,14 +305,6 @@ def run_probe(calls: int, rounds: int) -> dict[str, Any]:
     from anywave.torch import ops
 
     fake = cuda.FakeDriver()
-    nxt = [0x7F0000000000]
-
-    def alloc(nbytes: int) -> tuple[int, int]:
-        p = nxt[0]
-        nxt[0] += (max(nbytes, 16) + 255) // 256 * 256
-        return 0, p
-
-    fake.cuMemAlloc = alloc
     cuda._DRV, cuda._init_state = fake, None
     da, db, dc = (aw.empty(N * N, aw.f32, target="cuda") for _ in range(3))
     dbias = aw.empty(4, aw.f32, target="cuda")

@@ -119,7 +119,6 @@ def _busiest_sm_outputs(m: int, n: int, cfg: dict, units: int) -> int:
                                    (256, 256, 16), (64, 128, 8)])
 def test_cuda_config_is_the_least_wave_quantised(shape, units, monkeypatch) -> None:
     monkeypatch.setattr(ops, "_SM_COUNT", {"cuda:0": units})
-    monkeypatch.setattr(ops, "_GEMM_CONFIGS", {})
     m, n, k = shape
     order = [G.FAST, G.DEFAULT] + [c for c in G.CONFIGS if c not in (G.FAST, G.DEFAULT)]
     fitting = [c for c in order if G.fits(m, n, k, c)]
@@ -145,17 +144,9 @@ def fake_cuda(monkeypatch):
 
     ct = __import__("importlib").import_module("anywave.compiler.targets")
     drv = cuda.FakeDriver()
-    nxt = [0x7F0000000000]
-
-    def alloc(nbytes):
-        p = nxt[0]
-        nxt[0] += (max(nbytes, 16) + 255) // 256 * 256
-        return 0, p
-
-    drv.cuMemAlloc = alloc
     for mod, name, value in ((cuda, "_DRV", drv), (cuda, "_init_state", None), (cuda, "_MEMORY", {}),
                              (cuda, "_PROBED", None), (A, "_SPACES", {}), (A, "_USED", {}), (ct, "_CACHE", {}),
-                             (ops, "_SM_COUNT", {}), (ops, "_GEMM_CONFIGS", {}), (ops, "_GEMM_LAUNCH", {})):
+                             (ops, "_SM_COUNT", {}), (ops, "_GEMM_LAUNCH", {})):
         monkeypatch.setattr(mod, name, value)
     launches = []
     drv.on_launch = lambda f, grid, block, shared, stream, kp: launches.append((grid, block))

@@ -63,8 +63,6 @@ __all__ = ["BufferArg", "Frontend", "FuncSource", "LocalArray", "MAX_UNROLLED_CO
 
 # ----------------------------------------------------------------------------- per-function state
 
-
-
 class _Terminated(Exception):
     """Internal: the rest of a block is unreachable (after break/continue/return)."""
 
@@ -147,15 +145,7 @@ class Frontend(ValueOps, MemoryOps, PerfOps, InlineOps, ast.NodeVisitor):
         return r
 
     def emit(self, mnemonic: str, *operands: Any) -> Op:
-        node = self.node  # self.loc(), inline
-        loc = None
-        if node is not None:
-            src = self.ctx.src
-            key = (id(src), id(node))
-            loc = self._locs.get(key)
-            if loc is None:
-                loc = self._locs[key] = src.loc(node)
-        op = Op(BY_MNEMONIC[mnemonic], list(operands), loc)
+        op = Op(BY_MNEMONIC[mnemonic], list(operands), self.loc())
         self.body.append(op)
         return op
 
@@ -218,11 +208,7 @@ class Frontend(ValueOps, MemoryOps, PerfOps, InlineOps, ast.NodeVisitor):
             # the state below (nothing is emitted)
             bn = node.value  # type: ignore[attr-defined]
             base = self.load_name(bn.id, bn)
-            if type(base) is tuple and type(node.slice) is ast.Name:  # type: ignore[attr-defined]
-                i = self._static_int(node.slice)  # type: ignore[attr-defined]
-                if i is not None and -len(base) <= i < len(base):
-                    return base[i]
-            elif type(base) is tuple or type(base) is RegisterArray:
+            if type(base) is tuple or type(base) is RegisterArray:
                 r = self._static_subscript(node, base)  # type: ignore[arg-type]
                 if r is not _UNSET:
                     return r
@@ -956,19 +942,12 @@ class Frontend(ValueOps, MemoryOps, PerfOps, InlineOps, ast.NodeVisitor):
             return _UNSET
         elts = sl.elts if type(sl) is ast.Tuple else (sl,)
         key = []
-        ctx = self.ctx
         for e in elts:
             te = type(e)
             if te is ast.Name:
-                name = e.id  # self._static_int(e), inline
-                if name in ctx.var_values:
+                x = self._static_int(e)
+                if x is None:
                     return _UNSET
-                x = ctx.consts.get(name)
-                if type(x) is not int:
-                    return _UNSET
-                for frame in ctx.loop_frames:
-                    if name not in frame.read and name not in frame.rebound:
-                        frame.read[name] = e
             elif te is ast.Constant and type(e.value) is int:
                 x = e.value
             else:

@@ -465,13 +465,9 @@ def _replace_uses(body: list[ir.Node], mapping: dict[Value, Value]) -> bool:
 
 # ----------------------------------------------------------------------------- CSE
 
-def _defined_vars(nodes: list[ir.Node]) -> set[Value]:
-    return {v for n in ir.walk(nodes) if isinstance(n, Op) for v in n.defs() if v.is_var}
-
-
 def _region_vars(nodes: list[ir.Node], memo: dict[int, set[Value]]) -> set[Value]:
-    """:func:`_defined_vars` of a region, memoised per nested region (linear, not quadratic,
-    in the nesting depth)."""
+    """The variables an instruction of region ``nodes`` (at any depth) defines, memoised per
+    nested region (linear, not quadratic, in the nesting depth)."""
     hit = memo.get(id(nodes))
     if hit is not None:
         return hit

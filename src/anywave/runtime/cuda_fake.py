@@ -52,6 +52,7 @@ class FakeDriver:
         self.ctx_sets = 0
         self.current: Any = None
         self._next = 0x10000
+        self._heap = 0x10000000  # next fake device address (cuMemAlloc)
         ok = (0, None)
 
         def cuLaunchKernel(f: Any, gx: int, gy: int, gz: int, bx: int, by: int, bz: int,  # noqa: N802
@@ -119,7 +120,10 @@ class FakeDriver:
         return (self.sync_status,)
 
     def cuMemAlloc(self, n: int) -> tuple[int, int]:  # noqa: N802
-        return (0, self._handle() << 8)
+        # a bump allocator: distinct, non-overlapping, 256-byte aligned ranges of the size asked
+        p = self._heap
+        self._heap += (max(n, 16) + 255) // 256 * 256
+        return (0, p)
 
     def cuMemFree(self, p: int) -> tuple[int]:  # noqa: N802
         return (0,)

@@ -189,52 +189,42 @@ def custom_op(name: str, kernel: Any, *, out_shape: Callable[..., Any] | Mapping
         d.update(zip(in_names, args, strict=False))
         return d
 
+    buffer_inputs = [on for p, on in zip(inputs, in_names, strict=True) if p.kind == "buffer"]
+
     def device_of(kw: Mapping[str, Any]) -> torch.device:
-        devs = {n: v.device for n, v in kw.items() if isinstance(v, torch.Tensor)}
-        if not devs:
-            return torch.device("cpu")
-        first = next(iter(devs.values()))
-        if any(d != first for d in devs.values()):
-            where = ", ".join(f"{n} on {d}" for n, d in devs.items())
-            raise CustomOpError(f"{name}: all tensors must be on one device; got {where}")
-        return first
+        # the device of the tensor arguments (CPU when there is none); one loop, no dict: it runs per call
+        first = None
+        for n in buffer_inputs:
+            v = kw.get(n)
+            if isinstance(v, torch.Tensor):
+                if first is None:
+                    first = v.device
+                elif v.device != first:
+                    where = ", ".join(f"{k} on {t.device}" for k, t in kw.items() if isinstance(t, torch.Tensor))
+                    raise CustomOpError(f"{name}: all tensors must be on one device; got {where}")
+        return torch.device("cpu") if first is None else first
 
     # per-call work is kept to what changes per call (the eager host path of every op, issue 14):
     # names, rules and keys are resolved here once
-    tensor_t = torch.Tensor
-    buffer_inputs = [on for p, on in zip(inputs, in_names, strict=True) if p.kind == "buffer"]
     out_rules = [(p.name, shape_rules[p.name], out_dtypes[p.name]) for p in outs]
     out_names = [p.name for p in outs]
     value_keys = [rename.get(p.name, p.name) for p in params]
     kernel_names = [p.name for p in params]
     buffer_rules = list(buffers.items())
     scalar_rules = list(scalars.items())
-    cuda_targets: dict[int, str] = {}
 
     def impl(*args: Any) -> Any:
-        kw = dict(defaults)
-        kw.update(zip(in_names, args, strict=False))
+        kw = named(args)
         if validate is not None:
             validate(**kw)
-        dev = None
-        for n in buffer_inputs:
-            v = kw.get(n)
-            if isinstance(v, tensor_t):
-                d = v.device
-                if dev is None:
-                    dev = d
-                elif d != dev:
-                    device_of(kw)  # raises, naming every tensor's device
-        if dev is None:
-            dev = device_of(kw)
-        kind = dev.type
-        if kind != "cpu" and kind != "cuda":
+        dev = device_of(kw)
+        if dev.type not in ("cpu", "cuda"):
             raise CustomOpError(f"{name}: runs on CPU or CUDA tensors, got device {dev}")
-        on_cuda = kind == "cuda"
+        on_cuda = dev.type == "cuda"
         for n in buffer_inputs:
             v = kw.get(n)
             # the kernels index row-major memory, and device buffers must be 16-byte aligned (spec §4.2)
-            if isinstance(v, tensor_t) and (not v.is_contiguous() or (on_cuda and v.data_ptr() % 16)):
+            if isinstance(v, torch.Tensor) and (not v.is_contiguous() or (on_cuda and v.data_ptr() % 16)):
                 if n in mutated:
                     raise CustomOpError(f"{name}: {n} is updated in place and must be contiguous (and 16-byte "
                                         "aligned on CUDA)")
@@ -249,7 +239,7 @@ def custom_op(name: str, kernel: Any, *, out_shape: Callable[..., Any] | Mapping
         full.update(constants)
         first = out[out_names[0]] if out_names else None
         if first is None:
-            first = next((v for v in full.values() if isinstance(v, tensor_t)), None)
+            first = next((v for v in full.values() if isinstance(v, torch.Tensor)), None)
         if grid is not None:
             g = grid(**full)
         else:
@@ -257,11 +247,7 @@ def custom_op(name: str, kernel: Any, *, out_shape: Callable[..., Any] | Mapping
         gt = (int(g),) if isinstance(g, int) else tuple(int(x) for x in g)
         if all(x > 0 for x in gt):
             if on_cuda:
-                index = dev.index if dev.index is not None else torch.cuda.current_device()
-                target = cuda_targets.get(index)
-                if target is None:
-                    target = cuda_targets[index] = f"cuda:{index}"
-                W = None
+                target, W = f"cuda:{dev.index if dev.index is not None else torch.cuda.current_device()}", None
             else:
                 target, W = _cpu_choice(cpu_target, wave_width)
             values = [full[k] for k in value_keys]
@@ -292,22 +278,11 @@ def custom_op(name: str, kernel: Any, *, out_shape: Callable[..., Any] | Mapping
     return op
 
 
-_OPS: Any = None  # anywave.torch.ops, imported on first use (it imports this module)
-
-
 def _cpu_choice(cpu_target: str | None, wave_width: int | None) -> tuple[str, int | None]:
     if cpu_target is not None:
         return cpu_target, wave_width
-    global _OPS
-    ops = _OPS
-    if ops is None:
-        from anywave.torch import ops
+    from anywave.torch import ops
 
-        _OPS = ops
     name, opts = ops._CPU_CHOICE
-    w = wave_width
-    if w is None:
-        for k, v in opts:
-            if k == "wave_width":
-                w = v
-    return name, w
+    w = dict(opts).get("wave_width")
+    return name, wave_width if wave_width is not None else w

@@ -238,12 +238,9 @@ def _mm_shapes(a: torch.Tensor, b: torch.Tensor, trans_a: bool, trans_b: bool, o
     return m, n, ka
 
 
-#: tile configs of the fast path by (m, n, k, target): see _gemm_config
-_GEMM_CONFIGS: dict[tuple[int, int, int, str], Any] = {}
 _SM_COUNT: dict[str, int] = {}
-#: (bm, bn, bk, grid, workgroup) of the fast path by (m, n, k, target)
-_GEMM_LAUNCH: dict[tuple[int, int, int, str], tuple[Any, ...]] = {}
-_G: Any = None  # anywave.kernels.gemm, imported on first use
+#: (config, grid, workgroup) of the fast path by (m, n, k, target); None: no config fits
+_GEMM_LAUNCH: dict[tuple[int, int, int, str], tuple[Any, ...] | None] = {}
 
 
 def _compute_units(target: str) -> int | None:
@@ -271,29 +268,22 @@ def _gemm_config(m: int, n: int, k: int, target: str) -> dict[str, int] | None:
     are spread over the SMs in waves: NVIDIA, "Matrix Multiplication Background User's Guide",
     section "Wave Quantization"); ties go to the larger tile (fewer, more efficient
     workgroups), then to the order above. At 4096^3 and 2048^3 on 132 SMs that is FAST; at
-    1024^3 FAST makes only 64 workgroups (64 of 132 SMs busy) and the 64x128 tiles make 128.
-    Chosen once per shape and target."""
-    key = (m, n, k, target)
-    hit = _GEMM_CONFIGS.get(key, False)
-    if hit is not False:
-        return hit
+    1024^3 FAST makes only 64 workgroups (64 of 132 SMs busy) and the 64x128 tiles make 128."""
     from anywave.kernels import gemm as G
 
     order = (G.FAST, G.DEFAULT) + tuple(c for c in G.CONFIGS if c not in (G.FAST, G.DEFAULT))
     fitting = [c for c in order if G.fits(m, n, k, c)]
-    cfg = fitting[0] if fitting else None
     units = _compute_units(target) if len(fitting) > 1 else None
-    if units:
-        def cost(i: int) -> tuple[int, int, int]:
-            c = fitting[i]
-            area = c["bm"] * c["bn"]
-            blocks = (m // c["bm"]) * (n // c["bn"])
-            return _ceil_div(blocks, units) * area, -area, i
+    if not units:
+        return fitting[0] if fitting else None
 
-        cfg = fitting[min(range(len(fitting)), key=cost)]
-    if len(_GEMM_CONFIGS) < 1024:
-        _GEMM_CONFIGS[key] = cfg
-    return cfg
+    def cost(i: int) -> tuple[int, int, int]:
+        c = fitting[i]
+        area = c["bm"] * c["bn"]
+        blocks = (m // c["bm"]) * (n // c["bn"])
+        return _ceil_div(blocks, units) * area, -area, i
+
+    return fitting[min(range(len(fitting)), key=cost)]
 
 
 def _gemm_fast_path(args: dict[str, Any], target: str, wave_width: int | None) -> bool:
@@ -301,32 +291,27 @@ def _gemm_fast_path(args: dict[str, Any], target: str, wave_width: int | None) -
     library's tiled GEMM (:mod:`anywave.kernels.gemm`: M, N, K multiples of its tile sizes), run
     that kernel instead of :func:`anywave.torch.kernels.mm` — the same fma chain over k in order
     from +0.0, then ``+ bias[j]``, so the same bits (both kernels' docstrings). The config is
-    :func:`_gemm_config`'s. A transposed operand is first copied to row-major (the GEMM reads
-    ``a`` (M, K) and ``b`` (K, N)); returns False (the sequential kernel runs) for shapes no
-    config covers.
+    :func:`_gemm_config`'s, chosen once per shape and target. A transposed operand is first
+    copied to row-major (the GEMM reads ``a`` (M, K) and ``b`` (K, N)); returns False (the
+    sequential kernel runs) for shapes no config covers. A repeated call launches from the
+    kernel's launch plan (:mod:`anywave.compiler.launch`)."""
+    from anywave.kernels import gemm as G
 
-    The kernel is called with every parameter positionally (constants included), so that its
-    launch plan applies (:mod:`anywave.compiler.launch`: a repeated call re-checks only what
-    can change and launches; the full path resolves the target and checks every rule)."""
-    global _G
     m, n, k = int(args["m"]), int(args["n"]), int(args["k"])
-    launch = _GEMM_LAUNCH.get((m, n, k, target))
-    if launch is None:
-        from anywave.kernels import gemm as G
-
-        _G = G
+    key = (m, n, k, target)
+    launch = _GEMM_LAUNCH.get(key, False)
+    if launch is False:
         cfg = _gemm_config(m, n, k, target)
-        if cfg is None:
-            return False
-        grid, wg = G.launch_shape(m, n, cfg)
-        launch = (cfg["bm"], cfg["bn"], cfg["bk"], grid, wg)
+        launch = None if cfg is None else (cfg, *G.launch_shape(m, n, cfg))
         if len(_GEMM_LAUNCH) < 1024:
-            _GEMM_LAUNCH[(m, n, k, target)] = launch
-    bm, bn, bk, grid, wg = launch
+            _GEMM_LAUNCH[key] = launch
+    if launch is None:
+        return False
+    cfg, grid, wg = launch
     a = args["a"].t().contiguous() if args["trans_a"] else args["a"]
     b = args["b"].t().contiguous() if args["trans_b"] else args["b"]
-    _G.gemm_f32_kernel(a, b, args["bias"], args["c"], m, n, k, bm, bn, bk, "bias" if args["use_bias"] else "none",
-                       grid=grid, workgroup=wg, target=target, wave_width=wave_width)
+    G.gemm_f32_kernel(a, b, args["bias"], args["c"], m, n, k, epilogue="bias" if args["use_bias"] else "none",
+                      **cfg, grid=grid, workgroup=wg, target=target, wave_width=wave_width)
     return True
 
 
