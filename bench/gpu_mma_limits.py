@@ -35,8 +35,10 @@ N = int(os.environ.get("LIMITS_N", "8192"))
 #: (K must be a multiple of STAGES * BK, so STAGES divides N / BK: 2, 4, 8)
 VARIANTS = {"s4_g8_k32": (8, 32, 4), "s2_g8_k32": (8, 32, 2), "s8_g8_k32": (8, 32, 8), "s4_g4_k32": (4, 32, 4),
             "s4_g16_k32": (16, 32, 4)}
-TILE = {"TM": 4, "TN": 4, "WM": 2, "WN": 4}
+W = cuda.WAVE_WIDTH  # the kernels unroll their copies for W * WM * WN threads
+TILE = {"TM": 4, "TN": 4, "WM": 2, "WN": 4, "W": W}
 BM, BN = 128, 256
+NT = TILE["WM"] * TILE["WN"] * W  # threads per workgroup
 
 
 def main() -> None:
@@ -62,13 +64,13 @@ def main() -> None:
                             capture_output=True, text=True)
         regs[name] = [ln.strip() for ln in pv.stderr.splitlines() if "registers" in ln or "spill" in ln]
         args = [A.view(torch.int32), B.view(torch.int32), bias, C, N, N, N]
-        fns[name] = (lambda mod=mod, args=args: tgt.launch(mod, gemm_tiled_kernel.name, grid, 256, args,
+        fns[name] = (lambda mod=mod, args=args: tgt.launch(mod, gemm_tiled_kernel.name, grid, NT, args,
                                                            stream=stream, sync=False))
-    cr = torch.empty(grid[0] * grid[1] * 256, device="cuda")
+    cr = torch.empty(grid[0] * grid[1] * NT, device="cuda")
     for st in (4, 8):
         mod = copy_ring.compile(**TILE, GM=8, BK=32, STAGES=st)
         args = [A.view(torch.int32), B.view(torch.int32), cr, N, N, N]
-        fns[f"copy_ring_s{st}"] = (lambda mod=mod, args=args: tgt.launch(mod, copy_ring.name, grid, 256, args,
+        fns[f"copy_ring_s{st}"] = (lambda mod=mod, args=args: tgt.launch(mod, copy_ring.name, grid, NT, args,
                                                                          stream=stream, sync=False))
     fns["cublas"] = lambda: A @ B
     res["ptxas"] = regs
