@@ -30,15 +30,17 @@ from collections.abc import Iterable
 from typing import Any
 
 from anywave.backends.lowering.fragments import fragment_slots
-from anywave.binary.module import DeviceAddr, Instruction, Kernel, LocalAddr, Module, Pred
+from anywave.binary.module import DeviceAddr, Instruction, Kernel, LocalAddr, Module, Pred, reachable_functions
 from anywave.binary.structure import If, Loop, parse
-from anywave.isa.mma import FragKind, fragment_kinds
+from anywave.isa.mma import GROUP_ALIGN, FragKind, fragment_kinds, group_n
 from anywave.isa.table import Category, Flag, Operand
 from anywave.isa.types import ScalarType as T
 from anywave.isa.types import SpecialRegister as SR
 
 #: ldmatrix needs sm_75, mma.sync.m16n8k16 with bf16 sm_80
 MIN_ARCH = 80
+#: the architecture whose ``mma.group`` is ``wgmma`` (sm_90a; Blackwell has tcgen05 instead)
+WGMMA_ARCH = 90
 
 
 #: special registers with one value in every lane of a wave (the others differ per lane)
@@ -454,8 +456,78 @@ def _thread_store(b: Any, ins: Instruction) -> None:
         b(f"add.s64 {row}, {row}, {st};")
 
 
+def uses_wgmma(module: Module, kernels: Iterable[Kernel], arch: int) -> bool:
+    """Whether the translation of ``kernels`` for ``arch`` issues ``wgmma`` (``mma.group`` on
+    sm_90, which then needs the ``sm_90a`` target and PTX ISA 8.0)."""
+    return arch == WGMMA_ARCH and any(group_kernel(module, k) for k in kernels)
+
+
+def group_kernel(module: Module, kernel: Kernel) -> bool:
+    """Whether a kernel (or a function it reaches) uses ``mma.group`` (its local memory is then
+    aligned to :data:`~anywave.isa.mma.GROUP_ALIGN` bytes: the swizzle atom)."""
+    bodies = [kernel.code] + [module.functions[f].code for f in reachable_functions(module.functions, kernel.code)]
+    return any(ins.defn.op == "fgmma" for body in bodies for ins in body)
+
+
+def _e_fgmma(b: Any, ins: Instruction) -> None:
+    """``mma.group`` (spec §8.14). On sm_90 one ``wgmma.mma_async.m64nNk16`` per warpgroup (the
+    four waves of the group: warp w of it owns rows 16w..16w+15, whose registers are exactly the
+    m16n8 layouts above), A from registers, B through a shared-memory descriptor: 128-byte
+    swizzle, leading byte offset = the panel stride, stride byte offset = 1024 (8 rows of 128 B),
+    ``imm-trans-b`` = 1 (B is N-contiguous). Issued, committed and waited for at once, so the
+    accumulators are ordinary registers again after it (PTX ISA, "Asynchronous Warpgroup Level
+    Matrix Multiply-Accumulate"). Elsewhere: per 16 columns an ``ldmatrix.trans`` whose lane
+    addresses follow the swizzle, and two ``mma.sync``."""
+    d, fa, addr, rp = ins.operands
+    n = group_n(ins.defn)
+    ab = "bf16" if ins.defn.src_type is T.BF16 else "f16"
+    guard = _wave_guard(b)
+    a = ", ".join(frag_reg(fa, i) for i in range(4))
+    sa = b.t()
+    b(f"cvt.u32.u64 {sa}, %lmbase;")
+    b(f"add.u32 {sa}, {sa}, %r{addr.reg};")
+    if addr.offset:
+        b(f"add.u32 {sa}, {sa}, {addr.offset};")
+    if b.kx.arch == WGMMA_ARCH:
+        lo, lb, hi, dsc = b.t(), b.t(), b.t(), b.t("b64")
+        b(f"bfe.u32 {lo}, {sa}, 4, 14;")  # start address >> 4 in bits 0..13
+        b(f"shl.b32 {lb}, %r{rp}, 12;")  # leading byte offset >> 4 in bits 16..29
+        b(f"and.b32 {lb}, {lb}, 0x3FFF0000;")
+        b(f"or.b32 {lo}, {lo}, {lb};")
+        b(f"mov.b32 {hi}, {(GROUP_ALIGN >> 4) | (1 << 30)};")  # stride byte offset 1024 >> 4; 128B swizzle
+        b(f"mov.b64 {dsc}, {{{lo}, {hi}}};")
+        dd = ", ".join(frag_reg(d + j, i) for j in range(n // 16) for i in range(8))
+        b("wgmma.fence.sync.aligned;")
+        b(f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ab}.{ab} {{{dd}}}, {{{a}}}, {dsc}, 1, 1, 1, 1;")
+        b("wgmma.commit_group.sync.aligned;")
+        b("wgmma.wait_group.sync.aligned 0;")
+    else:
+        # lane l names row k = (l & 7) + 8*((l >> 3) & 1) of column block 8*(l >> 4) (+16j)
+        k, c, off, x, t8 = b.t(), b.t(), b.t(), b.t(), b.t()
+        b(f"and.b32 {k}, %sr_lane, 15;")
+        b(f"shr.u32 {c}, %sr_lane, 4;")  # chunk 0 or 1 of the 16 columns
+        b(f"shl.b32 {off}, {k}, 7;")  # 128 k
+        b(f"and.b32 {t8}, {k}, 7;")
+        regs = [b.t() for _ in range(4)]
+        for j in range(n // 16):
+            p, q = (16 * j) // 64, ((16 * j) % 64) // 8  # panel, first chunk
+            b(f"add.u32 {x}, {c}, {q};")
+            b(f"xor.b32 {x}, {x}, {t8};")
+            la = b.t()
+            b(f"mad.lo.u32 {la}, {x}, 16, {off};")
+            if p:
+                b(f"mad.lo.u32 {la}, %r{rp}, {p}, {la};")
+            b(f"add.u32 {la}, {la}, {sa};")
+            b(f"ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {{{', '.join(regs)}}}, [{la}];")
+            for h in range(2):
+                cc = ", ".join(frag_reg(d + j, 4 * h + i) for i in range(4))
+                b(f"mma.sync.aligned.m16n8k16.row.col.f32.{ab}.{ab}.f32 {{{cc}}}, {{{a}}}, "
+                  f"{{{regs[2 * h]}, {regs[2 * h + 1]}}}, {{{cc}}};")
+    _end_guard(b, guard)
+
+
 EMITTERS = {"fload": _e_fload, "fstore": _e_fstore, "fmma": _e_fmma, "ffill": _e_felementwise,
-            "fscale": _e_felementwise, "fbias": _e_felementwise}
+            "fscale": _e_felementwise, "fbias": _e_felementwise, "fgmma": _e_fgmma}
 
 
 def unsupported_reason(defn: Any, arch: int) -> str | None:

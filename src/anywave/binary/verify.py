@@ -69,13 +69,14 @@ from anywave.binary.module import (
     Function,
     Instruction,
     Kernel,
+    LocalAddr,
     Module,
     Pred,
     reachable_functions,
 )
 from anywave.binary.structure import parse as parse_structure
 from anywave.errors import SourceLoc, VerifyError
-from anywave.isa.mma import MAX_FRAGMENTS, fragment_kinds
+from anywave.isa.mma import GROUP_ALIGN, MAX_FRAGMENTS, group_n, operand_slots
 from anywave.isa.table import BY_OPCODE, MAX_ASYNC_WAIT, Category, Flag, InstrDef, Operand
 from anywave.isa.types import (
     BUFFER_TYPES,
@@ -554,11 +555,19 @@ class _Verifier:
         """Each fragment slot of a kernel (its functions included) has one static kind (spec
         §8.14): every instruction naming it agrees on shape, role and element type."""
         seen = self._frag_kinds.setdefault(id(k), {})
-        for n, (fk, v) in enumerate(zip(fragment_kinds(d), ins.operands, strict=True)):
-            if fk is None or not _is_int(v):
-                continue
+        if d.op == "fgmma":
+            laddr = ins.operands[2]
+            if isinstance(laddr, LocalAddr) and laddr.offset % GROUP_ALIGN:
+                self.p(f"{w}: the B tile's immediate offset {laddr.offset} is not a multiple of {GROUP_ALIGN} bytes "
+                       f"(mma.group, spec §8.14)")
+        bad: set[int] = set()
+        for n, v, fk in operand_slots(d, ins.operands):
             if not 0 <= v < MAX_FRAGMENTS:
-                self.p(f"{w}: operand {n} names fragment f{v}; fragments are f0..f{MAX_FRAGMENTS - 1}")
+                if n not in bad:
+                    bad.add(n)
+                    what = (f"the accumulator strip f{ins.operands[0]}..f{ins.operands[0] + group_n(d) // 16 - 1}"
+                            if d.op == "fgmma" and n == 0 else f"fragment f{v}")
+                    self.p(f"{w}: operand {n} names {what}; fragments are f0..f{MAX_FRAGMENTS - 1}")
                 continue
             first = seen.get(v)
             if first is None:

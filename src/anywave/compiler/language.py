@@ -238,6 +238,10 @@ mma_store = Intrinsic("mma_store", "mma_store(dst, acc, i, j): store an accumula
 mma_sync = Intrinsic("mma_sync", "mma_sync(d, a, b, c): d = a @ b + c on fragments (tensor cores where the target "
                      "has them)",
                      lower=_mma.lower_mma_sync)
+mma_group = Intrinsic("mma_group", "mma_group(acc, a, tile, offset, panel_stride): four waves together; each "
+                      "adds a @ B to its 16xN strip acc (N/16 fragments), B the 16xN tile at offset bytes of the "
+                      "local array tile in the swizzled panel layout (docs/spec.md §8.14)",
+                      lower=_mma.lower_mma_group)
 mma_scale = Intrinsic("mma_scale", "mma_scale(acc, s): acc *= s element-wise",
                       lower=_mma.lower_mma_scale)
 mma_fill = Intrinsic("mma_fill", "mma_fill(acc, v): every element = v",

@@ -79,8 +79,15 @@ def _scope_order(fe: Frontend, node: ast.Call, dscope: str, dorder: str,
 
 
 def lower_local_array(fe: Frontend, node: ast.Call, discard: bool) -> LocalArray:
-    if len(node.args) != 2 or node.keywords:
-        raise fe.err(node, "aw.local_array(dtype, shape) takes exactly a dtype and a shape")
+    align = 16
+    for kw in node.keywords:
+        if kw.arg != "align":
+            raise fe.err(node, f"aw.local_array() got an unexpected keyword {kw.arg!r}; valid: align")
+        align = fe.static_eval(kw.value)
+        if isinstance(align, bool) or not isinstance(align, int) or not 16 <= align <= 4096 or align & (align - 1):
+            raise fe.err(node, f"aw.local_array: align must be a power of two from 16 to 4096 (bytes), got {align!r}")
+    if len(node.args) != 2:
+        raise fe.err(node, "aw.local_array(dtype, shape, align=16) takes a dtype and a shape")
     dt = fe.static_eval(node.args[0])
     shape = fe.static_eval(node.args[1])
     fe.node = node
@@ -93,7 +100,6 @@ def lower_local_array(fe: Frontend, node: ast.Call, discard: bool) -> LocalArray
             or not all(isinstance(s, int) and not isinstance(s, bool) and s > 0 for s in shape)):
         raise fe.err(node.args[1], f"local_array shape must be a positive compile-time int or a tuple of 1-2 "
                      f"of them, got {_describe(shape)}")
-    align = 16
     base = -(-fe.local_memory // align) * align
     arr = LocalArray(base, dt, tuple(shape))
     fe.local_memory = base + arr.nbytes

@@ -12,6 +12,8 @@ kernel; the intrinsics act on it in place, like CUDA's ``wmma`` fragments::
     aw.mma_load(fb, b, offset, ld)           # device buffer: element offset, row stride ld
     aw.mma_sync(acc, fa, fb, acc)            # acc = fa @ fb + acc (tensor cores where present)
     aw.mma_scale(acc, alpha); aw.mma_bias(acc, bias, col0)
+    aw.mma_group(accs, fa, tile, offset, panel_stride)  # 4 waves: a 16xN strip each, B in local
+                                                        # memory in the swizzled panel layout
     aw.mma_store(c, acc, offset, ld)         # or (local 2-D array, row, col)
 
 All are wave operations (every lane of a complete wave, uniform arguments). Errors name the
@@ -27,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from anywave.isa import mnemonic
-from anywave.isa.mma import MAX_FRAGMENTS
+from anywave.isa.mma import GROUP_ALIGN, GROUP_N, GROUP_PANEL, MAX_FRAGMENTS
 
 from . import types as ty
 from .bindings import BufferArg, LocalArray
@@ -207,6 +209,52 @@ def lower_mma_sync(fe: Frontend, node: ast.Call, discard: bool) -> None:
     if fa.elem is not fb.elem:
         raise fe.err(node, f"aw.mma_sync: a is {fa.elem.name} but b is {fb.elem.name}")
     fe.emit(mnemonic("fmma", "m16n16k16", ty.f32, src_type=fa.elem), fd.slot, fa.slot, fb.slot, fc.slot)
+
+
+def lower_mma_group(fe: Frontend, node: ast.Call, discard: bool) -> None:
+    """aw.mma_group(acc, a, tile, offset, panel_stride): the wave-group MMA (spec §8.14,
+    ``mma.group``). ``acc`` is a tuple of N/16 accumulators in consecutive slots (N = 64, 128
+    or 256: one 16 x N strip, e.g. from ``aw.fragments(16, "acc")``), ``a`` an A fragment,
+    ``tile`` a local array holding B (16 x N of a's type) in the swizzled panel layout at
+    ``offset`` bytes from its start, panels ``panel_stride`` bytes apart. The four waves of a
+    group (wave ids 4g..4g+3) execute it together with the same offset and stride."""
+    what = "aw.mma_group(acc, a, tile, offset, panel_stride)"
+    if node.keywords or len(node.args) != 5:
+        raise fe.err(node, f"{what} takes 5 positional arguments")
+    strip = fe.visit(node.args[0])
+    fa = _frag_arg(fe, node, fe.visit(node.args[1]), "a", "aw.mma_group a")
+    tile = fe.visit(node.args[2])
+    dyn, const = _sum_parts(fe, node.args[3])
+    stride = fe.visit(node.args[4])
+    fe.node = node
+    if isinstance(strip, Fragment):
+        strip = (strip,)
+    if not isinstance(strip, tuple) or not strip:
+        raise fe.err(node, f"{what}: acc must be a tuple of accumulator fragments, got {strip!r}")
+    for f in strip:
+        _frag_arg(fe, node, f, "acc", "aw.mma_group acc")
+    n = 16 * len(strip)
+    if n not in GROUP_N:
+        raise fe.err(node, f"{what}: acc has {len(strip)} fragments (N = {n}); N must be one of "
+                     f"{', '.join(map(str, GROUP_N))} (4, 8 or 16 fragments)")
+    if [f.slot for f in strip] != list(range(strip[0].slot, strip[0].slot + len(strip))):
+        raise fe.err(node, f"{what}: the accumulators must be consecutive fragments (one aw.fragments(...) "
+                     f"call), got slots {[f.slot for f in strip]}")
+    if not isinstance(tile, LocalArray):
+        raise fe.err(node, f"{what}: tile must be a local array (aw.local_array), got {_describe(tile)}")
+    imm = tile.base + const
+    if imm % GROUP_ALIGN:
+        raise fe.err(node, f"{what}: the B tile starts at local byte {imm}, not a multiple of {GROUP_ALIGN} "
+                     f"(declare the array with aw.local_array(..., align={GROUP_ALIGN}) and keep the offset's "
+                     f"compile-time part a multiple of {GROUP_ALIGN})")
+    if isinstance(stride, int) and not isinstance(stride, bool) and (
+            stride % GROUP_ALIGN or (n > 64 and stride < GROUP_PANEL)):
+        raise fe.err(node, f"{what}: panel_stride {stride} must be a multiple of {GROUP_ALIGN} bytes and at "
+                     f"least {GROUP_PANEL} (16 rows of 128 bytes)")
+    off = 0 if isinstance(dyn, int) else dyn
+    addr = LocAddr(_u32(fe, node, off, f"{what} offset"), imm)
+    fe.emit(f"mma.group.m16n{n}k16.f32.{fa.elem.name}", strip[0].slot, fa.slot, addr,
+            _u32(fe, node, stride, f"{what} panel_stride"))
 
 
 def lower_mma_scale(fe: Frontend, node: ast.Call, discard: bool) -> None:

@@ -19,7 +19,15 @@ from anywave.emu import floats as fl
 from anywave.emu.alu import Run
 from anywave.emu.memory import check_access
 from anywave.errors import EmulationError
-from anywave.isa.mma import SHAPES, fragment_kinds
+from anywave.isa.mma import (
+    GROUP_ALIGN,
+    GROUP_PANEL,
+    GROUP_WAVES,
+    SHAPES,
+    fragment_kinds,
+    group_b_offset,
+    group_n,
+)
 from anywave.isa.types import ScalarType as T
 
 I64 = np.int64
@@ -212,7 +220,78 @@ def _felementwise(ins: Instruction) -> Run:
     return run
 
 
+def _fgmma(ins: Instruction) -> Run:
+    """``mma.group``: per wave, accumulators fD+j (j < N/16) += A x B[:, 16j:16j+16], B read from
+    local memory in the swizzled panel layout; the four waves of a group execute it together
+    with the same B offset and panel stride (spec §8.14)."""
+    d, a, addr, rp = ins.operands
+    kc, ka = fragment_kinds(ins.defn)[0], fragment_kinds(ins.defn)[1]
+    nfrag = group_n(ins.defn) // 16
+    ncols = 16 * nfrag
+    conv = fl.bf16_bits_to_f32 if ins.defn.src_type is T.BF16 else fl.f16_bits_to_f32
+    kk_, nn_ = np.meshgrid(np.arange(16, dtype=I64), np.arange(ncols, dtype=I64), indexing="ij")
+
+    def run(st: Any, mask: np.ndarray, dense: bool) -> None:
+        own, lanes = _wave_owners(st, ins, mask)
+        if own.size == 0:
+            return
+        base = _uniform(st, ins, addr.reg, own, lanes, "offset register").astype(I64) + int(addr.offset)
+        pstride = _uniform(st, ins, rp, own, lanes, "panel stride").astype(I64)
+        G = GROUP_WAVES
+        if st.nw % G:
+            raise EmulationError(f"{st.where()}: {ins.mnemonic} needs a workgroup of a multiple of {G} waves "
+                                 f"(groups of {G} consecutive waves, spec §8.14); this launch has {st.nw} waves of "
+                                 f"{st.W} lanes per workgroup")
+        grp = own // G
+        ug, first = np.unique(grp, return_index=True)
+        counts = np.bincount(np.searchsorted(ug, grp), minlength=ug.size)
+        if (counts != G).any():
+            g = int(np.flatnonzero(counts != G)[0])
+            raise EmulationError(
+                f"{st.where()}: {ins.mnemonic} must be executed by the {G} waves of a group together, but only "
+                f"{int(counts[g])} of the group of {st.describe_lane(int(lanes[first[g]]))} execute it (the other "
+                f"waves diverged, or exited)")
+        for what, v in (("B tile offset", base), ("panel stride", pstride)):
+            ref = v[first][np.searchsorted(ug, grp)]
+            if (v != ref).any():
+                i = int(np.flatnonzero(v != ref)[0])
+                raise EmulationError(f"{st.where()}: {ins.mnemonic} {what} must be the same in the {G} waves of a "
+                                     f"group, but {st.describe_lane(int(lanes[i]))} has {int(v[i])} where its group "
+                                     f"has {int(ref[i])}")
+            mis = (v % GROUP_ALIGN) != 0
+            if mis.any():
+                i = int(np.flatnonzero(mis)[0])
+                raise EmulationError(f"{st.where()}: {ins.mnemonic} {what} {int(v[i])} is not a multiple of "
+                                     f"{GROUP_ALIGN} bytes (spec §8.14), by {st.describe_lane(int(lanes[i]))}")
+        short = pstride < GROUP_PANEL
+        if ncols > 64 and short.any():
+            i = int(np.flatnonzero(short)[0])
+            raise EmulationError(f"{st.where()}: {ins.mnemonic} panel stride {int(pstride[i])} is less than "
+                                 f"{GROUP_PANEL} bytes (16 rows of 128), by {st.describe_lane(int(lanes[i]))}")
+        off = base[:, None, None] + group_b_offset(kk_[None], nn_[None], pstride[:, None, None])
+        off = off.reshape(own.size, -1)
+        who = np.repeat(lanes, off.shape[1])
+        check_access(st, ins, "B tile", off.reshape(-1), 2, st.local_bytes, who, "local memory", align=2)
+        flat = st.wgi[lanes].astype(I64)[:, None] * st.local_bytes + off
+        byt = (flat.reshape(-1)[:, None] + np.arange(2, dtype=I64)[None, :]).reshape(own.size, -1)
+        if st.local_shadow is not None:
+            thr = np.repeat(st.gthread[lanes], byt.shape[1])
+            st.local_shadow.access_bytes(st, byt.reshape(-1), thr, "read")
+        bits = st.local[byt].copy().view(np.uint16).reshape(own.size, 16, ncols)
+        B = conv(bits)
+        no = _nowners(st, True)
+        A = _slot(st, a, no, ka.elems)[own].reshape(-1, 16, 16)
+        for j in range(nfrag):
+            Bj = B[:, :, 16 * j:16 * j + 16]
+            acc = _slot(st, d + j, no, kc.elems)[own].reshape(-1, 16, 16).copy()
+            for kk in range(16):
+                acc = fl.fma_f32(np.broadcast_to(A[:, :, kk, None], acc.shape),
+                                 np.broadcast_to(Bj[:, None, kk, :], acc.shape), acc)
+            _slot(st, d + j, no, kc.elems)[own] = fl.canon32(acc.reshape(-1)).view(np.float32).reshape(own.size, -1)
+    return run
+
+
 #: the emulator's semantics of the MMA fragment instructions, by ``InstrDef.sem``
 SEMANTICS = {"mma.fload": _fload, "mma.fstore": _fstore, "mma.fmma": _fmma, "mma.ffill": _felementwise,
-             "mma.fscale": _felementwise, "mma.fbias": _felementwise}
+             "mma.fscale": _felementwise, "mma.fbias": _felementwise, "mma.fgmma": _fgmma}
 assert set(SHAPES) == {"m16n16k16", "m4n4k4"}

@@ -29,6 +29,45 @@ T = ScalarType
 #: fragment slots per thread (f0..f31)
 MAX_FRAGMENTS = 32
 
+#: N of the wave-group MMA ``mma.group.m16n{N}k16`` (spec §8.14): the accumulator strip 16 x N
+GROUP_N = (64, 128, 256)
+#: waves that execute one ``mma.group`` together (consecutive wave ids 4g .. 4g + 3)
+GROUP_WAVES = 4
+#: alignment (bytes) of the B tile's offset and panel stride of ``mma.group`` (one swizzle atom:
+#: 8 rows of 128 bytes)
+GROUP_ALIGN = 1024
+#: bytes of one 16-deep panel of B (16 rows of 128 bytes): the least panel stride
+GROUP_PANEL = 2048
+
+
+def group_b_offset(k, n, panel_stride):  # noqa: ANN001, ANN201 - ints or NumPy arrays
+    """Byte offset of element (k, n) of the B tile of ``mma.group`` from its base (spec §8.14,
+    the *swizzled panel layout*): panels of 64 columns ``panel_stride`` bytes apart; row k of a
+    panel at ``128 k``; its 16-byte chunk ``c = (n mod 64) div 8`` stored at chunk
+    ``c xor (k mod 8)``; element ``n mod 8`` of the chunk at ``2 (n mod 8)``. This is PTX's
+    128-byte swizzle of an MN-major wgmma operand (descriptor: leading byte offset =
+    ``panel_stride``, stride byte offset = 1024), so a target can read it with no copy."""
+    return (n // 64) * panel_stride + 128 * k + 16 * (((n % 64) // 8) ^ (k % 8)) + 2 * (n % 8)
+
+
+def group_n(defn) -> int:  # noqa: ANN001 - an InstrDef
+    """N of an ``mma.group`` record (its variant is ``n{N}.m16n16k16``)."""
+    return int(defn.variant.split(".")[0][1:])
+
+
+def operand_slots(defn, operands) -> list[tuple[int, int, FragKind]]:  # noqa: ANN001
+    """(operand index, slot, kind) of every fragment slot an instruction names, the accumulator
+    strip of ``mma.group`` (``fD .. fD + N/16 - 1``) expanded; operands that are not slot
+    numbers (unchecked input) are skipped."""
+    out = []
+    for n, (k, v) in enumerate(zip(fragment_kinds(defn), operands, strict=True)):
+        if k is None or not isinstance(v, int) or isinstance(v, bool):
+            continue
+        count = group_n(defn) // 16 if defn.op == "fgmma" and n == 0 else 1
+        out.extend((n, v + i, k) for i in range(count))
+    return out
+
+
 #: values of the MMA query special registers on every target (spec §3.3)
 MMA_SREG_VALUES = {"MMA_SUPPORTED": 1, "MMA_M": 4, "MMA_N": 4, "MMA_K": 4}
 
@@ -103,6 +142,8 @@ def fragment_kinds(defn) -> tuple[FragKind | None, ...]:  # noqa: ANN001 - an In
         kinds: list[FragKind | None] = [FragKind(shape, role, defn.type) if role != "c" else acc]
     elif op == "fmma":
         kinds = [acc, FragKind(shape, "a", defn.src_type), FragKind(shape, "b", defn.src_type), acc]
+    elif op == "fgmma":  # the accumulator strip's first slot (see operand_slots), then A
+        kinds = [acc, FragKind(shape, "a", defn.src_type)]
     elif op == "fstore":
         kinds = [None, acc]
     else:  # ffill, fscale, fbias: accumulator element-wise operations

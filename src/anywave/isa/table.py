@@ -25,6 +25,7 @@ import enum
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from anywave.isa.mma import GROUP_N
 from anywave.isa.types import Capability, ScalarType
 
 T = ScalarType
@@ -671,6 +672,19 @@ _def("cp.async.wait", C, "cp_wait", (Operand.IMM32,), T.U32,
      "wait until at most N (immediate, 0..7) of the thread's committed groups are incomplete; the "
      "completed copies' local bytes are then visible to the thread", pure=False)
 
+
+# wave-group MMA (docs/spec.md §8.14): B from local memory in the swizzled panel layout, a 16 x N
+# accumulator strip in consecutive slots; appended after the async copies (MMA opcodes continue)
+C = Category.MMA
+for t in (T.F16, T.BF16):
+    for gn in GROUP_N:
+        _def(f"mma.group.m16n{gn}k16.f32.{t.spelling}", C, "fgmma",
+             (Operand.FD, Operand.FS, Operand.LADDR, S), T.F32,
+             f"accumulators fD..fD+{gn // 16 - 1} (a 16x{gn} strip) += fragment A x the 16x{gn} {t.spelling} B tile "
+             "in local memory (swizzled panel layout, panel stride rS bytes); four waves of a group together",
+             det=Determinism.BOUNDED, cap=_WAVE_FRAG, flags=WC | Flag.LOAD, src_type=t,
+             variant=f"n{gn}.m16n16k16")
+del gn
 
 INSTRUCTIONS: tuple[InstrDef, ...] = tuple(_RECORDS)
 BY_MNEMONIC: dict[str, InstrDef] = {d.mnemonic: d for d in INSTRUCTIONS}

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from anywave.binary.module import Instruction, Module, reachable_functions
-from anywave.isa.mma import FragKind, fragment_kinds
+from anywave.isa.mma import FragKind, operand_slots
 from anywave.isa.table import Category
 
 
@@ -20,7 +20,6 @@ def fragment_slots(module: Module, code: Iterable[Instruction]) -> dict[int, Fra
         for ins in body:
             d = ins.defn
             if d.category is Category.MMA and d.op != "mma":
-                for k, v in zip(fragment_kinds(d), ins.operands, strict=True):
-                    if k is not None:
-                        out.setdefault(int(v), k)
+                for _, v, k in operand_slots(d, ins.operands):
+                    out.setdefault(v, k)
     return out
