@@ -11,6 +11,13 @@ GPUOpen article), at W = 16 of row j; at W = 8, element ``l + 8j``. ``mma`` comp
 accumulator elements from the whole A and B, summing ``k = 0..15`` in order with ``fma``
 (the emulator's order: bit-identical; MFMA: class ``bounded``). Thread-scope
 ``m4n4k4`` fragments are 16 floats per lane. Every slot starts at +0.0.
+
+``mma.group`` (the wave-group MMA): each wave computes its own 16 x N strip; no target here has
+a unit that shares B between the four waves of a group, so every lane reads the B elements it
+needs from local memory at the swizzled panel layout's offsets (``anywave.isa.mma.group_b_offset``)
+between two wave barriers (as a local ``mma.load``) and sums ``k = 0..15`` in order with ``fma``,
+accumulator slot D+j from column block j: the emulator's order, bit-identical. HIP uses this loop
+on every device (no MFMA/WMMA path for it).
 """
 
 from __future__ import annotations
@@ -19,7 +26,7 @@ from typing import Any
 
 from anywave.backends.lowering.fragments import fragment_slots
 from anywave.binary.module import DeviceAddr, Instruction, Module
-from anywave.isa.mma import FragKind, fragment_kinds
+from anywave.isa.mma import FragKind, fragment_kinds, group_n
 from anywave.isa.types import ScalarType as T
 
 
@@ -158,6 +165,37 @@ def _wmma(ins: Instruction) -> list[str]:
             "#else"]
 
 
+#: loop pragma (clang's, which every C-family compiler here is built on): unrolled, the fma chains
+#: of ``mma.group`` took Intel's OpenCL CPU compiler ~4x longer to build (7.6 s against 2 s for
+#: two m16n64k16 at W = 16)
+_NO_UNROLL = '_Pragma("unroll 1")'
+
+
+def _fgmma(x: Any, ins: Instruction) -> list[str]:
+    """``mma.group`` (spec §8.14): slot D+jj += A x B[:, 16jj:16jj+16] per wave, B element (k, n)
+    at local byte ``L + (n/64)*P + 128k + 16*(((n%64)/8) ^ (k%8)) + 2*(n%8)`` (group_b_offset)."""
+    d, a, addr, rp = ins.operands
+    k = fragment_kinds(ins.defn)[0]
+    n = k.elems // x.W
+    fma = x.d.math["fma"]
+    conv = "aw_bf2f" if ins.defn.src_type is T.BF16 else "aw_h2f"
+    lp = x.d.local_ptr("u16")
+    nf = group_n(ins.defn) // 16
+    # one loop nest for the whole strip (jj at run time; the slot chosen by a select / switch):
+    # N/16 unrolled nests took Intel's OpenCL CPU compiler ~1.3x as long to build
+    get = " : ".join(f"jj == {jj}u ? aw_f{d + jj}[j]" for jj in range(nf - 1)) + f" : aw_f{d + nf - 1}[j]"
+    put = " ".join(f"case {jj}u: aw_f{d + jj}[j] = v; break;" for jj in range(nf - 1))
+    out = [f"  const u32 aw_gp = r{rp};", f"  {x.d.local_ptr('u8')} aw_gb = {_ptr(x, addr, 'u8')};",
+           f"  {_NO_UNROLL} for (u32 jj = 0; jj < {nf}u; ++jj) {{",
+           f"    {_NO_UNROLL} for (u32 j = 0; j < {n}u; ++j) {{ const u32 e = {_acc_e(x.W, 'j')}, "
+           f"i = e / 16u, n = 16u * jj + e % 16u; float s = {get};",
+           f"      {_NO_UNROLL} for (u32 kk = 0; kk < 16u; ++kk) s = {fma}(aw_f{a}[i * 16u + kk], {conv}((u32)*(({lp})("
+           f"aw_gb + (n / 64u) * aw_gp + 128u * kk + 16u * (((n % 64u) / 8u) ^ (kk % 8u)) + 2u * (n % 8u)))), s);",
+           f"      const float v = AW_F32(aw_c32(s)); switch (jj) {{ {put} default: aw_f{d + nf - 1}[j] = v; }} }}",
+           "  }"]
+    return [x.d.wave_barrier, "if (ex) {", *out, "}", x.d.wave_barrier]
+
+
 def _felementwise(x: Any, ins: Instruction) -> list[str]:
     op = ins.defn.op
     k = fragment_kinds(ins.defn)[0]
@@ -179,4 +217,4 @@ def _felementwise(x: Any, ins: Instruction) -> list[str]:
 
 
 HANDLERS = {"fload": _fload, "fstore": _fstore, "fmma": _fmma, "ffill": _felementwise,
-            "fscale": _felementwise, "fbias": _felementwise}
+            "fscale": _felementwise, "fbias": _felementwise, "fgmma": _fgmma}

@@ -25,6 +25,12 @@ converged control flow (the lowering's wave-collective path) with the work under
 the executing condition; local-memory wave-scope loads and stores sit between subgroup barriers
 (as the C family's), so the tile is read or written whole before any lane goes on. The loops
 are marked ``DontUnroll`` (unrolled fma chains take lavapipe's LLVM minutes to compile).
+
+``mma.group`` (the wave-group MMA): each wave computes its own 16 x N strip as N/16 ``mma``
+steps in order (slot D+j from columns 16j..16j+15), A's elements fetched by shuffle as for
+``mma``, B's read from local memory at the swizzled panel layout's offsets
+(:func:`anywave.isa.mma.group_b_offset`) between subgroup barriers, converted as ``mma.load``
+does: the emulator's order, bit for bit. No unit is shared between the four waves of a group.
 """
 
 from __future__ import annotations
@@ -37,7 +43,7 @@ from anywave.backends.lowering.fragments import fragment_slots
 from anywave.backends.spirv_asm import SCOPE, SEM
 from anywave.binary.module import Instruction, LocalAddr
 from anywave.isa import semantics
-from anywave.isa.mma import FragKind, fragment_kinds
+from anywave.isa.mma import FragKind, fragment_kinds, group_n
 from anywave.isa.types import ScalarType as T
 
 _Lowering = Any  # anywave.backends.spirv._Lowering (no import cycle)
@@ -160,20 +166,22 @@ def _fstore(x: _Lowering, ins: Instruction) -> None:
     _scoped(x, k, addr, body)
 
 
+def _fetch(x: _Lowering, k: FragKind, slot: int, e: int) -> int:
+    """Tile element e (a u32 id) of fragment ``slot`` of kind ``k``: this lane's word, or for
+    wave scope word e / W of lane e % W (e / W is wave-uniform, see the module doc)."""
+    if k.shape.scope != "wave":
+        return x.load(_word(x, slot, e))
+    v = x.load(_word(x, slot, x.shr(e, _log2(x.W))))
+    return x.op("GroupNonUniformShuffle", x.u32, x.c(SCOPE["Subgroup"]), v, x.iand(e, x.c(x.W - 1)))
+
+
 def _fmma(x: _Lowering, ins: Instruction) -> None:
     d, a, b, c = ins.operands
     k = fragment_kinds(ins.defn)[0]
     sh = k.shape
-    wave = sh.scope == "wave"
-    lw = _log2(x.W)
 
     def fetch(slot: int, e: int) -> int:
-        """Tile element e (a u32 id) of fragment ``slot``: this lane's word, or for wave scope
-        word e / W of lane e % W (e / W is wave-uniform, see the module doc)."""
-        if not wave:
-            return x.load(_word(x, slot, e))
-        v = x.load(_word(x, slot, x.shr(e, lw)))
-        return x.op("GroupNonUniformShuffle", x.u32, x.c(SCOPE["Subgroup"]), v, x.iand(e, x.c(x.W - 1)))
+        return _fetch(x, k, slot, e)
 
     def body() -> None:
         def one(j: int) -> None:
@@ -193,6 +201,42 @@ def _fmma(x: _Lowering, ins: Instruction) -> None:
         _for(x, words_per_lane(k, x.W), one)
 
     _scoped(x, k, None, body)
+
+
+def _fgmma(x: _Lowering, ins: Instruction) -> None:
+    """``mma.group`` (spec §8.14): slot D+jj += A x B[:, 16jj:16jj+16], B element (k, n) at
+    local byte ``L + (n/64)*P + 128k + 16*(((n%64)/8) ^ (k%8)) + 2*(n%8)`` (group_b_offset)."""
+    d, a, addr, rp = ins.operands
+    k = fragment_kinds(ins.defn)[0]
+    bf = ins.defn.src_type is T.BF16
+
+    def body() -> None:
+        base = x.byte_offset(addr.reg, addr.offset)
+        pstride = x.r(rp)
+        for jj in range(group_n(ins.defn) // 16):
+            def one(j: int, jj: int = jj) -> None:
+                e = _elem(x, k, j)
+                i, n = x.shr(e, 4), x.add(x.iand(e, x.c(15)), x.c(16 * jj))
+                s = x.var(x.u32)
+                x.store(s, x.load(_word(x, d + jj, j)))
+                col = x.add(base, x.add(x.op("IMul", x.u32, x.shr(n, 6), pstride), x.shl(x.iand(n, x.c(7)), 1)))
+                chunk = x.shr(x.iand(n, x.c(63)), 3)
+
+                def step(kk: int) -> None:
+                    av = _fetch(x, k, a, x.add(x.shl(i, 4), kk))
+                    swz = x.shl(x.op("BitwiseXor", x.u32, chunk, x.iand(kk, x.c(7))), 4)
+                    off = x.add(col, x.add(x.shl(kk, 7), swz))
+                    w = x.load(x.word_ptr(addr, off))
+                    h = x.op("BitFieldUExtract", x.u32, w, x.shl(x.iand(off, x.c(3)), 3), x.c(16))
+                    bv = x.shl(h, 16) if bf else x.f32_bits(x.h2f(h))
+                    x.store(s, x.fma_exact(x.bits_f32(av), x.bits_f32(bv), x.bits_f32(x.load(s)), T.F32))
+
+                _for(x, 16, step)
+                x.store(_word(x, d + jj, j), _canon(x, x.load(s)))
+
+            _for(x, words_per_lane(k, x.W), one)
+
+    _scoped(x, k, addr, body)
 
 
 def _felementwise(x: _Lowering, ins: Instruction) -> None:
@@ -228,4 +272,4 @@ def _felementwise(x: _Lowering, ins: Instruction) -> None:
 
 
 HANDLERS = {"fload": _fload, "fstore": _fstore, "fmma": _fmma, "ffill": _felementwise,
-            "fscale": _felementwise, "fbias": _felementwise}
+            "fscale": _felementwise, "fbias": _felementwise, "fgmma": _fgmma}

@@ -226,5 +226,110 @@ def _thread_m4n4k4(groups: int = 2, size: int = 48) -> Case:
     )
 
 
+#: threads per workgroup of the ``mma.group`` cases: 8 waves (two groups) at W = 64, 64 at W = 8;
+#: a multiple of 4 waves at every W (spec §8.14)
+GROUP_THREADS = 512
+#: (panel stride, immediate offset of the tiles) in bytes of the ``mma.group`` cases by N: at
+#: N = 64 one panel (P unused: the least valid multiple of 1024); at N = 128 a 1 KiB gap after
+#: each 32-row panel; at N = 256 panels packed and no pad (two 16 KiB tiles fill lavapipe's 32 KiB
+#: of local memory)
+_GROUP_P = {64: (1024, 3072), 128: (5120, 1024), 256: (4096, 0)}
+
+
+def _swizzled(k: np.ndarray, n: np.ndarray, p: int) -> np.ndarray:
+    """Byte offset of B element (k, n) in the swizzled panel layout, written from the text of
+    docs/spec.md §8.14 (panels of 64 columns p bytes apart, row k at 128 k, 16-byte chunk
+    ``(n mod 64) div 8`` stored at chunk ``that xor (k mod 8)``)."""
+    return (n // 64) * p + 128 * k + 16 * (((n % 64) // 8) ^ (k % 8)) + 2 * (n % 8)
+
+
+def _group_mma(t: str, n: int, groups: int = 2) -> Case:
+    """``mma.group.m16n{n}k16``: each wave of a 512-thread workgroup fills its accumulator strip
+    f3..f(3+n/16-1) with per-slot constants, then in a run-time loop of two trips loads its own
+    16 x 16 A tile (rows 16q of A, q the global wave index; columns 16s) and adds the product
+    with rows 16s.. of one of two B tiles in local memory ([rT + pad], rT stepped by 2048):
+    tile ``((wave_id div 4) + workgroup) mod 2``, so neighbouring groups and the two workgroups
+    read different tiles. Expected: fill + A B in float64 (exact: halves of small integers)."""
+    import ml_dtypes
+
+    name = f"group_mma_{t}_n{n}"
+    rng = rng_for(name)
+    dt = np.float16 if t == "f16" else ml_dtypes.bfloat16
+    f64 = np.float64
+    p, pad = _GROUP_P[n]
+    tile = (n // 64 - 1) * p + 32 * 128  # bytes of one 32-deep tile (its last panel holds 32 rows)
+    assert tile % 1024 == 0 and pad % 1024 == 0
+    rows = 16 * groups * (GROUP_THREADS // 8)  # A / C rows at the widest case, W = 8
+    A = (rng.integers(-6, 7, (rows, 32)) / 2).astype(dt)
+    Bt = (rng.integers(-6, 7, (2, 32, n)) / 2).astype(dt)
+    nf = n // 16
+    fill = (np.arange(nf) * 0.75 - 5.25).astype(np.float32)  # slot j starts at fill[j]
+    image = np.zeros((pad + 2 * tile) // 2, np.uint16)
+    kk, nn = np.meshgrid(np.arange(32), np.arange(n), indexing="ij")
+    for ti in range(2):
+        image[(pad + ti * tile + _swizzled(kk, nn, p)) // 2] = Bt[ti].view(np.uint16)
+    assert len(np.unique(_swizzled(kk, nn, p))) == kk.size  # the layout is one-to-one
+    D, FA = 3, 31  # the strip f3.. (not at f0) and A in the last slot
+    mm = f"m16n{n}k16.f32.{t}"
+    body = [
+        "ldarg.b32 r30, steps",
+        "mov.sr r0, sr_thread_linear_id", "mov.sr r1, sr_wave_id", "mov.sr r2, sr_workgroup_size_x",
+        "mov.sr r3, sr_workgroup_id_x", "mov.sr r4, sr_num_waves",
+        # the B image into local memory, one word per thread per trip
+        "mov.b32 r5, r0",
+        "loop",
+        f"movi.u32 r6, {image.size // 2}", "setp.ge.u32 p0, r5, r6", "break p0",
+        "movi.u32 r6, 2", "shl.b32 r7, r5, r6",
+        "ld.device.b32 r8, bimg[r7]", "st.local.b32 [r7], r8",
+        "add.i32 r5, r5, r2",
+        "endloop",
+        "barrier",
+        "mul.i32 r9, r3, r4", "add.i32 r9, r9, r1",  # q: global wave index
+        "movi.u32 r6, 2", "shr.u32 r10, r1, r6", "add.i32 r10, r10, r3",
+        "movi.u32 r6, 1", "and.b32 r10, r10, r6",
+        f"movi.u32 r6, {tile}", "mul.i32 r10, r10, r6",  # rT: the group's tile (after the pad)
+        "movi.u32 r6, 10", "shl.b32 r11, r9, r6", "movi.u32 r12, 64",  # A: rows 16q (64-byte rows)
+        *(ln for j in range(nf) for ln in (f"movi.u32 r6, {int(fill[j].view(np.uint32))}",
+                                           f"mma.fill.m16n16k16.f32 f{D + j}, r6")),
+        f"movi.u32 r16, {p}", "movi.u32 r17, 0",
+        "loop",
+        "setp.ge.u32 p0, r17, r30", "break p0",
+        f"mma.load.a.device.m16n16k16.{t} f{FA}, a[r11], r12",
+        f"mma.group.{mm} f{D}, f{FA}, [r10+{pad}], r16",
+        "movi.u32 r6, 32", "add.i32 r11, r11, r6",  # A: the next 16 columns
+        "movi.u32 r6, 2048", "add.i32 r10, r10, r6",  # B: 16 rows deeper
+        "movi.u32 r6, 1", "add.i32 r17, r17, r6",
+        "endloop",
+        f"movi.u32 r6, {64 * n}", "mul.i32 r13, r9, r6", f"movi.u32 r14, {4 * n}",  # the strip in out
+        *(f"mma.store.device.m16n16k16.f32 out[r13+{64 * j}], f{D + j}, r14" for j in range(nf)),
+    ]
+
+    def expected(w: int) -> dict[str, np.ndarray]:
+        nw = GROUP_THREADS // w
+        o = out_buffer(rows * n, 32).reshape(rows, n)
+        start = np.repeat(fill.astype(f64), 16)[None, :]
+        for q in range(groups * nw):
+            ti = ((q % nw) // 4 + q // nw) % 2
+            r = slice(16 * q, 16 * q + 16)
+            o[r] = (start + A[r].astype(f64) @ Bt[ti].astype(f64)).astype(np.float32).view(np.uint32)
+        return {"out": o.reshape(-1)}
+
+    return Case(
+        name, "mma_group",
+        kernel_text(name, [("a", "buffer", "u16", "read"), ("bimg", "buffer", "u32", "read"),
+                           ("out", "buffer", "u32", "write"), ("steps", "scalar", "u32", "read")],
+                    body, local_memory=pad + 2 * tile),
+        (groups, 1, 1), (GROUP_THREADS, 1, 1),
+        {"a": A.reshape(-1).view(np.uint16).copy(), "bimg": image.view(np.uint32).copy(),
+         "out": out_buffer(rows * n, 32), "steps": np.uint32(2)},
+        expected,
+        requires=("mma", "wave_ops", t),
+        description=f"mma.group m16n{n}k16 {t}: two groups per workgroup on different B tiles in the "
+                    f"swizzled panel layout (P = {p}, immediate {pad}), two 16-deep steps in a run-time loop "
+                    "accumulating onto a filled strip f3..",
+    )
+
+
 def cases() -> list[Case]:
-    return [_wave_gemm("f16"), _wave_gemm("bf16"), _thread_m4n4k4()]
+    return ([_wave_gemm("f16"), _wave_gemm("bf16"), _thread_m4n4k4()]
+            + [_group_mma(t, n) for t in ("f16", "bf16") for n in (64, 128, 256)])
