@@ -126,21 +126,22 @@ def main() -> None:
     grid = (N // 256, N // 128)
     args = [A.view(torch.int32), B.view(torch.int32), bias, C, N, N, N]
     fns, info = {}, {}
-    variants = {"group_s4_g8": (4, 8), "group_s3_g8": (3, 8), "group_s5_g8": (5, 8), "group_s4_g16": (4, 16)}
-    for name, (st, gm) in variants.items():
-        if (N // 32) % st:
+    variants = {"group_k32_s4": (32, 4, 8), "group_k32_s8": (32, 8, 8), "group_k64_s2": (64, 2, 8),
+                "group_k64_s4": (64, 4, 8), "group_k64_s4_g16": (64, 4, 16)}
+    for name, (bk, st, gm) in variants.items():
+        if (N // bk) % st:
             continue
-        mod = gemm_group_kernel.compile(W=W, GM=gm, STAGES=st)
+        mod = gemm_group_kernel.compile(W=W, GM=gm, STAGES=st, BK=bk)
         info[name] = sass_and_regs(mod, name)
         fns[name] = (lambda mod=mod: tgt.launch(mod, gemm_group_kernel.name, grid, 8 * W, args, stream=stream,
                                                 sync=False))
     ptx_mma.WGMMA_ARCH = 0
-    mod = gemm_group_kernel.compile(W=W, GM=8, STAGES=4)
+    mod = gemm_group_kernel.compile(W=W, GM=8, STAGES=4, BK=32)
     tgt_fb = cuda.CudaTarget()
-    info["group_s4_g8_no_wgmma"] = sass_and_regs(mod, "group_s4_g8_no_wgmma")
-    fns["group_s4_g8_no_wgmma"] = (lambda mod=mod: tgt_fb.launch(mod, gemm_group_kernel.name, grid, 8 * W, args,
-                                                                 stream=stream, sync=False))
-    fns["group_s4_g8_no_wgmma"]()  # compiled (and cached) while the fallback lowering is selected
+    info["group_k32_s4_no_wgmma"] = sass_and_regs(mod, "group_k32_s4_no_wgmma")
+    fns["group_k32_s4_no_wgmma"] = (lambda mod=mod: tgt_fb.launch(mod, gemm_group_kernel.name, grid, 8 * W, args,
+                                                                  stream=stream, sync=False))
+    fns["group_k32_s4_no_wgmma"]()  # compiled (and cached) while the fallback lowering is selected
     torch.cuda.synchronize()
     ptx_mma.WGMMA_ARCH = 90
     tmod = gemm_tiled_kernel.compile(TM=4, TN=4, WM=2, WN=4, W=W, GM=8, BK=32, STAGES=4)

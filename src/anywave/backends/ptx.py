@@ -219,6 +219,8 @@ class _KernelEmitter:
                        **{id(f.code): f"function {f.name!r}" for f in module.functions}}
         self.cur: tuple[str, int] = (self.labels[id(kernel.code)], 0)
         self.arch = arch
+        #: A slots read by wgmma in flight (committed, not yet waited for)
+        self.wgmma_pending: set[int] = set()
         self.comments = comments
         self.uniform = uses_wave_ops(module, kernel.code)
         #: wave operations under control flow proven warp-uniform: per-thread branches (ptx_mma)
@@ -265,13 +267,27 @@ class _KernelEmitter:
         self._segs.append(None)
 
     def body_end(self, code: Sequence[Instruction]) -> None:
+        self.wgmma_flush()
         seg = self._segs.pop()
         if seg is not None:
             self.out(f"{seg}:", 0)
             self.frag_covered = False
 
+    def wgmma_flush(self, ins: Instruction | None = None) -> None:
+        """Wait for the wgmma groups in flight (ptx_mma: ``mma.group`` commits without waiting)
+        before ``ins`` unless it may run while they are: another ``mma.group`` (the same-shape
+        accumulator chain is ordered by the hardware), a fragment load of an A slot no wgmma in
+        flight reads, or a ``cp.async.wait`` (barriers, control flow and everything else wait)."""
+        if not self.wgmma_pending:
+            return
+        if ins is not None and ptx_mma.may_pass_wgmma(ins, self.wgmma_pending):
+            return
+        self.out("wgmma.wait_group.sync.aligned 0;")
+        self.wgmma_pending = set()
+
     def at(self, code: Sequence[Instruction], i: int) -> None:
         ins = code[i]
+        self.wgmma_flush(ins)
         self.cur = (self.labels.get(id(code), "function"), i)
         boundary = ins.defn.category is Category.CONTROL or ins.defn.op == "barrier"
         seg = self._segs[-1]

@@ -469,6 +469,17 @@ def group_kernel(module: Module, kernel: Kernel) -> bool:
     return any(ins.defn.op == "fgmma" for body in bodies for ins in body)
 
 
+def may_pass_wgmma(ins: Instruction, pending_a: set[int]) -> bool:
+    """Whether ``ins`` may execute while wgmma reading the A slots ``pending_a`` (and their
+    accumulators, and local memory) are in flight: another ``mma.group``, a local-memory load of
+    a different A slot, or a ``cp.async.wait``."""
+    d = ins.defn
+    if d.op == "fgmma" or d.op == "cp_wait":
+        return True
+    return (d.op == "fload" and d.variant.startswith("a.local.") and ins.guard is None
+            and ins.operands[0] not in pending_a)
+
+
 def _e_fgmma(b: Any, ins: Instruction) -> None:
     """``mma.group`` (spec §8.14). On sm_90 one ``wgmma.mma_async.m64nNk16`` per warpgroup (the
     four waves of the group: warp w of it owns rows 16w..16w+15, whose registers are exactly the
@@ -497,10 +508,12 @@ def _e_fgmma(b: Any, ins: Instruction) -> None:
         b(f"mov.b32 {hi}, {(GROUP_ALIGN >> 4) | (1 << 30)};")  # stride byte offset 1024 >> 4; 128B swizzle
         b(f"mov.b64 {dsc}, {{{lo}, {hi}}};")
         dd = ", ".join(frag_reg(d + j, i) for j in range(n // 16) for i in range(8))
-        b("wgmma.fence.sync.aligned;")
+        b("wgmma.fence.sync.aligned;")  # orders this warp's earlier writes of A (and D) before it
         b(f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ab}.{ab} {{{dd}}}, {{{a}}}, {dsc}, 1, 1, 1, 1;")
         b("wgmma.commit_group.sync.aligned;")
-        b("wgmma.wait_group.sync.aligned 0;")
+        # the wait is the kernel emitter's (wgmma_flush): before the next instruction that may
+        # not overlap it, so consecutive mma.group steps (and A loads into other slots) do
+        b.kx.wgmma_pending.add(fa)
     else:
         # lane l names row k = (l & 7) + 8*((l >> 3) & 1) of column block 8*(l >> 4) (+16j)
         k, c, off, x, t8 = b.t(), b.t(), b.t(), b.t(), b.t()

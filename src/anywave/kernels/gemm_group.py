@@ -3,7 +3,7 @@
 
 A workgroup of 8 waves (two groups of four) owns a ``128 x 256`` block of C: wave ``w`` the 16
 rows ``16 w .. 16 w + 15`` of it, all 256 columns, in 16 accumulator fragments (one 16 x 256
-strip) for the whole K loop. K advances ``BK = 32`` at a time through a ring of ``STAGES`` local
+strip) for the whole K loop. K advances ``BK`` (32 or 64) at a time through a ring of ``STAGES`` local
 buffers filled by ``aw.async_copy`` (cp.async) ``STAGES - 1`` slices ahead; per 16-deep step a
 wave loads its 16 x 16 A fragment from the A slice (rows padded by 16 bytes: conflict-free
 ``ldmatrix``) and issues ``aw.mma_group`` on the B slice, which is kept in the swizzled panel
@@ -17,7 +17,7 @@ Accuracy: class ``bounded`` per 16-deep step (spec §8.13), so ``|C - A@B| <= 2^
 :mod:`anywave.kernels.gemm_mma`.
 
 Shapes: A (M, K), B (K, N) row-major, bf16 (f16 with ``f16=True``) in pairs (one u32 = two row
-neighbours); M a multiple of 128, N of 256, K of ``STAGES * 32``; output f32 (M, N). Launch:
+neighbours); M a multiple of 128, N of 256, K of ``STAGES * BK``; output f32 (M, N). Launch:
 ``grid = (N / 256, M / 128)``, ``workgroup = (8 * W,)`` with ``W`` the target's wave width
 (the copies are unrolled for ``8 W`` threads, so ``W`` is a compile-time constant).
 """
@@ -29,26 +29,27 @@ from anywave.kernels.gemm_mma import _gelu_store
 
 #: the block of C of one workgroup and its waves
 BM, BN, WAVES = 128, 256, 8
-#: depth of a K slice; bytes of one slice of B (4 panels of BK rows of 128 bytes)
-BK = 32
-B_STAGE = BK * BN * 2
 
 
 @aw.kernel
 def gemm_group_kernel(a: aw.In[aw.u32], b: aw.In[aw.u32], bias: aw.In[aw.f32], c: aw.Out[aw.f32],
-                      m: aw.i32, n: aw.i32, k: aw.i32, *, W: int = 32, GM: int = 8, STAGES: int = 4,
+                      m: aw.i32, n: aw.i32, k: aw.i32, *, W: int = 32, GM: int = 8, STAGES: int = 4, BK: int = 32,
                       use_bias: bool = False, gelu: bool = False, f16: bool = False):
     elt = aw.f16 if f16 else aw.bf16
     NT = W * 8  # threads
     P = BK * 128  # panel stride (bytes): BK rows of 128 bytes
-    PA = 128 * 4 // NT  # A copy passes: 128 rows x 4 chunks of 16 bytes
+    B_STAGE = BK * 512  # bytes of one slice of B: 4 panels
+    CA = BK // 8  # 16-byte chunks per row of the A slice
+    PA = 128 * CA // NT  # A copy passes: 128 rows x CA chunks
     PB = BK * 32 // NT  # B copy passes: BK rows x 32 chunks
-    assert PA * NT == 512 and PB * NT == BK * 32, "gemm_group: 8 W threads must divide the slices' chunks"
+    assert BK == 32 or BK == 64, "gemm_group: BK must be 32 or 64"
+    assert PA * NT == 128 * CA and PB * NT == BK * 32 and NT % CA == 0, \
+        "gemm_group: 8 W threads must divide the slices' chunks"
     ta = aw.local_array(aw.u32, (STAGES * 128, BK // 2 + 4))
     tb = aw.local_array(aw.u32, (STAGES * B_STAGE // 4,), align=1024)
     stage = aw.local_array(aw.f32, (16 * 8 if gelu else 1, 16))  # the GELU epilogue's staging
     acc = aw.fragments(16, "acc")
-    fa = aw.fragment("a", elt)
+    fa = aw.fragments(BK // 16, "a", elt)  # one per 16-deep step: the next loads while wgmma runs
     t = aw.local_id(0)
     wv = aw.wave_id()
     by = aw.workgroup_id(1)
@@ -64,10 +65,10 @@ def gemm_group_kernel(a: aw.In[aw.u32], b: aw.In[aw.u32], bias: aw.In[aw.f32], c
     cb0 = bx * 256
     kw = k // 2
     nw = n // 2
-    # A: thread t copies chunk t % 4 of rows t // 4 + p * (NT // 4) (u32 words); B: chunk t % 32
+    # A: thread t copies chunk t % CA of rows t // CA + p * (NT // CA) (u32 words); B: chunk t % 32
     # (panel (t % 32) // 8, chunk (t % 32) % 8) of rows t // 32 + p * (NT // 32)
-    ar = t // 4
-    ac = (t % 4) * 4
+    ar = t // CA
+    ac = (t % CA) * 4
     br = t // 32
     bch = t % 32
     ga = (rb0 + ar) * kw + ac
@@ -75,18 +76,19 @@ def gemm_group_kernel(a: aw.In[aw.u32], b: aw.In[aw.u32], bias: aw.In[aw.f32], c
     # the local word of B row br (+ multiples of NT // 32, which keep row mod 8 when NT // 32 is a
     # multiple of 8, else recomputed per pass) and chunk bch
     for st in aw.static_range(STAGES - 1):
-        _slice(a, b, ta, tb, ga, gb, ar, ac, br, bch, kw, nw, st * BK, st, PA, PB, NT, P)
+        _slice(a, b, ta, tb, ga, gb, ar, ac, br, bch, kw, nw, st * BK, st, PA, PB, NT, P, CA, BK)
         aw.async_commit()
     for k0 in range(0, k, STAGES * BK):
         for s in aw.static_range(STAGES):
             aw.async_wait(STAGES - 2)  # this thread's copies of slice k0 + s*BK have landed
             aw.barrier()  # everyone's, and everyone is done with the buffer refilled next
             kn = min(k0 + (s + STAGES - 1) * BK, k - BK)  # the last ones reload the last slice
-            _slice(a, b, ta, tb, ga, gb, ar, ac, br, bch, kw, nw, kn, (s + STAGES - 1) % STAGES, PA, PB, NT, P)
+            _slice(a, b, ta, tb, ga, gb, ar, ac, br, bch, kw, nw, kn, (s + STAGES - 1) % STAGES, PA, PB, NT, P, CA,
+                   BK)
             aw.async_commit()
             for kk in aw.static_range(BK // 16):
-                aw.mma_load(fa, ta, s * 128 + 16 * wv, 16 * kk)
-                aw.mma_group(acc, fa, tb, s * B_STAGE + 2048 * kk, P)
+                aw.mma_load(fa[kk], ta, s * 128 + 16 * wv, 16 * kk)
+                aw.mma_group(acc, fa[kk], tb, s * B_STAGE + 2048 * kk, P)
     aw.async_wait(0)
     r0 = rb0 + 16 * wv
     for j in aw.static_range(16):
@@ -99,10 +101,10 @@ def gemm_group_kernel(a: aw.In[aw.u32], b: aw.In[aw.u32], bias: aw.In[aw.f32], c
 
 
 @aw.func
-def _slice(a, b, ta, tb, ga, gb, ar, ac, br, bch, kw, nw, k0, buf, PA, PB, NT, P):
-    # start the 16-byte copies of the 32-deep slice at k0 into ring buffer buf
+def _slice(a, b, ta, tb, ga, gb, ar, ac, br, bch, kw, nw, k0, buf, PA, PB, NT, P, CA, BK):
+    # start the 16-byte copies of the BK-deep slice at k0 into ring buffer buf
     for p in aw.static_range(PA):
-        aw.async_copy(ta, (buf * 128 + ar + p * (NT // 4), ac), a, ga + p * (NT // 4) * kw + k0 // 2, 4)
+        aw.async_copy(ta, (buf * 128 + ar + p * (NT // CA), ac), a, ga + p * (NT // CA) * kw + k0 // 2, 4)
     for p in aw.static_range(PB):
         r = br + p * (NT // 32)
         word = (buf * (BK * 512) + (bch // 8) * P + r * 128 + (((bch % 8) ^ (r % 8)) * 16)) // 4
