@@ -1,8 +1,8 @@
 """bf16/f16 GEMM on the wave-group MMA (docs/spec.md §8.14, ``mma.group``): ``C = A @ B (+ bias)
 (GELU)``, the fast path on the CUDA target's sm_90 (``wgmma``).
 
-A workgroup of 8 waves (two groups of four) owns a ``128 x 256`` block of C: wave ``w`` the 16
-rows ``16 w .. 16 w + 15`` of it, all 256 columns, in 16 accumulator fragments (one 16 x 256
+A workgroup of ``4 GR`` waves (``GR`` groups of four) owns a ``64 GR x 256`` block of C: wave
+``w`` the 16 rows ``16 w .. 16 w + 15`` of it, all 256 columns, in 16 accumulator fragments (one 16 x 256
 strip) for the whole K loop. K advances ``BK`` (32 or 64) at a time through a ring of ``STAGES`` local
 buffers filled by ``aw.async_copy`` (cp.async) ``STAGES - 1`` slices ahead; per 16-deep step a
 wave loads its 16 x 16 A fragment from the A slice (rows padded by 16 bytes: conflict-free
@@ -17,37 +17,40 @@ Accuracy: class ``bounded`` per 16-deep step (spec §8.13), so ``|C - A@B| <= 2^
 :mod:`anywave.kernels.gemm_mma`.
 
 Shapes: A (M, K), B (K, N) row-major, bf16 (f16 with ``f16=True``) in pairs (one u32 = two row
-neighbours); M a multiple of 128, N of 256, K of ``STAGES * BK``; output f32 (M, N). Launch:
-``grid = (N / 256, M / 128)``, ``workgroup = (8 * W,)`` with ``W`` the target's wave width
-(the copies are unrolled for ``8 W`` threads, so ``W`` is a compile-time constant).
+neighbours); M a multiple of 16 (rows past M in the last block row are read as row M - 1 and
+never stored), N a multiple of 256, K of ``STAGES * BK``; output f32 (M, N). Launch:
+``grid = (N / 256, ceil(M / (64 GR)))``, ``workgroup = (4 GR W,)`` with ``W`` the target's wave
+width (the copies are unrolled for ``4 GR W`` threads, so ``W`` is a compile-time constant).
 """
 
 from __future__ import annotations
 
 import anywave as aw
-from anywave.kernels.gemm_mma import _gelu_store
 
-#: the block of C of one workgroup and its waves
-BM, BN, WAVES = 128, 256, 8
+#: the columns of C of one workgroup (each wave's strip is 16 x 256)
+BN = 256
 
 
 @aw.kernel
 def gemm_group_kernel(a: aw.In[aw.u32], b: aw.In[aw.u32], bias: aw.In[aw.f32], c: aw.Out[aw.f32],
-                      m: aw.i32, n: aw.i32, k: aw.i32, *, W: int = 32, GM: int = 8, STAGES: int = 4, BK: int = 32,
-                      use_bias: bool = False, gelu: bool = False, f16: bool = False):
+                      m: aw.i32, n: aw.i32, k: aw.i32, *, W: int = 32, GR: int = 2, GM: int = 8, STAGES: int = 4,
+                      BK: int = 32, use_bias: bool = False, gelu: bool = False, f16: bool = False):
     elt = aw.f16 if f16 else aw.bf16
-    NT = W * 8  # threads
+    BM = 64 * GR  # GR groups of 4 waves, 64 rows each
+    NT = W * 4 * GR  # threads
     P = BK * 128  # panel stride (bytes): BK rows of 128 bytes
     B_STAGE = BK * 512  # bytes of one slice of B: 4 panels
     CA = BK // 8  # 16-byte chunks per row of the A slice
-    PA = 128 * CA // NT  # A copy passes: 128 rows x CA chunks
-    PB = BK * 32 // NT  # B copy passes: BK rows x 32 chunks
+    PA = BM * CA // NT  # A copy passes: BM rows x CA chunks
+    SA = NT // CA  # rows between a thread's A copies
+    SB = NT // 32  # rows between a thread's B copies
+    PB = -(-BK // SB)  # B copy passes: BK rows x 32 chunks (the last pass partial where SB does not divide BK)
     assert BK == 32 or BK == 64, "gemm_group: BK must be 32 or 64"
-    assert PA * NT == 128 * CA and PB * NT == BK * 32 and NT % CA == 0, \
-        "gemm_group: 8 W threads must divide the slices' chunks"
-    ta = aw.local_array(aw.u32, (STAGES * 128, BK // 2 + 4))
+    assert PA * NT == BM * CA and NT % CA == 0 and NT % 32 == 0, \
+        "gemm_group: the workgroup's threads must divide the slices' chunks"
+    ta = aw.local_array(aw.u32, (STAGES * BM, BK // 2 + 4))
     tb = aw.local_array(aw.u32, (STAGES * B_STAGE // 4,), align=1024)
-    stage = aw.local_array(aw.f32, (16 * 8 if gelu else 1, 16))  # the GELU epilogue's staging
+    stage = aw.local_array(aw.f32, (16 * 4 * GR if gelu else 1, 16))  # the GELU epilogue's staging
     acc = aw.fragments(16, "acc")
     fa = aw.fragments(BK // 16, "a", elt)  # one per 16-deep step: the next loads while wgmma runs
     t = aw.local_id(0)
@@ -61,33 +64,31 @@ def gemm_group_kernel(a: aw.In[aw.u32], b: aw.In[aw.u32], bias: aw.In[aw.f32], c
         rows = min(aw.num_workgroups(1) - first, GM)
         by = first + (pid % (GM * gx)) % rows
         bx = (pid % (GM * gx)) // rows
-    rb0 = by * 128
-    cb0 = bx * 256
+    rb0 = by * BM
+    cb0 = bx * BN
     kw = k // 2
     nw = n // 2
-    # A: thread t copies chunk t % CA of rows t // CA + p * (NT // CA) (u32 words); B: chunk t % 32
-    # (panel (t % 32) // 8, chunk (t % 32) % 8) of rows t // 32 + p * (NT // 32)
+    # A: thread t copies chunk t % CA of rows t // CA + p * SA (u32 words; rows past m read row
+    # m - 1, whose products are never stored); B: chunk t % 32 (panel (t % 32) // 8, chunk
+    # (t % 32) % 8) of rows t // 32 + p * SB
     ar = t // CA
     ac = (t % CA) * 4
     br = t // 32
     bch = t % 32
-    ga = (rb0 + ar) * kw + ac
     gb = br * nw + cb0 // 2 + bch * 4
-    # the local word of B row br (+ multiples of NT // 32, which keep row mod 8 when NT // 32 is a
-    # multiple of 8, else recomputed per pass) and chunk bch
     for st in aw.static_range(STAGES - 1):
-        _slice(a, b, ta, tb, ga, gb, ar, ac, br, bch, kw, nw, st * BK, st, PA, PB, NT, P, CA, BK)
+        _slice(a, b, ta, tb, rb0 + ar, m - 1, gb, ar, ac, br, bch, kw, nw, st * BK, st, BM, PA, PB, SA, SB, P, BK)
         aw.async_commit()
     for k0 in range(0, k, STAGES * BK):
         for s in aw.static_range(STAGES):
             aw.async_wait(STAGES - 2)  # this thread's copies of slice k0 + s*BK have landed
             aw.barrier()  # everyone's, and everyone is done with the buffer refilled next
             kn = min(k0 + (s + STAGES - 1) * BK, k - BK)  # the last ones reload the last slice
-            _slice(a, b, ta, tb, ga, gb, ar, ac, br, bch, kw, nw, kn, (s + STAGES - 1) % STAGES, PA, PB, NT, P, CA,
-                   BK)
+            _slice(a, b, ta, tb, rb0 + ar, m - 1, gb, ar, ac, br, bch, kw, nw, kn, (s + STAGES - 1) % STAGES, BM,
+                   PA, PB, SA, SB, P, BK)
             aw.async_commit()
             for kk in aw.static_range(BK // 16):
-                aw.mma_load(fa[kk], ta, s * 128 + 16 * wv, 16 * kk)
+                aw.mma_load(fa[kk], ta, s * BM + 16 * wv, 16 * kk)
                 aw.mma_group(acc, fa[kk], tb, s * B_STAGE + 2048 * kk, P)
     aw.async_wait(0)
     r0 = rb0 + 16 * wv
@@ -95,17 +96,36 @@ def gemm_group_kernel(a: aw.In[aw.u32], b: aw.In[aw.u32], bias: aw.In[aw.f32], c
         if use_bias:
             aw.mma_bias(acc[j], bias, cb0 + 16 * j)
         if gelu:
-            _gelu_store(c, stage, acc[j], r0, cb0 + 16 * j, n)
-        else:
+            _gelu_rows(c, stage, acc[j], r0, cb0 + 16 * j, m, n)
+        elif r0 < m:  # a wave's 16 rows are all in C or all past it (m is a multiple of 16)
             aw.mma_store(c, acc[j], r0 * n + cb0 + 16 * j, n)
 
 
 @aw.func
-def _slice(a, b, ta, tb, ga, gb, ar, ac, br, bch, kw, nw, k0, buf, PA, PB, NT, P, CA, BK):
+def _slice(a, b, ta, tb, ra, m1, gb, ar, ac, br, bch, kw, nw, k0, buf, BM, PA, PB, SA, SB, P, BK):
     # start the 16-byte copies of the BK-deep slice at k0 into ring buffer buf
     for p in aw.static_range(PA):
-        aw.async_copy(ta, (buf * 128 + ar + p * (NT // CA), ac), a, ga + p * (NT // CA) * kw + k0 // 2, 4)
+        aw.async_copy(ta, (buf * BM + ar + p * SA, ac), a, min(ra + p * SA, m1) * kw + ac + k0 // 2, 4)
+    # a wave's lanes copy one row of B (two at W = 64: an even row and the next), so on a partial
+    # last pass the test of its first row, from the wave id, is the same in all its lanes
+    wrow = (aw.wave_id() * aw.wave_width()) // 32
     for p in aw.static_range(PB):
-        r = br + p * (NT // 32)
-        word = (buf * (BK * 512) + (bch // 8) * P + r * 128 + (((bch % 8) ^ (r % 8)) * 16)) // 4
-        aw.async_copy(tb, word, b, gb + (p * (NT // 32) + k0) * nw, 4)
+        r = br + p * SB
+        if p * SB + SB <= BK or wrow + p * SB < BK:  # compile-time true but on a partial last pass
+            word = (buf * (BK * 512) + (bch // 8) * P + r * 128 + (((bch % 8) ^ (r % 8)) * 16)) // 4
+            aw.async_copy(tb, word, b, gb + (p * SB + k0) * nw, 4)
+
+
+@aw.func
+def _gelu_rows(c, t, frag, row, col, m, n):
+    # as gemm_mma._gelu_store, storing only the rows below m (every wave takes the barriers)
+    wv = aw.wave_id()
+    aw.barrier()
+    aw.mma_store(t, frag, 16 * wv, 0)
+    aw.barrier()
+    if row < m:
+        for e0 in range(0, 256, aw.wave_width()):  # a uniform loop (W divides 256)
+            e = e0 + aw.lane_id()
+            x = t[16 * wv + e // 16, e % 16]
+            y = 0.5 * x * (1.0 + aw.fast_tanh(0.7978845608 * (x + 0.044715 * x * x * x)))
+            c[(row + e // 16) * n + col + e % 16] = y
