@@ -491,6 +491,10 @@ class _KernelEmitter:
 
             plist += ptx_hidden_params(self)
         lines.append(f".visible .entry {k.name}(" + ("\n" + ",\n".join(plist) + "\n" if plist else "") + ")")
+        if k.max_workgroup_size and ptx_mma.group_kernel(self.m, k):
+            # a wgmma kernel sized to its SM (one workgroup of many registers): its declared bound
+            # lets ptxas budget 64K registers over that many threads (else a launch can be refused)
+            lines.append(f".maxntid {k.max_workgroup_size}, 1, 1")
         lines.append("{")
         pro = [f".reg .b32 %r<{max(k.registers, 1)}>;", ".reg .pred %p<8>;",
                ".reg .pred %pe, %pany, %px, %A;",
