@@ -155,7 +155,7 @@ def main() -> None:
     fns["tiled_mma_sync"] = (lambda: tgt.launch(tmod, gemm_tiled_kernel.name, grid, 8 * W, args, stream=stream,
                                                 sync=False))
     fns["cublas"] = lambda: A @ B
-    import anywave.torch  # noqa: F401  (registers torch.ops.anywave.*)
+    import anywave.torch.ops  # noqa: F401  (registers torch.ops.anywave.*, gemm_mma included)
 
     fns["torch_op_gemm_mma"] = lambda: torch.ops.anywave.gemm_mma(A, B)
     h = N // 2  # the torch op and cuBLAS at half the size too

@@ -146,7 +146,7 @@ def test_torch_gemm_mma_on_cuda_within_bound() -> None:
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available():
         pytest.skip("torch has no CUDA")
-    import anywave.torch  # noqa: F401  (registers the ops)
+    import anywave.torch.ops  # noqa: F401  (registers the ops, gemm_mma included)
 
     g = torch.Generator(device="cuda").manual_seed(3)
     a = torch.randn(300, 520, device="cuda", generator=g).to(torch.bfloat16)  # padded to the tile
@@ -157,3 +157,90 @@ def test_torch_gemm_mma_on_cuda_within_bound() -> None:
     kp = -(-520 // 256) * 256
     bound = 2.0 ** -18 * (kp / 16) * (a.double().abs() @ b.double().abs()) * 1.001 + 2.0 ** -22 * ref.abs()
     assert c.shape == (300, 270) and bool(((c.double() - ref).abs() <= bound).all())
+
+
+# ------------------------------------------------------------------ hostile inputs (fresh-eyes report)
+def _two_shapes_kernel():
+    import anywave as aw
+
+    @aw.kernel
+    def two_shapes(a: aw.In[aw.u16], c: aw.Out[aw.f32]):
+        tb = aw.local_array(aw.u16, (4096,), align=1024)
+        acc = aw.fragments(16, "acc")
+        fa = aw.fragment("a", aw.bf16)
+        for e in range(aw.local_id(0), 4096, aw.workgroup_size(0)):
+            tb[e] = 0
+        aw.barrier()
+        aw.mma_load(fa, a, 16 * aw.wave_id() * 16, 16)
+        aw.mma_group(acc, fa, tb, 0, 2048)                           # m64n256 into f0..f15
+        aw.mma_group((acc[0], acc[1], acc[2], acc[3]), fa, tb, 0, 2048)  # m64n64 into f0..f3
+        aw.mma_store(c, acc[0], 0, 16)
+
+    return two_shapes
+
+
+def test_ptx_waits_between_wgmma_of_different_shapes() -> None:
+    # PTX orders only same-shape accumulator chains: a wait must separate the two
+    from anywave.backends import ptx
+
+    text = ptx.translate(_two_shapes_kernel().compile(), "sm_90").text
+    body = text[text.index("m64n256k16"):]
+    assert "m64n64k16" in body
+    assert "wgmma.wait_group.sync.aligned 0;" in body[:body.index("m64n64k16")]
+
+
+@pytest.mark.parametrize("offset", ["1 << 40", "8192", "4096 + 1024", "0 - 1024"])
+def test_mma_group_offset_past_the_tile_is_a_compile_error(offset: str, tmp_path) -> None:
+    import importlib.util
+
+    from anywave.compiler.errors import CompileError
+
+    src = f'''
+import anywave as aw
+
+@aw.kernel
+def k(a: aw.In[aw.u16], c: aw.Out[aw.f32]):
+    tb = aw.local_array(aw.u16, (4096,), align=1024)   # 8192 bytes
+    acc = aw.fragments(16, "acc")
+    fa = aw.fragment("a", aw.bf16)
+    aw.mma_load(fa, a, 0, 16)
+    aw.mma_group(acc, fa, tb, {offset}, 2048)
+    aw.mma_store(c, acc[0], 0, 16)
+'''
+    path = tmp_path / "offset_kernel.py"
+    path.write_text(src)
+    spec = importlib.util.spec_from_file_location("offset_kernel", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    with pytest.raises(CompileError) as e:
+        mod.k.compile()
+    assert "B tile" in str(e.value) and "offset_kernel.py:10" in str(e.value)  # names the call's line
+
+
+@pytest.mark.parametrize("shape", [(0, 16, 16), (16, 0, 16), (16, 16, 0)])
+def test_torch_gemm_mma_empty_dims_like_matmul(shape) -> None:
+    torch = pytest.importorskip("torch")
+    import anywave.torch.ops  # noqa: F401
+
+    m, n, k = shape
+    a = torch.ones(m, k, dtype=torch.bfloat16)
+    b = torch.ones(k, n, dtype=torch.bfloat16)
+    bias = torch.arange(n, dtype=torch.float32)
+    c = torch.ops.anywave.gemm_mma(a, b, bias)
+    assert c.shape == (m, n) and c.dtype == torch.float32
+    assert torch.equal(c, (a.float() @ b.float()) + bias)
+
+
+@pytest.mark.cuda
+def test_cuda_refuses_a_group_kernel_without_whole_wave_groups() -> None:
+    ok, why = _cuda_ok()
+    if not ok:
+        pytest.skip(f"no CUDA: {why}")
+    from anywave.runtime import cuda
+
+    tgt = cuda.CudaTarget(use_cache=False)
+    mod = _two_shapes_kernel().compile()
+    a = np.zeros(16 * 16 * 16, np.uint16)
+    c = np.zeros(256, np.float32)
+    with pytest.raises(cuda.CudaError, match="multiple of 128 threads"):
+        tgt.launch(mod, "two_shapes", (1, 1, 1), (6 * 32, 1, 1), [a, c])

@@ -156,6 +156,8 @@ class PtxKernel:
     checked: bool = False
     #: the guarded accesses, indexed by the site number an error record holds
     sites: tuple = ()
+    #: the kernel uses mma.group: a launch needs a multiple of 4 waves (128 threads) per workgroup
+    wave_groups: bool = False
 
 
 @dataclass(frozen=True)
@@ -219,8 +221,8 @@ class _KernelEmitter:
                        **{id(f.code): f"function {f.name!r}" for f in module.functions}}
         self.cur: tuple[str, int] = (self.labels[id(kernel.code)], 0)
         self.arch = arch
-        #: A slots read by wgmma in flight (committed, not yet waited for)
-        self.wgmma_pending: set[int] = set()
+        #: wgmma in flight (committed, not yet waited for): (mnemonic, first accumulator, A slot)
+        self.wgmma_pending: set[tuple[str, int, int]] = set()
         self.comments = comments
         self.uniform = uses_wave_ops(module, kernel.code)
         #: wave operations under control flow proven warp-uniform: per-thread branches (ptx_mma)
@@ -275,9 +277,10 @@ class _KernelEmitter:
 
     def wgmma_flush(self, ins: Instruction | None = None) -> None:
         """Wait for the wgmma groups in flight (ptx_mma: ``mma.group`` commits without waiting)
-        before ``ins`` unless it may run while they are: another ``mma.group`` (the same-shape
-        accumulator chain is ordered by the hardware), a fragment load of an A slot no wgmma in
-        flight reads, or a ``cp.async.wait`` (barriers, control flow and everything else wait)."""
+        before ``ins`` unless it may run while they are (:func:`ptx_mma.may_pass_wgmma`): another
+        ``mma.group`` of the same shape into the same strip (that accumulator chain is ordered by
+        the hardware), a fragment load of an A slot no wgmma in flight reads, or a
+        ``cp.async.wait`` (barriers, control flow and everything else wait)."""
         if not self.wgmma_pending:
             return
         if ins is not None and ptx_mma.may_pass_wgmma(ins, self.wgmma_pending):
@@ -551,7 +554,8 @@ class _KernelEmitter:
         lines += self.body
         lines.append("    exit;")
         lines.append("}")
-        info = PtxKernel(k.name, params, dynamic, k.local_memory, self.uniform, self.checked, tuple(self.sites))
+        info = PtxKernel(k.name, params, dynamic, k.local_memory, self.uniform, self.checked, tuple(self.sites),
+                         ptx_mma.group_kernel(self.m, k))
         return "\n".join(lines), info
 
 

@@ -469,15 +469,18 @@ def group_kernel(module: Module, kernel: Kernel) -> bool:
     return any(ins.defn.op == "fgmma" for body in bodies for ins in body)
 
 
-def may_pass_wgmma(ins: Instruction, pending_a: set[int]) -> bool:
-    """Whether ``ins`` may execute while wgmma reading the A slots ``pending_a`` (and their
-    accumulators, and local memory) are in flight: another ``mma.group``, a local-memory load of
-    a different A slot, or a ``cp.async.wait``."""
+def may_pass_wgmma(ins: Instruction, pending: set[tuple[str, int, int]]) -> bool:
+    """Whether ``ins`` may execute while the wgmma ``pending`` (``(mnemonic, first accumulator
+    slot, A slot)`` each) are in flight: an ``mma.group`` of the same shape into the same strip
+    (PTX orders only such same-shape accumulator chains), a local-memory load into an A slot
+    none of them reads, or a ``cp.async.wait``."""
     d = ins.defn
-    if d.op == "fgmma" or d.op == "cp_wait":
+    if d.op == "cp_wait":
         return True
+    if d.op == "fgmma":
+        return ins.guard is None and all(m == d.mnemonic and s == ins.operands[0] for m, s, _ in pending)
     return (d.op == "fload" and d.variant.startswith("a.local.") and ins.guard is None
-            and ins.operands[0] not in pending_a)
+            and all(ins.operands[0] != a for _, _, a in pending))
 
 
 def _e_fgmma(b: Any, ins: Instruction) -> None:
@@ -513,7 +516,7 @@ def _e_fgmma(b: Any, ins: Instruction) -> None:
         b("wgmma.commit_group.sync.aligned;")
         # the wait is the kernel emitter's (wgmma_flush): before the next instruction that may
         # not overlap it, so consecutive mma.group steps (and A loads into other slots) do
-        b.kx.wgmma_pending.add(fa)
+        b.kx.wgmma_pending.add((ins.defn.mnemonic, d, fa))
     else:
         # lane l names row k = (l & 7) + 8*((l >> 3) & 1) of column block 8*(l >> 4) (+16j)
         k, c, off, x, t8 = b.t(), b.t(), b.t(), b.t(), b.t()

@@ -251,6 +251,14 @@ def lower_mma_group(fe: Frontend, node: ast.Call, discard: bool) -> None:
             stride % GROUP_ALIGN or (n > 64 and stride < GROUP_PANEL)):
         raise fe.err(node, f"{what}: panel_stride {stride} must be a multiple of {GROUP_ALIGN} bytes and at "
                      f"least {GROUP_PANEL} (16 rows of 128 bytes)")
+    # the bytes read: panels 0 .. N/64 - 1 of 16 rows of 128 bytes (checked here as far as the
+    # compile-time parts go; the run-time part is checked by the emulator, spec §8.14)
+    static_stride = isinstance(stride, int) and not isinstance(stride, bool)
+    end = const + ((n // 64 - 1) * stride if static_stride else 0) + GROUP_PANEL
+    if const < 0 or end > tile.nbytes:
+        raise fe.err(node, f"{what}: the B tile at byte {const} of the local array (its compile-time part) reads "
+                     f"bytes up to {end}, but the array has {tile.nbytes} bytes (16 rows of 128 bytes per panel, "
+                     f"{n // 64} panel(s))")
     off = 0 if isinstance(dyn, int) else dyn
     addr = LocAddr(_u32(fe, node, off, f"{what} offset"), imm)
     fe.emit(f"mma.group.m16n{n}k16.f32.{fa.elem.name}", strip[0].slot, fa.slot, addr,

@@ -7,7 +7,8 @@ both f16, ``bias`` (N,) f32 or None; returns ``a @ b (+ bias) (GELU, tanh form)`
 the ``cuda`` target on PyTorch's current stream (tensor cores: ``wgmma`` through
 :mod:`anywave.kernels.gemm_group` on sm_90, ``mma.sync`` through ``gemm_tiled_kernel`` elsewhere); CPU tensors
 on the CPU target of :func:`anywave.torch.ops.set_cpu_target`. Shapes that are not multiples of
-the tile are padded with zeros (a copy). Raises :class:`~anywave.torch.ops.OpDtypeError` /
+the tile are padded with zeros (a copy); an empty M, N or K gives zeros (plus the bias), as
+``torch.matmul`` does. ``import anywave.torch.ops`` registers it. Raises :class:`~anywave.torch.ops.OpDtypeError` /
 :class:`~anywave.torch.ops.OpInputError`.
 """
 
@@ -60,6 +61,13 @@ def gemm_mma(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = None,
     """``a @ b (+ bias) (GELU)`` on MMA fragments; float32 (M, N). See the module docstring."""
     m, n, k = _check(a, b, bias)
     dev = O._same_device("gemm_mma", a=a, b=b) if bias is None else O._same_device("gemm_mma", a=a, b=b, bias=bias)
+    if m == 0 or n == 0 or k == 0:  # as torch.matmul: an empty sum is 0 (then the bias and GELU)
+        out = torch.zeros((m, n), dtype=torch.float32, device=dev)
+        if bias is not None:
+            out = out + bias
+        if gelu:
+            out = 0.5 * out * (1.0 + torch.tanh(0.7978845608 * (out + 0.044715 * out * out * out)))
+        return out
     cuda = dev.type == "cuda"
     w = CUDA_WAVE_WIDTH if cuda else int(O.current_cpu_target().info.wave_width)
     index = (dev.index if dev.index is not None else torch.cuda.current_device()) if cuda else 0
