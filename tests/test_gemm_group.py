@@ -244,3 +244,26 @@ def test_cuda_refuses_a_group_kernel_without_whole_wave_groups() -> None:
     c = np.zeros(256, np.float32)
     with pytest.raises(cuda.CudaError, match="multiple of 128 threads"):
         tgt.launch(mod, "two_shapes", (1, 1, 1), (6 * 32, 1, 1), [a, c])
+
+
+@pytest.mark.parametrize("shape,W", [((50, 300, 70), 8), ((16, 256, 64), 32), ((1, 1, 1), 16)])
+def test_gemm_group_wrapper_pads_to_the_contract(shape, W) -> None:
+    # the kernel trusts its launch contract; the wrapper keeps it for any shape (integers: exact)
+    from anywave.kernels.gemm_group import gemm_group
+
+    m, n, k = shape
+    rng = np.random.default_rng(m + n + k)
+    a = rng.integers(-4, 5, (m, k)).astype(ml_dtypes.bfloat16)
+    b = rng.integers(-4, 5, (k, n)).astype(ml_dtypes.bfloat16)
+    bias = rng.integers(-4, 5, n).astype(np.float32)
+    c = gemm_group(a, b, bias, target="emulator", wave_width=W)
+    assert c.shape == (m, n)
+    assert np.array_equal(c, a.astype(np.float64) @ b.astype(np.float64) + bias)
+
+
+def test_gemm_group_wrapper_rejects_mismatched_shapes() -> None:
+    from anywave.kernels._launch import KernelInputError
+    from anywave.kernels.gemm_group import gemm_group
+
+    with pytest.raises(KernelInputError, match="inner dimensions"):
+        gemm_group(np.zeros((4, 5), np.float32), np.zeros((6, 7), np.float32), target="emulator")

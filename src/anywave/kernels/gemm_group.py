@@ -21,11 +21,19 @@ neighbours); M a multiple of 16 (rows past M in the last block row are read as r
 never stored), N a multiple of 256, K of ``STAGES * BK``; output f32 (M, N). Launch:
 ``grid = (N / 256, ceil(M / (64 GR)))``, ``workgroup = (4 GR W,)`` with ``W`` the target's wave
 width (the copies are unrolled for ``4 GR W`` threads, so ``W`` is a compile-time constant).
+The kernel trusts these (a mismatch gives wrong results, not an error); :func:`gemm_group`
+keeps them for NumPy arrays, ``torch.ops.anywave.gemm_mma`` for tensors.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
+import numpy as np
+
 import anywave as aw
+from anywave.kernels._launch import KernelInputError
+from anywave.kernels.gemm_mma import _as16
 
 #: the columns of C of one workgroup (each wave's strip is 16 x 256)
 BN = 256
@@ -129,3 +137,46 @@ def _gelu_rows(c, t, frag, row, col, m, n):
             x = t[16 * wv + e // 16, e % 16]
             y = 0.5 * x * (1.0 + aw.fast_tanh(0.7978845608 * (x + 0.044715 * x * x * x)))
             c[(row + e // 16) * n + col + e % 16] = y
+
+
+def gemm_group(a: Any, b: Any, bias: Any = None, *, gelu: bool = False, target: str | None = None,
+               wave_width: int | None = None, GR: int = 2, BK: int = 32, STAGES: int = 2) -> np.ndarray:
+    """``a @ b (+ bias) (then GELU)`` through :func:`gemm_group_kernel`, with its launch contract
+    kept: bf16 inputs (f16 when ``a`` is float16), f32 output.
+
+    Args:
+        a: (M, K), b: (K, N) arrays (converted to bf16 unless ``a`` is float16).
+        bias: optional (N,) f32.
+        target, wave_width: where to run (default target; W default 32: the kernel's copies are
+            unrolled for it, so it is compiled for the W it is launched at).
+        GR, BK, STAGES: the tiling (``64 GR x 256`` blocks of ``4 GR`` waves; K slices of BK in a
+            ring of STAGES; the defaults fit the emulator's 64 KiB of local memory).
+    Returns: (M, N) float32. K is padded with zeros to a multiple of ``STAGES * BK``, N to 256 and
+    M to 16 (the padding adds nothing to the products).
+    Raises: KernelInputError on arrays that are not 2-D or whose inner sizes differ.
+    """
+    f16 = np.asarray(a).dtype == np.float16
+    A, B = _as16(a, "a", f16), _as16(b, "b", f16)
+    M, K = A.shape
+    K2, N = B.shape
+    if K != K2:
+        raise KernelInputError(f"gemm_group: a is {A.shape} but b is {B.shape} (inner dimensions differ)")
+    kb = STAGES * BK
+    Mp, Np, Kp = max(16, -(-M // 16) * 16), max(BN, -(-N // BN) * BN), max(kb, -(-K // kb) * kb)
+    if (Mp, Kp) != (M, K):
+        A = np.pad(A, ((0, Mp - M), (0, Kp - K)))
+    if (Kp, Np) != (K, N):
+        B = np.pad(B, ((0, Kp - K), (0, Np - N)))
+    bvec = np.zeros(Np, np.float32)
+    if bias is not None:
+        bb = np.asarray(bias, np.float32).reshape(-1)
+        if bb.shape != (N,):
+            raise KernelInputError(f"gemm_group: bias must have shape ({N},), got {bb.shape}")
+        bvec[:N] = bb
+    out = np.zeros((Mp, Np), np.float32)
+    W = wave_width or 32
+    gemm_group_kernel(np.ascontiguousarray(A).reshape(-1).view(np.uint32), np.ascontiguousarray(B).reshape(-1).view(
+        np.uint32), bvec, out.reshape(-1), Mp, Np, Kp, grid=(Np // BN, -(-Mp // (64 * GR))),
+        workgroup=(4 * GR * W, 1, 1), target=target, wave_width=wave_width, W=W, GR=GR, BK=BK, STAGES=STAGES,
+        GM=0, use_bias=bias is not None, gelu=gelu, f16=f16)
+    return out[:M, :N]
