@@ -267,3 +267,87 @@ def test_gemm_group_wrapper_rejects_mismatched_shapes() -> None:
 
     with pytest.raises(KernelInputError, match="inner dimensions"):
         gemm_group(np.zeros((4, 5), np.float32), np.zeros((6, 7), np.float32), target="emulator")
+
+
+# ------------------------------------------------------------------ mma.group.async (in flight until mma.wait)
+_ASYNC_SRC = '''
+import anywave as aw
+
+@aw.kernel
+def k(a: aw.In[aw.u16], c: aw.Out[aw.f32], *, MODE: int = 0):
+    tb = aw.local_array(aw.u16, (2 * 16 * 64,), align=1024)   # two 16x64 B tiles (P = 2048)
+    acc = aw.fragments(4, "acc")
+    fa = aw.fragments(2, "a", aw.bf16)
+    for e in range(aw.local_id(0), 2 * 1024, aw.workgroup_size(0)):
+        tb[e] = a[e % 256]
+    aw.barrier()
+    aw.mma_load(fa[0], a, 16 * aw.wave_id() * 16, 16)
+    aw.mma_group_async(acc, fa[0], tb, 0, 2048)
+    if MODE == 1:
+        aw.mma_store(c, acc[0], 0, 16)            # reads an accumulator in flight
+    if MODE == 2:
+        aw.mma_load(fa[0], a, 0, 16)               # rewrites the A slot in flight
+    if MODE == 3:
+        tb[aw.local_id(0)] = 7                     # rewrites B bytes in flight (tile 0)
+    if MODE == 4:
+        tb[1024 + aw.local_id(0)] = 7              # writes the other tile: allowed
+    aw.mma_group_async(acc, fa[1], tb, 0, 2048)    # the same strip and shape: ordered after the first
+    aw.mma_group_wait(0)
+    for j in aw.static_range(4):
+        aw.mma_store(c, acc[j], (16 * aw.wave_id()) * 64 + 16 * j, 64)
+'''
+
+
+def _async_kernel(tmp_path):
+    import importlib.util
+
+    path = tmp_path / "async_kernel.py"
+    path.write_text(_ASYNC_SRC)
+    spec = importlib.util.spec_from_file_location("async_kernel", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.k
+
+
+@pytest.mark.parametrize("W", [8, 32])
+def test_async_group_results_and_hazards(tmp_path, W: int) -> None:
+    from anywave.errors import EmulationError
+
+    k = _async_kernel(tmp_path)
+    rng = np.random.default_rng(W)
+    a = rng.integers(-4, 5, 4096).astype(ml_dtypes.bfloat16).view(np.uint16)
+    c = np.full(64 * 64, np.nan, np.float32)
+    for mode, want in ((0, None), (4, None), (1, "uses fragment f0"), (2, "uses fragment f4"),
+                       (3, "was written while that product was in flight")):
+        c[:] = np.nan
+        def run(mode=mode) -> None:
+            k(a, c, grid=1, workgroup=4 * W, target="emulator", wave_width=W, MODE=mode)
+
+        if want is None:
+            run()
+            # expectation: each wave's strip = A_w @ B (twice: fa[1] is +0.0, so the second adds 0)
+            A = a.view(ml_dtypes.bfloat16).astype(np.float64)
+            tile = np.zeros((16, 64))
+            tbv = np.resize(a.view(ml_dtypes.bfloat16).astype(np.float64)[:256], 1024)  # the bytes written
+            for kk in range(16):  # invert the swizzled layout (spec §8.14) of tile 0
+                for n in range(64):
+                    off = 128 * kk + 16 * (((n % 64) // 8) ^ (kk % 8)) + 2 * (n % 8)
+                    tile[kk, n] = tbv[off // 2]
+            for w in range(4):
+                Aw = A[16 * w * 16:16 * w * 16 + 256].reshape(16, 16)
+                assert np.array_equal(c.reshape(64, 64)[16 * w:16 * w + 16], Aw @ tile), (mode, w)
+        else:
+            with pytest.raises(EmulationError, match=want):
+                run()
+
+
+def test_ptx_async_group_waits_only_where_the_program_says() -> None:
+    from anywave.backends import ptx
+
+    text = ptx.translate(gemm_group_kernel.compile(W=32, GR=2, BK=64, STAGES=4, ASYNC=True), "sm_90").text
+    body = text[text.index(".entry"):]
+    assert body.count("wgmma.mma_async") == 16
+    # one wait_group 4 per slice before its barrier, then 0 at the end (and before exit)
+    assert re.findall(r"wgmma\.wait_group\.sync\.aligned (\d)", body) == ["4"] * 4 + ["0", "0"]
+    t80 = ptx.translate(gemm_group_kernel.compile(W=32, GR=2, BK=32, STAGES=4, ASYNC=True), "sm_80").text
+    assert "wgmma" not in t80 and "mma.sync.aligned.m16n8k16" in t80

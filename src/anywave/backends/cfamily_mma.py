@@ -180,3 +180,12 @@ def _felementwise(x: Any, ins: Instruction) -> list[str]:
 
 HANDLERS = {"fload": _fload, "fstore": _fstore, "fmma": _fmma, "ffill": _felementwise,
             "fscale": _felementwise, "fbias": _felementwise}
+
+
+def _fwait(x: Any, ins: Instruction) -> list[str]:
+    """``mma.wait N`` (spec §8.14): this backend completes an ``mma.group.async`` when it is
+    issued, so there is nothing left to wait for."""
+    return []
+
+
+HANDLERS["fwait"] = _fwait

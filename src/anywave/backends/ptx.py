@@ -223,6 +223,8 @@ class _KernelEmitter:
         self.arch = arch
         #: wgmma in flight (committed, not yet waited for): (mnemonic, first accumulator, A slot)
         self.wgmma_pending: set[tuple[str, int, int]] = set()
+        #: the kernel issues mma.group.async as wgmma: wait for them all before it exits
+        self.wgmma_async = arch == ptx_mma.WGMMA_ARCH and ptx_mma.async_group_kernel(module, kernel)
         self.comments = comments
         self.uniform = uses_wave_ops(module, kernel.code)
         #: wave operations under control flow proven warp-uniform: per-thread branches (ptx_mma)
@@ -407,6 +409,8 @@ class _KernelEmitter:
 
     def thread_ret(self, call: Frame | None, guard: Pred | None) -> None:
         if call is None:
+            if self.wgmma_async:
+                self.out("wgmma.wait_group.sync.aligned 0;")
             self.out(f"{self._guard(guard)}exit;")
         else:
             self.out(f"{self._guard(guard)}bra {call.tag}_ret;")
@@ -552,6 +556,8 @@ class _KernelEmitter:
         pro += ptx_mma.declarations(self.m, k.code)  # fragment registers (spec 8.14), +0.0
         lines += ["    " + p for p in pro]
         lines += self.body
+        if self.wgmma_async:
+            lines.append("    wgmma.wait_group.sync.aligned 0;")
         lines.append("    exit;")
         lines.append("}")
         info = PtxKernel(k.name, params, dynamic, k.local_memory, self.uniform, self.checked, tuple(self.sites),

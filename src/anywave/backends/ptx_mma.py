@@ -32,7 +32,7 @@ from typing import Any
 from anywave.backends.lowering.fragments import fragment_slots
 from anywave.binary.module import DeviceAddr, Instruction, Kernel, LocalAddr, Module, Pred, reachable_functions
 from anywave.binary.structure import If, Loop, parse
-from anywave.isa.mma import GROUP_ALIGN, FragKind, fragment_kinds, group_n
+from anywave.isa.mma import GROUP_ALIGN, FragKind, fragment_kinds, group_async, group_n
 from anywave.isa.table import Category, Flag, Operand
 from anywave.isa.types import ScalarType as T
 from anywave.isa.types import SpecialRegister as SR
@@ -483,6 +483,21 @@ def may_pass_wgmma(ins: Instruction, pending: set[tuple[str, int, int]]) -> bool
             and all(ins.operands[0] != a for _, _, a in pending))
 
 
+def async_group_kernel(module: Module, kernel: Kernel) -> bool:
+    """Whether a kernel (or a function it reaches) uses ``mma.group.async``."""
+    bodies = [kernel.code] + [module.functions[f].code for f in reachable_functions(module.functions, kernel.code)]
+    return any(group_async(ins.defn) for body in bodies for ins in body)
+
+
+def _e_fwait(b: Any, ins: Instruction) -> None:
+    """``mma.wait N``: on sm_90 ``wgmma.wait_group N`` (each ``mma.group.async`` is one committed
+    group); elsewhere ``mma.group.async`` completes when issued, so there is nothing to wait for."""
+    if b.kx.arch == WGMMA_ARCH:
+        b(f"wgmma.wait_group.sync.aligned {int(ins.operands[0])};")
+        if int(ins.operands[0]) == 0:
+            b.kx.wgmma_pending = set()
+
+
 def _e_fgmma(b: Any, ins: Instruction) -> None:
     """``mma.group`` (spec §8.14). On sm_90 one ``wgmma.mma_async.m64nNk16`` per warpgroup (the
     four waves of the group: warp w of it owns rows 16w..16w+15, whose registers are exactly the
@@ -514,9 +529,11 @@ def _e_fgmma(b: Any, ins: Instruction) -> None:
         b("wgmma.fence.sync.aligned;")  # orders this warp's earlier writes of A (and D) before it
         b(f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ab}.{ab} {{{dd}}}, {{{a}}}, {dsc}, 1, 1, 1, 1;")
         b("wgmma.commit_group.sync.aligned;")
-        # the wait is the kernel emitter's (wgmma_flush): before the next instruction that may
-        # not overlap it, so consecutive mma.group steps (and A loads into other slots) do
-        b.kx.wgmma_pending.add((ins.defn.mnemonic, d, fa))
+        # mma.group: the wait is the kernel emitter's (wgmma_flush), before the next instruction
+        # that may not overlap it, so consecutive mma.group steps (and A loads into other slots)
+        # do; mma.group.async: the program's mma.wait
+        if not group_async(ins.defn):
+            b.kx.wgmma_pending.add((ins.defn.mnemonic, d, fa))
     else:
         # lane l names row k = (l & 7) + 8*((l >> 3) & 1) of column block 8*(l >> 4) (+16j)
         k, c, off, x, t8 = b.t(), b.t(), b.t(), b.t(), b.t()
@@ -543,7 +560,7 @@ def _e_fgmma(b: Any, ins: Instruction) -> None:
 
 
 EMITTERS = {"fload": _e_fload, "fstore": _e_fstore, "fmma": _e_fmma, "ffill": _e_felementwise,
-            "fscale": _e_felementwise, "fbias": _e_felementwise, "fgmma": _e_fgmma}
+            "fscale": _e_felementwise, "fbias": _e_felementwise, "fgmma": _e_fgmma, "fwait": _e_fwait}
 
 
 def unsupported_reason(defn: Any, arch: int) -> str | None:

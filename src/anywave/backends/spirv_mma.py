@@ -229,3 +229,11 @@ def _felementwise(x: _Lowering, ins: Instruction) -> None:
 
 HANDLERS = {"fload": _fload, "fstore": _fstore, "fmma": _fmma, "ffill": _felementwise,
             "fscale": _felementwise, "fbias": _felementwise}
+
+
+def _fwait(x: _Lowering, ins: Instruction) -> None:
+    """``mma.wait N`` (spec §8.14): this backend completes an ``mma.group.async`` when it is
+    issued, so there is nothing left to wait for."""
+
+
+HANDLERS["fwait"] = _fwait

@@ -10,7 +10,11 @@ wave loads its 16 x 16 A fragment from the A slice (rows padded by 16 bytes: con
 layout: four panels of 64 columns, each ``BK`` rows of 128 bytes whose 16-byte chunks are
 permuted by ``xor (row mod 8)`` (the copies write it that way: a warp's 32 chunks of one B row are
 4 panels x 8 chunks, conflict-free, from 512 contiguous device bytes). Blocks are visited in
-groups of ``GM`` block rows (``GM = 0``: launch order).
+groups of ``GM`` block rows (``GM = 0``: launch order). With ``ASYNC`` the products are
+``aw.mma_group_async``: a slice's products run on while the next slice's barrier and copies
+are issued (the ring then copies ``STAGES - 2`` slices ahead, so the buffer they read is not
+refilled until an ``aw.mma_group_wait`` has completed them, and alternate slices use two sets of A
+slots).
 
 Accuracy: class ``bounded`` per 16-deep step (spec §8.13), so ``|C - A@B| <= 2^-18 * (K/16) *
 (|A| @ |B|) * (1 + 2^-18)^(K/16)`` elementwise (plus the bias/GELU roundings), as
@@ -42,7 +46,8 @@ BN = 256
 @aw.kernel
 def gemm_group_kernel(a: aw.In[aw.u32], b: aw.In[aw.u32], bias: aw.In[aw.f32], c: aw.Out[aw.f32],
                       m: aw.i32, n: aw.i32, k: aw.i32, *, W: int = 32, GR: int = 2, GM: int = 8, STAGES: int = 4,
-                      BK: int = 32, use_bias: bool = False, gelu: bool = False, f16: bool = False):
+                      BK: int = 32, ASYNC: bool = False, use_bias: bool = False, gelu: bool = False,
+                      f16: bool = False):
     elt = aw.f16 if f16 else aw.bf16
     BM = 64 * GR  # GR groups of 4 waves, 64 rows each
     NT = W * 4 * GR  # threads
@@ -54,13 +59,18 @@ def gemm_group_kernel(a: aw.In[aw.u32], b: aw.In[aw.u32], bias: aw.In[aw.f32], c
     SB = NT // 32  # rows between a thread's B copies
     PB = -(-BK // SB)  # B copy passes: BK rows x 32 chunks (the last pass partial where SB does not divide BK)
     assert BK == 32 or BK == 64, "gemm_group: BK must be 32 or 64"
+    assert not ASYNC or (STAGES >= 4 and STAGES % 2 == 0), "gemm_group: ASYNC needs an even STAGES >= 4"
+    NKK = BK // 16  # 16-deep steps per slice
+    D = STAGES - 2 if ASYNC else STAGES - 1  # slices copied ahead (ASYNC: a slice's products run into the next)
     assert PA * NT == BM * CA and NT % CA == 0 and NT % 32 == 0, \
         "gemm_group: the workgroup's threads must divide the slices' chunks"
     ta = aw.local_array(aw.u32, (STAGES * BM, BK // 2 + 4))
     tb = aw.local_array(aw.u32, (STAGES * B_STAGE // 4,), align=1024)
     stage = aw.local_array(aw.f32, (16 * 4 * GR if gelu else 1, 16))  # the GELU epilogue's staging
     acc = aw.fragments(16, "acc")
-    fa = aw.fragments(BK // 16, "a", elt)  # one per 16-deep step: the next loads while wgmma runs
+    # one A slot per 16-deep step (the next loads while the product runs); ASYNC: two sets, for
+    # alternate slices (the previous slice's products still read theirs)
+    fa = aw.fragments(NKK * (2 if ASYNC else 1), "a", elt)
     t = aw.local_id(0)
     wv = aw.wave_id()
     by = aw.workgroup_id(1)
@@ -84,21 +94,29 @@ def gemm_group_kernel(a: aw.In[aw.u32], b: aw.In[aw.u32], bias: aw.In[aw.f32], c
     br = t // 32
     bch = t % 32
     gb = br * nw + cb0 // 2 + bch * 4
-    for st in aw.static_range(STAGES - 1):
+    for st in aw.static_range(D):
         _slice(a, b, ta, tb, rb0 + ar, m - 1, gb, ar, ac, br, bch, kw, nw, st * BK, st, BM, PA, PB, SA, SB, P, BK)
         aw.async_commit()
     for k0 in range(0, k, STAGES * BK):
         for s in aw.static_range(STAGES):
-            aw.async_wait(STAGES - 2)  # this thread's copies of slice k0 + s*BK have landed
+            aw.async_wait(D - 1)  # this thread's copies of slice k0 + s*BK have landed
+            if ASYNC:
+                aw.mma_group_wait(NKK)  # this wave's products of two slices back are done (the last slice's run on)
             aw.barrier()  # everyone's, and everyone is done with the buffer refilled next
-            kn = min(k0 + (s + STAGES - 1) * BK, k - BK)  # the last ones reload the last slice
-            _slice(a, b, ta, tb, rb0 + ar, m - 1, gb, ar, ac, br, bch, kw, nw, kn, (s + STAGES - 1) % STAGES, BM,
+            kn = min(k0 + (s + D) * BK, k - BK)  # the last ones reload the last slice
+            _slice(a, b, ta, tb, rb0 + ar, m - 1, gb, ar, ac, br, bch, kw, nw, kn, (s + D) % STAGES, BM,
                    PA, PB, SA, SB, P, BK)
             aw.async_commit()
-            for kk in aw.static_range(BK // 16):
-                aw.mma_load(fa[kk], ta, s * BM + 16 * wv, 16 * kk)
-                aw.mma_group(acc, fa[kk], tb, s * B_STAGE + 2048 * kk, P)
+            for kk in aw.static_range(NKK):
+                f = fa[(s % 2) * NKK + kk] if ASYNC else fa[kk]
+                aw.mma_load(f, ta, s * BM + 16 * wv, 16 * kk)
+                if ASYNC:
+                    aw.mma_group_async(acc, f, tb, s * B_STAGE + 2048 * kk, P)
+                else:
+                    aw.mma_group(acc, f, tb, s * B_STAGE + 2048 * kk, P)
     aw.async_wait(0)
+    if ASYNC:
+        aw.mma_group_wait(0)
     r0 = rb0 + 16 * wv
     for j in aw.static_range(16):
         if use_bias:
