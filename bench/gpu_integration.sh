@@ -56,6 +56,7 @@ step mma 150 python3 bench/gpu_mma.py
 [ -f "$OUT/gpu_mma.json" ] && mv "$OUT/gpu_mma.json" "$R/"
 step async-spill 120 python3 bench/gpu_async_spill.py --out "$R"
 step mma-limits 90 env OUT="$R" python3 bench/gpu_mma_limits.py
+step group-gemm 90 env OUT="$R" python3 bench/gpu_group_gemm.py
 step torch-op-overhead 120 python3 bench/bench_torch_op_overhead.py --out "$R"
 step compile-time 150 python3 bench/bench_compile.py --only gemm --repeat 10 --baseline bench/results/compile_h200_host_2026-12-01.json --out "$R/compile_gpu_host.json"
 step arrays-overhead 60 python3 bench/bench_arrays.py overhead --calls 1000 --rounds 11 --out "$R"

@@ -200,3 +200,38 @@ def test_mismatching_disk_entry_is_a_miss(planted: str) -> None:
     k(x, y, grid=1, workgroup=1, target="emulator")
     assert float(y[0]) == 42.0
     assert p.read_bytes() != data  # rewritten with the right kernel
+
+
+def test_library_kernel_helpers_are_keyed_by_source(tmp_path) -> None:
+    """A kernel-library (``anywave.kernels``) ``@aw.func`` is keyed by its source: the compiler
+    hash covers only the compiler's packages, so naming such a helper (as for the standard
+    library) served a stale kernel after the helper changed (seen with
+    ``gemm_group._slice``). A module of that package written twice, with one literal changed,
+    must give two keys and two results."""
+    import sys
+
+    keys, outs = [], []
+    for v in (1.0, 2.0):
+        path = tmp_path / f"helper_{int(v)}.py"
+        path.write_text("import anywave as aw\n\n\n@aw.func\ndef helper(x):\n"
+                        f"    return x + {v}\n")
+        spec = importlib.util.spec_from_file_location("anywave.kernels._fp_probe", path)
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules["anywave.kernels._fp_probe"] = mod
+        try:
+            spec.loader.exec_module(mod)
+
+            @aw.kernel
+            def k(o: aw.Out[aw.f32]):
+                o[0] = mod.helper(1.0)  # noqa: B023 - compiled and run inside this iteration
+
+            keys.append(k.cache_key({}))
+            out = np.zeros(1, np.float32)
+            k(out, grid=1, workgroup=1)
+            outs.append(float(out[0]))
+        finally:
+            sys.modules.pop("anywave.kernels._fp_probe", None)
+    assert keys[0] != keys[1]
+    assert outs == [2.0, 3.0]
+    assert fpmod.fingerprint(importlib.import_module("anywave.kernels.gemm_group").gemm_group_kernel.fn).text.count(
+        "wrow = (aw.wave_id() * aw.wave_width()) // 32") == 1

@@ -1,6 +1,7 @@
 """Fragment MMA on vendor matrix units in the C family (issue 15 item 3): HIP WMMA on RDNA 3
-(gfx11, wave32). No AMD GPU here: the HIP source is checked as text and compiled by the installed
-hipcc for gfx1100 (the v_wmma instructions must be in the machine code); the W = 32 accumulator
+(gfx11, wave32) and MFMA on CDNA (gfx90a, gfx940; wave64). No AMD GPU here: the HIP source is
+checked as text and compiled by the installed hipcc for gfx1100, gfx90a and gfx940 (the v_wmma /
+v_mfma instructions must be in the machine code); the W = 32 accumulator
 layout it relies on is checked for bits through OpenCL, which runs the same C-family lowering's
 loop on the Intel CPU runtime."""
 
@@ -56,6 +57,29 @@ def test_hipcc_builds_v_wmma_for_gfx1100(tmp_path: Path) -> None:
     asm = out.read_text()
     assert len(re.findall(r"v_wmma_f32_16x16x16_f16\b", asm)) == 3
     assert len(re.findall(r"v_wmma_f32_16x16x16_bf16\b", asm)) == 3
+
+
+@pytest.mark.skipif(HIPCC is None, reason="hipcc not installed")
+@pytest.mark.parametrize("arch,bf16_name", [("gfx90a", "v_mfma_f32_16x16x16bf16_1k"),
+                                            ("gfx940", "v_mfma_f32_16x16x16_bf16")])
+def test_hipcc_builds_v_mfma_for_cdna(tmp_path: Path, arch: str, bf16_name: str) -> None:
+    """The W = 64 kernels' MFMA blocks (``__builtin_amdgcn_mfma_f32_16x16x16{bf16_1k,f16}``), device
+    code only, at -O3: one v_mfma per fragment mma, 3 per element type (the loop is the #else)."""
+    from anywave.backends.hip import BUILD_OPTIONS
+
+    src = tmp_path / "frag64.hip"
+    src.write_text(_frag_hip(64))
+    out = tmp_path / "frag64.s"
+    r = subprocess.run([HIPCC, f"--offload-arch={arch}", "-nogpulib", "--cuda-device-only", "-S", "-O3",
+                        *BUILD_OPTIONS, str(src), "-o", str(out)], capture_output=True, text=True,
+                       env=dict(os.environ, HIP_PLATFORM="amd"), timeout=300)
+    if r.returncode != 0 and arch in r.stderr and "unknown" in r.stderr.lower():
+        pytest.skip(f"this hipcc cannot target {arch}: {r.stderr[-300:]}")
+    assert r.returncode == 0, r.stderr[-2000:]
+    asm = out.read_text()
+    assert len(re.findall(rf"{bf16_name}\b", asm)) == 3
+    f16_name = bf16_name.replace("bf16_1k", "f16").replace("_bf16", "_f16")
+    assert len(re.findall(rf"{f16_name}\b", asm)) == 3
 
 
 @pytest.mark.opencl

@@ -43,7 +43,10 @@ needs_ptxas = pytest.mark.skipif(PTXAS is None, reason="ptxas not found on PATH"
 def _ptxas(text: str, arch: str, tmp_path: Path) -> None:
     src = tmp_path / f"m_{arch}.ptx"
     src.write_text(text)
-    r = subprocess.run([PTXAS, f"-arch={arch}", str(src), "-o", str(tmp_path / "m.cubin")],
+    # the PTX names its target: arch, or sm_90a where mma.group is wgmma (then only that target)
+    target = re.search(r"^\.target (\S+)", text, re.M).group(1)
+    assert target in (arch, f"{arch}a" if arch == "sm_90" else arch), target
+    r = subprocess.run([PTXAS, f"-arch={target}", str(src), "-o", str(tmp_path / "m.cubin")],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr[:3000]
 
@@ -78,8 +81,11 @@ def _all_entries_module(skip: set[str] = frozenset()) -> Module:
         if d.category is Category.CONTROL or d.mnemonic in skip:
             continue
         fk = fragment_kinds(d)  # fragment operands: one slot per fragment kind
-        code.append(Instruction(d, tuple(_FRAG_SLOTS.setdefault(fk[i], len(_FRAG_SLOTS)) if fk[i] is not None
-                                         else _operand(k, d) for i, k in enumerate(d.operands))))
+        ops = [_FRAG_SLOTS.setdefault(fk[i], len(_FRAG_SLOTS)) if fk[i] is not None else _operand(k, d)
+               for i, k in enumerate(d.operands)]
+        if d.op == "fgmma":  # mma.group: its accumulator strip in f16..f31 (16 slots at most), B at 1024
+            ops[0], ops[2] = 16, LocalAddr(2, 1024)
+        code.append(Instruction(d, tuple(ops)))
     code.append(Instruction.make("loop"))
     code.append(Instruction.make("if", Pred(3)))
     code.append(Instruction.make("break", guard=Pred(4)))

@@ -17,7 +17,8 @@ a unit that shares B between the four waves of a group, so every lane reads the 
 needs from local memory at the swizzled panel layout's offsets (``anywave.isa.mma.group_b_offset``)
 between two wave barriers (as a local ``mma.load``) and sums ``k = 0..15`` in order with ``fma``,
 accumulator slot D+j from column block j: the emulator's order, bit-identical. HIP uses this loop
-on every device (no MFMA/WMMA path for it).
+on every device (no MFMA/WMMA path for it). ``mma.group.async`` is the same loop (complete at
+its issue), so ``mma.wait`` has nothing to wait for.
 """
 
 from __future__ import annotations
@@ -218,3 +219,12 @@ def _felementwise(x: Any, ins: Instruction) -> list[str]:
 
 HANDLERS = {"fload": _fload, "fstore": _fstore, "fmma": _fmma, "ffill": _felementwise,
             "fscale": _felementwise, "fbias": _felementwise, "fgmma": _fgmma}
+
+
+def _fwait(x: Any, ins: Instruction) -> list[str]:
+    """``mma.wait N`` (spec §8.14): this backend completes an ``mma.group.async`` when it is
+    issued, so there is nothing left to wait for."""
+    return []
+
+
+HANDLERS["fwait"] = _fwait

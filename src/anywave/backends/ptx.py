@@ -156,6 +156,8 @@ class PtxKernel:
     checked: bool = False
     #: the guarded accesses, indexed by the site number an error record holds
     sites: tuple = ()
+    #: the kernel uses mma.group: a launch needs a multiple of 4 waves (128 threads) per workgroup
+    wave_groups: bool = False
 
 
 @dataclass(frozen=True)
@@ -219,6 +221,10 @@ class _KernelEmitter:
                        **{id(f.code): f"function {f.name!r}" for f in module.functions}}
         self.cur: tuple[str, int] = (self.labels[id(kernel.code)], 0)
         self.arch = arch
+        #: wgmma in flight (committed, not yet waited for): (mnemonic, first accumulator, A slot)
+        self.wgmma_pending: set[tuple[str, int, int]] = set()
+        #: the kernel issues mma.group.async as wgmma: wait for them all before it exits
+        self.wgmma_async = arch == ptx_mma.WGMMA_ARCH and ptx_mma.async_group_kernel(module, kernel)
         self.comments = comments
         self.uniform = uses_wave_ops(module, kernel.code)
         #: wave operations under control flow proven warp-uniform: per-thread branches (ptx_mma)
@@ -265,13 +271,28 @@ class _KernelEmitter:
         self._segs.append(None)
 
     def body_end(self, code: Sequence[Instruction]) -> None:
+        self.wgmma_flush()
         seg = self._segs.pop()
         if seg is not None:
             self.out(f"{seg}:", 0)
             self.frag_covered = False
 
+    def wgmma_flush(self, ins: Instruction | None = None) -> None:
+        """Wait for the wgmma groups in flight (ptx_mma: ``mma.group`` commits without waiting)
+        before ``ins`` unless it may run while they are (:func:`ptx_mma.may_pass_wgmma`): another
+        ``mma.group`` of the same shape into the same strip (that accumulator chain is ordered by
+        the hardware), a fragment load of an A slot no wgmma in flight reads, or a
+        ``cp.async.wait`` (barriers, control flow and everything else wait)."""
+        if not self.wgmma_pending:
+            return
+        if ins is not None and ptx_mma.may_pass_wgmma(ins, self.wgmma_pending):
+            return
+        self.out("wgmma.wait_group.sync.aligned 0;")
+        self.wgmma_pending = set()
+
     def at(self, code: Sequence[Instruction], i: int) -> None:
         ins = code[i]
+        self.wgmma_flush(ins)
         self.cur = (self.labels.get(id(code), "function"), i)
         boundary = ins.defn.category is Category.CONTROL or ins.defn.op == "barrier"
         seg = self._segs[-1]
@@ -388,6 +409,8 @@ class _KernelEmitter:
 
     def thread_ret(self, call: Frame | None, guard: Pred | None) -> None:
         if call is None:
+            if self.wgmma_async:
+                self.out("wgmma.wait_group.sync.aligned 0;")
             self.out(f"{self._guard(guard)}exit;")
         else:
             self.out(f"{self._guard(guard)}bra {call.tag}_ret;")
@@ -475,6 +498,10 @@ class _KernelEmitter:
 
             plist += ptx_hidden_params(self)
         lines.append(f".visible .entry {k.name}(" + ("\n" + ",\n".join(plist) + "\n" if plist else "") + ")")
+        if k.max_workgroup_size and ptx_mma.group_kernel(self.m, k):
+            # a wgmma kernel sized to its SM (one workgroup of many registers): its declared bound
+            # lets ptxas budget 64K registers over that many threads (else a launch can be refused)
+            lines.append(f".maxntid {k.max_workgroup_size}, 1, 1")
         lines.append("{")
         pro = [f".reg .b32 %r<{max(k.registers, 1)}>;", ".reg .pred %p<8>;",
                ".reg .pred %pe, %pany, %px, %A;",
@@ -529,9 +556,12 @@ class _KernelEmitter:
         pro += ptx_mma.declarations(self.m, k.code)  # fragment registers (spec 8.14), +0.0
         lines += ["    " + p for p in pro]
         lines += self.body
+        if self.wgmma_async:
+            lines.append("    wgmma.wait_group.sync.aligned 0;")
         lines.append("    exit;")
         lines.append("}")
-        info = PtxKernel(k.name, params, dynamic, k.local_memory, self.uniform, self.checked, tuple(self.sites))
+        info = PtxKernel(k.name, params, dynamic, k.local_memory, self.uniform, self.checked, tuple(self.sites),
+                         ptx_mma.group_kernel(self.m, k))
         return "\n".join(lines), info
 
 

@@ -32,7 +32,7 @@ from typing import Any
 from anywave.backends.lowering.fragments import fragment_slots
 from anywave.binary.module import DeviceAddr, Instruction, Kernel, LocalAddr, Module, Pred, reachable_functions
 from anywave.binary.structure import If, Loop, parse
-from anywave.isa.mma import GROUP_ALIGN, FragKind, fragment_kinds, group_n
+from anywave.isa.mma import GROUP_ALIGN, FragKind, fragment_kinds, group_async, group_n
 from anywave.isa.table import Category, Flag, Operand
 from anywave.isa.types import ScalarType as T
 from anywave.isa.types import SpecialRegister as SR
@@ -469,6 +469,35 @@ def group_kernel(module: Module, kernel: Kernel) -> bool:
     return any(ins.defn.op == "fgmma" for body in bodies for ins in body)
 
 
+def may_pass_wgmma(ins: Instruction, pending: set[tuple[str, int, int]]) -> bool:
+    """Whether ``ins`` may execute while the wgmma ``pending`` (``(mnemonic, first accumulator
+    slot, A slot)`` each) are in flight: an ``mma.group`` of the same shape into the same strip
+    (PTX orders only such same-shape accumulator chains), a local-memory load into an A slot
+    none of them reads, or a ``cp.async.wait``."""
+    d = ins.defn
+    if d.op == "cp_wait":
+        return True
+    if d.op == "fgmma":
+        return ins.guard is None and all(m == d.mnemonic and s == ins.operands[0] for m, s, _ in pending)
+    return (d.op == "fload" and d.variant.startswith("a.local.") and ins.guard is None
+            and all(ins.operands[0] != a for _, _, a in pending))
+
+
+def async_group_kernel(module: Module, kernel: Kernel) -> bool:
+    """Whether a kernel (or a function it reaches) uses ``mma.group.async``."""
+    bodies = [kernel.code] + [module.functions[f].code for f in reachable_functions(module.functions, kernel.code)]
+    return any(group_async(ins.defn) for body in bodies for ins in body)
+
+
+def _e_fwait(b: Any, ins: Instruction) -> None:
+    """``mma.wait N``: on sm_90 ``wgmma.wait_group N`` (each ``mma.group.async`` is one committed
+    group); elsewhere ``mma.group.async`` completes when issued, so there is nothing to wait for."""
+    if b.kx.arch == WGMMA_ARCH:
+        b(f"wgmma.wait_group.sync.aligned {int(ins.operands[0])};")
+        if int(ins.operands[0]) == 0:
+            b.kx.wgmma_pending = set()
+
+
 def _e_fgmma(b: Any, ins: Instruction) -> None:
     """``mma.group`` (spec §8.14). On sm_90 one ``wgmma.mma_async.m64nNk16`` per warpgroup (the
     four waves of the group: warp w of it owns rows 16w..16w+15, whose registers are exactly the
@@ -497,10 +526,14 @@ def _e_fgmma(b: Any, ins: Instruction) -> None:
         b(f"mov.b32 {hi}, {(GROUP_ALIGN >> 4) | (1 << 30)};")  # stride byte offset 1024 >> 4; 128B swizzle
         b(f"mov.b64 {dsc}, {{{lo}, {hi}}};")
         dd = ", ".join(frag_reg(d + j, i) for j in range(n // 16) for i in range(8))
-        b("wgmma.fence.sync.aligned;")
+        b("wgmma.fence.sync.aligned;")  # orders this warp's earlier writes of A (and D) before it
         b(f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ab}.{ab} {{{dd}}}, {{{a}}}, {dsc}, 1, 1, 1, 1;")
         b("wgmma.commit_group.sync.aligned;")
-        b("wgmma.wait_group.sync.aligned 0;")
+        # mma.group: the wait is the kernel emitter's (wgmma_flush), before the next instruction
+        # that may not overlap it, so consecutive mma.group steps (and A loads into other slots)
+        # do; mma.group.async: the program's mma.wait
+        if not group_async(ins.defn):
+            b.kx.wgmma_pending.add((ins.defn.mnemonic, d, fa))
     else:
         # lane l names row k = (l & 7) + 8*((l >> 3) & 1) of column block 8*(l >> 4) (+16j)
         k, c, off, x, t8 = b.t(), b.t(), b.t(), b.t(), b.t()
@@ -527,7 +560,7 @@ def _e_fgmma(b: Any, ins: Instruction) -> None:
 
 
 EMITTERS = {"fload": _e_fload, "fstore": _e_fstore, "fmma": _e_fmma, "ffill": _e_felementwise,
-            "fscale": _e_felementwise, "fbias": _e_felementwise, "fgmma": _e_fgmma}
+            "fscale": _e_felementwise, "fbias": _e_felementwise, "fgmma": _e_fgmma, "fwait": _e_fwait}
 
 
 def unsupported_reason(defn: Any, arch: int) -> str | None:

@@ -31,6 +31,7 @@ steps in order (slot D+j from columns 16j..16j+15), A's elements fetched by shuf
 ``mma``, B's read from local memory at the swizzled panel layout's offsets
 (:func:`anywave.isa.mma.group_b_offset`) between subgroup barriers, converted as ``mma.load``
 does: the emulator's order, bit for bit. No unit is shared between the four waves of a group.
+``mma.group.async`` is the same (complete at its issue; ``mma.wait`` emits nothing).
 """
 
 from __future__ import annotations
@@ -273,3 +274,11 @@ def _felementwise(x: _Lowering, ins: Instruction) -> None:
 
 HANDLERS = {"fload": _fload, "fstore": _fstore, "fmma": _fmma, "ffill": _felementwise,
             "fscale": _felementwise, "fbias": _felementwise, "fgmma": _fgmma}
+
+
+def _fwait(x: _Lowering, ins: Instruction) -> None:
+    """``mma.wait N`` (spec §8.14): this backend completes an ``mma.group.async`` when it is
+    issued, so there is nothing left to wait for."""
+
+
+HANDLERS["fwait"] = _fwait

@@ -369,9 +369,9 @@ class _Verifier:
                 if order not in (MemoryOrder.RELAXED, MemoryOrder.RELEASE):
                     self.p(f"{_where(owner, i, ins)}: the order of a non-returning atomic must be .relaxed or "
                            f".release, got {order.spelling} (it has no result to acquire; spec §6)")
-            if d.op == "cp_wait" and not 0 <= ins.operands[0] <= MAX_ASYNC_WAIT:
-                self.p(f"{_where(owner, i, ins)}: cp.async.wait {ins.operands[0]}: the number of groups left "
-                       f"pending must be 0..{MAX_ASYNC_WAIT} (spec §4.5)")
+            if d.op in ("cp_wait", "fwait") and not 0 <= ins.operands[0] <= MAX_ASYNC_WAIT:
+                self.p(f"{_where(owner, i, ins)}: {d.mnemonic} {ins.operands[0]}: the number of groups left "
+                       f"pending must be 0..{MAX_ASYNC_WAIT} (spec {'§4.5' if d.op == 'cp_wait' else '§8.14'})")
             if d.op == "call" and not ins.operands[0] < len(self.m.functions):
                 self.p(f"{_where(owner, i, ins)}: call target function index {ins.operands[0]} does not exist "
                        f"(the module has {len(self.m.functions)} functions)")

@@ -288,8 +288,10 @@ def fingerprint(fn: Callable[..., Any]) -> Fingerprint:
     def visit_func(f: Any) -> str:
         inner = f.fn
         mod = getattr(inner, "__module__", "") or ""
-        if mod.startswith("anywave."):
-            return f"func:{mod}.{inner.__qualname__}"  # part of compiler_hash()
+        if mod.split(".")[:1] == ["anywave"] and mod.split(".")[1:2] and mod.split(".")[1] in COMPILER_PACKAGES:
+            return f"func:{mod}.{inner.__qualname__}"  # part of compiler_hash() (the standard library)
+        # every other function by its source, the kernel library's (anywave.kernels) included:
+        # compiler_hash() does not cover those files
         return "func:" + walk(inner)
 
     def walk(f: Callable[..., Any]) -> str:

@@ -242,6 +242,11 @@ mma_group = Intrinsic("mma_group", "mma_group(acc, a, tile, offset, panel_stride
                       "adds a @ B to its 16xN strip acc (N/16 fragments), B the 16xN tile at offset bytes of the "
                       "local array tile in the swizzled panel layout (docs/spec.md §8.14)",
                       lower=_mma.lower_mma_group)
+mma_group_async = Intrinsic("mma_group_async", "mma_group_async(acc, a, tile, offset, panel_stride): mma_group "
+                            "left in flight until mma_group_wait (docs/spec.md §8.14)",
+                            lower=_mma.lower_mma_group_async)
+mma_group_wait = Intrinsic("mma_group_wait", "mma_group_wait(n): wait until at most n of this wave's mma_group_async "
+                           "are in flight", lower=_mma.lower_mma_group_wait)
 mma_scale = Intrinsic("mma_scale", "mma_scale(acc, s): acc *= s element-wise",
                       lower=_mma.lower_mma_scale)
 mma_fill = Intrinsic("mma_fill", "mma_fill(acc, v): every element = v",

@@ -211,14 +211,36 @@ def lower_mma_sync(fe: Frontend, node: ast.Call, discard: bool) -> None:
     fe.emit(mnemonic("fmma", "m16n16k16", ty.f32, src_type=fa.elem), fd.slot, fa.slot, fb.slot, fc.slot)
 
 
-def lower_mma_group(fe: Frontend, node: ast.Call, discard: bool) -> None:
+def lower_mma_group_async(fe: Frontend, node: ast.Call, discard: bool) -> None:
+    """aw.mma_group_async(acc, a, tile, offset, panel_stride): as :func:`lower_mma_group`, but the
+    product stays in flight (``mma.group.async``) until an ``aw.mma_group_wait(n)`` of the wave
+    leaves at most n of its products incomplete: until then no instruction may use ``acc``
+    (except another mma_group_async into the same strip) or write ``a``, and no thread may write
+    the B bytes it reads (spec §8.14; the emulator checks all three)."""
+    lower_mma_group(fe, node, discard, asynchronous=True)
+
+
+def lower_mma_group_wait(fe: Frontend, node: ast.Call, discard: bool) -> None:
+    from anywave.isa.table import MAX_ASYNC_WAIT
+
+    if node.keywords or len(node.args) != 1:
+        raise fe.err(node, "aw.mma_group_wait(n) takes one compile-time int")
+    n = fe.static_eval(node.args[0])
+    fe.node = node
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or not 0 <= n <= MAX_ASYNC_WAIT:
+        raise fe.err(node, f"aw.mma_group_wait(n): n must be a compile-time int in 0..{MAX_ASYNC_WAIT} (the "
+                     f"number of this wave's most recent aw.mma_group_async left in flight), got {n!r}")
+    fe.emit("mma.wait", int(n))
+
+
+def lower_mma_group(fe: Frontend, node: ast.Call, discard: bool, asynchronous: bool = False) -> None:
     """aw.mma_group(acc, a, tile, offset, panel_stride): the wave-group MMA (spec §8.14,
     ``mma.group``). ``acc`` is a tuple of N/16 accumulators in consecutive slots (N = 64, 128
     or 256: one 16 x N strip, e.g. from ``aw.fragments(16, "acc")``), ``a`` an A fragment,
     ``tile`` a local array holding B (16 x N of a's type) in the swizzled panel layout at
     ``offset`` bytes from its start, panels ``panel_stride`` bytes apart. The four waves of a
     group (wave ids 4g..4g+3) execute it together with the same offset and stride."""
-    what = "aw.mma_group(acc, a, tile, offset, panel_stride)"
+    what = f"aw.mma_group{'_async' if asynchronous else ''}(acc, a, tile, offset, panel_stride)"
     if node.keywords or len(node.args) != 5:
         raise fe.err(node, f"{what} takes 5 positional arguments")
     strip = fe.visit(node.args[0])
@@ -251,9 +273,17 @@ def lower_mma_group(fe: Frontend, node: ast.Call, discard: bool) -> None:
             stride % GROUP_ALIGN or (n > 64 and stride < GROUP_PANEL)):
         raise fe.err(node, f"{what}: panel_stride {stride} must be a multiple of {GROUP_ALIGN} bytes and at "
                      f"least {GROUP_PANEL} (16 rows of 128 bytes)")
+    # the bytes read: panels 0 .. N/64 - 1 of 16 rows of 128 bytes (checked here as far as the
+    # compile-time parts go; the run-time part is checked by the emulator, spec §8.14)
+    static_stride = isinstance(stride, int) and not isinstance(stride, bool)
+    end = const + ((n // 64 - 1) * stride if static_stride else 0) + GROUP_PANEL
+    if const < 0 or end > tile.nbytes:
+        raise fe.err(node, f"{what}: the B tile at byte {const} of the local array (its compile-time part) reads "
+                     f"bytes up to {end}, but the array has {tile.nbytes} bytes (16 rows of 128 bytes per panel, "
+                     f"{n // 64} panel(s))")
     off = 0 if isinstance(dyn, int) else dyn
     addr = LocAddr(_u32(fe, node, off, f"{what} offset"), imm)
-    fe.emit(f"mma.group.m16n{n}k16.f32.{fa.elem.name}", strip[0].slot, fa.slot, addr,
+    fe.emit(f"mma.group.{'async.' if asynchronous else ''}m16n{n}k16.f32.{fa.elem.name}", strip[0].slot, fa.slot, addr,
             _u32(fe, node, stride, f"{what} panel_stride"))
 
 

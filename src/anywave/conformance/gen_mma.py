@@ -244,12 +244,13 @@ def _swizzled(k: np.ndarray, n: np.ndarray, p: int) -> np.ndarray:
 
 
 def _group_mma(t: str, n: int, groups: int = 2) -> Case:
-    """``mma.group.m16n{n}k16``: each wave of a 512-thread workgroup fills its accumulator strip
-    f3..f(3+n/16-1) with per-slot constants, then in a run-time loop of two trips loads its own
-    16 x 16 A tile (rows 16q of A, q the global wave index; columns 16s) and adds the product
-    with rows 16s.. of one of two B tiles in local memory ([rT + pad], rT stepped by 2048):
-    tile ``((wave_id div 4) + workgroup) mod 2``, so neighbouring groups and the two workgroups
-    read different tiles. Expected: fill + A B in float64 (exact: halves of small integers)."""
+    """``mma.group.m16n{n}k16`` and its asynchronous form: each wave of a 512-thread workgroup
+    fills its accumulator strip f3..f(3+n/16-1) with per-slot constants, then twice loads its
+    own 16 x 16 A tile (rows 16q of A, q the global wave index; columns 16s) and adds the product
+    with rows 16s.. of one of two B tiles in local memory ([rT + pad + 2048 s]; the second step
+    ``mma.group.async`` completed by ``mma.wait 0``): tile ``((wave_id div 4) + workgroup)
+    mod 2``, so neighbouring groups and the two workgroups read different tiles. Expected:
+    fill + A B in float64 (exact: halves of small integers)."""
     import ml_dtypes
 
     name = f"group_mma_{t}_n{n}"
@@ -272,7 +273,6 @@ def _group_mma(t: str, n: int, groups: int = 2) -> Case:
     D, FA = 3, 31  # the strip f3.. (not at f0) and A in the last slot
     mm = f"m16n{n}k16.f32.{t}"
     body = [
-        "ldarg.b32 r30, steps",
         "mov.sr r0, sr_thread_linear_id", "mov.sr r1, sr_wave_id", "mov.sr r2, sr_workgroup_size_x",
         "mov.sr r3, sr_workgroup_id_x", "mov.sr r4, sr_num_waves",
         # the B image into local memory, one word per thread per trip
@@ -291,15 +291,12 @@ def _group_mma(t: str, n: int, groups: int = 2) -> Case:
         "movi.u32 r6, 10", "shl.b32 r11, r9, r6", "movi.u32 r12, 64",  # A: rows 16q (64-byte rows)
         *(ln for j in range(nf) for ln in (f"movi.u32 r6, {int(fill[j].view(np.uint32))}",
                                            f"mma.fill.m16n16k16.f32 f{D + j}, r6")),
-        f"movi.u32 r16, {p}", "movi.u32 r17, 0",
-        "loop",
-        "setp.ge.u32 p0, r17, r30", "break p0",
+        f"movi.u32 r16, {p}",
         f"mma.load.a.device.m16n16k16.{t} f{FA}, a[r11], r12",
         f"mma.group.{mm} f{D}, f{FA}, [r10+{pad}], r16",
-        "movi.u32 r6, 32", "add.i32 r11, r11, r6",  # A: the next 16 columns
-        "movi.u32 r6, 2048", "add.i32 r10, r10, r6",  # B: 16 rows deeper
-        "movi.u32 r6, 1", "add.i32 r17, r17, r6",
-        "endloop",
+        f"mma.load.a.device.m16n16k16.{t} f{FA}, a[r11+32], r12",  # A: the next 16 columns
+        f"mma.group.async.{mm} f{D}, f{FA}, [r10+{pad + 2048}], r16",  # B: 16 rows deeper
+        "mma.wait 0",
         f"movi.u32 r6, {64 * n}", "mul.i32 r13, r9, r6", f"movi.u32 r14, {4 * n}",  # the strip in out
         *(f"mma.store.device.m16n16k16.f32 out[r13+{64 * j}], f{D + j}, r14" for j in range(nf)),
     ]
@@ -317,16 +314,16 @@ def _group_mma(t: str, n: int, groups: int = 2) -> Case:
     return Case(
         name, "mma_group",
         kernel_text(name, [("a", "buffer", "u16", "read"), ("bimg", "buffer", "u32", "read"),
-                           ("out", "buffer", "u32", "write"), ("steps", "scalar", "u32", "read")],
+                           ("out", "buffer", "u32", "write")],
                     body, local_memory=pad + 2 * tile),
         (groups, 1, 1), (GROUP_THREADS, 1, 1),
         {"a": A.reshape(-1).view(np.uint16).copy(), "bimg": image.view(np.uint32).copy(),
-         "out": out_buffer(rows * n, 32), "steps": np.uint32(2)},
+         "out": out_buffer(rows * n, 32)},
         expected,
         requires=("mma", "wave_ops", t),
         description=f"mma.group m16n{n}k16 {t}: two groups per workgroup on different B tiles in the "
-                    f"swizzled panel layout (P = {p}, immediate {pad}), two 16-deep steps in a run-time loop "
-                    "accumulating onto a filled strip f3..",
+                    f"swizzled panel layout (P = {p}, immediates {pad} and {pad + 2048}), two 16-deep steps "
+                    "(the second asynchronous, then mma.wait 0) accumulating onto a filled strip f3..",
     )
 
 

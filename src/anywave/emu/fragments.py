@@ -10,6 +10,7 @@ b[k][j], s)``. A/B elements are kept as their exact f32 values. Every slot start
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -25,8 +26,10 @@ from anywave.isa.mma import (
     GROUP_WAVES,
     SHAPES,
     fragment_kinds,
+    group_async,
     group_b_offset,
     group_n,
+    operand_slots,
 )
 from anywave.isa.types import ScalarType as T
 
@@ -227,6 +230,7 @@ def _fgmma(ins: Instruction) -> Run:
     d, a, addr, rp = ins.operands
     kc, ka = fragment_kinds(ins.defn)[0], fragment_kinds(ins.defn)[1]
     nfrag = group_n(ins.defn) // 16
+    asynchronous = group_async(ins.defn)
     ncols = 16 * nfrag
     conv = fl.bf16_bits_to_f32 if ins.defn.src_type is T.BF16 else fl.f16_bits_to_f32
     kk_, nn_ = np.meshgrid(np.arange(16, dtype=I64), np.arange(ncols, dtype=I64), indexing="ij")
@@ -277,7 +281,10 @@ def _fgmma(ins: Instruction) -> Run:
         if st.local_shadow is not None:
             thr = np.repeat(st.gthread[lanes], byt.shape[1])
             st.local_shadow.access_bytes(st, byt.reshape(-1), thr, "read")
-        bits = st.local[byt].copy().view(np.uint16).reshape(own.size, 16, ncols)
+        raw = st.local[byt].copy()
+        bits = raw.view(np.uint16).reshape(own.size, 16, ncols)
+        if asynchronous:  # in flight until an mma.wait: keep what it read, to check at completion
+            _inflight(st).append(_Group(own.copy(), d, nfrag, a, ins.mnemonic, byt, raw, st.where()))
         B = conv(bits)
         no = _nowners(st, True)
         A = _slot(st, a, no, ka.elems)[own].reshape(-1, 16, 16)
@@ -291,7 +298,112 @@ def _fgmma(ins: Instruction) -> Run:
     return run
 
 
+@dataclass
+class _Group:
+    """One issue of ``mma.group.async``, still in flight in (some of) the waves that issued it."""
+
+    waves: np.ndarray  # int64: batch waves still waiting for it
+    strip: int  # first accumulator slot
+    nfrag: int
+    a: int  # A slot
+    mnemonic: str
+    byt: np.ndarray  # int64 [waves, bytes]: flat local bytes of B it read
+    data: np.ndarray  # uint8 [waves, bytes]: their values at issue
+    where: str
+
+
+def _inflight(st: Any) -> list[_Group]:
+    return st.__dict__.setdefault("_mma_inflight", [])
+
+
+def _retire(st: Any, g: _Group, rows: np.ndarray) -> None:
+    """Complete group ``g`` in its waves ``rows`` (indices into g.waves): the B bytes it read
+    must still hold the values it read (spec §8.14: no thread may write them while it is in
+    flight)."""
+    now = st.local[g.byt[rows].reshape(-1)]
+    was = g.data[rows].reshape(-1)
+    bad = now != was
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        wave = int(g.waves[rows][i // g.byt.shape[1]])
+        byte = int(g.byt[rows].reshape(-1)[i] % st.local_bytes)
+        raise EmulationError(
+            f"{st.where()}: local byte {byte}, read as B by the mma.group.async of {g.where} (wave {wave % st.nw} of "
+            f"its workgroup), was written while that product was in flight (before an mma.wait completed it); a "
+            f"target may read either value (spec §8.14)")
+
+
+def _fwait(ins: Instruction) -> Run:
+    keep = int(ins.operands[0])
+
+    def run(st: Any, mask: np.ndarray, dense: bool) -> None:
+        groups = _inflight(st)
+        if not groups:
+            return
+        own, _ = _wave_owners(st, ins, mask)
+        if own.size == 0:
+            return
+        newer = np.zeros(st.N // st.W, np.int64)  # per wave: in-flight groups issued after this one
+        for g in reversed(groups):
+            cnt = newer[g.waves]
+            done = np.isin(g.waves, own) & (cnt >= keep)
+            newer[g.waves] += 1
+            if done.any():
+                rows = np.flatnonzero(done)
+                _retire(st, g, rows)
+                left = np.flatnonzero(~done)
+                g.waves, g.byt, g.data = g.waves[left], g.byt[left], g.data[left]
+        st.__dict__["_mma_inflight"] = [g for g in groups if g.waves.size]
+    return run
+
+
+def _check_inflight(ins: Instruction, run: Run) -> Run:
+    """Wrap a fragment instruction's semantics: it may not touch the slots of an
+    ``mma.group.async`` still in flight in an executing wave (spec §8.14): write its A slot,
+    or read or write its accumulators (except another ``mma.group.async`` of the same shape into
+    the same strip, which the target orders after it)."""
+    slots = operand_slots(ins.defn, ins.operands)
+    writes = {v for n, v, _ in slots if ins.defn.operands[n].is_dest}
+    accs = {v for _, v, k in slots if k.role == "c"}
+    chain = group_async(ins.defn)
+    first = ins.operands[0] if ins.defn.op == "fgmma" else None
+
+    def checked(st: Any, mask: np.ndarray, dense: bool) -> None:
+        groups = st.__dict__.get("_mma_inflight")
+        if groups:
+            waves = np.unique(np.flatnonzero(mask) // st.W)
+            for g in groups:
+                if not np.isin(g.waves, waves).any():
+                    continue
+                strip = set(range(g.strip, g.strip + g.nfrag))
+                if chain and g.mnemonic == ins.mnemonic and g.strip == first:
+                    hit = writes & {g.a} - strip
+                else:
+                    hit = (writes | accs) & strip | writes & {g.a}
+                if hit:
+                    w = int(g.waves[np.isin(g.waves, waves)][0])
+                    raise EmulationError(
+                        f"{st.where()}: {ins.mnemonic} uses fragment f{min(hit)}, which the mma.group.async of "
+                        f"{g.where} still uses in wave {w % st.nw} of its workgroup (in flight until an mma.wait "
+                        f"completes it; spec §8.14)")
+        run(st, mask, dense)
+    return checked
+
+
+def finish_batch(st: Any) -> None:
+    """At the end of a batch of workgroups: a group never completed by an mma.wait may not have
+    had its B bytes written after it either (the target reads them some time after the issue)."""
+    for g in _inflight(st):
+        _retire(st, g, np.arange(g.waves.size))
+    st.__dict__["_mma_inflight"] = []
+
+
+def _guarded(factory):  # noqa: ANN001, ANN202
+    return lambda ins: _check_inflight(ins, factory(ins))
+
+
 #: the emulator's semantics of the MMA fragment instructions, by ``InstrDef.sem``
-SEMANTICS = {"mma.fload": _fload, "mma.fstore": _fstore, "mma.fmma": _fmma, "mma.ffill": _felementwise,
-             "mma.fscale": _felementwise, "mma.fbias": _felementwise, "mma.fgmma": _fgmma}
+SEMANTICS = {"mma.fload": _guarded(_fload), "mma.fstore": _guarded(_fstore), "mma.fmma": _guarded(_fmma),
+             "mma.ffill": _guarded(_felementwise), "mma.fscale": _guarded(_felementwise),
+             "mma.fbias": _guarded(_felementwise), "mma.fgmma": _guarded(_fgmma), "mma.fwait": _fwait}
 assert set(SHAPES) == {"m16n16k16", "m4n4k4"}

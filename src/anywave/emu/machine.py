@@ -958,6 +958,7 @@ def emulate(program: Module | bytes | str | os.PathLike[str], kernel: str, *,
             b = Batch(launch, start, min(per, nwg - start), trace_lane, stats)
             b.run_code(launch.kcode)
             finish_batch(b)
+            fragments.finish_batch(b)
             if b.frames:
                 raise EmulationError(f"kernel {k.name!r}: control region left open at its end")
     stats.wall_seconds = time.perf_counter() - t0

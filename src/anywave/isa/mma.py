@@ -50,6 +50,11 @@ def group_b_offset(k, n, panel_stride):  # noqa: ANN001, ANN201 - ints or NumPy 
     return (n // 64) * panel_stride + 128 * k + 16 * (((n % 64) // 8) ^ (k % 8)) + 2 * (n % 8)
 
 
+def group_async(defn) -> bool:  # noqa: ANN001 - an InstrDef
+    """Whether an ``mma.group`` record is the asynchronous form (``mma.group.async``)."""
+    return defn.op == "fgmma" and "async" in defn.variant.split(".")
+
+
 def group_n(defn) -> int:  # noqa: ANN001 - an InstrDef
     """N of an ``mma.group`` record (its variant is ``n{N}.m16n16k16``)."""
     return int(defn.variant.split(".")[0][1:])

@@ -930,6 +930,9 @@ class CudaTarget:
                             f"workgroup ({lk.num_regs} registers per thread, {p.registers_per_block} per block)")
         if any(x > m for x, m in zip(g, p.max_grid_dims, strict=True)):
             problems.append(f"grid exceeds the device's maximum {p.max_grid_dims}")
+        if lk.info.wave_groups and total % (4 * WAVE_WIDTH):
+            problems.append(f"the kernel uses mma.group, whose waves work in groups of 4 (docs/spec.md §8.14): a "
+                            f"workgroup needs a multiple of {4 * WAVE_WIDTH} threads, got {total}")
         shared = lk.static_shared + lk.info.dynamic_shared
         if shared > p.shared_memory_per_block_optin:
             problems.append(f"{shared} bytes of local memory exceed the device's {p.shared_memory_per_block_optin}")

@@ -2,7 +2,9 @@
 training demo that is bit-identical on every target.
 
 * :mod:`anywave.torch.ops` — the custom ops (``mm``, ``linear``, ``sum_dim0``, ``relu``,
-  ``relu_backward``, ``cross_entropy``, ``cross_entropy_backward``, ``sgd_``) and the CPU
+  ``relu_backward``, ``cross_entropy``, ``cross_entropy_backward``, ``sgd_``, and from
+  :mod:`anywave.torch.mma_ops` the bf16/f16 tensor-core GEMM ``gemm_mma``: ``import
+  anywave.torch.ops`` registers them all) and the CPU
   target selection (:func:`~anywave.torch.ops.set_cpu_target`, :func:`~anywave.torch.ops.cpu_target`);
 * :mod:`anywave.torch.kernels` — the WAVE kernels behind them and their fixed arithmetic order;
 * :mod:`anywave.torch.train` — the MLP-on-digits training, bit-identity check, plot

@@ -4,9 +4,11 @@ as a PyTorch operator.
 ``gemm_mma(a, b, bias=None, gelu=False) -> Tensor``: ``a`` (M, K) and ``b`` (K, N) both bf16 or
 both f16, ``bias`` (N,) f32 or None; returns ``a @ b (+ bias) (GELU, tanh form)`` as float32
 (M, N). Accuracy: class ``bounded`` (docs/spec.md §8.13, per 16-deep step). CUDA tensors run on
-the ``cuda`` target on PyTorch's current stream (tensor cores through ``mma.sync``); CPU tensors
+the ``cuda`` target on PyTorch's current stream (tensor cores: ``wgmma`` through
+:mod:`anywave.kernels.gemm_group` on sm_90, ``mma.sync`` through ``gemm_tiled_kernel`` elsewhere); CPU tensors
 on the CPU target of :func:`anywave.torch.ops.set_cpu_target`. Shapes that are not multiples of
-the tile are padded with zeros (a copy). Raises :class:`~anywave.torch.ops.OpDtypeError` /
+the tile are padded with zeros (a copy); an empty M, N or K gives zeros (plus the bias), as
+``torch.matmul`` does. ``import anywave.torch.ops`` registers it. Raises :class:`~anywave.torch.ops.OpDtypeError` /
 :class:`~anywave.torch.ops.OpInputError`.
 """
 
@@ -15,6 +17,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from anywave.backends import ptx_mma
+from anywave.kernels.gemm_group import gemm_group_kernel
 from anywave.kernels.gemm_mma import gemm_frag_kernel, gemm_tiled_kernel
 from anywave.runtime.cuda import WAVE_WIDTH as CUDA_WAVE_WIDTH
 from anywave.torch import ops as O
@@ -24,6 +28,10 @@ from anywave.torch import ops as O
 #: buffers, blocks visited in groups of 8 rows (the fastest measured on the H200,
 #: bench/results/gpu_mma.json: variant async_128x256_g8_k32_s4)
 TILE = {"TM": 4, "TN": 4, "WM": 2, "WN": 4, "GM": 8, "BK": 32, "STAGES": 4}
+#: the sm_90 launches (gemm_group_kernel: mma.group is wgmma there): 128 x 256 per workgroup of 8
+#: waves, each a 16 x 256 strip, K slices of 64 in a ring of 4 (the fastest measured on the H200:
+#: bench/results/gpu_group_gemm_722182f.json, variant group_k64_s4: 0.667 of cuBLAS bf16 at 8192³)
+GROUP_TILE = {"GM": 8, "BK": 64, "STAGES": 4}
 #: tiling on CPU targets (fewer registers; W = 8 uses the direct-load kernel, its copies need too many)
 CPU_TILE = {"TM": 4, "TN": 2, "WM": 2, "WN": 4}
 
@@ -53,10 +61,19 @@ def gemm_mma(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = None,
     """``a @ b (+ bias) (GELU)`` on MMA fragments; float32 (M, N). See the module docstring."""
     m, n, k = _check(a, b, bias)
     dev = O._same_device("gemm_mma", a=a, b=b) if bias is None else O._same_device("gemm_mma", a=a, b=b, bias=bias)
+    if m == 0 or n == 0 or k == 0:  # as torch.matmul: an empty sum is 0 (then the bias and GELU)
+        out = torch.zeros((m, n), dtype=torch.float32, device=dev)
+        if bias is not None:
+            out = out + bias
+        if gelu:
+            out = 0.5 * out * (1.0 + torch.tanh(0.7978845608 * (out + 0.044715 * out * out * out)))
+        return out
     cuda = dev.type == "cuda"
     w = CUDA_WAVE_WIDTH if cuda else int(O.current_cpu_target().info.wave_width)
-    p = TILE if cuda else CPU_TILE
-    bm, bn = 16 * p["TM"] * p["WM"], 16 * p["TN"] * p["WN"]
+    index = (dev.index if dev.index is not None else torch.cuda.current_device()) if cuda else 0
+    group = cuda and O._cuda_target(index).device.props.arch == f"sm_{ptx_mma.WGMMA_ARCH}"
+    p = GROUP_TILE if group else TILE if cuda else CPU_TILE
+    bm, bn = (128, 256) if group else (16 * p["TM"] * p["WM"], 16 * p["TN"] * p["WN"])
     bk = max(2, p.get("STAGES", 0)) * p.get("BK", 32)  # K slices per loop trip: 2, or the ring's STAGES
     mp, np_, kp = -(-m // bm) * bm, -(-n // bn) * bn, -(-k // bk) * bk
     ap = F.pad(a, (0, kp - k, 0, mp - m)) if (mp, kp) != (m, k) else a.contiguous()
@@ -65,16 +82,15 @@ def gemm_mma(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = None,
     if bias is not None:
         bv[:n] = bias
     out = torch.empty((mp, np_), dtype=torch.float32, device=dev)
-    waves = p["WM"] * p["WN"]
+    waves = 8 if group else p["WM"] * p["WN"]
     flags = {"use_bias": bias is not None, "gelu": bool(gelu), "f16": a.dtype == torch.float16}
     grid = (np_ // bn, mp // bm, 1)
     tiled = w >= 16
-    kern = gemm_tiled_kernel if tiled else gemm_frag_kernel
+    kern = gemm_group_kernel if group else gemm_tiled_kernel if tiled else gemm_frag_kernel
     view = torch.int32 if tiled else torch.int16
     args = {"a": ap.view(view), "b": bp.view(view), "bias": bv, "c": out, "m": mp, "n": np_, "k": kp}
     module = kern.compile(**p, **({"W": w} if tiled else {}), **flags)
-    if cuda:  # tensor cores through mma.sync + ldmatrix
-        index = dev.index if dev.index is not None else torch.cuda.current_device()
+    if cuda:  # tensor cores: wgmma (sm_90), else mma.sync + ldmatrix
         O._cuda_target(index).launch(module, kern.name, grid, (waves * 32, 1, 1), args,
                                      stream=torch.cuda.current_stream(dev).cuda_stream, sync=False)
     else:

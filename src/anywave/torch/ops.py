@@ -571,3 +571,7 @@ sgd_ = custom_op(
     grid=lambda param, **_: _ceil_div(param.numel(), K.BLOCK))
 sgd_.__doc__ = """In place: ``param = param - lr * grad`` (float32, same shape; the product rounded, then
     the difference — no fused multiply-add). ``param`` must be contiguous (it is written)."""
+
+# the fragment GEMM (torch.ops.anywave.gemm_mma) registers with the others: importing this module
+# is all a user needs (mma_ops reads this module's helpers, so it is imported last)
+from anywave.torch import mma_ops as _mma_ops  # noqa: E402,F401

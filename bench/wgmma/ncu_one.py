@@ -1,0 +1,12 @@
+import torch, anywave as aw
+from anywave.kernels.gemm_group import gemm_group_kernel
+from anywave.runtime import cuda
+N = 8192
+tgt = cuda.CudaTarget()
+A = torch.randn(N, N, device="cuda").to(torch.bfloat16); B = torch.randn(N, N, device="cuda").to(torch.bfloat16)
+C = torch.empty(N, N, device="cuda"); bias = torch.zeros(N, device="cuda")
+mod = gemm_group_kernel.compile(W=32, GR=2, GM=8, STAGES=4, BK=64)
+args = [A.view(torch.int32), B.view(torch.int32), bias, C, N, N, N]
+for _ in range(3):
+    tgt.launch(mod, gemm_group_kernel.name, (N // 256, N // 128), 256, args)
+torch.cuda.synchronize()
