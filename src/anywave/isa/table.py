@@ -693,7 +693,7 @@ for t in (T.F16, T.BF16):
              "B bytes stay in use until an mma.wait completes it",
              det=Determinism.BOUNDED, cap=_WAVE_FRAG, flags=WC | Flag.LOAD, src_type=t,
              variant=f"n{gn}.async.m16n16k16", pure=False)
-_def("mma.wait", C, "fwait", (Operand.IMM32,), None,
+_def("mma.wait", C, "fwait", (Operand.IMM32,), T.U32,
      "wait until at most N (immediate, 0..7) of the wave's mma.group.async groups are incomplete",
      cap=_WAVE_FRAG, flags=WC, pure=False)
 del gn
