@@ -126,17 +126,19 @@ def main() -> None:
     grid = (N // 256, N // 128)
     args = [A.view(torch.int32), B.view(torch.int32), bias, C, N, N, N]
     fns, info = {}, {}
-    # name: (GR, BK, STAGES, GM); GR = 3 (192 x 256 blocks, 12 waves) through a kernel object that
-    # declares its 384 threads (.maxntid: ptxas fits 168 registers)
-    variants = {"group_k32_s4": (2, 32, 4, 8), "group_k64_s2": (2, 64, 2, 8), "group_k64_s4": (2, 64, 4, 8),
-                "group_k64_s4_g16": (2, 64, 4, 16), "group3_k32_s4": (3, 32, 4, 8), "group3_k64_s2": (3, 64, 2, 8),
-                "group3_k32_s4_g16": (3, 32, 4, 16)}
+    # GR = 3 (192 x 256 blocks, 12 waves) through a kernel object that declares its 384 threads
+    # (.maxntid: ptxas fits 168 registers)
+    # name: (GR, BK, STAGES, GM, ASYNC): ASYNC = mma_group_async, a slice's wgmma running on into the next
+    variants = {"group_k64_s4": (2, 64, 4, 8, False), "group3_k64_s2": (3, 64, 2, 8, False),
+                "group_async_k64_s4": (2, 64, 4, 8, True), "group_async_k64_s4_g16": (2, 64, 4, 16, True),
+                "group_async_k32_s4": (2, 32, 4, 8, True), "group_async_k32_s8": (2, 32, 8, 8, True),
+                "group3_async_k32_s4": (3, 32, 4, 8, True)}
     bounded = aw.kernel(max_workgroup_size=12 * W)(gemm_group_kernel.fn)
-    for name, (gr, bk, st, gm) in variants.items():
+    for name, (gr, bk, st, gm, asy) in variants.items():
         if (N // bk) % st:
             continue
         kern = bounded if gr == 3 else gemm_group_kernel
-        mod = kern.compile(W=W, GR=gr, GM=gm, STAGES=st, BK=bk)
+        mod = kern.compile(W=W, GR=gr, GM=gm, STAGES=st, BK=bk, ASYNC=asy)
         info[name] = sass_and_regs(mod, name)
         g = (N // 256, -(-N // (64 * gr)))
         fns[name] = (lambda mod=mod, g=g, nt=4 * gr * W: tgt.launch(mod, gemm_group_kernel.name, g, nt, args,

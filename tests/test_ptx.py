@@ -57,7 +57,7 @@ def _operand(kind: Operand, d) -> object:
     return {
         Operand.RD: 0, Operand.RS: 2, Operand.RD64: 4, Operand.RS64: 6, Operand.RD128: 8,
         Operand.RS128: 12, Operand.PD: 1, Operand.PS: Pred(2, True),
-        Operand.IMM32: 2 if d.op == "cp_wait" else 0x3C00,  # cp.async.wait N: N in 0..7
+        Operand.IMM32: 2 if d.op in ("cp_wait", "fwait") else 0x3C00,  # cp.async.wait N, mma.wait N: N in 0..7
         Operand.IMM64: 0x123456789, Operand.SREG: SpecialRegister.GLOBAL_ID_Y,
         Operand.ARG: 2 if d.type is not None and d.type.bits == 64 else 1,
         Operand.DADDR: DeviceAddr(0, 2, -16), Operand.DADDR64: DeviceAddr(0, 4, 16),  # -16: aligned for b128

@@ -570,4 +570,4 @@ def unsupported_reason(defn: Any, arch: int) -> str | None:
 
 
 def _wave(defn: Any) -> bool:
-    return any(k is not None and k.shape.scope == "wave" for k in fragment_kinds(defn))
+    return defn.op == "fwait" or any(k is not None and k.shape.scope == "wave" for k in fragment_kinds(defn))

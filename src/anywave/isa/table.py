@@ -684,6 +684,18 @@ for t in (T.F16, T.BF16):
              "in local memory (swizzled panel layout, panel stride rS bytes); four waves of a group together",
              det=Determinism.BOUNDED, cap=_WAVE_FRAG, flags=WC | Flag.LOAD, src_type=t,
              variant=f"n{gn}.m16n16k16")
+# the asynchronous form (docs/spec.md §8.14): the same product, in flight until an mma.wait
+for t in (T.F16, T.BF16):
+    for gn in GROUP_N:
+        _def(f"mma.group.async.m16n{gn}k16.f32.{t.spelling}", C, "fgmma",
+             (Operand.FD, Operand.FS, Operand.LADDR, S), T.F32,
+             f"start mma.group.m16n{gn}k16 (one group of the wave's in-flight MMA): its accumulators, A and "
+             "B bytes stay in use until an mma.wait completes it",
+             det=Determinism.BOUNDED, cap=_WAVE_FRAG, flags=WC | Flag.LOAD, src_type=t,
+             variant=f"n{gn}.async.m16n16k16", pure=False)
+_def("mma.wait", C, "fwait", (Operand.IMM32,), T.U32,
+     "wait until at most N (immediate, 0..7) of the wave's mma.group.async groups are incomplete",
+     cap=_WAVE_FRAG, flags=WC, pure=False)
 del gn
 
 INSTRUCTIONS: tuple[InstrDef, ...] = tuple(_RECORDS)

@@ -29,9 +29,11 @@ from anywave.torch import ops as O
 #: bench/results/gpu_mma.json: variant async_128x256_g8_k32_s4)
 TILE = {"TM": 4, "TN": 4, "WM": 2, "WN": 4, "GM": 8, "BK": 32, "STAGES": 4}
 #: the sm_90 launches (gemm_group_kernel: mma.group is wgmma there): 128 x 256 per workgroup of 8
-#: waves, each a 16 x 256 strip, K slices of 64 in a ring of 4 (the fastest measured on the H200:
-#: bench/results/gpu_group_gemm_722182f.json, variant group_k64_s4: 0.667 of cuBLAS bf16 at 8192³)
-GROUP_TILE = {"GM": 8, "BK": 64, "STAGES": 4}
+#: waves, each a 16 x 256 strip, K slices of 64 in a ring of 4, the products asynchronous (a
+#: slice's wgmma run on into the next slice's barrier and copies). The fastest measured on the
+#: H200: bench/results/gpu_group_gemm_9c75f6c.json, variant group_async_k64_s4: 654.5 TFLOP/s,
+#: 0.882 of cuBLAS bf16 at 8192³ in the same run
+GROUP_TILE = {"GM": 8, "BK": 64, "STAGES": 4, "ASYNC": True}
 #: tiling on CPU targets (fewer registers; W = 8 uses the direct-load kernel, its copies need too many)
 CPU_TILE = {"TM": 4, "TN": 2, "WM": 2, "WN": 4}
 
