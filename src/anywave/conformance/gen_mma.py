@@ -1,4 +1,5 @@
-"""MMA fragment cases (docs/spec.md §8.14), group ``mma_frag``. Expected values come from
+"""MMA fragment cases (docs/spec.md §8.14), groups ``mma_frag`` and ``mma_group`` (the wave-group
+MMA: its own group, so that a target lacking it fails only those cases). Expected values come from
 NumPy in float64 on inputs whose products and sums are exact in f32 (wave scope: class
 ``bounded`` is exact for them) and from :mod:`anywave.conformance.refsem`'s exact ``fma``
 chain (thread scope: the order is defined)."""
