@@ -228,8 +228,14 @@ def _thread_m4n4k4(groups: int = 2, size: int = 48) -> Case:
 
 
 #: threads per workgroup of the ``mma.group`` cases: 8 waves (two groups) at W = 64, 64 at W = 8;
-#: a multiple of 4 waves at every W (spec §8.14)
+#: a multiple of 4 waves at every W (spec §8.14). N = 256 takes half (its strip is 128 registers
+#: a lane on the CUDA target: 512 such threads do not fit an SM's 64K registers, which the runtime
+#: refuses; 256 are 8 waves, two groups, at W = 32)
 GROUP_THREADS = 512
+
+
+def _group_threads(n: int) -> int:
+    return GROUP_THREADS // 2 if n == 256 else GROUP_THREADS
 #: (panel stride, immediate offset of the tiles) in bytes of the ``mma.group`` cases by N: at
 #: N = 64 one panel (P unused: the least valid multiple of 1024); at N = 128 a 1 KiB gap after
 #: each 32-row panel; at N = 256 panels packed and no pad (two 16 KiB tiles fill lavapipe's 32 KiB
@@ -245,7 +251,8 @@ def _swizzled(k: np.ndarray, n: np.ndarray, p: int) -> np.ndarray:
 
 
 def _group_mma(t: str, n: int, groups: int = 2) -> Case:
-    """``mma.group.m16n{n}k16`` and its asynchronous form: each wave of a 512-thread workgroup
+    """``mma.group.m16n{n}k16`` and its asynchronous form: each wave of a 512-thread (N = 256:
+    256-thread) workgroup
     fills the first and last slots of its accumulator strip f3..f(3+n/16-1), then twice loads its
     own 16 x 16 A tile (rows 16q of A, q the global wave index; columns 16s) and adds the product
     with rows 16s.. of one of two B tiles in local memory ([rT + pad + 2048 s]; the second step
@@ -261,7 +268,8 @@ def _group_mma(t: str, n: int, groups: int = 2) -> Case:
     p, pad = _GROUP_P[n]
     tile = (n // 64 - 1) * p + 32 * 128  # bytes of one 32-deep tile (its last panel holds 32 rows)
     assert tile % 1024 == 0 and pad % 1024 == 0
-    rows = 16 * groups * (GROUP_THREADS // 8)  # A / C rows at the widest case, W = 8
+    threads = _group_threads(n)
+    rows = 16 * groups * (threads // 8)  # A / C rows at the widest case, W = 8
     A = (rng.integers(-6, 7, (rows, 32)) / 2).astype(dt)
     Bt = (rng.integers(-6, 7, (2, 32, n)) / 2).astype(dt)
     nf = n // 16
@@ -306,7 +314,7 @@ def _group_mma(t: str, n: int, groups: int = 2) -> Case:
     ]
 
     def expected(w: int) -> dict[str, np.ndarray]:
-        nw = GROUP_THREADS // w
+        nw = threads // w
         o = out_buffer(rows * n, 32).reshape(rows, n)
         start = np.repeat(fill.astype(f64), 16)[None, :]
         for q in range(groups * nw):
@@ -320,7 +328,7 @@ def _group_mma(t: str, n: int, groups: int = 2) -> Case:
         kernel_text(name, [("a", "buffer", "u16", "read"), ("bimg", "buffer", "u32", "read"),
                            ("out", "buffer", "u32", "write")],
                     body, local_memory=pad + 2 * tile),
-        (groups, 1, 1), (GROUP_THREADS, 1, 1),
+        (groups, 1, 1), (threads, 1, 1),
         {"a": A.reshape(-1).view(np.uint16).copy(), "bimg": image.view(np.uint32).copy(),
          "out": out_buffer(rows * n, 32)},
         expected,
