@@ -91,11 +91,13 @@ def gemm_mma(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = None,
     kern = gemm_group_kernel if group else gemm_tiled_kernel if tiled else gemm_frag_kernel
     view = torch.int32 if tiled else torch.int16
     args = {"a": ap.view(view), "b": bp.view(view), "bias": bv, "c": out, "m": mp, "n": np_, "k": kp}
-    module = kern.compile(**p, **({"W": w} if tiled else {}), **flags)
-    if cuda:  # tensor cores: wgmma (sm_90), else mma.sync + ldmatrix
-        O._cuda_target(index).launch(module, kern.name, grid, (waves * 32, 1, 1), args,
-                                     stream=torch.cuda.current_stream(dev).cuda_stream, sync=False)
+    consts = {**p, **({"W": w} if tiled else {}), **flags}
+    if cuda:  # tensor cores: wgmma (sm_90), else mma.sync + ldmatrix; a repeated call launches from the
+        # kernel's launch plan (anywave.compiler.launch) on the tensors' current stream
+        with torch.cuda.device(index):
+            kern(*args.values(), grid=grid, workgroup=(waves * 32, 1, 1), target="cuda", **consts)
     else:
+        module = kern.compile(**consts)
         host = {key: (v.numpy() if isinstance(v, torch.Tensor) else v) for key, v in args.items()}
         O.current_cpu_target().launch(module, kern.name, grid, (waves * w, 1, 1), host)
     return out[:m, :n].contiguous() if (mp, np_) != (m, n) else out
