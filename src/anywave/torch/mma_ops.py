@@ -94,8 +94,11 @@ def gemm_mma(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = None,
     consts = {**p, **({"W": w} if tiled else {}), **flags}
     if cuda:  # tensor cores: wgmma (sm_90), else mma.sync + ldmatrix; a repeated call launches from the
         # kernel's launch plan (anywave.compiler.launch) on the tensors' current stream
+        # (the kernel call checks dtypes: the packed operands are its u32 / u16 buffers)
+        packed = torch.uint32 if tiled else torch.uint16
         with torch.cuda.device(index):
-            kern(*args.values(), grid=grid, workgroup=(waves * 32, 1, 1), target="cuda", **consts)
+            kern(ap.view(packed), bp.view(packed), bv, out, mp, np_, kp, grid=grid, workgroup=(waves * 32, 1, 1),
+                 target="cuda", **consts)
     else:
         module = kern.compile(**consts)
         host = {key: (v.numpy() if isinstance(v, torch.Tensor) else v) for key, v in args.items()}
