@@ -456,17 +456,13 @@ def _thread_store(b: Any, ins: Instruction) -> None:
         b(f"add.s64 {row}, {row}, {st};")
 
 
-def uses_wgmma(module: Module, kernels: Iterable[Kernel], arch: int) -> bool:
-    """Whether the translation of ``kernels`` for ``arch`` issues ``wgmma`` (``mma.group`` on
-    sm_90, which then needs the ``sm_90a`` target and PTX ISA 8.0)."""
-    return arch == WGMMA_ARCH and any(group_kernel(module, k) for k in kernels)
-
-
-def group_kernel(module: Module, kernel: Kernel) -> bool:
-    """Whether a kernel (or a function it reaches) uses ``mma.group`` (its local memory is then
-    aligned to :data:`~anywave.isa.mma.GROUP_ALIGN` bytes: the swizzle atom)."""
+def group_use(module: Module, kernel: Kernel) -> tuple[bool, bool]:
+    """(uses ``mma.group`` in either form, uses ``mma.group.async``) in a kernel or a function it
+    reaches. A user's local memory is then aligned to :data:`~anywave.isa.mma.GROUP_ALIGN` bytes
+    (the swizzle atom); on sm_90 the module targets ``sm_90a`` (PTX ISA 8.0) for ``wgmma``."""
     bodies = [kernel.code] + [module.functions[f].code for f in reachable_functions(module.functions, kernel.code)]
-    return any(ins.defn.op == "fgmma" for body in bodies for ins in body)
+    defs = [ins.defn for body in bodies for ins in body if ins.defn.op == "fgmma"]
+    return bool(defs), any(group_async(d) for d in defs)
 
 
 def may_pass_wgmma(ins: Instruction, pending: set[tuple[str, int, int]]) -> bool:
@@ -483,12 +479,6 @@ def may_pass_wgmma(ins: Instruction, pending: set[tuple[str, int, int]]) -> bool
             and all(ins.operands[0] != a for _, _, a in pending))
 
 
-def async_group_kernel(module: Module, kernel: Kernel) -> bool:
-    """Whether a kernel (or a function it reaches) uses ``mma.group.async``."""
-    bodies = [kernel.code] + [module.functions[f].code for f in reachable_functions(module.functions, kernel.code)]
-    return any(group_async(ins.defn) for body in bodies for ins in body)
-
-
 def _e_fwait(b: Any, ins: Instruction) -> None:
     """``mma.wait N``: on sm_90 ``wgmma.wait_group N`` (each ``mma.group.async`` is one committed
     group); elsewhere ``mma.group.async`` completes when issued, so there is nothing to wait for."""
@@ -503,10 +493,10 @@ def _e_fgmma(b: Any, ins: Instruction) -> None:
     four waves of the group: warp w of it owns rows 16w..16w+15, whose registers are exactly the
     m16n8 layouts above), A from registers, B through a shared-memory descriptor: 128-byte
     swizzle, leading byte offset = the panel stride, stride byte offset = 1024 (8 rows of 128 B),
-    ``imm-trans-b`` = 1 (B is N-contiguous). Issued, committed and waited for at once, so the
-    accumulators are ordinary registers again after it (PTX ISA, "Asynchronous Warpgroup Level
-    Matrix Multiply-Accumulate"). Elsewhere: per 16 columns an ``ldmatrix.trans`` whose lane
-    addresses follow the swizzle, and two ``mma.sync``."""
+    ``imm-trans-b`` = 1 (B is N-contiguous), then committed (PTX ISA, "Asynchronous Warpgroup
+    Level Matrix Multiply-Accumulate"); the wait comes later (see below). Elsewhere: per 16
+    columns an ``ldmatrix.trans`` whose lane addresses follow the swizzle, and two ``mma.sync``
+    (complete at issue)."""
     d, fa, addr, rp = ins.operands
     n = group_n(ins.defn)
     ab = "bf16" if ins.defn.src_type is T.BF16 else "f16"

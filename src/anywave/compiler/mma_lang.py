@@ -269,13 +269,12 @@ def lower_mma_group(fe: Frontend, node: ast.Call, discard: bool, asynchronous: b
         raise fe.err(node, f"{what}: the B tile starts at local byte {imm}, not a multiple of {GROUP_ALIGN} "
                      f"(declare the array with aw.local_array(..., align={GROUP_ALIGN}) and keep the offset's "
                      f"compile-time part a multiple of {GROUP_ALIGN})")
-    if isinstance(stride, int) and not isinstance(stride, bool) and (
-            stride % GROUP_ALIGN or (n > 64 and stride < GROUP_PANEL)):
+    static_stride = isinstance(stride, int) and not isinstance(stride, bool)
+    if static_stride and (stride % GROUP_ALIGN or (n > 64 and stride < GROUP_PANEL)):
         raise fe.err(node, f"{what}: panel_stride {stride} must be a multiple of {GROUP_ALIGN} bytes and at "
                      f"least {GROUP_PANEL} (16 rows of 128 bytes)")
     # the bytes read: panels 0 .. N/64 - 1 of 16 rows of 128 bytes (checked here as far as the
     # compile-time parts go; the run-time part is checked by the emulator, spec §8.14)
-    static_stride = isinstance(stride, int) and not isinstance(stride, bool)
     end = const + ((n // 64 - 1) * stride if static_stride else 0) + GROUP_PANEL
     if const < 0 or end > tile.nbytes:
         raise fe.err(node, f"{what}: the B tile at byte {const} of the local array (its compile-time part) reads "

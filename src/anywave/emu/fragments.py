@@ -182,12 +182,18 @@ def _fmma(ins: Instruction) -> Run:
         no = _nowners(st, wave)
         A = _slot(st, a, no, ka.elems)[own].reshape(-1, m, k)
         B = _slot(st, b, no, kb.elems)[own].reshape(-1, k, n)
-        acc = _slot(st, c, no, kc.elems)[own].reshape(-1, m, n).copy()
-        for kk in range(k):
-            acc = fl.fma_f32(np.broadcast_to(A[:, :, kk, None], acc.shape),
-                             np.broadcast_to(B[:, None, kk, :], acc.shape), acc)
-        _slot(st, d, no, kc.elems)[own] = fl.canon32(acc.reshape(-1)).view(np.float32).reshape(own.size, -1)
+        acc = _slot(st, c, no, kc.elems)[own].reshape(-1, m, n)
+        _slot(st, d, no, kc.elems)[own] = _fma_chain(A, B, acc)
     return run
+
+
+def _fma_chain(A: np.ndarray, B: np.ndarray, acc: np.ndarray) -> np.ndarray:
+    """``s = acc[i][j]; for k: s = fma_f32(A[i][k], B[k][j], s)`` per owner (A [o, m, k], B [o, k,
+    n], acc [o, m, n]), the spec's order; the results canonical, as [o, m*n] f32."""
+    for kk in range(A.shape[2]):
+        acc = fl.fma_f32(np.broadcast_to(A[:, :, kk, None], acc.shape), np.broadcast_to(B[:, None, kk, :], acc.shape),
+                         acc)
+    return fl.canon32(acc.reshape(-1)).view(np.float32).reshape(acc.shape[0], -1)
 
 
 def _felementwise(ins: Instruction) -> Run:
@@ -289,12 +295,8 @@ def _fgmma(ins: Instruction) -> Run:
         no = _nowners(st, True)
         A = _slot(st, a, no, ka.elems)[own].reshape(-1, 16, 16)
         for j in range(nfrag):
-            Bj = B[:, :, 16 * j:16 * j + 16]
-            acc = _slot(st, d + j, no, kc.elems)[own].reshape(-1, 16, 16).copy()
-            for kk in range(16):
-                acc = fl.fma_f32(np.broadcast_to(A[:, :, kk, None], acc.shape),
-                                 np.broadcast_to(Bj[:, None, kk, :], acc.shape), acc)
-            _slot(st, d + j, no, kc.elems)[own] = fl.canon32(acc.reshape(-1)).view(np.float32).reshape(own.size, -1)
+            acc = _slot(st, d + j, no, kc.elems)[own].reshape(-1, 16, 16)
+            _slot(st, d + j, no, kc.elems)[own] = _fma_chain(A, B[:, :, 16 * j:16 * j + 16], acc)
     return run
 
 
@@ -377,9 +379,9 @@ def _check_inflight(ins: Instruction, run: Run) -> Run:
                     continue
                 strip = set(range(g.strip, g.strip + g.nfrag))
                 if chain and g.mnemonic == ins.mnemonic and g.strip == first:
-                    hit = writes & {g.a} - strip
+                    hit = writes & {g.a}  # the chain itself: only a write of the A slot in flight
                 else:
-                    hit = (writes | accs) & strip | writes & {g.a}
+                    hit = ((writes | accs) & strip) | (writes & {g.a})
                 if hit:
                     w = int(g.waves[np.isin(g.waves, waves)][0])
                     raise EmulationError(

@@ -676,27 +676,22 @@ _def("cp.async.wait", C, "cp_wait", (Operand.IMM32,), T.U32,
 # wave-group MMA (docs/spec.md §8.14): B from local memory in the swizzled panel layout, a 16 x N
 # accumulator strip in consecutive slots; appended after the async copies (MMA opcodes continue)
 C = Category.MMA
-for t in (T.F16, T.BF16):
-    for gn in GROUP_N:
-        _def(f"mma.group.m16n{gn}k16.f32.{t.spelling}", C, "fgmma",
-             (Operand.FD, Operand.FS, Operand.LADDR, S), T.F32,
-             f"accumulators fD..fD+{gn // 16 - 1} (a 16x{gn} strip) += fragment A x the 16x{gn} {t.spelling} B tile "
-             "in local memory (swizzled panel layout, panel stride rS bytes); four waves of a group together",
-             det=Determinism.BOUNDED, cap=_WAVE_FRAG, flags=WC | Flag.LOAD, src_type=t,
-             variant=f"n{gn}.m16n16k16")
-# the asynchronous form (docs/spec.md §8.14): the same product, in flight until an mma.wait
-for t in (T.F16, T.BF16):
-    for gn in GROUP_N:
-        _def(f"mma.group.async.m16n{gn}k16.f32.{t.spelling}", C, "fgmma",
-             (Operand.FD, Operand.FS, Operand.LADDR, S), T.F32,
-             f"start mma.group.m16n{gn}k16 (one group of the wave's in-flight MMA): its accumulators, A and "
-             "B bytes stay in use until an mma.wait completes it",
-             det=Determinism.BOUNDED, cap=_WAVE_FRAG, flags=WC | Flag.LOAD, src_type=t,
-             variant=f"n{gn}.async.m16n16k16", pure=False)
+for asy in (False, True):  # then the asynchronous form: the same product, in flight until an mma.wait
+    for t in (T.F16, T.BF16):
+        for gn in GROUP_N:
+            what = (f"start mma.group.m16n{gn}k16 (one group of the wave's in-flight MMA): its accumulators, A "
+                    "and B bytes stay in use until an mma.wait completes it" if asy else
+                    f"accumulators fD..fD+{gn // 16 - 1} (a 16x{gn} strip) += fragment A x the 16x{gn} "
+                    f"{t.spelling} B tile in local memory (swizzled panel layout, panel stride rS bytes); four "
+                    "waves of a group together")
+            _def(f"mma.group.{'async.' if asy else ''}m16n{gn}k16.f32.{t.spelling}", C, "fgmma",
+                 (Operand.FD, Operand.FS, Operand.LADDR, S), T.F32, what,
+                 det=Determinism.BOUNDED, cap=_WAVE_FRAG, flags=WC | Flag.LOAD, src_type=t,
+                 variant=f"n{gn}.{'async.' if asy else ''}m16n16k16", pure=False if asy else None)
 _def("mma.wait", C, "fwait", (Operand.IMM32,), T.U32,
      "wait until at most N (immediate, 0..7) of the wave's mma.group.async groups are incomplete",
      cap=_WAVE_FRAG, flags=WC, pure=False)
-del gn
+del gn, asy, what
 
 INSTRUCTIONS: tuple[InstrDef, ...] = tuple(_RECORDS)
 BY_MNEMONIC: dict[str, InstrDef] = {d.mnemonic: d for d in INSTRUCTIONS}

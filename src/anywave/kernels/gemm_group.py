@@ -41,6 +41,8 @@ from anywave.kernels.gemm_mma import _as16
 
 #: the columns of C of one workgroup (each wave's strip is 16 x 256)
 BN = 256
+#: 16-byte chunks in a row of a B slice (BN bf16 elements)
+CB = BN * 2 // 16
 
 
 @aw.kernel
@@ -56,13 +58,13 @@ def gemm_group_kernel(a: aw.In[aw.u32], b: aw.In[aw.u32], bias: aw.In[aw.f32], c
     CA = BK // 8  # 16-byte chunks per row of the A slice
     PA = BM * CA // NT  # A copy passes: BM rows x CA chunks
     SA = NT // CA  # rows between a thread's A copies
-    SB = NT // 32  # rows between a thread's B copies
-    PB = -(-BK // SB)  # B copy passes: BK rows x 32 chunks (the last pass partial where SB does not divide BK)
+    SB = NT // CB  # rows between a thread's B copies
+    PB = -(-BK // SB)  # B copy passes: BK rows x CB chunks (the last pass partial where SB does not divide BK)
     assert BK == 32 or BK == 64, "gemm_group: BK must be 32 or 64"
     assert not ASYNC or (STAGES >= 4 and STAGES % 2 == 0), "gemm_group: ASYNC needs an even STAGES >= 4"
     NKK = BK // 16  # 16-deep steps per slice
     D = STAGES - 2 if ASYNC else STAGES - 1  # slices copied ahead (ASYNC: a slice's products run into the next)
-    assert PA * NT == BM * CA and NT % CA == 0 and NT % 32 == 0, \
+    assert PA * NT == BM * CA and NT % CA == 0 and NT % CB == 0, \
         "gemm_group: the workgroup's threads must divide the slices' chunks"
     ta = aw.local_array(aw.u32, (STAGES * BM, BK // 2 + 4))
     tb = aw.local_array(aw.u32, (STAGES * B_STAGE // 4,), align=1024)
@@ -87,12 +89,12 @@ def gemm_group_kernel(a: aw.In[aw.u32], b: aw.In[aw.u32], bias: aw.In[aw.f32], c
     kw = k // 2
     nw = n // 2
     # A: thread t copies chunk t % CA of rows t // CA + p * SA (u32 words; rows past m read row
-    # m - 1, whose products are never stored); B: chunk t % 32 (panel (t % 32) // 8, chunk
-    # (t % 32) % 8) of rows t // 32 + p * SB
+    # m - 1, whose products are never stored); B: chunk t % CB (panel (t % CB) // 8, chunk
+    # (t % CB) % 8) of rows t // CB + p * SB
     ar = t // CA
     ac = (t % CA) * 4
-    br = t // 32
-    bch = t % 32
+    br = t // CB
+    bch = t % CB
     gb = br * nw + cb0 // 2 + bch * 4
     for st in aw.static_range(D):
         _slice(a, b, ta, tb, rb0 + ar, m - 1, gb, ar, ac, br, bch, kw, nw, st * BK, st, BM, PA, PB, SA, SB, P, BK)
@@ -134,7 +136,7 @@ def _slice(a, b, ta, tb, ra, m1, gb, ar, ac, br, bch, kw, nw, k0, buf, BM, PA, P
         aw.async_copy(ta, (buf * BM + ar + p * SA, ac), a, min(ra + p * SA, m1) * kw + ac + k0 // 2, 4)
     # a wave's lanes copy one row of B (two at W = 64: an even row and the next), so on a partial
     # last pass the test of its first row, from the wave id, is the same in all its lanes
-    wrow = (aw.wave_id() * aw.wave_width()) // 32
+    wrow = (aw.wave_id() * aw.wave_width()) // CB
     for p in aw.static_range(PB):
         r = br + p * SB
         if p * SB + SB <= BK or wrow + p * SB < BK:  # compile-time true but on a partial last pass
@@ -165,8 +167,9 @@ def gemm_group(a: Any, b: Any, bias: Any = None, *, gelu: bool = False, target: 
     Args:
         a: (M, K), b: (K, N) arrays (converted to bf16 unless ``a`` is float16).
         bias: optional (N,) f32.
-        target, wave_width: where to run (default target; W default 32: the kernel's copies are
-            unrolled for it, so it is compiled for the W it is launched at).
+        target, wave_width: where to run (default target; W default 32, and the launch asks for
+            exactly that W: the kernel's copies are unrolled for it, so a target that cannot run it
+            refuses the launch instead of computing with another W).
         GR, BK, STAGES: the tiling (``64 GR x 256`` blocks of ``4 GR`` waves; K slices of BK in a
             ring of STAGES; the defaults fit the emulator's 64 KiB of local memory).
     Returns: (M, N) float32. K is padded with zeros to a multiple of ``STAGES * BK``, N to 256 and
@@ -195,6 +198,6 @@ def gemm_group(a: Any, b: Any, bias: Any = None, *, gelu: bool = False, target: 
     W = wave_width or 32
     gemm_group_kernel(np.ascontiguousarray(A).reshape(-1).view(np.uint32), np.ascontiguousarray(B).reshape(-1).view(
         np.uint32), bvec, out.reshape(-1), Mp, Np, Kp, grid=(Np // BN, -(-Mp // (64 * GR))),
-        workgroup=(4 * GR * W, 1, 1), target=target, wave_width=wave_width, W=W, GR=GR, BK=BK, STAGES=STAGES,
+        workgroup=(4 * GR * W, 1, 1), target=target, wave_width=W, W=W, GR=GR, BK=BK, STAGES=STAGES,
         GM=0, use_bias=bias is not None, gelu=gelu, f16=f16)
     return out[:M, :N]

@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from anywave.backends import ptx_mma
+from anywave.kernels.gemm_group import BN as GROUP_BN
 from anywave.kernels.gemm_group import gemm_group_kernel
 from anywave.kernels.gemm_mma import gemm_frag_kernel, gemm_tiled_kernel
 from anywave.runtime.cuda import WAVE_WIDTH as CUDA_WAVE_WIDTH
@@ -33,7 +34,7 @@ TILE = {"TM": 4, "TN": 4, "WM": 2, "WN": 4, "GM": 8, "BK": 32, "STAGES": 4}
 #: slice's wgmma run on into the next slice's barrier and copies). The fastest measured on the
 #: H200: bench/results/gpu_group_gemm_9c75f6c.json, variant group_async_k64_s4: 654.5 TFLOP/s,
 #: 0.882 of cuBLAS bf16 at 8192³ in the same run
-GROUP_TILE = {"GM": 8, "BK": 64, "STAGES": 4, "ASYNC": True}
+GROUP_TILE = {"GR": 2, "GM": 8, "BK": 64, "STAGES": 4, "ASYNC": True}
 #: tiling on CPU targets (fewer registers; W = 8 uses the direct-load kernel, its copies need too many)
 CPU_TILE = {"TM": 4, "TN": 2, "WM": 2, "WN": 4}
 
@@ -75,7 +76,7 @@ def gemm_mma(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = None,
     index = (dev.index if dev.index is not None else torch.cuda.current_device()) if cuda else 0
     group = cuda and O._cuda_target(index).device.props.arch == f"sm_{ptx_mma.WGMMA_ARCH}"
     p = GROUP_TILE if group else TILE if cuda else CPU_TILE
-    bm, bn = (128, 256) if group else (16 * p["TM"] * p["WM"], 16 * p["TN"] * p["WN"])
+    bm, bn = (64 * p["GR"], GROUP_BN) if group else (16 * p["TM"] * p["WM"], 16 * p["TN"] * p["WN"])
     bk = max(2, p.get("STAGES", 0)) * p.get("BK", 32)  # K slices per loop trip: 2, or the ring's STAGES
     mp, np_, kp = -(-m // bm) * bm, -(-n // bn) * bn, -(-k // bk) * bk
     ap = F.pad(a, (0, kp - k, 0, mp - m)) if (mp, kp) != (m, k) else a.contiguous()
@@ -84,25 +85,24 @@ def gemm_mma(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = None,
     if bias is not None:
         bv[:n] = bias
     out = torch.empty((mp, np_), dtype=torch.float32, device=dev)
-    waves = 8 if group else p["WM"] * p["WN"]
+    waves = 4 * p["GR"] if group else p["WM"] * p["WN"]
     flags = {"use_bias": bias is not None, "gelu": bool(gelu), "f16": a.dtype == torch.float16}
     grid = (np_ // bn, mp // bm, 1)
-    tiled = w >= 16
+    tiled = w >= 16  # the tiled kernels unroll their copies for the wave width W
     kern = gemm_group_kernel if group else gemm_tiled_kernel if tiled else gemm_frag_kernel
-    view = torch.int32 if tiled else torch.int16
-    args = {"a": ap.view(view), "b": bp.view(view), "bias": bv, "c": out, "m": mp, "n": np_, "k": kp}
     consts = {**p, **({"W": w} if tiled else {}), **flags}
     if cuda:  # tensor cores: wgmma (sm_90), else mma.sync + ldmatrix; a repeated call launches from the
         # kernel's launch plan (anywave.compiler.launch) on the tensors' current stream
         # (the kernel call checks dtypes: the packed operands are its u32 / u16 buffers)
         packed = torch.uint32 if tiled else torch.uint16
         with torch.cuda.device(index):
-            kern(ap.view(packed), bp.view(packed), bv, out, mp, np_, kp, grid=grid, workgroup=(waves * 32, 1, 1),
+            kern(ap.view(packed), bp.view(packed), bv, out, mp, np_, kp, grid=grid, workgroup=(waves * w, 1, 1),
                  target="cuda", **consts)
     else:
-        module = kern.compile(**consts)
-        host = {key: (v.numpy() if isinstance(v, torch.Tensor) else v) for key, v in args.items()}
-        O.current_cpu_target().launch(module, kern.name, grid, (waves * w, 1, 1), host)
+        view = torch.int32 if tiled else torch.int16
+        host = {"a": ap.view(view).numpy(), "b": bp.view(view).numpy(), "bias": bv.numpy(), "c": out.numpy(),
+                "m": mp, "n": np_, "k": kp}
+        O.current_cpu_target().launch(kern.compile(**consts), kern.name, grid, (waves * w, 1, 1), host)
     return out[:m, :n].contiguous() if (mp, np_) != (m, n) else out
 
 
