@@ -530,6 +530,13 @@ class KernelFunction:
             v = v[()]
         if isinstance(v, np.generic):
             v = v.item()
+        if hasattr(v, "__dlpack__") and getattr(v, "ndim", None) == 0 and not isinstance(v, np.ndarray):
+            # a 0-d torch/CuPy tensor: its value lives on its device, and reading it would block
+            # the launch on that device's queue; the caller decides where that wait goes
+            raise LaunchError(f"kernel {self.name!r}: argument {p.name!r} is a {t.name} scalar, got a 0-d "
+                              f"{type(v).__name__}; scalars are passed by value at launch, so pass a Python or "
+                              "NumPy number (t.item(), which waits for the device) or make it a 1-element buffer "
+                              "parameter (no wait)")
         if isinstance(v, bool) or not isinstance(v, (int, float)):
             raise LaunchError(f"kernel {self.name!r}: argument {p.name!r} is a {t.name} scalar, got "
                               f"{type(v).__name__} {v!r}")

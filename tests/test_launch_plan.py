@@ -1,0 +1,141 @@
+"""Issue 24 item 2: a launch plan per (kernel, argument layout) takes every scalar kind — Python
+int/float, NumPy scalars of every dtype, 0-d NumPy arrays — on its path after the first call
+(counted: the full launch path is not entered again), with the same values as the full path;
+on the emulator and on CUDA through the no-op driver (cuda.FakeDriver). Expected outputs are
+NumPy arithmetic on the inputs; expected words are struct packing of the scalar's value."""
+
+from __future__ import annotations
+
+import ctypes
+import struct
+import sys
+
+import numpy as np
+import pytest
+
+import anywave as aw
+from anywave.compiler.kernel import LaunchValueError
+
+KMOD = sys.modules["anywave.compiler.kernel"]
+
+
+@aw.kernel
+def scale(x: aw.In[aw.f32], y: aw.Out[aw.f32], a: aw.f32, n: aw.i32):
+    i = aw.global_id(0)
+    if i < n:
+        y[i] = x[i] * a
+
+
+@aw.kernel
+def shift64(x: aw.In[aw.i64], y: aw.Out[aw.i64], b: aw.i64, c: aw.u32, n: aw.i32):
+    i = aw.global_id(0)
+    if i < n:
+        y[i] = x[i] + b + aw.i64(c)
+
+
+FLOATS = [0.75, np.float32(0.75), np.float64(0.75), np.float16(0.75), np.array(0.75, np.float32),
+          np.array(0.75), 3, np.int8(3), np.uint16(3), np.int64(3)]
+INTS = [40, np.int32(40), np.int64(40), np.uint8(40), np.int16(40), np.uint64(40), np.array(40, np.int32),
+        np.array(40, np.uint64)]
+
+
+@pytest.fixture
+def full_launches(monkeypatch):
+    calls = []
+    real = KMOD._full_launch
+
+    def counting(*a, **k):
+        calls.append(1)
+        return real(*a, **k)
+
+    monkeypatch.setattr(KMOD, "_full_launch", counting)
+    return calls
+
+
+@pytest.mark.parametrize("a", FLOATS, ids=lambda v: f"{type(v).__name__}-{getattr(v, 'dtype', '')}")
+@pytest.mark.parametrize("n", INTS, ids=lambda v: f"{type(v).__name__}-{getattr(v, 'dtype', '')}")
+def test_every_scalar_kind_takes_the_plan_on_the_emulator(a, n, full_launches):
+    rng = np.random.default_rng(1)
+    x = rng.integers(-64, 64, 48).astype(np.float32)
+    av = float(np.asarray(a).item())
+    for _ in range(3):
+        y = np.full(48, -1.0, np.float32)
+        scale(x, y, a, n, grid=2, workgroup=32, target="emulator")
+        want = np.full(48, -1.0, np.float32)
+        want[:40] = x[:40] * np.float32(av)
+        np.testing.assert_array_equal(y, want)
+    assert len(full_launches) == 1  # the first call records the plan, the next two use it
+
+
+def test_64_bit_and_unsigned_scalars_take_the_plan(full_launches):
+    x = np.arange(-20, 20, dtype=np.int64)
+    for b, c in [(np.int64(-2**40), np.uint32(2**32 - 1)), (-2**40, 2**32 - 1), (np.array(-2**40), np.uint32(7))]:
+        full_launches.clear()
+        for _ in range(3):
+            y = np.zeros(40, np.int64)
+            shift64(x, y, b, c, 40, grid=2, workgroup=32, target="emulator")
+            np.testing.assert_array_equal(y, x + int(b) + int(c))
+        assert len(full_launches) == 1
+
+
+def test_a_plan_refuses_what_the_full_path_refuses():
+    x, y = np.ones(32, np.float32), np.zeros(32, np.float32)
+    scale(x, y, np.float32(2), np.int32(32), grid=1, workgroup=32, target="emulator")  # warm the plan
+    with pytest.raises(aw.LaunchError, match="argument 'n' is i32, got float 3.5"):
+        scale(x, y, np.float32(2), 3.5, grid=1, workgroup=32, target="emulator")
+    with pytest.raises(aw.LaunchError, match="argument 'n' is a i32 scalar, got bool True"):
+        scale(x, y, np.float32(2), np.bool_(True), grid=1, workgroup=32, target="emulator")
+    with pytest.raises(LaunchValueError, match="out of range for i32"):
+        scale(x, y, np.float32(2), np.int64(2**31), grid=1, workgroup=32, target="emulator")
+    with pytest.raises(LaunchValueError, match="out of range for i32"):
+        scale(x, y, np.float32(2), np.array(2**31), grid=1, workgroup=32, target="emulator")
+    with pytest.raises(aw.LaunchError, match="argument 'a' is a f32 scalar, got ndarray"):
+        scale(x, y, np.ones(1, np.float32), 32, grid=1, workgroup=32, target="emulator")
+
+
+def test_a_0d_tensor_scalar_is_refused_with_the_reason():
+    torch = pytest.importorskip("torch")
+    x, y = np.ones(32, np.float32), np.zeros(32, np.float32)
+    with pytest.raises(aw.LaunchError, match="got a 0-d Tensor; scalars are passed by value"):
+        scale(x, y, torch.tensor(2.0), 32, grid=1, workgroup=32, target="emulator")
+
+
+# ----------------------------------------------------------------------------- CUDA (no-op driver)
+
+@pytest.fixture
+def fake_cuda(monkeypatch):
+    from anywave.compiler import targets as ct
+    from anywave.runtime import arrays as A
+    from anywave.runtime import cuda
+
+    drv = cuda.FakeDriver()
+    monkeypatch.setattr(cuda, "_DRV", drv)
+    monkeypatch.setattr(cuda, "_init_state", None)
+    monkeypatch.setattr(cuda, "_MEMORY", {})
+    monkeypatch.setattr(A, "_SPACES", {})
+    monkeypatch.setattr(A, "_USED", {})
+    monkeypatch.setattr(ct, "_CACHE", {})
+    launches = []
+
+    def record(f, grid, block, shared, stream, kp):
+        ptrs = (ctypes.c_void_p * 4).from_address(kp)
+        launches.append([ctypes.c_uint64.from_address(ptrs[i]).value for i in range(4)])
+
+    drv.on_launch = record
+    return launches
+
+
+@pytest.mark.parametrize("a", FLOATS, ids=lambda v: f"{type(v).__name__}-{getattr(v, 'dtype', '')}")
+def test_every_scalar_kind_takes_the_cuda_launcher(a, fake_cuda, full_launches):
+    dx, dy = aw.empty(64, aw.f32, target="cuda"), aw.empty(64, aw.f32, target="cuda")
+    want_a = struct.unpack("<I", struct.pack("<f", float(np.asarray(a).item())))[0]
+    for n in INTS:
+        full_launches.clear()
+        fake_cuda.clear()
+        for _ in range(3):
+            scale(dx, dy, a, n, grid=2, workgroup=32, stream=5)
+        assert len(full_launches) == 1, n
+        assert len(fake_cuda) == 3
+        for words in fake_cuda:
+            assert words[:2] == [dx.ptr, dy.ptr]
+            assert words[2] & 0xFFFFFFFF == want_a and words[3] & 0xFFFFFFFF == 40
