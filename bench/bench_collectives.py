@@ -101,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
     a = ap.parse_args(argv)
-    from anywave.compiler.targets import get_target
+    from anywave.jit.targets import get_target
 
     tgt = get_target(a.target)
     widths = a.widths or list(tgt.wave_widths or (8, 16, 32, 64))

@@ -58,7 +58,7 @@ def _library_jobs():
     import pkgutil
 
     import anywave.kernels as lib
-    from anywave.compiler.kernel import KernelFunction
+    from anywave.jit.kernel import KernelFunction
 
     seen: set[int] = set()
     for info in sorted(pkgutil.iter_modules(lib.__path__), key=lambda i: i.name):
@@ -87,7 +87,7 @@ def main() -> int:
     if a.baseline:
         before = {r["kernel"]: r for r in json.loads(Path(a.baseline).read_text())["results"]}
     os.environ["ANYWAVE_NO_DISK_CACHE"] = "1"
-    from anywave.compiler.kernel import KernelFunction
+    from anywave.jit.kernel import KernelFunction
 
     jobs = list(_library_jobs())
     for f in sorted((ROOT / "tests").glob("test_compiler*.py")):

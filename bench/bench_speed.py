@@ -191,7 +191,7 @@ def autotune_on_gpu(tgt: cuda.CudaTarget, mods: dict[int, Any], a: torch.Tensor,
                     bias: torch.Tensor, c: torch.Tensor, m: int, n: int, k: int, stream: int) -> dict[str, Any]:
     """``aw.autotune`` on the CUDA target: CUDA-event timing, the cuda launch with torch
     tensors; then a second tuner finds the choice in the on-disk cache without timing."""
-    from anywave.compiler import autotune as A
+    from anywave.jit import autotune as A
 
     def launch(cfg: dict[str, Any], args: dict[str, Any]) -> None:
         i = next(j for j, cc in enumerate(G.CONFIGS) if all(cfg[x] == cc[x] for x in cc))

@@ -10,7 +10,7 @@ import pytest
 
 import anywave as aw
 from anywave.compiler.kernel import LaunchValueError
-from anywave.compiler.targets import TargetError, available_targets
+from anywave.jit.targets import TargetError, available_targets
 from anywave.errors import LaunchConfigError
 from anywave.runtime import arrays as A
 
@@ -302,7 +302,7 @@ def test_wave_width_refused_clearly():
 def test_check_keyword(monkeypatch):
     x, y = data(8)
     # no target has a bounds-checked build on this branch: check=True is refused by name, never ignored
-    from anywave.compiler.launch import env_check
+    from anywave.jit.launch import env_check
 
     monkeypatch.setenv("ANYWAVE_CHECK", "1")
     assert env_check()
@@ -320,7 +320,7 @@ def test_check_keyword(monkeypatch):
 def test_layout_plan_reused_and_rechecked(monkeypatch):
     import sys
 
-    K = sys.modules["anywave.compiler.kernel"]
+    K = sys.modules["anywave.jit.kernel"]
 
     calls = []
     monkeypatch.setattr(axpy, "_calls", {})
@@ -345,7 +345,7 @@ def test_layout_plan_reused_and_rechecked(monkeypatch):
 
 @pytest.fixture
 def fake_cuda(monkeypatch):
-    from anywave.compiler import targets as ct
+    from anywave.jit import targets as ct
     from anywave.runtime import cuda
 
     drv = cuda.FakeDriver()
@@ -409,7 +409,7 @@ def test_fake_cuda_wave_width(fake_cuda):
 
 
 def test_resolve_target_device_rules():
-    from anywave.compiler.launch import resolve_target
+    from anywave.jit.launch import resolve_target
 
     def mem(kind, dev):
         return A.Memory(kind, dev, 0, 0x1000 * (dev + 1), 64, np.dtype(np.float32), True, False, None)

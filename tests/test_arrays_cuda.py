@@ -141,7 +141,7 @@ def test_device_errors():
 def test_wave_width_on_cuda():
     a = aw.zeros(32, aw.f32, target="cuda")
     inc(a, 32, grid=1, workgroup=32, wave_width=32)
-    from anywave.compiler.targets import TargetError
+    from anywave.jit.targets import TargetError
 
     with pytest.raises(TargetError, match="runs wave widths"):
         inc(a, 32, grid=1, workgroup=32, wave_width=16)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import anywave as aw
-from anywave.compiler import autotune as A
+from anywave.jit import autotune as A
 from anywave.kernels import gemm as G
 from anywave.kernels import reference as R
 

@@ -183,7 +183,7 @@ def _library() -> list:
     import pkgutil
 
     import anywave.kernels as lib
-    from anywave.compiler.kernel import KernelFunction
+    from anywave.jit.kernel import KernelFunction
 
     out = []
     for info in sorted(pkgutil.iter_modules(lib.__path__), key=lambda i: i.name):
@@ -211,7 +211,7 @@ def test_optimize_is_two_full_rounds_on_the_compiler_tests():
     import importlib.util
     from pathlib import Path
 
-    from anywave.compiler.kernel import KernelFunction
+    from anywave.jit.kernel import KernelFunction
 
     done = 0
     for f in sorted(Path(__file__).parent.glob("test_compiler*.py")):

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from anywave.compiler.targets import available_targets
+from anywave.jit.targets import available_targets
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 

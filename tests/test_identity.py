@@ -171,7 +171,7 @@ def _need(target: str) -> int:
 
 
 def _large_workgroup_case(target: str, W: int) -> None:
-    from anywave.compiler.targets import get_target
+    from anywave.jit.targets import get_target
 
     n = _need(target)  # the device's largest workgroup: 1024 waves at W = 8 on the CPU runtimes
     x = wide_f32(np.random.default_rng(7), n)
@@ -314,7 +314,7 @@ def test_launch_result_says_which_w_ran() -> None:
 
 
 def test_w_dependent_kernel_on_a_target_without_the_default_w_warns() -> None:
-    from anywave.compiler import targets as ct
+    from anywave.jit import targets as ct
     from anywave.runtime import targets as rt
 
     info = rt.EmulatorTarget(64).info
@@ -348,7 +348,7 @@ def test_w_dependent_kernel_on_a_target_without_the_default_w_warns() -> None:
 def _library_kernels():  # noqa: ANN202
     import anywave.kernels as K
     import anywave.torch.kernels as TK
-    from anywave.compiler.kernel import KernelFunction
+    from anywave.jit.kernel import KernelFunction
 
     mods = [K.elementwise, K.image, K.linalg, K.scan, K.sort, TK]
     return [(f"{mod.__name__}.{n}", v) for mod in mods for n, v in inspect.getmembers(mod)
@@ -440,7 +440,7 @@ def test_cuda_collectives_and_library_equal_the_emulator_at_other_w() -> None:
 
 
 def _target_launch(target: str, m: Module, name: str):  # noqa: ANN202
-    from anywave.compiler.targets import get_target
+    from anywave.jit.targets import get_target
 
     def launch(args, wg, W):  # noqa: ANN001, ANN202
         names = [a.name for a in m.kernel(name).args]

@@ -14,8 +14,8 @@ import pytest
 import anywave as aw
 from anywave.runtime import arrays as A
 
-kmod = importlib.import_module("anywave.compiler.kernel")  # the package's 'kernel' is the decorator
-ct = importlib.import_module("anywave.compiler.targets")
+kmod = importlib.import_module("anywave.jit.kernel")  # the package's 'kernel' is the decorator
+ct = importlib.import_module("anywave.jit.targets")
 
 
 @aw.kernel

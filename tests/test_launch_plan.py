@@ -16,7 +16,7 @@ import pytest
 import anywave as aw
 from anywave.compiler.kernel import LaunchValueError
 
-KMOD = sys.modules["anywave.compiler.kernel"]
+KMOD = sys.modules["anywave.jit.kernel"]
 
 
 @aw.kernel
@@ -104,7 +104,7 @@ def test_a_0d_tensor_scalar_is_refused_with_the_reason():
 
 @pytest.fixture
 def fake_cuda(monkeypatch):
-    from anywave.compiler import targets as ct
+    from anywave.jit import targets as ct
     from anywave.runtime import arrays as A
     from anywave.runtime import cuda
 

@@ -55,7 +55,7 @@ _SLOW_SYCL = pytest.mark.skipif(not os.environ.get("ANYWAVE_SLOW"),
 @pytest.mark.parametrize("target", ["opencl", pytest.param("sycl", marks=[pytest.mark.slow, _SLOW_SYCL]),
                                     "cuda", "hip", "metal"])
 def test_every_target_prints_the_same_lines(target, capsys):
-    from anywave.compiler.targets import available_targets, get_target
+    from anywave.jit.targets import available_targets, get_target
 
     if target not in available_targets():
         pytest.skip(f"target {target!r} is not available here (anywave devices says why)")
@@ -164,7 +164,7 @@ def test_every_backend_translates_a_printing_kernel():
 
 
 def test_zero_capacity_buffer_runs_without_prints():
-    from anywave.compiler.targets import get_target
+    from anywave.jit.targets import get_target
 
     m = show.compile()
     buf = np.zeros(2, np.uint32)  # capacity 0: the kernel stores no record

@@ -142,7 +142,7 @@ def fake_cuda(monkeypatch):
     from anywave.runtime import arrays as A
     from anywave.runtime import cuda
 
-    ct = __import__("importlib").import_module("anywave.compiler.targets")
+    ct = __import__("importlib").import_module("anywave.jit.targets")
     drv = cuda.FakeDriver()
     for mod, name, value in ((cuda, "_DRV", drv), (cuda, "_init_state", None), (cuda, "_MEMORY", {}),
                              (cuda, "_PROBED", None), (A, "_SPACES", {}), (A, "_USED", {}), (ct, "_CACHE", {}),
@@ -163,7 +163,7 @@ def test_the_cuda_fast_path_launches_the_chosen_config_from_its_plan(fake_cuda, 
     args = {"a": a, "b": b, "bias": bias, "c": c, "m": n, "n": n, "k": n, "trans_a": False, "trans_b": False,
             "use_bias": False}
     full = []
-    kmod = __import__("importlib").import_module("anywave.compiler.kernel")
+    kmod = __import__("importlib").import_module("anywave.jit.kernel")
     real = kmod._full_launch
     monkeypatch.setattr(kmod, "_full_launch", lambda *x, **kw: (full.append(1), real(*x, **kw))[1])
     for _ in range(3):

@@ -339,7 +339,7 @@ class InfoCommand:
 #: subcommand providers in help order: objects, or dotted paths of modules, each with
 #: ``add_parser(subparsers)`` and ``run(args) -> int``
 COMMANDS: list[Provider | str] = [
-    AsmCommand, DisCommand, ValidateCommand, InfoCommand, "anywave.emu.cli_run", "anywave.compiler.cli_compile",
+    AsmCommand, DisCommand, ValidateCommand, InfoCommand, "anywave.jit.cli_run", "anywave.compiler.cli_compile",
     "anywave.backends.cli_translate", "anywave.runtime.cli_devices", "anywave.torch.cli_train", "anywave.demo",
     "anywave.conformance.report", "anywave.explore",
 ]

@@ -384,7 +384,7 @@ def _digest(a: np.ndarray) -> str:
 
 
 def _target_widths(target: str, widths: tuple[int, ...]) -> list[int | None]:
-    from anywave.compiler.targets import get_target
+    from anywave.jit.targets import get_target
 
     supported = getattr(get_target(target), "wave_widths", None)
     if supported is None:  # the emulator runs any W
@@ -465,7 +465,7 @@ def main(widths: tuple[int, ...] = WAVE_WIDTHS, seed: int = 0, out_dir: str = "a
     import json
     import os
 
-    from anywave.compiler.targets import available_targets
+    from anywave.jit.targets import available_targets
 
     missing = missing_extras()
     ui: _Plain | _Rich = _Rich() if progress and "rich" not in missing else _Plain()

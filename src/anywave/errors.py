@@ -85,3 +85,11 @@ class OutOfBoundsError(EmulationError):
     emulator (always) and by the bounds-checked builds of the compiled targets
     (``launch(..., check=True)``, ``ANYWAVE_CHECK=1``). The message names the kernel, the
     argument, the byte offset, the access size, the buffer size and the source line."""
+
+
+class LaunchError(WaveError, TypeError):
+    """Arguments that do not match the kernel's ABI (count, kind, dtype, contiguity, range)."""
+
+
+class LaunchValueError(WaveError, ValueError):
+    """Bad launch geometry or an out-of-range scalar."""

@@ -153,7 +153,7 @@ def round_to_bits(x: Fraction, negative: bool, t: ScalarType) -> int | None:
     ``x`` itself is only used by magnitude). None when the rounded magnitude exceeds the
     largest finite value. The one rounding shared by the assembler's literals
     (:func:`exact_to_bits`) and the runtime ABI's float arguments
-    (:func:`anywave.runtime.abi.scalar_word`)."""
+    (:func:`anywave.abi.scalar_word`)."""
     ebits, mbits = FLOAT_FORMATS[t]
     sign_mask = (1 << (ebits + mbits)) if negative else 0
     if x == 0:

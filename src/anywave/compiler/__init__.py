@@ -1,15 +1,15 @@
 """The anywave kernel compiler: Python functions → WAVE modules.
 
 See :mod:`anywave.compiler.frontend` for the language semantics and docs in the package
-``__init__`` of :mod:`anywave` for the public API.
+``__init__`` of :mod:`anywave` for the public API. The compiler knows no runtime: launching a
+kernel (``@aw.kernel``, targets, autotuning) is :mod:`anywave.jit`.
 """
 
 from __future__ import annotations
 
 from . import language
 from .errors import CompileError
-from .kernel import COMPILER_VERSION, CacheWarning, Func, KernelFunction, LaunchError, LaunchValueError, func, kernel
-from .targets import Target, TargetError, available_targets, get_target, register_target
+from .kernel import COMPILER_VERSION, CacheWarning, Func, KernelDef, LaunchError, LaunchValueError, func
 from .types import (
     Buffer,
     BufferType,
@@ -35,7 +35,6 @@ from .types import (
 
 __all__ = [
     "COMPILER_VERSION", "Buffer", "BufferType", "CacheWarning", "CompileError", "Const", "ConstType", "DType",
-    "Func", "In", "KernelFunction", "LaunchError", "LaunchValueError", "Out", "Target", "TargetError",
-    "available_targets", "bf16", "bool_", "f16", "f32", "f64", "func", "get_target", "i8", "i16", "i32", "i64",
-    "kernel", "language", "register_target", "u8", "u16", "u32", "u64",
+    "Func", "In", "KernelDef", "LaunchError", "LaunchValueError", "Out", "bf16", "bool_", "f16", "f32", "f64",
+    "func", "i8", "i16", "i32", "i64", "language", "u8", "u16", "u32", "u64",
 ]

@@ -40,7 +40,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def load_kernels(path: Path) -> dict[str, Any]:
     """Import ``path`` and return its kernels by name (in definition order)."""
-    from anywave.compiler.kernel import KernelFunction
+    from anywave.compiler.kernel import KernelDef
 
     if not path.is_file():
         raise CompileCommandError(f"{str(path)!r}: no such file" if not path.exists()
@@ -62,7 +62,7 @@ def load_kernels(path: Path) -> dict[str, Any]:
     except (Exception, SystemExit) as e:  # noqa: BLE001 - any failure of the user's module
         sys.modules.pop(name, None)
         raise CompileCommandError(_import_message(path, e)) from None
-    return {v.name: v for v in vars(mod).values() if isinstance(v, KernelFunction)}
+    return {v.name: v for v in vars(mod).values() if isinstance(v, KernelDef)}
 
 
 def _syntax_message(path: Path, e: SyntaxError) -> str:

@@ -183,7 +183,7 @@ def describe_value(v: Any, visit: Callable[[Any], str]) -> str:
     Raises:
         Unkeyable: the value is an arbitrary object whose state could change unseen.
     """
-    from .kernel import Func, KernelFunction
+    from .kernel import Func, KernelDef
     from .language import Intrinsic
     from .types import BufferType, ConstType, DType
 
@@ -203,7 +203,7 @@ def describe_value(v: Any, visit: Callable[[Any], str]) -> str:
         return f"enum:{type(v).__qualname__}.{v.name}"
     if isinstance(v, Func):
         return visit(v)
-    if isinstance(v, KernelFunction):
+    if isinstance(v, KernelDef):
         return f"kernel:{v.name}"
     if isinstance(v, types.ModuleType):
         return f"module:{v.__name__}"
@@ -218,14 +218,14 @@ def describe_value(v: Any, visit: Callable[[Any], str]) -> str:
 
 #: values compared by identity in :meth:`Fingerprint.still_valid` (immutable, or keyed by name)
 def _identity_safe(v: Any) -> bool:
-    from .kernel import Func, KernelFunction
+    from .kernel import Func, KernelDef
     from .language import Intrinsic
     from .types import BufferType, ConstType, DType
 
     if isinstance(v, tuple):
         return all(_identity_safe(x) for x in v)
     return v is UNDEFINED or isinstance(v, (*_SCALARS, np.generic, DType, BufferType, ConstType, Intrinsic, Enum,
-                                           Func, KernelFunction, types.ModuleType, type, types.BuiltinFunctionType,
+                                           Func, KernelDef, types.ModuleType, type, types.BuiltinFunctionType,
                                            types.FunctionType, np.ufunc))
 
 

@@ -1035,7 +1035,7 @@ class Frontend(ValueOps, MemoryOps, PerfOps, InlineOps, ast.NodeVisitor):
                 raise self.err(node, f"aw.{fn.name}() has no lowering: an intrinsic marker must be declared with "
                                "its lowering function in anywave.compiler.language")
             return fn.lower(self, node, discard)
-        from .kernel import Func, KernelFunction
+        from .kernel import Func, KernelDef
 
         if isinstance(fn, DType):
             args = self.call_args(node, 1, 1, f"aw.{fn.name}()")
@@ -1051,7 +1051,7 @@ class Frontend(ValueOps, MemoryOps, PerfOps, InlineOps, ast.NodeVisitor):
             return self.cast(self.pred_value(x) if isinstance(x, PredUse) else x, fn, node)
         if isinstance(fn, Func):
             return self.inline(fn, node)
-        if isinstance(fn, KernelFunction):
+        if isinstance(fn, KernelDef):
             raise self.err(node, f"cannot call kernel {fn.name!r} from a kernel; make it an @aw.func")
         if fn in (builtins.min, builtins.max):
             return self._minmax("min" if fn is builtins.min else "max", node)

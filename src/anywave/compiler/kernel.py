@@ -1,12 +1,11 @@
-"""``@aw.kernel`` / ``@aw.func``: compilation pipeline, caching and launching.
+"""Kernel definitions and ``@aw.func``: the compilation pipeline and its caches.
 
 Pipeline: :class:`~anywave.compiler.frontend.Frontend` (AST → structured IR) →
 :func:`~anywave.compiler.passes.optimize` → :func:`~anywave.compiler.codegen.allocate` →
 :func:`~anywave.compiler.codegen.emit` → :class:`~anywave.binary.module.Module`, verified.
 
-Launch: ``saxpy(2.0, x, y, n, grid=..., workgroup=...)`` or ``saxpy[grid, workgroup](...)``;
-compile-time constants (``aw.Const[...]`` parameters and keyword-only parameters) are passed
-like any argument and select the specialisation.
+Launching (``saxpy(2.0, x, y, n, grid=..., workgroup=...)``) is not the compiler's: it is
+:mod:`anywave.jit`, whose :class:`~anywave.jit.kernel.KernelFunction` extends :class:`KernelDef`.
 """
 
 from __future__ import annotations
@@ -25,9 +24,10 @@ from typing import Any
 
 import numpy as np
 
+from anywave.abi import dims3 as _dims3
 from anywave.binary.module import KERNEL_FLAG_W_INVARIANT, Arg, Kernel, Module
 from anywave.binary.verify import verify_cached
-from anywave.errors import VerifyError, WaveError
+from anywave.errors import LaunchError, LaunchValueError, VerifyError  # noqa: F401 - re-exported
 from anywave.isa.types import LIMITS, ArgKind
 
 from . import codegen, passes, spill
@@ -42,14 +42,6 @@ COMPILER_VERSION = "0.1.1"  # 0.1.1: W-invariant collectives, the kernel W-depen
 
 class CacheWarning(UserWarning):
     """A kernel cannot be cached (it reads a value with no stable description)."""
-
-
-class LaunchError(WaveError, TypeError):
-    """Arguments that do not match the kernel's ABI (count, kind, dtype, contiguity, range)."""
-
-
-class LaunchValueError(WaveError, ValueError):
-    """Bad launch geometry or an out-of-range scalar."""
 
 
 # ----------------------------------------------------------------------------- device functions
@@ -159,8 +151,9 @@ def _gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-class KernelFunction:
-    """A compiled-on-demand kernel. Call it to launch; :meth:`compile` for the Module.
+class KernelDef:
+    """A kernel definition, compiled on demand: :meth:`compile` for the Module. It knows no
+    runtime: launching is :class:`anywave.jit.kernel.KernelFunction` (what ``@aw.kernel`` makes).
 
     Attributes:
         name: kernel name (the function's name unless given).
@@ -182,14 +175,10 @@ class KernelFunction:
         self._memo: dict[tuple[Any, ...], tuple[Fingerprint, str, Module]] = {}
         self._warned_unkeyable = False
         self._params: list[Param] | None = None
-        self._calls: dict[tuple[Any, ...], Any] = {}  # launch plans by argument layout (compiler/launch.py)
         #: constants -> the register report of the last pipeline run (compiler/spill.py)
         self._resources: dict[tuple[Any, ...], Any] = {}
         #: (code object, its parsed source): see _kernel_source
         self._parsed: tuple[Any, FuncSource] | None = None
-        self._const_pos: tuple[int, ...] | None = None
-        self._const_names: frozenset[str] = frozenset()
-        self._const_tail: int | None = None
 
     # ------------------------------------------------------------ signature
     @property
@@ -289,21 +278,19 @@ class KernelFunction:
             self._memo[key] = (fp, digest, m)
         return m
 
-    def _plans_valid(self) -> bool:
-        """True when the launch plans' modules are still current: every name the compiled code
-        read holds the identical value (and the kernel is cacheable at all); otherwise the
-        plans are dropped and the launch takes the full path, which recompiles as needed.
-        Specialisations share one fingerprint object while their dependencies are the same
-        (:meth:`_shared_fingerprint`), so it is checked once, not once per specialisation."""
+    def _modules_current(self) -> bool:
+        """True when the compiled modules are still current: every name the compiled code read
+        holds the identical value (and the kernel is cacheable at all); a launcher drops what it
+        recorded for them otherwise (:mod:`anywave.jit.kernel`). Specialisations share one
+        fingerprint object while their dependencies are the same (:meth:`_shared_fingerprint`),
+        so it is checked once, not once per specialisation."""
         if self._warned_unkeyable:
-            self._calls.clear()
             return False
         last = None
         for fp, _, _ in self._memo.values():
             if fp is last:
                 continue
             if not fp.still_valid():
-                self._calls.clear()
                 return False
             last = fp
         return True
@@ -427,170 +414,11 @@ class KernelFunction:
         h.update(repr((self.name, self.workgroup, self.max_workgroup_size, self.optimize)).encode())
         return h.hexdigest()
 
-    # ------------------------------------------------------------ launch
-    def __getitem__(self, launch: tuple[Any, Any]) -> Callable[..., Any]:
-        """``kernel[grid, workgroup](*args)``."""
-        if not isinstance(launch, tuple) or len(launch) != 2:
-            raise LaunchError(f"kernel {self.name!r}: write kernel[grid, workgroup](...), got kernel[{launch!r}]")
-        grid, wg = launch
-
-        def launcher(*args: Any, **kwargs: Any) -> Any:
-            return self(*args, grid=grid, workgroup=wg, **kwargs)
-
-        return launcher
-
-    def __call__(self, *args: Any, grid: Any = None, workgroup: Any = None, target: str | None = None,
-                 wave_width: int | None = None, check: bool | None = None, stream: Any = None, **kwargs: Any) -> Any:
-        """Launch on ``target``; returns the target's launch statistics (the emulator's), or None.
-
-        Args:
-            *args, **kwargs: the kernel's parameters. A buffer takes a NumPy array, a torch
-                tensor (CPU or CUDA), a CuPy array, an anywave array (``aw.array`` ...), or any
-                object with ``__cuda_array_interface__``, ``__dlpack__`` or
-                ``__array_interface__``; its memory is used in place (written buffers are
-                updated). Scalars take Python/NumPy numbers (range-checked).
-            grid: workgroups per dimension (1-3 ints); workgroup: threads per workgroup
-                (default: the kernel's ``workgroup=``).
-            target: ``"emulator"``, ``"opencl"``, ``"sycl"``, ``"cuda"``, ``"cuda:N"`` ...;
-                None: the device the arguments live on, else the best available target.
-            wave_width: W for targets that offer several (8/16/32/64); refused with
-                TargetError when the target does not run it.
-            check: run a bounds-checked build (default: ``ANYWAVE_CHECK=1`` in the environment).
-            stream: a CUDA stream (handle or object with ``cuda_stream``/``ptr``); default:
-                PyTorch's current stream for torch tensors, the producer's for
-                ``__cuda_array_interface__`` objects that name one, else the default stream.
-
-        Launches whose buffers are all device memory are asynchronous (``aw.synchronize()``,
-        ``.numpy()`` wait); host memory (NumPy, CPU tensors) keeps synchronous semantics.
-
-        Raises:
-            LaunchError / LaunchValueError: arguments or geometry do not match the ABI or the
-                kernel's launch rules (wrong kind of object, dtype, device, non-contiguous,
-                read-only memory for a written buffer, overlapping buffers where one is
-                written (spec §4.2), workgroup size rules (spec §2.1), ids past i32).
-            TargetError: unknown/unavailable target or wave width. CompileError.
-        """
-        key = None
-        cp = self._const_pos
-        if cp is None:
-            cp = self._const_pos = tuple(i for i, p in enumerate(self.params) if p.kind == "const")
-            self._const_names = frozenset(p.name for p in self.params if p.kind == "const")
-            # the usual layout: the constants are the last parameters (keyword-only ones)
-            self._const_tail = cp[0] if cp and cp == tuple(range(cp[0], len(self.params))) else None
-        # constants may come by keyword (``bm=128``): they are part of the layout's key, with
-        # their types (True == 1 and 1 == 1.0, but they select different specialisations)
-        if not kwargs or kwargs.keys() <= self._const_names:
-            try:
-                tail = self._const_tail
-                key = (tuple(map(type, args)), grid, workgroup, target, wave_width, check, stream, _get_ident(),
-                       args[tail:] if tail is not None else
-                       (tuple(args[i] for i in cp if i < len(args)) if cp else ()),
-                       tuple((k, type(v), v) for k, v in kwargs.items()) if kwargs else ())
-                plan = self._calls.get(key)
-            except TypeError:  # an unhashable grid or constant: no plan
-                key = plan = None
-            if plan is not None and self._plans_valid():
-                r = plan(args)
-                if r is not _MISS:
-                    return r
-        return _full_launch(self, args, kwargs, grid, workgroup, target, wave_width, check, stream, key)
-
-    def _bind(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> dict[str, Any]:
-        names = [p.name for p in self.params]
-        positional = [p.name for p in self.params]
-        if len(args) > len(positional):
-            raise LaunchError(f"kernel {self.name!r} takes {len(positional)} arguments ({self.signature()}), "
-                              f"got {len(args)}")
-        bound = dict(zip(positional, args, strict=False))
-        for k, v in kwargs.items():
-            if k not in names:
-                raise LaunchError(f"kernel {self.name!r} has no parameter {k!r}; its parameters: {self.signature()}")
-            if k in bound:
-                raise LaunchError(f"kernel {self.name!r}: argument {k!r} given twice")
-            bound[k] = v
-        missing = [p.name for p in self.params if p.name not in bound
-                   and not (p.kind == "const" and p.default is not inspect.Parameter.empty)]
-        if missing:
-            raise LaunchError(f"kernel {self.name!r}: missing arguments {missing}; its parameters: {self.signature()}")
-        return bound
-
     def signature(self) -> str:
         return ", ".join(f"{p.name}: {p.ann!r}" if p.kind != "const" else f"{p.name} (constant)" for p in self.params)
 
-    def _check_arg(self, p: Param, v: Any, target: str = "emulator", device: int = 0) -> Any:
-        """The launch value of argument ``p`` = ``v``: for a buffer, the checked memory's value
-        for ``target``:``device`` (see :func:`anywave.compiler.launch.check_buffer`); for a
-        scalar, the range-checked Python number."""
-        if p.kind == "buffer":
-            from .launch import check_buffer
-
-            return check_buffer(self, p, v, target, device).value
-        t: ty.DType = p.ann
-        if isinstance(v, (np.ndarray,)) and v.ndim == 0:
-            v = v[()]
-        if isinstance(v, np.generic):
-            v = v.item()
-        if hasattr(v, "__dlpack__") and getattr(v, "ndim", None) == 0 and not isinstance(v, np.ndarray):
-            # a 0-d torch/CuPy tensor: its value lives on its device, and reading it would block
-            # the launch on that device's queue; the caller decides where that wait goes
-            raise LaunchError(f"kernel {self.name!r}: argument {p.name!r} is a {t.name} scalar, got a 0-d "
-                              f"{type(v).__name__}; scalars are passed by value at launch, so pass a Python or "
-                              "NumPy number (t.item(), which waits for the device) or make it a 1-element buffer "
-                              "parameter (no wait)")
-        if isinstance(v, bool) or not isinstance(v, (int, float)):
-            raise LaunchError(f"kernel {self.name!r}: argument {p.name!r} is a {t.name} scalar, got "
-                              f"{type(v).__name__} {v!r}")
-        if t.is_int:
-            if isinstance(v, float):
-                if not v.is_integer():
-                    raise LaunchError(f"kernel {self.name!r}: argument {p.name!r} is {t.name}, got float {v!r}")
-                v = int(v)
-            info = np.iinfo(t.np_dtype)
-            if not info.min <= v <= info.max:
-                raise LaunchValueError(f"kernel {self.name!r}: argument {p.name!r} = {v} is out of range for "
-                                       f"{t.name} ({info.min}..{info.max})")
-            return v
-        return float(v)
-
     def __repr__(self) -> str:
         return f"<aw.kernel {self.name}({self.signature()})>"
-
-
-def kernel(fn: Callable[..., Any] | None = None, *, workgroup: Sequence[int] | int | None = None,
-           max_workgroup_size: int | None = None, name: str | None = None,
-           optimize: bool = True) -> Any:
-    """Decorator: ``@aw.kernel`` or ``@aw.kernel(workgroup=(256, 1, 1))``.
-
-    Args:
-        workgroup: required workgroup size (recorded in the ABI; launches must match).
-        max_workgroup_size: largest workgroup the kernel supports.
-        name: kernel name in the module (default: the function name).
-        optimize: run the optimisation passes (default True).
-    """
-    def wrap(f: Callable[..., Any]) -> KernelFunction:
-        return KernelFunction(f, workgroup=workgroup, max_workgroup_size=max_workgroup_size, name=name,
-                              optimize=optimize)
-
-    return wrap(fn) if fn is not None else wrap
-
-
-def _dims3(v: Any, what: str) -> tuple[int, int, int]:
-    """``v`` (an int or 1-3 ints) as 3 dims; a float, bool or other non-integer is refused
-    (never truncated: ``grid=(2.7,)`` is a LaunchError naming 2.7)."""
-    if isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)):
-        v = (int(v),)
-    try:
-        items = list(v)
-    except TypeError:
-        raise LaunchError(f"{what} must be an int or 1-3 ints, got {v!r}") from None
-    for k, x in enumerate(items):
-        if isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, np.integer)):
-            raise LaunchError(f"{what} must be an int or 1-3 ints, got {type(x).__name__} {x!r} in dimension {k} "
-                              f"of {tuple(items)!r}; round it explicitly, e.g. (n + 255) // 256")
-    vals = [int(x) for x in items]
-    if not 1 <= len(vals) <= 3 or any(x < 1 for x in vals):
-        raise LaunchValueError(f"{what} must be 1-3 positive ints, got {tuple(vals)}")
-    return tuple(vals + [1] * (3 - len(vals)))  # type: ignore[return-value]
 
 
 def _verify_output(m: Module, name: str) -> None:
@@ -608,7 +436,7 @@ def _verify_output(m: Module, name: str) -> None:
 
 class _DiskCache:
     """Content-addressed ``.wbin`` files under ``<anywave cache>/compiled``
-    (:mod:`anywave.runtime.cache`: directories 0700, entries refused when another user's or
+    (:mod:`anywave.cache`: directories 0700, entries refused when another user's or
     writable by others, each checked against its recorded SHA-256 before it is read);
     ``ANYWAVE_NO_DISK_CACHE=1`` turns it off. Writes are atomic; damaged entries are ignored
     and rewritten; a read-only cache falls back to a private temporary directory.
@@ -617,7 +445,7 @@ class _DiskCache:
     def directory(self) -> Path | None:
         if os.environ.get("ANYWAVE_NO_DISK_CACHE"):
             return None
-        from anywave.runtime.cache import safe_subdir
+        from anywave.cache import safe_subdir
 
         try:
             return safe_subdir("compiled")
@@ -631,7 +459,7 @@ class _DiskCache:
         d = self.directory()
         if d is None:
             return None
-        from anywave.runtime.cache import verified_read
+        from anywave.cache import verified_read
 
         data = verified_read(d / f"{digest}.wbin")
         if data is None:
@@ -651,7 +479,7 @@ class _DiskCache:
             return
         try:
             from anywave.binary.wbin import write_wbin
-            from anywave.runtime.cache import atomic_write
+            from anywave.cache import atomic_write
 
             atomic_write(d / f"{digest}.wbin", write_wbin(module, verify=False), record_hash=True)
         except OSError:
@@ -659,9 +487,4 @@ class _DiskCache:
 
 
 _DISK = _DiskCache()
-_get_ident = threading.get_ident
-
-from .launch import MISS as _MISS  # noqa: E402 - launch.py imports this module's names lazily
-from .launch import launch as _full_launch  # noqa: E402
-
 _ = LIMITS

@@ -64,7 +64,7 @@ def perf_view(a: aw.In[aw.f32], out: aw.Out[aw.f32], ev: aw.Out[aw.f32], rows: a
             e[r, c] = evens[r, c] * 2.0
 
 
-def _wave_text(kernel: aw.compiler.KernelFunction) -> str:
+def _wave_text(kernel: aw.jit.KernelFunction) -> str:
     from anywave.asm.disassembler import disassemble
 
     text = disassemble(kernel.compile())

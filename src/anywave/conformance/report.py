@@ -215,11 +215,11 @@ def run_report(targets: Sequence[str] | None = None, wave_widths: Sequence[int] 
                           "seconds": round(time.perf_counter() - t0, 3)})
     # library identity: W-invariant kernels against one reference at every W and target
     import anywave.kernels as K
-    from anywave.compiler.kernel import KernelFunction
+    from anywave.compiler.kernel import KernelDef
 
     lib_invariant = all(w_invariant(m, m.kernels[0]) for m in
                         (v.compile() for mod in (K.elementwise, K.image, K.linalg, K.scan, K.sort)
-                         for v in vars(mod).values() if isinstance(v, KernelFunction)))
+                         for v in vars(mod).values() if isinstance(v, KernelDef)))
     for name, _ in libs:
         row = [c for c in cells if c["group"] == f"lib:{name}" and c["status"] == "pending"]
         ref = _reference_digest(name, libs) if row else None

@@ -23,6 +23,10 @@ from typing import Any
 
 import numpy as np
 
+from anywave.abi import SCALAR_INT as _SCALAR_INT  # noqa: F401 - re-exported (moved)
+from anywave.abi import abi_text as _abi_text
+from anywave.abi import load_program
+from anywave.abi import scalar_word as _scalar_word
 from anywave.binary.module import Instruction, Kernel, Module
 from anywave.binary.structure import If, Loop
 from anywave.binary.structure import parse as parse_structure
@@ -35,10 +39,6 @@ from anywave.isa import dispatch
 from anywave.isa.mma import MMA_SREG_VALUES
 from anywave.isa.table import InstrDef, Role
 from anywave.isa.types import LIMITS, Access, SpecialRegister
-from anywave.runtime.abi import SCALAR_INT as _SCALAR_INT  # noqa: F401 - re-exported (moved)
-from anywave.runtime.abi import abi_text as _abi_text
-from anywave.runtime.abi import load_program
-from anywave.runtime.abi import scalar_word as _scalar_word
 
 __all__ = ["DEFAULT_LIMITS", "BudgetExceeded", "EmulationStats", "EmulatorLimits", "emulate", "emulate_flat",
            "compile_instruction"]

@@ -177,7 +177,7 @@ def run_source(source: str, kernel: str | None = None, wave_width: int = 32, n: 
     written buffers equal the emulator's bit for bit). ``targets`` restricts the targets besides
     the emulator (default: every available one).
     """
-    from anywave.compiler.targets import available_targets, get_target
+    from anywave.jit.targets import available_targets, get_target
 
     with _LOCK:
         try:

@@ -162,9 +162,9 @@ def launch_shape(m: int, n: int, cfg: dict | None = None) -> tuple[tuple[int, in
 
 
 def tuner(configs: list[dict] | tuple[dict, ...] = CONFIGS) -> Any:
-    """An :class:`anywave.compiler.autotune.Autotuner` of :data:`gemm_f32_kernel` over
+    """An :class:`anywave.jit.autotune.Autotuner` of :data:`gemm_f32_kernel` over
     ``configs``, keyed by (m, n, k, epilogue)."""
-    from anywave.compiler.autotune import Autotuner
+    from anywave.jit.autotune import Autotuner
 
     return Autotuner(gemm_f32_kernel, configs, key=["m", "n", "k", "epilogue"],
                      grid=lambda cfg, a: launch_shape(a["m"], a["n"], cfg)[0],
@@ -180,7 +180,7 @@ def gemm(a: np.ndarray, b: np.ndarray, bias: np.ndarray | None = None, *, epilog
 
     ``config``: one of :data:`CONFIGS` (default :data:`DEFAULT`), or ``"auto"``: the autotuner
     times the configs that fit on the target once and remembers the choice (see
-    :mod:`anywave.compiler.autotune`).
+    :mod:`anywave.jit.autotune`).
 
     Shapes the tiled kernel does not cover (see :func:`fits`) run
     :func:`anywave.kernels.linalg.matmul` (same arithmetic order, same bits; no GELU there).

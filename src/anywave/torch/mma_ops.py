@@ -92,7 +92,7 @@ def gemm_mma(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = None,
     kern = gemm_group_kernel if group else gemm_tiled_kernel if tiled else gemm_frag_kernel
     consts = {**p, **({"W": w} if tiled else {}), **flags}
     if cuda:  # tensor cores: wgmma (sm_90), else mma.sync + ldmatrix; a repeated call launches from the
-        # kernel's launch plan (anywave.compiler.launch) on the tensors' current stream
+        # kernel's launch plan (anywave.jit.launch) on the tensors' current stream
         # (the kernel call checks dtypes: the packed operands are its u32 / u16 buffers)
         packed = torch.uint32 if tiled else torch.uint16
         with torch.cuda.device(index):

@@ -294,7 +294,7 @@ def _gemm_fast_path(args: dict[str, Any], target: str, wave_width: int | None) -
     :func:`_gemm_config`'s, chosen once per shape and target. A transposed operand is first
     copied to row-major (the GEMM reads ``a`` (M, K) and ``b`` (K, N)); returns False (the
     sequential kernel runs) for shapes no config covers. A repeated call launches from the
-    kernel's launch plan (:mod:`anywave.compiler.launch`)."""
+    kernel's launch plan (:mod:`anywave.jit.launch`)."""
     from anywave.kernels import gemm as G
 
     m, n, k = int(args["m"]), int(args["n"]), int(args["k"])

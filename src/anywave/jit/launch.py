@@ -26,8 +26,14 @@ from typing import Any
 
 import numpy as np
 
+from anywave.abi import dims3 as _dims3
+from anywave.compiler import debugprint
+from anywave.errors import LaunchError, LaunchValueError
 from anywave.runtime import arrays as A
 from anywave.runtime.targets import ID_LIMIT_I32, check_launch_rules
+
+from . import capture as _capture
+from .targets import check_default_wave_width, get_target
 
 #: returned by a plan that does not recognise its arguments (the full path runs instead)
 MISS = object()
@@ -62,8 +68,6 @@ def resolve_target(kname: str, target: str | None, mems: Sequence[tuple[str, A.M
 
     Raises:
         ArgumentError: buffers on different devices, or on a device the named target is not."""
-    from .kernel import LaunchError
-
     name, dev = (None, None)
     if target is not None:
         name, _, d = str(target).partition(":")
@@ -82,8 +86,6 @@ def resolve_target(kname: str, target: str | None, mems: Sequence[tuple[str, A.M
         if places:
             kind, d = next(iter(places))
             return kind, d
-        from .targets import get_target
-
         return get_target(None).name, 0
     if dev is None:
         dev = next((m.device for _, m in resident if m.kind == name), 0)
@@ -375,8 +377,6 @@ def check_buffer(kf: Any, p: Any, v: Any, tname: str, tdev: int, m: A.Memory | N
     Raises:
         LaunchError (a TypeError): wrong kind of object, dtype, non-contiguous, read-only memory
         for a written buffer, a misaligned device address, or memory of another device."""
-    from .kernel import LaunchError
-
     bt = p.ann
     if m is None:  # (a DLPack capsule can be read once: callers that described it pass m)
         try:
@@ -423,10 +423,7 @@ def quick_for(kf: Any, p: Any, v: Any, m: A.Memory, tname: str, tdev: int) -> An
 
 def launch(kf: Any, args: Sequence[Any], kwargs: Mapping[str, Any], grid: Any, workgroup: Any, target: Any,
            wave_width: Any, check: Any, stream: Any, key: Any) -> Any:
-    """The full launch path of ``KernelFunction.__call__`` (records a plan under ``key``)."""
-    from .kernel import LaunchError, LaunchValueError, _dims3
-    from .targets import get_target
-
+    """The full launch path of :class:`anywave.jit.kernel.KernelFunction` (records a plan under ``key``)."""
     if grid is None:
         raise LaunchError(f"kernel {kf.name!r}: give grid= (workgroups per dimension)")
     if workgroup is None:
@@ -475,13 +472,18 @@ def launch(kf: Any, args: Sequence[Any], kwargs: Mapping[str, Any], grid: Any, w
                           if p.kind == "buffer"], kf.name)
     except A.ArgumentError as e:
         raise LaunchError(str(e)) from None
+    cap = _capture.current() if _capture.ACTIVE else None
+    if cap is not None and (tname != "cuda" or not dev_only_of(checked) or check):
+        why = (f"it runs on target {tname!r}" if tname != "cuda" else
+               "check=True waits for the device" if check else
+               "an argument is host memory, whose copy would run now, not at replay")
+        raise LaunchError(f"kernel {kf.name!r}: cannot be recorded inside aw.graph: {why}; pass device arrays "
+                          "(aw.array(..., target='cuda'), CUDA tensors) to launches inside the block")
     wrapper = get_target(tname)
     tgt = wrapper.instance(wave_width, tdev or None)
     if wave_width is None:  # the default-W rule (spec §2.4): never a silently different W
-        from .targets import check_default_wave_width
-
         check_default_wave_width(tname, module, k, tgt.info.wave_width)
-    dev_only = all(m.kind != "host" for m in checked.values())
+    dev_only = dev_only_of(checked)
     options: dict[str, Any] = {}
     cuda_stream: Any = None
     torch_dev: int | None = None
@@ -510,8 +512,6 @@ def launch(kf: Any, args: Sequence[Any], kwargs: Mapping[str, Any], grid: Any, w
         if "sync" in options:
             options["sync"] = True  # a checked launch reports its errors at once, not at the next wait
     names = [a.name for a in k.args]
-    from . import debugprint
-
     pbuf = None
     if debugprint.has_prints(k):  # aw.print: a fresh host buffer each launch, read after it (no plan)
         pbuf = debugprint.new_buffer()
@@ -528,6 +528,11 @@ def launch(kf: Any, args: Sequence[Any], kwargs: Mapping[str, Any], grid: Any, w
         kf._calls[key] = _make_plan(kf, module, tgt, tname, tdev, g, wg, bound, checked, options, dev_only, check,
                                     cuda_stream, torch_dev, args)
     return result
+
+
+def dev_only_of(checked: Mapping[str, A.Memory]) -> bool:
+    """Whether every buffer of a launch is device memory (the launch may then be asynchronous)."""
+    return all(m.kind != "host" for m in checked.values())
 
 
 def _make_plan(kf: Any, module: Any, tgt: Any, tname: str, tdev: int, g: tuple[int, int, int],

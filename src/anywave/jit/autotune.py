@@ -17,7 +17,7 @@ target it runs on, and remember the choice.
 * **Cache.** The choice is stored in ``<cache dir>/autotune.json`` (``$ANYWAVE_CACHE_DIR`` or
   the platformdirs user cache, as the compiled-kernel cache), keyed by the device (target name,
   device name, W), the kernel's hash (source fingerprint and compiler version: the kernel's
-  :meth:`~anywave.compiler.kernel.KernelFunction.cache_key` without constants) and the values
+  :meth:`~anywave.compiler.kernel.KernelDef.cache_key` without constants) and the values
   of the ``key`` arguments (arrays by shape and dtype). Writes are atomic. :func:`export_cache`
   and :func:`import_cache` move choices between machines, so a package can ship its own.
 * **Same bits.** The configs of one kernel must differ in speed only: the arithmetic order

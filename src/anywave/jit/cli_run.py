@@ -269,7 +269,7 @@ def run(args: argparse.Namespace) -> int:
         if target == "emulator":
             stats = emulate(module, args.kernel, args=buffers, **common)
         else:
-            from anywave.compiler.targets import get_target as compiler_target
+            from anywave.jit.targets import get_target as compiler_target
 
             missing = [a.name for a in k.args if a.name not in buffers]
             if missing:

@@ -1,0 +1,200 @@
+"""The launchable kernel: ``@aw.kernel`` makes a :class:`KernelFunction`, a compiler
+:class:`~anywave.compiler.kernel.KernelDef` that can be called to launch.
+
+``saxpy(2.0, x, y, n, grid=..., workgroup=...)`` or ``saxpy[grid, workgroup](...)``; compile-time
+constants (``aw.Const[...]`` parameters and keyword-only parameters) are passed like any
+argument and select the specialisation. A call looks up the launch plan of its argument layout
+(:mod:`anywave.jit.launch`) and runs it; the first call of a layout takes the full path, which
+checks everything once and records the plan.
+"""
+
+from __future__ import annotations
+
+import inspect
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from anywave.compiler import types as ty
+from anywave.compiler.kernel import KernelDef, Param
+from anywave.errors import LaunchError, LaunchValueError
+
+from . import capture as _capture
+from .launch import MISS as _MISS
+from .launch import check_buffer
+from .launch import launch as _full_launch
+
+__all__ = ["KernelFunction", "LaunchError", "LaunchValueError", "kernel"]
+
+_get_ident = threading.get_ident
+
+
+class KernelFunction(KernelDef):
+    """A compiled-on-demand kernel. Call it to launch; :meth:`compile` for the Module.
+
+    Attributes:
+        name: kernel name (the function's name unless given).
+        params: parameters in order (buffers, scalars, compile-time constants).
+    """
+
+    def __init__(self, fn: Callable[..., Any], *, workgroup: Sequence[int] | int | None = None,
+                 max_workgroup_size: int | None = None, name: str | None = None, optimize: bool = True) -> None:
+        super().__init__(fn, workgroup=workgroup, max_workgroup_size=max_workgroup_size, name=name,
+                         optimize=optimize)
+        self._calls: dict[tuple[Any, ...], Any] = {}  # launch plans by argument layout (jit/launch.py)
+        self._const_pos: tuple[int, ...] | None = None
+        self._const_names: frozenset[str] = frozenset()
+        self._const_tail: int | None = None
+
+    def _plans_valid(self) -> bool:
+        """True when the launch plans' modules are still current (:meth:`_modules_current`);
+        otherwise the plans are dropped and the launch takes the full path, which recompiles."""
+        if self._modules_current():
+            return True
+        self._calls.clear()
+        return False
+
+    # ------------------------------------------------------------ launch
+    def __getitem__(self, launch: tuple[Any, Any]) -> Callable[..., Any]:
+        """``kernel[grid, workgroup](*args)``."""
+        if not isinstance(launch, tuple) or len(launch) != 2:
+            raise LaunchError(f"kernel {self.name!r}: write kernel[grid, workgroup](...), got kernel[{launch!r}]")
+        grid, wg = launch
+
+        def launcher(*args: Any, **kwargs: Any) -> Any:
+            return self(*args, grid=grid, workgroup=wg, **kwargs)
+
+        return launcher
+
+    def __call__(self, *args: Any, grid: Any = None, workgroup: Any = None, target: str | None = None,
+                 wave_width: int | None = None, check: bool | None = None, stream: Any = None, **kwargs: Any) -> Any:
+        """Launch on ``target``; returns the target's launch statistics (the emulator's), or None.
+
+        Args:
+            *args, **kwargs: the kernel's parameters. A buffer takes a NumPy array, a torch
+                tensor (CPU or CUDA), a CuPy array, an anywave array (``aw.array`` ...), or any
+                object with ``__cuda_array_interface__``, ``__dlpack__`` or
+                ``__array_interface__``; its memory is used in place (written buffers are
+                updated). Scalars take Python/NumPy numbers (range-checked).
+            grid: workgroups per dimension (1-3 ints); workgroup: threads per workgroup
+                (default: the kernel's ``workgroup=``).
+            target: ``"emulator"``, ``"opencl"``, ``"sycl"``, ``"cuda"``, ``"cuda:N"`` ...;
+                None: the device the arguments live on, else the best available target.
+            wave_width: W for targets that offer several (8/16/32/64); refused with
+                TargetError when the target does not run it.
+            check: run a bounds-checked build (default: ``ANYWAVE_CHECK=1`` in the environment).
+            stream: a CUDA stream (handle or object with ``cuda_stream``/``ptr``); default:
+                PyTorch's current stream for torch tensors, the producer's for
+                ``__cuda_array_interface__`` objects that name one, else the default stream.
+
+        Launches whose buffers are all device memory are asynchronous (``aw.synchronize()``,
+        ``.numpy()`` wait); host memory (NumPy, CPU tensors) keeps synchronous semantics.
+
+        Raises:
+            LaunchError / LaunchValueError: arguments or geometry do not match the ABI or the
+                kernel's launch rules (wrong kind of object, dtype, device, non-contiguous,
+                read-only memory for a written buffer, overlapping buffers where one is
+                written (spec §4.2), workgroup size rules (spec §2.1), ids past i32).
+            TargetError: unknown/unavailable target or wave width. CompileError.
+        """
+        key = None
+        if _capture.ACTIVE and stream is None:  # inside aw.graph: launches go to the capture's stream
+            cap = _capture.current()
+            if cap is not None:
+                stream = cap.handle
+                cap.kernels += 1
+        cp = self._const_pos
+        if cp is None:
+            cp = self._const_pos = tuple(i for i, p in enumerate(self.params) if p.kind == "const")
+            self._const_names = frozenset(p.name for p in self.params if p.kind == "const")
+            # the usual layout: the constants are the last parameters (keyword-only ones)
+            self._const_tail = cp[0] if cp and cp == tuple(range(cp[0], len(self.params))) else None
+        # constants may come by keyword (``bm=128``): they are part of the layout's key, with
+        # their types (True == 1 and 1 == 1.0, but they select different specialisations)
+        if not kwargs or kwargs.keys() <= self._const_names:
+            try:
+                tail = self._const_tail
+                key = (tuple(map(type, args)), grid, workgroup, target, wave_width, check, stream, _get_ident(),
+                       args[tail:] if tail is not None else
+                       (tuple(args[i] for i in cp if i < len(args)) if cp else ()),
+                       tuple((k, type(v), v) for k, v in kwargs.items()) if kwargs else ())
+                plan = self._calls.get(key)
+            except TypeError:  # an unhashable grid or constant: no plan
+                key = plan = None
+            if plan is not None and self._plans_valid():
+                r = plan(args)
+                if r is not _MISS:
+                    return r
+        return _full_launch(self, args, kwargs, grid, workgroup, target, wave_width, check, stream, key)
+
+    def _bind(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> dict[str, Any]:
+        names = [p.name for p in self.params]
+        positional = [p.name for p in self.params]
+        if len(args) > len(positional):
+            raise LaunchError(f"kernel {self.name!r} takes {len(positional)} arguments ({self.signature()}), "
+                              f"got {len(args)}")
+        bound = dict(zip(positional, args, strict=False))
+        for k, v in kwargs.items():
+            if k not in names:
+                raise LaunchError(f"kernel {self.name!r} has no parameter {k!r}; its parameters: {self.signature()}")
+            if k in bound:
+                raise LaunchError(f"kernel {self.name!r}: argument {k!r} given twice")
+            bound[k] = v
+        missing = [p.name for p in self.params if p.name not in bound
+                   and not (p.kind == "const" and p.default is not inspect.Parameter.empty)]
+        if missing:
+            raise LaunchError(f"kernel {self.name!r}: missing arguments {missing}; its parameters: {self.signature()}")
+        return bound
+
+    def _check_arg(self, p: Param, v: Any, target: str = "emulator", device: int = 0) -> Any:
+        """The launch value of argument ``p`` = ``v``: for a buffer, the checked memory's value
+        for ``target``:``device`` (see :func:`anywave.jit.launch.check_buffer`); for a
+        scalar, the range-checked Python number."""
+        if p.kind == "buffer":
+            return check_buffer(self, p, v, target, device).value
+        t: ty.DType = p.ann
+        if isinstance(v, (np.ndarray,)) and v.ndim == 0:
+            v = v[()]
+        if isinstance(v, np.generic):
+            v = v.item()
+        if hasattr(v, "__dlpack__") and getattr(v, "ndim", None) == 0 and not isinstance(v, np.ndarray):
+            # a 0-d torch/CuPy tensor: its value lives on its device, and reading it would block
+            # the launch on that device's queue; the caller decides where that wait goes
+            raise LaunchError(f"kernel {self.name!r}: argument {p.name!r} is a {t.name} scalar, got a 0-d "
+                              f"{type(v).__name__}; scalars are passed by value at launch, so pass a Python or "
+                              "NumPy number (t.item(), which waits for the device) or make it a 1-element buffer "
+                              "parameter (no wait)")
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise LaunchError(f"kernel {self.name!r}: argument {p.name!r} is a {t.name} scalar, got "
+                              f"{type(v).__name__} {v!r}")
+        if t.is_int:
+            if isinstance(v, float):
+                if not v.is_integer():
+                    raise LaunchError(f"kernel {self.name!r}: argument {p.name!r} is {t.name}, got float {v!r}")
+                v = int(v)
+            info = np.iinfo(t.np_dtype)
+            if not info.min <= v <= info.max:
+                raise LaunchValueError(f"kernel {self.name!r}: argument {p.name!r} = {v} is out of range for "
+                                       f"{t.name} ({info.min}..{info.max})")
+            return v
+        return float(v)
+
+
+def kernel(fn: Callable[..., Any] | None = None, *, workgroup: Sequence[int] | int | None = None,
+           max_workgroup_size: int | None = None, name: str | None = None,
+           optimize: bool = True) -> Any:
+    """Decorator: ``@aw.kernel`` or ``@aw.kernel(workgroup=(256, 1, 1))``.
+
+    Args:
+        workgroup: required workgroup size (recorded in the ABI; launches must match).
+        max_workgroup_size: largest workgroup the kernel supports.
+        name: kernel name in the module (default: the function name).
+        optimize: run the optimisation passes (default True).
+    """
+    def wrap(f: Callable[..., Any]) -> KernelFunction:
+        return KernelFunction(f, workgroup=workgroup, max_workgroup_size=max_workgroup_size, name=name,
+                              optimize=optimize)
+
+    return wrap(fn) if fn is not None else wrap
