@@ -14,7 +14,8 @@
                    scalars={"n": lambda x, **_: x.numel()})  # derived, not an op input
     z = op(x, y, 2.0)            # == torch.ops.mylib.scale_add(x, y, 2.0)
 
-What it builds, on ``torch.library`` (PyTorch's own custom-op API):
+What it builds, on ``torch.library`` (PyTorch's own operator registration: ``Library.define``
+and ``Library.impl`` for the CPU and CUDA keys, ``register_fake``, ``register_autograd``):
 
 * the schema from the kernel's ABI: op inputs are the kernel's ``In``/``Buffer`` parameters
   (``Tensor``; ``Buffer`` ones are declared mutated, ``Tensor(a!)``), its scalar parameters
@@ -31,7 +32,8 @@ What it builds, on ``torch.library`` (PyTorch's own custom-op API):
   ``torch.compile(fullgraph=True)`` without graph breaks and passes ``torch.library.opcheck``;
 * autograd when ``backward=`` is given (``torch.library.register_autograd`` semantics: a
   Python function of ``(ctx, *grads)``, usually calling other anywave ops, with an optional
-  ``setup_context(ctx, inputs, output)``).
+  ``setup_context(ctx, inputs, output)``); without it, a call whose tensor input requires grad
+  is refused (CustomOpError) rather than giving no gradient.
 
 Rules (``out_shape``, ``grid``, ``scalars``, ``buffers``, ``validate``) are called with every
 op input by keyword (tensors and numbers), so write them as ``lambda x, **_: ...``; ``grid``
@@ -90,8 +92,12 @@ def custom_op(name: str, kernel: Any, *, out_shape: Callable[..., Any] | Mapping
               arg_names: Mapping[str, str] | None = None,
               fast_path: Callable[[dict[str, Any], str, int | None], bool] | None = None) -> Any:
     """Register ``kernel`` (an ``@aw.kernel``) as the PyTorch op ``name`` (``"namespace::op"``)
-    and return it (a ``torch.library.CustomOpDef``: callable, and reachable as
-    ``torch.ops.namespace.op``). See the module docstring for the schema and the semantics.
+    and return it: the ``torch._ops.OpOverload`` ``torch.ops.namespace.op.default`` (callable;
+    what ``torch.library.opcheck`` and ``torch.compile`` take), with attributes ``kernel``,
+    ``schema``, ``library`` (the ``torch.library.Library`` holding the registrations) and the
+    methods ``register_fake(fn)`` / ``register_autograd(backward, setup_context=None)`` of a
+    ``torch.library.CustomOpDef``.
+    See the module docstring for the schema and the semantics.
 
     Args:
         out_shape: shape rule of the outputs: a callable (one output) or a mapping output
@@ -108,6 +114,8 @@ def custom_op(name: str, kernel: Any, *, out_shape: Callable[..., Any] | Mapping
             tracing, so it must read only metadata: shape, dtype, device — never
             ``data_ptr()`` or values); raise a clear error there for inputs the kernel cannot take.
         backward, setup_context: autograd formula, as ``torch.library.register_autograd``.
+            Without ``backward`` the op has no autograd formula: a call with an input that
+            requires grad (grad mode on) raises CustomOpError.
         cpu_target, wave_width: where CPU tensors run (default: the choice of
             :func:`anywave.torch.ops.set_cpu_target`).
         arg_names: op input names for kernel parameters (kernel name → op name) where they
@@ -121,7 +129,8 @@ def custom_op(name: str, kernel: Any, *, out_shape: Callable[..., Any] | Mapping
 
     Raises:
         CustomOpError: a parameter that cannot become part of a schema, a rule for a name
-            the kernel does not have, or no shape rule for an output.
+            the kernel does not have, no shape rule for an output, or a name that is not
+            ``namespace::op``. RuntimeError (PyTorch's): ``name`` is already defined.
     """
     scalars, constants, buffers = dict(scalars or {}), dict(constants or {}), dict(buffers or {})
     rename = dict(arg_names or {})
@@ -258,7 +267,30 @@ def custom_op(name: str, kernel: Any, *, out_shape: Callable[..., Any] | Mapping
             return None
         return out[out_names[0]] if len(out_names) == 1 else tuple(out[n] for n in out_names)
 
-    op = torch.library.custom_op(name, impl, mutates_args=tuple(mutated), schema=schema)
+    ns, sep, opname = name.partition("::")
+    if not sep or not ns.isidentifier() or not opname.isidentifier():
+        raise CustomOpError(f"custom_op name {name!r}: write 'namespace::op' (two Python identifiers)")
+    # Library.define + impl (issue 24 item 4): the dispatcher reaches `backend` from C++; the
+    # torch.library.custom_op wrapper put a Python autograd kernel in front of every call (~30 us
+    # of the 46 us the op cost on the H200). Without backward= there is no autograd kernel at all,
+    # so a call that would need one is refused here (custom_op raised at backward instead).
+    lib = torch.library.Library(ns, "FRAGMENT")
+    lib.define(f"{opname}{schema}")
+    tensor_pos = [i for i, p in enumerate(inputs) if p.kind == "buffer"]
+    grad_on = torch.is_grad_enabled
+    has_autograd = [backward is not None]
+
+    def backend(*args: Any) -> Any:
+        if not has_autograd[0] and grad_on():
+            for i in tensor_pos:
+                if i < len(args) and getattr(args[i], "requires_grad", False):
+                    raise CustomOpError(f"{name}: input {in_names[i]!r} requires grad, but the op was made without "
+                                        "backward= (no autograd formula); detach it, run under torch.no_grad(), or "
+                                        "give custom_op a backward=")
+        return impl(*args)
+
+    lib.impl(opname, backend, "CPU")
+    lib.impl(opname, backend, "CUDA")
 
     def fake(*args: Any) -> Any:
         kw = named(args)
@@ -270,12 +302,31 @@ def custom_op(name: str, kernel: Any, *, out_shape: Callable[..., Any] | Mapping
             return None
         return res[0] if len(res) == 1 else tuple(res)
 
-    op.register_fake(fake)
+    def register_fake(fn: Callable[..., Any]) -> Callable[..., Any]:
+        """Replace the fake implementation (as ``CustomOpDef.register_fake``); usable as a decorator."""
+        torch.library.register_fake(name, fn, lib=lib)
+        return fn
+
+    def register_autograd(bwd: Callable[..., Any], *, setup_context: Callable[..., None] | None = None) -> None:
+        """Give the op its autograd formula (as ``CustomOpDef.register_autograd``)."""
+        torch.library.register_autograd(name, bwd, setup_context=setup_context, lib=lib)
+        has_autograd[0] = True
+
+    torch.library.register_fake(name, fake, lib=lib)
     if backward is not None:
-        op.register_autograd(backward, setup_context=setup_context)
+        register_autograd(backward, setup_context=setup_context)
+    op = getattr(getattr(torch.ops, ns), opname).default
+    op.register_fake = register_fake  # type: ignore[attr-defined]
+    op.register_autograd = register_autograd  # type: ignore[attr-defined]
+    _LIBRARIES.append(lib)  # the registrations live as long as the Library object
     op.kernel = kernel  # type: ignore[attr-defined]
     op.schema = schema  # type: ignore[attr-defined]
+    op.library = lib  # type: ignore[attr-defined]
     return op
+
+
+#: every Library made by custom_op (a Library's registrations end when it is freed)
+_LIBRARIES: list[Any] = []
 
 
 def _cpu_choice(cpu_target: str | None, wave_width: int | None) -> tuple[str, int | None]:
