@@ -93,3 +93,62 @@ def test_what_cannot_be_recorded_is_refused(fake):
         aw.graph(target="opencl")
     with pytest.raises(RuntimeError, match="before the capture ended"):
         aw.graph().replay()
+
+
+# ----------------------------------------------------------------------------- on a GPU
+
+def _cuda_ok() -> tuple[bool, str]:
+    from anywave.runtime import cuda
+
+    return cuda.driver_status()
+
+
+@pytest.mark.cuda
+def test_graph_replays_on_the_gpu():
+    ok, why = _cuda_ok()
+    if not ok:
+        pytest.skip(f"no CUDA: {why}")
+    x = np.arange(1000, dtype=np.float32)
+    dx, dy = aw.array(x, target="cuda"), aw.zeros(1000, aw.f32, target="cuda")
+    axpy(dx, dx, dy, 1.0, 1000, grid=4, workgroup=256)  # warm-up: y = 2x
+    with aw.graph(target="cuda") as g:
+        axpy(dx, dy, dy, 0.5, 1000, grid=4, workgroup=256)  # y = 0.5 x + y
+        axpy(dy, dx, dx, 2.0, 1000, grid=4, workgroup=256)  # x = 2 y + x
+    aw.synchronize()
+    np.testing.assert_array_equal(dx.numpy(), x)  # nothing ran at capture
+    wx, wy = x.copy(), 2 * x
+    for _ in range(3):
+        g()
+        wy = (np.float32(0.5) * wx + wy).astype(np.float32)
+        wx = (np.float32(2.0) * wy + wx).astype(np.float32)
+    aw.synchronize()
+    np.testing.assert_array_equal(dy.numpy(), wy)
+    np.testing.assert_array_equal(dx.numpy(), wx)
+
+
+@pytest.mark.cuda
+def test_torch_cuda_graph_captures_a_custom_op():
+    ok, why = _cuda_ok()
+    if not ok:
+        pytest.skip(f"no CUDA: {why}")
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch has no CUDA")
+    from anywave.torch import custom_op
+
+    op = custom_op("awgraphtest::axpy", axpy, out_shape=lambda x, **_: x.shape,
+                   scalars={"n": lambda x, **_: x.numel()}, workgroup=64)
+    x = torch.arange(500, dtype=torch.float32, device="cuda")
+    y = torch.ones(500, device="cuda")
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        op(x, y, 3.0)  # warm-up off the capture, as PyTorch asks
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        out = op(op(x, y, 3.0), y, 2.0)
+    x.copy_(torch.full((500,), 5.0, device="cuda"))
+    g.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(out.cpu(), torch.full((500,), 2.0 * (3.0 * 5.0 + 1.0) + 1.0))
