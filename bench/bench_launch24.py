@@ -296,127 +296,154 @@ def run_gpu(args: argparse.Namespace) -> dict[str, Any]:
     np.testing.assert_array_equal(dy.numpy(), x + 1)
     res["profile_kernel_call_aw_array"] = profile_top(k_arrays)
 
-    # custom_op against torch.add, both allocating their output
-    from anywave.torch import custom_op
-
-    op = custom_op("bench24::add1", add1, out_shape=lambda x, **_: x.shape, scalars={"n": lambda x, **_: x.numel()},
-                   workgroup=32)
-
-    def op_loop() -> None:
-        for _ in range(calls):
-            op(tx, 1.0)
-
-    def torch_add_alloc() -> None:
-        for _ in range(calls):
-            torch.add(tx, 1.0)
-
-    with torch.no_grad():
-        res["custom_op"] = interleaved({"anywave custom_op op(x, a)": op_loop, "torch.add(x, a)": torch_add_alloc},
-                                       calls, rounds, sync)
-        torch.testing.assert_close(op(tx, 1.0), tx + 1.0, rtol=0, atol=0)
-        res["profile_custom_op"] = profile_top(op_loop)
-
-    # CUDA graphs
+    op: Any = None
     glen = 100
-    ref = x.copy()
-    dxa = aw.array(x, target="cuda")
-    dya = aw.zeros(n, aw.f32, target="cuda")
-    with aw.graph(target="cuda") as g2:
-        for k in range(glen):
-            if k % 2 == 0:
-                add1(dxa, dya, 1.0, 32, grid=1, workgroup=32)
-            else:
-                add1(dya, dxa, 1.0, 32, grid=1, workgroup=32)
-    g2.replay()
-    aw.synchronize()
-    for _ in range(glen):
-        ref = ref + np.float32(1.0)
-    np.testing.assert_array_equal(dxa.numpy(), ref)  # a replay ran the 100 launches in order
-    tg = torch.cuda.CUDAGraph()
-    tz = torch.zeros(n, device="cuda")
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        torch.add(tx, 1.0, out=tz)
-    torch.cuda.current_stream().wait_stream(s)
-    with torch.cuda.graph(tg):
+    try:  # section custom_op: a failure is recorded, the others still run
+        # custom_op against torch.add, both allocating their output
+        from anywave.torch import custom_op
+
+        op = custom_op("bench24::add1", add1, out_shape=lambda x, **_: x.shape, scalars={"n": lambda x, **_: x.numel()},
+                       workgroup=32)
+
+        def op_loop() -> None:
+            for _ in range(calls):
+                op(tx, 1.0)
+
+        def torch_add_alloc() -> None:
+            for _ in range(calls):
+                torch.add(tx, 1.0)
+
+        with torch.no_grad():
+            res["custom_op"] = interleaved({"anywave custom_op op(x, a)": op_loop, "torch.add(x, a)": torch_add_alloc},
+                                           calls, rounds, sync)
+            torch.testing.assert_close(op(tx, 1.0), tx + 1.0, rtol=0, atol=0)
+            res["profile_custom_op"] = profile_top(op_loop)
+
+    except Exception as e:  # noqa: BLE001
+        import traceback  # noqa: PLC0415
+        res["error_custom_op"] = traceback.format_exc(limit=6)
+        print("section custom_op failed:", e)
+    try:  # section graphs: a failure is recorded, the others still run
+        # CUDA graphs
+        glen = 100
+        ref = x.copy()
+        dxa = aw.array(x, target="cuda")
+        dya = aw.zeros(n, aw.f32, target="cuda")
+        with aw.graph(target="cuda") as g2:
+            for k in range(glen):
+                if k % 2 == 0:
+                    add1(dxa, dya, 1.0, 32, grid=1, workgroup=32)
+                else:
+                    add1(dya, dxa, 1.0, 32, grid=1, workgroup=32)
+        g2.replay()
+        aw.synchronize()
         for _ in range(glen):
-            torch.add(tz, 1.0, out=tz)
-    reps = max(calls // glen, 10)
-
-    def aw_replay() -> None:
-        for _ in range(reps):
-            g2.replay()
-
-    def torch_replay() -> None:
-        for _ in range(reps):
-            tg.replay()
-
-    gl = {"aw.graph replay (100 launches)": aw_replay, "torch.cuda.graph replay (100 torch.add)": torch_replay}
-    host = interleaved(gl, reps, rounds, sync)
-    wall = interleaved(gl, reps * glen, rounds, sync, timed_sync=True)
-    res["graphs"] = {"launches_per_graph": glen, "host_per_replay": host, "wall_per_kernel": wall,
-                     "host_per_kernel_us": {k: v["median_us"] / glen for k, v in host.items()}}
-    # torch.cuda.graph capturing custom_op calls (warm-up first, as PyTorch asks)
-    with torch.no_grad():
-        tin = torch.arange(n, dtype=torch.float32, device="cuda")
+            ref = ref + np.float32(1.0)
+        np.testing.assert_array_equal(dxa.numpy(), ref)  # a replay ran the 100 launches in order
+        tg = torch.cuda.CUDAGraph()
+        tz = torch.zeros(n, device="cuda")
         s = torch.cuda.Stream()
         s.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(s):
-            for _ in range(3):
-                op(tin, 1.0)
+            torch.add(tx, 1.0, out=tz)
         torch.cuda.current_stream().wait_stream(s)
-        tg2 = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(tg2):
-            t = tin
+        with torch.cuda.graph(tg):
             for _ in range(glen):
-                t = op(t, 1.0)
-        tin.copy_(torch.arange(n, dtype=torch.float32, device="cuda") * 2)
-        tg2.replay()
-        sync()
-        want = torch.arange(n, dtype=torch.float32, device="cuda") * 2 + glen
-        res["graphs"]["torch_graph_of_custom_op_ok"] = bool(torch.equal(t, want))
+                torch.add(tz, 1.0, out=tz)
+        reps = max(calls // glen, 10)
 
-    # copies of 2^24 floats
-    big = np.random.default_rng(0).standard_normal(1 << 24).astype(np.float32)
-    tbig = torch.from_numpy(big).cuda()
-    dbig = aw.array(big, target="cuda")
+        def aw_replay() -> None:
+            for _ in range(reps):
+                g2.replay()
 
-    def aw_h2d() -> None:
-        aw.array(big, target="cuda")
-        aw.synchronize()
+        def torch_replay() -> None:
+            for _ in range(reps):
+                tg.replay()
 
-    def torch_h2d() -> None:
-        torch.from_numpy(big).to("cuda")
-        sync()
+        gl = {"aw.graph replay (100 launches)": aw_replay, "torch.cuda.graph replay (100 torch.add)": torch_replay}
+        host = interleaved(gl, reps, rounds, sync)
+        wall = interleaved(gl, reps * glen, rounds, sync, timed_sync=True)
+        res["graphs"] = {"launches_per_graph": glen, "host_per_replay": host, "wall_per_kernel": wall,
+                         "host_per_kernel_us": {k: v["median_us"] / glen for k, v in host.items()}}
+    except Exception as e:  # noqa: BLE001
+        import traceback  # noqa: PLC0415
+        res["error_graphs"] = traceback.format_exc(limit=6)
+        print("section graphs failed:", e)
+    try:  # section torch_graph: a failure is recorded, the others still run
+        # torch.cuda.graph capturing custom_op calls (warm-up first, as PyTorch asks)
+        with torch.no_grad():
+            tin = torch.arange(n, dtype=torch.float32, device="cuda")
+            s = torch.cuda.Stream()
+            s.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(s):
+                for _ in range(3):
+                    op(tin, 1.0)
+            torch.cuda.current_stream().wait_stream(s)
+            tg2 = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(tg2):
+                t = tin
+                for _ in range(glen):
+                    t = op(t, 1.0)
+            tin.copy_(torch.arange(n, dtype=torch.float32, device="cuda") * 2)
+            tg2.replay()
+            sync()
+            want = torch.arange(n, dtype=torch.float32, device="cuda") * 2 + glen
+            res["graphs"]["torch_graph_of_custom_op_ok"] = bool(torch.equal(t, want))
 
-    def aw_d2h() -> None:
-        dbig.numpy()
+    except Exception as e:  # noqa: BLE001
+        import traceback  # noqa: PLC0415
+        res["error_torch_graph"] = traceback.format_exc(limit=6)
+        print("section torch_graph failed:", e)
+    try:  # section copies: a failure is recorded, the others still run
+        # copies of 2^24 floats
+        big = np.random.default_rng(0).standard_normal(1 << 24).astype(np.float32)
+        tbig = torch.from_numpy(big).cuda()
+        dbig = aw.array(big, target="cuda")
 
-    def torch_d2h() -> None:
-        tbig.cpu()
+        def aw_h2d() -> None:
+            aw.array(big, target="cuda")
+            aw.synchronize()
 
-    out_np = np.empty_like(big)
-    nbig = big.size
+        def torch_h2d() -> None:
+            torch.from_numpy(big).to("cuda")
+            sync()
 
-    def aw_numpy_call() -> None:
-        add1(big, out_np, 1.0, nbig, grid=nbig // 256, workgroup=256, target="cuda")
+        def aw_d2h() -> None:
+            dbig.numpy()
 
-    def torch_numpy_roundtrip() -> None:
-        torch.add(torch.from_numpy(big).to("cuda"), 1.0).cpu()
+        def torch_d2h() -> None:
+            tbig.cpu()
 
-    cp_res = interleaved({"aw.array(np, cuda)": aw_h2d, "torch.from_numpy(a).to(cuda)": torch_h2d,
-                          "aw array .numpy()": aw_d2h, "torch tensor .cpu()": torch_d2h,
-                          "aw kernel(...) NumPy in and out (both copies)": aw_numpy_call,
-                          "torch from_numpy.to(cuda) + add + .cpu()": torch_numpy_roundtrip}, 1,
-                         max(rounds // 2, 5), sync, timed_sync=True)
-    np.testing.assert_array_equal(out_np, big + np.float32(1.0))
-    gb = big.nbytes / 1e9
-    res["copies_2p24_f32"] = {k: {**v, "GB_per_s": gb / (v["median_us"] * 1e-6)} for k, v in cp_res.items()}
-    np.testing.assert_array_equal(dbig.numpy(), big)
+        out_np = np.empty_like(big)
+        nbig = big.size
 
-    # many launches: Needleman-Wunsch over anti-diagonals
-    res["needleman_wunsch"] = nw_bench(args.nw_n, rounds, cp, sync)
+        def aw_numpy_call() -> None:
+            add1(big, out_np, 1.0, nbig, grid=nbig // 256, workgroup=256, target="cuda")
+
+        def torch_numpy_roundtrip() -> None:
+            torch.add(torch.from_numpy(big).to("cuda"), 1.0).cpu()
+
+        cp_res = interleaved({"aw.array(np, cuda)": aw_h2d, "torch.from_numpy(a).to(cuda)": torch_h2d,
+                              "aw array .numpy()": aw_d2h, "torch tensor .cpu()": torch_d2h,
+                              "aw kernel(...) NumPy in and out (both copies)": aw_numpy_call,
+                              "torch from_numpy.to(cuda) + add + .cpu()": torch_numpy_roundtrip}, 1,
+                             max(rounds // 2, 5), sync, timed_sync=True)
+        np.testing.assert_array_equal(out_np, big + np.float32(1.0))
+        gb = big.nbytes / 1e9
+        res["copies_2p24_f32"] = {k: {**v, "GB_per_s": gb / (v["median_us"] * 1e-6)} for k, v in cp_res.items()}
+        np.testing.assert_array_equal(dbig.numpy(), big)
+
+    except Exception as e:  # noqa: BLE001
+        import traceback  # noqa: PLC0415
+        res["error_copies"] = traceback.format_exc(limit=6)
+        print("section copies failed:", e)
+    try:  # section nw: a failure is recorded, the others still run
+        # many launches: Needleman-Wunsch over anti-diagonals
+        res["needleman_wunsch"] = nw_bench(args.nw_n, rounds, cp, sync)
+    except Exception as e:  # noqa: BLE001
+        import traceback  # noqa: PLC0415
+        res["error_nw"] = traceback.format_exc(limit=6)
+        print("section nw failed:", e)
     return res
 
 
