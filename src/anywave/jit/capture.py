@@ -118,6 +118,6 @@ def graph(target: str = "cuda") -> Graph:
     :mod:`anywave.jit.capture`.
 
     Raises:
-        TargetError: a target other than ``cuda``/``cuda:N``; CudaError on entering when the
-        driver refuses the capture."""
+        TargetError: a target other than ``cuda``/``cuda:N``.
+        CudaError: (on entering the block) the driver refuses the capture."""
     return Graph(target)

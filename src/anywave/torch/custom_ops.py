@@ -113,11 +113,13 @@ def custom_op(name: str, kernel: Any, *, out_shape: Callable[..., Any] | Mapping
         validate: called with the inputs before each launch (and on fake tensors when
             tracing, so it must read only metadata: shape, dtype, device — never
             ``data_ptr()`` or values); raise a clear error there for inputs the kernel cannot take.
-        backward, setup_context: autograd formula, as ``torch.library.register_autograd``.
-            Without ``backward`` the op has no autograd formula: a call with an input that
-            requires grad (grad mode on) raises CustomOpError.
-        cpu_target, wave_width: where CPU tensors run (default: the choice of
+        backward: autograd formula, as ``torch.library.register_autograd``. Without it the
+            op has no autograd formula: a call with an input that requires grad (grad mode
+            on) raises CustomOpError.
+        setup_context: saves what ``backward`` needs, as ``torch.library.register_autograd``.
+        cpu_target: the target CPU tensors run on (default: the choice of
             :func:`anywave.torch.ops.set_cpu_target`).
+        wave_width: the W CPU tensors run at (default: as ``cpu_target``).
         arg_names: op input names for kernel parameters (kernel name → op name) where they
             should differ; rules and ``validate`` see the op names.
         fast_path: ``fast_path(args, target, wave_width) -> bool``, tried before each launch:
