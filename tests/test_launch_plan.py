@@ -139,3 +139,36 @@ def test_every_scalar_kind_takes_the_cuda_launcher(a, fake_cuda, full_launches):
         for words in fake_cuda:
             assert words[:2] == [dx.ptr, dy.ptr]
             assert words[2] & 0xFFFFFFFF == want_a and words[3] & 0xFFFFFFFF == 40
+
+
+@aw.kernel
+def two_floats(x: aw.In[aw.f32], y: aw.Out[aw.f32], a: aw.f32, b: aw.f64):
+    i = aw.global_id(0)
+    y[i] = x[i] * a + aw.f32(b)
+
+
+TRICKY = [0.1, -0.0, 1e-45, 7e-46, 1.4e-45, 1.1754942e-38, 3.4028235e38, 3.4028235677973362e38, -3.40282356779733e38,
+          2.0 ** -149, 2.0 ** -150, 2.0 ** -150 * 1.0000001, 1 + 2.0 ** -24, 1 + 3 * 2.0 ** -24,
+          float("inf"), float("-inf"), float("nan"), 16777217.0, 123456789.123]
+
+
+def test_the_launchers_float_words_are_the_abis(fake_cuda, full_launches):
+    # the generated CUDA launcher stores a finite float through a C float/double view of the
+    # block; the words must be abi.scalar_word's (round to nearest even, overflow to inf,
+    # subnormals), NaNs and ints through scalar_word itself
+    from anywave.abi import scalar_word
+
+    k = two_floats.compile().kernel("two_floats")
+    dx, dy = aw.empty(32, aw.f32, target="cuda"), aw.empty(32, aw.f32, target="cuda")
+    two_floats(dx, dy, 1.0, 1.0, grid=1, workgroup=32, stream=3)  # the plan
+    for v in TRICKY + [3, -7, 2**60 + 1, np.float32(0.1), np.float64(1e-310), np.int64(2**60 + 1)]:
+        fake_cuda.clear()
+        two_floats(dx, dy, v, v, grid=1, workgroup=32, stream=3)
+        (words,) = fake_cuda
+        ref = np.asarray(v).item()
+        assert words[2] & 0xFFFFFFFF == scalar_word(k, "a", k.args[2].type, ref), v
+        assert words[3] == scalar_word(k, "b", k.args[3].type, ref), v
+    for v in (3.4028235677973366e38, -3.5e38, 1e300):  # overflows f32: refused, as scalar_word refuses it
+        with pytest.raises(ValueError, match="overflows f32"):
+            two_floats(dx, dy, v, 1.0, grid=1, workgroup=32, stream=3)
+    assert len(full_launches) == 5  # one per layout: float, int, np.float32, np.float64, np.int64

@@ -209,10 +209,10 @@ def scalar_conversion(v: Any, t: Any) -> tuple[type, Any] | None:
         x = v[()]
         if isinstance(x, np.bool_) or not isinstance(x, (np.integer, np.floating)):
             return None
-        to = int if (t.is_int and isinstance(x, np.integer)) else (float if not t.is_int else None)
+        to = int if isinstance(x, np.integer) else (float if not t.is_int else None)
         return (np.ndarray, _zero_d(v.dtype, to)) if to is not None else None
-    if isinstance(v, np.integer):
-        return (tv, _np_scalar_to_int if t.is_int else _np_scalar_to_float)
+    if isinstance(v, np.integer):  # as an int also for a float parameter: converted once, exactly
+        return (tv, _np_scalar_to_int)
     if isinstance(v, np.floating) and not t.is_int:
         return (tv, _np_scalar_to_float)
     return None
@@ -225,11 +225,16 @@ def _cuda_fast(parts: dict[str, Any], specs: list[tuple[Any, ...]], nargs: int, 
     address; per scalar the type and range; then the overlap rule on the address ranges,
     then the words go into the block and ``cuLaunchKernel`` runs on the stream."""
     torch = sys.modules.get("torch")
+    launch_c = parts.get("launch_c")
+    raw = getattr(getattr(torch, "_C", None), "_cuda_getCurrentRawStream", None) if torch is not None else None
     ns: dict[str, Any] = {"MISS": MISS, "DA": A.Array, "T": torch.Tensor if torch is not None else None,
-                          "u64": parts["u64"], "u32": parts["u32"], "kp": parts["kp"], "fn": parts["fn"],
-                          "launch": parts["launch"], "set_ctx": parts["set_ctx"], "ctx": parts["ctx"],
+                          "u64": parts["u64"], "u32": parts["u32"], "kp": parts["kp"],
+                          "fn": parts["fn"] if launch_c is None else parts["fn_ptr"],
+                          "launch": parts["launch"] if launch_c is None else launch_c,
+                          "set_ctx": parts["set_ctx"], "ctx": parts["ctx"],
                           "fail": parts["fail"], "space": parts["space"], "shape": parts["shape"],
-                          "scalar": parts["scalar"], "RAW": A._torch_stream}
+                          "scalar": parts["scalar"], "RAW": raw if raw is not None else A._torch_stream,
+                          "f32": parts.get("f32"), "f64": parts.get("f64")}
     kinds = parts["kinds"]
     abi = {a.name: a for a in parts["args"]}
     src = ["def fast(args):", f"    if len(args) != {nargs}:", "        return MISS"]
@@ -278,8 +283,20 @@ def _cuda_fast(parts: dict[str, Any], specs: list[tuple[Any, ...]], nargs: int, 
                         f"    {dst} = {word}"]
             else:
                 ns[f"A{slot}"] = abi[name]
-                src += [f"    if type({v}) is not float and type({v}) is not int:", "        return MISS",
-                        f"    {dst} = scalar(A{slot}, {v})"]
+                src += [f"    if type({v}) is not float and type({v}) is not int:", "        return MISS"]
+                bits = abi[name].type.bits
+                fl = abi[name].type.name in ("f32", "f64")
+                if fl and ns["f32"] is not None:
+                    # a C cast of a finite double is IEEE round-to-nearest-even, as abi.scalar_word
+                    # (tests/test_launch_plan.py checks the words); ints and NaNs take scalar()
+                    # finite values that round to a finite f32 (|v| < FLT_MAX + half an ulp, the
+                    # tie rounding up to 2^128); inf, NaN and overflow (refused) take scalar()
+                    fdst = f"f32[{2 * slot}]" if bits == 32 else f"f64[{slot}]"
+                    lim = "3.4028235677973366e38" if bits == 32 else "1.8e308"
+                    src += [f"    if type({v}) is float and -{lim} < {v} < {lim}:", f"        {fdst} = {v}",
+                            "    else:", f"        {dst} = scalar(A{slot}, {v})"]
+                else:
+                    src.append(f"    {dst} = scalar(A{slot}, {v})")
     for x in range(len(bufs)):
         for y in range(x + 1, len(bufs)):
             (i, wi, _), (j, wj, _) = bufs[x], bufs[y]
@@ -288,12 +305,20 @@ def _cuda_fast(parts: dict[str, Any], specs: list[tuple[Any, ...]], nargs: int, 
                         "        return MISS"]
     hs = f"RAW({torch_dev})" if torch_dev is not None else str(int(stream))
     g, wg = parts["grid"], parts["workgroup"]
-    src += ["    e = set_ctx(ctx)" + ("[0]" if parts["ctx_tuple"] else ""),
-            "    if e:",
-            "        fail('cuCtxSetCurrent', e)",
-            f"    r = launch(fn, {g[0]}, {g[1]}, {g[2]}, {wg[0]}, {wg[1]}, {wg[2]}, {parts['shared']}, {hs}, kp, 0)",
-            "    if r[0]:",
-            "        fail('cuLaunchKernel', r[0])",
+    res = "" if launch_c is not None else "[0]"  # ctypes returns the CUresult, the bindings a tuple
+    call = f"launch(fn, {g[0]}, {g[1]}, {g[2]}, {wg[0]}, {wg[1]}, {wg[2]}, {parts['shared']}, {hs}, kp, None)" + res
+    # the context is made current only when the launch needs it (a thread's first launch, or
+    # after another context was made current): the driver refuses a launch without it
+    # (CUDA_ERROR_INVALID_CONTEXT) or with another (CUDA_ERROR_INVALID_HANDLE), and nothing
+    # has run then; one retry after cuCtxSetCurrent, whose failure is reported as before
+    src += [f"    r = {call}",
+            "    if r:",
+            "        e = set_ctx(ctx)" + ("[0]" if parts["ctx_tuple"] else ""),
+            "        if e:",
+            "            fail('cuCtxSetCurrent', e)",
+            f"        r = {call}",
+            "        if r:",
+            "            fail('cuLaunchKernel', r)",
             "    space.pending = shape",
             "    return None"]
     text = "\n".join(src) + "\n"
