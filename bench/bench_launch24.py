@@ -246,6 +246,8 @@ def run_gpu(args: argparse.Namespace) -> dict[str, Any]:
     parts = fast.keep
     drv = cuda._driver()
     fn, kp, set_ctx, ctx = parts["fn"], parts["kp"], parts["set_ctx"], parts["ctx"]
+    res["launcher_route"] = "ctypes cuLaunchKernel" if parts.get("launch_c") else "cuda.bindings cuLaunchKernel"
+    res["launcher_source"] = fast.source
     stream0 = drv.CUstream(0)
     fast_args = (dx, dy, 1.0, 32)
 
@@ -258,6 +260,12 @@ def run_gpu(args: argparse.Namespace) -> dict[str, Any]:
         launch = drv.cuLaunchKernel
         for _ in range(calls):
             launch(fn, 1, 1, 1, 32, 1, 1, 0, stream0, kp, 0)
+
+    launch_c, fn_ptr = parts.get("launch_c"), parts.get("fn_ptr")
+
+    def bare_ctypes() -> None:
+        for _ in range(calls):
+            launch_c(fn_ptr, 1, 1, 1, 32, 1, 1, 0, 0, kp, None)
 
     def step_ctx() -> None:
         for _ in range(calls):
@@ -273,7 +281,9 @@ def run_gpu(args: argparse.Namespace) -> dict[str, Any]:
 
     loops.update({"floor cuLaunchKernel (int stream, packed block)": bare_int,
                   "floor cuLaunchKernel (CUstream object)": bare_obj,
-                  "step cuCtxSetCurrent": step_ctx, "step generated launcher fast(args)": step_fast,
+                  "step cuCtxSetCurrent": step_ctx,
+                  **({"floor cuLaunchKernel through ctypes (packed block)": bare_ctypes} if launch_c else {}),
+                  "step generated launcher fast(args)": step_fast,
                   "step _plans_valid()": step_valid})
 
     # every scalar kind

@@ -49,6 +49,7 @@ from typing import Any
 import torch
 
 from anywave.errors import WaveError
+from anywave.runtime.targets import DEFAULT_WAVE_WIDTH
 
 __all__ = ["CustomOpError", "custom_op"]
 
@@ -331,11 +332,14 @@ def custom_op(name: str, kernel: Any, *, out_shape: Callable[..., Any] | Mapping
 _LIBRARIES: list[Any] = []
 
 
+#: the target CPU tensors run on: (registry name, factory options), set by
+#: :func:`anywave.torch.ops.set_cpu_target` (held here, below the ops that read it)
+CPU_CHOICE: list[tuple[str, tuple[tuple[str, Any], ...]]] = [("emulator", (("wave_width", DEFAULT_WAVE_WIDTH),))]
+
+
 def _cpu_choice(cpu_target: str | None, wave_width: int | None) -> tuple[str, int | None]:
     if cpu_target is not None:
         return cpu_target, wave_width
-    from anywave.torch import ops
-
-    name, opts = ops._CPU_CHOICE
+    name, opts = CPU_CHOICE[0]
     w = dict(opts).get("wave_width")
     return name, wave_width if wave_width is not None else w

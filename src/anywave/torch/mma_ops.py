@@ -22,7 +22,7 @@ from anywave.kernels.gemm_group import BN as GROUP_BN
 from anywave.kernels.gemm_group import gemm_group_kernel
 from anywave.kernels.gemm_mma import gemm_frag_kernel, gemm_tiled_kernel
 from anywave.runtime.cuda import WAVE_WIDTH as CUDA_WAVE_WIDTH
-from anywave.torch import ops as O
+from anywave.torch import placement as O
 
 #: tiling of the CUDA launches (gemm_tiled_kernel): 8 waves of 32 lanes, 128 x 256 per workgroup,
 #: each wave 64 x 64, K slices of 32 copied with aw.async_copy (cp.async) into a ring of 4 local
