@@ -225,12 +225,12 @@ def _cuda_fast(parts: dict[str, Any], specs: list[tuple[Any, ...]], nargs: int, 
     address; per scalar the type and range; then the overlap rule on the address ranges,
     then the words go into the block and ``cuLaunchKernel`` runs on the stream."""
     torch = sys.modules.get("torch")
-    launch_c = parts.get("launch_c")
+    # cuLaunchKernel through cuda.bindings: a ctypes call of the same entry with the same pre-packed
+    # block measured slower on the H200 host (5.2 us against 3.8 us, bench/results/launch24_h200_7213634.json)
     raw = getattr(getattr(torch, "_C", None), "_cuda_getCurrentRawStream", None) if torch is not None else None
     ns: dict[str, Any] = {"MISS": MISS, "DA": A.Array, "T": torch.Tensor if torch is not None else None,
                           "u64": parts["u64"], "u32": parts["u32"], "kp": parts["kp"],
-                          "fn": parts["fn"] if launch_c is None else parts["fn_ptr"],
-                          "launch": parts["launch"] if launch_c is None else launch_c,
+                          "fn": parts["fn"], "launch": parts["launch"],
                           "set_ctx": parts["set_ctx"], "ctx": parts["ctx"],
                           "fail": parts["fail"], "space": parts["space"], "shape": parts["shape"],
                           "scalar": parts["scalar"], "RAW": raw if raw is not None else A._torch_stream,
@@ -305,8 +305,7 @@ def _cuda_fast(parts: dict[str, Any], specs: list[tuple[Any, ...]], nargs: int, 
                         "        return MISS"]
     hs = f"RAW({torch_dev})" if torch_dev is not None else str(int(stream))
     g, wg = parts["grid"], parts["workgroup"]
-    res = "" if launch_c is not None else "[0]"  # ctypes returns the CUresult, the bindings a tuple
-    call = f"launch(fn, {g[0]}, {g[1]}, {g[2]}, {wg[0]}, {wg[1]}, {wg[2]}, {parts['shared']}, {hs}, kp, None)" + res
+    call = f"launch(fn, {g[0]}, {g[1]}, {g[2]}, {wg[0]}, {wg[1]}, {wg[2]}, {parts['shared']}, {hs}, kp, 0)[0]"
     # the context is made current only when the launch needs it (a thread's first launch, or
     # after another context was made current): the driver refuses a launch without it
     # (CUDA_ERROR_INVALID_CONTEXT) or with another (CUDA_ERROR_INVALID_HANDLE), and nothing

@@ -520,37 +520,6 @@ def _ctypes_context_setter(context: Any) -> tuple[Any, Any, bool, str] | None:
     return (set_ctx, ctypes.c_void_p(want), False, "ctypes cuCtxSetCurrent (libcuda loaded by cuda.bindings)")
 
 
-_LAUNCH_C: list[Any] = []
-
-
-def _ctypes_launcher() -> Any:
-    """``cuLaunchKernel`` called through ctypes on the libcuda that cuda.bindings has already
-    loaded (``RTLD_NOLOAD``, as :func:`_ctypes_context_setter`), returning the CUresult as an
-    int; None when that route is not available (not Linux, not the real cuda.bindings driver,
-    or the context check of :func:`_ctypes_context_setter` did not pass for this process).
-
-    Why: on the H200 host the bindings' own ``cuLaunchKernel`` costs 6.3 us a call from Python
-    with every argument pre-made (bench/results/launch24_h200_*.json, "floor cuLaunchKernel"),
-    more than the 5 us a whole kernel call may cost (issue 24); the call through ctypes with the
-    same pre-packed parameter block costs a fraction of that. The bindings expose no cheaper
-    entry (their Cython-level ``cydriver`` is not callable from Python)."""
-    if _LAUNCH_C:
-        return _LAUNCH_C[0]
-    fn = None
-    drv = _driver()
-    if getattr(drv, "__name__", "") == "cuda.bindings.driver" and sys.platform.startswith("linux"):
-        try:
-            lib = ctypes.CDLL("libcuda.so.1", mode=os.RTLD_NOLOAD | os.RTLD_NOW)
-            fn = lib.cuLaunchKernel
-            u = ctypes.c_uint
-            fn.argtypes = [ctypes.c_void_p, u, u, u, u, u, u, u, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
-            fn.restype = ctypes.c_int
-        except Exception:  # noqa: BLE001 - no usable ctypes route: the bindings' call is used
-            fn = None
-    _LAUNCH_C.append(fn)
-    return fn
-
-
 def _bind_launcher(target: CudaTarget, plan: _LaunchPlan, g: tuple[int, int, int],
                    wg: tuple[int, int, int], module: Any) -> Any:
     """A bound launcher ``fast(args, stream, sync) -> bool`` for one plan and geometry (see the
@@ -836,8 +805,6 @@ class CudaTarget:
         ``args`` (the ABI), the driver function ``fn``, ``launch`` (``cuLaunchKernel``),
         ``set_ctx``/``ctx``/``ctx_tuple`` (make the context current), ``shared`` bytes,
         ``f32``/``f64`` (the block as floats: slot i's f32 is ``f32[2i]``, its f64 ``f64[i]``),
-        ``launch_c``/``fn_ptr`` (``cuLaunchKernel`` through ctypes and the function's address,
-        see :func:`_ctypes_launcher`; None where that route is not shown to be the bindings' own),
         ``fail(call, status)`` (raises CudaError naming the kernel and shape), ``space`` (the
         device's memory space) and ``shape``. The kernel language's launch plans
         (:mod:`anywave.jit.launch`) generate their launcher from these; the block must
@@ -861,13 +828,9 @@ class CudaTarget:
                     pass
             raise CudaError(f"{shape}: {call} failed: {_err_text(err)}")
 
-        # the ctypes launch only where the ctypes context route was shown to see the bindings' driver
-        launch_c = _ctypes_launcher() if not ctx_tuple else None
-        fn_ptr = int(plan.function) if launch_c is not None else None
         return {"u64": u64, "u32": u32, "ptrs": ptrs, "kp": kp, "kinds": list(plan.kinds), "args": plan.args,
                 "f32": (ctypes.c_float * (2 * max(len(plan.args), 1))).from_buffer(u64),
                 "f64": (ctypes.c_double * max(len(plan.args), 1)).from_buffer(u64),
-                "launch_c": launch_c, "fn_ptr": fn_ptr,
                 "scalar": plan.scalar, "fn": plan.function, "launch": drv.cuLaunchKernel, "set_ctx": set_ctx,
                 "ctx": ctx_arg, "ctx_tuple": ctx_tuple, "shared": plan.dynamic_shared, "fail": fail,
                 "space": memory_space(self.device.props.ordinal), "shape": shape, "grid": g, "workgroup": wg,
