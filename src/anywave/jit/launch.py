@@ -29,6 +29,7 @@ import numpy as np
 from anywave.abi import dims3 as _dims3
 from anywave.compiler import debugprint
 from anywave.errors import LaunchError, LaunchValueError
+from anywave.isa.types import ScalarType
 from anywave.runtime import arrays as A
 from anywave.runtime.targets import ID_LIMIT_I32, check_launch_rules
 
@@ -285,7 +286,7 @@ def _cuda_fast(parts: dict[str, Any], specs: list[tuple[Any, ...]], nargs: int, 
                 ns[f"A{slot}"] = abi[name]
                 src += [f"    if type({v}) is not float and type({v}) is not int:", "        return MISS"]
                 bits = abi[name].type.bits
-                fl = abi[name].type.name in ("f32", "f64")
+                fl = abi[name].type in (ScalarType.F32, ScalarType.F64)
                 if fl and ns["f32"] is not None:
                     # a C cast of a finite double is IEEE round-to-nearest-even, as abi.scalar_word
                     # (tests/test_launch_plan.py checks the words); ints and NaNs take scalar()
