@@ -9,7 +9,8 @@ Two halves:
   ``__array_interface__``, DLPack capsules, memoryviews, and anywave's own :class:`Array`.
 * :class:`Array` is memory owned by one target's device, allocated through a
   :class:`MemorySpace` of that target (``cuda``: ``cuMemAlloc`` through cuda.bindings;
-  ``opencl``: ``cl.Buffer``; ``sycl``: USM through the shim; ``emulator``: NumPy). Launches
+  ``opencl``: ``cl.Buffer``; ``sycl``: USM through the shim; ``vulkan``: device-local
+  ``VkBuffer`` with staged copies; ``emulator``: NumPy). Launches
   read and write it in place; nothing moves to the host until :meth:`Array.numpy`.
 
 A new target plugs in with :func:`register_memory_space` and a class with the five members of
@@ -17,7 +18,7 @@ A new target plugs in with :func:`register_memory_space` and a class with the fi
 ``synchronize``); its launch then receives :class:`Array` objects of its own kind.
 
 Memory kinds: ``host`` (memory the CPU addresses: NumPy, CPU tensors, the emulator's arrays),
-``cuda``, ``opencl``, ``sycl``. Which kinds a target takes: :data:`TARGET_MEMORY`.
+``cuda``, ``opencl``, ``sycl``, ``vulkan``. Which kinds a target takes: :data:`TARGET_MEMORY`.
 """
 
 from __future__ import annotations
@@ -50,8 +51,8 @@ class ArgumentError(WaveError, TypeError):
 #: out by targets that cannot address it: CUDA and SYCL)
 TARGET_MEMORY: dict[str, tuple[str, ...]] = {
     "emulator": ("host",), "opencl": ("opencl", "host"), "sycl": ("sycl", "host"), "cuda": ("cuda", "host"),
-    # Vulkan buffers live in host-visible memory the launch copies host arrays into and out of
-    "vulkan": ("host",),
+    # Vulkan: device-local buffers; host memory is staged in and out by the launch
+    "vulkan": ("vulkan", "host"),
 }
 
 #: DLPack device types (dlpack.h, ``DLDeviceType``)
@@ -163,7 +164,7 @@ register_memory_space("emulator", lambda device: HostSpace())
 register_memory_space("cuda", _lazy("anywave.runtime.cuda"))
 register_memory_space("opencl", _lazy("anywave.runtime.opencl"))
 register_memory_space("sycl", _lazy("anywave.runtime.sycl"))
-register_memory_space("vulkan", lambda device: HostSpace())  # host arrays (see TARGET_MEMORY)
+register_memory_space("vulkan", _lazy("anywave.runtime.vulkan"))
 
 
 def _split_target(target: str | None) -> tuple[str, int | None]:
@@ -386,9 +387,12 @@ def empty(shape: Any, dtype: Any = np.float32, *, target: str | None = None) -> 
 
 
 def zeros(shape: Any, dtype: Any = np.float32, *, target: str | None = None) -> Array:
-    """As :func:`empty`, filled with zero bytes."""
+    """As :func:`empty`, filled with zero bytes (on the device where the space can: Vulkan)."""
     a = empty(shape, dtype, target=target)
-    if a.nbytes:
+    zero = getattr(a.space, "zero", None)
+    if zero is not None:
+        zero(a.handle)
+    elif a.nbytes:
         a.assign(np.zeros(a.shape, a.dtype))
     return a
 

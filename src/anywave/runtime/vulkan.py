@@ -15,17 +15,37 @@ lacks (``shaderFloat64``, ``shaderInt64``, subgroups) make kernels refused with 
 (:func:`anywave.backends.spirv.check_supported`). Float controls it lacks (lavapipe has no
 ``shaderDenormPreserveFloat32``) are reported in the target's details.
 
-Launch: buffers live in host-visible, host-coherent memory (NumPy arrays are copied in and out);
-scalars and the workgroup size are push constants; the workgroup is one dimension of x*y*z
-threads (padded to a multiple of W for kernels with wave operations). Pipelines are cached by
-(SPIR-V module hash, launched workgroup size), modules by (module object, W).
+Memory (issue 27): ``aw.array/empty/zeros(..., target="vulkan")`` are storage buffers in
+device-local memory (:class:`VulkanMemory`); their bytes move only through one reusable
+host-visible staging buffer, at ``assign``/``.numpy()``. NumPy arguments of a launch are staged
+the same way (copied in, the dispatch, the written ones copied out, in one command buffer) and
+make the launch synchronous. :attr:`VulkanDevice.transfers` counts every staged transfer.
+
+Launch: each launch is one command buffer (a global memory barrier, then the dispatch), submitted
+with its own fence; a launch on device arrays only is not waited for, so a chain of launches
+never touches the host. In-order effects follow from the barrier at the start of every command
+buffer (its first synchronisation scope covers everything submitted earlier to the queue). The
+fences are waited for, oldest first, at ``.numpy()``, ``aw.synchronize()``, a staged launch or
+when :data:`MAX_IN_FLIGHT` are pending, each at most :data:`FENCE_TIMEOUT_NS`: a dispatch that
+does not finish (or a lost device) is a :class:`VulkanError` naming the kernel, after which the
+device refuses work (its buffers are kept, never freed under a running dispatch).
+
+Scalars and the workgroup size are push constants; the workgroup is one dimension of x*y*z
+threads (padded to a multiple of W for kernels with wave operations). Pipelines and descriptor
+set layouts are cached per (SPIR-V module hash, launched workgroup size), modules per (module
+object, W); pipelines are built through a ``VkPipelineCache`` kept on disk in anywave's cache dir
+(:meth:`VulkanDevice.save_pipeline_cache`, also at exit). Kernel times: :func:`profile` records
+each dispatch's device time from timestamp queries.
 """
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import os
 import threading
-from collections.abc import Mapping, Sequence
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -38,6 +58,8 @@ from anywave.runtime.targets import ProcessDevice, RunnerTarget
 
 #: how long a dispatch may take before the device is declared wedged (nanoseconds)
 FENCE_TIMEOUT_NS = 60 * 10**9
+#: submissions in flight before a launch waits for the oldest
+MAX_IN_FLIGHT = 64
 
 class VulkanError(WaveError):
     """Vulkan is unavailable (no binding, loader, ICD or device), a pipeline failed to build, or
@@ -83,7 +105,7 @@ class VulkanDevice:
                 raise VulkanError(f"ANYWAVE_VULKAN_DEVICE={want!r} matches none of {names}")
             idx = hits[0]
         pd = self.pd = pds[idx]
-        props = vk.vkGetPhysicalDeviceProperties(pd)
+        props = self._props = vk.vkGetPhysicalDeviceProperties(pd)
         self.name = props.deviceName
         api = props.apiVersion
         self.api_version = f"{api >> 22}.{(api >> 12) & 0x3FF}.{api & 0xFFF}"
@@ -145,19 +167,28 @@ class VulkanDevice:
         self.queue = vk.vkGetDeviceQueue(self.device, qf, 0)
         self.cmd_pool = vk.vkCreateCommandPool(self.device, vk.VkCommandPoolCreateInfo(
             queueFamilyIndex=qf, flags=vk.VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT), None)
-        self.cmd = vk.vkAllocateCommandBuffers(self.device, vk.VkCommandBufferAllocateInfo(
-            commandPool=self.cmd_pool, level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY, commandBufferCount=1))[0]
-        self.fence = vk.vkCreateFence(self.device, vk.VkFenceCreateInfo(), None)
-        mp = vk.vkGetPhysicalDeviceMemoryProperties(pd)
-        want_flags = vk.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | vk.VK_MEMORY_PROPERTY_HOST_COHERENT_BIT
-        self._mem_types = [i for i in range(mp.memoryTypeCount)
-                           if (mp.memoryTypes[i].propertyFlags & want_flags) == want_flags]
-        if not self._mem_types:
-            raise VulkanError(f"{self.name} has no host-visible, host-coherent memory type")
+        self._mp = vk.vkGetPhysicalDeviceMemoryProperties(pd)
+        #: timestamp queries: bits the queue writes, nanoseconds per tick (limits.timestampPeriod)
+        self.timestamp_bits = int(fams[qf].timestampValidBits)
+        self.timestamp_period = float(lim.timestampPeriod)
+        self.timestamps = self.timestamp_bits > 0
         self._pipelines: dict[tuple[str, int], Any] = {}
         self.lock = threading.Lock()
         #: why the device is unusable (a dispatch that timed out may still run), or "" if it is not
         self.wedged = ""
+        self._pending: deque[_Slot] = deque()
+        self._free_slots: list[_Slot] = []
+        self._deferred: list[VulkanBuffer] = []
+        self._staging: VulkanBuffer | None = None
+        #: staged transfers between host and device memory since the device was created
+        self.transfers = {"to_device": 0, "to_device_bytes": 0, "to_host": 0, "to_host_bytes": 0}
+        #: command buffers submitted since the device was created
+        self.submissions = 0
+        #: (label, seconds) per timed dispatch while :func:`profile` is active, else None
+        self.profile: list[tuple[str, float]] | None = None
+        self._pc_new = 0
+        self._load_pipeline_cache()
+        atexit.register(self.save_pipeline_cache)
 
     def capabilities(self) -> Capability:
         caps = Capability.F16 | Capability.BF16 | Capability.OFFSET64 | Capability.ATOMIC_F32
@@ -172,42 +203,202 @@ class VulkanDevice:
     def details(self) -> dict[str, Any]:
         fc = self.float_controls
         return {"api_version": self.api_version, "driver": self.driver, "driver_version": self.driver_version,
+                "memory": "device-local buffers, staged transfers", "pipeline_cache_bytes": self.pipeline_cache_loaded,
                 "subgroup_size": self.subgroup_size, "subgroup_size_range": self.subgroup_range,
                 "float_controls": {k: list(v) for k, v in fc.items()},
                 "missing_float_controls": [f"{k}{w}" for k, v in fc.items() for w in (32, 64) if w not in v]}
 
     # ---- memory
-    def alloc(self, nbytes: int) -> tuple[Any, Any, int]:
+    def _pick_type(self, req_bits: int, want: int, prefer: int = 0) -> int | None:
+        ok = [i for i in range(self._mp.memoryTypeCount)
+              if req_bits >> i & 1 and (self._mp.memoryTypes[i].propertyFlags & want) == want]
+        best = [i for i in ok if (self._mp.memoryTypes[i].propertyFlags & prefer) == prefer]
+        return (best or ok or [None])[0]
+
+    def _buffer(self, nbytes: int, usage: int, want: int, prefer: int, what: str) -> VulkanBuffer:
         vk = self.vk
-        size = max(16, -(-nbytes // 16) * 16)
-        if size > self.max_buffer:
+        size = max(16, -(-int(nbytes) // 16) * 16)
+        if size > self.max_buffer and usage & vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT:
             raise VulkanError(f"buffer of {nbytes} bytes exceeds {self.name}'s maxStorageBufferRange {self.max_buffer}")
         buf = vk.vkCreateBuffer(self.device, vk.VkBufferCreateInfo(
-            size=size, usage=vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT, sharingMode=vk.VK_SHARING_MODE_EXCLUSIVE), None)
+            size=size, usage=usage, sharingMode=vk.VK_SHARING_MODE_EXCLUSIVE), None)
         req = vk.vkGetBufferMemoryRequirements(self.device, buf)
-        ti = next((i for i in self._mem_types if req.memoryTypeBits >> i & 1), None)
+        ti = self._pick_type(req.memoryTypeBits, want, prefer)
         if ti is None:
             vk.vkDestroyBuffer(self.device, buf, None)
-            raise VulkanError(f"{self.name}: no host-visible memory type fits a storage buffer")
-        mem = vk.vkAllocateMemory(self.device, vk.VkMemoryAllocateInfo(allocationSize=req.size,
-                                                                       memoryTypeIndex=ti), None)
+            raise VulkanError(f"{self.name}: no memory type fits a {what} buffer")
+        try:
+            mem = vk.vkAllocateMemory(self.device, vk.VkMemoryAllocateInfo(allocationSize=req.size,
+                                                                           memoryTypeIndex=ti), None)
+        except Exception as e:  # noqa: BLE001 - out of device memory
+            vk.vkDestroyBuffer(self.device, buf, None)
+            raise VulkanError(f"allocating {size} bytes of {what} memory on {self.name} failed: "
+                              f"{type(e).__name__}: {e}") from e
         vk.vkBindBufferMemory(self.device, buf, mem, 0)
-        return buf, mem, size
+        return VulkanBuffer(buf, mem, size)
 
-    def free(self, buf: Any, mem: Any) -> None:
-        if self.wedged:  # a dispatch may still be writing it: keep it (see run)
+    def alloc(self, nbytes: int) -> VulkanBuffer:
+        """A storage buffer of at least ``nbytes`` (rounded up to 16) in device-local memory
+        (the first memory type with ``DEVICE_LOCAL``; lavapipe's one type is also host-visible),
+        usable as a copy source and destination.
+
+        Raises:
+            VulkanError: above ``maxStorageBufferRange`` or out of device memory."""
+        vk = self.vk
+        usage = (vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT
+                 | vk.VK_BUFFER_USAGE_TRANSFER_DST_BIT)
+        return self._buffer(nbytes, usage, 0, vk.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, "device-local")
+
+    def free(self, b: VulkanBuffer) -> None:
+        """Destroy ``b`` once no submitted work uses it (at once when the queue is idle). Safe
+        from a finalizer: when the lock is held (even by this thread) it is only queued."""
+        if not self.lock.acquire(blocking=False):
+            self._deferred.append(b)
             return
-        self.vk.vkDestroyBuffer(self.device, buf, None)
-        self.vk.vkFreeMemory(self.device, mem, None)
+        try:
+            self._free_locked(b)
+        finally:
+            self.lock.release()
 
-    def mapped(self, mem: Any, size: int) -> np.ndarray:
-        ptr = self.vk.vkMapMemory(self.device, mem, 0, size, 0)
-        return np.frombuffer(ptr, dtype=np.uint8, count=size)
+    def _free_locked(self, b: VulkanBuffer) -> None:
+        if self.wedged:  # a dispatch may still be writing it: keep it (see _retire_one)
+            return
+        if self._pending:
+            self._pending[-1].keep.append(b)  # destroyed when that submission retires
+        else:
+            self._destroy(b)
+
+    def _free_deferred(self) -> None:
+        while self._deferred:
+            self._free_locked(self._deferred.pop())
+
+    def _destroy(self, b: VulkanBuffer) -> None:
+        if b.mapped is not None:
+            self.vk.vkUnmapMemory(self.device, b.mem)
+            b.mapped = None
+        self.vk.vkDestroyBuffer(self.device, b.buf, None)
+        self.vk.vkFreeMemory(self.device, b.mem, None)
+
+    def staging(self, nbytes: int) -> VulkanBuffer:
+        """The reusable host-visible staging buffer, at least ``nbytes`` long (grown to the next
+        power of two; the old one is freed). Only used by synchronous transfers, so it is never
+        in flight when a caller writes it (callers hold :attr:`lock`)."""
+        st = self._staging
+        if st is None or st.size < nbytes:
+            if st is not None:
+                self._destroy(st)
+                self._staging = None
+            vk = self.vk
+            size = 1 << max(16, (int(nbytes) - 1).bit_length())
+            want = vk.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | vk.VK_MEMORY_PROPERTY_HOST_COHERENT_BIT
+            st = self._buffer(size, vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT | vk.VK_BUFFER_USAGE_TRANSFER_DST_BIT,
+                              want, vk.VK_MEMORY_PROPERTY_HOST_CACHED_BIT, "host-visible staging")
+            ptr = vk.vkMapMemory(self.device, st.mem, 0, st.size, 0)
+            st.mapped = np.frombuffer(ptr, dtype=np.uint8, count=st.size)
+            self._staging = st
+        return st
+
+    def upload(self, dst: VulkanBuffer, host: np.ndarray) -> None:
+        """Copy the bytes of the C-contiguous ``host`` to the start of ``dst`` through the staging
+        buffer, after the work submitted before (waits for the copy)."""
+        raw = host.reshape(-1).view(np.uint8)
+        n = raw.size
+        if not n:
+            return
+        with self.lock:
+            st = self.staging(n)
+            st.mapped[:n] = raw
+            self.transfers["to_device"] += 1
+            self.transfers["to_device_bytes"] += n
+
+            def rec(cmd: Any, slot: _Slot) -> None:
+                self._barrier(cmd)
+                self.vk.vkCmdCopyBuffer(cmd, st.buf, dst.buf, 1, [self.vk.VkBufferCopy(0, 0, n)])
+
+            self._submit(rec, "an upload to the device", wait=True)
+
+    def download(self, src: VulkanBuffer, host: np.ndarray) -> None:
+        """Copy the first ``host.nbytes`` bytes of ``src`` into ``host`` (C-contiguous) through the
+        staging buffer, after the work submitted before (waits for it)."""
+        raw = host.reshape(-1).view(np.uint8)
+        n = raw.size
+        if not n:
+            return
+        with self.lock:
+            st = self.staging(n)
+            self.transfers["to_host"] += 1
+            self.transfers["to_host_bytes"] += n
+
+            def rec(cmd: Any, slot: _Slot) -> None:
+                self._barrier(cmd)
+                self.vk.vkCmdCopyBuffer(cmd, src.buf, st.buf, 1, [self.vk.VkBufferCopy(0, 0, n)])
+                self._host_barrier(cmd)
+
+            self._submit(rec, "a download to the host", wait=True)
+            raw[...] = st.mapped[:n]
+
+    def fill_zero(self, dst: VulkanBuffer) -> None:
+        """Zero all of ``dst`` on the device (``vkCmdFillBuffer``; no host bytes), asynchronously."""
+        with self.lock:
+            def rec(cmd: Any, slot: _Slot) -> None:
+                self._barrier(cmd)
+                self.vk.vkCmdFillBuffer(cmd, dst.buf, 0, dst.size, 0)
+
+            self._submit(rec, "a fill of zeros", wait=False)
 
     # ---- pipelines
+    def _load_pipeline_cache(self) -> None:
+        vk = self.vk
+        data = b""
+        self._pc_path = None
+        try:
+            from anywave.runtime.cache import safe_subdir, verified_read
+
+            uuid = bytes(vk.ffi.buffer(self._props.pipelineCacheUUID, vk.VK_UUID_SIZE)).hex()
+            name = f"{self._props.vendorID:04x}-{self._props.deviceID:04x}-{self.driver_version:x}-{uuid}.bin"
+            self._pc_path = safe_subdir("vulkan-pipelines") / name
+            data = verified_read(self._pc_path) or b""
+        except (OSError, WaveError):  # no usable cache dir: an in-memory cache only
+            self._pc_path = None
+        try:
+            if data:
+                buf = vk.ffi.new("char[]", data)
+                info = vk.VkPipelineCacheCreateInfo(initialDataSize=len(data), pInitialData=buf)
+            else:
+                info = vk.VkPipelineCacheCreateInfo()
+            self.pipeline_cache = vk.vkCreatePipelineCache(self.device, info, None)
+            self.pipeline_cache_loaded = len(data)
+        except Exception:  # noqa: BLE001 - a stale or damaged file: start empty
+            self.pipeline_cache = vk.vkCreatePipelineCache(self.device, vk.VkPipelineCacheCreateInfo(), None)
+            self.pipeline_cache_loaded = 0
+
+    def save_pipeline_cache(self) -> int:
+        """Write the ``VkPipelineCache`` to ``<anywave cache>/vulkan-pipelines/<vendor>-<device>-
+        <driver>-<pipelineCacheUUID>.bin`` (atomically, with its hash); returns the bytes written
+        (0 when nothing was built since the load or there is no usable cache dir). Runs at exit."""
+        if self._pc_path is None or not self._pc_new or self.wedged:
+            return 0
+        vk = self.vk
+        from anywave.runtime.cache import atomic_write
+
+        with self.lock:
+            n = vk.ffi.new("size_t*")
+            if vk.lib.vkGetPipelineCacheData(self.device, self.pipeline_cache, n, vk.ffi.NULL) != vk.VK_SUCCESS:
+                return 0
+            buf = vk.ffi.new("char[]", n[0])
+            if vk.lib.vkGetPipelineCacheData(self.device, self.pipeline_cache, n, buf) != vk.VK_SUCCESS:
+                return 0
+            data = bytes(vk.ffi.buffer(buf, n[0]))
+            self._pc_new = 0
+        try:
+            atomic_write(self._pc_path, data, record_hash=True)
+        except OSError:
+            return 0
+        return len(data)
+
     def pipeline(self, k: SpirvKernel, P: int, W: int) -> Any:
-        """(pipeline, layout, set layout) for kernel ``k`` launched with P threads per workgroup,
-        cached by (module hash, P)."""
+        """(pipeline, layout, set layout, shader module) for kernel ``k`` launched with P threads
+        per workgroup, cached by (module hash, P), built through the on-disk ``VkPipelineCache``."""
         key = (k.sha256, P)
         hit = self._pipelines.get(key)
         if hit is not None:
@@ -233,73 +424,240 @@ class VulkanDevice:
         stage = vk.VkPipelineShaderStageCreateInfo(pNext=pnext, flags=flags, stage=vk.VK_SHADER_STAGE_COMPUTE_BIT,
                                                    module=sm, pName="main", pSpecializationInfo=spec)
         try:
-            pipes = vk.vkCreateComputePipelines(dev, vk.VK_NULL_HANDLE, 1, [vk.VkComputePipelineCreateInfo(
+            pipes = vk.vkCreateComputePipelines(dev, self.pipeline_cache, 1, [vk.VkComputePipelineCreateInfo(
                 stage=stage, layout=layout)], None)
         except Exception as e:  # noqa: BLE001 - carry the driver's answer
             raise VulkanError(f"vkCreateComputePipelines failed on {self.name} for kernel {k.name!r}: "
                               f"{type(e).__name__}: {e}") from e
-        pipe = pipes[0]
-        hit = self._pipelines[key] = (pipe, layout, dsl, sm)
+        self._pc_new += 1
+        hit = self._pipelines[key] = (pipes[0], layout, dsl, sm)
         return hit
 
-    def run(self, k: SpirvKernel, P: int, W: int, grid: tuple[int, int, int], buffers: list[tuple[Any, int]],
-            push: list[int]) -> None:
-        """Record, submit and wait for one dispatch (at most :data:`FENCE_TIMEOUT_NS`).
+    # ---- submission
+    def _barrier(self, cmd: Any) -> None:
+        """A global memory barrier: the shader and transfer writes of everything submitted before
+        (earlier command buffers of this queue included) are visible to the commands after it,
+        and their reads are done before it (write-after-read)."""
+        vk = self.vk
+        b = vk.VkMemoryBarrier(srcAccessMask=vk.VK_ACCESS_SHADER_WRITE_BIT | vk.VK_ACCESS_TRANSFER_WRITE_BIT,
+                               dstAccessMask=vk.VK_ACCESS_SHADER_READ_BIT | vk.VK_ACCESS_SHADER_WRITE_BIT
+                               | vk.VK_ACCESS_TRANSFER_READ_BIT | vk.VK_ACCESS_TRANSFER_WRITE_BIT)
+        stages = vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | vk.VK_PIPELINE_STAGE_TRANSFER_BIT
+        vk.vkCmdPipelineBarrier(cmd, stages, stages, 0, 1, [b], 0, None, 0, None)
+
+    def _host_barrier(self, cmd: Any) -> None:
+        vk = self.vk
+        b = vk.VkMemoryBarrier(srcAccessMask=vk.VK_ACCESS_SHADER_WRITE_BIT | vk.VK_ACCESS_TRANSFER_WRITE_BIT,
+                               dstAccessMask=vk.VK_ACCESS_HOST_READ_BIT)
+        vk.vkCmdPipelineBarrier(cmd, vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | vk.VK_PIPELINE_STAGE_TRANSFER_BIT,
+                                vk.VK_PIPELINE_STAGE_HOST_BIT, 0, 1, [b], 0, None, 0, None)
+
+    def _slot(self) -> _Slot:
+        if self._free_slots:
+            return self._free_slots.pop()
+        vk, dev = self.vk, self.device
+        cmd = vk.vkAllocateCommandBuffers(dev, vk.VkCommandBufferAllocateInfo(
+            commandPool=self.cmd_pool, level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY, commandBufferCount=1))[0]
+        fence = vk.vkCreateFence(dev, vk.VkFenceCreateInfo(), None)
+        query = None
+        if self.timestamps:
+            query = vk.vkCreateQueryPool(dev, vk.VkQueryPoolCreateInfo(queryType=vk.VK_QUERY_TYPE_TIMESTAMP,
+                                                                       queryCount=2), None)
+        return _Slot(cmd, fence, query)
+
+    def descriptor_set(self, slot: _Slot, dsl: Any, buffers: Sequence[tuple[Any, int]]) -> Any:
+        """A descriptor set of ``dsl`` in the slot's own pool, bound to ``buffers`` (buffer, size)."""
+        vk, dev = self.vk, self.device
+        n = len(buffers)
+        if slot.pool is None or slot.pool_size < n:
+            if slot.pool is not None:
+                vk.vkDestroyDescriptorPool(dev, slot.pool, None)
+            slot.pool_size = max(16, n)
+            slot.pool = vk.vkCreateDescriptorPool(dev, vk.VkDescriptorPoolCreateInfo(
+                maxSets=1, poolSizeCount=1, pPoolSizes=[vk.VkDescriptorPoolSize(
+                    type=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, descriptorCount=slot.pool_size)]), None)
+        ds = vk.vkAllocateDescriptorSets(dev, vk.VkDescriptorSetAllocateInfo(
+            descriptorPool=slot.pool, descriptorSetCount=1, pSetLayouts=[dsl]))[0]
+        writes = [vk.VkWriteDescriptorSet(dstSet=ds, dstBinding=i, descriptorCount=1,
+                                          descriptorType=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                                          pBufferInfo=[vk.VkDescriptorBufferInfo(buffer=b, offset=0, range=sz)])
+                  for i, (b, sz) in enumerate(buffers)]
+        vk.vkUpdateDescriptorSets(dev, len(writes), writes, 0, None)
+        return ds
+
+    def _submit(self, record: Callable[[Any, _Slot], None], label: str, wait: bool,
+                keep: Sequence[Any] = (), timed: bool = False) -> None:
+        """Record one command buffer with ``record(cmd, slot)`` and submit it with its fence;
+        ``wait``: return after it (and everything before it) finished. At most
+        :data:`MAX_IN_FLIGHT` submissions are in flight (the oldest is waited for first).
+        Callers hold :attr:`lock`.
 
         Raises:
-            VulkanError: the device is wedged by an earlier dispatch that did not finish, or this
-                one did not finish in time (then the device is wedged from now on)."""
-        if self.wedged:
-            raise VulkanError(f"Vulkan on {self.name} refuses the launch of {k.name!r}: {self.wedged} earlier in "
-                              "this process and may still be running; restart the process to use Vulkan again")
-        vk, dev = self.vk, self.device
-        pipe, layout, dsl, _ = self.pipeline(k, P, W)
-        pool = None
+            VulkanError: the device is wedged, lost, or a dispatch did not finish in time."""
+        self._check_alive(label)
+        self._free_deferred()
+        vk = self.vk
+        while len(self._pending) >= MAX_IN_FLIGHT:
+            self._retire_one(block=True)
+        self._retire(block=False)
+        slot = self._slot()
+        slot.label, slot.keep, slot.timed = label, list(keep), bool(timed and slot.query is not None)
+        cmd = slot.cmd
         try:
-            cmd = self.cmd
-            vk.vkResetCommandBuffer(cmd, 0)
             vk.vkBeginCommandBuffer(cmd, vk.VkCommandBufferBeginInfo(
                 flags=vk.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT))
+            record(cmd, slot)
+            vk.vkEndCommandBuffer(cmd)
+            vk.vkQueueSubmit(self.queue, 1, [vk.VkSubmitInfo(commandBufferCount=1, pCommandBuffers=[cmd])],
+                             slot.fence)
+        except VulkanError:
+            self._recycle(slot)
+            raise
+        except Exception as e:  # noqa: BLE001 - the driver's error, named
+            self._recycle(slot)
+            if isinstance(e, vk.VkErrorDeviceLost):
+                self.wedged = f"the device was lost while submitting {label}"
+            raise VulkanError(f"Vulkan on {self.name}: submitting {label} failed: {type(e).__name__}: {e}") from e
+        self._pending.append(slot)
+        self.submissions += 1
+        if wait:
+            self._retire(block=True)
+
+    def _check_alive(self, label: str) -> None:
+        if self.wedged:
+            what = f"the launch of {label}" if label.startswith("kernel") else label
+            raise VulkanError(f"Vulkan on {self.name} refuses {what}: {self.wedged} earlier in this process and "
+                              "may still be running; restart the process to use Vulkan again")
+
+    def _recycle(self, slot: _Slot) -> None:
+        vk = self.vk
+        vk.vkResetCommandBuffer(slot.cmd, 0)
+        if slot.pool is not None:
+            vk.vkResetDescriptorPool(self.device, slot.pool, 0)
+        for b in slot.keep:
+            if isinstance(b, VulkanBuffer):
+                self._destroy(b)
+        slot.keep = []
+        self._free_slots.append(slot)
+
+    def _retire_one(self, block: bool) -> bool:
+        """Retire the oldest submission if it finished (``block``: wait for it, at most
+        :data:`FENCE_TIMEOUT_NS`); returns whether it did."""
+        vk, dev = self.vk, self.device
+        slot = self._pending[0]
+        try:
+            if block:
+                vk.vkWaitForFences(dev, 1, [slot.fence], vk.VK_TRUE, FENCE_TIMEOUT_NS)
+            else:
+                vk.vkGetFenceStatus(dev, slot.fence)
+        except vk.VkNotReady:
+            return False
+        except vk.VkTimeout:
+            # The dispatch may still be running and writing its buffers: freeing them (or the
+            # descriptor pool) now is a use-after-free in the driver that kills the process.
+            # Keep everything in flight (leaked) and refuse further work on this device.
+            self.wedged = f"{slot.label} did not finish within {FENCE_TIMEOUT_NS / 1e9:g} s"
+            raise VulkanError(f"Vulkan on {self.name}: {self.wedged}; its buffers are kept (not freed) and this "
+                              "process's Vulkan device refuses further launches. Restart the process to use "
+                              "Vulkan again (a kernel that loops forever, or one too slow for this CPU/GPU, "
+                              "causes this)") from None
+        except Exception as e:  # noqa: BLE001 - VK_ERROR_DEVICE_LOST and the like
+            self.wedged = f"the device was lost running {slot.label} ({type(e).__name__})"
+            raise VulkanError(f"Vulkan on {self.name}: {self.wedged}; this process's Vulkan device refuses further "
+                              "launches (restart the process)") from e
+        self._pending.popleft()
+        vk.vkResetFences(dev, 1, [slot.fence])
+        if slot.timed:
+            ts = vk.ffi.new("uint64_t[2]")
+            r = vk.lib.vkGetQueryPoolResults(dev, slot.query, 0, 2, 16, ts, 8, vk.VK_QUERY_RESULT_64_BIT
+                                             | vk.VK_QUERY_RESULT_WAIT_BIT)
+            if r == vk.VK_SUCCESS and self.profile is not None:
+                mask = (1 << self.timestamp_bits) - 1 if self.timestamp_bits < 64 else (1 << 64) - 1
+                ticks = (int(ts[1]) - int(ts[0])) & mask
+                self.profile.append((slot.label, ticks * self.timestamp_period * 1e-9))
+        self._recycle(slot)
+        return True
+
+    def _retire(self, block: bool) -> None:
+        while self._pending and self._retire_one(block):
+            pass
+
+    def synchronize(self) -> None:
+        """Wait for every submitted launch (each at most :data:`FENCE_TIMEOUT_NS`).
+
+        Raises:
+            VulkanError: one did not finish in time or the device was lost (naming the kernel)."""
+        with self.lock:
+            self._retire(block=True)
+            self._free_deferred()
+
+    def dispatch(self, k: SpirvKernel, P: int, W: int, grid: tuple[int, int, int],
+                 buffers: list[tuple[Any, int]], push: list[int], label: str,
+                 staged: Sequence[tuple[VulkanBuffer, int, int, bool]] = (), keep: Sequence[Any] = ()) -> None:
+        """Record and submit one dispatch of ``k``. ``buffers``: (VkBuffer, bytes) per binding.
+        ``staged``: (device buffer, staging offset, bytes, written) of NumPy arguments whose bytes
+        the caller put in the staging buffer: they are copied in before the dispatch and the
+        written ones back after it, and the call waits (the caller then reads the staging
+        buffer). Without staged arguments the dispatch is only submitted (see
+        :meth:`synchronize`). Callers hold :attr:`lock`."""
+        vk = self.vk
+        pipe, layout, dsl, _ = self.pipeline(k, P, W)
+        st = self._staging if staged else None
+
+        def rec(cmd: Any, slot: _Slot) -> None:
+            self._barrier(cmd)
+            if staged:
+                for b, off, n, _w in staged:
+                    if n:
+                        vk.vkCmdCopyBuffer(cmd, st.buf, b.buf, 1, [vk.VkBufferCopy(off, 0, n)])
+                self._barrier(cmd)
             vk.vkCmdBindPipeline(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, pipe)
             if buffers:
-                pool = vk.vkCreateDescriptorPool(dev, vk.VkDescriptorPoolCreateInfo(
-                    maxSets=1, poolSizeCount=1, pPoolSizes=[vk.VkDescriptorPoolSize(
-                        type=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, descriptorCount=len(buffers))]), None)
-                ds = vk.vkAllocateDescriptorSets(dev, vk.VkDescriptorSetAllocateInfo(
-                    descriptorPool=pool, descriptorSetCount=1, pSetLayouts=[dsl]))[0]
-                writes = [vk.VkWriteDescriptorSet(dstSet=ds, dstBinding=i, descriptorCount=1,
-                                                  descriptorType=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-                                                  pBufferInfo=[vk.VkDescriptorBufferInfo(buffer=b, offset=0, range=sz)])
-                          for i, (b, sz) in enumerate(buffers)]
-                vk.vkUpdateDescriptorSets(dev, len(writes), writes, 0, None)
+                ds = self.descriptor_set(slot, dsl, buffers)
                 vk.vkCmdBindDescriptorSets(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, layout, 0, 1, [ds], 0, None)
             data = vk.ffi.new("uint32_t[]", [int(w) & 0xFFFFFFFF for w in push])
             vk.vkCmdPushConstants(cmd, layout, vk.VK_SHADER_STAGE_COMPUTE_BIT, 0, 4 * len(push), data)
+            timed = slot.query is not None and self.profile is not None
+            if timed:
+                vk.vkCmdResetQueryPool(cmd, slot.query, 0, 2)
+                vk.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, slot.query, 0)
             vk.vkCmdDispatch(cmd, *grid)
-            barrier = vk.VkMemoryBarrier(srcAccessMask=vk.VK_ACCESS_SHADER_WRITE_BIT,
-                                         dstAccessMask=vk.VK_ACCESS_HOST_READ_BIT)
-            vk.vkCmdPipelineBarrier(cmd, vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, vk.VK_PIPELINE_STAGE_HOST_BIT, 0,
-                                    1, [barrier], 0, None, 0, None)
-            vk.vkEndCommandBuffer(cmd)
-            vk.vkQueueSubmit(self.queue, 1, [vk.VkSubmitInfo(commandBufferCount=1, pCommandBuffers=[cmd])],
-                             self.fence)
-            try:
-                vk.vkWaitForFences(dev, 1, [self.fence], vk.VK_TRUE, FENCE_TIMEOUT_NS)
-            except vk.VkTimeout:
-                # The dispatch may still be running and writing the buffers: freeing them (or
-                # the descriptor pool) now is a use-after-free in the driver that kills the
-                # process. Keep them (leaked) and refuse further work on this device.
-                self.wedged = (f"a dispatch of kernel {k.name!r} did not finish within "
-                               f"{FENCE_TIMEOUT_NS / 1e9:.0f} s")
-                pool = None
-                raise VulkanError(f"Vulkan on {self.name}: {self.wedged}; its buffers are kept (not freed) and "
-                                  "this process's Vulkan device refuses further launches. Restart the process "
-                                  "to use Vulkan again (a kernel that loops forever, or one too slow for this "
-                                  "CPU/GPU, causes this)") from None
-            vk.vkResetFences(dev, 1, [self.fence])
-        finally:
-            if pool is not None:
-                vk.vkDestroyDescriptorPool(dev, pool, None)
+            if timed:
+                vk.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, slot.query, 1)
+            if staged:
+                self._barrier(cmd)
+                for b, off, n, w in staged:
+                    if w and n:
+                        vk.vkCmdCopyBuffer(cmd, b.buf, st.buf, 1, [vk.VkBufferCopy(0, off, n)])
+                self._host_barrier(cmd)
+
+        self._submit(rec, label, wait=bool(staged), keep=keep, timed=self.profile is not None)
+
+
+class VulkanBuffer:
+    """One ``VkBuffer`` with its own ``VkDeviceMemory`` (``size`` bytes; ``mapped``: a NumPy
+    byte view while the memory is mapped, the staging buffer only)."""
+
+    __slots__ = ("buf", "mem", "size", "mapped")
+
+    def __init__(self, buf: Any, mem: Any, size: int) -> None:
+        self.buf, self.mem, self.size = buf, mem, size
+        self.mapped: np.ndarray | None = None
+
+
+class _Slot:
+    """A command buffer with its fence, descriptor pool and timestamp queries, reused once the
+    fence signalled; ``keep`` holds what its commands use until then."""
+
+    __slots__ = ("cmd", "fence", "query", "pool", "pool_size", "label", "keep", "timed")
+
+    def __init__(self, cmd: Any, fence: Any, query: Any) -> None:
+        self.cmd, self.fence, self.query = cmd, fence, query
+        self.pool: Any = None
+        self.pool_size = 0
+        self.label = ""
+        self.keep: list[Any] = []
+        self.timed = False
 
 
 _DEVICE = ProcessDevice(VulkanDevice, VulkanError, "Vulkan")
@@ -323,7 +681,9 @@ def status() -> tuple[bool, str]:
 class VulkanRunner(Driver):
     """A conformance :class:`~anywave.conformance.suite.Runner` (and the ``launch`` of the
     ``vulkan`` target): ``runner(module, kernel, grid, workgroup, args, wave_width)`` translates
-    the module once per W and runs the kernel with the NumPy arrays of ``args`` updated in place.
+    the module once per W and runs the kernel; NumPy arrays in ``args`` are staged through
+    device memory and updated in place (the call then waits), ``vulkan`` device arrays
+    (:class:`VulkanMemory`) are bound as they are.
     """
 
     error = VulkanError
@@ -348,7 +708,16 @@ class VulkanRunner(Driver):
                               f"scalars; {dev.name} offers {dev.max_push}")
 
     def __call__(self, module: Any, kernel: str, grid: Sequence[int], workgroup: Sequence[int],
-                 args: Mapping[str, Any], wave_width: int, **_: Any) -> None:
+                 args: Mapping[str, Any], wave_width: int, *, sync: bool = True, **_: Any) -> None:
+        """Run ``kernel``. With ``sync=False`` and only device arrays the dispatch is submitted
+        and the call returns (a failure then surfaces at the next ``.numpy()`` /
+        ``aw.synchronize()``); NumPy arguments always make it wait.
+
+        Raises:
+            VulkanError: a refused kernel or launch, a buffer of the wrong kind, a dispatch that
+                did not finish in time, a lost device; LaunchConfigError: a launch rule."""
+        from anywave.runtime.arrays import Array
+
         dev = self.dev
         launch = self.prepare(module, kernel, grid, workgroup, args, wave_width, check=False)
         info, k, margs, g, wg = launch.info, launch.kernel, launch.margs, launch.grid, launch.workgroup
@@ -361,45 +730,76 @@ class VulkanRunner(Driver):
             w = int(margs[i][1])
             push += [w & 0xFFFFFFFF, w >> 32] if words == 2 else [w]
         push += list(wg)
-        hosts = []
+        args_in: list[tuple[Any, Any]] = []
         for i in info.buffers:
             a = k.args[i]
             v = margs[i][1]
-            if not isinstance(v, np.ndarray):
-                raise VulkanError(f"buffer argument {a.name!r} of kernel {kernel!r} must be a NumPy array, "
-                                  f"got {type(v).__name__}")
-            hosts.append((a, v))
+            if isinstance(v, Array):
+                if v.space.kind != "vulkan":
+                    raise VulkanError(f"buffer argument {a.name!r} of kernel {kernel!r} is a {v.target} array; "
+                                      "the vulkan target takes vulkan arrays or host memory")
+            elif not isinstance(v, np.ndarray):
+                raise VulkanError(f"buffer argument {a.name!r} of kernel {kernel!r} must be a NumPy array or a "
+                                  f"vulkan array, got {type(v).__name__}")
+            args_in.append((a, v))
         if launch.dims is None:
             return
-        P = launch.threads
+        label = f"kernel {kernel!r} grid={g} workgroup={wg}"
         with dev.lock:
-            allocs = []
+            temps: list[VulkanBuffer] = []
             try:
-                for a, v in hosts:
+                binds: list[tuple[Any, int]] = []
+                hosts: list[tuple[Any, np.ndarray, np.ndarray, int, int]] = []
+                total = 0
+                for a, v in args_in:
+                    if isinstance(v, Array):
+                        b = v.handle
+                        binds.append((b.buf, b.size))
+                        continue
                     host = np.ascontiguousarray(v)
-                    raw = host.reshape(-1).view(np.uint8)
-                    buf, mem, size = dev.alloc(raw.size)
-                    allocs.append((buf, mem))
-                    view = dev.mapped(mem, size)
-                    view[:raw.size] = raw
-                    view[raw.size:] = 0
-                    allocs[-1] = (buf, mem, view, a, v, host, raw.size, size)
+                    nb = host.nbytes
+                    b = dev.alloc(nb)
+                    temps.append(b)
+                    binds.append((b.buf, b.size))
+                    hosts.append((a, v, host, total, nb))
+                    total += -(-max(nb, 1) // 16) * 16
+                staged = []
+                if hosts:
+                    st = dev.staging(total)
+                    for a, _v, host, off, nb in hosts:
+                        st.mapped[off:off + nb] = host.reshape(-1).view(np.uint8)
+                        written = a.access is not Access.READ
+                        staged.append((temps[len(staged)], off, nb, written))
+                        dev.transfers["to_device"] += 1
+                        dev.transfers["to_device_bytes"] += nb
+                        if written:
+                            dev.transfers["to_host"] += 1
+                            dev.transfers["to_host_bytes"] += nb
                 try:
-                    dev.run(info, P, wave_width, g, [(x[0], x[7]) for x in allocs], push)
+                    dev.dispatch(info, launch.threads, wave_width, g, binds, push, label, staged,
+                                 keep=temps)
                 except VulkanError:
                     raise
                 except Exception as e:  # noqa: BLE001
                     raise VulkanError(f"launch of {kernel!r} on {dev.name} failed: {type(e).__name__}: {e}") from e
-                for _buf, _mem, view, a, v, host, nb, _sz in allocs:
-                    if a.access is not Access.READ and nb:
-                        out = host if host is v else host.copy()
-                        out.reshape(-1).view(np.uint8)[...] = view[:nb]
-                        if out is not v:
-                            v[...] = out
+                temps = []  # owned by the submission now (freed when it retires)
+                if hosts:
+                    st = dev._staging
+                    for a, v, host, off, nb in hosts:
+                        if a.access is not Access.READ and nb:
+                            out = host if host is v else host.copy()
+                            out.reshape(-1).view(np.uint8)[...] = st.mapped[off:off + nb]
+                            if out is not v:
+                                v[...] = out
+                elif sync:
+                    dev._retire(block=True)
             finally:
-                for x in allocs:
-                    dev.vk.vkUnmapMemory(dev.device, x[1]) if len(x) > 2 else None
-                    dev.free(x[0], x[1])
+                for b in temps:
+                    dev._free_locked(b)
+        if not hosts and not sync:
+            from anywave.runtime.arrays import mark_used
+
+            mark_used(memory_space())
 
 
 def vulkan_runner() -> VulkanRunner:
@@ -423,6 +823,74 @@ class VulkanTarget(RunnerTarget):
 
     def make_runner(self) -> VulkanRunner:
         return VulkanRunner()
+
+
+class VulkanMemory:
+    """The ``vulkan`` memory space (:class:`anywave.runtime.arrays.MemorySpace`): device-local
+    storage buffers of the process-wide device; ``from_host``/``to_host`` go through its staging
+    buffer after the work submitted before."""
+
+    kind = name = "vulkan"
+
+    def __init__(self, device: int = 0) -> None:
+        if device != 0:
+            raise VulkanError(f"the vulkan target has one device (0), asked for device {device}")
+        self.device = 0
+        self.dev = get_device()
+
+    def allocate(self, nbytes: int) -> tuple[Any, int, Any]:
+        b = self.dev.alloc(max(int(nbytes), 16))
+        dev = self.dev
+        return b, 0, lambda: dev.free(b)
+
+    def from_host(self, handle: Any, host: np.ndarray) -> None:
+        self.dev.upload(handle, host)
+
+    def to_host(self, handle: Any, host: np.ndarray) -> None:
+        self.dev.download(handle, host)
+
+    def zero(self, handle: Any) -> None:
+        """Zero the allocation on the device (no bytes from the host)."""
+        self.dev.fill_zero(handle)
+
+    def synchronize(self) -> None:
+        self.dev.synchronize()
+
+
+_MEMORY: list[VulkanMemory] = []
+
+
+def memory_space(device: int = 0) -> VulkanMemory:
+    """The ``vulkan`` memory space (one per process).
+
+    Raises:
+        VulkanError: Vulkan unusable here, or ``device`` != 0."""
+    if device != 0 or not _MEMORY:
+        sp = VulkanMemory(device)
+        _MEMORY.append(sp)
+    return _MEMORY[0]
+
+
+@contextlib.contextmanager
+def profile() -> Iterator[list[tuple[str, float]]]:
+    """Record the device time of every dispatch submitted inside the block, from timestamp
+    queries written just before and after it (``limits.timestampPeriod`` ns per tick). Yields
+    a list that holds ``(label, seconds)`` per dispatch, in submission order, once the block
+    ends (it synchronizes).
+
+    Raises:
+        VulkanError: the device offers no timestamps on its compute queue (timestampValidBits 0)."""
+    dev = get_device()
+    if not dev.timestamps:
+        raise VulkanError(f"{dev.name} writes no timestamps on its compute queue (timestampValidBits = 0)")
+    dev.synchronize()
+    out: list[tuple[str, float]] = []
+    dev.profile = out
+    try:
+        yield out
+        dev.synchronize()
+    finally:
+        dev.profile = None
 
 
 def register() -> None:
