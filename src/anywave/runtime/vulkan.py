@@ -802,6 +802,38 @@ class VulkanRunner(Driver):
             mark_used(memory_space())
 
 
+class DeviceArrayRunner:
+    """A conformance runner that runs every case on ``vulkan`` device arrays: each NumPy
+    argument is copied into an ``aw.empty(..., target="vulkan")`` array, the launch is only
+    submitted (``sync=False``: no NumPy argument is left, so nothing is staged by the launch),
+    and the arrays are copied back with ``.numpy()`` into the caller's arrays. The same checks
+    and errors as :class:`VulkanRunner` (it launches through one)."""
+
+    def __init__(self, runner: VulkanRunner | None = None) -> None:
+        self.runner = runner or VulkanRunner()
+        self.dev = self.runner.dev
+
+    def __call__(self, module: Any, kernel: str, grid: Sequence[int], workgroup: Sequence[int],
+                 args: Mapping[str, Any], wave_width: int, **kw: Any) -> None:
+        from anywave.runtime.arrays import empty
+
+        dargs: dict[str, Any] = {}
+        back = []
+        for n, v in args.items():
+            if isinstance(v, np.ndarray):
+                d = empty(v.shape, v.dtype, target="vulkan")
+                if v.nbytes:
+                    d.assign(v)
+                dargs[n] = d
+                back.append((v, d))
+            else:
+                dargs[n] = v
+        self.runner(module, kernel, grid, workgroup, dargs, wave_width, sync=False)
+        for v, d in back:
+            if v.flags.writeable and v.nbytes:
+                v[...] = d.numpy()
+
+
 def vulkan_runner() -> VulkanRunner:
     """A conformance runner on the default Vulkan device.
 
