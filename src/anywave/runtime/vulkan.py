@@ -188,7 +188,30 @@ class VulkanDevice:
         self.profile: list[tuple[str, float]] | None = None
         self._pc_new = 0
         self._load_pipeline_cache()
+        self.extensions = {e.extensionName for e in vk.vkEnumerateDeviceExtensionProperties(pd, None)}
+        #: the shapes and types of VK_KHR_cooperative_matrix (empty where it is not offered)
+        self.cooperative_matrix = self._cooperative_matrix_properties()
         atexit.register(self.save_pipeline_cache)
+
+    def _cooperative_matrix_properties(self) -> list[dict[str, Any]]:
+        """What ``vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR`` reports: one dict per
+        (M, N, K, A, B, C, result type, saturating, scope); [] without the extension."""
+        vk = self.vk
+        if "VK_KHR_cooperative_matrix" not in self.extensions:
+            return []
+        try:
+            fn = vk.vkGetInstanceProcAddr(self.instance, "vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR")
+            props = fn(self.pd)
+        except Exception:  # noqa: BLE001 - a loader without the entry point
+            return []
+        names = {getattr(vk, n): n.removeprefix("VK_COMPONENT_TYPE_").removesuffix("_KHR").lower()
+                 for n in dir(vk) if n.startswith("VK_COMPONENT_TYPE_") and n.endswith("_KHR")}
+        scopes = {getattr(vk, n): n.removeprefix("VK_SCOPE_").removesuffix("_KHR").lower()
+                  for n in dir(vk) if n.startswith("VK_SCOPE_") and n.endswith("_KHR")}
+        return [{"M": int(p.MSize), "N": int(p.NSize), "K": int(p.KSize), "A": names.get(p.AType, p.AType),
+                 "B": names.get(p.BType, p.BType), "C": names.get(p.CType, p.CType),
+                 "result": names.get(p.ResultType, p.ResultType), "saturating": bool(p.saturatingAccumulation),
+                 "scope": scopes.get(p.scope, p.scope)} for p in props]
 
     def capabilities(self) -> Capability:
         caps = Capability.F16 | Capability.BF16 | Capability.OFFSET64 | Capability.ATOMIC_F32
@@ -204,6 +227,7 @@ class VulkanDevice:
         fc = self.float_controls
         return {"api_version": self.api_version, "driver": self.driver, "driver_version": self.driver_version,
                 "memory": "device-local buffers, staged transfers", "pipeline_cache_bytes": self.pipeline_cache_loaded,
+                "cooperative_matrix": self.cooperative_matrix, "timestamp_period_ns": self.timestamp_period,
                 "subgroup_size": self.subgroup_size, "subgroup_size_range": self.subgroup_range,
                 "float_controls": {k: list(v) for k, v in fc.items()},
                 "missing_float_controls": [f"{k}{w}" for k, v in fc.items() for w in (32, 64) if w not in v]}
