@@ -269,3 +269,21 @@ def test_conformance_on_device_arrays(dev, W: int) -> None:  # noqa: ANN001
     assert not bad, "\n".join(f"{r.case} W={r.wave_width}: {r.status}: {r.message[:400]}" for r in bad[:10])
     skipped = sum(1 for c in suite.load_cases() if W not in c.wave_widths)
     assert rep.counts().get("pass", 0) == len(suite.load_cases()) - skipped
+
+
+def test_torch_ops_on_cpu_tensors_through_vulkan(dev) -> None:  # noqa: ANN001
+    # CPU tensors staged through Vulkan device memory: the same bits as the emulator target
+    torch = pytest.importorskip("torch")
+    from anywave.torch import ops
+
+    W = dev.features.wave_widths[0] if dev.features.wave_widths else 8
+    g = torch.Generator().manual_seed(0)
+    a, b = torch.randn(128, 64, generator=g), torch.randn(64, 128, generator=g)
+    x, w, bias = torch.randn(32, 64, generator=g), torch.randn(48, 64, generator=g), torch.randn(48, generator=g)
+    outs = {}
+    for name in ("emulator", "vulkan"):
+        with ops.cpu_target(name, wave_width=W) as t:
+            assert t.info.name == name
+            outs[name] = (ops.mm(a, b), ops.linear(x, w, bias), ops.relu(x - 0.25))
+    for e, v in zip(outs["emulator"], outs["vulkan"], strict=True):
+        assert torch.equal(e.view(torch.int32), v.view(torch.int32))
