@@ -535,9 +535,11 @@ class VulkanDevice:
             vk.vkQueueSubmit(self.queue, 1, [vk.VkSubmitInfo(commandBufferCount=1, pCommandBuffers=[cmd])],
                              slot.fence)
         except VulkanError:
+            slot.keep = []  # not submitted: the caller still owns what it passed
             self._recycle(slot)
             raise
         except Exception as e:  # noqa: BLE001 - the driver's error, named
+            slot.keep = []
             self._recycle(slot)
             if isinstance(e, vk.VkErrorDeviceLost):
                 self.wedged = f"the device was lost while submitting {label}"
