@@ -7,7 +7,8 @@
 
 Timing: the Vulkan target's kernel time is the difference of the two timestamp queries written
 around its dispatch (:func:`anywave.runtime.vulkan.profile`); the CUDA target's is CUDA events
-recorded on the launching stream around the same kernel (torch.cuda.Event). Both run on
+recorded on the launching stream around the same kernel (torch.cuda.Event; the GPU kept busy
+before each, so the events bracket the kernel, not the host's launch). Both run on
 ``aw.array`` device arrays of their target, after a warm-up launch; figure = median of ``reps``
 launches. Results of the two targets are compared bit for bit (they run the same WAVE module).
 cuBLAS (torch.matmul, fp32 with TF32 off, and bf16) is timed with CUDA events as the GEMM peers.
@@ -51,13 +52,17 @@ def vk_times(fn: Callable[[], None], reps: int, per_call: int = 1) -> list[float
 
 
 def cuda_times(fn: Callable[[], None], reps: int) -> list[float]:
-    """Seconds of each call of ``fn`` between CUDA events on the current stream."""
+    """Seconds of each call of ``fn`` between CUDA events on the current stream. Each timed call
+    is preceded by ``torch.cuda._sleep`` (about 1 ms of a spinning kernel), so the GPU is busy
+    while the host enqueues the events and the launches: the events then bracket the kernels,
+    not the host's launch time (the H200 run at 7b38e15 lacked this; see its JSON's notes)."""
     import torch
 
     fn()
     torch.cuda.synchronize()
     ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reps)]
     for s, e in ev:
+        torch.cuda._sleep(2_000_000)
         s.record()
         fn()
         e.record()
