@@ -133,12 +133,17 @@ def test_dependent_launches_and_mixed_arguments(dev) -> None:  # noqa: ANN001
 def test_arrays_freed_while_launches_are_pending(dev) -> None:  # noqa: ANN001
     n = 4096
     keep = aw.zeros(n, aw.f32, target="vulkan")
+    aw.synchronize()
+    sets = len(dev._sets)
     for i in range(20):
         tmp = aw.array(np.full(n, i, np.float32), target="vulkan")
         accumulate(tmp, keep, n, grid=n // 64, workgroup=64, target="vulkan")
         del tmp  # freed by its finalizer while the launch may still be in flight
     assert np.array_equal(keep.numpy(), np.full(n, sum(range(20)), np.float32))
     assert not dev._deferred
+    # the descriptor sets cached for those launches went with their buffers (a new buffer that
+    # reuses a handle never meets a stale set)
+    assert len(dev._sets) == sets
 
 
 def test_library_kernel_on_device_arrays(dev) -> None:  # noqa: ANN001

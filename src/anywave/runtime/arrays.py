@@ -373,7 +373,7 @@ class _CaiView:
 def empty(shape: Any, dtype: Any = np.float32, *, target: str | None = None) -> Array:
     """An uninitialised array of ``shape`` (int or tuple) and ``dtype`` (NumPy dtype or
     ``aw.f32`` ...) on ``target`` (``"cuda"``, ``"cuda:1"``, ``"opencl"``, ``"sycl"``,
-    ``"emulator"``; None: the default target).
+    ``"vulkan"``, ``"emulator"``; None: the default target).
 
     Raises:
         ArgumentError: bad shape/dtype or a target without device memory;

@@ -33,7 +33,8 @@ device refuses work (its buffers are kept, never freed under a running dispatch)
 Scalars and the workgroup size are push constants; the workgroup is one dimension of x*y*z
 threads (padded to a multiple of W for kernels with wave operations). Pipelines and descriptor
 set layouts are cached per (SPIR-V module hash, launched workgroup size), modules per (module
-object, W); pipelines are built through a ``VkPipelineCache`` kept on disk in anywave's cache dir
+object, W), descriptor sets of device-array launches per (set layout, buffers) until one of the
+buffers is destroyed; pipelines are built through a ``VkPipelineCache`` kept on disk in anywave's cache dir
 (:meth:`VulkanDevice.save_pipeline_cache`, also at exit). Kernel times: :func:`profile` records
 each dispatch's device time from timestamp queries.
 """
@@ -60,6 +61,8 @@ from anywave.runtime.targets import ProcessDevice, RunnerTarget
 FENCE_TIMEOUT_NS = 60 * 10**9
 #: submissions in flight before a launch waits for the oldest
 MAX_IN_FLIGHT = 64
+#: descriptor sets of device-array launches kept for reuse (beyond: one per launch)
+SET_CACHE = 256
 
 class VulkanError(WaveError):
     """Vulkan is unavailable (no binding, loader, ICD or device), a pipeline failed to build, or
@@ -187,6 +190,21 @@ class VulkanDevice:
         #: (label, seconds) per timed dispatch while :func:`profile` is active, else None
         self.profile: list[tuple[str, float]] | None = None
         self._pc_new = 0
+        # structs every submission uses, built once (cffi struct building is most of a launch's host time)
+        self._begin_info = vk.VkCommandBufferBeginInfo(flags=vk.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT)
+        stages = vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | vk.VK_PIPELINE_STAGE_TRANSFER_BIT
+        self._bar = ([vk.VkMemoryBarrier(
+            srcAccessMask=vk.VK_ACCESS_SHADER_WRITE_BIT | vk.VK_ACCESS_TRANSFER_WRITE_BIT,
+            dstAccessMask=vk.VK_ACCESS_SHADER_READ_BIT | vk.VK_ACCESS_SHADER_WRITE_BIT
+            | vk.VK_ACCESS_TRANSFER_READ_BIT | vk.VK_ACCESS_TRANSFER_WRITE_BIT)], stages)
+        # descriptor sets of launches on device arrays, cached per (set layout, buffers): freed when
+        # one of their buffers is destroyed (by then no submission in flight uses them)
+        self._set_pool = vk.vkCreateDescriptorPool(self.device, vk.VkDescriptorPoolCreateInfo(
+            flags=vk.VK_DESCRIPTOR_POOL_CREATE_FREE_DESCRIPTOR_SET_BIT, maxSets=SET_CACHE, poolSizeCount=1,
+            pPoolSizes=[vk.VkDescriptorPoolSize(type=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                                                descriptorCount=8 * SET_CACHE)]), None)
+        self._sets: dict[tuple[int, tuple[tuple[int, int], ...]], Any] = {}
+        self._sets_of: dict[int, list[tuple[int, tuple[tuple[int, int], ...]]]] = {}
         self._load_pipeline_cache()
         self.extensions = {e.extensionName for e in vk.vkEnumerateDeviceExtensionProperties(pd, None)}
         #: the shapes and types of VK_KHR_cooperative_matrix (empty where it is not offered)
@@ -259,7 +277,7 @@ class VulkanDevice:
             raise VulkanError(f"allocating {size} bytes of {what} memory on {self.name} failed: "
                               f"{type(e).__name__}: {e}") from e
         vk.vkBindBufferMemory(self.device, buf, mem, 0)
-        return VulkanBuffer(buf, mem, size)
+        return VulkanBuffer(buf, mem, size, int(vk.ffi.cast("uintptr_t", buf)))
 
     def alloc(self, nbytes: int) -> VulkanBuffer:
         """A storage buffer of at least ``nbytes`` (rounded up to 16) in device-local memory
@@ -297,6 +315,10 @@ class VulkanDevice:
             self._free_locked(self._deferred.pop())
 
     def _destroy(self, b: VulkanBuffer) -> None:
+        for key in self._sets_of.pop(b.key, ()):  # cached descriptor sets naming it (none in flight)
+            ent = self._sets.pop(key, None)
+            if ent is not None:
+                self.vk.vkFreeDescriptorSets(self.device, self._set_pool, 1, [ent])
         if b.mapped is not None:
             self.vk.vkUnmapMemory(self.device, b.mem)
             b.mapped = None
@@ -462,12 +484,8 @@ class VulkanDevice:
         """A global memory barrier: the shader and transfer writes of everything submitted before
         (earlier command buffers of this queue included) are visible to the commands after it,
         and their reads are done before it (write-after-read)."""
-        vk = self.vk
-        b = vk.VkMemoryBarrier(srcAccessMask=vk.VK_ACCESS_SHADER_WRITE_BIT | vk.VK_ACCESS_TRANSFER_WRITE_BIT,
-                               dstAccessMask=vk.VK_ACCESS_SHADER_READ_BIT | vk.VK_ACCESS_SHADER_WRITE_BIT
-                               | vk.VK_ACCESS_TRANSFER_READ_BIT | vk.VK_ACCESS_TRANSFER_WRITE_BIT)
-        stages = vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | vk.VK_PIPELINE_STAGE_TRANSFER_BIT
-        vk.vkCmdPipelineBarrier(cmd, stages, stages, 0, 1, [b], 0, None, 0, None)
+        bar, stages = self._bar
+        self.vk.vkCmdPipelineBarrier(cmd, stages, stages, 0, 1, bar, 0, None, 0, None)
 
     def _host_barrier(self, cmd: Any) -> None:
         vk = self.vk
@@ -487,7 +505,10 @@ class VulkanDevice:
         if self.timestamps:
             query = vk.vkCreateQueryPool(dev, vk.VkQueryPoolCreateInfo(queryType=vk.VK_QUERY_TYPE_TIMESTAMP,
                                                                        queryCount=2), None)
-        return _Slot(cmd, fence, query)
+        slot = _Slot(cmd, fence, query)
+        slot.submit = [vk.VkSubmitInfo(commandBufferCount=1, pCommandBuffers=[cmd])]
+        slot.fences = [fence]
+        return slot
 
     def descriptor_set(self, slot: _Slot, dsl: Any, buffers: Sequence[tuple[Any, int]]) -> Any:
         """A descriptor set of ``dsl`` in the slot's own pool, bound to ``buffers`` (buffer, size)."""
@@ -509,6 +530,31 @@ class VulkanDevice:
         vk.vkUpdateDescriptorSets(dev, len(writes), writes, 0, None)
         return ds
 
+    def _cached_set(self, dsl: Any, buffers: Sequence[tuple[Any, int]], keys: Sequence[int]) -> Any:
+        """The cached descriptor set of ``dsl`` bound to ``buffers`` (device arrays whose
+        :attr:`VulkanBuffer.key` are ``keys``), made on first use; None when the cache is full."""
+        key = (int(self.vk.ffi.cast("uintptr_t", dsl)), tuple(zip(keys, (sz for _, sz in buffers), strict=True)))
+        ds = self._sets.get(key)
+        if ds is not None:
+            return ds
+        if len(self._sets) >= SET_CACHE or len(buffers) > 8:
+            return None
+        vk = self.vk
+        try:
+            ds = vk.vkAllocateDescriptorSets(self.device, vk.VkDescriptorSetAllocateInfo(
+                descriptorPool=self._set_pool, descriptorSetCount=1, pSetLayouts=[dsl]))[0]
+        except Exception:  # noqa: BLE001 - pool fragmented or full: no caching for this one
+            return None
+        writes = [vk.VkWriteDescriptorSet(dstSet=ds, dstBinding=i, descriptorCount=1,
+                                          descriptorType=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                                          pBufferInfo=[vk.VkDescriptorBufferInfo(buffer=b, offset=0, range=sz)])
+                  for i, (b, sz) in enumerate(buffers)]
+        vk.vkUpdateDescriptorSets(self.device, len(writes), writes, 0, None)
+        self._sets[key] = ds
+        for k in set(keys):
+            self._sets_of.setdefault(k, []).append(key)
+        return ds
+
     def _submit(self, record: Callable[[Any, _Slot], None], label: str, wait: bool,
                 keep: Sequence[Any] = (), timed: bool = False) -> None:
         """Record one command buffer with ``record(cmd, slot)`` and submit it with its fence;
@@ -528,12 +574,10 @@ class VulkanDevice:
         slot.label, slot.keep, slot.timed = label, list(keep), bool(timed and slot.query is not None)
         cmd = slot.cmd
         try:
-            vk.vkBeginCommandBuffer(cmd, vk.VkCommandBufferBeginInfo(
-                flags=vk.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT))
+            vk.vkBeginCommandBuffer(cmd, self._begin_info)
             record(cmd, slot)
             vk.vkEndCommandBuffer(cmd)
-            vk.vkQueueSubmit(self.queue, 1, [vk.VkSubmitInfo(commandBufferCount=1, pCommandBuffers=[cmd])],
-                             slot.fence)
+            vk.vkQueueSubmit(self.queue, 1, slot.submit, slot.fence)
         except VulkanError:
             slot.keep = []  # not submitted: the caller still owns what it passed
             self._recycle(slot)
@@ -573,7 +617,7 @@ class VulkanDevice:
         slot = self._pending[0]
         try:
             if block:
-                vk.vkWaitForFences(dev, 1, [slot.fence], vk.VK_TRUE, FENCE_TIMEOUT_NS)
+                vk.vkWaitForFences(dev, 1, slot.fences, vk.VK_TRUE, FENCE_TIMEOUT_NS)
             else:
                 vk.vkGetFenceStatus(dev, slot.fence)
         except vk.VkNotReady:
@@ -592,7 +636,7 @@ class VulkanDevice:
             raise VulkanError(f"Vulkan on {self.name}: {self.wedged}; this process's Vulkan device refuses further "
                               "launches (restart the process)") from e
         self._pending.popleft()
-        vk.vkResetFences(dev, 1, [slot.fence])
+        vk.vkResetFences(dev, 1, slot.fences)
         if slot.timed:
             ts = vk.ffi.new("uint64_t[2]")
             r = vk.lib.vkGetQueryPoolResults(dev, slot.query, 0, 2, 16, ts, 8, vk.VK_QUERY_RESULT_64_BIT
@@ -619,8 +663,11 @@ class VulkanDevice:
 
     def dispatch(self, k: SpirvKernel, P: int, W: int, grid: tuple[int, int, int],
                  buffers: list[tuple[Any, int]], push: list[int], label: str,
-                 staged: Sequence[tuple[VulkanBuffer, int, int, bool]] = (), keep: Sequence[Any] = ()) -> None:
-        """Record and submit one dispatch of ``k``. ``buffers``: (VkBuffer, bytes) per binding.
+                 staged: Sequence[tuple[VulkanBuffer, int, int, bool]] = (), keep: Sequence[Any] = (),
+                 keys: Sequence[int] = ()) -> None:
+        """Record and submit one dispatch of ``k``. ``buffers``: (VkBuffer, bytes) per binding,
+        ``keys`` their :attr:`VulkanBuffer.key` (the descriptor set is cached when given and
+        nothing is staged).
         ``staged``: (device buffer, staging offset, bytes, written) of NumPy arguments whose bytes
         the caller put in the staging buffer: they are copied in before the dispatch and the
         written ones back after it, and the call waits (the caller then reads the staging
@@ -639,7 +686,9 @@ class VulkanDevice:
                 self._barrier(cmd)
             vk.vkCmdBindPipeline(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, pipe)
             if buffers:
-                ds = self.descriptor_set(slot, dsl, buffers)
+                ds = None if staged or len(keys) != len(buffers) else self._cached_set(dsl, buffers, keys)
+                if ds is None:
+                    ds = self.descriptor_set(slot, dsl, buffers)
                 vk.vkCmdBindDescriptorSets(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, layout, 0, 1, [ds], 0, None)
             data = vk.ffi.new("uint32_t[]", [int(w) & 0xFFFFFFFF for w in push])
             vk.vkCmdPushConstants(cmd, layout, vk.VK_SHADER_STAGE_COMPUTE_BIT, 0, 4 * len(push), data)
@@ -664,10 +713,10 @@ class VulkanBuffer:
     """One ``VkBuffer`` with its own ``VkDeviceMemory`` (``size`` bytes; ``mapped``: a NumPy
     byte view while the memory is mapped, the staging buffer only)."""
 
-    __slots__ = ("buf", "mem", "size", "mapped")
+    __slots__ = ("buf", "mem", "size", "mapped", "key")
 
-    def __init__(self, buf: Any, mem: Any, size: int) -> None:
-        self.buf, self.mem, self.size = buf, mem, size
+    def __init__(self, buf: Any, mem: Any, size: int, key: int = 0) -> None:
+        self.buf, self.mem, self.size, self.key = buf, mem, size, key
         self.mapped: np.ndarray | None = None
 
 
@@ -675,7 +724,7 @@ class _Slot:
     """A command buffer with its fence, descriptor pool and timestamp queries, reused once the
     fence signalled; ``keep`` holds what its commands use until then."""
 
-    __slots__ = ("cmd", "fence", "query", "pool", "pool_size", "label", "keep", "timed")
+    __slots__ = ("cmd", "fence", "query", "pool", "pool_size", "label", "keep", "timed", "submit", "fences")
 
     def __init__(self, cmd: Any, fence: Any, query: Any) -> None:
         self.cmd, self.fence, self.query = cmd, fence, query
@@ -775,12 +824,14 @@ class VulkanRunner(Driver):
             temps: list[VulkanBuffer] = []
             try:
                 binds: list[tuple[Any, int]] = []
+                keys: list[int] = []
                 hosts: list[tuple[Any, np.ndarray, np.ndarray, int, int]] = []
                 total = 0
                 for a, v in args_in:
                     if isinstance(v, Array):
                         b = v.handle
                         binds.append((b.buf, b.size))
+                        keys.append(b.key)
                         continue
                     host = np.ascontiguousarray(v)
                     nb = host.nbytes
@@ -803,7 +854,7 @@ class VulkanRunner(Driver):
                             dev.transfers["to_host_bytes"] += nb
                 try:
                     dev.dispatch(info, launch.threads, wave_width, g, binds, push, label, staged,
-                                 keep=temps)
+                                 keep=temps, keys=keys)
                 except VulkanError:
                     raise
                 except Exception as e:  # noqa: BLE001
