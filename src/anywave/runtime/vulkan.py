@@ -45,6 +45,7 @@ import atexit
 import contextlib
 import os
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
@@ -63,6 +64,8 @@ FENCE_TIMEOUT_NS = 60 * 10**9
 MAX_IN_FLIGHT = 64
 #: descriptor sets of device-array launches kept for reuse (beyond: one per launch)
 SET_CACHE = 256
+#: longest single wait inside the driver (a Ctrl-C is seen between waits)
+WAIT_SLICE_NS = 50_000_000
 
 class VulkanError(WaveError):
     """Vulkan is unavailable (no binding, loader, ICD or device), a pipeline failed to build, or
@@ -162,8 +165,13 @@ class VulkanDevice:
             raise VulkanError(f"{self.name} has no compute queue")
         self.qf = qf
         en13 = vk.VkPhysicalDeviceVulkan13Features(subgroupSizeControl=bool(widths), computeFullSubgroups=bool(widths))
+        # robustBufferAccess (a feature every Vulkan device offers): an access outside a buffer's
+        # descriptor range reads 0 or stays inside the buffer, never another allocation -- without
+        # it a kernel that forgets its bounds check writes into whatever memory follows (on
+        # lavapipe: the Python heap). Bounds errors as errors are check=True's job.
+        self.robust = bool(f2.features.robustBufferAccess)
         en = vk.VkPhysicalDeviceFeatures2(pNext=en13, features=vk.VkPhysicalDeviceFeatures(
-            shaderFloat64=self.fp64, shaderInt64=int64))
+            shaderFloat64=self.fp64, shaderInt64=int64, robustBufferAccess=self.robust))
         qinfo = vk.VkDeviceQueueCreateInfo(queueFamilyIndex=qf, queueCount=1, pQueuePriorities=[1.0])
         self.device = vk.vkCreateDevice(pd, vk.VkDeviceCreateInfo(pNext=en, queueCreateInfoCount=1,
                                                                    pQueueCreateInfos=[qinfo]), None)
@@ -177,6 +185,9 @@ class VulkanDevice:
         self.timestamps = self.timestamp_bits > 0
         self._pipelines: dict[tuple[str, int], Any] = {}
         self.lock = threading.Lock()
+        #: the process that created the device: a child made by fork() inherits the handles but not
+        #: the driver's threads, so every entry point refuses work there (see _check_process)
+        self.pid = os.getpid()
         #: why the device is unusable (a dispatch that timed out may still run), or "" if it is not
         self.wedged = ""
         self._pending: deque[_Slot] = deque()
@@ -293,7 +304,12 @@ class VulkanDevice:
 
     def free(self, b: VulkanBuffer) -> None:
         """Destroy ``b`` once no submitted work uses it (at once when the queue is idle). Safe
-        from a finalizer: when the lock is held (even by this thread) it is only queued."""
+        from a finalizer: when the lock is held (even by this thread) it is only queued. A second
+        free of the same buffer does nothing; in a forked child nothing is freed (the parent owns it)."""
+        if b.freed or os.getpid() != self.pid:
+            b.freed = True
+            return
+        b.freed = True
         if not self.lock.acquire(blocking=False):
             self._deferred.append(b)
             return
@@ -315,6 +331,9 @@ class VulkanDevice:
             self._free_locked(self._deferred.pop())
 
     def _destroy(self, b: VulkanBuffer) -> None:
+        if b.destroyed:
+            return
+        b.destroyed = b.freed = True
         for key in self._sets_of.pop(b.key, ()):  # cached descriptor sets naming it (none in flight)
             ent = self._sets.pop(key, None)
             if ent is not None:
@@ -328,7 +347,14 @@ class VulkanDevice:
     def staging(self, nbytes: int) -> VulkanBuffer:
         """The reusable host-visible staging buffer, at least ``nbytes`` long (grown to the next
         power of two; the old one is freed). Only used by synchronous transfers, so it is never
-        in flight when a caller writes it (callers hold :attr:`lock`)."""
+        in flight when a caller writes it (callers hold :attr:`lock`): a transfer whose wait was
+        interrupted (Ctrl-C) is waited for here before the buffer is rewritten or replaced.
+
+        Raises:
+            VulkanError: the device is wedged or an interrupted transfer did not finish in time."""
+        self._check_alive("a staged transfer")
+        while any(s.staging for s in self._pending):
+            self._retire_one(block=True)
         st = self._staging
         if st is None or st.size < nbytes:
             if st is not None:
@@ -346,7 +372,12 @@ class VulkanDevice:
 
     def upload(self, dst: VulkanBuffer, host: np.ndarray) -> None:
         """Copy the bytes of the C-contiguous ``host`` to the start of ``dst`` through the staging
-        buffer, after the work submitted before (waits for the copy)."""
+        buffer, after the work submitted before (waits for the copy).
+
+        Raises:
+            ArgumentError: ``host`` holds Python objects; VulkanError: ``dst`` was freed, a forked
+                child, a wedged device."""
+        self._check_usable(dst, host)
         raw = host.reshape(-1).view(np.uint8)
         n = raw.size
         if not n:
@@ -361,11 +392,15 @@ class VulkanDevice:
                 self._barrier(cmd)
                 self.vk.vkCmdCopyBuffer(cmd, st.buf, dst.buf, 1, [self.vk.VkBufferCopy(0, 0, n)])
 
-            self._submit(rec, "an upload to the device", wait=True)
+            self._submit(rec, "an upload to the device", wait=True, staging=True)
 
     def download(self, src: VulkanBuffer, host: np.ndarray) -> None:
         """Copy the first ``host.nbytes`` bytes of ``src`` into ``host`` (C-contiguous) through the
-        staging buffer, after the work submitted before (waits for it)."""
+        staging buffer, after the work submitted before (waits for it).
+
+        Raises:
+            as :meth:`upload`."""
+        self._check_usable(src, host)
         raw = host.reshape(-1).view(np.uint8)
         n = raw.size
         if not n:
@@ -380,17 +415,38 @@ class VulkanDevice:
                 self.vk.vkCmdCopyBuffer(cmd, src.buf, st.buf, 1, [self.vk.VkBufferCopy(0, 0, n)])
                 self._host_barrier(cmd)
 
-            self._submit(rec, "a download to the host", wait=True)
+            self._submit(rec, "a download to the host", wait=True, staging=True)
             raw[...] = st.mapped[:n]
 
     def fill_zero(self, dst: VulkanBuffer) -> None:
         """Zero all of ``dst`` on the device (``vkCmdFillBuffer``; no host bytes), asynchronously."""
+        self._check_usable(dst)
         with self.lock:
             def rec(cmd: Any, slot: _Slot) -> None:
                 self._barrier(cmd)
                 self.vk.vkCmdFillBuffer(cmd, dst.buf, 0, dst.size, 0)
 
             self._submit(rec, "a fill of zeros", wait=False)
+
+    def _check_process(self) -> None:
+        """Raises VulkanError in a child made by fork() after this device was created: the child
+        has the parent's handles but none of the driver's threads, so a submission there never
+        completes (and the driver's locks may be held by a thread that does not exist)."""
+        if os.getpid() != self.pid:
+            raise VulkanError(f"the Vulkan device {self.name} was created in process {self.pid}; this process "
+                              f"({os.getpid()}) is a child made by fork() and cannot use it or its arrays. Start "
+                              "workers with multiprocessing's 'spawn' (or 'forkserver') start method, or use "
+                              "Vulkan only in the child")
+
+    def _check_usable(self, b: VulkanBuffer, host: np.ndarray | None = None) -> None:
+        self._check_process()
+        if b.freed:
+            raise VulkanError("this vulkan array's memory was freed; it cannot be read, written or launched on")
+        if host is not None and host.dtype.hasobject:
+            from anywave.runtime.arrays import ArgumentError
+
+            raise ArgumentError(f"dtype {host.dtype} holds Python objects; their bytes are pointers, not values a "
+                                "vulkan array can hold (use a numeric dtype)")
 
     # ---- pipelines
     def _load_pipeline_cache(self) -> None:
@@ -422,7 +478,7 @@ class VulkanDevice:
         """Write the ``VkPipelineCache`` to ``<anywave cache>/vulkan-pipelines/<vendor>-<device>-
         <driver>-<pipelineCacheUUID>.bin`` (atomically, with its hash); returns the bytes written
         (0 when nothing was built since the load or there is no usable cache dir). Runs at exit."""
-        if self._pc_path is None or not self._pc_new or self.wedged:
+        if self._pc_path is None or not self._pc_new or self.wedged or os.getpid() != self.pid:
             return 0
         vk = self.vk
         from anywave.runtime.cache import atomic_write
@@ -556,7 +612,7 @@ class VulkanDevice:
         return ds
 
     def _submit(self, record: Callable[[Any, _Slot], None], label: str, wait: bool,
-                keep: Sequence[Any] = (), timed: bool = False) -> None:
+                keep: Sequence[Any] = (), timed: bool = False, staging: bool = False) -> None:
         """Record one command buffer with ``record(cmd, slot)`` and submit it with its fence;
         ``wait``: return after it (and everything before it) finished. At most
         :data:`MAX_IN_FLIGHT` submissions are in flight (the oldest is waited for first).
@@ -564,6 +620,7 @@ class VulkanDevice:
 
         Raises:
             VulkanError: the device is wedged, lost, or a dispatch did not finish in time."""
+        self._check_process()
         self._check_alive(label)
         self._free_deferred()
         vk = self.vk
@@ -572,6 +629,7 @@ class VulkanDevice:
         self._retire(block=False)
         slot = self._slot()
         slot.label, slot.keep, slot.timed = label, list(keep), bool(timed and slot.query is not None)
+        slot.staging = staging
         cmd = slot.cmd
         try:
             vk.vkBeginCommandBuffer(cmd, self._begin_info)
@@ -617,7 +675,7 @@ class VulkanDevice:
         slot = self._pending[0]
         try:
             if block:
-                vk.vkWaitForFences(dev, 1, slot.fences, vk.VK_TRUE, FENCE_TIMEOUT_NS)
+                self._wait_fence(slot)
             else:
                 vk.vkGetFenceStatus(dev, slot.fence)
         except vk.VkNotReady:
@@ -648,6 +706,25 @@ class VulkanDevice:
         self._recycle(slot)
         return True
 
+    def _wait_fence(self, slot: _Slot) -> None:
+        """Wait for ``slot``'s fence at most :data:`FENCE_TIMEOUT_NS` in all, in slices of
+        :data:`WAIT_SLICE_NS`: between slices Python runs its signal handlers, so Ctrl-C raises
+        KeyboardInterrupt within a slice (the submission stays pending, nothing is freed).
+
+        Raises:
+            vk.VkTimeout: the budget ran out; the driver's error on a lost device."""
+        vk = self.vk
+        budget = int(FENCE_TIMEOUT_NS)
+        t_end = time.monotonic_ns() + budget
+        while True:
+            left = t_end - time.monotonic_ns()
+            try:
+                vk.vkWaitForFences(self.device, 1, slot.fences, vk.VK_TRUE, max(0, min(left, WAIT_SLICE_NS)))
+                return
+            except vk.VkTimeout:
+                if time.monotonic_ns() >= t_end:
+                    raise
+
     def _retire(self, block: bool) -> None:
         while self._pending and self._retire_one(block):
             pass
@@ -656,8 +733,11 @@ class VulkanDevice:
         """Wait for every submitted launch (each at most :data:`FENCE_TIMEOUT_NS`).
 
         Raises:
-            VulkanError: one did not finish in time or the device was lost (naming the kernel)."""
+            VulkanError: one did not finish in time or the device was lost (naming the kernel);
+                the device is wedged by such a failure earlier; a forked child."""
+        self._check_process()
         with self.lock:
+            self._check_alive("a synchronize")
             self._retire(block=True)
             self._free_deferred()
 
@@ -671,8 +751,9 @@ class VulkanDevice:
         ``staged``: (device buffer, staging offset, bytes, written) of NumPy arguments whose bytes
         the caller put in the staging buffer: they are copied in before the dispatch and the
         written ones back after it, and the call waits (the caller then reads the staging
-        buffer). Without staged arguments the dispatch is only submitted (see
-        :meth:`synchronize`). Callers hold :attr:`lock`."""
+        buffer). The dispatch is only submitted: the caller, having handed ``keep`` over, waits
+        (:meth:`_retire`) before it reads staged results -- a wait interrupted by Ctrl-C then
+        leaves nothing owned twice. Callers hold :attr:`lock`."""
         vk = self.vk
         pipe, layout, dsl, _ = self.pipeline(k, P, W)
         st = self._staging if staged else None
@@ -706,25 +787,28 @@ class VulkanDevice:
                         vk.vkCmdCopyBuffer(cmd, b.buf, st.buf, 1, [vk.VkBufferCopy(0, off, n)])
                 self._host_barrier(cmd)
 
-        self._submit(rec, label, wait=bool(staged), keep=keep, timed=self.profile is not None)
+        self._submit(rec, label, wait=False, keep=keep, timed=self.profile is not None, staging=bool(staged))
 
 
 class VulkanBuffer:
     """One ``VkBuffer`` with its own ``VkDeviceMemory`` (``size`` bytes; ``mapped``: a NumPy
     byte view while the memory is mapped, the staging buffer only)."""
 
-    __slots__ = ("buf", "mem", "size", "mapped", "key")
+    __slots__ = ("buf", "mem", "size", "mapped", "key", "freed", "destroyed")
 
     def __init__(self, buf: Any, mem: Any, size: int, key: int = 0) -> None:
         self.buf, self.mem, self.size, self.key = buf, mem, size, key
         self.mapped: np.ndarray | None = None
+        #: freed: released by its owner (its array is gone); destroyed: the Vulkan objects are
+        self.freed = self.destroyed = False
 
 
 class _Slot:
     """A command buffer with its fence, descriptor pool and timestamp queries, reused once the
     fence signalled; ``keep`` holds what its commands use until then."""
 
-    __slots__ = ("cmd", "fence", "query", "pool", "pool_size", "label", "keep", "timed", "submit", "fences")
+    __slots__ = ("cmd", "fence", "query", "pool", "pool_size", "label", "keep", "timed", "submit", "fences",
+                 "staging")
 
     def __init__(self, cmd: Any, fence: Any, query: Any) -> None:
         self.cmd, self.fence, self.query = cmd, fence, query
@@ -732,7 +816,7 @@ class _Slot:
         self.pool_size = 0
         self.label = ""
         self.keep: list[Any] = []
-        self.timed = False
+        self.timed = self.staging = False
 
 
 _DEVICE = ProcessDevice(VulkanDevice, VulkanError, "Vulkan")
@@ -742,13 +826,19 @@ def get_device() -> VulkanDevice:
     """The process-wide Vulkan device (created on first use).
 
     Raises:
-        VulkanError: Vulkan is unusable here (the message says why)."""
-    return _DEVICE.get()
+        VulkanError: Vulkan is unusable here (the message says why), or this process is a child
+            made by fork() after the device was created (use the 'spawn' start method)."""
+    dev = _DEVICE.get()
+    dev._check_process()
+    return dev
 
 
 def status() -> tuple[bool, str]:
     """(usable, reason) for the Vulkan target on this machine; never raises."""
-    return _DEVICE.status()
+    try:
+        return True, get_device().name
+    except VulkanError as e:
+        return False, str(e)
 
 
 # --------------------------------------------------------------------------- launching
@@ -794,6 +884,7 @@ class VulkanRunner(Driver):
         from anywave.runtime.arrays import Array
 
         dev = self.dev
+        dev._check_process()
         launch = self.prepare(module, kernel, grid, workgroup, args, wave_width, check=False)
         info, k, margs, g, wg = launch.info, launch.kernel, launch.margs, launch.grid, launch.workgroup
         for d in range(3):
@@ -830,6 +921,9 @@ class VulkanRunner(Driver):
                 for a, v in args_in:
                     if isinstance(v, Array):
                         b = v.handle
+                        if b.freed:
+                            raise VulkanError(f"buffer argument {a.name!r} of kernel {kernel!r}: the vulkan array's "
+                                              "memory was freed")
                         binds.append((b.buf, b.size))
                         keys.append(b.key)
                         continue
@@ -861,6 +955,7 @@ class VulkanRunner(Driver):
                     raise VulkanError(f"launch of {kernel!r} on {dev.name} failed: {type(e).__name__}: {e}") from e
                 temps = []  # owned by the submission now (freed when it retires)
                 if hosts:
+                    dev._retire(block=True)
                     st = dev._staging
                     for a, v, host, off, nb in hosts:
                         if a.access is not Access.READ and nb:
@@ -948,6 +1043,9 @@ class VulkanMemory:
         self.dev = get_device()
 
     def allocate(self, nbytes: int) -> tuple[Any, int, Any]:
+        if not isinstance(nbytes, (int, np.integer)) or nbytes < 0:
+            raise VulkanError(f"a vulkan array of {nbytes!r} bytes: the size must be a non-negative int")
+        self.dev._check_process()
         b = self.dev.alloc(max(int(nbytes), 16))
         dev = self.dev
         return b, 0, lambda: dev.free(b)
