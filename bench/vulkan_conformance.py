@@ -4,6 +4,7 @@ date, counts per W and every failure.
 
     python bench/vulkan_conformance.py --out bench/results/vulkan_conformance_lavapipe.json
     python bench/vulkan_conformance.py --widths 32 --out $OUT/vulkan_conformance_h200.json
+    python bench/vulkan_conformance.py --device-arrays --out bench/results/vulkan_conformance_lavapipe_dev.json
     LP_NATIVE_VECTOR_WIDTH=512 python bench/vulkan_conformance.py \
         --out bench/results/vulkan_conformance_lavapipe_w16.json
 
@@ -38,6 +39,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--widths", default="", help="comma-separated W values (default: all the device offers)")
     p.add_argument("--out", required=True, help="JSON file to write")
     p.add_argument("--commit", default="", help="commit to record (default: git rev-parse HEAD)")
+    p.add_argument("--device-arrays", action="store_true",
+                   help="run every case on vulkan device arrays (vulkan.DeviceArrayRunner) instead of staged "
+                        "NumPy arguments")
     args = p.parse_args(argv)
 
     from anywave.conformance import suite
@@ -48,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"Vulkan unavailable: {why}", file=sys.stderr)
         Path(args.out).write_text(json.dumps({"target": "vulkan", "available": False, "reason": why}, indent=1))
         return 1
-    runner = vulkan.VulkanRunner()
+    runner = vulkan.DeviceArrayRunner() if args.device_arrays else vulkan.VulkanRunner()
     dev = runner.dev
     widths = tuple(int(w) for w in args.widths.split(",") if w) or dev.features.wave_widths
     t0 = time.perf_counter()
@@ -64,6 +68,8 @@ def main(argv: list[str] | None = None) -> int:
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "commit": args.commit or _commit(), "seconds": round(time.perf_counter() - t0, 1),
         "counts": rep.counts(), "per_wave_width": per,
+        "arguments": "vulkan device arrays" if args.device_arrays else "NumPy arrays (staged by the launch)",
+        "transfers": dict(dev.transfers), "submissions": dev.submissions,
         "environment": {k: os.environ[k] for k in ("LP_NATIVE_VECTOR_WIDTH", "MESA_SHADER_CACHE_DISABLE")
                         if k in os.environ},
         "failures": [{"case": r.case, "W": r.wave_width, "status": r.status, "message": r.message[:600]}

@@ -15,17 +15,39 @@ lacks (``shaderFloat64``, ``shaderInt64``, subgroups) make kernels refused with 
 (:func:`anywave.backends.spirv.check_supported`). Float controls it lacks (lavapipe has no
 ``shaderDenormPreserveFloat32``) are reported in the target's details.
 
-Launch: buffers live in host-visible, host-coherent memory (NumPy arrays are copied in and out);
-scalars and the workgroup size are push constants; the workgroup is one dimension of x*y*z
-threads (padded to a multiple of W for kernels with wave operations). Pipelines are cached by
-(SPIR-V module hash, launched workgroup size), modules by (module object, W).
+Memory (issue 27): ``aw.array/empty/zeros(..., target="vulkan")`` are storage buffers in
+device-local memory (:class:`VulkanMemory`); their bytes move only through one reusable
+host-visible staging buffer, at ``assign``/``.numpy()``. NumPy arguments of a launch are staged
+the same way (copied in, the dispatch, the written ones copied out, in one command buffer) and
+make the launch synchronous. :attr:`VulkanDevice.transfers` counts every staged transfer.
+
+Launch: each launch is one command buffer (a global memory barrier, then the dispatch), submitted
+with its own fence; a launch on device arrays only is not waited for, so a chain of launches
+never touches the host. In-order effects follow from the barrier at the start of every command
+buffer (its first synchronisation scope covers everything submitted earlier to the queue). The
+fences are waited for, oldest first, at ``.numpy()``, ``aw.synchronize()``, a staged launch or
+when :data:`MAX_IN_FLIGHT` are pending, each at most :data:`FENCE_TIMEOUT_NS`: a dispatch that
+does not finish (or a lost device) is a :class:`VulkanError` naming the kernel, after which the
+device refuses work (its buffers are kept, never freed under a running dispatch).
+
+Scalars and the workgroup size are push constants; the workgroup is one dimension of x*y*z
+threads (padded to a multiple of W for kernels with wave operations). Pipelines and descriptor
+set layouts are cached per (SPIR-V module hash, launched workgroup size), modules per (module
+object, W), descriptor sets of device-array launches per (set layout, buffers) until one of the
+buffers is destroyed; pipelines are built through a ``VkPipelineCache`` kept on disk in anywave's cache dir
+(:meth:`VulkanDevice.save_pipeline_cache`, also at exit). Kernel times: :func:`profile` records
+each dispatch's device time from timestamp queries.
 """
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import os
 import threading
-from collections.abc import Mapping, Sequence
+import time
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -38,6 +60,12 @@ from anywave.runtime.targets import ProcessDevice, RunnerTarget
 
 #: how long a dispatch may take before the device is declared wedged (nanoseconds)
 FENCE_TIMEOUT_NS = 60 * 10**9
+#: submissions in flight before a launch waits for the oldest
+MAX_IN_FLIGHT = 64
+#: descriptor sets of device-array launches kept for reuse (beyond: one per launch)
+SET_CACHE = 256
+#: longest single wait inside the driver (a Ctrl-C is seen between waits)
+WAIT_SLICE_NS = 50_000_000
 
 class VulkanError(WaveError):
     """Vulkan is unavailable (no binding, loader, ICD or device), a pipeline failed to build, or
@@ -83,7 +111,7 @@ class VulkanDevice:
                 raise VulkanError(f"ANYWAVE_VULKAN_DEVICE={want!r} matches none of {names}")
             idx = hits[0]
         pd = self.pd = pds[idx]
-        props = vk.vkGetPhysicalDeviceProperties(pd)
+        props = self._props = vk.vkGetPhysicalDeviceProperties(pd)
         self.name = props.deviceName
         api = props.apiVersion
         self.api_version = f"{api >> 22}.{(api >> 12) & 0x3FF}.{api & 0xFFF}"
@@ -137,27 +165,82 @@ class VulkanDevice:
             raise VulkanError(f"{self.name} has no compute queue")
         self.qf = qf
         en13 = vk.VkPhysicalDeviceVulkan13Features(subgroupSizeControl=bool(widths), computeFullSubgroups=bool(widths))
+        # robustBufferAccess (a feature every Vulkan device offers): an access outside a buffer's
+        # descriptor range reads 0 or stays inside the buffer, never another allocation -- without
+        # it a kernel that forgets its bounds check writes into whatever memory follows (on
+        # lavapipe: the Python heap). Bounds errors as errors are check=True's job.
+        self.robust = bool(f2.features.robustBufferAccess)
         en = vk.VkPhysicalDeviceFeatures2(pNext=en13, features=vk.VkPhysicalDeviceFeatures(
-            shaderFloat64=self.fp64, shaderInt64=int64))
+            shaderFloat64=self.fp64, shaderInt64=int64, robustBufferAccess=self.robust))
         qinfo = vk.VkDeviceQueueCreateInfo(queueFamilyIndex=qf, queueCount=1, pQueuePriorities=[1.0])
         self.device = vk.vkCreateDevice(pd, vk.VkDeviceCreateInfo(pNext=en, queueCreateInfoCount=1,
                                                                    pQueueCreateInfos=[qinfo]), None)
         self.queue = vk.vkGetDeviceQueue(self.device, qf, 0)
         self.cmd_pool = vk.vkCreateCommandPool(self.device, vk.VkCommandPoolCreateInfo(
             queueFamilyIndex=qf, flags=vk.VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT), None)
-        self.cmd = vk.vkAllocateCommandBuffers(self.device, vk.VkCommandBufferAllocateInfo(
-            commandPool=self.cmd_pool, level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY, commandBufferCount=1))[0]
-        self.fence = vk.vkCreateFence(self.device, vk.VkFenceCreateInfo(), None)
-        mp = vk.vkGetPhysicalDeviceMemoryProperties(pd)
-        want_flags = vk.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | vk.VK_MEMORY_PROPERTY_HOST_COHERENT_BIT
-        self._mem_types = [i for i in range(mp.memoryTypeCount)
-                           if (mp.memoryTypes[i].propertyFlags & want_flags) == want_flags]
-        if not self._mem_types:
-            raise VulkanError(f"{self.name} has no host-visible, host-coherent memory type")
+        self._mp = vk.vkGetPhysicalDeviceMemoryProperties(pd)
+        #: timestamp queries: bits the queue writes, nanoseconds per tick (limits.timestampPeriod)
+        self.timestamp_bits = int(fams[qf].timestampValidBits)
+        self.timestamp_period = float(lim.timestampPeriod)
+        self.timestamps = self.timestamp_bits > 0
         self._pipelines: dict[tuple[str, int], Any] = {}
         self.lock = threading.Lock()
+        #: the process that created the device: a child made by fork() inherits the handles but not
+        #: the driver's threads, so every entry point refuses work there (see _check_process)
+        self.pid = os.getpid()
         #: why the device is unusable (a dispatch that timed out may still run), or "" if it is not
         self.wedged = ""
+        self._pending: deque[_Slot] = deque()
+        self._free_slots: list[_Slot] = []
+        self._deferred: list[VulkanBuffer] = []
+        self._staging: VulkanBuffer | None = None
+        #: staged transfers between host and device memory since the device was created
+        self.transfers = {"to_device": 0, "to_device_bytes": 0, "to_host": 0, "to_host_bytes": 0}
+        #: command buffers submitted since the device was created
+        self.submissions = 0
+        #: (label, seconds) per timed dispatch while :func:`profile` is active, else None
+        self.profile: list[tuple[str, float]] | None = None
+        self._pc_new = 0
+        # structs every submission uses, built once (cffi struct building is most of a launch's host time)
+        self._begin_info = vk.VkCommandBufferBeginInfo(flags=vk.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT)
+        stages = vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | vk.VK_PIPELINE_STAGE_TRANSFER_BIT
+        self._bar = ([vk.VkMemoryBarrier(
+            srcAccessMask=vk.VK_ACCESS_SHADER_WRITE_BIT | vk.VK_ACCESS_TRANSFER_WRITE_BIT,
+            dstAccessMask=vk.VK_ACCESS_SHADER_READ_BIT | vk.VK_ACCESS_SHADER_WRITE_BIT
+            | vk.VK_ACCESS_TRANSFER_READ_BIT | vk.VK_ACCESS_TRANSFER_WRITE_BIT)], stages)
+        # descriptor sets of launches on device arrays, cached per (set layout, buffers): freed when
+        # one of their buffers is destroyed (by then no submission in flight uses them)
+        self._set_pool = vk.vkCreateDescriptorPool(self.device, vk.VkDescriptorPoolCreateInfo(
+            flags=vk.VK_DESCRIPTOR_POOL_CREATE_FREE_DESCRIPTOR_SET_BIT, maxSets=SET_CACHE, poolSizeCount=1,
+            pPoolSizes=[vk.VkDescriptorPoolSize(type=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                                                descriptorCount=8 * SET_CACHE)]), None)
+        self._sets: dict[tuple[int, tuple[tuple[int, int], ...]], Any] = {}
+        self._sets_of: dict[int, list[tuple[int, tuple[tuple[int, int], ...]]]] = {}
+        self._load_pipeline_cache()
+        self.extensions = {e.extensionName for e in vk.vkEnumerateDeviceExtensionProperties(pd, None)}
+        #: the shapes and types of VK_KHR_cooperative_matrix (empty where it is not offered)
+        self.cooperative_matrix = self._cooperative_matrix_properties()
+        atexit.register(self.save_pipeline_cache)
+
+    def _cooperative_matrix_properties(self) -> list[dict[str, Any]]:
+        """What ``vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR`` reports: one dict per
+        (M, N, K, A, B, C, result type, saturating, scope); [] without the extension."""
+        vk = self.vk
+        if "VK_KHR_cooperative_matrix" not in self.extensions:
+            return []
+        try:
+            fn = vk.vkGetInstanceProcAddr(self.instance, "vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR")
+            props = fn(self.pd)
+        except Exception:  # noqa: BLE001 - a loader without the entry point
+            return []
+        names = {getattr(vk, n): n.removeprefix("VK_COMPONENT_TYPE_").removesuffix("_KHR").lower()
+                 for n in dir(vk) if n.startswith("VK_COMPONENT_TYPE_") and n.endswith("_KHR")}
+        scopes = {getattr(vk, n): n.removeprefix("VK_SCOPE_").removesuffix("_KHR").lower()
+                  for n in dir(vk) if n.startswith("VK_SCOPE_") and n.endswith("_KHR")}
+        return [{"M": int(p.MSize), "N": int(p.NSize), "K": int(p.KSize), "A": names.get(p.AType, p.AType),
+                 "B": names.get(p.BType, p.BType), "C": names.get(p.CType, p.CType),
+                 "result": names.get(p.ResultType, p.ResultType), "saturating": bool(p.saturatingAccumulation),
+                 "scope": scopes.get(p.scope, p.scope)} for p in props]
 
     def capabilities(self) -> Capability:
         caps = Capability.F16 | Capability.BF16 | Capability.OFFSET64 | Capability.ATOMIC_F32
@@ -172,42 +255,252 @@ class VulkanDevice:
     def details(self) -> dict[str, Any]:
         fc = self.float_controls
         return {"api_version": self.api_version, "driver": self.driver, "driver_version": self.driver_version,
+                "memory": "device-local buffers, staged transfers", "pipeline_cache_bytes": self.pipeline_cache_loaded,
+                "cooperative_matrix": self.cooperative_matrix, "timestamp_period_ns": self.timestamp_period,
                 "subgroup_size": self.subgroup_size, "subgroup_size_range": self.subgroup_range,
                 "float_controls": {k: list(v) for k, v in fc.items()},
                 "missing_float_controls": [f"{k}{w}" for k, v in fc.items() for w in (32, 64) if w not in v]}
 
     # ---- memory
-    def alloc(self, nbytes: int) -> tuple[Any, Any, int]:
+    def _pick_type(self, req_bits: int, want: int, prefer: int = 0) -> int | None:
+        ok = [i for i in range(self._mp.memoryTypeCount)
+              if req_bits >> i & 1 and (self._mp.memoryTypes[i].propertyFlags & want) == want]
+        best = [i for i in ok if (self._mp.memoryTypes[i].propertyFlags & prefer) == prefer]
+        return (best or ok or [None])[0]
+
+    def _buffer(self, nbytes: int, usage: int, want: int, prefer: int, what: str) -> VulkanBuffer:
         vk = self.vk
-        size = max(16, -(-nbytes // 16) * 16)
-        if size > self.max_buffer:
+        size = max(16, -(-int(nbytes) // 16) * 16)
+        if size > self.max_buffer and usage & vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT:
             raise VulkanError(f"buffer of {nbytes} bytes exceeds {self.name}'s maxStorageBufferRange {self.max_buffer}")
         buf = vk.vkCreateBuffer(self.device, vk.VkBufferCreateInfo(
-            size=size, usage=vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT, sharingMode=vk.VK_SHARING_MODE_EXCLUSIVE), None)
+            size=size, usage=usage, sharingMode=vk.VK_SHARING_MODE_EXCLUSIVE), None)
         req = vk.vkGetBufferMemoryRequirements(self.device, buf)
-        ti = next((i for i in self._mem_types if req.memoryTypeBits >> i & 1), None)
+        ti = self._pick_type(req.memoryTypeBits, want, prefer)
         if ti is None:
             vk.vkDestroyBuffer(self.device, buf, None)
-            raise VulkanError(f"{self.name}: no host-visible memory type fits a storage buffer")
-        mem = vk.vkAllocateMemory(self.device, vk.VkMemoryAllocateInfo(allocationSize=req.size,
-                                                                       memoryTypeIndex=ti), None)
+            raise VulkanError(f"{self.name}: no memory type fits a {what} buffer")
+        try:
+            mem = vk.vkAllocateMemory(self.device, vk.VkMemoryAllocateInfo(allocationSize=req.size,
+                                                                           memoryTypeIndex=ti), None)
+        except Exception as e:  # noqa: BLE001 - out of device memory
+            vk.vkDestroyBuffer(self.device, buf, None)
+            raise VulkanError(f"allocating {size} bytes of {what} memory on {self.name} failed: "
+                              f"{type(e).__name__}: {e}") from e
         vk.vkBindBufferMemory(self.device, buf, mem, 0)
-        return buf, mem, size
+        return VulkanBuffer(buf, mem, size, int(vk.ffi.cast("uintptr_t", buf)))
 
-    def free(self, buf: Any, mem: Any) -> None:
-        if self.wedged:  # a dispatch may still be writing it: keep it (see run)
+    def alloc(self, nbytes: int) -> VulkanBuffer:
+        """A storage buffer of at least ``nbytes`` (rounded up to 16) in device-local memory
+        (the first memory type with ``DEVICE_LOCAL``; lavapipe's one type is also host-visible),
+        usable as a copy source and destination.
+
+        Raises:
+            VulkanError: above ``maxStorageBufferRange`` or out of device memory."""
+        vk = self.vk
+        usage = (vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT
+                 | vk.VK_BUFFER_USAGE_TRANSFER_DST_BIT)
+        return self._buffer(nbytes, usage, 0, vk.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, "device-local")
+
+    def free(self, b: VulkanBuffer) -> None:
+        """Destroy ``b`` once no submitted work uses it (at once when the queue is idle). Safe
+        from a finalizer: when the lock is held (even by this thread) it is only queued. A second
+        free of the same buffer does nothing; in a forked child nothing is freed (the parent owns it)."""
+        if b.freed or os.getpid() != self.pid:
+            b.freed = True
             return
-        self.vk.vkDestroyBuffer(self.device, buf, None)
-        self.vk.vkFreeMemory(self.device, mem, None)
+        b.freed = True
+        if not self.lock.acquire(blocking=False):
+            self._deferred.append(b)
+            return
+        try:
+            self._free_locked(b)
+        finally:
+            self.lock.release()
 
-    def mapped(self, mem: Any, size: int) -> np.ndarray:
-        ptr = self.vk.vkMapMemory(self.device, mem, 0, size, 0)
-        return np.frombuffer(ptr, dtype=np.uint8, count=size)
+    def _free_locked(self, b: VulkanBuffer) -> None:
+        if self.wedged:  # a dispatch may still be writing it: keep it (see _retire_one)
+            return
+        if self._pending:
+            self._pending[-1].keep.append(b)  # destroyed when that submission retires
+        else:
+            self._destroy(b)
+
+    def _free_deferred(self) -> None:
+        while self._deferred:
+            self._free_locked(self._deferred.pop())
+
+    def _destroy(self, b: VulkanBuffer) -> None:
+        if b.destroyed:
+            return
+        b.destroyed = b.freed = True
+        for key in self._sets_of.pop(b.key, ()):  # cached descriptor sets naming it (none in flight)
+            ent = self._sets.pop(key, None)
+            if ent is not None:
+                self.vk.vkFreeDescriptorSets(self.device, self._set_pool, 1, [ent])
+        if b.mapped is not None:
+            self.vk.vkUnmapMemory(self.device, b.mem)
+            b.mapped = None
+        self.vk.vkDestroyBuffer(self.device, b.buf, None)
+        self.vk.vkFreeMemory(self.device, b.mem, None)
+
+    def staging(self, nbytes: int) -> VulkanBuffer:
+        """The reusable host-visible staging buffer, at least ``nbytes`` long (grown to the next
+        power of two; the old one is freed). Only used by synchronous transfers, so it is never
+        in flight when a caller writes it (callers hold :attr:`lock`): a transfer whose wait was
+        interrupted (Ctrl-C) is waited for here before the buffer is rewritten or replaced.
+
+        Raises:
+            VulkanError: the device is wedged or an interrupted transfer did not finish in time."""
+        self._check_alive("a staged transfer")
+        while any(s.staging for s in self._pending):
+            self._retire_one(block=True)
+        st = self._staging
+        if st is None or st.size < nbytes:
+            if st is not None:
+                self._destroy(st)
+                self._staging = None
+            vk = self.vk
+            size = 1 << max(16, (int(nbytes) - 1).bit_length())
+            want = vk.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | vk.VK_MEMORY_PROPERTY_HOST_COHERENT_BIT
+            st = self._buffer(size, vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT | vk.VK_BUFFER_USAGE_TRANSFER_DST_BIT,
+                              want, vk.VK_MEMORY_PROPERTY_HOST_CACHED_BIT, "host-visible staging")
+            ptr = vk.vkMapMemory(self.device, st.mem, 0, st.size, 0)
+            st.mapped = np.frombuffer(ptr, dtype=np.uint8, count=st.size)
+            self._staging = st
+        return st
+
+    def upload(self, dst: VulkanBuffer, host: np.ndarray) -> None:
+        """Copy the bytes of the C-contiguous ``host`` to the start of ``dst`` through the staging
+        buffer, after the work submitted before (waits for the copy).
+
+        Raises:
+            ArgumentError: ``host`` holds Python objects; VulkanError: ``dst`` was freed, a forked
+                child, a wedged device."""
+        self._check_usable(dst, host)
+        raw = host.reshape(-1).view(np.uint8)
+        n = raw.size
+        if not n:
+            return
+        with self.lock:
+            st = self.staging(n)
+            st.mapped[:n] = raw
+            self.transfers["to_device"] += 1
+            self.transfers["to_device_bytes"] += n
+
+            def rec(cmd: Any, slot: _Slot) -> None:
+                self._barrier(cmd)
+                self.vk.vkCmdCopyBuffer(cmd, st.buf, dst.buf, 1, [self.vk.VkBufferCopy(0, 0, n)])
+
+            self._submit(rec, "an upload to the device", wait=True, staging=True)
+
+    def download(self, src: VulkanBuffer, host: np.ndarray) -> None:
+        """Copy the first ``host.nbytes`` bytes of ``src`` into ``host`` (C-contiguous) through the
+        staging buffer, after the work submitted before (waits for it).
+
+        Raises:
+            as :meth:`upload`."""
+        self._check_usable(src, host)
+        raw = host.reshape(-1).view(np.uint8)
+        n = raw.size
+        if not n:
+            return
+        with self.lock:
+            st = self.staging(n)
+            self.transfers["to_host"] += 1
+            self.transfers["to_host_bytes"] += n
+
+            def rec(cmd: Any, slot: _Slot) -> None:
+                self._barrier(cmd)
+                self.vk.vkCmdCopyBuffer(cmd, src.buf, st.buf, 1, [self.vk.VkBufferCopy(0, 0, n)])
+                self._host_barrier(cmd)
+
+            self._submit(rec, "a download to the host", wait=True, staging=True)
+            raw[...] = st.mapped[:n]
+
+    def fill_zero(self, dst: VulkanBuffer) -> None:
+        """Zero all of ``dst`` on the device (``vkCmdFillBuffer``; no host bytes), asynchronously."""
+        self._check_usable(dst)
+        with self.lock:
+            def rec(cmd: Any, slot: _Slot) -> None:
+                self._barrier(cmd)
+                self.vk.vkCmdFillBuffer(cmd, dst.buf, 0, dst.size, 0)
+
+            self._submit(rec, "a fill of zeros", wait=False)
+
+    def _check_process(self) -> None:
+        """Raises VulkanError in a child made by fork() after this device was created: the child
+        has the parent's handles but none of the driver's threads, so a submission there never
+        completes (and the driver's locks may be held by a thread that does not exist)."""
+        if os.getpid() != self.pid:
+            raise VulkanError(f"the Vulkan device {self.name} was created in process {self.pid}; this process "
+                              f"({os.getpid()}) is a child made by fork() and cannot use it or its arrays. Start "
+                              "workers with multiprocessing's 'spawn' (or 'forkserver') start method, or use "
+                              "Vulkan only in the child")
+
+    def _check_usable(self, b: VulkanBuffer, host: np.ndarray | None = None) -> None:
+        self._check_process()
+        if b.freed:
+            raise VulkanError("this vulkan array's memory was freed; it cannot be read, written or launched on")
+        if host is not None and host.dtype.hasobject:
+            from anywave.runtime.arrays import ArgumentError
+
+            raise ArgumentError(f"dtype {host.dtype} holds Python objects; their bytes are pointers, not values a "
+                                "vulkan array can hold (use a numeric dtype)")
 
     # ---- pipelines
+    def _load_pipeline_cache(self) -> None:
+        vk = self.vk
+        data = b""
+        self._pc_path = None
+        try:
+            from anywave.runtime.cache import safe_subdir, verified_read
+
+            uuid = bytes(vk.ffi.buffer(self._props.pipelineCacheUUID, vk.VK_UUID_SIZE)).hex()
+            name = f"{self._props.vendorID:04x}-{self._props.deviceID:04x}-{self.driver_version:x}-{uuid}.bin"
+            self._pc_path = safe_subdir("vulkan-pipelines") / name
+            data = verified_read(self._pc_path) or b""
+        except (OSError, WaveError):  # no usable cache dir: an in-memory cache only
+            self._pc_path = None
+        try:
+            if data:
+                buf = vk.ffi.new("char[]", data)
+                info = vk.VkPipelineCacheCreateInfo(initialDataSize=len(data), pInitialData=buf)
+            else:
+                info = vk.VkPipelineCacheCreateInfo()
+            self.pipeline_cache = vk.vkCreatePipelineCache(self.device, info, None)
+            self.pipeline_cache_loaded = len(data)
+        except Exception:  # noqa: BLE001 - a stale or damaged file: start empty
+            self.pipeline_cache = vk.vkCreatePipelineCache(self.device, vk.VkPipelineCacheCreateInfo(), None)
+            self.pipeline_cache_loaded = 0
+
+    def save_pipeline_cache(self) -> int:
+        """Write the ``VkPipelineCache`` to ``<anywave cache>/vulkan-pipelines/<vendor>-<device>-
+        <driver>-<pipelineCacheUUID>.bin`` (atomically, with its hash); returns the bytes written
+        (0 when nothing was built since the load or there is no usable cache dir). Runs at exit."""
+        if self._pc_path is None or not self._pc_new or self.wedged or os.getpid() != self.pid:
+            return 0
+        vk = self.vk
+        from anywave.runtime.cache import atomic_write
+
+        with self.lock:
+            n = vk.ffi.new("size_t*")
+            if vk.lib.vkGetPipelineCacheData(self.device, self.pipeline_cache, n, vk.ffi.NULL) != vk.VK_SUCCESS:
+                return 0
+            buf = vk.ffi.new("char[]", n[0])
+            if vk.lib.vkGetPipelineCacheData(self.device, self.pipeline_cache, n, buf) != vk.VK_SUCCESS:
+                return 0
+            data = bytes(vk.ffi.buffer(buf, n[0]))
+            self._pc_new = 0
+        try:
+            atomic_write(self._pc_path, data, record_hash=True)
+        except OSError:
+            return 0
+        return len(data)
+
     def pipeline(self, k: SpirvKernel, P: int, W: int) -> Any:
-        """(pipeline, layout, set layout) for kernel ``k`` launched with P threads per workgroup,
-        cached by (module hash, P)."""
+        """(pipeline, layout, set layout, shader module) for kernel ``k`` launched with P threads
+        per workgroup, cached by (module hash, P), built through the on-disk ``VkPipelineCache``."""
         key = (k.sha256, P)
         hit = self._pipelines.get(key)
         if hit is not None:
@@ -233,73 +526,297 @@ class VulkanDevice:
         stage = vk.VkPipelineShaderStageCreateInfo(pNext=pnext, flags=flags, stage=vk.VK_SHADER_STAGE_COMPUTE_BIT,
                                                    module=sm, pName="main", pSpecializationInfo=spec)
         try:
-            pipes = vk.vkCreateComputePipelines(dev, vk.VK_NULL_HANDLE, 1, [vk.VkComputePipelineCreateInfo(
+            pipes = vk.vkCreateComputePipelines(dev, self.pipeline_cache, 1, [vk.VkComputePipelineCreateInfo(
                 stage=stage, layout=layout)], None)
         except Exception as e:  # noqa: BLE001 - carry the driver's answer
             raise VulkanError(f"vkCreateComputePipelines failed on {self.name} for kernel {k.name!r}: "
                               f"{type(e).__name__}: {e}") from e
-        pipe = pipes[0]
-        hit = self._pipelines[key] = (pipe, layout, dsl, sm)
+        self._pc_new += 1
+        hit = self._pipelines[key] = (pipes[0], layout, dsl, sm)
         return hit
 
-    def run(self, k: SpirvKernel, P: int, W: int, grid: tuple[int, int, int], buffers: list[tuple[Any, int]],
-            push: list[int]) -> None:
-        """Record, submit and wait for one dispatch (at most :data:`FENCE_TIMEOUT_NS`).
+    # ---- submission
+    def _barrier(self, cmd: Any) -> None:
+        """A global memory barrier: the shader and transfer writes of everything submitted before
+        (earlier command buffers of this queue included) are visible to the commands after it,
+        and their reads are done before it (write-after-read)."""
+        bar, stages = self._bar
+        self.vk.vkCmdPipelineBarrier(cmd, stages, stages, 0, 1, bar, 0, None, 0, None)
+
+    def _host_barrier(self, cmd: Any) -> None:
+        vk = self.vk
+        b = vk.VkMemoryBarrier(srcAccessMask=vk.VK_ACCESS_SHADER_WRITE_BIT | vk.VK_ACCESS_TRANSFER_WRITE_BIT,
+                               dstAccessMask=vk.VK_ACCESS_HOST_READ_BIT)
+        vk.vkCmdPipelineBarrier(cmd, vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | vk.VK_PIPELINE_STAGE_TRANSFER_BIT,
+                                vk.VK_PIPELINE_STAGE_HOST_BIT, 0, 1, [b], 0, None, 0, None)
+
+    def _slot(self) -> _Slot:
+        if self._free_slots:
+            return self._free_slots.pop()
+        vk, dev = self.vk, self.device
+        cmd = vk.vkAllocateCommandBuffers(dev, vk.VkCommandBufferAllocateInfo(
+            commandPool=self.cmd_pool, level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY, commandBufferCount=1))[0]
+        fence = vk.vkCreateFence(dev, vk.VkFenceCreateInfo(), None)
+        query = None
+        if self.timestamps:
+            query = vk.vkCreateQueryPool(dev, vk.VkQueryPoolCreateInfo(queryType=vk.VK_QUERY_TYPE_TIMESTAMP,
+                                                                       queryCount=2), None)
+        slot = _Slot(cmd, fence, query)
+        slot.submit = [vk.VkSubmitInfo(commandBufferCount=1, pCommandBuffers=[cmd])]
+        slot.fences = [fence]
+        return slot
+
+    def descriptor_set(self, slot: _Slot, dsl: Any, buffers: Sequence[tuple[Any, int]]) -> Any:
+        """A descriptor set of ``dsl`` in the slot's own pool, bound to ``buffers`` (buffer, size)."""
+        vk, dev = self.vk, self.device
+        n = len(buffers)
+        if slot.pool is None or slot.pool_size < n:
+            if slot.pool is not None:
+                vk.vkDestroyDescriptorPool(dev, slot.pool, None)
+            slot.pool_size = max(16, n)
+            slot.pool = vk.vkCreateDescriptorPool(dev, vk.VkDescriptorPoolCreateInfo(
+                maxSets=1, poolSizeCount=1, pPoolSizes=[vk.VkDescriptorPoolSize(
+                    type=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, descriptorCount=slot.pool_size)]), None)
+        ds = vk.vkAllocateDescriptorSets(dev, vk.VkDescriptorSetAllocateInfo(
+            descriptorPool=slot.pool, descriptorSetCount=1, pSetLayouts=[dsl]))[0]
+        writes = [vk.VkWriteDescriptorSet(dstSet=ds, dstBinding=i, descriptorCount=1,
+                                          descriptorType=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                                          pBufferInfo=[vk.VkDescriptorBufferInfo(buffer=b, offset=0, range=sz)])
+                  for i, (b, sz) in enumerate(buffers)]
+        vk.vkUpdateDescriptorSets(dev, len(writes), writes, 0, None)
+        return ds
+
+    def _cached_set(self, dsl: Any, buffers: Sequence[tuple[Any, int]], keys: Sequence[int]) -> Any:
+        """The cached descriptor set of ``dsl`` bound to ``buffers`` (device arrays whose
+        :attr:`VulkanBuffer.key` are ``keys``), made on first use; None when the cache is full."""
+        key = (int(self.vk.ffi.cast("uintptr_t", dsl)), tuple(zip(keys, (sz for _, sz in buffers), strict=True)))
+        ds = self._sets.get(key)
+        if ds is not None:
+            return ds
+        if len(self._sets) >= SET_CACHE or len(buffers) > 8:
+            return None
+        vk = self.vk
+        try:
+            ds = vk.vkAllocateDescriptorSets(self.device, vk.VkDescriptorSetAllocateInfo(
+                descriptorPool=self._set_pool, descriptorSetCount=1, pSetLayouts=[dsl]))[0]
+        except Exception:  # noqa: BLE001 - pool fragmented or full: no caching for this one
+            return None
+        writes = [vk.VkWriteDescriptorSet(dstSet=ds, dstBinding=i, descriptorCount=1,
+                                          descriptorType=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                                          pBufferInfo=[vk.VkDescriptorBufferInfo(buffer=b, offset=0, range=sz)])
+                  for i, (b, sz) in enumerate(buffers)]
+        vk.vkUpdateDescriptorSets(self.device, len(writes), writes, 0, None)
+        self._sets[key] = ds
+        for k in set(keys):
+            self._sets_of.setdefault(k, []).append(key)
+        return ds
+
+    def _submit(self, record: Callable[[Any, _Slot], None], label: str, wait: bool,
+                keep: Sequence[Any] = (), timed: bool = False, staging: bool = False) -> None:
+        """Record one command buffer with ``record(cmd, slot)`` and submit it with its fence;
+        ``wait``: return after it (and everything before it) finished. At most
+        :data:`MAX_IN_FLIGHT` submissions are in flight (the oldest is waited for first).
+        Callers hold :attr:`lock`.
 
         Raises:
-            VulkanError: the device is wedged by an earlier dispatch that did not finish, or this
-                one did not finish in time (then the device is wedged from now on)."""
-        if self.wedged:
-            raise VulkanError(f"Vulkan on {self.name} refuses the launch of {k.name!r}: {self.wedged} earlier in "
-                              "this process and may still be running; restart the process to use Vulkan again")
-        vk, dev = self.vk, self.device
-        pipe, layout, dsl, _ = self.pipeline(k, P, W)
-        pool = None
+            VulkanError: the device is wedged, lost, or a dispatch did not finish in time."""
+        self._check_process()
+        self._check_alive(label)
+        self._free_deferred()
+        vk = self.vk
+        while len(self._pending) >= MAX_IN_FLIGHT:
+            self._retire_one(block=True)
+        self._retire(block=False)
+        slot = self._slot()
+        slot.label, slot.keep, slot.timed = label, list(keep), bool(timed and slot.query is not None)
+        slot.staging = staging
+        cmd = slot.cmd
         try:
-            cmd = self.cmd
-            vk.vkResetCommandBuffer(cmd, 0)
-            vk.vkBeginCommandBuffer(cmd, vk.VkCommandBufferBeginInfo(
-                flags=vk.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT))
+            vk.vkBeginCommandBuffer(cmd, self._begin_info)
+            record(cmd, slot)
+            vk.vkEndCommandBuffer(cmd)
+            vk.vkQueueSubmit(self.queue, 1, slot.submit, slot.fence)
+        except VulkanError:
+            slot.keep = []  # not submitted: the caller still owns what it passed
+            self._recycle(slot)
+            raise
+        except Exception as e:  # noqa: BLE001 - the driver's error, named
+            slot.keep = []
+            self._recycle(slot)
+            if isinstance(e, vk.VkErrorDeviceLost):
+                self.wedged = f"the device was lost while submitting {label}"
+            raise VulkanError(f"Vulkan on {self.name}: submitting {label} failed: {type(e).__name__}: {e}") from e
+        self._pending.append(slot)
+        self.submissions += 1
+        if wait:
+            self._retire(block=True)
+
+    def _check_alive(self, label: str) -> None:
+        if self.wedged:
+            what = f"the launch of {label}" if label.startswith("kernel") else label
+            raise VulkanError(f"Vulkan on {self.name} refuses {what}: {self.wedged} earlier in this process and "
+                              "may still be running; restart the process to use Vulkan again")
+
+    def _recycle(self, slot: _Slot) -> None:
+        vk = self.vk
+        vk.vkResetCommandBuffer(slot.cmd, 0)
+        if slot.pool is not None:
+            vk.vkResetDescriptorPool(self.device, slot.pool, 0)
+        for b in slot.keep:
+            if isinstance(b, VulkanBuffer):
+                self._destroy(b)
+        slot.keep = []
+        self._free_slots.append(slot)
+
+    def _retire_one(self, block: bool) -> bool:
+        """Retire the oldest submission if it finished (``block``: wait for it, at most
+        :data:`FENCE_TIMEOUT_NS`); returns whether it did."""
+        vk, dev = self.vk, self.device
+        slot = self._pending[0]
+        try:
+            if block:
+                self._wait_fence(slot)
+            else:
+                vk.vkGetFenceStatus(dev, slot.fence)
+        except vk.VkNotReady:
+            return False
+        except vk.VkTimeout:
+            # The dispatch may still be running and writing its buffers: freeing them (or the
+            # descriptor pool) now is a use-after-free in the driver that kills the process.
+            # Keep everything in flight (leaked) and refuse further work on this device.
+            self.wedged = f"{slot.label} did not finish within {FENCE_TIMEOUT_NS / 1e9:g} s"
+            raise VulkanError(f"Vulkan on {self.name}: {self.wedged}; its buffers are kept (not freed) and this "
+                              "process's Vulkan device refuses further launches. Restart the process to use "
+                              "Vulkan again (a kernel that loops forever, or one too slow for this CPU/GPU, "
+                              "causes this)") from None
+        except Exception as e:  # noqa: BLE001 - VK_ERROR_DEVICE_LOST and the like
+            self.wedged = f"the device was lost running {slot.label} ({type(e).__name__})"
+            raise VulkanError(f"Vulkan on {self.name}: {self.wedged}; this process's Vulkan device refuses further "
+                              "launches (restart the process)") from e
+        self._pending.popleft()
+        vk.vkResetFences(dev, 1, slot.fences)
+        if slot.timed:
+            ts = vk.ffi.new("uint64_t[2]")
+            r = vk.lib.vkGetQueryPoolResults(dev, slot.query, 0, 2, 16, ts, 8, vk.VK_QUERY_RESULT_64_BIT
+                                             | vk.VK_QUERY_RESULT_WAIT_BIT)
+            if r == vk.VK_SUCCESS and self.profile is not None:
+                mask = (1 << self.timestamp_bits) - 1 if self.timestamp_bits < 64 else (1 << 64) - 1
+                ticks = (int(ts[1]) - int(ts[0])) & mask
+                self.profile.append((slot.label, ticks * self.timestamp_period * 1e-9))
+        self._recycle(slot)
+        return True
+
+    def _wait_fence(self, slot: _Slot) -> None:
+        """Wait for ``slot``'s fence at most :data:`FENCE_TIMEOUT_NS` in all, in slices of
+        :data:`WAIT_SLICE_NS`: between slices Python runs its signal handlers, so Ctrl-C raises
+        KeyboardInterrupt within a slice (the submission stays pending, nothing is freed).
+
+        Raises:
+            vk.VkTimeout: the budget ran out; the driver's error on a lost device."""
+        vk = self.vk
+        budget = int(FENCE_TIMEOUT_NS)
+        t_end = time.monotonic_ns() + budget
+        while True:
+            left = t_end - time.monotonic_ns()
+            try:
+                vk.vkWaitForFences(self.device, 1, slot.fences, vk.VK_TRUE, max(0, min(left, WAIT_SLICE_NS)))
+                return
+            except vk.VkTimeout:
+                if time.monotonic_ns() >= t_end:
+                    raise
+
+    def _retire(self, block: bool) -> None:
+        while self._pending and self._retire_one(block):
+            pass
+
+    def synchronize(self) -> None:
+        """Wait for every submitted launch (each at most :data:`FENCE_TIMEOUT_NS`).
+
+        Raises:
+            VulkanError: one did not finish in time or the device was lost (naming the kernel);
+                the device is wedged by such a failure earlier; a forked child."""
+        self._check_process()
+        with self.lock:
+            self._check_alive("a synchronize")
+            self._retire(block=True)
+            self._free_deferred()
+
+    def dispatch(self, k: SpirvKernel, P: int, W: int, grid: tuple[int, int, int],
+                 buffers: list[tuple[Any, int]], push: list[int], label: str,
+                 staged: Sequence[tuple[VulkanBuffer, int, int, bool]] = (), keep: Sequence[Any] = (),
+                 keys: Sequence[int] = ()) -> None:
+        """Record and submit one dispatch of ``k``. ``buffers``: (VkBuffer, bytes) per binding,
+        ``keys`` their :attr:`VulkanBuffer.key` (the descriptor set is cached when given and
+        nothing is staged).
+        ``staged``: (device buffer, staging offset, bytes, written) of NumPy arguments whose bytes
+        the caller put in the staging buffer: they are copied in before the dispatch and the
+        written ones back after it, and the call waits (the caller then reads the staging
+        buffer). The dispatch is only submitted: the caller, having handed ``keep`` over, waits
+        (:meth:`_retire`) before it reads staged results -- a wait interrupted by Ctrl-C then
+        leaves nothing owned twice. Callers hold :attr:`lock`."""
+        vk = self.vk
+        pipe, layout, dsl, _ = self.pipeline(k, P, W)
+        st = self._staging if staged else None
+
+        def rec(cmd: Any, slot: _Slot) -> None:
+            self._barrier(cmd)
+            if staged:
+                for b, off, n, _w in staged:
+                    if n:
+                        vk.vkCmdCopyBuffer(cmd, st.buf, b.buf, 1, [vk.VkBufferCopy(off, 0, n)])
+                self._barrier(cmd)
             vk.vkCmdBindPipeline(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, pipe)
             if buffers:
-                pool = vk.vkCreateDescriptorPool(dev, vk.VkDescriptorPoolCreateInfo(
-                    maxSets=1, poolSizeCount=1, pPoolSizes=[vk.VkDescriptorPoolSize(
-                        type=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, descriptorCount=len(buffers))]), None)
-                ds = vk.vkAllocateDescriptorSets(dev, vk.VkDescriptorSetAllocateInfo(
-                    descriptorPool=pool, descriptorSetCount=1, pSetLayouts=[dsl]))[0]
-                writes = [vk.VkWriteDescriptorSet(dstSet=ds, dstBinding=i, descriptorCount=1,
-                                                  descriptorType=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-                                                  pBufferInfo=[vk.VkDescriptorBufferInfo(buffer=b, offset=0, range=sz)])
-                          for i, (b, sz) in enumerate(buffers)]
-                vk.vkUpdateDescriptorSets(dev, len(writes), writes, 0, None)
+                ds = None if staged or len(keys) != len(buffers) else self._cached_set(dsl, buffers, keys)
+                if ds is None:
+                    ds = self.descriptor_set(slot, dsl, buffers)
                 vk.vkCmdBindDescriptorSets(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, layout, 0, 1, [ds], 0, None)
             data = vk.ffi.new("uint32_t[]", [int(w) & 0xFFFFFFFF for w in push])
             vk.vkCmdPushConstants(cmd, layout, vk.VK_SHADER_STAGE_COMPUTE_BIT, 0, 4 * len(push), data)
+            timed = slot.query is not None and self.profile is not None
+            if timed:
+                vk.vkCmdResetQueryPool(cmd, slot.query, 0, 2)
+                vk.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, slot.query, 0)
             vk.vkCmdDispatch(cmd, *grid)
-            barrier = vk.VkMemoryBarrier(srcAccessMask=vk.VK_ACCESS_SHADER_WRITE_BIT,
-                                         dstAccessMask=vk.VK_ACCESS_HOST_READ_BIT)
-            vk.vkCmdPipelineBarrier(cmd, vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, vk.VK_PIPELINE_STAGE_HOST_BIT, 0,
-                                    1, [barrier], 0, None, 0, None)
-            vk.vkEndCommandBuffer(cmd)
-            vk.vkQueueSubmit(self.queue, 1, [vk.VkSubmitInfo(commandBufferCount=1, pCommandBuffers=[cmd])],
-                             self.fence)
-            try:
-                vk.vkWaitForFences(dev, 1, [self.fence], vk.VK_TRUE, FENCE_TIMEOUT_NS)
-            except vk.VkTimeout:
-                # The dispatch may still be running and writing the buffers: freeing them (or
-                # the descriptor pool) now is a use-after-free in the driver that kills the
-                # process. Keep them (leaked) and refuse further work on this device.
-                self.wedged = (f"a dispatch of kernel {k.name!r} did not finish within "
-                               f"{FENCE_TIMEOUT_NS / 1e9:.0f} s")
-                pool = None
-                raise VulkanError(f"Vulkan on {self.name}: {self.wedged}; its buffers are kept (not freed) and "
-                                  "this process's Vulkan device refuses further launches. Restart the process "
-                                  "to use Vulkan again (a kernel that loops forever, or one too slow for this "
-                                  "CPU/GPU, causes this)") from None
-            vk.vkResetFences(dev, 1, [self.fence])
-        finally:
-            if pool is not None:
-                vk.vkDestroyDescriptorPool(dev, pool, None)
+            if timed:
+                vk.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, slot.query, 1)
+            if staged:
+                self._barrier(cmd)
+                for b, off, n, w in staged:
+                    if w and n:
+                        vk.vkCmdCopyBuffer(cmd, b.buf, st.buf, 1, [vk.VkBufferCopy(0, off, n)])
+                self._host_barrier(cmd)
+
+        self._submit(rec, label, wait=False, keep=keep, timed=self.profile is not None, staging=bool(staged))
+
+
+class VulkanBuffer:
+    """One ``VkBuffer`` with its own ``VkDeviceMemory`` (``size`` bytes; ``mapped``: a NumPy
+    byte view while the memory is mapped, the staging buffer only)."""
+
+    __slots__ = ("buf", "mem", "size", "mapped", "key", "freed", "destroyed")
+
+    def __init__(self, buf: Any, mem: Any, size: int, key: int = 0) -> None:
+        self.buf, self.mem, self.size, self.key = buf, mem, size, key
+        self.mapped: np.ndarray | None = None
+        #: freed: released by its owner (its array is gone); destroyed: the Vulkan objects are
+        self.freed = self.destroyed = False
+
+
+class _Slot:
+    """A command buffer with its fence, descriptor pool and timestamp queries, reused once the
+    fence signalled; ``keep`` holds what its commands use until then."""
+
+    __slots__ = ("cmd", "fence", "query", "pool", "pool_size", "label", "keep", "timed", "submit", "fences",
+                 "staging")
+
+    def __init__(self, cmd: Any, fence: Any, query: Any) -> None:
+        self.cmd, self.fence, self.query = cmd, fence, query
+        self.pool: Any = None
+        self.pool_size = 0
+        self.label = ""
+        self.keep: list[Any] = []
+        self.timed = self.staging = False
 
 
 _DEVICE = ProcessDevice(VulkanDevice, VulkanError, "Vulkan")
@@ -309,13 +826,19 @@ def get_device() -> VulkanDevice:
     """The process-wide Vulkan device (created on first use).
 
     Raises:
-        VulkanError: Vulkan is unusable here (the message says why)."""
-    return _DEVICE.get()
+        VulkanError: Vulkan is unusable here (the message says why), or this process is a child
+            made by fork() after the device was created (use the 'spawn' start method)."""
+    dev = _DEVICE.get()
+    dev._check_process()
+    return dev
 
 
 def status() -> tuple[bool, str]:
     """(usable, reason) for the Vulkan target on this machine; never raises."""
-    return _DEVICE.status()
+    try:
+        return True, get_device().name
+    except VulkanError as e:
+        return False, str(e)
 
 
 # --------------------------------------------------------------------------- launching
@@ -323,7 +846,9 @@ def status() -> tuple[bool, str]:
 class VulkanRunner(Driver):
     """A conformance :class:`~anywave.conformance.suite.Runner` (and the ``launch`` of the
     ``vulkan`` target): ``runner(module, kernel, grid, workgroup, args, wave_width)`` translates
-    the module once per W and runs the kernel with the NumPy arrays of ``args`` updated in place.
+    the module once per W and runs the kernel; NumPy arrays in ``args`` are staged through
+    device memory and updated in place (the call then waits), ``vulkan`` device arrays
+    (:class:`VulkanMemory`) are bound as they are.
     """
 
     error = VulkanError
@@ -348,8 +873,18 @@ class VulkanRunner(Driver):
                               f"scalars; {dev.name} offers {dev.max_push}")
 
     def __call__(self, module: Any, kernel: str, grid: Sequence[int], workgroup: Sequence[int],
-                 args: Mapping[str, Any], wave_width: int, **_: Any) -> None:
+                 args: Mapping[str, Any], wave_width: int, *, sync: bool = True, **_: Any) -> None:
+        """Run ``kernel``. With ``sync=False`` and only device arrays the dispatch is submitted
+        and the call returns (a failure then surfaces at the next ``.numpy()`` /
+        ``aw.synchronize()``); NumPy arguments always make it wait.
+
+        Raises:
+            VulkanError: a refused kernel or launch, a buffer of the wrong kind, a dispatch that
+                did not finish in time, a lost device; LaunchConfigError: a launch rule."""
+        from anywave.runtime.arrays import Array
+
         dev = self.dev
+        dev._check_process()
         launch = self.prepare(module, kernel, grid, workgroup, args, wave_width, check=False)
         info, k, margs, g, wg = launch.info, launch.kernel, launch.margs, launch.grid, launch.workgroup
         for d in range(3):
@@ -361,45 +896,114 @@ class VulkanRunner(Driver):
             w = int(margs[i][1])
             push += [w & 0xFFFFFFFF, w >> 32] if words == 2 else [w]
         push += list(wg)
-        hosts = []
+        args_in: list[tuple[Any, Any]] = []
         for i in info.buffers:
             a = k.args[i]
             v = margs[i][1]
-            if not isinstance(v, np.ndarray):
-                raise VulkanError(f"buffer argument {a.name!r} of kernel {kernel!r} must be a NumPy array, "
-                                  f"got {type(v).__name__}")
-            hosts.append((a, v))
+            if isinstance(v, Array):
+                if v.space.kind != "vulkan":
+                    raise VulkanError(f"buffer argument {a.name!r} of kernel {kernel!r} is a {v.target} array; "
+                                      "the vulkan target takes vulkan arrays or host memory")
+            elif not isinstance(v, np.ndarray):
+                raise VulkanError(f"buffer argument {a.name!r} of kernel {kernel!r} must be a NumPy array or a "
+                                  f"vulkan array, got {type(v).__name__}")
+            args_in.append((a, v))
         if launch.dims is None:
             return
-        P = launch.threads
+        label = f"kernel {kernel!r} grid={g} workgroup={wg}"
         with dev.lock:
-            allocs = []
+            temps: list[VulkanBuffer] = []
             try:
-                for a, v in hosts:
+                binds: list[tuple[Any, int]] = []
+                keys: list[int] = []
+                hosts: list[tuple[Any, np.ndarray, np.ndarray, int, int]] = []
+                total = 0
+                for a, v in args_in:
+                    if isinstance(v, Array):
+                        b = v.handle
+                        if b.freed:
+                            raise VulkanError(f"buffer argument {a.name!r} of kernel {kernel!r}: the vulkan array's "
+                                              "memory was freed")
+                        binds.append((b.buf, b.size))
+                        keys.append(b.key)
+                        continue
                     host = np.ascontiguousarray(v)
-                    raw = host.reshape(-1).view(np.uint8)
-                    buf, mem, size = dev.alloc(raw.size)
-                    allocs.append((buf, mem))
-                    view = dev.mapped(mem, size)
-                    view[:raw.size] = raw
-                    view[raw.size:] = 0
-                    allocs[-1] = (buf, mem, view, a, v, host, raw.size, size)
+                    nb = host.nbytes
+                    b = dev.alloc(nb)
+                    temps.append(b)
+                    binds.append((b.buf, b.size))
+                    hosts.append((a, v, host, total, nb))
+                    total += -(-max(nb, 1) // 16) * 16
+                staged = []
+                if hosts:
+                    st = dev.staging(total)
+                    for a, _v, host, off, nb in hosts:
+                        st.mapped[off:off + nb] = host.reshape(-1).view(np.uint8)
+                        written = a.access is not Access.READ
+                        staged.append((temps[len(staged)], off, nb, written))
+                        dev.transfers["to_device"] += 1
+                        dev.transfers["to_device_bytes"] += nb
+                        if written:
+                            dev.transfers["to_host"] += 1
+                            dev.transfers["to_host_bytes"] += nb
                 try:
-                    dev.run(info, P, wave_width, g, [(x[0], x[7]) for x in allocs], push)
+                    dev.dispatch(info, launch.threads, wave_width, g, binds, push, label, staged,
+                                 keep=temps, keys=keys)
                 except VulkanError:
                     raise
                 except Exception as e:  # noqa: BLE001
                     raise VulkanError(f"launch of {kernel!r} on {dev.name} failed: {type(e).__name__}: {e}") from e
-                for _buf, _mem, view, a, v, host, nb, _sz in allocs:
-                    if a.access is not Access.READ and nb:
-                        out = host if host is v else host.copy()
-                        out.reshape(-1).view(np.uint8)[...] = view[:nb]
-                        if out is not v:
-                            v[...] = out
+                temps = []  # owned by the submission now (freed when it retires)
+                if hosts:
+                    dev._retire(block=True)
+                    st = dev._staging
+                    for a, v, host, off, nb in hosts:
+                        if a.access is not Access.READ and nb:
+                            out = host if host is v else host.copy()
+                            out.reshape(-1).view(np.uint8)[...] = st.mapped[off:off + nb]
+                            if out is not v:
+                                v[...] = out
+                elif sync:
+                    dev._retire(block=True)
             finally:
-                for x in allocs:
-                    dev.vk.vkUnmapMemory(dev.device, x[1]) if len(x) > 2 else None
-                    dev.free(x[0], x[1])
+                for b in temps:
+                    dev._free_locked(b)
+        if not hosts and not sync:
+            from anywave.runtime.arrays import mark_used
+
+            mark_used(memory_space())
+
+
+class DeviceArrayRunner:
+    """A conformance runner that runs every case on ``vulkan`` device arrays: each NumPy
+    argument is copied into an ``aw.empty(..., target="vulkan")`` array, the launch is only
+    submitted (``sync=False``: no NumPy argument is left, so nothing is staged by the launch),
+    and the arrays are copied back with ``.numpy()`` into the caller's arrays. The same checks
+    and errors as :class:`VulkanRunner` (it launches through one)."""
+
+    def __init__(self, runner: VulkanRunner | None = None) -> None:
+        self.runner = runner or VulkanRunner()
+        self.dev = self.runner.dev
+
+    def __call__(self, module: Any, kernel: str, grid: Sequence[int], workgroup: Sequence[int],
+                 args: Mapping[str, Any], wave_width: int, **kw: Any) -> None:
+        from anywave.runtime.arrays import empty
+
+        dargs: dict[str, Any] = {}
+        back = []
+        for n, v in args.items():
+            if isinstance(v, np.ndarray):
+                d = empty(v.shape, v.dtype, target="vulkan")
+                if v.nbytes:
+                    d.assign(v)
+                dargs[n] = d
+                back.append((v, d))
+            else:
+                dargs[n] = v
+        self.runner(module, kernel, grid, workgroup, dargs, wave_width, sync=False)
+        for v, d in back:
+            if v.flags.writeable and v.nbytes:
+                v[...] = d.numpy()
 
 
 def vulkan_runner() -> VulkanRunner:
@@ -423,6 +1027,77 @@ class VulkanTarget(RunnerTarget):
 
     def make_runner(self) -> VulkanRunner:
         return VulkanRunner()
+
+
+class VulkanMemory:
+    """The ``vulkan`` memory space (:class:`anywave.runtime.arrays.MemorySpace`): device-local
+    storage buffers of the process-wide device; ``from_host``/``to_host`` go through its staging
+    buffer after the work submitted before."""
+
+    kind = name = "vulkan"
+
+    def __init__(self, device: int = 0) -> None:
+        if device != 0:
+            raise VulkanError(f"the vulkan target has one device (0), asked for device {device}")
+        self.device = 0
+        self.dev = get_device()
+
+    def allocate(self, nbytes: int) -> tuple[Any, int, Any]:
+        if not isinstance(nbytes, (int, np.integer)) or nbytes < 0:
+            raise VulkanError(f"a vulkan array of {nbytes!r} bytes: the size must be a non-negative int")
+        self.dev._check_process()
+        b = self.dev.alloc(max(int(nbytes), 16))
+        dev = self.dev
+        return b, 0, lambda: dev.free(b)
+
+    def from_host(self, handle: Any, host: np.ndarray) -> None:
+        self.dev.upload(handle, host)
+
+    def to_host(self, handle: Any, host: np.ndarray) -> None:
+        self.dev.download(handle, host)
+
+    def zero(self, handle: Any) -> None:
+        """Zero the allocation on the device (no bytes from the host)."""
+        self.dev.fill_zero(handle)
+
+    def synchronize(self) -> None:
+        self.dev.synchronize()
+
+
+_MEMORY: list[VulkanMemory] = []
+
+
+def memory_space(device: int = 0) -> VulkanMemory:
+    """The ``vulkan`` memory space (one per process).
+
+    Raises:
+        VulkanError: Vulkan unusable here, or ``device`` != 0."""
+    if device != 0 or not _MEMORY:
+        sp = VulkanMemory(device)
+        _MEMORY.append(sp)
+    return _MEMORY[0]
+
+
+@contextlib.contextmanager
+def profile() -> Iterator[list[tuple[str, float]]]:
+    """Record the device time of every dispatch submitted inside the block, from timestamp
+    queries written just before and after it (``limits.timestampPeriod`` ns per tick). Yields
+    a list that holds ``(label, seconds)`` per dispatch, in submission order, once the block
+    ends (it synchronizes).
+
+    Raises:
+        VulkanError: the device offers no timestamps on its compute queue (timestampValidBits 0)."""
+    dev = get_device()
+    if not dev.timestamps:
+        raise VulkanError(f"{dev.name} writes no timestamps on its compute queue (timestampValidBits = 0)")
+    dev.synchronize()
+    out: list[tuple[str, float]] = []
+    dev.profile = out
+    try:
+        yield out
+        dev.synchronize()
+    finally:
+        dev.profile = None
 
 
 def register() -> None:
