@@ -280,3 +280,11 @@ def test_python_objects_never_reach_device_memory(dev) -> None:  # noqa: ANN001
     free()
     with pytest.raises(WaveError):
         aw.array(objs, target="vulkan")
+
+
+def test_zero_d_data_keeps_its_shape(dev) -> None:  # noqa: ANN001
+    for data in (np.float32(3.5), np.array(3.5, np.float32), 3.5):
+        a = aw.array(data, aw.f32, target="vulkan")
+        got = a.numpy()
+        assert a.shape == () and got.shape == (), (a.shape, got.shape)
+        assert got == np.float32(3.5)

@@ -912,6 +912,7 @@ class VulkanRunner(Driver):
             return
         label = f"kernel {kernel!r} grid={g} workgroup={wg}"
         with dev.lock:
+            dev._check_alive(label)  # before staging anything: the refusal names the kernel
             temps: list[VulkanBuffer] = []
             try:
                 binds: list[tuple[Any, int]] = []
