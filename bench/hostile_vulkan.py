@@ -90,7 +90,7 @@ BAD_SHAPES = [-1, (-1,), (3, -2), 2**40, 2**62, 2**63, 2**64, (2**32, 2**32), (2
               3 + 0j, (2**63 - 1,), (1, 2**63), 10**30, -(2**63), (4, 4, 4, 4, 4, 4, 4, 4), 0]
 DTYPES = ["float32", "float64", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64", "bool",
           "float16", "aw.bf16", "aw.f32", "aw.i32", "object", "U5", "S3", "complex64", "complex128",
-          "struct", ">f4", "<f8", "datetime64[s]", "V8", "aw.b32", "not-a-dtype"]
+          "struct", ">f4", "<f8", "datetime64[s]", "V8", "aw.bool_", "not-a-dtype"]
 
 
 def gen_cases(cat: str, n: int, rng: random.Random) -> list[dict]:
@@ -644,6 +644,8 @@ def fork_script(kind: str, pending: bool) -> str:
 
 
 SIGINT_SCRIPT = CHILD_PRE + r'''
+# a terminal user's Ctrl-C: a process started in the background inherits SIGINT ignored
+signal.signal(signal.SIGINT, signal.default_int_handler)
 flag = aw.zeros(1, aw.i32, target=V)
 out = aw.zeros(64, aw.i32, target=V)
 forever(flag, out, grid=FOREVER_GRID, workgroup=64, target=V)
