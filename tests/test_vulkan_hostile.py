@@ -150,6 +150,8 @@ def test_ctrl_c_while_waiting_raises_keyboard_interrupt(dev, tmp_path) -> None: 
     # the fence budget is set far beyond the child's timeout: a KeyboardInterrupt can only come
     # from the signal, not from the budget running out
     r = _child(tmp_path, '''
+        import signal
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # a child of a background job ignores it
         vulkan.FENCE_TIMEOUT_NS = 3600 * 10**9
         flag = aw.zeros(1, aw.i32, target=V)
         out = aw.zeros(64, aw.i32, target=V)
@@ -280,3 +282,11 @@ def test_python_objects_never_reach_device_memory(dev) -> None:  # noqa: ANN001
     free()
     with pytest.raises(WaveError):
         aw.array(objs, target="vulkan")
+
+
+def test_zero_d_data_keeps_its_shape(dev) -> None:  # noqa: ANN001
+    for data in (np.float32(3.5), np.array(3.5, np.float32), 3.5):
+        a = aw.array(data, aw.f32, target="vulkan")
+        got = a.numpy()
+        assert a.shape == () and got.shape == (), (a.shape, got.shape)
+        assert got == np.float32(3.5)

@@ -476,7 +476,7 @@ def array(data: Any, dtype: Any = None, *, target: str | None = None) -> Array:
     if isinstance(data, Array):
         data = data.numpy()
     try:
-        host = np.ascontiguousarray(np.asarray(data, dtype=dt))
+        host = np.asarray(data, dtype=dt, order="C")  # ascontiguousarray would make a 0-d array 1-d
     except (TypeError, ValueError, OverflowError) as e:
         raise ArgumentError(f"aw.array: cannot make an array{'' if dt is None else f' of {dt}'} from a "
                             f"{type(data).__name__}: {e}") from None

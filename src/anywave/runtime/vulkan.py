@@ -30,6 +30,14 @@ when :data:`MAX_IN_FLIGHT` are pending, each at most :data:`FENCE_TIMEOUT_NS`: a
 does not finish (or a lost device) is a :class:`VulkanError` naming the kernel, after which the
 device refuses work (its buffers are kept, never freed under a running dispatch).
 
+Robustness (issue 31): the device is created with ``robustBufferAccess``, so a kernel without its
+bounds check reads zeros or writes inside its own buffer, never another allocation (that it is an
+error is ``check=True``'s job). Fence waits are cut into :data:`WAIT_SLICE_NS` slices, so Ctrl-C
+raises KeyboardInterrupt during ``aw.synchronize()``/``.numpy()`` (the work stays pending and owned
+by its submission). A freed array is refused, a second free does nothing, and a child made by
+``fork()`` after the device was created gets a :class:`VulkanError` saying to use ``spawn``
+(the driver's threads do not survive a fork; its finalizers and exit hooks leave the device alone).
+
 Scalars and the workgroup size are push constants; the workgroup is one dimension of x*y*z
 threads (padded to a multiple of W for kernels with wave operations). Pipelines and descriptor
 set layouts are cached per (SPIR-V module hash, launched workgroup size), modules per (module
@@ -912,6 +920,7 @@ class VulkanRunner(Driver):
             return
         label = f"kernel {kernel!r} grid={g} workgroup={wg}"
         with dev.lock:
+            dev._check_alive(label)  # before staging anything: the refusal names the kernel
             temps: list[VulkanBuffer] = []
             try:
                 binds: list[tuple[Any, int]] = []
