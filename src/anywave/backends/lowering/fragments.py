@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from anywave.binary.module import Instruction, Module, reachable_functions
-from anywave.isa.mma import FragKind, operand_slots
-from anywave.isa.table import Category
+from anywave.isa.mma import FragKind, group_bt, operand_slots
+from anywave.isa.table import INSTRUCTIONS, Category
 
 
 def fragment_slots(module: Module, code: Iterable[Instruction]) -> dict[int, FragKind]:
@@ -23,3 +23,13 @@ def fragment_slots(module: Module, code: Iterable[Instruction]) -> dict[int, Fra
                 for _, v, k in operand_slots(d, ins.operands):
                     out.setdefault(v, k)
     return out
+
+
+#: semantic keys of the accumulator row and element operations (spec §8.14) that the C-family
+#: and SPIR-V backends refuse (their accumulators are spread over the lanes; no lowering yet)
+ACC_OP_KEYS = tuple(f"mma.{op}" for op in ("frowmax", "frowsum", "fexp2", "fmul", "fdiv", "fmask", "fcvt"))
+ACC_OP_REFUSAL = ("the accumulator row/element operations (mma.rowmax, rowsum, exp2, mul, div, mask, cvt.a) "
+                  "have a lowering only in the emulator and the PTX backend so far")
+#: the mnemonics of ``mma.group.bt`` (B given transposed), refused by the same backends
+GROUP_BT_MNEMONICS = tuple(d.mnemonic for d in INSTRUCTIONS if d.op == "fgmma" and group_bt(d))
+GROUP_BT_REFUSAL = "mma.group.bt (B given transposed) has a lowering only in the emulator and the PTX backend so far"
