@@ -35,7 +35,8 @@ which is the swizzled row layout of ``mma.group.bt`` for K and the swizzled pane
 Shapes (the kernel trusts them; :func:`forward` and :func:`attention_numpy` keep them): q
 (B, Hq, Sp, D) of 16-bit elements as u16, k and v (B, Hkv, Sp, D) as 32-bit words (element pairs,
 typed f32 only so the copies move them into the f32 ring), ``Sp`` = S rounded up to 64 (rows past
-S zero), D = 64 or 128; o (B, Hq, Sp, D) f32, lse (B, Hq, Sp) f32. Launch: ``grid = (Sp / (64 GR),
+S zero), D = 64 or 128; o (B, Hq, Sp, D) f32, lse (B, Hq, Sp, 16) f32 (16 copies of a row's
+value: every lane stores, so no branch depends on the lane). Launch: ``grid = (Sp / (64 GR),
 Hq, B)``, ``workgroup = (4 GR W,)``.
 """
 
@@ -77,9 +78,8 @@ def attention_fast_kernel(q: aw.In[aw.u16], k: aw.In[aw.f32], v: aw.In[aw.f32], 
     of = aw.fragments(D // 16, "acc")
     pf = aw.fragments(BC // 16, "a", elt)
     m = aw.fragment("acc")  # running max (raw scores), row-broadcast
-    mc = aw.fragment("acc")  # the running max times c
-    mn = aw.fragment("acc")
-    mcn = aw.fragment("acc")
+    mco = aw.fragment("acc")  # the old running max times c
+    mcn = aw.fragment("acc")  # the new one times c
     lf = aw.fragment("acc")  # running sum
     al = aw.fragment("acc")  # alpha
     t = aw.local_id(0)
@@ -97,7 +97,6 @@ def attention_fast_kernel(q: aw.In[aw.u16], k: aw.In[aw.f32], v: aw.In[aw.f32], 
     qrow0 = (b * hq + h) * s_pad + q0
     kv0 = (b * hkv + hk) * s_pad  # first key row of the head
     aw.mma_fill(m, -math.inf)
-    aw.mma_fill(mc, -math.inf)
     for kk in aw.static_range(D // 16):
         aw.mma_load(qf[kk], q, qrow0 * D + 16 * kk, D)
     nb = (s_len + BC - 1) // BC
@@ -128,9 +127,10 @@ def attention_fast_kernel(q: aw.In[aw.u16], k: aw.In[aw.f32], v: aw.In[aw.f32], 
             elif k0 + BC > s_len:
                 for j in aw.static_range(BC // 16):
                     aw.mma_mask(sf[j], sf[j], 1 << 30, s_len - (k0 + 16 * j))
-            aw.mma_rowmax(mn, sf, m)
-            aw.mma_scale(mcn, mn, c)
-            aw.mma_exp2(al, mc, mcn, 1.0)
+            aw.mma_scale(mco, m, c)  # the same value as last block's mcn: alpha is 1 where m stays
+            aw.mma_rowmax(m, sf, m)
+            aw.mma_scale(mcn, m, c)
+            aw.mma_exp2(al, mco, mcn, 1.0)
             for j in aw.static_range(BC // 16):
                 aw.mma_exp2(sf[j], sf[j], mcn, c)
             aw.mma_mul(lf, lf, al)
@@ -141,21 +141,21 @@ def attention_fast_kernel(q: aw.In[aw.u16], k: aw.In[aw.f32], v: aw.In[aw.f32], 
                 aw.mma_cvt(pf[j], sf[j])
             for kk in aw.static_range(BC // 16):
                 aw.mma_group(of, pf[kk], ring, st + TILE + 2048 * kk, PANEL)
-            aw.mma_scale(m, mn, 1.0)
-            aw.mma_scale(mc, mcn, 1.0)
     aw.async_wait(0)
     for j in aw.static_range(D // 16):
         aw.mma_div(of[j], of[j], lf)
         aw.mma_store(o, of[j], qrow0 * D + 16 * j, D)
     aw.barrier()  # every wave is done with the ring: it stages the per-row m*c and l
-    aw.mma_store(ring, mc, 32 * wv, 0)
+    aw.mma_scale(mcn, m, c)
+    aw.mma_store(ring, mcn, 32 * wv, 0)
     aw.mma_store(ring, lf, 32 * wv + 16, 0)
     aw.barrier()
-    for e0 in range(0, 16, aw.wave_width()):
+    # every lane stores (no lane-dependent branch, so the kernel's control flow stays warp-uniform):
+    # lse holds 16 copies of a row's value, row-major (rows, 16)
+    for e0 in range(0, 256, aw.wave_width()):  # a uniform loop (W divides 256)
         e = e0 + aw.lane_id()
-        if e < 16:
-            x = (ring[32 * wv + e, 0] + aw.fast_log2(ring[32 * wv + 16 + e, 0])) * LN2
-            lse[qrow0 + e] = x
+        x = (ring[32 * wv + e // 16, e % 16] + aw.fast_log2(ring[32 * wv + 16 + e // 16, e % 16])) * LN2
+        lse[qrow0 * 16 + e] = x
 
 
 @aw.func
@@ -231,11 +231,64 @@ def attention_numpy(q: Any, k: Any, v: Any, causal: bool = False, scale: float |
 
     qp, kp, vp = pad(qb), pad(kb), pad(vb)
     o = np.zeros((B, Hq, Sp, D), np.float32)
-    lse = np.zeros((B, Hq, Sp), np.float32)
+    lse = np.zeros((B, Hq, Sp, 16), np.float32)
     W = wave_width or 32
     c = np.float32(np.float32(sc) * np.float32(math.log2(math.e)))
     attention_fast_kernel(qp.reshape(-1), kp.reshape(-1).view(np.float32), vp.reshape(-1).view(np.float32),
                           o.reshape(-1), lse.reshape(-1), S, Sp, Hq, Hkv, c, grid=(Sp // blk, Hq, B),
                           workgroup=(4 * GR * W, 1, 1), target=target, wave_width=W, D=D, GR=GR, W=W,
                           causal=causal, f16=f16)
-    return o[:, :, :S], lse[:, :, :S]
+    return o[:, :, :S], lse[:, :, :S, 0]
+
+
+def forward(q: Any, k: Any, v: Any, causal: bool = False, scale: float | None = None, *,
+            GR: int = 2) -> tuple[Any, Any]:
+    """Flash attention forward (the ``fast`` variant) on CUDA tensors: ``(o, lse)``.
+
+    Args:
+        q: (B, Hq, S, D), k, v: (B, Hkv, S, D) torch tensors on one CUDA device, all bf16 or all
+            f16, contiguous (SDPA's layout); D 64 or 128; Hkv dividing Hq (query head h reads KV
+            head h // (Hq / Hkv)).
+        causal: key j visible to query i iff j <= i. scale: default 1/sqrt(D).
+        GR: wave groups (64 query rows each) per workgroup.
+    Returns: o (B, Hq, S, D) in the input dtype (the kernel's f32 result rounded once) and lse
+        (B, Hq, S) float32 (natural log).
+    Accuracy (class ``bounded``): see :mod:`anywave.kernels.attention_fast`; the tests hold o
+    within ``8 · 2^-8 · max|v|`` (P rounded to 8 significant bits, bf16) and lse within
+    ``2^-12 · (1 + |lse|)`` of the float64 reference on the rounded inputs.
+    Raises: KernelInputError for tensors off CUDA, of another dtype, not contiguous, or of shapes
+        outside the above.
+    """
+    import torch
+
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(x, torch.Tensor):
+            raise KernelInputError(f"attention_fast.forward: {name} must be a torch tensor, got {type(x).__name__}")
+        if x.device.type != "cuda":
+            raise KernelInputError(f"attention_fast.forward: {name} is on {x.device}; this kernel runs on CUDA "
+                                   "devices (the emulator path is attention_numpy)")
+        if x.dtype not in (torch.bfloat16, torch.float16) or x.dtype != q.dtype:
+            raise KernelInputError(f"attention_fast.forward: q, k, v must all be bfloat16 or all float16, got "
+                                   f"{q.dtype}, {k.dtype}, {v.dtype}")
+        if not x.is_contiguous():
+            raise KernelInputError(f"attention_fast.forward: {name} must be contiguous (B, H, S, D)")
+        if x.device != q.device:
+            raise KernelInputError(f"attention_fast.forward: q is on {q.device} but {name} on {x.device}")
+    check_shapes(tuple(q.shape), tuple(k.shape), tuple(v.shape), "attention_fast.forward")
+    B, Hq, S, D = q.shape
+    Hkv = k.shape[1]
+    sc = 1.0 / math.sqrt(D) if scale is None else float(scale)
+    blk = 64 * GR
+    Sp = -(-S // blk) * blk
+    if Sp != S:
+        pad = (0, 0, 0, Sp - S)
+        q, k, v = (torch.nn.functional.pad(x, pad).contiguous() for x in (q, k, v))
+    o = torch.empty((B, Hq, Sp, D), dtype=torch.float32, device=q.device)
+    lse = torch.empty((B, Hq, Sp, 16), dtype=torch.float32, device=q.device)
+    c = float(np.float32(np.float32(sc) * np.float32(math.log2(math.e))))
+    with torch.cuda.device(q.device):
+        attention_fast_kernel(q.view(torch.uint16), k.view(torch.float32), v.view(torch.float32), o, lse, S, Sp, Hq,
+                              Hkv, c, grid=(Sp // blk, Hq, B), workgroup=(4 * GR * 32, 1, 1), target="cuda", D=D,
+                              GR=GR, W=32, causal=bool(causal), f16=q.dtype == torch.float16)
+    out = o[:, :, :S].to(q.dtype)
+    return out, lse[:, :, :S, 0]
