@@ -100,7 +100,8 @@ def main() -> None:
                 kk, vv = k.repeat_interleave(4, 1), v.repeat_interleave(4, 1)
                 ro, rl = zip(*ref64(q, kk, vv, causal, [0, 5]), strict=True)
                 chk = {"dtype": str(dt), "D": D, "causal": causal, "shape": "B2 Hq8 Hkv2 S1000",
-                       "max_abs_err_o": max(float((o[0, h].double() - r).abs().max()) for h, r in zip([0, 5], ro, strict=True)),
+                       "max_abs_err_o": max(float((o[0, h].double() - r).abs().max())
+                                            for h, r in zip([0, 5], ro, strict=True)),
                        "max_abs_err_lse": max(float((lse[0, h].double() - r).abs().max())
                                               for h, r in zip([0, 5], rl, strict=True))}
                 print(json.dumps(chk), flush=True)
