@@ -693,6 +693,7 @@ _def("mma.wait", C, "fwait", (Operand.IMM32,), T.U32,
      cap=_WAVE_FRAG, flags=WC, pure=False)
 del gn, asy, what
 
+_ACC_CAP = _WAVE_FRAG | Capability.MMA_ACC
 # wave-group MMA with B given transposed (docs/spec.md §8.14): the tile holds B^T, N rows of 16-bit
 # elements along k (a key-major K block for Q K^T), 128-byte swizzled; appended after mma.wait
 for asy in (False, True):
@@ -703,7 +704,7 @@ for asy in (False, True):
                  f"accumulators fD..fD+{gn // 16 - 1} += fragment A x B, B's transpose (N = {gn} rows of 16 "
                  f"{t.spelling} along k) in local memory in the swizzled row layout" + (" (in flight until an "
                  "mma.wait)" if asy else ""),
-                 det=Determinism.BOUNDED, cap=_WAVE_FRAG, flags=WC | Flag.LOAD, src_type=t,
+                 det=Determinism.BOUNDED, cap=_ACC_CAP, flags=WC | Flag.LOAD, src_type=t,
                  variant=f"n{gn}.bt.{'async.' if asy else ''}m16n16k16", pure=False if asy else None)
 del gn, asy
 
@@ -714,25 +715,25 @@ for rn in ROW_N:
     _def(f"mma.rowmax.n{rn}.m16n16k16.f32", C, "frowmax", (FD, FS, FS), T.F32,
          f"d[i][j] = max(c[i][j], max over the {rn} columns of row i of the strip a..a+{rn // 16 - 1}) "
          "(maximumNumber; a zero result's sign unspecified)",
-         det=Determinism.BOUNDED, cap=_WAVE_FRAG, flags=WC, variant=f"n{rn}.m16n16k16")
+         det=Determinism.BOUNDED, cap=_ACC_CAP, flags=WC, variant=f"n{rn}.m16n16k16")
     _def(f"mma.rowsum.n{rn}.m16n16k16.f32", C, "frowsum", (FD, FS, FS), T.F32,
          f"d[i][j] = c[i][j] + the sum of the {rn} columns of row i of the strip a..a+{rn // 16 - 1} (f32, "
          "order implementation-defined)",
-         det=Determinism.BOUNDED, cap=_WAVE_FRAG, flags=WC, variant=f"n{rn}.m16n16k16")
+         det=Determinism.BOUNDED, cap=_ACC_CAP, flags=WC, variant=f"n{rn}.m16n16k16")
 _def("mma.exp2.m16n16k16.f32", C, "fexp2", (FD, FS, FS, S), T.F32,
      "d[i][j] ~ 2^(fma(a[i][j], rS, -b[i][j])) (exp2 within 2 ulp)",
-     det=Determinism.BOUNDED, cap=_WAVE_FRAG, flags=WC, variant="m16n16k16")
+     det=Determinism.BOUNDED, cap=_ACC_CAP, flags=WC, variant="m16n16k16")
 _def("mma.mul.m16n16k16.f32", C, "fmul", (FD, FS, FS), T.F32, "d = a * b element-wise (f32, nearest even)",
-     det=NAN_, cap=_WAVE_FRAG, flags=WC, variant="m16n16k16")
+     det=NAN_, cap=_ACC_CAP, flags=WC, variant="m16n16k16")
 _def("mma.div.m16n16k16.f32", C, "fdiv", (FD, FS, FS), T.F32,
-     "d = a / b element-wise (f32, correctly rounded)", det=NAN_, cap=_WAVE_FRAG, flags=WC, variant="m16n16k16")
+     "d = a / b element-wise (f32, correctly rounded)", det=NAN_, cap=_ACC_CAP, flags=WC, variant="m16n16k16")
 _def("mma.mask.m16n16k16.f32", C, "fmask", (FD, FS, S, S), T.F32,
-     "d[i][j] = a[i][j] if j - i <= rA and j < rB (signed) else -inf", det=DET, cap=_WAVE_FRAG, flags=WC,
+     "d[i][j] = a[i][j] if j - i <= rA and j < rB (signed) else -inf", det=DET, cap=_ACC_CAP, flags=WC,
      variant="m16n16k16")
 for t in (T.F16, T.BF16):
     _def(f"mma.cvt.a.m16n16k16.{t.spelling}", C, "fcvt", (FD, FS), t,
          f"A fragment d = accumulator a rounded to {t.spelling} (nearest even), element (i, j) to (i, k = j)",
-         det=NAN_, cap=_WAVE_FRAG, flags=WC, src_type=T.F32, variant="a.m16n16k16")
+         det=NAN_, cap=_ACC_CAP, flags=WC, src_type=T.F32, variant="a.m16n16k16")
 del FD, FS, rn
 
 INSTRUCTIONS: tuple[InstrDef, ...] = tuple(_RECORDS)
