@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING
 from anywave.backends import cfamily_async, cfamily_mma
 from anywave.backends.lowering.arith import div_rule, narrowing_steps
 from anywave.backends.lowering.collectives import butterfly_steps, exclusive_first, identity, kogge_stone_steps
-from anywave.backends.lowering.fragments import ACC_OP_KEYS, ACC_OP_REFUSAL, GROUP_BT_MNEMONICS, GROUP_BT_REFUSAL
 from anywave.binary.module import DeviceAddr, Instruction, LocalAddr
 from anywave.isa import dispatch
 from anywave.isa.mma import MMA_SREG_VALUES
@@ -550,10 +549,6 @@ C_DISPATCH.register({
     "cvt.cvt": _cvt, "cvt.cvt_pack": _cvt_pack,
     "sync.*": _no_stmt, "ctl.*": _no_stmt,
 })
-# the transposed wave-group MMA and the accumulator row/element operations (spec §8.14): this
-# backend's accumulators are spread over the lanes in its own layout and it has no lowering for them yet
-C_DISPATCH.refuse(ACC_OP_KEYS, ACC_OP_REFUSAL)
-C_DISPATCH.refuse(GROUP_BT_MNEMONICS, GROUP_BT_REFUSAL)
 
 
 def handler(defn: InstrDef) -> _Handler:

@@ -25,11 +25,11 @@ def fragment_slots(module: Module, code: Iterable[Instruction]) -> dict[int, Fra
     return out
 
 
-#: semantic keys of the accumulator row and element operations (spec §8.14) that the C-family
-#: and SPIR-V backends refuse (their accumulators are spread over the lanes; no lowering yet)
+#: semantic keys of the accumulator row and element operations (spec §8.14) that the SPIR-V
+#: backend refuses (no lowering yet)
 ACC_OP_KEYS = tuple(f"mma.{op}" for op in ("frowmax", "frowsum", "fexp2", "fmul", "fdiv", "fmask", "fcvt"))
 ACC_OP_REFUSAL = ("the accumulator row/element operations (mma.rowmax, rowsum, exp2, mul, div, mask, cvt.a) "
-                  "have a lowering only in the emulator and the PTX backend so far")
-#: the mnemonics of ``mma.group.bt`` (B given transposed), refused by the same backends
+                  "have no SPIR-V lowering yet (the emulator, PTX and the C-family backends have one)")
+#: the mnemonics of ``mma.group.bt`` (B given transposed), refused by the same backend
 GROUP_BT_MNEMONICS = tuple(d.mnemonic for d in INSTRUCTIONS if d.op == "fgmma" and group_bt(d))
-GROUP_BT_REFUSAL = "mma.group.bt (B given transposed) has a lowering only in the emulator and the PTX backend so far"
+GROUP_BT_REFUSAL = "mma.group.bt (B given transposed) has no SPIR-V lowering yet"
