@@ -128,8 +128,8 @@ def _target_widths(name: str) -> tuple[int, ...]:
     return st.infos[0].wave_widths
 
 
-@pytest.mark.parametrize("target", ["opencl", pytest.param("sycl", marks=pytest.mark.slow)])
-def test_c_family_targets_within_the_bound_and_batch_invariant(target):
+@pytest.mark.parametrize("target", ["opencl", "vulkan", pytest.param("sycl", marks=pytest.mark.slow)])
+def test_cpu_targets_within_the_bound_and_batch_invariant(target):
     widths = _target_widths(target)
     W = 16 if 16 in widths else widths[0]
     rng = np.random.default_rng(11)

@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from anywave.backends.lowering.fragments import ACC_OP_KEYS, ACC_OP_REFUSAL, GROUP_BT_MNEMONICS, GROUP_BT_REFUSAL
 from anywave.backends.spirv_asm import SCOPE, SEM
 from anywave.backends.spirv_mma import HANDLERS as FRAGMENT_HANDLERS
 from anywave.binary.module import Instruction
@@ -775,7 +774,3 @@ SPIRV.register({
     "ctl.nop": _no_stmt,
 })
 SPIRV.register(["ctl.*", "sync.barrier", "sync.fence"], None)  # the walk's (spirv._Lowering)
-# the transposed wave-group MMA and the accumulator row/element operations (spec §8.14): this
-# backend's accumulators are spread over the lanes in its own layout and it has no lowering for them yet
-SPIRV.refuse(ACC_OP_KEYS, ACC_OP_REFUSAL)
-SPIRV.refuse(GROUP_BT_MNEMONICS, GROUP_BT_REFUSAL)

@@ -275,9 +275,11 @@ def _group_mma(t: str, n: int, groups: int = 2, bt: bool = False) -> Case:
     f64 = np.float64
     p, pad = _GROUP_P[n]
     tile = (n // 64 - 1) * p + 32 * 128  # bytes of one 32-deep tile (its last panel holds 32 rows)
-    if bt:  # Bᵀ: n rows of 128 bytes (the 32 k of both steps in the first 64 bytes of each row)
-        p, pad, tile = 0, (0 if n == 256 else 1024), 128 * n
-    assert tile % 1024 == 0 and pad % 1024 == 0
+    local = pad + 2 * tile
+    if bt:  # Bᵀ: n rows of 128 bytes, tile t in the k = 32 t .. 32 t + 31 of each (64 bytes in)
+        p, pad, tile = 0, (0 if n == 256 else 1024), 64
+        local = pad + 128 * n
+    assert (bt or tile % 1024 == 0) and pad % 1024 == 0
     threads = _group_threads(n)
     rows = 16 * groups * (threads // 8)  # A / C rows at the widest case, W = 8
     A = (rng.integers(-6, 7, (rows, 32)) / 2).astype(dt)
@@ -287,12 +289,12 @@ def _group_mma(t: str, n: int, groups: int = 2, bt: bool = False) -> Case:
     # (16 fills took half the Intel OpenCL CPU compiler's time for this kernel at N = 256)
     fill = np.zeros(nf, np.float32)
     fill[0], fill[-1] = -5.25, 2.75
-    image = np.zeros((pad + 2 * tile) // 2, np.uint16)
+    image = np.zeros(local // 2, np.uint16)
     kk, nn = np.meshgrid(np.arange(32), np.arange(n), indexing="ij")
-    where = _bt_offset(kk, nn) if bt else _swizzled(kk, nn, p)
     for ti in range(2):
-        image[(pad + ti * tile + where) // 2] = Bt[ti].view(np.uint16)
-    assert len(np.unique(where)) == kk.size  # the layout is one-to-one
+        where = _bt_offset(kk + 32 * ti, nn) if bt else ti * tile + _swizzled(kk, nn, p)
+        assert len(np.unique(where)) == kk.size  # the layout is one-to-one
+        image[(pad + where) // 2] = Bt[ti].view(np.uint16)
     D, FA = 3, 31  # the strip f3.. (not at f0) and A in the last slot
     mm = f"m16n{n}k16.f32.{t}"
     body = [
@@ -339,14 +341,15 @@ def _group_mma(t: str, n: int, groups: int = 2, bt: bool = False) -> Case:
         name, "mma_acc" if bt else "mma_group",
         kernel_text(name, [("a", "buffer", "u16", "read"), ("bimg", "buffer", "u32", "read"),
                            ("out", "buffer", "u32", "write")],
-                    body, local_memory=pad + 2 * tile),
+                    body, local_memory=local),
         (groups, 1, 1), (threads, 1, 1),
         {"a": A.reshape(-1).view(np.uint16).copy(), "bimg": image.view(np.uint32).copy(),
          "out": out_buffer(rows * n, 32)},
         expected,
         requires=("mma", "wave_ops", t) + (("mma_acc",) if bt else ()),
         description=(f"mma.group.bt m16n{n}k16 {t}: two groups per workgroup on different Bᵀ tiles in the "
-                     f"swizzled row layout (immediates {pad} and {pad + 32}), two 16-deep steps " if bt else
+                     f"swizzled row layout (tile t at byte {pad} + 64 t, steps 32 bytes apart), two 16-deep steps "
+                     if bt else
                      f"mma.group m16n{n}k16 {t}: two groups per workgroup on different B tiles in the "
                      f"swizzled panel layout (P = {p}, immediates {pad} and {pad + 2048}), two 16-deep steps ")
                     + "(the second asynchronous, then mma.wait 0) accumulating onto a strip f3.. (ends filled)",

@@ -222,8 +222,8 @@ def check_shapes(qs: tuple[int, ...], ks: tuple[int, ...], vs: tuple[int, ...], 
 def attention_numpy(q: Any, k: Any, v: Any, causal: bool = False, scale: float | None = None, *,
                     f16: bool = False, target: str = "emulator", wave_width: int | None = None,
                     GR: int = 1) -> tuple[np.ndarray, np.ndarray]:
-    """The kernel on NumPy arrays (the emulator by default; the CUDA and C-family targets run it
-    too, the SPIR-V target refuses its accumulator operations): ``(o, lse)``.
+    """The kernel on NumPy arrays (the emulator by default; any target offering ``mma_acc`` runs it:
+    OpenCL, SYCL, Vulkan, CUDA): ``(o, lse)``.
 
     Args:
         q: (B, Hq, S, D), k, v: (B, Hkv, S, D) float arrays (rounded to bf16, or f16 with

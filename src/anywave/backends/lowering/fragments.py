@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from anywave.binary.module import Instruction, Module, reachable_functions
-from anywave.isa.mma import FragKind, group_bt, operand_slots
-from anywave.isa.table import INSTRUCTIONS, Category
+from anywave.isa.mma import FragKind, operand_slots
+from anywave.isa.table import Category
 
 
 def fragment_slots(module: Module, code: Iterable[Instruction]) -> dict[int, FragKind]:
@@ -24,12 +24,3 @@ def fragment_slots(module: Module, code: Iterable[Instruction]) -> dict[int, Fra
                     out.setdefault(v, k)
     return out
 
-
-#: semantic keys of the accumulator row and element operations (spec §8.14) that the SPIR-V
-#: backend refuses (no lowering yet)
-ACC_OP_KEYS = tuple(f"mma.{op}" for op in ("frowmax", "frowsum", "fexp2", "fmul", "fdiv", "fmask", "fcvt"))
-ACC_OP_REFUSAL = ("the accumulator row/element operations (mma.rowmax, rowsum, exp2, mul, div, mask, cvt.a) "
-                  "have no SPIR-V lowering yet (the emulator, PTX and the C-family backends have one)")
-#: the mnemonics of ``mma.group.bt`` (B given transposed), refused by the same backend
-GROUP_BT_MNEMONICS = tuple(d.mnemonic for d in INSTRUCTIONS if d.op == "fgmma" and group_bt(d))
-GROUP_BT_REFUSAL = "mma.group.bt (B given transposed) has no SPIR-V lowering yet"
