@@ -85,6 +85,8 @@ def _all_entries_module(skip: set[str] = frozenset()) -> Module:
                for i, k in enumerate(d.operands)]
         if d.op == "fgmma":  # mma.group: its accumulator strip in f16..f31 (16 slots at most), B at 1024
             ops[0], ops[2] = 16, LocalAddr(2, 1024)
+        if d.op in ("frowmax", "frowsum"):  # a row reduction's strip (8 slots at most): f16.. as well
+            ops[1] = 16
         code.append(Instruction(d, tuple(ops)))
     code.append(Instruction.make("loop"))
     code.append(Instruction.make("if", Pred(3)))

@@ -27,7 +27,7 @@ from typing import Any
 
 from anywave.backends.lowering.fragments import fragment_slots
 from anywave.binary.module import DeviceAddr, Instruction, Module
-from anywave.isa.mma import FragKind, fragment_kinds, group_n
+from anywave.isa.mma import FragKind, fragment_kinds, group_bt, group_n, row_n
 from anywave.isa.types import ScalarType as T
 
 
@@ -186,12 +186,19 @@ def _fgmma(x: Any, ins: Instruction) -> list[str]:
     # N/16 unrolled nests took Intel's OpenCL CPU compiler ~1.3x as long to build
     get = " : ".join(f"jj == {jj}u ? aw_f{d + jj}[j]" for jj in range(nf - 1)) + f" : aw_f{d + nf - 1}[j]"
     put = " ".join(f"case {jj}u: aw_f{d + jj}[j] = v; break;" for jj in range(nf - 1))
-    out = [f"  const u32 aw_gp = r{rp};", f"  {x.d.local_ptr('u8')} aw_gb = {_ptr(x, addr, 'u8')};",
+    if group_bt(ins.defn):  # B transposed: the swizzled row layout (group_bt_offset), k from (L mod 1024) / 2
+        boff = ("128u * n + 16u * (((aw_gu / 2u + kk) / 8u) ^ (n % 8u)) + 2u * ((aw_gu / 2u + kk) % 8u)")
+        pre = [f"  const u32 aw_gu = (r{addr.reg} + {addr.offset}u) % 1024u;",
+               f"  {x.d.local_ptr('u8')} aw_gb = {_ptr(x, addr, 'u8')} - aw_gu;"]
+    else:
+        boff = "(n / 64u) * aw_gp + 128u * kk + 16u * (((n % 64u) / 8u) ^ (kk % 8u)) + 2u * (n % 8u)"
+        pre = [f"  const u32 aw_gp = r{rp};", f"  {x.d.local_ptr('u8')} aw_gb = {_ptr(x, addr, 'u8')};"]
+    out = [*pre,
            f"  {_NO_UNROLL} for (u32 jj = 0; jj < {nf}u; ++jj) {{",
            f"    {_NO_UNROLL} for (u32 j = 0; j < {n}u; ++j) {{ const u32 e = {_acc_e(x.W, 'j')}, "
            f"i = e / 16u, n = 16u * jj + e % 16u; float s = {get};",
            f"      {_NO_UNROLL} for (u32 kk = 0; kk < 16u; ++kk) s = {fma}(aw_f{a}[i * 16u + kk], {conv}((u32)*(({lp})("
-           f"aw_gb + (n / 64u) * aw_gp + 128u * kk + 16u * (((n % 64u) / 8u) ^ (kk % 8u)) + 2u * (n % 8u)))), s);",
+           f"aw_gb + {boff}))), s);",
            f"      const float v = AW_F32(aw_c32(s)); switch (jj) {{ {put} default: aw_f{d + nf - 1}[j] = v; }} }}",
            "  }"]
     return [x.d.wave_barrier, "if (ex) {", *out, "}", x.d.wave_barrier]
@@ -217,8 +224,75 @@ def _felementwise(x: Any, ins: Instruction) -> list[str]:
     return [f"if ({_cond(ins, wave)}) {{", "  " + body, "}"]
 
 
+def _lane_of(W: int) -> tuple[str, str]:
+    """C expressions (lane, slot) holding tile element ``e`` of an accumulator (the inverse of
+    :func:`_acc_e`)."""
+    if W < 16:
+        return f"(e % {W}u)", f"(e / {W}u)"
+    if W == 16:
+        return "(e % 16u)", "(e / 16u)"
+    if W == 32:
+        return "(16u * ((e / 16u) % 2u) + e % 16u)", "(e / 32u)"
+    return "(16u * ((e / 16u) / 4u) + e % 16u)", "((e / 16u) % 4u)"
+
+
+def _facc(x: Any, ins: Instruction) -> list[str]:
+    """The accumulator operations (spec §8.14) on this backend's layout: element-wise per slot; a
+    row reduction combines a lane's slots of one row (W = 8: slots 2r and 2r + 1), then the lanes
+    holding the row by butterfly shuffles (16 lanes, W = 8: 8); ``cvt.a`` gathers all 256 elements
+    into every lane (A fragments are whole in each lane) by shuffles."""
+    op = ins.defn.op
+    ops = ins.operands
+    W = x.W
+    k = fragment_kinds(ins.defn)[1]
+    n = k.elems // W
+    e = _acc_e(W, "j")
+    d = ops[0]
+    sh = x.d.shuffle
+    if op in ("frowmax", "frowsum"):
+        nf = row_n(ins.defn) // 16
+        fn = "aw_maxnum({a}, {b})" if op == "frowmax" else "(({a}) + ({b}))"
+        part = " ".join(f"p = {fn.format(a='p', b=f'aw_f{ops[1] + f}[j]')};" for f in range(1, nf))
+        lines = [f"float aw_red[{n}];",
+                 f"for (u32 j = 0; j < {n}u; ++j) {{ float p = aw_f{ops[1]}[j]; {part} aw_red[j] = p; }}"]
+        if W < 16:  # slots 2r, 2r + 1 hold row r
+            pair = fn.format(a="aw_red[j]", b="aw_red[j + 1u]")
+            lines.append(f"for (u32 j = 0; j < {n}u; j += 2u) {{ const float p = {pair}; "
+                         "aw_red[j] = p; aw_red[j + 1u] = p; }")
+        for m in ((1, 2, 4) if W < 16 else (1, 2, 4, 8)):
+            other = sh("aw_c32(aw_red[j])", f"aw_lane ^ {m}u")
+            lines.append(f"for (u32 j = 0; j < {n}u; ++j) {{ const float o = AW_F32({other}); "
+                         f"aw_red[j] = {fn.format(a='aw_red[j]', b='o')}; }}")
+        res = fn.format(a=f"aw_f{ops[2]}[j]", b="aw_red[j]")
+        # the shuffles run in every lane (a wave-scope instruction has all or none executing); the
+        # results are written only where it executes (the walk also passes it with no lane active)
+        lines.append(f"if (ex) for (u32 j = 0; j < {n}u; ++j) aw_f{d}[j] = AW_F32(aw_c32({res}));")
+        return [x.d.wave_barrier, "{", *("  " + ln for ln in lines), "}"]
+    if op == "fexp2":
+        body = (f"for (u32 j = 0; j < {n}u; ++j) aw_f{d}[j] = AW_F32(aw_c32({x.d.math['ex2']}({x.d.math['fma']}("
+                f"aw_f{ops[1]}[j], AW_F32(r{ops[3]}), -aw_f{ops[2]}[j]))));")
+    elif op in ("fmul", "fdiv"):
+        sym = "*" if op == "fmul" else "/"
+        body = (f"for (u32 j = 0; j < {n}u; ++j) aw_f{d}[j] = "
+                f"AW_F32(aw_c32(aw_f{ops[1]}[j] {sym} aw_f{ops[2]}[j]));")
+    elif op == "fmask":
+        body = (f"for (u32 j = 0; j < {n}u; ++j) {{ const u32 e = {e}; "
+                "const i32 aw_dj = (i32)(e % 16u) - (i32)(e / 16u); "
+                f"if (!(aw_dj <= (i32)r{ops[2]} && (i32)(e % 16u) < (i32)r{ops[3]})) aw_f{d}[j] = AW_F32(0xFF800000u); "
+                f"else aw_f{d}[j] = aw_f{ops[1]}[j]; }}")
+    else:  # fcvt: every lane gathers the whole tile, rounded to the A fragment's type
+        lane, slot = _lane_of(W)
+        rnd = "aw_bf2f(aw_f2bf({v}))" if ins.defn.type is T.BF16 else "aw_h2f(aw_f2h({v}))"
+        got = sh(f"aw_c32(aw_f{ops[1]}[{slot}])", lane)
+        body = (f"for (u32 e = 0; e < 256u; ++e) {{ const float v = AW_F32({got}); "
+                f"if (ex) aw_f{d}[e] = {rnd.format(v='v')}; }}")
+        return [x.d.wave_barrier, "{", "  " + body, "}"]
+    return ["if (ex) {", "  " + body, "}"]
+
+
 HANDLERS = {"fload": _fload, "fstore": _fstore, "fmma": _fmma, "ffill": _felementwise,
-            "fscale": _felementwise, "fbias": _felementwise, "fgmma": _fgmma}
+            "fscale": _felementwise, "fbias": _felementwise, "fgmma": _fgmma,
+            **{op: _facc for op in ("frowmax", "frowsum", "fexp2", "fmul", "fdiv", "fmask", "fcvt")}}
 
 
 def _fwait(x: Any, ins: Instruction) -> list[str]:

@@ -32,7 +32,7 @@ from typing import Any
 from anywave.backends.lowering.fragments import fragment_slots
 from anywave.binary.module import DeviceAddr, Instruction, Kernel, LocalAddr, Module, Pred, reachable_functions
 from anywave.binary.structure import If, Loop, parse
-from anywave.isa.mma import GROUP_ALIGN, FragKind, fragment_kinds, group_async, group_n
+from anywave.isa.mma import GROUP_ALIGN, FragKind, fragment_kinds, group_async, group_bt, group_n, row_n
 from anywave.isa.table import Category, Flag, Operand
 from anywave.isa.types import ScalarType as T
 from anywave.isa.types import SpecialRegister as SR
@@ -507,7 +507,50 @@ def _e_fgmma(b: Any, ins: Instruction) -> None:
     b(f"add.u32 {sa}, {sa}, %r{addr.reg};")
     if addr.offset:
         b(f"add.u32 {sa}, {sa}, {addr.offset};")
-    if b.kx.arch == WGMMA_ARCH:
+    bt = group_bt(ins.defn)
+    if b.kx.arch == WGMMA_ARCH and bt:
+        # B transposed = wgmma's K-major B: 128-byte swizzle, stride byte offset 1024 (8 rows of
+        # 128 B), leading byte offset unused (1); a step of 16 k is +32 bytes of the start address
+        lo, hi, dsc = b.t(), b.t(), b.t("b64")
+        b(f"bfe.u32 {lo}, {sa}, 4, 14;")
+        b(f"or.b32 {lo}, {lo}, 0x10000;")
+        b(f"mov.b32 {hi}, {(GROUP_ALIGN >> 4) | (1 << 30)};")
+        b(f"mov.b64 {dsc}, {{{lo}, {hi}}};")
+        dd = ", ".join(frag_reg(d + j, i) for j in range(n // 16) for i in range(8))
+        b("wgmma.fence.sync.aligned;")
+        b(f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ab}.{ab} {{{dd}}}, {{{a}}}, {dsc}, 1, 1, 1, 0;")
+        b("wgmma.commit_group.sync.aligned;")
+        if not group_async(ins.defn):
+            b.kx.wgmma_pending.add((ins.defn.mnemonic, d, fa))
+    elif bt:
+        # per 16 columns j: ldmatrix (not transposed) of B^T's rows n = 16j + 8(l >> 4) + (l & 7),
+        # 16-byte chunk (L mod 1024)/16 + ((l >> 3) & 1) of the row, xor (n mod 8): pieces b0..b3
+        lb, nn, ch, x, lo = b.t(), b.t(), b.t(), b.t(), b.t()
+        b(f"and.b32 {lo}, {sa}, 1023;")  # (L mod 1024) / 16: the first chunk of the step
+        b(f"shr.u32 {lo}, {lo}, 4;")
+        b(f"and.b32 {lb}, {sa}, 0xFFFFFC00;")  # the swizzle atom's base
+        b(f"shr.u32 {nn}, %sr_lane, 4;")
+        b(f"shl.b32 {nn}, {nn}, 3;")
+        b(f"and.b32 {x}, %sr_lane, 7;")
+        b(f"add.u32 {nn}, {nn}, {x};")  # n within the 16 columns
+        b(f"shr.u32 {ch}, %sr_lane, 3;")
+        b(f"and.b32 {ch}, {ch}, 1;")
+        b(f"add.u32 {ch}, {ch}, {lo};")
+        regs = [b.t() for _ in range(4)]
+        for j in range(n // 16):
+            la, sw = b.t(), b.t()
+            b(f"add.u32 {la}, {nn}, {16 * j};")
+            b(f"and.b32 {sw}, {la}, 7;")
+            b(f"xor.b32 {sw}, {sw}, {ch};")
+            b(f"shl.b32 {la}, {la}, 7;")
+            b(f"mad.lo.u32 {la}, {sw}, 16, {la};")
+            b(f"add.u32 {la}, {la}, {lb};")
+            b(f"ldmatrix.sync.aligned.m8n8.x4.shared.b16 {{{', '.join(regs)}}}, [{la}];")
+            for h in range(2):
+                cc = ", ".join(frag_reg(d + j, 4 * h + i) for i in range(4))
+                b(f"mma.sync.aligned.m16n8k16.row.col.f32.{ab}.{ab}.f32 {{{cc}}}, {{{a}}}, "
+                  f"{{{regs[2 * h]}, {regs[2 * h + 1]}}}, {{{cc}}};")
+    elif b.kx.arch == WGMMA_ARCH:
         lo, lb, hi, dsc = b.t(), b.t(), b.t(), b.t("b64")
         b(f"bfe.u32 {lo}, {sa}, 4, 14;")  # start address >> 4 in bits 0..13
         b(f"shl.b32 {lb}, %r{rp}, 12;")  # leading byte offset >> 4 in bits 16..29
@@ -549,8 +592,89 @@ def _e_fgmma(b: Any, ins: Instruction) -> None:
     _end_guard(b, guard)
 
 
+def _e_facc(b: Any, ins: Instruction) -> None:
+    """The accumulator row and element operations (spec §8.14) on the m16n8 layouts above: a
+    lane holds rows ``g`` (c0, c1, c4, c5) and ``g + 8`` (c2, c3, c6, c7) of each accumulator, the
+    four lanes of a quad (``t`` = 0..3) the 16 columns of a row, so a row reduction is the lane's
+    own values then two butterfly shuffles (xor 1, 2) in the quad. ``exp2`` is ``ex2.approx.ftz``
+    of one ``fma.rn`` (within 2 ulp; a subnormal result may be flushed to zero); mul/div are
+    ``mul.rn``/``div.rn``; the A fragment of ``cvt`` packs c{2i}, c{2i+1} into a{i} (PTX's A and
+    C layouts of m16n8k16 agree pairwise)."""
+    op = ins.defn.op
+    ops = ins.operands
+    guard = _wave_guard(b)
+    d = ops[0]
+    if op in ("frowmax", "frowsum"):
+        nf = row_n(ins.defn) // 16
+        red = []
+        for r in range(2):
+            vals = [frag_reg(ops[1] + j, 4 * h + 2 * r + x) for j in range(nf) for h in range(2) for x in range(2)]
+            acc = b.t()
+            inst = "max.f32" if op == "frowmax" else "add.rn.f32"
+            if op == "frowsum":  # pairwise: the 4 nf values of the lane, then the quad
+                while len(vals) > 1:
+                    nxt = []
+                    for i in range(0, len(vals) - 1, 2):
+                        t = b.t()
+                        b(f"{inst} {t}, {vals[i]}, {vals[i + 1]};")
+                        nxt.append(t)
+                    if len(vals) % 2:
+                        nxt.append(vals[-1])
+                    vals = nxt
+                b(f"mov.b32 {acc}, {vals[0]};")
+            else:
+                b(f"{inst} {acc}, {vals[0]}, {vals[1]};")
+                for v in vals[2:]:
+                    b(f"{inst} {acc}, {acc}, {v};")
+            for m in (1, 2):
+                t = b.t()
+                b(f"shfl.sync.bfly.b32 {t}, {acc}, {m}, 31, 0xffffffff;")
+                b(f"{inst} {acc}, {acc}, {t};")
+            red.append(acc)
+        for i in range(8):
+            inst = "max.f32" if op == "frowmax" else "add.rn.f32"
+            b(f"{inst} {frag_reg(d, i)}, {frag_reg(ops[2], i)}, {red[(i >> 1) & 1]};")
+    elif op == "fexp2":
+        for i in range(8):
+            t = b.t()
+            b(f"neg.f32 {t}, {frag_reg(ops[2], i)};")
+            b(f"fma.rn.f32 {t}, {frag_reg(ops[1], i)}, %r{ops[3]}, {t};")
+            b(f"ex2.approx.ftz.f32 {frag_reg(d, i)}, {t};")
+    elif op in ("fmul", "fdiv"):
+        inst = "mul.rn.f32" if op == "fmul" else "div.rn.f32"
+        for i in range(8):
+            b(f"{inst} {frag_reg(d, i)}, {frag_reg(ops[1], i)}, {frag_reg(ops[2], i)};")
+    elif op == "fmask":
+        # element c{4h + 2r + x}: i = g + 8r, j = 8h + 2t + x; keep iff 8h + x - 8r <= diag - (2t - g)
+        # and 8h + x < cols - 2t
+        g, t = _gt(b)
+        dl, cl = b.t(), b.t()
+        b(f"shl.b32 {cl}, {t}, 1;")
+        b(f"sub.s32 {dl}, {cl}, {g};")
+        b(f"sub.s32 {dl}, %r{ops[2]}, {dl};")
+        b(f"sub.s32 {cl}, %r{ops[3]}, {cl};")
+        for h in range(2):
+            for r in range(2):
+                for x in range(2):
+                    i = 4 * h + 2 * r + x
+                    p, q = b.t("pred"), b.t("pred")
+                    b(f"setp.le.s32 {p}, {8 * h + x - 8 * r}, {dl};")
+                    b(f"setp.lt.s32 {q}, {8 * h + x}, {cl};")
+                    b(f"and.pred {p}, {p}, {q};")
+                    b(f"selp.b32 {frag_reg(d, i)}, {frag_reg(ops[1], i)}, 0xff800000, {p};")
+    else:  # fcvt
+        ty = "bf16x2" if ins.defn.type is T.BF16 else "f16x2"
+        tmp = [b.t() for _ in range(4)]
+        for i in range(4):
+            b(f"cvt.rn.{ty}.f32 {tmp[i]}, {frag_reg(ops[1], 2 * i + 1)}, {frag_reg(ops[1], 2 * i)};")
+        for i in range(4):
+            b(f"mov.b32 {frag_reg(d, i)}, {tmp[i]};")
+    _end_guard(b, guard)
+
+
 EMITTERS = {"fload": _e_fload, "fstore": _e_fstore, "fmma": _e_fmma, "ffill": _e_felementwise,
-            "fscale": _e_felementwise, "fbias": _e_felementwise, "fgmma": _e_fgmma, "fwait": _e_fwait}
+            "fscale": _e_felementwise, "fbias": _e_felementwise, "fgmma": _e_fgmma, "fwait": _e_fwait,
+            **{op: _e_facc for op in ("frowmax", "frowsum", "fexp2", "fmul", "fdiv", "fmask", "fcvt")}}
 
 
 def unsupported_reason(defn: Any, arch: int) -> str | None:

@@ -197,7 +197,8 @@ def _needs_f64(defn: InstrDef) -> bool:
     t, src, op = defn.type, defn.src_type, defn.op
     if T.F64 in (t, src):
         return True
-    if op in ("fma", "mma", "fmma", "fgmma") or (op in ("div", "sqrt") and t is not None and t.is_float):
+    if op in ("fma", "mma", "fmma", "fgmma", "fexp2", "fdiv") or (op in ("div", "sqrt") and t is not None
+                                                                   and t.is_float):
         return True  # exact emulation through f64
     if op == "rcp":
         return True

@@ -44,7 +44,7 @@ from anywave.backends.lowering.fragments import fragment_slots
 from anywave.backends.spirv_asm import SCOPE, SEM
 from anywave.binary.module import Instruction, LocalAddr
 from anywave.isa import semantics
-from anywave.isa.mma import FragKind, fragment_kinds, group_n
+from anywave.isa.mma import FragKind, fragment_kinds, group_bt, group_n, row_n
 from anywave.isa.types import ScalarType as T
 
 _Lowering = Any  # anywave.backends.spirv._Lowering (no import cycle)
@@ -211,9 +211,15 @@ def _fgmma(x: _Lowering, ins: Instruction) -> None:
     k = fragment_kinds(ins.defn)[0]
     bf = ins.defn.src_type is T.BF16
 
+    bt = group_bt(ins.defn)
+
     def body() -> None:
         base = x.byte_offset(addr.reg, addr.offset)
         pstride = x.r(rp)
+        if bt:  # the swizzled row layout: (L mod 1024) / 2 is the first k of the step
+            bmod = x.iand(base, x.c(1023))
+            base = x.op("ISub", x.u32, base, bmod)
+            k0 = x.shr(bmod, 1)
         for jj in range(group_n(ins.defn) // 16):
             def one(j: int, jj: int = jj) -> None:
                 e = _elem(x, k, j)
@@ -225,8 +231,13 @@ def _fgmma(x: _Lowering, ins: Instruction) -> None:
 
                 def step(kk: int) -> None:
                     av = _fetch(x, k, a, x.add(x.shl(i, 4), kk))
-                    swz = x.shl(x.op("BitwiseXor", x.u32, chunk, x.iand(kk, x.c(7))), 4)
-                    off = x.add(col, x.add(x.shl(kk, 7), swz))
+                    if bt:
+                        cc = x.add(k0, kk)
+                        swz = x.shl(x.op("BitwiseXor", x.u32, x.shr(cc, 3), x.iand(n, x.c(7))), 4)
+                        off = x.add(base, x.add(x.shl(n, 7), x.add(swz, x.shl(x.iand(cc, x.c(7)), 1))))
+                    else:
+                        swz = x.shl(x.op("BitwiseXor", x.u32, chunk, x.iand(kk, x.c(7))), 4)
+                        off = x.add(col, x.add(x.shl(kk, 7), swz))
                     w = x.load(x.word_ptr(addr, off))
                     h = x.op("BitFieldUExtract", x.u32, w, x.shl(x.iand(off, x.c(3)), 3), x.c(16))
                     bv = x.shl(h, 16) if bf else x.f32_bits(x.h2f(h))
@@ -272,8 +283,77 @@ def _felementwise(x: _Lowering, ins: Instruction) -> None:
     _scoped(x, k, None, body)
 
 
+def _facc(x: _Lowering, ins: Instruction) -> None:
+    """The accumulator operations (spec §8.14) on this backend's layout (element ``l + W*j`` in
+    word j of lane l, A fragments alike, so ``cvt.a`` is word by word): a row reduction combines
+    the strip's words of the row (W = 8: words 2r and 2r + 1 hold row r), then the lanes holding it
+    (16; W = 8: 8) by shuffles; exp2 of one exact fma, mul (NoContraction), the exact division."""
+    from anywave.backends.spirv_ops import _shuffle
+
+    op = ins.defn.op
+    ops = ins.operands
+    k = fragment_kinds(ins.defn)[1]
+    W = x.W
+    n = words_per_lane(k, W)
+    d = ops[0]
+
+    def f(w: int) -> int:
+        return x.bits_f32(x.load(w))
+
+    def body() -> None:
+        if op in ("frowmax", "frowsum"):
+            nf = row_n(ins.defn) // 16
+            step = 2 if W < 16 else 1
+
+            def comb(a: int, b: int) -> int:
+                return (x.bits_f32(x.minmax("max", T.F32, a, b)) if op == "frowmax"
+                        else x.fop("FAdd", x.f32, a, b))
+
+            def one(g: int) -> None:
+                js = [x.add(x.op("IMul", x.u32, g, x.c(step)), x.c(t)) for t in range(step)] if step > 1 else [g]
+                vals = [f(_word(x, ops[1] + q, j)) for j in js for q in range(nf)]
+                p = vals[0]
+                for v in vals[1:]:
+                    p = comb(p, v)
+                for m in ((1, 2, 4) if W < 16 else (1, 2, 4, 8)):
+                    o = x.bits_f32(_shuffle(x, x.f32_bits(p), x.op("BitwiseXor", x.u32, x.lane, x.c(m))))
+                    p = comb(p, o)
+                res = [comb(f(_word(x, ops[2], j)), p) for j in js]
+                for j, r in zip(js, res, strict=True):
+                    x.store(_word(x, d, j), _canon(x, x.f32_bits(r)))
+
+            _for(x, n // step, one)
+            return
+
+        def one(j: int) -> None:
+            a = f(_word(x, ops[1], j))
+            if op == "fexp2":
+                nb = x.bits_f32(x.op("BitwiseXor", x.u32, x.load(_word(x, ops[2], j)), x.c(0x80000000)))
+                e = x.bits_f32(x.fma_exact(a, x.bits_f32(x.r(ops[3])), nb, T.F32))
+                bits = _canon(x, x.f32_bits(x.ext(x.f32, "Exp2", e)))
+            elif op == "fmul":
+                bits = _canon(x, x.f32_bits(x.fop("FMul", x.f32, a, f(_word(x, ops[2], j)))))
+            elif op == "fdiv":
+                bits = _canon(x, x.div_exact(a, f(_word(x, ops[2], j))))
+            elif op == "fmask":
+                e = _elem(x, k, j)
+                dj = x.op("ISub", x.u32, x.iand(e, x.c(15)), x.shr(e, 4))
+                keep = x.and_(x.op("SLessThanEqual", x.bool_, dj, x.r(ops[2])),
+                              x.op("SLessThan", x.bool_, x.iand(e, x.c(15)), x.r(ops[3])))
+                bits = x.sel(x.u32, keep, x.load(_word(x, ops[1], j)), x.c(0xFF800000))
+            else:  # fcvt: word j of the A fragment = element j's value rounded to its type
+                h = x.fbits(a, ins.defn.type)
+                bits = x.shl(h, 16) if ins.defn.type is T.BF16 else x.f32_bits(x.h2f(h))
+            x.store(_word(x, d, j), bits)
+
+        _for(x, n, one)
+
+    _scoped(x, k, None, body)
+
+
 HANDLERS = {"fload": _fload, "fstore": _fstore, "fmma": _fmma, "ffill": _felementwise,
-            "fscale": _felementwise, "fbias": _felementwise, "fgmma": _fgmma}
+            "fscale": _felementwise, "fbias": _felementwise, "fgmma": _fgmma,
+            **{op: _facc for op in ("frowmax", "frowsum", "fexp2", "fmul", "fdiv", "fmask", "fcvt")}}
 
 
 def _fwait(x: _Lowering, ins: Instruction) -> None:

@@ -76,7 +76,7 @@ from anywave.binary.module import (
 )
 from anywave.binary.structure import parse as parse_structure
 from anywave.errors import SourceLoc, VerifyError
-from anywave.isa.mma import GROUP_ALIGN, MAX_FRAGMENTS, group_n, operand_slots
+from anywave.isa.mma import GROUP_ALIGN, MAX_FRAGMENTS, group_bt, group_n, operand_slots
 from anywave.isa.table import BY_OPCODE, MAX_ASYNC_WAIT, Category, Flag, InstrDef, Operand
 from anywave.isa.types import (
     BUFFER_TYPES,
@@ -557,7 +557,11 @@ class _Verifier:
         seen = self._frag_kinds.setdefault(id(k), {})
         if d.op == "fgmma":
             laddr = ins.operands[2]
-            if isinstance(laddr, LocalAddr) and laddr.offset % GROUP_ALIGN:
+            bt = group_bt(d)
+            if isinstance(laddr, LocalAddr) and bt and (laddr.offset % 32 or laddr.offset % GROUP_ALIGN >= 128):
+                self.p(f"{w}: the B tile's immediate offset {laddr.offset} is not 0, 32, 64 or 96 modulo "
+                       f"{GROUP_ALIGN} bytes (mma.group.bt, spec §8.14)")
+            elif isinstance(laddr, LocalAddr) and not bt and laddr.offset % GROUP_ALIGN:
                 self.p(f"{w}: the B tile's immediate offset {laddr.offset} is not a multiple of {GROUP_ALIGN} bytes "
                        f"(mma.group, spec §8.14)")
         bad: set[int] = set()

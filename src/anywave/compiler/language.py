@@ -247,12 +247,27 @@ mma_group_async = Intrinsic("mma_group_async", "mma_group_async(acc, a, tile, of
                             lower=_mma.lower_mma_group_async)
 mma_group_wait = Intrinsic("mma_group_wait", "mma_group_wait(n): wait until at most n of this wave's mma_group_async "
                            "are in flight", lower=_mma.lower_mma_group_wait)
-mma_scale = Intrinsic("mma_scale", "mma_scale(acc, s): acc *= s element-wise",
+mma_scale = Intrinsic("mma_scale", "mma_scale(acc, s): acc *= s element-wise; mma_scale(d, a, s): d = a * s",
                       lower=_mma.lower_mma_scale)
 mma_fill = Intrinsic("mma_fill", "mma_fill(acc, v): every element = v",
                      lower=_mma.lower_mma_fill)
 mma_bias = Intrinsic("mma_bias", "mma_bias(acc, bias, j0): acc[i][j] += bias[j0 + j]",
                      lower=_mma.lower_mma_bias)
+mma_group_bt = Intrinsic("mma_group_bt", "mma_group_bt(acc, a, tile, offset): mma_group with B given transposed (N "
+                         "rows of 16 k in the swizzled row layout, docs/spec.md §8.14)",
+                         lower=_mma.lower_mma_group_bt)
+mma_rowmax = Intrinsic("mma_rowmax", "mma_rowmax(d, strip, c): d[i][j] = max(c[i][j], max of row i of the strip)",
+                       lower=_mma.lower_mma_rowmax)
+mma_rowsum = Intrinsic("mma_rowsum", "mma_rowsum(d, strip, c): d[i][j] = c[i][j] + the sum of row i of the strip",
+                       lower=_mma.lower_mma_rowsum)
+mma_exp2 = Intrinsic("mma_exp2", "mma_exp2(d, a, b, s): d = 2^(a*s - b) element-wise (one fma)",
+                     lower=_mma.lower_mma_exp2)
+mma_mul = Intrinsic("mma_mul", "mma_mul(d, a, b): d = a * b element-wise", lower=_mma.lower_mma_mul)
+mma_div = Intrinsic("mma_div", "mma_div(d, a, b): d = a / b element-wise", lower=_mma.lower_mma_div)
+mma_mask = Intrinsic("mma_mask", "mma_mask(d, a, diag, cols): d[i][j] = a[i][j] where j - i <= diag and j < cols, "
+                     "else -inf", lower=_mma.lower_mma_mask)
+mma_cvt = Intrinsic("mma_cvt", "mma_cvt(a, acc): A fragment a = acc rounded to a's 16-bit type",
+                    lower=_mma.lower_mma_cvt)
 fragments = Intrinsic("fragments", "fragments(count, role, dtype): a tuple of count fragments",
                       lower=_mma.lower_fragments)
 

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from anywave.isa import mnemonic
-from anywave.isa.mma import GROUP_ALIGN, GROUP_N, GROUP_PANEL, MAX_FRAGMENTS
+from anywave.isa.mma import GROUP_ALIGN, GROUP_N, GROUP_PANEL, MAX_FRAGMENTS, ROW_N
 
 from . import types as ty
 from .bindings import BufferArg, LocalArray
@@ -286,11 +286,123 @@ def lower_mma_group(fe: Frontend, node: ast.Call, discard: bool, asynchronous: b
             _u32(fe, node, stride, f"{what} panel_stride"))
 
 
+def lower_mma_group_bt(fe: Frontend, node: ast.Call, discard: bool) -> None:
+    """aw.mma_group_bt(acc, a, tile, offset): the wave-group MMA with B given transposed (spec
+    §8.14, ``mma.group.bt``): the local array ``tile`` holds B's transpose from byte ``offset``
+    as N rows of 128 bytes (row n = column n of B), 16-byte chunks permuted by ``xor (n mod 8)``;
+    the 16 k of this step are the 16 elements from byte ``offset mod 1024`` (0, 32, 64 or 96) of
+    each row. The four waves of a group execute it together."""
+    what = "aw.mma_group_bt(acc, a, tile, offset)"
+    if node.keywords or len(node.args) != 4:
+        raise fe.err(node, f"{what} takes 4 positional arguments")
+    strip = _strip(fe, node, fe.visit(node.args[0]), GROUP_N, what)
+    fa = _frag_arg(fe, node, fe.visit(node.args[1]), "a", "aw.mma_group_bt a")
+    tile = fe.visit(node.args[2])
+    dyn, const = _sum_parts(fe, node.args[3])
+    fe.node = node
+    n = 16 * len(strip)
+    if not isinstance(tile, LocalArray):
+        raise fe.err(node, f"{what}: tile must be a local array (aw.local_array), got {_describe(tile)}")
+    imm = tile.base + const
+    if imm % 32 or imm % GROUP_ALIGN >= 128:
+        raise fe.err(node, f"{what}: the B tile starts at local byte {imm}, which is not 0, 32, 64 or 96 modulo "
+                     f"{GROUP_ALIGN} (declare the array with aw.local_array(..., align={GROUP_ALIGN}) and keep the "
+                     "offset's compile-time part so)")
+    end = const - const % GROUP_ALIGN + 128 * n
+    if const < 0 or end > tile.nbytes:
+        raise fe.err(node, f"{what}: the B tile at byte {const} of the local array reads {n} rows of 128 bytes, up "
+                     f"to byte {end}, but the array has {tile.nbytes} bytes")
+    off = 0 if isinstance(dyn, int) else dyn
+    addr = LocAddr(_u32(fe, node, off, f"{what} offset"), imm)
+    fe.emit(f"mma.group.bt.m16n{n}k16.f32.{fa.elem.name}", strip[0].slot, fa.slot, addr, fe.const(0, ty.u32))
+
+
+def _strip(fe: Frontend, node: ast.Call, strip: Any, sizes: tuple[int, ...], what: str) -> tuple[Fragment, ...]:
+    """A tuple of consecutive accumulator fragments whose 16 x N (N in ``sizes``) is checked."""
+    if isinstance(strip, Fragment):
+        strip = (strip,)
+    if not isinstance(strip, tuple) or not strip:
+        raise fe.err(node, f"{what}: expected a tuple of accumulator fragments, got {strip!r}")
+    for f in strip:
+        _frag_arg(fe, node, f, "acc", what)
+    n = 16 * len(strip)
+    if n not in sizes:
+        raise fe.err(node, f"{what}: the strip has {len(strip)} fragments (N = {n}); N must be one of "
+                     f"{', '.join(map(str, sizes))}")
+    if [f.slot for f in strip] != list(range(strip[0].slot, strip[0].slot + len(strip))):
+        raise fe.err(node, f"{what}: the strip's fragments must be consecutive (one aw.fragments(...) call), got "
+                     f"slots {[f.slot for f in strip]}")
+    return strip
+
+
+def _lower_row(fe: Frontend, node: ast.Call, op: str) -> None:
+    what = f"aw.mma_row{op}(d, strip, c)"
+    if node.keywords or len(node.args) != 3:
+        raise fe.err(node, f"{what} takes 3 positional arguments")
+    d = _frag_arg(fe, node, fe.visit(node.args[0]), "acc", f"{what} d")
+    strip = _strip(fe, node, fe.visit(node.args[1]), ROW_N, what)
+    c = _frag_arg(fe, node, fe.visit(node.args[2]), "acc", f"{what} c")
+    fe.node = node
+    fe.emit(f"mma.row{op}.n{16 * len(strip)}.m16n16k16.f32", d.slot, strip[0].slot, c.slot)
+
+
+def lower_mma_rowmax(fe: Frontend, node: ast.Call, discard: bool) -> None:
+    """aw.mma_rowmax(d, strip, c): ``d[i][j] = max(c[i][j], max of row i of the strip)`` (spec §8.14)."""
+    _lower_row(fe, node, "max")
+
+
+def lower_mma_rowsum(fe: Frontend, node: ast.Call, discard: bool) -> None:
+    """aw.mma_rowsum(d, strip, c): ``d[i][j] = c[i][j] + the sum of row i of the strip`` (spec §8.14)."""
+    _lower_row(fe, node, "sum")
+
+
+def lower_mma_exp2(fe: Frontend, node: ast.Call, discard: bool) -> None:
+    """aw.mma_exp2(d, a, b, s): ``d = 2^(fma(a, s, -b))`` element-wise (spec §8.14)."""
+    d, a, b, v = fe.call_args(node, 4, 4, "aw.mma_exp2(d, a, b, s)")
+    fd, fa, fb = (_frag_arg(fe, node, x, "acc", f"aw.mma_exp2 {n}") for x, n in ((d, "d"), (a, "a"), (b, "b")))
+    fe.emit("mma.exp2.m16n16k16.f32", fd.slot, fa.slot, fb.slot, fe.coerce(v, ty.f32, node))
+
+
+def _lower_binary(fe: Frontend, node: ast.Call, op: str) -> None:
+    d, a, b = fe.call_args(node, 3, 3, f"aw.mma_{op}(d, a, b)")
+    fd, fa, fb = (_frag_arg(fe, node, x, "acc", f"aw.mma_{op} {n}") for x, n in ((d, "d"), (a, "a"), (b, "b")))
+    fe.emit(f"mma.{op}.m16n16k16.f32", fd.slot, fa.slot, fb.slot)
+
+
+def lower_mma_mul(fe: Frontend, node: ast.Call, discard: bool) -> None:
+    """aw.mma_mul(d, a, b): ``d = a * b`` element-wise on accumulators (spec §8.14)."""
+    _lower_binary(fe, node, "mul")
+
+
+def lower_mma_div(fe: Frontend, node: ast.Call, discard: bool) -> None:
+    """aw.mma_div(d, a, b): ``d = a / b`` element-wise on accumulators (spec §8.14)."""
+    _lower_binary(fe, node, "div")
+
+
+def lower_mma_mask(fe: Frontend, node: ast.Call, discard: bool) -> None:
+    """aw.mma_mask(d, a, diag, cols): ``d[i][j] = a[i][j]`` where ``j - i <= diag`` and ``j < cols``,
+    else ``-inf`` (i32 limits; spec §8.14)."""
+    d, a, lim, cols = fe.call_args(node, 4, 4, "aw.mma_mask(d, a, diag, cols)")
+    fd = _frag_arg(fe, node, d, "acc", "aw.mma_mask d")
+    fa = _frag_arg(fe, node, a, "acc", "aw.mma_mask a")
+    fe.emit("mma.mask.m16n16k16.f32", fd.slot, fa.slot, fe.coerce(lim, ty.i32, node), fe.coerce(cols, ty.i32, node))
+
+
+def lower_mma_cvt(fe: Frontend, node: ast.Call, discard: bool) -> None:
+    """aw.mma_cvt(fa, acc): the A fragment ``fa`` = ``acc`` rounded to fa's type, element (i, j) of
+    the accumulator to (row i, k = j) of A (spec §8.14)."""
+    a, c = fe.call_args(node, 2, 2, "aw.mma_cvt(a, acc)")
+    fa = _frag_arg(fe, node, a, "a", "aw.mma_cvt a")
+    fc = _frag_arg(fe, node, c, "acc", "aw.mma_cvt acc")
+    fe.emit(f"mma.cvt.a.m16n16k16.{fa.elem.name}", fa.slot, fc.slot)
+
+
 def lower_mma_scale(fe: Frontend, node: ast.Call, discard: bool) -> None:
-    d, s = fe.call_args(node, 2, 2, "aw.mma_scale(acc, s)")
-    f = _frag_arg(fe, node, d, "acc", "aw.mma_scale")
-    v = fe.coerce(s, ty.f32, node)
-    fe.emit("mma.scale.m16n16k16.f32", f.slot, f.slot, v)
+    args = fe.call_args(node, 2, 3, "aw.mma_scale(acc, s) or aw.mma_scale(d, a, s)")
+    f = _frag_arg(fe, node, args[0], "acc", "aw.mma_scale")
+    src = _frag_arg(fe, node, args[1], "acc", "aw.mma_scale a") if len(args) == 3 else f
+    v = fe.coerce(args[-1], ty.f32, node)
+    fe.emit("mma.scale.m16n16k16.f32", f.slot, src.slot, v)
 
 
 def lower_mma_fill(fe: Frontend, node: ast.Call, discard: bool) -> None:

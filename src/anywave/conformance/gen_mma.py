@@ -1,5 +1,6 @@
-"""MMA fragment cases (docs/spec.md §8.14), groups ``mma_frag`` and ``mma_group`` (the wave-group
-MMA: its own group, so that a target lacking it fails only those cases). Expected values come from
+"""MMA fragment cases (docs/spec.md §8.14), groups ``mma_frag``, ``mma_group`` (the wave-group
+MMA: its own group, so that a target lacking it fails only those cases) and ``mma_acc`` (the
+accumulator operations and ``mma.group.bt``, capability ``mma_acc``). Expected values come from
 NumPy in float64 on inputs whose products and sums are exact in f32 (wave scope: class
 ``bounded`` is exact for them) and from :mod:`anywave.conformance.refsem`'s exact ``fma``
 chain (thread scope: the order is defined)."""
@@ -250,7 +251,14 @@ def _swizzled(k: np.ndarray, n: np.ndarray, p: int) -> np.ndarray:
     return (n // 64) * p + 128 * k + 16 * (((n % 64) // 8) ^ (k % 8)) + 2 * (n % 8)
 
 
-def _group_mma(t: str, n: int, groups: int = 2) -> Case:
+def _bt_offset(k: np.ndarray, n: np.ndarray) -> np.ndarray:
+    """Byte offset of B element (k, n), k < 64, in the swizzled row layout of ``mma.group.bt``,
+    written from the text of docs/spec.md §8.14 (row n of Bᵀ at 128 n, 16-byte chunk ``k div 8``
+    stored at chunk ``that xor (n mod 8)``); a 16-deep step at ``L + 32 s`` reads k = 16 s ..."""
+    return 128 * n + 16 * ((k // 8) ^ (n % 8)) + 2 * (k % 8)
+
+
+def _group_mma(t: str, n: int, groups: int = 2, bt: bool = False) -> Case:
     """``mma.group.m16n{n}k16`` and its asynchronous form: each wave of a 512-thread (N = 256:
     256-thread) workgroup
     fills the first and last slots of its accumulator strip f3..f(3+n/16-1), then twice loads its
@@ -261,13 +269,17 @@ def _group_mma(t: str, n: int, groups: int = 2) -> Case:
     fill + A B in float64 (exact: halves of small integers)."""
     import ml_dtypes
 
-    name = f"group_mma_{t}_n{n}"
+    name = f"group_mma_{'bt_' if bt else ''}{t}_n{n}"
     rng = rng_for(name)
     dt = np.float16 if t == "f16" else ml_dtypes.bfloat16
     f64 = np.float64
     p, pad = _GROUP_P[n]
     tile = (n // 64 - 1) * p + 32 * 128  # bytes of one 32-deep tile (its last panel holds 32 rows)
-    assert tile % 1024 == 0 and pad % 1024 == 0
+    local = pad + 2 * tile
+    if bt:  # Bᵀ: n rows of 128 bytes, tile t in the k = 32 t .. 32 t + 31 of each (64 bytes in)
+        p, pad, tile = 0, (0 if n == 256 else 1024), 64
+        local = pad + 128 * n
+    assert (bt or tile % 1024 == 0) and pad % 1024 == 0
     threads = _group_threads(n)
     rows = 16 * groups * (threads // 8)  # A / C rows at the widest case, W = 8
     A = (rng.integers(-6, 7, (rows, 32)) / 2).astype(dt)
@@ -277,11 +289,12 @@ def _group_mma(t: str, n: int, groups: int = 2) -> Case:
     # (16 fills took half the Intel OpenCL CPU compiler's time for this kernel at N = 256)
     fill = np.zeros(nf, np.float32)
     fill[0], fill[-1] = -5.25, 2.75
-    image = np.zeros((pad + 2 * tile) // 2, np.uint16)
+    image = np.zeros(local // 2, np.uint16)
     kk, nn = np.meshgrid(np.arange(32), np.arange(n), indexing="ij")
     for ti in range(2):
-        image[(pad + ti * tile + _swizzled(kk, nn, p)) // 2] = Bt[ti].view(np.uint16)
-    assert len(np.unique(_swizzled(kk, nn, p))) == kk.size  # the layout is one-to-one
+        where = _bt_offset(kk + 32 * ti, nn) if bt else ti * tile + _swizzled(kk, nn, p)
+        assert len(np.unique(where)) == kk.size  # the layout is one-to-one
+        image[(pad + where) // 2] = Bt[ti].view(np.uint16)
     D, FA = 3, 31  # the strip f3.. (not at f0) and A in the last slot
     mm = f"m16n{n}k16.f32.{t}"
     body = [
@@ -305,9 +318,10 @@ def _group_mma(t: str, n: int, groups: int = 2) -> Case:
                                              f"mma.fill.m16n16k16.f32 f{D + j}, r6")),
         f"movi.u32 r16, {p}",
         f"mma.load.a.device.m16n16k16.{t} f{FA}, a[r11], r12",
-        f"mma.group.{mm} f{D}, f{FA}, [r10+{pad}], r16",
+        f"mma.group.{'bt.' if bt else ''}{mm} f{D}, f{FA}, [r10+{pad}], r16",
         f"mma.load.a.device.m16n16k16.{t} f{FA}, a[r11+32], r12",  # A: the next 16 columns
-        f"mma.group.async.{mm} f{D}, f{FA}, [r10+{pad + 2048}], r16",  # B: 16 rows deeper
+        # B: 16 rows deeper (transposed: 16 elements further along each row)
+        f"mma.group.{'bt.' if bt else ''}async.{mm} f{D}, f{FA}, [r10+{pad + (32 if bt else 2048)}], r16",
         "mma.wait 0",
         f"movi.u32 r6, {64 * n}", "mul.i32 r13, r9, r6", f"movi.u32 r14, {4 * n}",  # the strip in out
         *(f"mma.store.device.m16n16k16.f32 out[r13+{64 * j}], f{D + j}, r14" for j in range(nf)),
@@ -324,21 +338,114 @@ def _group_mma(t: str, n: int, groups: int = 2) -> Case:
         return {"out": o.reshape(-1)}
 
     return Case(
-        name, "mma_group",
+        name, "mma_acc" if bt else "mma_group",
         kernel_text(name, [("a", "buffer", "u16", "read"), ("bimg", "buffer", "u32", "read"),
                            ("out", "buffer", "u32", "write")],
-                    body, local_memory=pad + 2 * tile),
+                    body, local_memory=local),
         (groups, 1, 1), (threads, 1, 1),
         {"a": A.reshape(-1).view(np.uint16).copy(), "bimg": image.view(np.uint32).copy(),
          "out": out_buffer(rows * n, 32)},
         expected,
-        requires=("mma", "wave_ops", t),
-        description=f"mma.group m16n{n}k16 {t}: two groups per workgroup on different B tiles in the "
-                    f"swizzled panel layout (P = {p}, immediates {pad} and {pad + 2048}), two 16-deep steps "
-                    "(the second asynchronous, then mma.wait 0) accumulating onto a strip f3.. (ends filled)",
+        requires=("mma", "wave_ops", t) + (("mma_acc",) if bt else ()),
+        description=(f"mma.group.bt m16n{n}k16 {t}: two groups per workgroup on different Bᵀ tiles in the "
+                     f"swizzled row layout (tile t at byte {pad} + 64 t, steps 32 bytes apart), two 16-deep steps "
+                     if bt else
+                     f"mma.group m16n{n}k16 {t}: two groups per workgroup on different B tiles in the "
+                     f"swizzled panel layout (P = {p}, immediates {pad} and {pad + 2048}), two 16-deep steps ")
+                    + "(the second asynchronous, then mma.wait 0) accumulating onto a strip f3.. (ends filled)",
+    )
+
+
+def _acc_ops(t: str, groups: int = 2) -> Case:
+    """The accumulator operations (spec §8.14) per wave q of a 64-thread workgroup: an integer
+    16 x 128 strip X (f0..f7), a tile C (f8), divisors (f18, powers of two) and a tile Y of
+    arbitrary f32 (f21) from device memory; rowmax and rowsum over N = 16, 64, 128 onto C,
+    ``exp2(fma(X0, 1, -X1))`` (integer exponents), ``X0 * X1``, ``X0 / Dv``, ``mask(X0, q - 8,
+    q + 3)`` and ``cvt.a`` of Y observed through ``mma.mma`` with an identity B, all stored.
+    Expected: NumPy in float64 (every result exact in f32; cvt: ml_dtypes' round to nearest even)."""
+    import ml_dtypes
+
+    name = f"acc_ops_{t}"
+    rng = rng_for(name)
+    dt = np.float16 if t == "f16" else ml_dtypes.bfloat16
+    nq = groups * MAXW
+    X = rng.integers(-6, 7, (nq, 16, 128)).astype(np.float32)
+    C = rng.integers(-8, 9, (nq, 16, 16)).astype(np.float32)
+    Dv = (2.0 ** rng.integers(-3, 4, (nq, 16, 16)) * rng.choice([-1, 1], (nq, 16, 16))).astype(np.float32)
+    Y = (rng.standard_normal((nq, 16, 16)) * 3).astype(np.float32)
+    eye = np.eye(16).astype(dt)
+    one = int(np.float32(1.0).view(np.uint32))
+    T = 12  # output tiles per wave
+    body = [
+        "mov.sr r1, sr_wave_id", "mov.sr r3, sr_workgroup_id_x", "mov.sr r4, sr_num_waves",
+        "mul.i32 r5, r3, r4", "add.i32 r5, r5, r1",  # q
+        "movi.u32 r6, 13", "shl.b32 r7, r5, r6",  # X: 16 rows of 512 bytes per wave
+        "movi.u32 r6, 10", "shl.b32 r8, r5, r6",  # C, Dv, Y: 16 x 16 f32 per wave
+        "movi.u32 r9, 512", "movi.u32 r10, 64", "movi.u32 r11, 32",
+        *(f"mma.load.c.device.m16n16k16.f32 f{j}, x[r7+{64 * j}], r9" for j in range(8)),
+        "mma.load.c.device.m16n16k16.f32 f8, c[r8], r10",
+        "mma.load.c.device.m16n16k16.f32 f18, dv[r8], r10",
+        "mma.load.c.device.m16n16k16.f32 f21, y[r8], r10",
+        "movi.u32 r12, 0",
+        f"mma.load.b.device.m16n16k16.{t} f23, eye[r12], r11",
+        "mma.rowmax.n16.m16n16k16.f32 f9, f0, f8",
+        "mma.rowmax.n64.m16n16k16.f32 f10, f0, f8",
+        "mma.rowmax.n128.m16n16k16.f32 f11, f0, f8",
+        "mma.rowsum.n16.m16n16k16.f32 f12, f0, f8",
+        "mma.rowsum.n64.m16n16k16.f32 f13, f0, f8",
+        "mma.rowsum.n128.m16n16k16.f32 f14, f0, f8",
+        f"movi.u32 r13, {one}",
+        "mma.exp2.m16n16k16.f32 f15, f0, f1, r13",
+        "mma.mul.m16n16k16.f32 f16, f0, f1",
+        "mma.div.m16n16k16.f32 f17, f0, f18",
+        "movi.u32 r6, 8", "sub.i32 r14, r5, r6", "movi.u32 r6, 3", "add.i32 r15, r5, r6",
+        "mma.mask.m16n16k16.f32 f19, f0, r14, r15",
+        f"mma.cvt.a.m16n16k16.{t} f20, f21",
+        "movi.u32 r6, 0", "mma.fill.m16n16k16.f32 f22, r6",
+        f"mma.mma.m16n16k16.f32.{t} f22, f20, f23, f22",
+        f"movi.u32 r6, {1024 * T}", "mul.i32 r16, r5, r6",
+        *(f"mma.store.device.m16n16k16.f32 out[r16+{1024 * i}], f{f}, r10"
+          for i, f in enumerate((9, 10, 11, 12, 13, 14, 15, 16, 17, 19, 22, 0))),
+    ]
+    f64 = np.float64
+
+    def expected(w: int) -> dict[str, np.ndarray]:
+        waves = groups * (64 // w)
+        o = out_buffer(nq * T * 256, 32).reshape(nq, T, 16, 16)
+        for q in range(waves):
+            x, c = X[q].astype(f64), C[q].astype(f64)
+            tiles = []
+            for n in (16, 64, 128):
+                tiles.append(np.maximum(c, x[:, :n].max(axis=1, keepdims=True)))
+            for n in (16, 64, 128):
+                tiles.append(c + x[:, :n].sum(axis=1, keepdims=True))
+            x0, x1 = x[:, :16], x[:, 16:32]
+            tiles += [np.exp2(x0 - x1), x0 * x1, x0 / Dv[q].astype(f64)]
+            i, j = np.meshgrid(np.arange(16), np.arange(16), indexing="ij")
+            tiles.append(np.where(((j - i) <= q - 8) & (j < q + 3), x0, -np.inf))
+            tiles.append(Y[q].astype(dt).astype(f64))
+            tiles.append(x0)
+            o[q] = np.stack(tiles).astype(np.float32).view(np.uint32)
+        return {"out": o.reshape(-1)}
+
+    return Case(
+        name, "mma_acc",
+        kernel_text(name, [("x", "buffer", "f32", "read"), ("c", "buffer", "f32", "read"),
+                           ("dv", "buffer", "f32", "read"), ("y", "buffer", "f32", "read"),
+                           ("eye", "buffer", "u16", "read"), ("out", "buffer", "u32", "write")], body),
+        (groups, 1, 1), (64, 1, 1),
+        {"x": X.reshape(-1).copy(), "c": C.reshape(-1).copy(), "dv": Dv.reshape(-1).copy(),
+         "y": Y.reshape(-1).copy(), "eye": eye.reshape(-1).view(np.uint16).copy(),
+         "out": out_buffer(nq * T * 256, 32)},
+        expected,
+        requires=("mma", "wave_ops", t, "mma_acc"),
+        description=f"accumulator operations ({t}): rowmax/rowsum over N = 16, 64, 128, exp2, mul, div, mask, "
+                    "cvt.a (seen through mma.mma with an identity B)",
     )
 
 
 def cases() -> list[Case]:
     return ([_wave_gemm("f16"), _wave_gemm("bf16"), _thread_m4n4k4()]
-            + [_group_mma(t, n) for t in ("f16", "bf16") for n in (64, 128, 256)])
+            + [_group_mma(t, n) for t in ("f16", "bf16") for n in (64, 128, 256)]
+            + [_group_mma(t, n, bt=True) for t in ("f16", "bf16") for n in (64, 128, 256)]
+            + [_acc_ops(t) for t in ("f16", "bf16")])

@@ -28,8 +28,11 @@ from anywave.isa.mma import (
     fragment_kinds,
     group_async,
     group_b_offset,
+    group_bt,
+    group_bt_offset,
     group_n,
     operand_slots,
+    row_n,
 )
 from anywave.isa.types import ScalarType as T
 
@@ -237,6 +240,7 @@ def _fgmma(ins: Instruction) -> Run:
     kc, ka = fragment_kinds(ins.defn)[0], fragment_kinds(ins.defn)[1]
     nfrag = group_n(ins.defn) // 16
     asynchronous = group_async(ins.defn)
+    bt = group_bt(ins.defn)
     ncols = 16 * nfrag
     conv = fl.bf16_bits_to_f32 if ins.defn.src_type is T.BF16 else fl.f16_bits_to_f32
     kk_, nn_ = np.meshgrid(np.arange(16, dtype=I64), np.arange(ncols, dtype=I64), indexing="ij")
@@ -263,22 +267,29 @@ def _fgmma(ins: Instruction) -> Run:
                 f"waves diverged, or exited)")
         for what, v in (("B tile offset", base), ("panel stride", pstride)):
             ref = v[first][np.searchsorted(ug, grp)]
+            if bt and what == "panel stride":
+                continue  # unused by the transposed form
             if (v != ref).any():
                 i = int(np.flatnonzero(v != ref)[0])
                 raise EmulationError(f"{st.where()}: {ins.mnemonic} {what} must be the same in the {G} waves of a "
                                      f"group, but {st.describe_lane(int(lanes[i]))} has {int(v[i])} where its group "
                                      f"has {int(ref[i])}")
-            mis = (v % GROUP_ALIGN) != 0
+            mis = ((v % GROUP_ALIGN) % 32 != 0) | ((v % GROUP_ALIGN) >= 128) if bt else (v % GROUP_ALIGN) != 0
             if mis.any():
                 i = int(np.flatnonzero(mis)[0])
-                raise EmulationError(f"{st.where()}: {ins.mnemonic} {what} {int(v[i])} is not a multiple of "
-                                     f"{GROUP_ALIGN} bytes (spec §8.14), by {st.describe_lane(int(lanes[i]))}")
+                want = f"0, 32, 64 or 96 modulo {GROUP_ALIGN}" if bt else f"a multiple of {GROUP_ALIGN}"
+                raise EmulationError(f"{st.where()}: {ins.mnemonic} {what} {int(v[i])} is not {want} bytes "
+                                     f"(spec §8.14), by {st.describe_lane(int(lanes[i]))}")
         short = pstride < GROUP_PANEL
-        if ncols > 64 and short.any():
+        if ncols > 64 and short.any() and not bt:
             i = int(np.flatnonzero(short)[0])
             raise EmulationError(f"{st.where()}: {ins.mnemonic} panel stride {int(pstride[i])} is less than "
                                  f"{GROUP_PANEL} bytes (16 rows of 128), by {st.describe_lane(int(lanes[i]))}")
-        off = base[:, None, None] + group_b_offset(kk_[None], nn_[None], pstride[:, None, None])
+        if bt:
+            bm = (base % GROUP_ALIGN)[:, None, None]
+            off = base[:, None, None] - bm + group_bt_offset(kk_[None], nn_[None], bm)
+        else:
+            off = base[:, None, None] + group_b_offset(kk_[None], nn_[None], pstride[:, None, None])
         off = off.reshape(own.size, -1)
         who = np.repeat(lanes, off.shape[1])
         check_access(st, ins, "B tile", off.reshape(-1), 2, st.local_bytes, who, "local memory", align=2)
@@ -297,6 +308,67 @@ def _fgmma(ins: Instruction) -> Run:
         for j in range(nfrag):
             acc = _slot(st, d + j, no, kc.elems)[own].reshape(-1, 16, 16)
             _slot(st, d + j, no, kc.elems)[own] = _fma_chain(A, B[:, :, 16 * j:16 * j + 16], acc)
+    return run
+
+
+def _facc(ins: Instruction) -> Run:
+    """The accumulator row and element operations (spec §8.14, "Accumulator operations"), per
+    wave on the row-major tiles: ``frowmax``/``frowsum`` over a strip, ``fexp2``, ``fmul``,
+    ``fdiv``, ``fmask`` and ``fcvt`` (to an A fragment, kept as the exact values of its elements)."""
+    op = ins.defn.op
+    ops = ins.operands
+    nstrip = row_n(ins.defn) // 16 if op in ("frowmax", "frowsum") else 1
+
+    def run(st: Any, mask: np.ndarray, dense: bool) -> None:
+        own, lanes = _wave_owners(st, ins, mask)
+        if own.size == 0:
+            return
+        no = _nowners(st, True)
+
+        def get(f: int) -> np.ndarray:
+            return _slot(st, f, no, 256)[own].reshape(-1, 16, 16)
+
+        with np.errstate(all="ignore"):
+            if op in ("frowmax", "frowsum"):
+                strip = np.concatenate([get(ops[1] + j) for j in range(nstrip)], axis=2)  # [o, 16, 16 N/16]
+                c = get(ops[2])
+                if op == "frowmax":
+                    m = strip[:, :, 0]
+                    for j in range(1, strip.shape[2]):
+                        m = fl.max_num(m, strip[:, :, j])
+                    out = fl.max_num(c, np.broadcast_to(m[:, :, None], c.shape))
+                else:  # the f64 sum of at most 129 f32 terms, rounded once: within the bound
+                    tot = strip.astype(np.float64).sum(axis=2)
+                    out = (c.astype(np.float64) + tot[:, :, None]).astype(np.float32)
+            elif op == "fexp2":
+                r = ops[3]
+                v = _uniform(st, ins, r, own, lanes, "scale").view(np.float32)[:, None, None]
+                a, b = get(ops[1]), get(ops[2])
+                x = fl.fma_f32(a, np.broadcast_to(v, a.shape).astype(np.float32), -b)
+                out = np.exp2(x.astype(np.float64)).astype(np.float32)
+            elif op in ("fmul", "fdiv"):
+                a, b = get(ops[1]), get(ops[2])
+                out = a * b if op == "fmul" else a / b
+            elif op == "fmask":
+                ra = _uniform(st, ins, ops[2], own, lanes, "diagonal limit").view(np.int32).astype(I64)
+                rb = _uniform(st, ins, ops[3], own, lanes, "column limit").view(np.int32).astype(I64)
+                i = np.arange(16, dtype=I64)[None, :, None]
+                j = np.arange(16, dtype=I64)[None, None, :]
+                keep = ((j - i) <= ra[:, None, None]) & (j < rb[:, None, None])
+                src = _slot(st, ops[1], no, 256)[own].reshape(-1, 16, 16)
+                res = np.where(keep, src, np.float32(-np.inf)).astype(np.float32)
+                _slot(st, ops[0], no, 256)[own] = res.reshape(own.size, -1)
+                return
+            else:  # fcvt: round to the A fragment's 16-bit type (nearest even), keep the exact value
+                a = get(ops[1]).reshape(own.size, -1)
+                if ins.defn.type is T.BF16:
+                    vals = fl.bf16_bits_to_f32(fl.f32_to_bf16_bits(a))
+                else:
+                    vals = fl.f16_bits_to_f32(fl.f32_to_f16_bits(a))
+                _slot(st, ops[0], no, 256)[own] = vals
+                return
+        res = fl.canon32(np.asarray(out, np.float32).reshape(-1)).view(np.float32)
+        _slot(st, ops[0], no, 256)[own] = res.reshape(own.size, -1)
     return run
 
 
@@ -407,5 +479,7 @@ def _guarded(factory):  # noqa: ANN001, ANN202
 #: the emulator's semantics of the MMA fragment instructions, by ``InstrDef.sem``
 SEMANTICS = {"mma.fload": _guarded(_fload), "mma.fstore": _guarded(_fstore), "mma.fmma": _guarded(_fmma),
              "mma.ffill": _guarded(_felementwise), "mma.fscale": _guarded(_felementwise),
-             "mma.fbias": _guarded(_felementwise), "mma.fgmma": _guarded(_fgmma), "mma.fwait": _fwait}
+             "mma.fbias": _guarded(_felementwise), "mma.fgmma": _guarded(_fgmma), "mma.fwait": _fwait,
+             **{f"mma.{op}": _guarded(_facc) for op in ("frowmax", "frowsum", "fexp2", "fmul", "fdiv", "fmask",
+                                                       "fcvt")}}
 assert set(SHAPES) == {"m16n16k16", "m4n4k4"}

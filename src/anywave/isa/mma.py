@@ -31,6 +31,8 @@ MAX_FRAGMENTS = 32
 
 #: N of the wave-group MMA ``mma.group.m16n{N}k16`` (spec §8.14): the accumulator strip 16 x N
 GROUP_N = (64, 128, 256)
+#: N of the accumulator row operations ``mma.rowmax/rowsum.n{N}`` (a strip of N/16 accumulators)
+ROW_N = (16, 64, 128)
 #: waves that execute one ``mma.group`` together (consecutive wave ids 4g .. 4g + 3)
 GROUP_WAVES = 4
 #: alignment (bytes) of the B tile's offset and panel stride of ``mma.group`` (one swizzle atom:
@@ -48,6 +50,27 @@ def group_b_offset(k, n, panel_stride):  # noqa: ANN001, ANN201 - ints or NumPy 
     128-byte swizzle of an MN-major wgmma operand (descriptor: leading byte offset =
     ``panel_stride``, stride byte offset = 1024), so a target can read it with no copy."""
     return (n // 64) * panel_stride + 128 * k + 16 * (((n % 64) // 8) ^ (k % 8)) + 2 * (n % 8)
+
+
+def group_bt_offset(k, n, base_mod):  # noqa: ANN001, ANN201 - ints or NumPy arrays
+    """Byte offset of element (k, n) of the B tile of ``mma.group.bt`` from the 1024-byte aligned
+    base below its address L, with ``base_mod = L mod 1024`` (0, 32, 64 or 96; spec §8.14, the
+    *swizzled row layout*): B's transpose is stored as rows of 128 bytes, row n at ``128 n``; the
+    16 k of the tile are elements ``c = base_mod / 2 + k`` of the row, its 16-byte chunk
+    ``c div 8`` stored at chunk ``(c div 8) xor (n mod 8)``. This is PTX's 128-byte swizzle of a
+    K-major wgmma operand (stride byte offset 1024; a step of 16 k adds 32 bytes to L)."""
+    c = base_mod // 2 + k
+    return 128 * n + 16 * ((c // 8) ^ (n % 8)) + 2 * (c % 8)
+
+
+def group_bt(defn) -> bool:  # noqa: ANN001 - an InstrDef
+    """Whether an ``mma.group`` record reads B transposed (``mma.group.bt``)."""
+    return defn.op == "fgmma" and "bt" in defn.variant.split(".")
+
+
+def row_n(defn) -> int:  # noqa: ANN001 - an InstrDef
+    """N of an ``mma.rowmax``/``mma.rowsum`` record (its variant is ``n{N}.m16n16k16``)."""
+    return int(defn.variant.split(".")[0][1:])
 
 
 def group_async(defn) -> bool:  # noqa: ANN001 - an InstrDef
@@ -68,7 +91,8 @@ def operand_slots(defn, operands) -> list[tuple[int, int, FragKind]]:  # noqa: A
     for n, (k, v) in enumerate(zip(fragment_kinds(defn), operands, strict=True)):
         if k is None or not isinstance(v, int) or isinstance(v, bool):
             continue
-        count = group_n(defn) // 16 if defn.op == "fgmma" and n == 0 else 1
+        count = (group_n(defn) // 16 if defn.op == "fgmma" and n == 0
+                 else row_n(defn) // 16 if defn.op in ("frowmax", "frowsum") and n == 1 else 1)
         out.extend((n, v + i, k) for i in range(count))
     return out
 
@@ -151,7 +175,11 @@ def fragment_kinds(defn) -> tuple[FragKind | None, ...]:  # noqa: ANN001 - an In
         kinds = [acc, FragKind(shape, "a", defn.src_type)]
     elif op == "fstore":
         kinds = [None, acc]
-    else:  # ffill, fscale, fbias: accumulator element-wise operations
+    elif op == "fcvt":
+        kinds = [FragKind(shape, "a", defn.type), acc]
+    elif op in ("frowmax", "frowsum", "fexp2", "fmul", "fdiv"):
+        kinds = [acc, acc, acc]
+    else:  # ffill, fscale, fbias, fmask: accumulator element-wise operations
         kinds = [acc, acc]
     kinds += [None] * (len(defn.operands) - len(kinds))
     return tuple(k if o.spelling in ("fd", "fs") else None

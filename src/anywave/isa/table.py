@@ -25,7 +25,7 @@ import enum
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from anywave.isa.mma import GROUP_N
+from anywave.isa.mma import GROUP_N, ROW_N
 from anywave.isa.types import Capability, ScalarType
 
 T = ScalarType
@@ -692,6 +692,49 @@ _def("mma.wait", C, "fwait", (Operand.IMM32,), T.U32,
      "wait until at most N (immediate, 0..7) of the wave's mma.group.async groups are incomplete",
      cap=_WAVE_FRAG, flags=WC, pure=False)
 del gn, asy, what
+
+_ACC_CAP = _WAVE_FRAG | Capability.MMA_ACC
+# wave-group MMA with B given transposed (docs/spec.md §8.14): the tile holds B^T, N rows of 16-bit
+# elements along k (a key-major K block for Q K^T), 128-byte swizzled; appended after mma.wait
+for asy in (False, True):
+    for t in (T.F16, T.BF16):
+        for gn in GROUP_N:
+            _def(f"mma.group.bt.{'async.' if asy else ''}m16n{gn}k16.f32.{t.spelling}", C, "fgmma",
+                 (Operand.FD, Operand.FS, Operand.LADDR, S), T.F32,
+                 f"accumulators fD..fD+{gn // 16 - 1} += fragment A x B, B's transpose (N = {gn} rows of 16 "
+                 f"{t.spelling} along k) in local memory in the swizzled row layout" + (" (in flight until an "
+                 "mma.wait)" if asy else ""),
+                 det=Determinism.BOUNDED, cap=_ACC_CAP, flags=WC | Flag.LOAD, src_type=t,
+                 variant=f"n{gn}.bt.{'async.' if asy else ''}m16n16k16", pure=False if asy else None)
+del gn, asy
+
+# accumulator row and element operations (docs/spec.md §8.14, "Accumulator operations"): what an
+# online softmax needs on the accumulators without the layout becoming observable
+FD, FS = Operand.FD, Operand.FS
+for rn in ROW_N:
+    _def(f"mma.rowmax.n{rn}.m16n16k16.f32", C, "frowmax", (FD, FS, FS), T.F32,
+         f"d[i][j] = max(c[i][j], max over the {rn} columns of row i of the strip a..a+{rn // 16 - 1}) "
+         "(maximumNumber; a zero result's sign unspecified)",
+         det=Determinism.BOUNDED, cap=_ACC_CAP, flags=WC, variant=f"n{rn}.m16n16k16")
+    _def(f"mma.rowsum.n{rn}.m16n16k16.f32", C, "frowsum", (FD, FS, FS), T.F32,
+         f"d[i][j] = c[i][j] + the sum of the {rn} columns of row i of the strip a..a+{rn // 16 - 1} (f32, "
+         "order implementation-defined)",
+         det=Determinism.BOUNDED, cap=_ACC_CAP, flags=WC, variant=f"n{rn}.m16n16k16")
+_def("mma.exp2.m16n16k16.f32", C, "fexp2", (FD, FS, FS, S), T.F32,
+     "d[i][j] ~ 2^(fma(a[i][j], rS, -b[i][j])) (exp2 within 2 ulp)",
+     det=Determinism.BOUNDED, cap=_ACC_CAP, flags=WC, variant="m16n16k16")
+_def("mma.mul.m16n16k16.f32", C, "fmul", (FD, FS, FS), T.F32, "d = a * b element-wise (f32, nearest even)",
+     det=NAN_, cap=_ACC_CAP, flags=WC, variant="m16n16k16")
+_def("mma.div.m16n16k16.f32", C, "fdiv", (FD, FS, FS), T.F32,
+     "d = a / b element-wise (f32, correctly rounded)", det=NAN_, cap=_ACC_CAP, flags=WC, variant="m16n16k16")
+_def("mma.mask.m16n16k16.f32", C, "fmask", (FD, FS, S, S), T.F32,
+     "d[i][j] = a[i][j] if j - i <= rA and j < rB (signed) else -inf", det=DET, cap=_ACC_CAP, flags=WC,
+     variant="m16n16k16")
+for t in (T.F16, T.BF16):
+    _def(f"mma.cvt.a.m16n16k16.{t.spelling}", C, "fcvt", (FD, FS), t,
+         f"A fragment d = accumulator a rounded to {t.spelling} (nearest even), element (i, j) to (i, k = j)",
+         det=NAN_, cap=_ACC_CAP, flags=WC, src_type=T.F32, variant="a.m16n16k16")
+del FD, FS, rn
 
 INSTRUCTIONS: tuple[InstrDef, ...] = tuple(_RECORDS)
 BY_MNEMONIC: dict[str, InstrDef] = {d.mnemonic: d for d in INSTRUCTIONS}

@@ -176,6 +176,7 @@ class Capability(enum.IntFlag):
     ATOMIC_F32 = 1 << 5
     MMA = 1 << 6
     OFFSET64 = 1 << 7  # device addresses with a 64-bit offset register pair
+    MMA_ACC = 1 << 8  # accumulator row/element operations and mma.group.bt (docs/spec.md §8.14)
 
     @classmethod
     def names(cls) -> dict[str, Capability]:

@@ -192,7 +192,7 @@ class CudaDevice:
     def capabilities(self) -> Capability:
         """Capabilities this device offers through the PTX backend."""
         caps = (Capability.F16 | Capability.F64 | Capability.INT64 | Capability.WAVE_OPS
-                | Capability.ATOMIC_F32 | Capability.OFFSET64 | Capability.MMA)
+                | Capability.ATOMIC_F32 | Capability.OFFSET64 | Capability.MMA | Capability.MMA_ACC)
         if self.props.compute_capability >= (8, 0):
             caps |= Capability.BF16  # fma.rn.bf16 needs sm_80
         return caps

@@ -267,7 +267,7 @@ class OpenCLDevice:
         if self.fp64:
             caps |= Capability.F64
         if self.features.wave_widths:
-            caps |= Capability.WAVE_OPS | Capability.MMA
+            caps |= Capability.WAVE_OPS | Capability.MMA | Capability.MMA_ACC
         return caps
 
     def kernel(self, built: Any, name: str) -> Any:

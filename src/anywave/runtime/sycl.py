@@ -161,7 +161,7 @@ class SyclDevice:
         if self.fp64:
             caps |= Capability.F64
         if self.features.wave_widths:
-            caps |= Capability.WAVE_OPS | Capability.MMA
+            caps |= Capability.WAVE_OPS | Capability.MMA | Capability.MMA_ACC
         return caps
 
     def build(self, prog: CProgram) -> int:

@@ -257,7 +257,7 @@ class VulkanDevice:
         if self.features.int64:
             caps |= Capability.INT64
         if self.features.wave_widths:
-            caps |= Capability.WAVE_OPS | Capability.MMA
+            caps |= Capability.WAVE_OPS | Capability.MMA | Capability.MMA_ACC
         return caps
 
     def details(self) -> dict[str, Any]:

@@ -23,3 +23,4 @@ def fragment_slots(module: Module, code: Iterable[Instruction]) -> dict[int, Fra
                 for _, v, k in operand_slots(d, ins.operands):
                     out.setdefault(v, k)
     return out
+
