@@ -22,6 +22,8 @@ Memory kinds: ``host`` (memory the CPU addresses: NumPy, CPU tensors, the emulat
 
 from __future__ import annotations
 
+import math
+import operator
 import sys
 import threading
 import weakref
@@ -219,16 +221,77 @@ def synchronize() -> None:
 
 # ----------------------------------------------------------------------------- arrays
 
+#: the most bytes one array may have: sizes are 64-bit on every target (spec §4.2's 64-bit
+#: offsets), and a signed 64-bit byte count is what the drivers' size arguments take
+MAX_NBYTES = 2**63 - 1
+
+
 def _shape(shape: Any) -> tuple[int, ...]:
+    """``shape`` (an int or a sequence of ints) as a tuple of Python ints.
+
+    Raises:
+        ArgumentError: not integers (floats, bools, strings ... are refused, not truncated) or
+            a negative size."""
+    if isinstance(shape, (str, bytes)) or isinstance(shape, (bool, np.bool_)):
+        raise ArgumentError(f"shape must be an int or a tuple of ints, got {shape!r}")
     if isinstance(shape, (int, np.integer)):
-        shape = (int(shape),)
+        shape = (shape,)
     try:
-        out = tuple(int(s) for s in shape)
+        dims = list(shape)
     except TypeError:
         raise ArgumentError(f"shape must be an int or a tuple of ints, got {shape!r}") from None
+    out = []
+    for s in dims:
+        if isinstance(s, (bool, np.bool_)):
+            raise ArgumentError(f"shape {shape!r}: {s!r} is a bool, not a size")
+        try:
+            out.append(operator.index(s))
+        except TypeError:
+            raise ArgumentError(f"shape must be an int or a tuple of ints, got {shape!r} "
+                                f"({type(s).__name__} {s!r} is not an integer)") from None
     if any(s < 0 for s in out):
-        raise ArgumentError(f"shape {out} has a negative size")
-    return out
+        raise ArgumentError(f"shape {tuple(out)} has a negative size")
+    return tuple(out)
+
+
+def _nbytes(shape: tuple[int, ...], dtype: np.dtype) -> int:
+    """Bytes of an array of ``shape`` and ``dtype``, computed exactly (Python ints: no wrap-around).
+
+    Raises:
+        ArgumentError: more than :data:`MAX_NBYTES` bytes."""
+    n = math.prod(shape) * dtype.itemsize
+    if n > MAX_NBYTES:
+        raise ArgumentError(f"shape {shape} of {dtype} is {math.prod(shape)} elements = {n} bytes; an array holds "
+                            f"at most {MAX_NBYTES} bytes (2^63 - 1)")
+    return n
+
+
+def _memory_dtypes() -> tuple[np.dtype, ...]:
+    from anywave.compiler.types import BY_NAME
+
+    return tuple(dict.fromkeys(np.dtype(t.np_dtype) for t in BY_NAME.values() if t.np_dtype is not None))
+
+
+def _check_dtype(dt: np.dtype, what: str = "dtype") -> np.dtype:
+    """``dt`` when it is an element type of a WAVE buffer (bool, 8-64-bit integers, f16, bf16,
+    f32, f64, native byte order).
+
+    Raises:
+        ArgumentError: object, string, bytes, complex, structured, datetime, non-native byte
+            order ... (their bytes are not values a kernel can use; an object array's bytes are
+            pointers that a device copy would keep without references)."""
+    ok = _memory_dtypes()
+    if dt in ok and dt.isnative:
+        return dt
+    names = ", ".join(str(d) for d in ok)
+    hint = ""
+    if dt.kind == "c":
+        hint = " (store the real and imaginary parts as two float arrays, or view as float: a.view(np.float32))"
+    elif dt.kind in "OSUV" and dt not in ok:
+        hint = " (its bytes are not numbers a kernel can use)"
+    elif not dt.isnative:
+        hint = f" (non-native byte order: convert with a.astype({dt.newbyteorder('=').str!r}))"
+    raise ArgumentError(f"{what} {dt!r} is not an element type of anywave arrays{hint}; valid: {names}")
 
 
 def _np_dtype(dtype: Any) -> np.dtype:
@@ -239,9 +302,10 @@ def _np_dtype(dtype: Any) -> np.dtype:
             raise ArgumentError(f"aw.{dtype.name} has no memory representation; use aw.u8 or aw.i32")
         return np.dtype(dtype.np_dtype)
     try:
-        return np.dtype(dtype)
-    except TypeError:
+        dt = np.dtype(dtype)
+    except (TypeError, ValueError):
         raise ArgumentError(f"dtype {dtype!r} is not a NumPy dtype or an anywave type (aw.f32 ...)") from None
+    return _check_dtype(dt)
 
 
 class Array:
@@ -262,7 +326,7 @@ class Array:
     def __init__(self, space: MemorySpace, shape: tuple[int, ...], dtype: np.dtype, handle: Any, ptr: int,
                  owner: Any = None, free: Callable[[], None] | None = None, base: int = 0, offset: int = 0) -> None:
         self.space, self.shape, self.dtype = space, shape, dtype
-        self.nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize if shape else dtype.itemsize
+        self.nbytes = math.prod(shape) * dtype.itemsize
         self.handle, self.ptr, self._owner = handle, ptr, owner
         self.base, self.offset = base, offset
         self._free = weakref.finalize(self, free) if free is not None else None
@@ -274,7 +338,7 @@ class Array:
 
     @property
     def size(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64))
+        return math.prod(self.shape)
 
     @property
     def ndim(self) -> int:
@@ -298,7 +362,11 @@ class Array:
 
     def assign(self, values: Any) -> Array:
         """Copy ``values`` (array-like, broadcast to this shape) into the array; returns it."""
-        host = np.ascontiguousarray(np.broadcast_to(np.asarray(values, dtype=self.dtype), self.shape))
+        try:
+            host = np.ascontiguousarray(np.broadcast_to(np.asarray(values, dtype=self.dtype), self.shape))
+        except (TypeError, ValueError, OverflowError) as e:
+            raise ArgumentError(f"cannot assign a {type(values).__name__} to an array of shape {self.shape} and "
+                                f"dtype {self.dtype}: {e}") from None
         if host.nbytes:
             self.space.from_host(self.handle, host)
         return self
@@ -306,7 +374,7 @@ class Array:
     def reshape(self, *shape: Any) -> Array:
         """The same memory with another shape (same number of elements; no copy)."""
         new = _shape(shape[0] if len(shape) == 1 else shape)
-        if int(np.prod(new, dtype=np.int64)) != self.size:
+        if math.prod(new) != self.size:
             raise ArgumentError(f"cannot reshape an array of {self.size} elements {self.shape} to {new}")
         return Array(self.space, new, self.dtype, self.handle, self.ptr, owner=self, base=self.base,
                      offset=self.offset)
@@ -379,8 +447,8 @@ def empty(shape: Any, dtype: Any = np.float32, *, target: str | None = None) -> 
         TargetUnavailable / driver errors: the target is not usable or out of memory.
     """
     shp, dt = _shape(shape), _np_dtype(dtype)
+    nbytes = _nbytes(shp, dt)
     sp = memory_space(target)
-    nbytes = int(np.prod(shp, dtype=np.int64)) * dt.itemsize
     handle, ptr, free = sp.allocate(max(nbytes, 16))
     return Array(sp, shp, dt, handle, ptr, free=free, base=0 if ptr else id(handle))
 
@@ -397,8 +465,18 @@ def array(data: Any, dtype: Any = None, *, target: str | None = None) -> Array:
     """A device array holding a copy of ``data`` (NumPy array, list, anything ``np.asarray``
     takes); ``dtype`` defaults to the data's (float64 data stays float64: say ``aw.f32``).
 
-    Raises: as :func:`empty`."""
-    host = np.ascontiguousarray(np.asarray(data, dtype=None if dtype is None else _np_dtype(dtype)))
+    Raises: as :func:`empty`; ArgumentError also for data NumPy cannot make one array of
+    (ragged lists ...) or of an element type anywave arrays do not hold (objects, strings,
+    complex numbers)."""
+    dt = None if dtype is None else _np_dtype(dtype)
+    if isinstance(data, Array):
+        data = data.numpy()
+    try:
+        host = np.ascontiguousarray(np.asarray(data, dtype=dt))
+    except (TypeError, ValueError, OverflowError) as e:
+        raise ArgumentError(f"aw.array: cannot make an array{'' if dt is None else f' of {dt}'} from a "
+                            f"{type(data).__name__}: {e}") from None
+    _check_dtype(host.dtype, "the data's dtype")
     a = empty(host.shape, host.dtype, target=target)
     if host.nbytes:
         a.assign(host)
@@ -452,6 +530,7 @@ def from_dlpack(obj: Any) -> Array:
 def _wrap_host(host: np.ndarray, what: str) -> Array:
     if not host.flags.c_contiguous:
         raise ArgumentError(f"{what} is not C-contiguous (make a contiguous copy first)")
+    _check_dtype(host.dtype, f"the dtype of {what}")
     raw = host.reshape(-1).view(np.uint8) if host.size else np.zeros(0, np.uint8)
     return Array(memory_space("emulator"), tuple(host.shape), host.dtype, raw, int(host.ctypes.data),
                  owner=host)

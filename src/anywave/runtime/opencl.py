@@ -224,6 +224,9 @@ class OpenCLDevice:
         ext = set(self.device.extensions.split())
         self.extensions = ext
         self.name = self.device.name.strip()
+        #: the device runs on the host CPU and addresses host memory (USE_HOST_PTR buffers are
+        #: the arrays themselves): kernels run bounds-checked by default there
+        self.host_memory = bool(int(self.device.type) & int(cl.device_type.CPU))
         self.fp64 = "cl_khr_fp64" in ext
         self.max_workgroup = int(self.device.max_work_group_size)
         self.local_memory = int(self.device.local_mem_size)
@@ -327,6 +330,8 @@ class OpenCLRunner(Driver):
     def __init__(self, device: OpenCLDevice | None = None) -> None:
         super().__init__()
         self.dev = device or get_device()
+        #: a CPU device addresses host memory: bounds-checked builds by default (issue 31, item 1)
+        self.check_default = self.dev.host_memory
 
     def translate(self, module: Any, wave_width: int, checked: bool) -> CProgram:
         from anywave.backends.opencl import translate
@@ -343,8 +348,10 @@ class OpenCLRunner(Driver):
         ``opencl`` device arrays are passed as their ``cl.Buffer``. With ``sync=False`` and
         only device arrays the kernel is enqueued on the device's in-order queue and the call
         returns (errors then surface at the next ``.numpy()`` / ``aw.synchronize()``).
-        ``check`` (default: ``ANYWAVE_CHECK=1``) runs the bounds-checked build (always
-        synchronous). Waits let Ctrl-C through (:func:`wait_interruptibly`).
+        ``check`` runs the bounds-checked build (always synchronous); None: ``ANYWAVE_CHECK``
+        (``1``/``0``) where set, else on for a CPU device (its kernels address host memory, so an
+        overrun would corrupt the process), off for a GPU. Waits let Ctrl-C through
+        (:func:`wait_interruptibly`).
 
         Raises:
             OutOfBoundsError: (checked build) a memory access left its buffer.

@@ -204,6 +204,9 @@ class SyclRunner(Driver):
     ``runner(module, kernel, grid, workgroup, args, wave_width)``; one build per (module, W)."""
 
     error = SyclError
+    #: the shim's device is the Intel OpenCL CPU device with USM shared memory, i.e. host
+    #: memory: bounds-checked builds by default (issue 31, item 1)
+    check_default = True
 
     def __init__(self, device: SyclDevice | None = None) -> None:
         super().__init__()
@@ -223,8 +226,10 @@ class SyclRunner(Driver):
         is not USM) and make the call synchronous; ``sycl`` device arrays (USM) are used in
         place. With ``sync=False`` and only device arrays the launch is only enqueued on the
         in-order queue (errors surface at the next ``.numpy()`` / ``aw.synchronize()``).
-        ``check`` (default: ``ANYWAVE_CHECK=1``) runs the bounds-checked build (always
-        synchronous). Builds and blocking launches let Ctrl-C through (:func:`call_interruptibly`).
+        ``check`` runs the bounds-checked build (always synchronous); None: ``ANYWAVE_CHECK``
+        (``1``/``0``) where set, else on (:attr:`check_default`: the CPU device's USM is host
+        memory, so an overrun would corrupt the process). Builds and blocking launches let Ctrl-C
+        through (:func:`call_interruptibly`).
 
         Raises:
             OutOfBoundsError: (checked build) a memory access left its buffer.

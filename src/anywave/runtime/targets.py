@@ -331,6 +331,12 @@ class RunnerTarget:
     def make_runner(self) -> Any:  # pragma: no cover - abstract
         raise NotImplementedError
 
+    @property
+    def check_default(self) -> bool:
+        """Whether ``launch(check=None)`` runs the bounds-checked build (the driver's
+        :attr:`~anywave.runtime.driver.Driver.check_default`: on for host-memory devices)."""
+        return bool(getattr(self.runner, "check_default", False))
+
     def launch(self, module: Any, kernel: str, grid: Any, workgroup: Any, args: Any, *,
                sync: bool = True, check: bool | None = None) -> LaunchResult:
         """Run ``kernel`` of ``module``; buffers in ``args`` (NumPy arrays, or this target's
@@ -340,8 +346,10 @@ class RunnerTarget:
 
         ``check``: run the bounds-checked build (every memory access guarded; the first
         out-of-bounds one raises :class:`~anywave.errors.OutOfBoundsError` after the launch,
-        which is then synchronous). None (default): on when ``ANYWAVE_CHECK=1``. Unchecked
-        launches use a separate build and cost nothing extra."""
+        which is then synchronous). None (default): ``ANYWAVE_CHECK`` (``1``/``0``) where set,
+        else :attr:`check_default` (on for the CPU runtimes, whose kernels address host memory:
+        an unchecked overrun would write into the Python process). ``check=False`` opts out;
+        unchecked launches use a separate build (cost: ``bench/bench_checked_default.py``)."""
         self.runner(module, kernel, grid, workgroup, args, self.info.wave_width, sync=sync, check=check)
         return LaunchResult(kernel, self.name, self.info.device, self.info.wave_width)
 
