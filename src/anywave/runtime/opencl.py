@@ -239,7 +239,8 @@ class OpenCLDevice:
             self.subgroup_note = f"missing {sorted(need - ext)}"
         self.features = Features(fp64=self.fp64, wave_widths=widths)
         self._programs: dict[str, Any] = {}
-        self._kernels: dict[tuple[int, str], Any] = {}
+        self._kernels: dict[tuple[int, str], tuple[Any, threading.Lock]] = {}
+        self._kernels_lock = threading.Lock()
 
     def _probe_widths(self) -> tuple[int, ...]:
         cl = self.cl
@@ -273,13 +274,20 @@ class OpenCLDevice:
             caps |= Capability.WAVE_OPS | Capability.MMA
         return caps
 
-    def kernel(self, built: Any, name: str) -> Any:
-        """The ``cl.Kernel`` ``name`` of a built program (created once: kernel objects are costly)."""
+    def kernel(self, built: Any, name: str) -> tuple[Any, threading.Lock]:
+        """The ``cl.Kernel`` ``name`` of a built program (created once: kernel objects are costly)
+        and its lock. A kernel object holds its arguments (``clSetKernelArg``) until the next
+        enqueue, so setting them and enqueueing must be one step per object: launches from several
+        threads hold the lock across ``kernel(queue, ...)`` (the wait is outside it; issue 31,
+        item 3)."""
         key = (id(built), name)
-        k = self._kernels.get(key)
-        if k is None:
-            k = self._kernels[key] = self.cl.Kernel(built, name)
-        return k
+        ent = self._kernels.get(key)
+        if ent is None:
+            with self._kernels_lock:
+                ent = self._kernels.get(key)
+                if ent is None:
+                    ent = self._kernels[key] = (self.cl.Kernel(built, name), threading.Lock())
+        return ent
 
     def build(self, prog: CProgram) -> Any:
         """The built ``cl.Program`` of a rendered program (cached by source hash).
@@ -405,9 +413,10 @@ class OpenCLRunner(Driver):
             record = new_error_record()
             err_mem = cl.Buffer(ctx, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR, hostbuf=record)
             cargs.append(err_mem)
-        fn = self.dev.kernel(built, info.c_name)
+        fn, fn_lock = self.dev.kernel(built, info.c_name)
         try:
-            ev = fn(q, dims[0], dims[1], *cargs)
+            with fn_lock:  # set-args + enqueue, atomic per kernel object
+                ev = fn(q, dims[0], dims[1], *cargs)
             if sync or hosts or checked:
                 wait_interruptibly(ev)
             for _orig, host, mem in back:

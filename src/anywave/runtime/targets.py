@@ -12,6 +12,7 @@ registers its own (the emulator, always present, from :mod:`anywave.runtime.emul
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -374,22 +375,34 @@ RUNTIMES = ("anywave.runtime.emulator", "anywave.runtime.cuda", "anywave.runtime
             "anywave.runtime.hip", "anywave.runtime.metal", "anywave.runtime.vulkan")
 OPTIONAL_RUNTIMES = RUNTIMES[2:]
 _optional_loaded = False
+_loading = False
+#: held while the runtimes register: a thread that asks during that waits for the whole
+#: registry instead of seeing it half filled ("unknown target"; issue 31, item 3). Re-entrant:
+#: a runtime's register() calls back into the registry on the loading thread.
+_LOAD_LOCK = threading.RLock()
 
 
 def _load_optional_runtimes() -> None:
     # A missing optional dependency shows up later as an unavailable target with its
     # reason (from the module's own probe), not as an import error here.
-    global _optional_loaded
+    global _optional_loaded, _loading
     if _optional_loaded:
         return
-    _optional_loaded = True
-    import importlib
-
-    for name in RUNTIMES:
+    with _LOAD_LOCK:
+        if _optional_loaded or _loading:  # done, or a register() of the loading thread itself
+            return
+        _loading = True
         try:
-            importlib.import_module(name).register()
-        except ImportError:
-            continue
+            import importlib
+
+            for name in RUNTIMES:
+                try:
+                    importlib.import_module(name).register()
+                except ImportError:
+                    continue
+        finally:
+            _loading = False
+            _optional_loaded = True  # marked only once every runtime had its turn
 
 
 def __getattr__(name: str) -> Any:
