@@ -418,7 +418,7 @@ class OpenCLRunner(Driver):
             with fn_lock:  # set-args + enqueue, atomic per kernel object
                 ev = fn(q, dims[0], dims[1], *cargs)
             if sync or hosts or checked:
-                wait_interruptibly(ev)
+                wait_interruptibly(ev, keep=(cargs, back, margs, record))
             for _orig, host, mem in back:
                 raw = host.reshape(-1).view(np.uint8)
                 mapped, _ev = cl.enqueue_map_buffer(q, mem, cl.map_flags.READ, 0, raw.shape, raw.dtype)
@@ -451,20 +451,34 @@ class OpenCLRunner(Driver):
                 orig[...] = host
 
 
-def wait_interruptibly(event: Any) -> None:
+def wait_interruptibly(event: Any, keep: Any = None) -> None:
     """Wait for an OpenCL event from Python, so that Ctrl-C (KeyboardInterrupt) gets through: a
     blocking ``clFinish``/``clWaitForEvents`` holds the main thread inside the driver, where
-    Python cannot run its signal handler (issue 11, item 17). Polls the event's status with a
-    sleep that doubles from 20 us to 2 ms (a kernel of t seconds is seen done by about 2t).
+    Python cannot run its signal handler (issue 11, item 17; issue 31, item 7). Polls the event's
+    status with a sleep that doubles from 20 us to 2 ms (a kernel of t seconds is seen done by
+    about 2t). ``keep``: what the command uses (host arrays ...): on an interrupt it stays alive
+    for good and the process exits without waiting for the command
+    (:func:`anywave.runtime.interrupt.abandon`).
 
     Raises:
         KeyboardInterrupt: on Ctrl-C (the kernel keeps running on the device; the OpenCL
             device of this process is then unusable).
         pyopencl errors: the command failed (from the final ``wait``)."""
-    d = 2e-5
-    while int(event.command_execution_status) > 0:  # CL_COMPLETE = 0, errors < 0
-        time.sleep(d)
-        d = min(d * 2, 2e-3)
+    from anywave.runtime.interrupt import abandon, restore_sigint
+
+    d, slept = 2e-5, 0.0
+    try:
+        restore_sigint()
+        while int(event.command_execution_status) > 0:  # CL_COMPLETE = 0, errors < 0
+            time.sleep(d)
+            d = min(d * 2, 2e-3)
+            slept += d
+            if slept > 0.1:  # a runtime may install its own SIGINT handler while the kernel runs
+                slept = 0.0
+                restore_sigint()
+    except BaseException:
+        abandon("an OpenCL command", lambda: int(event.command_execution_status) > 0, (event, keep))
+        raise
     event.wait()
 
 
@@ -508,16 +522,28 @@ class OpenCLMemory:
         return buf, 0, lambda: None  # pyopencl releases the buffer with its last reference
 
     def from_host(self, handle: Any, host: np.ndarray) -> None:
-        self.dev.cl.enqueue_copy(self.dev.queue, handle, host.reshape(-1).view(np.uint8), is_blocking=True)
+        q = self.dev.queue
+        raw = host.reshape(-1).view(np.uint8)
+        wait_interruptibly(self.dev.cl.enqueue_copy(q, handle, raw, is_blocking=False), keep=(handle, raw))
 
     def to_host(self, handle: Any, host: np.ndarray) -> None:
         self.synchronize()
-        self.dev.cl.enqueue_copy(self.dev.queue, host.reshape(-1).view(np.uint8), handle, is_blocking=True)
+        q = self.dev.queue
+        raw = host.reshape(-1).view(np.uint8)
+        wait_interruptibly(self.dev.cl.enqueue_copy(q, raw, handle, is_blocking=False), keep=(handle, raw))
 
     def synchronize(self) -> None:
+        """Wait for every launch enqueued on the device's queue (a marker after them, polled by
+        :func:`wait_interruptibly`: Ctrl-C raises KeyboardInterrupt even while a kernel never
+        ends; a blocking ``clFinish`` would hold the main thread in the driver; issue 31, item 7).
+
+        Raises:
+            OpenCLError: an enqueued launch failed (naming the last one enqueued)."""
         pending, self.pending = self.pending, ""
+        cl = self.dev.cl
         try:
-            self.dev.queue.finish()
+            wait_interruptibly(cl.enqueue_marker(self.dev.queue))
+            self.dev.queue.finish()  # everything before the marker is done: returns at once
         except Exception as e:  # noqa: BLE001
             raise OpenCLError(f"an enqueued launch on {self.dev.name} failed (last enqueued: {pending or '?'}): "
                               f"{type(e).__name__}: {e}") from e

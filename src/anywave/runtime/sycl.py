@@ -288,7 +288,7 @@ class SyclRunner(Driver):
         blocking = 1 if (sync or hosts) else 0
         launch_fn = self.dev.lib.aw_sycl_launch
         args_ = (ctypes.c_void_p(handle), info.c_name.encode(), g, loc, n, kinds, vals, sizes, err, 4096, blocking)
-        rc = call_interruptibly(launch_fn, *args_) if blocking else launch_fn(*args_)
+        rc = call_interruptibly(launch_fn, *args_, keep=(keep, back)) if blocking else launch_fn(*args_)
         if rc != 0:
             raise SyclError(f"launch of {kernel!r} grid={g3} workgroup={wg} on {self.dev.name} failed: "
                             f"{err.value.decode(errors='replace')}")
@@ -305,28 +305,41 @@ class SyclRunner(Driver):
             raise_if_failed(record, k, info.sites, nb, info.local_memory, f"SYCL ({self.dev.name})")
 
 
-def call_interruptibly(fn: Any, *args: Any) -> Any:
+def call_interruptibly(fn: Any, *args: Any, keep: Any = None) -> Any:
     """``fn(*args)`` (a blocking ctypes call, which releases the GIL) on a worker thread while
     the main thread waits in ``join`` with a timeout, where Python runs its signal handlers:
     Ctrl-C raises KeyboardInterrupt at once instead of being ignored until the kernel ends
-    (issue 11, item 17). The abandoned call keeps running on its daemon thread.
+    (issue 11, item 17). The abandoned call keeps running on its daemon thread, which holds
+    ``args`` and ``keep`` (the host arrays the call reads or writes): they stay alive until it
+    returns, so a launch finishing later never writes into freed memory; the process then exits
+    without waiting for it (:func:`anywave.runtime.interrupt.abandon`).
 
     Raises:
         KeyboardInterrupt: on Ctrl-C; whatever ``fn`` raises otherwise."""
     if threading.current_thread() is not threading.main_thread():
         return fn(*args)  # signals are only handled on the main thread anyway
+    from anywave.runtime.interrupt import abandon, restore_sigint
+
+    restore_sigint()  # the SYCL runtime installs a SIGINT handler of its own when it starts
     box: list[Any] = []
 
     def work() -> None:
+        held = keep  # noqa: F841 - alive as long as the call runs
         try:
             box.append((True, fn(*args)))
         except BaseException as e:  # noqa: BLE001 - handed to the caller
             box.append((False, e))
 
     t = threading.Thread(target=work, name="anywave-sycl-launch", daemon=True)
-    t.start()
-    while t.is_alive():
-        t.join(0.1)
+    try:
+        t.start()  # (an interrupt can come inside start() too)
+        while t.is_alive():
+            t.join(0.1)
+            restore_sigint()  # again: the runtime may install its handler while the call runs
+    except BaseException:
+        # what it waited for is unfinished until the call returned (also when the thread never ran)
+        abandon(f"a SYCL call ({getattr(fn, '__name__', 'call')})", lambda: not box)
+        raise
     ok, v = box[0]
     if not ok:
         raise v
@@ -354,21 +367,28 @@ class SyclMemory:
             raise SyclError(f"sycl::malloc_shared of {nbytes} bytes on {self.dev.name} failed")
         return p, int(p), lambda: lib.aw_sycl_free(ctypes.c_void_p(p))
 
-    def _copy(self, dst: int, src: int, nbytes: int) -> None:
+    def _copy(self, dst: int, src: int, nbytes: int, keep: Any = None) -> None:
         err = ctypes.create_string_buffer(4096)
-        if self.dev.lib.aw_sycl_memcpy(ctypes.c_void_p(dst), ctypes.c_void_p(src), nbytes, err, 4096):
+        # the copy waits for earlier launches: interruptible (issue 31, item 7)
+        if call_interruptibly(self.dev.lib.aw_sycl_memcpy, ctypes.c_void_p(dst), ctypes.c_void_p(src), nbytes,
+                              err, 4096, keep=keep):
             raise SyclError(f"SYCL copy on {self.dev.name} failed: {err.value.decode(errors='replace')}")
 
     def from_host(self, handle: Any, host: np.ndarray) -> None:
-        self._copy(int(handle), host.ctypes.data, host.nbytes)
+        self._copy(int(handle), host.ctypes.data, host.nbytes, keep=host)
 
     def to_host(self, handle: Any, host: np.ndarray) -> None:
-        self._copy(host.ctypes.data, int(handle), host.nbytes)
+        self._copy(host.ctypes.data, int(handle), host.nbytes, keep=host)
 
     def synchronize(self) -> None:
+        """Wait for every launch enqueued on the shim's queue; Ctrl-C raises KeyboardInterrupt even
+        while a kernel never ends (:func:`call_interruptibly`; issue 31, item 7).
+
+        Raises:
+            SyclError: an enqueued launch failed (naming the last one enqueued)."""
         err = ctypes.create_string_buffer(4096)
         pending, self.pending = self.pending, ""
-        if self.dev.lib.aw_sycl_wait(err, 4096):
+        if call_interruptibly(self.dev.lib.aw_sycl_wait, err, 4096):
             raise SyclError(f"an enqueued launch on {self.dev.name} failed (last enqueued: {pending or '?'}): "
                             f"{err.value.decode(errors='replace')}")
 
