@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 import operator
+import os
 import sys
 import threading
 import weakref
@@ -170,8 +171,6 @@ register_memory_space("vulkan", lambda device: HostSpace())  # host arrays (see 
 
 def _split_target(target: str | None) -> tuple[str, int | None]:
     if target is None:
-        import os
-
         from anywave.compiler.targets import available_targets
 
         return os.environ.get("ANYWAVE_TARGET") or available_targets()[0], None
@@ -204,6 +203,14 @@ def memory_space(target: str | None = None) -> MemorySpace:
             if sp is None:
                 sp = _SPACES[key] = f(dev)
     return sp
+
+
+def _forget_used_after_fork() -> None:
+    _USED.clear()  # the parent's enqueued work is not this process's to wait for
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_used_after_fork)
 
 
 def mark_used(space: MemorySpace) -> None:

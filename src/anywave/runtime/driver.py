@@ -34,7 +34,7 @@ import numpy as np
 from anywave.errors import LaunchConfigError, WaveError
 from anywave.isa.types import ArgKind
 from anywave.runtime.abi import check_arg_names, scalar_word
-from anywave.runtime.targets import ID_LIMIT_U32, check_launch_rules
+from anywave.runtime.targets import ID_LIMIT_U32, check_launch_rules, check_not_forked
 
 Dims = tuple[int, int, int]
 
@@ -281,12 +281,16 @@ class Driver:
 
     def prepare(self, module: Any, kernel: str, grid: Sequence[int], workgroup: Sequence[int],
                 args: Mapping[str, Any], wave_width: int, check: bool | None = None) -> Launch:
-        """Every check of a launch (the module docs' steps 1-5), in that order.
+        """Every check of a launch (the module docs' steps 1-5), in that order, after refusing a
+        device started by the parent of this forked process (:class:`~anywave.runtime.targets.ProcessDevice`).
 
         Raises:
             error: see :meth:`kernel_info`, :meth:`check_kernel`, :func:`marshal_args`,
                 :func:`launch_dims`; LaunchConfigError: a launch rule.
         """
+        dev = getattr(self, "dev", None)
+        if dev is not None:
+            check_not_forked(dev, self.error)  # a device of the parent process: fail at once
         checked = resolve_check(check, self.check_default)
         prog = self.program(module, wave_width, checked)
         info = self.kernel_info(prog, module, kernel)

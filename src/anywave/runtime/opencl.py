@@ -32,7 +32,7 @@ from anywave.backends.cfamily import WAVE_WIDTHS, CProgram, Features
 from anywave.errors import WaveError
 from anywave.isa.types import Access, Capability
 from anywave.runtime.driver import Driver, launch_dims, marshal_args, resolve_check  # noqa: F401 - re-exported
-from anywave.runtime.targets import ProcessDevice, RunnerTarget
+from anywave.runtime.targets import ProcessDevice, RunnerTarget, check_not_forked
 
 _LOCK = threading.Lock()
 _ENV_DONE = False
@@ -514,6 +514,7 @@ class OpenCLMemory:
         self.pending = ""
 
     def allocate(self, nbytes: int) -> tuple[Any, int, Any]:
+        check_not_forked(self.dev, OpenCLError)
         cl = self.dev.cl
         try:
             buf = cl.Buffer(self.dev.ctx, cl.mem_flags.READ_WRITE, size=max(int(nbytes), 16))
@@ -522,6 +523,7 @@ class OpenCLMemory:
         return buf, 0, lambda: None  # pyopencl releases the buffer with its last reference
 
     def from_host(self, handle: Any, host: np.ndarray) -> None:
+        check_not_forked(self.dev, OpenCLError)
         q = self.dev.queue
         raw = host.reshape(-1).view(np.uint8)
         wait_interruptibly(self.dev.cl.enqueue_copy(q, handle, raw, is_blocking=False), keep=(handle, raw))
@@ -539,6 +541,7 @@ class OpenCLMemory:
 
         Raises:
             OpenCLError: an enqueued launch failed (naming the last one enqueued)."""
+        check_not_forked(self.dev, OpenCLError)
         pending, self.pending = self.pending, ""
         cl = self.dev.cl
         try:

@@ -31,7 +31,7 @@ from anywave.errors import WaveError
 from anywave.isa.types import Access, Capability
 from anywave.runtime.driver import Driver
 from anywave.runtime.opencl import setup_environment
-from anywave.runtime.targets import ProcessDevice, RunnerTarget
+from anywave.runtime.targets import ProcessDevice, RunnerTarget, check_not_forked
 
 _SHIM_SRC = Path(__file__).with_name("sycl_shim") / "aw_sycl_shim.cpp"
 
@@ -361,13 +361,21 @@ class SyclMemory:
         self.pending = ""
 
     def allocate(self, nbytes: int) -> tuple[Any, int, Any]:
-        lib = self.dev.lib
+        check_not_forked(self.dev, SyclError)
+        dev = self.dev
+        lib = dev.lib
         p = lib.aw_sycl_malloc(max(int(nbytes), 16))
         if not p:
             raise SyclError(f"sycl::malloc_shared of {nbytes} bytes on {self.dev.name} failed")
-        return p, int(p), lambda: lib.aw_sycl_free(ctypes.c_void_p(p))
+
+        def free() -> None:
+            if not getattr(dev, "_fork_error", None):  # a forked child must not touch the parent's queue
+                lib.aw_sycl_free(ctypes.c_void_p(p))
+
+        return p, int(p), free
 
     def _copy(self, dst: int, src: int, nbytes: int, keep: Any = None) -> None:
+        check_not_forked(self.dev, SyclError)
         err = ctypes.create_string_buffer(4096)
         # the copy waits for earlier launches: interruptible (issue 31, item 7)
         if call_interruptibly(self.dev.lib.aw_sycl_memcpy, ctypes.c_void_p(dst), ctypes.c_void_p(src), nbytes,
@@ -386,6 +394,7 @@ class SyclMemory:
 
         Raises:
             SyclError: an enqueued launch failed (naming the last one enqueued)."""
+        check_not_forked(self.dev, SyclError)
         err = ctypes.create_string_buffer(4096)
         pending, self.pending = self.pending, ""
         if call_interruptibly(self.dev.lib.aw_sycl_wait, err, 4096):

@@ -12,6 +12,7 @@ registers its own (the emulator, always present, from :mod:`anywave.runtime.emul
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -259,18 +260,50 @@ def check_launch_rules(kernel: Any, grid: Sequence[int], workgroup: Sequence[int
 
 # ------------------------------------------------------------- process-wide runtime devices
 
+#: every ProcessDevice, for the at-fork hook
+_PROCESS_DEVICES: list[ProcessDevice] = []
+
+
+def fork_message(label: str, parent: int) -> str:
+    """The error of a runtime used in a child forked after its parent (pid ``parent``) started it."""
+    return (f"the {label} runtime was started in process {parent}, which then forked this process "
+            f"(multiprocessing's default 'fork' start method on Linux, os.fork, torch DataLoader workers); "
+            f"a {label} device does not survive fork (its runtime's threads and driver state stay in the "
+            f"parent: the first launch would hang forever), so it cannot be used here. Use the 'spawn' start "
+            f"method: multiprocessing.get_context('spawn') / set_start_method('spawn'), or "
+            f"DataLoader(..., multiprocessing_context='spawn'); or start {label} only in the children")
+
+
 class ProcessDevice:
     """A runtime's process-wide device, created on first use under a lock. A failure is
     remembered and raised again (as ``error``) on later calls, so probing an absent runtime
-    stays cheap; :meth:`status` turns it into the ``(usable, reason)`` pair probes return."""
+    stays cheap; :meth:`status` turns it into the ``(usable, reason)`` pair probes return.
+
+    Fork (issue 31, item 15): a device created before the process forked is unusable in the
+    child (the OpenCL, SYCL and Vulkan CPU runtimes keep worker threads and driver state that
+    fork does not copy; a launch there hangs forever). In a forked child the device object is
+    marked (``_fork_error``, which :meth:`anywave.runtime.driver.Driver.prepare` and the memory
+    spaces raise) and :meth:`get` raises ``error`` with :func:`fork_message` at once. A runtime
+    the parent never started is started afresh in the child as usual."""
 
     def __init__(self, factory: Callable[[], Any], error: type[Exception], label: str) -> None:
-        import threading
-
         self._factory, self._error, self._label = factory, error, label
         self._lock = threading.Lock()
         self._device: Any = None
         self._failure: str | None = None
+        self._pid = os.getpid()
+        _PROCESS_DEVICES.append(self)
+
+    def _after_fork_in_child(self) -> None:
+        self._lock = threading.Lock()  # another thread may have held it at the fork
+        if self._device is not None:
+            msg = fork_message(self._label, self._pid)
+            try:
+                self._device._fork_error = msg
+            except AttributeError:  # pragma: no cover - a device class with __slots__
+                pass
+            self._device, self._failure = None, msg
+        self._pid = os.getpid()
 
     def get(self) -> Any:
         """The device. Raises ``error`` (with the reason) when the runtime is unusable."""
@@ -292,6 +325,23 @@ class ProcessDevice:
             return True, self.get().name
         except self._error as e:
             return False, str(e)
+
+
+def check_not_forked(device: Any, error: type[Exception]) -> None:
+    """Raise ``error`` when ``device`` was created before this process was forked from its parent
+    (:class:`ProcessDevice`)."""
+    msg = getattr(device, "_fork_error", None)
+    if msg:
+        raise error(msg)
+
+
+def _after_fork_in_child() -> None:
+    for pd in _PROCESS_DEVICES:
+        pd._after_fork_in_child()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 # ----------------------------------------------------- targets driven by a conformance runner
