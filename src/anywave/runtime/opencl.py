@@ -134,14 +134,13 @@ def _write_vendor_dir(entries: dict[str, str]) -> Path:
     checked), holding exactly ``entries`` (file name -> library path), each written atomically
     and read back before use. The ICD loader loads every ``.icd`` it finds there, so a
     file that is not ours refuses the directory. A cache that cannot be written (read-only,
-    full) falls back, with a warning, to a private temporary directory.
+    full) falls back, with a warning, to the cache's one fallback directory
+    (:func:`anywave.runtime.cache.writable_subdir`).
 
     Raises:
         CacheSecurityError: the directory or an entry is another user's, writable by others,
             or holds ``.icd`` files anywave did not write."""
-    import tempfile
-
-    from anywave.runtime.cache import CacheSecurityError, atomic_write, check_private, safe_subdir
+    from anywave.runtime.cache import CacheSecurityError, atomic_write, check_private, safe_subdir, writable_subdir
 
     def fill(vdir: Path) -> None:
         for name, text in entries.items():
@@ -163,14 +162,14 @@ def _write_vendor_dir(entries: dict[str, str]) -> Path:
                                      f"anywave did not write ({', '.join(extra)}); the ICD loader would load "
                                      f"the libraries they name, so it is not used. Remove them.")
 
+    vdir = safe_subdir("opencl-vendors")
     try:
-        vdir = safe_subdir("opencl-vendors")
         fill(vdir)
         return vdir
-    except OSError as e:
-        vdir = Path(tempfile.mkdtemp(prefix=f"anywave-opencl-vendors-{os.geteuid()}-"))
-        warnings.warn(f"cannot write the OpenCL ICD files in the anywave cache ({e}); using the private "
-                      f"temporary directory {vdir}", RuntimeWarning, stacklevel=3)
+    except CacheSecurityError:
+        raise
+    except OSError as e:  # a full disk: the one fallback policy of the cache (no new directory per start)
+        vdir = writable_subdir("opencl-vendors", f"cannot write the OpenCL ICD files in {str(vdir)!r} ({e})")
         fill(vdir)
         return vdir
 

@@ -72,14 +72,31 @@ def build_shim() -> Path:
     inc, lib = _sycl_paths()
     libsycl = sorted(lib.glob("libsycl.so*"), key=lambda p: len(p.name))[0]
     key = shim_key(libsycl)
-    from anywave.runtime.cache import CacheSecurityError, atomic_write, safe_subdir, verified_read
+    from anywave.runtime.cache import CacheSecurityError, safe_subdir, writable_subdir
 
     try:
         d = safe_subdir("sycl")
     except CacheSecurityError as e:
         raise SyclError(f"the SYCL shim is not loaded from the cache: {e}") from e
     except OSError as e:
-        raise SyclError(f"cannot create the SYCL shim directory in the anywave cache: {e}") from e
+        raise SyclError(f"cannot create the SYCL shim directory in the anywave cache or its fallback: {e}") from e
+    try:
+        return _build_shim_in(d, key, inc, lib)
+    except OSError as e:  # a full disk (ENOSPC) ...: the cache's one fallback policy, not a lost target
+        try:
+            d = writable_subdir("sycl", f"cannot write the SYCL shim into {str(d)!r} ({e})")
+            return _build_shim_in(d, key, inc, lib)
+        except (OSError, CacheSecurityError) as e2:
+            raise SyclError(f"cannot write the SYCL shim into the anywave cache ({e}) or its fallback ({e2})") from e2
+
+
+def _build_shim_in(d: Path, key: str, inc: Path, lib: Path) -> Path:
+    """The shim in directory ``d``: the cached one when it verifies, else compiled there.
+
+    Raises:
+        SyclError: the compile failed or a cached entry is untrusted; OSError: writing failed."""
+    from anywave.runtime.cache import CacheSecurityError, atomic_write, verified_read
+
     out = d / f"libaw_sycl_shim-{key}.so"
     try:
         if verified_read(out) is not None:  # ours, private, and the bytes we built
@@ -96,14 +113,34 @@ def build_shim() -> Path:
                "-lsycl", f"-Wl,-rpath,{lib}", "-o", str(tmp)]
         r = subprocess.run(cmd, capture_output=True, text=True)
         if r.returncode != 0:
+            if "No space left" in r.stderr:
+                raise OSError(28, f"no space left on the device writing {tmp}")
             raise SyclError(f"building the SYCL shim failed ({' '.join(cmd)}):\n{r.stderr[-3000:]}")
-        try:
-            atomic_write(out, tmp.read_bytes(), record_hash=True)
-        except OSError as e:
-            raise SyclError(f"cannot write the SYCL shim into the anywave cache ({e})") from e
+        atomic_write(out, tmp.read_bytes(), record_hash=True)
     finally:
         tmp.unlink(missing_ok=True)
     return out
+
+
+def set_kernel_cache_environment() -> str:
+    """Make the SYCL runtime keep its compiled kernels across processes (issue 31, item 21):
+    without ``SYCL_CACHE_PERSISTENT=1`` it compiles each kernel from source at first use in every
+    new process (10-23 s a kernel on a CPU device). Sets ``SYCL_CACHE_PERSISTENT=1`` and
+    ``SYCL_CACHE_DIR=<anywave cache>/sycl-kernels`` (under the cache's fallback policy) in
+    ``os.environ`` before the SYCL runtime is loaded, unless the user set
+    ``SYCL_CACHE_PERSISTENT`` (then both are left alone) or ``SYCL_CACHE_DIR`` (kept). Returns
+    what was done; never raises (an unusable cache only costs the compiles)."""
+    if "SYCL_CACHE_PERSISTENT" in os.environ:
+        return f"SYCL_CACHE_PERSISTENT={os.environ['SYCL_CACHE_PERSISTENT']!r} set by the user"
+    if "SYCL_CACHE_DIR" not in os.environ:
+        from anywave.runtime.cache import safe_subdir
+
+        try:
+            os.environ["SYCL_CACHE_DIR"] = str(safe_subdir("sycl-kernels"))
+        except (OSError, WaveError) as e:
+            return f"SYCL kernel cache not persistent: {e}"
+    os.environ["SYCL_CACHE_PERSISTENT"] = "1"
+    return f"SYCL_CACHE_PERSISTENT=1, SYCL_CACHE_DIR={os.environ['SYCL_CACHE_DIR']}"
 
 
 class SyclDevice:
@@ -111,6 +148,7 @@ class SyclDevice:
 
     def __init__(self) -> None:
         setup_environment()
+        set_kernel_cache_environment()  # read by libsycl when it loads (below, with the shim)
         path = build_shim()
         from anywave.runtime.cache import CacheSecurityError, verified_read
 
