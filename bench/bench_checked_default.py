@@ -90,7 +90,7 @@ def main() -> None:
             out = np.zeros(N * N if name.startswith("gemm") else n, np.float32)
             if name.startswith("saxpy"):
                 out[:] = y0
-            med[check] = _time(lambda out=out, check=check: run(out, check), args.reps)
+            med[check] = _time(lambda out=out, check=check, run=run: run(out, check), args.reps)
             if name.startswith("saxpy"):  # y accumulates: recompute once from the same start for the comparison
                 out[:] = y0
                 run(out, check)

@@ -282,7 +282,7 @@ def run_threads(rng: np.random.Generator, trials: int, targets: list[str]) -> No
     sys.setswitchinterval(1e-6)
     try:
         for t in targets:
-            for trial in range(trials):
+            for _trial in range(trials):
                 k = int(rng.integers(2, 9))
                 n = int(rng.integers(1, 600))
                 problems: list[str] = []
