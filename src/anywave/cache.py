@@ -14,10 +14,16 @@ Whatever is loaded from there runs as the user, so:
   by the caller) before the bytes are used;
 * writes are atomic (:func:`atomic_write`: a temporary file in the same directory, then
   ``os.replace``) and never leave a temporary file behind when they fail (a full disk);
-* a root that cannot be created or written (read-only, full, no permission) is replaced, once
-  per process and with a warning naming the reason, by a private temporary directory
-  (``tempfile.mkdtemp``, mode 0700), so a read-only cache costs recompilation, never a
-  runtime (:func:`cache_dir`). An *insecure* root is refused, not replaced: the user's setting
+* one fallback policy (issue 31, item 17): a cache place that cannot be created or written --
+  the root or a subdirectory, read-only, a full disk (ENOSPC), no permission -- is replaced by
+  the same place under one private per-user fallback root, ``<tmpdir>/anywave-cache-<uid>``
+  (mode 0700, checked like the root), with a warning naming the reason once per process
+  (:func:`cache_dir`, :func:`safe_subdir`, :func:`writable_subdir`). Every process uses that
+  same directory, so a read-only or full cache leaves nothing new behind per process start and
+  still keeps compiled artefacts across runs; it costs recompilation, never a runtime (the SYCL
+  shim is built there when the cache cannot take it). Only when the fallback is unusable too
+  (another user's, or itself unwritable) does a process use a private ``mkdtemp`` directory,
+  removed at exit. An *insecure* configured root is refused, not replaced: the user's setting
   is wrong and must be fixed.
 
     >>> from anywave.cache import safe_subdir, atomic_write, verified_read  # doctest: +SKIP
@@ -99,13 +105,36 @@ def _make_private_dir(path: Path) -> None:
     check_private(path, directory=True)
 
 
+def fallback_root() -> Path:
+    """The shared per-user fallback root, ``<tempfile.gettempdir()>/anywave-cache-<euid>`` (not
+    created or checked here)."""
+    return Path(tempfile.gettempdir()) / f"anywave-cache-{os.geteuid()}"
+
+
+def _remove_tree(path: Path) -> None:
+    import shutil
+
+    shutil.rmtree(path, ignore_errors=True)
+
+
 def _fallback(reason: str) -> Path:
+    """The fallback root (module docs), created and checked once per process; warns once."""
     global _FALLBACK, _FALLBACK_FOR
     if _FALLBACK is None or not _FALLBACK.is_dir():
-        _FALLBACK = Path(tempfile.mkdtemp(prefix=f"anywave-cache-{os.geteuid()}-"))
-        _FALLBACK_FOR = reason
-        warnings.warn(f"{reason}; using the private temporary directory {_FALLBACK} for this process "
-                      f"(compiled kernels are not kept across runs)", RuntimeWarning, stacklevel=4)
+        fb = fallback_root()
+        note = "kept across runs"
+        try:
+            _make_private_dir(fb)
+            if not os.access(fb, os.W_OK | os.X_OK):
+                raise PermissionError(f"{fb} is not writable")
+        except (OSError, CacheSecurityError) as e:
+            import atexit
+
+            fb = Path(tempfile.mkdtemp(prefix=f"anywave-cache-{os.geteuid()}-"))
+            atexit.register(_remove_tree, fb)  # a per-process directory: never left behind
+            note = f"removed at exit; the shared fallback {str(fallback_root())!r} is unusable: {e}"
+        _FALLBACK, _FALLBACK_FOR = fb, reason
+        warnings.warn(f"{reason}; using the private directory {fb} instead ({note})", RuntimeWarning, stacklevel=4)
     return _FALLBACK
 
 
@@ -132,13 +161,37 @@ def cache_dir() -> Path:
 
 
 def safe_subdir(name: str) -> Path:
-    """``cache_dir() / name``, created 0700 and checked like the root.
+    """``cache_dir() / name``, created 0700 and checked like the root; when it cannot be created
+    or written (read-only, full disk), the same subdirectory of the fallback root (module docs).
 
     Raises:
         CacheSecurityError: the root or the subdirectory must not be trusted.
-        OSError: the subdirectory cannot be created (e.g. a full disk)."""
+        OSError: neither the subdirectory nor its fallback can be created."""
     d = cache_dir() / name
     with _LOCK:
+        try:
+            _make_private_dir(d)
+            if not os.access(d, os.W_OK | os.X_OK):
+                raise PermissionError(f"{d} is not writable")
+            return d
+        except CacheSecurityError:
+            raise
+        except OSError as e:
+            if d.parent == _FALLBACK:
+                raise
+            reason = f"the anywave cache directory {str(d)!r} cannot be used ({getattr(e, 'strerror', None) or e})"
+    return writable_subdir(name, reason)
+
+
+def writable_subdir(name: str, reason: str) -> Path:
+    """``name`` under the fallback root (module docs), for a write into ``cache_dir() / name``
+    that failed for ``reason`` (a full disk ...): created 0700 and checked.
+
+    Raises:
+        CacheSecurityError: the fallback subdirectory must not be trusted.
+        OSError: it cannot be created either."""
+    with _LOCK:
+        d = _fallback(reason) / name
         _make_private_dir(d)
     return d
 

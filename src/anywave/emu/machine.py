@@ -953,6 +953,9 @@ def emulate(program: Module | bytes | str | os.PathLike[str], kernel: str, *,
     if k.local_memory:  # bound the local memory allocated per batch (fixed: results never depend on RAM)
         per = max(1, min(per, _BATCH_LOCAL_BYTES // k.local_memory))
     t0 = time.perf_counter()
+    from anywave.progress import reporter
+
+    prog = reporter(f"anywave emulator: kernel {k.name!r}", nwg, "workgroups")
     with np.errstate(all="ignore"):
         for start in range(0, nwg, per):
             b = Batch(launch, start, min(per, nwg - start), trace_lane, stats)
@@ -961,6 +964,7 @@ def emulate(program: Module | bytes | str | os.PathLike[str], kernel: str, *,
             fragments.finish_batch(b)
             if b.frames:
                 raise EmulationError(f"kernel {k.name!r}: control region left open at its end")
+            prog.update(min(start + per, nwg))
     stats.wall_seconds = time.perf_counter() - t0
     return stats
 

@@ -34,7 +34,6 @@ import hashlib
 import json
 import os
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -161,7 +160,9 @@ class Autotuner:
         timer: ``timer(run) -> seconds`` for one timed launch (default: wall clock).
         launch: ``launch(config, args)`` runs one config instead of calling the kernel (e.g. a
             runtime's own launch with device tensors and a stream); ``args`` as for ``grid``.
-        progress: show a rich progress bar while timing (default: stderr is a terminal).
+        progress: show progress while timing (rich on a terminal, else plain lines on stderr);
+            None: :func:`anywave.progress.enabled` (``ANYWAVE_PROGRESS=1``/``0``, else stderr
+            is a terminal).
 
     Raises:
         AutotuneError: no configs, a config naming a parameter the kernel lacks or one that is
@@ -266,14 +267,9 @@ class Autotuner:
         return out
 
     def _progress(self, configs: list[dict[str, Any]]) -> Any:
-        show = self.progress if self.progress is not None else sys.stderr.isatty()
-        if not show:
-            return configs
-        try:
-            from rich.progress import track
-        except ImportError:
-            return configs
-        return track(configs, description=f"autotuning {self.name}", transient=True)
+        from anywave.progress import track
+
+        return track(configs, f"autotuning {self.name}", show=self.progress)
 
     def __call__(self, *args: Any, target: str | None = None, wave_width: int | None = None, **kwargs: Any) -> Any:
         """Launch with the best config for these arguments (tuning first when none is known)."""

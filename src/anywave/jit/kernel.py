@@ -84,7 +84,12 @@ class KernelFunction(KernelDef):
                 None: the device the arguments live on, else the best available target.
             wave_width: W for targets that offer several (8/16/32/64); refused with
                 TargetError when the target does not run it.
-            check: run a bounds-checked build (default: ``ANYWAVE_CHECK=1`` in the environment).
+            check: run a bounds-checked build: every memory access guarded, the first
+                out-of-bounds one raises OutOfBoundsError naming the buffer, the byte offset and
+                the source line. None (default): ``ANYWAVE_CHECK`` (``1`` on, ``0`` off) where
+                set, else the target's default -- on for the targets whose kernels address host
+                memory (OpenCL and SYCL CPU runtimes), off elsewhere; ``check=False`` or
+                ``ANYWAVE_CHECK=0`` opts out (faster; an overrun then corrupts the process).
             stream: a CUDA stream (handle or object with ``cuda_stream``/``ptr``); default:
                 PyTorch's current stream for torch tensors, the producer's for
                 ``__cuda_array_interface__`` objects that name one, else the default stream.

@@ -19,7 +19,6 @@ plan does not recognise falls back to the full path, which raises the detailed e
 from __future__ import annotations
 
 import inspect
-import os
 import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -42,9 +41,13 @@ MISS = object()
 _INT_RANGES: dict[str, tuple[int, int]] = {}
 
 
-def env_check() -> bool:
-    """The default of ``check=``: ``ANYWAVE_CHECK=1`` in the environment."""
-    return os.environ.get("ANYWAVE_CHECK", "") not in ("", "0")
+def env_check() -> bool | None:
+    """The default of ``check=`` (:func:`anywave.runtime.driver.env_check`): True for
+    ``ANYWAVE_CHECK=1``, False for ``ANYWAVE_CHECK=0`` (the opt-out), None when unset (the
+    target decides: bounds-checked on the host-memory targets OpenCL and SYCL)."""
+    from anywave.runtime.driver import env_check as _env_check
+
+    return _env_check()
 
 
 def _int_range(t: Any) -> tuple[int, int]:
@@ -457,7 +460,7 @@ def launch(kf: Any, args: Sequence[Any], kwargs: Mapping[str, Any], grid: Any, w
             raise LaunchError(f"kernel {kf.name!r}: give workgroup= (threads per workgroup)")
     g = _dims3(grid, "grid")
     wg = _dims3(workgroup, "workgroup")
-    check = env_check() if check is None else bool(check)
+    check = env_check() if check is None else bool(check)  # None: the target's default
     bound = kf._bind(args, kwargs)
     module = kf.compile(**{p.name: bound[p.name] for p in kf.params if p.kind == "const" and p.name in bound})
     k = module.kernel(kf.name)
@@ -536,6 +539,8 @@ def launch(kf: Any, args: Sequence[Any], kwargs: Mapping[str, Any], grid: Any, w
         options["check"] = True
         if "sync" in options:
             options["sync"] = True  # a checked launch reports its errors at once, not at the next wait
+    elif check is False and getattr(tgt, "check_default", False):
+        options["check"] = False  # the explicit opt-out of a target's checked default
     names = [a.name for a in k.args]
     pbuf = None
     if debugprint.has_prints(k):  # aw.print: a fresh host buffer each launch, read after it (no plan)

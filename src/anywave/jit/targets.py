@@ -132,7 +132,9 @@ def get_target(name: str | None) -> Target:
     if st is None or not st.available:
         avail = available_targets()
         known = rt.target_names()
-        what = f"unknown target {name!r}" if name not in known else f"target {name!r} is not available on this machine"
+        what = (f"unknown target {name!r}" if name not in known else
+                f"target {name!r} is not available here ({st.reason})" if st is not None and st.reason else
+                f"target {name!r} is not available on this machine")
         raise TargetError(f"{what}; available: {', '.join(avail)} (registered: {', '.join(known)})")
     if name not in _CACHE:
         _CACHE[name] = Target(name)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 import operator
+import os
 import sys
 import threading
 import weakref
@@ -171,8 +172,6 @@ register_memory_space("vulkan", _lazy("anywave.runtime.vulkan"))
 
 def _split_target(target: str | None) -> tuple[str, int | None]:
     if target is None:
-        import os
-
         from anywave.runtime.targets import preferred_names
 
         return os.environ.get("ANYWAVE_TARGET") or preferred_names()[0], None
@@ -205,6 +204,14 @@ def memory_space(target: str | None = None) -> MemorySpace:
             if sp is None:
                 sp = _SPACES[key] = f(dev)
     return sp
+
+
+def _forget_used_after_fork() -> None:
+    _USED.clear()  # the parent's enqueued work is not this process's to wait for
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_used_after_fork)
 
 
 def mark_used(space: MemorySpace) -> None:

@@ -34,16 +34,34 @@ import numpy as np
 from anywave.abi import check_arg_names, scalar_word
 from anywave.errors import LaunchConfigError, WaveError
 from anywave.isa.types import ArgKind
-from anywave.runtime.targets import ID_LIMIT_U32, check_launch_rules
+from anywave.runtime.targets import ID_LIMIT_U32, check_launch_rules, check_not_forked
 
 Dims = tuple[int, int, int]
 
 
-def resolve_check(check: bool | None) -> bool:
-    """A launch's ``check`` option: None means the default, ``ANYWAVE_CHECK=1`` (bounds-checked
-    builds on the compiled targets; the emulator always checks bounds)."""
+#: ``ANYWAVE_CHECK`` values that turn the bounds-checked build off (an explicit opt-out)
+CHECK_OFF = ("0", "false", "no", "off")
+
+
+def env_check() -> bool | None:
+    """``ANYWAVE_CHECK`` as a launch's ``check``: True for ``1`` (or any other non-empty value),
+    False for ``0``/``false``/``no``/``off`` (the opt-out of the checked default of host-memory
+    targets), None when unset or empty (the target's default)."""
+    v = os.environ.get("ANYWAVE_CHECK", "").strip().lower()
+    if not v:
+        return None
+    return v not in CHECK_OFF
+
+
+def resolve_check(check: bool | None, default: bool = False) -> bool:
+    """A launch's ``check`` option: True/False as given; None means ``ANYWAVE_CHECK``
+    (:func:`env_check`) where set, else ``default`` -- the driver's :attr:`Driver.check_default`:
+    True on the targets whose kernels address host memory (the OpenCL and SYCL CPU runtimes: an
+    unchecked out-of-bounds store there writes into the Python process), False elsewhere. The
+    emulator always checks bounds."""
     if check is None:
-        return os.environ.get("ANYWAVE_CHECK", "").strip() == "1"
+        env = env_check()
+        return default if env is None else env
     return bool(check)
 
 
@@ -130,6 +148,10 @@ def marshal_args(kernel: Any, info: Any, args: Mapping[str, Any], error: type[Ex
             if not (accept(v) if accept is not None else isinstance(v, (np.ndarray, Array))):
                 raise error(f"buffer argument {a.name!r} of kernel {kernel.name!r} must be a NumPy "
                             f"array or an anywave device array, got {type(v).__name__}")
+            if isinstance(v, np.ndarray) and v.dtype.hasobject:
+                raise error(f"buffer argument {a.name!r} of kernel {kernel.name!r} is an array of Python objects "
+                            f"(dtype {v.dtype}); its bytes are object pointers a kernel must not read or write. "
+                            "Pass a numeric array (e.g. np.asarray(x, np.float32))")
             out.append(("buffer", v, a))
         else:
             word = scalar_word(kernel, a.name, a.type, v)
@@ -214,6 +236,9 @@ class Driver:
 
     error: type[WaveError] = WaveError
     serial_atomics = False
+    #: the bounds-checked build is the default (``check=None``): set by drivers whose kernels
+    #: address host memory (an unchecked overrun there corrupts the user's process)
+    check_default = False
 
     def __init__(self) -> None:
         self._programs = ProgramCache()
@@ -256,13 +281,17 @@ class Driver:
 
     def prepare(self, module: Any, kernel: str, grid: Sequence[int], workgroup: Sequence[int],
                 args: Mapping[str, Any], wave_width: int, check: bool | None = None) -> Launch:
-        """Every check of a launch (the module docs' steps 1-5), in that order.
+        """Every check of a launch (the module docs' steps 1-5), in that order, after refusing a
+        device started by the parent of this forked process (:class:`~anywave.runtime.targets.ProcessDevice`).
 
         Raises:
             error: see :meth:`kernel_info`, :meth:`check_kernel`, :func:`marshal_args`,
                 :func:`launch_dims`; LaunchConfigError: a launch rule.
         """
-        checked = resolve_check(check)
+        dev = getattr(self, "dev", None)
+        if dev is not None:
+            check_not_forked(dev, self.error)  # a device of the parent process: fail at once
+        checked = resolve_check(check, self.check_default)
         prog = self.program(module, wave_width, checked)
         info = self.kernel_info(prog, module, kernel)
         k = module.kernel(kernel)

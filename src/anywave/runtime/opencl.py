@@ -32,7 +32,7 @@ from anywave.backends.cfamily import WAVE_WIDTHS, CProgram, Features
 from anywave.errors import WaveError
 from anywave.isa.types import Access, Capability
 from anywave.runtime.driver import Driver, launch_dims, marshal_args, resolve_check  # noqa: F401 - re-exported
-from anywave.runtime.targets import ProcessDevice, RunnerTarget
+from anywave.runtime.targets import ProcessDevice, RunnerTarget, check_not_forked
 
 _LOCK = threading.Lock()
 _ENV_DONE = False
@@ -45,7 +45,7 @@ class OpenCLError(WaveError):
 
 def cache_dir() -> Path:
     """The checked anywave cache dir (:func:`anywave.runtime.cache.cache_dir`)."""
-    from anywave.runtime.cache import cache_dir as _cache_dir
+    from anywave.cache import cache_dir as _cache_dir
 
     return _cache_dir()
 
@@ -134,14 +134,13 @@ def _write_vendor_dir(entries: dict[str, str]) -> Path:
     checked), holding exactly ``entries`` (file name -> library path), each written atomically
     and read back before use. The ICD loader loads every ``.icd`` it finds there, so a
     file that is not ours refuses the directory. A cache that cannot be written (read-only,
-    full) falls back, with a warning, to a private temporary directory.
+    full) falls back, with a warning, to the cache's one fallback directory
+    (:func:`anywave.runtime.cache.writable_subdir`).
 
     Raises:
         CacheSecurityError: the directory or an entry is another user's, writable by others,
             or holds ``.icd`` files anywave did not write."""
-    import tempfile
-
-    from anywave.runtime.cache import CacheSecurityError, atomic_write, check_private, safe_subdir
+    from anywave.cache import CacheSecurityError, atomic_write, check_private, safe_subdir, writable_subdir
 
     def fill(vdir: Path) -> None:
         for name, text in entries.items():
@@ -163,14 +162,14 @@ def _write_vendor_dir(entries: dict[str, str]) -> Path:
                                      f"anywave did not write ({', '.join(extra)}); the ICD loader would load "
                                      f"the libraries they name, so it is not used. Remove them.")
 
+    vdir = safe_subdir("opencl-vendors")
     try:
-        vdir = safe_subdir("opencl-vendors")
         fill(vdir)
         return vdir
-    except OSError as e:
-        vdir = Path(tempfile.mkdtemp(prefix=f"anywave-opencl-vendors-{os.geteuid()}-"))
-        warnings.warn(f"cannot write the OpenCL ICD files in the anywave cache ({e}); using the private "
-                      f"temporary directory {vdir}", RuntimeWarning, stacklevel=3)
+    except CacheSecurityError:
+        raise
+    except OSError as e:  # a full disk: the one fallback policy of the cache (no new directory per start)
+        vdir = writable_subdir("opencl-vendors", f"cannot write the OpenCL ICD files in {str(vdir)!r} ({e})")
         fill(vdir)
         return vdir
 
@@ -224,6 +223,9 @@ class OpenCLDevice:
         ext = set(self.device.extensions.split())
         self.extensions = ext
         self.name = self.device.name.strip()
+        #: the device runs on the host CPU and addresses host memory (USE_HOST_PTR buffers are
+        #: the arrays themselves): kernels run bounds-checked by default there
+        self.host_memory = bool(int(self.device.type) & int(cl.device_type.CPU))
         self.fp64 = "cl_khr_fp64" in ext
         self.max_workgroup = int(self.device.max_work_group_size)
         self.local_memory = int(self.device.local_mem_size)
@@ -236,7 +238,8 @@ class OpenCLDevice:
             self.subgroup_note = f"missing {sorted(need - ext)}"
         self.features = Features(fp64=self.fp64, wave_widths=widths)
         self._programs: dict[str, Any] = {}
-        self._kernels: dict[tuple[int, str], Any] = {}
+        self._kernels: dict[tuple[int, str], tuple[Any, threading.Lock]] = {}
+        self._kernels_lock = threading.Lock()
 
     def _probe_widths(self) -> tuple[int, ...]:
         cl = self.cl
@@ -270,13 +273,20 @@ class OpenCLDevice:
             caps |= Capability.WAVE_OPS | Capability.MMA | Capability.MMA_ACC
         return caps
 
-    def kernel(self, built: Any, name: str) -> Any:
-        """The ``cl.Kernel`` ``name`` of a built program (created once: kernel objects are costly)."""
+    def kernel(self, built: Any, name: str) -> tuple[Any, threading.Lock]:
+        """The ``cl.Kernel`` ``name`` of a built program (created once: kernel objects are costly)
+        and its lock. A kernel object holds its arguments (``clSetKernelArg``) until the next
+        enqueue, so setting them and enqueueing must be one step per object: launches from several
+        threads hold the lock across ``kernel(queue, ...)`` (the wait is outside it; issue 31,
+        item 3)."""
         key = (id(built), name)
-        k = self._kernels.get(key)
-        if k is None:
-            k = self._kernels[key] = self.cl.Kernel(built, name)
-        return k
+        ent = self._kernels.get(key)
+        if ent is None:
+            with self._kernels_lock:
+                ent = self._kernels.get(key)
+                if ent is None:
+                    ent = self._kernels[key] = (self.cl.Kernel(built, name), threading.Lock())
+        return ent
 
     def build(self, prog: CProgram) -> Any:
         """The built ``cl.Program`` of a rendered program (cached by source hash).
@@ -327,6 +337,8 @@ class OpenCLRunner(Driver):
     def __init__(self, device: OpenCLDevice | None = None) -> None:
         super().__init__()
         self.dev = device or get_device()
+        #: a CPU device addresses host memory: bounds-checked builds by default (issue 31, item 1)
+        self.check_default = self.dev.host_memory
 
     def translate(self, module: Any, wave_width: int, checked: bool) -> CProgram:
         from anywave.backends.opencl import translate
@@ -343,8 +355,10 @@ class OpenCLRunner(Driver):
         ``opencl`` device arrays are passed as their ``cl.Buffer``. With ``sync=False`` and
         only device arrays the kernel is enqueued on the device's in-order queue and the call
         returns (errors then surface at the next ``.numpy()`` / ``aw.synchronize()``).
-        ``check`` (default: ``ANYWAVE_CHECK=1``) runs the bounds-checked build (always
-        synchronous). Waits let Ctrl-C through (:func:`wait_interruptibly`).
+        ``check`` runs the bounds-checked build (always synchronous); None: ``ANYWAVE_CHECK``
+        (``1``/``0``) where set, else on for a CPU device (its kernels address host memory, so an
+        overrun would corrupt the process), off for a GPU. Waits let Ctrl-C through
+        (:func:`wait_interruptibly`).
 
         Raises:
             OutOfBoundsError: (checked build) a memory access left its buffer.
@@ -398,11 +412,12 @@ class OpenCLRunner(Driver):
             record = new_error_record()
             err_mem = cl.Buffer(ctx, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR, hostbuf=record)
             cargs.append(err_mem)
-        fn = self.dev.kernel(built, info.c_name)
+        fn, fn_lock = self.dev.kernel(built, info.c_name)
         try:
-            ev = fn(q, dims[0], dims[1], *cargs)
+            with fn_lock:  # set-args + enqueue, atomic per kernel object
+                ev = fn(q, dims[0], dims[1], *cargs)
             if sync or hosts or checked:
-                wait_interruptibly(ev)
+                wait_interruptibly(ev, keep=(cargs, back, margs, record))
             for _orig, host, mem in back:
                 raw = host.reshape(-1).view(np.uint8)
                 mapped, _ev = cl.enqueue_map_buffer(q, mem, cl.map_flags.READ, 0, raw.shape, raw.dtype)
@@ -435,20 +450,34 @@ class OpenCLRunner(Driver):
                 orig[...] = host
 
 
-def wait_interruptibly(event: Any) -> None:
+def wait_interruptibly(event: Any, keep: Any = None) -> None:
     """Wait for an OpenCL event from Python, so that Ctrl-C (KeyboardInterrupt) gets through: a
     blocking ``clFinish``/``clWaitForEvents`` holds the main thread inside the driver, where
-    Python cannot run its signal handler (issue 11, item 17). Polls the event's status with a
-    sleep that doubles from 20 us to 2 ms (a kernel of t seconds is seen done by about 2t).
+    Python cannot run its signal handler (issue 11, item 17; issue 31, item 7). Polls the event's
+    status with a sleep that doubles from 20 us to 2 ms (a kernel of t seconds is seen done by
+    about 2t). ``keep``: what the command uses (host arrays ...): on an interrupt it stays alive
+    for good and the process exits without waiting for the command
+    (:func:`anywave.runtime.interrupt.abandon`).
 
     Raises:
         KeyboardInterrupt: on Ctrl-C (the kernel keeps running on the device; the OpenCL
             device of this process is then unusable).
         pyopencl errors: the command failed (from the final ``wait``)."""
-    d = 2e-5
-    while int(event.command_execution_status) > 0:  # CL_COMPLETE = 0, errors < 0
-        time.sleep(d)
-        d = min(d * 2, 2e-3)
+    from anywave.runtime.interrupt import abandon, restore_sigint
+
+    d, slept = 2e-5, 0.0
+    try:
+        restore_sigint()
+        while int(event.command_execution_status) > 0:  # CL_COMPLETE = 0, errors < 0
+            time.sleep(d)
+            d = min(d * 2, 2e-3)
+            slept += d
+            if slept > 0.1:  # a runtime may install its own SIGINT handler while the kernel runs
+                slept = 0.0
+                restore_sigint()
+    except BaseException:
+        abandon("an OpenCL command", lambda: int(event.command_execution_status) > 0, (event, keep))
+        raise
     event.wait()
 
 
@@ -484,6 +513,7 @@ class OpenCLMemory:
         self.pending = ""
 
     def allocate(self, nbytes: int) -> tuple[Any, int, Any]:
+        check_not_forked(self.dev, OpenCLError)
         cl = self.dev.cl
         try:
             buf = cl.Buffer(self.dev.ctx, cl.mem_flags.READ_WRITE, size=max(int(nbytes), 16))
@@ -492,16 +522,30 @@ class OpenCLMemory:
         return buf, 0, lambda: None  # pyopencl releases the buffer with its last reference
 
     def from_host(self, handle: Any, host: np.ndarray) -> None:
-        self.dev.cl.enqueue_copy(self.dev.queue, handle, host.reshape(-1).view(np.uint8), is_blocking=True)
+        check_not_forked(self.dev, OpenCLError)
+        q = self.dev.queue
+        raw = host.reshape(-1).view(np.uint8)
+        wait_interruptibly(self.dev.cl.enqueue_copy(q, handle, raw, is_blocking=False), keep=(handle, raw))
 
     def to_host(self, handle: Any, host: np.ndarray) -> None:
         self.synchronize()
-        self.dev.cl.enqueue_copy(self.dev.queue, host.reshape(-1).view(np.uint8), handle, is_blocking=True)
+        q = self.dev.queue
+        raw = host.reshape(-1).view(np.uint8)
+        wait_interruptibly(self.dev.cl.enqueue_copy(q, raw, handle, is_blocking=False), keep=(handle, raw))
 
     def synchronize(self) -> None:
+        """Wait for every launch enqueued on the device's queue (a marker after them, polled by
+        :func:`wait_interruptibly`: Ctrl-C raises KeyboardInterrupt even while a kernel never
+        ends; a blocking ``clFinish`` would hold the main thread in the driver; issue 31, item 7).
+
+        Raises:
+            OpenCLError: an enqueued launch failed (naming the last one enqueued)."""
+        check_not_forked(self.dev, OpenCLError)
         pending, self.pending = self.pending, ""
+        cl = self.dev.cl
         try:
-            self.dev.queue.finish()
+            wait_interruptibly(cl.enqueue_marker(self.dev.queue))
+            self.dev.queue.finish()  # everything before the marker is done: returns at once
         except Exception as e:  # noqa: BLE001
             raise OpenCLError(f"an enqueued launch on {self.dev.name} failed (last enqueued: {pending or '?'}): "
                               f"{type(e).__name__}: {e}") from e

@@ -31,7 +31,7 @@ from anywave.errors import WaveError
 from anywave.isa.types import Access, Capability
 from anywave.runtime.driver import Driver
 from anywave.runtime.opencl import setup_environment
-from anywave.runtime.targets import ProcessDevice, RunnerTarget
+from anywave.runtime.targets import ProcessDevice, RunnerTarget, check_not_forked
 
 _SHIM_SRC = Path(__file__).with_name("sycl_shim") / "aw_sycl_shim.cpp"
 
@@ -72,14 +72,31 @@ def build_shim() -> Path:
     inc, lib = _sycl_paths()
     libsycl = sorted(lib.glob("libsycl.so*"), key=lambda p: len(p.name))[0]
     key = shim_key(libsycl)
-    from anywave.runtime.cache import CacheSecurityError, atomic_write, safe_subdir, verified_read
+    from anywave.cache import CacheSecurityError, safe_subdir, writable_subdir
 
     try:
         d = safe_subdir("sycl")
     except CacheSecurityError as e:
         raise SyclError(f"the SYCL shim is not loaded from the cache: {e}") from e
     except OSError as e:
-        raise SyclError(f"cannot create the SYCL shim directory in the anywave cache: {e}") from e
+        raise SyclError(f"cannot create the SYCL shim directory in the anywave cache or its fallback: {e}") from e
+    try:
+        return _build_shim_in(d, key, inc, lib)
+    except OSError as e:  # a full disk (ENOSPC) ...: the cache's one fallback policy, not a lost target
+        try:
+            d = writable_subdir("sycl", f"cannot write the SYCL shim into {str(d)!r} ({e})")
+            return _build_shim_in(d, key, inc, lib)
+        except (OSError, CacheSecurityError) as e2:
+            raise SyclError(f"cannot write the SYCL shim into the anywave cache ({e}) or its fallback ({e2})") from e2
+
+
+def _build_shim_in(d: Path, key: str, inc: Path, lib: Path) -> Path:
+    """The shim in directory ``d``: the cached one when it verifies, else compiled there.
+
+    Raises:
+        SyclError: the compile failed or a cached entry is untrusted; OSError: writing failed."""
+    from anywave.cache import CacheSecurityError, atomic_write, verified_read
+
     out = d / f"libaw_sycl_shim-{key}.so"
     try:
         if verified_read(out) is not None:  # ours, private, and the bytes we built
@@ -96,14 +113,34 @@ def build_shim() -> Path:
                "-lsycl", f"-Wl,-rpath,{lib}", "-o", str(tmp)]
         r = subprocess.run(cmd, capture_output=True, text=True)
         if r.returncode != 0:
+            if "No space left" in r.stderr:
+                raise OSError(28, f"no space left on the device writing {tmp}")
             raise SyclError(f"building the SYCL shim failed ({' '.join(cmd)}):\n{r.stderr[-3000:]}")
-        try:
-            atomic_write(out, tmp.read_bytes(), record_hash=True)
-        except OSError as e:
-            raise SyclError(f"cannot write the SYCL shim into the anywave cache ({e})") from e
+        atomic_write(out, tmp.read_bytes(), record_hash=True)
     finally:
         tmp.unlink(missing_ok=True)
     return out
+
+
+def set_kernel_cache_environment() -> str:
+    """Make the SYCL runtime keep its compiled kernels across processes (issue 31, item 21):
+    without ``SYCL_CACHE_PERSISTENT=1`` it compiles each kernel from source at first use in every
+    new process (10-23 s a kernel on a CPU device). Sets ``SYCL_CACHE_PERSISTENT=1`` and
+    ``SYCL_CACHE_DIR=<anywave cache>/sycl-kernels`` (under the cache's fallback policy) in
+    ``os.environ`` before the SYCL runtime is loaded, unless the user set
+    ``SYCL_CACHE_PERSISTENT`` (then both are left alone) or ``SYCL_CACHE_DIR`` (kept). Returns
+    what was done; never raises (an unusable cache only costs the compiles)."""
+    if "SYCL_CACHE_PERSISTENT" in os.environ:
+        return f"SYCL_CACHE_PERSISTENT={os.environ['SYCL_CACHE_PERSISTENT']!r} set by the user"
+    if "SYCL_CACHE_DIR" not in os.environ:
+        from anywave.cache import safe_subdir
+
+        try:
+            os.environ["SYCL_CACHE_DIR"] = str(safe_subdir("sycl-kernels"))
+        except (OSError, WaveError) as e:
+            return f"SYCL kernel cache not persistent: {e}"
+    os.environ["SYCL_CACHE_PERSISTENT"] = "1"
+    return f"SYCL_CACHE_PERSISTENT=1, SYCL_CACHE_DIR={os.environ['SYCL_CACHE_DIR']}"
 
 
 class SyclDevice:
@@ -111,8 +148,9 @@ class SyclDevice:
 
     def __init__(self) -> None:
         setup_environment()
+        set_kernel_cache_environment()  # read by libsycl when it loads (below, with the shim)
         path = build_shim()
-        from anywave.runtime.cache import CacheSecurityError, verified_read
+        from anywave.cache import CacheSecurityError, verified_read
 
         try:  # checked again just before dlopen: ours, private, and the bytes recorded at build
             if verified_read(path) is None:
@@ -204,6 +242,9 @@ class SyclRunner(Driver):
     ``runner(module, kernel, grid, workgroup, args, wave_width)``; one build per (module, W)."""
 
     error = SyclError
+    #: the shim's device is the Intel OpenCL CPU device with USM shared memory, i.e. host
+    #: memory: bounds-checked builds by default (issue 31, item 1)
+    check_default = True
 
     def __init__(self, device: SyclDevice | None = None) -> None:
         super().__init__()
@@ -223,8 +264,10 @@ class SyclRunner(Driver):
         is not USM) and make the call synchronous; ``sycl`` device arrays (USM) are used in
         place. With ``sync=False`` and only device arrays the launch is only enqueued on the
         in-order queue (errors surface at the next ``.numpy()`` / ``aw.synchronize()``).
-        ``check`` (default: ``ANYWAVE_CHECK=1``) runs the bounds-checked build (always
-        synchronous). Builds and blocking launches let Ctrl-C through (:func:`call_interruptibly`).
+        ``check`` runs the bounds-checked build (always synchronous); None: ``ANYWAVE_CHECK``
+        (``1``/``0``) where set, else on (:attr:`check_default`: the CPU device's USM is host
+        memory, so an overrun would corrupt the process). Builds and blocking launches let Ctrl-C
+        through (:func:`call_interruptibly`).
 
         Raises:
             OutOfBoundsError: (checked build) a memory access left its buffer.
@@ -283,7 +326,7 @@ class SyclRunner(Driver):
         blocking = 1 if (sync or hosts) else 0
         launch_fn = self.dev.lib.aw_sycl_launch
         args_ = (ctypes.c_void_p(handle), info.c_name.encode(), g, loc, n, kinds, vals, sizes, err, 4096, blocking)
-        rc = call_interruptibly(launch_fn, *args_) if blocking else launch_fn(*args_)
+        rc = call_interruptibly(launch_fn, *args_, keep=(keep, back)) if blocking else launch_fn(*args_)
         if rc != 0:
             raise SyclError(f"launch of {kernel!r} grid={g3} workgroup={wg} on {self.dev.name} failed: "
                             f"{err.value.decode(errors='replace')}")
@@ -300,28 +343,41 @@ class SyclRunner(Driver):
             raise_if_failed(record, k, info.sites, nb, info.local_memory, f"SYCL ({self.dev.name})")
 
 
-def call_interruptibly(fn: Any, *args: Any) -> Any:
+def call_interruptibly(fn: Any, *args: Any, keep: Any = None) -> Any:
     """``fn(*args)`` (a blocking ctypes call, which releases the GIL) on a worker thread while
     the main thread waits in ``join`` with a timeout, where Python runs its signal handlers:
     Ctrl-C raises KeyboardInterrupt at once instead of being ignored until the kernel ends
-    (issue 11, item 17). The abandoned call keeps running on its daemon thread.
+    (issue 11, item 17). The abandoned call keeps running on its daemon thread, which holds
+    ``args`` and ``keep`` (the host arrays the call reads or writes): they stay alive until it
+    returns, so a launch finishing later never writes into freed memory; the process then exits
+    without waiting for it (:func:`anywave.runtime.interrupt.abandon`).
 
     Raises:
         KeyboardInterrupt: on Ctrl-C; whatever ``fn`` raises otherwise."""
     if threading.current_thread() is not threading.main_thread():
         return fn(*args)  # signals are only handled on the main thread anyway
+    from anywave.runtime.interrupt import abandon, restore_sigint
+
+    restore_sigint()  # the SYCL runtime installs a SIGINT handler of its own when it starts
     box: list[Any] = []
 
     def work() -> None:
+        held = keep  # noqa: F841 - alive as long as the call runs
         try:
             box.append((True, fn(*args)))
         except BaseException as e:  # noqa: BLE001 - handed to the caller
             box.append((False, e))
 
     t = threading.Thread(target=work, name="anywave-sycl-launch", daemon=True)
-    t.start()
-    while t.is_alive():
-        t.join(0.1)
+    try:
+        t.start()  # (an interrupt can come inside start() too)
+        while t.is_alive():
+            t.join(0.1)
+            restore_sigint()  # again: the runtime may install its handler while the call runs
+    except BaseException:
+        # what it waited for is unfinished until the call returned (also when the thread never ran)
+        abandon(f"a SYCL call ({getattr(fn, '__name__', 'call')})", lambda: not box)
+        raise
     ok, v = box[0]
     if not ok:
         raise v
@@ -343,27 +399,43 @@ class SyclMemory:
         self.pending = ""
 
     def allocate(self, nbytes: int) -> tuple[Any, int, Any]:
-        lib = self.dev.lib
+        check_not_forked(self.dev, SyclError)
+        dev = self.dev
+        lib = dev.lib
         p = lib.aw_sycl_malloc(max(int(nbytes), 16))
         if not p:
             raise SyclError(f"sycl::malloc_shared of {nbytes} bytes on {self.dev.name} failed")
-        return p, int(p), lambda: lib.aw_sycl_free(ctypes.c_void_p(p))
 
-    def _copy(self, dst: int, src: int, nbytes: int) -> None:
+        def free() -> None:
+            if not getattr(dev, "_fork_error", None):  # a forked child must not touch the parent's queue
+                lib.aw_sycl_free(ctypes.c_void_p(p))
+
+        return p, int(p), free
+
+    def _copy(self, dst: int, src: int, nbytes: int, keep: Any = None) -> None:
+        check_not_forked(self.dev, SyclError)
         err = ctypes.create_string_buffer(4096)
-        if self.dev.lib.aw_sycl_memcpy(ctypes.c_void_p(dst), ctypes.c_void_p(src), nbytes, err, 4096):
+        # the copy waits for earlier launches: interruptible (issue 31, item 7)
+        if call_interruptibly(self.dev.lib.aw_sycl_memcpy, ctypes.c_void_p(dst), ctypes.c_void_p(src), nbytes,
+                              err, 4096, keep=keep):
             raise SyclError(f"SYCL copy on {self.dev.name} failed: {err.value.decode(errors='replace')}")
 
     def from_host(self, handle: Any, host: np.ndarray) -> None:
-        self._copy(int(handle), host.ctypes.data, host.nbytes)
+        self._copy(int(handle), host.ctypes.data, host.nbytes, keep=host)
 
     def to_host(self, handle: Any, host: np.ndarray) -> None:
-        self._copy(host.ctypes.data, int(handle), host.nbytes)
+        self._copy(host.ctypes.data, int(handle), host.nbytes, keep=host)
 
     def synchronize(self) -> None:
+        """Wait for every launch enqueued on the shim's queue; Ctrl-C raises KeyboardInterrupt even
+        while a kernel never ends (:func:`call_interruptibly`; issue 31, item 7).
+
+        Raises:
+            SyclError: an enqueued launch failed (naming the last one enqueued)."""
+        check_not_forked(self.dev, SyclError)
         err = ctypes.create_string_buffer(4096)
         pending, self.pending = self.pending, ""
-        if self.dev.lib.aw_sycl_wait(err, 4096):
+        if call_interruptibly(self.dev.lib.aw_sycl_wait, err, 4096):
             raise SyclError(f"an enqueued launch on {self.dev.name} failed (last enqueued: {pending or '?'}): "
                             f"{err.value.decode(errors='replace')}")
 

@@ -12,6 +12,8 @@ registers its own (the emulator, always present, from :mod:`anywave.runtime.emul
 
 from __future__ import annotations
 
+import os
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -258,18 +260,50 @@ def check_launch_rules(kernel: Any, grid: Sequence[int], workgroup: Sequence[int
 
 # ------------------------------------------------------------- process-wide runtime devices
 
+#: every ProcessDevice, for the at-fork hook
+_PROCESS_DEVICES: list[ProcessDevice] = []
+
+
+def fork_message(label: str, parent: int) -> str:
+    """The error of a runtime used in a child forked after its parent (pid ``parent``) started it."""
+    return (f"the {label} runtime was started in process {parent}, which then forked this process "
+            f"(multiprocessing's default 'fork' start method on Linux, os.fork, torch DataLoader workers); "
+            f"a {label} device does not survive fork (its runtime's threads and driver state stay in the "
+            f"parent: the first launch would hang forever), so it cannot be used here. Use the 'spawn' start "
+            f"method: multiprocessing.get_context('spawn') / set_start_method('spawn'), or "
+            f"DataLoader(..., multiprocessing_context='spawn'); or start {label} only in the children")
+
+
 class ProcessDevice:
     """A runtime's process-wide device, created on first use under a lock. A failure is
     remembered and raised again (as ``error``) on later calls, so probing an absent runtime
-    stays cheap; :meth:`status` turns it into the ``(usable, reason)`` pair probes return."""
+    stays cheap; :meth:`status` turns it into the ``(usable, reason)`` pair probes return.
+
+    Fork (issue 31, item 15): a device created before the process forked is unusable in the
+    child (the OpenCL, SYCL and Vulkan CPU runtimes keep worker threads and driver state that
+    fork does not copy; a launch there hangs forever). In a forked child the device object is
+    marked (``_fork_error``, which :meth:`anywave.runtime.driver.Driver.prepare` and the memory
+    spaces raise) and :meth:`get` raises ``error`` with :func:`fork_message` at once. A runtime
+    the parent never started is started afresh in the child as usual."""
 
     def __init__(self, factory: Callable[[], Any], error: type[Exception], label: str) -> None:
-        import threading
-
         self._factory, self._error, self._label = factory, error, label
         self._lock = threading.Lock()
         self._device: Any = None
         self._failure: str | None = None
+        self._pid = os.getpid()
+        _PROCESS_DEVICES.append(self)
+
+    def _after_fork_in_child(self) -> None:
+        self._lock = threading.Lock()  # another thread may have held it at the fork
+        if self._device is not None:
+            msg = fork_message(self._label, self._pid)
+            try:
+                self._device._fork_error = msg
+            except AttributeError:  # pragma: no cover - a device class with __slots__
+                pass
+            self._device, self._failure = None, msg
+        self._pid = os.getpid()
 
     def get(self) -> Any:
         """The device. Raises ``error`` (with the reason) when the runtime is unusable."""
@@ -291,6 +325,23 @@ class ProcessDevice:
             return True, self.get().name
         except self._error as e:
             return False, str(e)
+
+
+def check_not_forked(device: Any, error: type[Exception]) -> None:
+    """Raise ``error`` when ``device`` was created before this process was forked from its parent
+    (:class:`ProcessDevice`)."""
+    msg = getattr(device, "_fork_error", None)
+    if msg:
+        raise error(msg)
+
+
+def _after_fork_in_child() -> None:
+    for pd in _PROCESS_DEVICES:
+        pd._after_fork_in_child()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 # ----------------------------------------------------- targets driven by a conformance runner
@@ -331,6 +382,12 @@ class RunnerTarget:
     def make_runner(self) -> Any:  # pragma: no cover - abstract
         raise NotImplementedError
 
+    @property
+    def check_default(self) -> bool:
+        """Whether ``launch(check=None)`` runs the bounds-checked build (the driver's
+        :attr:`~anywave.runtime.driver.Driver.check_default`: on for host-memory devices)."""
+        return bool(getattr(self.runner, "check_default", False))
+
     def launch(self, module: Any, kernel: str, grid: Any, workgroup: Any, args: Any, *,
                sync: bool = True, check: bool | None = None) -> LaunchResult:
         """Run ``kernel`` of ``module``; buffers in ``args`` (NumPy arrays, or this target's
@@ -340,8 +397,10 @@ class RunnerTarget:
 
         ``check``: run the bounds-checked build (every memory access guarded; the first
         out-of-bounds one raises :class:`~anywave.errors.OutOfBoundsError` after the launch,
-        which is then synchronous). None (default): on when ``ANYWAVE_CHECK=1``. Unchecked
-        launches use a separate build and cost nothing extra."""
+        which is then synchronous). None (default): ``ANYWAVE_CHECK`` (``1``/``0``) where set,
+        else :attr:`check_default` (on for the CPU runtimes, whose kernels address host memory:
+        an unchecked overrun would write into the Python process). ``check=False`` opts out;
+        unchecked launches use a separate build (cost: ``bench/bench_checked_default.py``)."""
         self.runner(module, kernel, grid, workgroup, args, self.info.wave_width, sync=sync, check=check)
         return LaunchResult(kernel, self.name, self.info.device, self.info.wave_width)
 
@@ -366,22 +425,34 @@ RUNTIMES = ("anywave.runtime.emulator", "anywave.runtime.cuda", "anywave.runtime
             "anywave.runtime.hip", "anywave.runtime.metal", "anywave.runtime.vulkan")
 OPTIONAL_RUNTIMES = RUNTIMES[2:]
 _optional_loaded = False
+_loading = False
+#: held while the runtimes register: a thread that asks during that waits for the whole
+#: registry instead of seeing it half filled ("unknown target"; issue 31, item 3). Re-entrant:
+#: a runtime's register() calls back into the registry on the loading thread.
+_LOAD_LOCK = threading.RLock()
 
 
 def _load_optional_runtimes() -> None:
     # A missing optional dependency shows up later as an unavailable target with its
     # reason (from the module's own probe), not as an import error here.
-    global _optional_loaded
+    global _optional_loaded, _loading
     if _optional_loaded:
         return
-    _optional_loaded = True
-    import importlib
-
-    for name in RUNTIMES:
+    with _LOAD_LOCK:
+        if _optional_loaded or _loading:  # done, or a register() of the loading thread itself
+            return
+        _loading = True
         try:
-            importlib.import_module(name).register()
-        except ImportError:
-            continue
+            import importlib
+
+            for name in RUNTIMES:
+                try:
+                    importlib.import_module(name).register()
+                except ImportError:
+                    continue
+        finally:
+            _loading = False
+            _optional_loaded = True  # marked only once every runtime had its turn
 
 
 def __getattr__(name: str) -> Any:

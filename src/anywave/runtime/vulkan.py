@@ -462,7 +462,7 @@ class VulkanDevice:
         data = b""
         self._pc_path = None
         try:
-            from anywave.runtime.cache import safe_subdir, verified_read
+            from anywave.cache import safe_subdir, verified_read
 
             uuid = bytes(vk.ffi.buffer(self._props.pipelineCacheUUID, vk.VK_UUID_SIZE)).hex()
             name = f"{self._props.vendorID:04x}-{self._props.deviceID:04x}-{self.driver_version:x}-{uuid}.bin"
@@ -489,7 +489,7 @@ class VulkanDevice:
         if self._pc_path is None or not self._pc_new or self.wedged or os.getpid() != self.pid:
             return 0
         vk = self.vk
-        from anywave.runtime.cache import atomic_write
+        from anywave.cache import atomic_write
 
         with self.lock:
             n = vk.ffi.new("size_t*")
