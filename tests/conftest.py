@@ -17,6 +17,14 @@ os.environ.setdefault("ANYWAVE_TARGET", "emulator")
 # tests/test_emu_budget.py. Set, not defaulted: a developer's own setting must not change results.
 os.environ["ANYWAVE_EMU_BUDGET"] = "none"
 
+try:  # Hypothesis' default 200 ms deadline per example is a wall-clock verdict: off for every test
+    from hypothesis import settings as _hypothesis_settings
+
+    _hypothesis_settings.register_profile("anywave", deadline=None)
+    _hypothesis_settings.load_profile("anywave")
+except ImportError:  # pragma: no cover - hypothesis is in the test extra
+    pass
+
 
 class WorkBoundExceeded(AssertionError):
     """The code under test made more Python calls than the bound a test gave it."""

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import anywave as aw
+import tiers
 from anywave.binary.module import KERNEL_FLAG_W_INVARIANT, Module, w_dependent_uses, w_invariant
 from anywave.binary.wbin import read_wbin, write_wbin
 from anywave.emu import emulate
@@ -185,16 +186,15 @@ def _large_workgroup_case(target: str, W: int) -> None:
 
 
 @pytest.mark.opencl
-@pytest.mark.parametrize("W", WS)
+@pytest.mark.parametrize("W", tiers.widths("opencl"))
 def test_opencl_largest_workgroup(W: int) -> None:
     _large_workgroup_case("opencl", W)
 
 
 # the SYCL runtime compiler takes 10-100 s per W for this kernel: W = 8 (crashed before the
-# fix) and 32 (returned a wrong sum) always, the others in the slow run
+# fix) in the default tier, 32 (returned a wrong sum) and the others in the sweep tier
 @pytest.mark.sycl
-@pytest.mark.parametrize("W", [8, 32, pytest.param(16, marks=pytest.mark.slow),
-                               pytest.param(64, marks=pytest.mark.slow)])
+@pytest.mark.parametrize("W", [8, *(pytest.param(w, marks=pytest.mark.sweep) for w in (16, 32, 64))])
 def test_sycl_largest_workgroup(W: int) -> None:
     _large_workgroup_case("sycl", W)
 

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import anywave as aw
+import tiers
 from anywave.asm import assemble
 from anywave.conformance import suite
 
@@ -29,7 +30,7 @@ def _widths(runner) -> tuple[int, ...]:  # noqa: ANN001
     return runner.dev.features.wave_widths
 
 
-@pytest.mark.parametrize("W", [8, 16, 32, 64])
+@pytest.mark.parametrize("W", tiers.widths("vulkan"))
 def test_conformance(runner, W: int) -> None:  # noqa: ANN001
     if W not in _widths(runner):
         pytest.skip(f"{runner.dev.name} cannot run subgroups of {W} (it offers {list(_widths(runner))}"
