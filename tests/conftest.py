@@ -1,8 +1,65 @@
-"""Test-session defaults."""
+"""Test-session defaults and helpers."""
+
+from __future__ import annotations
 
 import os
+
+import pytest
 
 # Kernels launched without target= run on the reference emulator in the tests, whatever
 # runtimes are installed; tests of other targets name them. ANYWAVE_TARGET=opencl (say)
 # runs the compiler's and the kernel library's tests on that target instead.
 os.environ.setdefault("ANYWAVE_TARGET", "emulator")
+
+# The emulator's default loop budget is wall-clock seconds (a convenience for interactive use):
+# on a loaded machine a long but finite launch could hit it, so no test may depend on it. Tests
+# that need a bound on an emulated launch pass max_instructions= (a count of work); see
+# tests/test_emu_budget.py. Set, not defaulted: a developer's own setting must not change results.
+os.environ["ANYWAVE_EMU_BUDGET"] = "none"
+
+try:  # Hypothesis' default 200 ms deadline per example is a wall-clock verdict: off for every test
+    from hypothesis import settings as _hypothesis_settings
+
+    _hypothesis_settings.register_profile("anywave", deadline=None)
+    _hypothesis_settings.load_profile("anywave")
+except ImportError:  # pragma: no cover - hypothesis is in the test extra
+    pass
+
+
+class WorkBoundExceeded(AssertionError):
+    """The code under test made more Python calls than the bound a test gave it."""
+
+
+class work_bound:  # noqa: N801 - used like a function: ``with work_bound(10**6): ...``
+    """Bound the work of a block by counting Python function calls (``sys.setprofile`` 'call'
+    events), not by reading the clock: a test that something is refused *quickly* (before an
+    exponential expansion) fails with :class:`WorkBoundExceeded` as soon as the block makes more
+    than ``max_calls`` calls, on any machine at any load. ``calls`` holds the count afterwards."""
+
+    def __init__(self, max_calls: int) -> None:
+        self.max_calls = max_calls
+        self.calls = 0
+
+    def _profile(self, frame, event, arg) -> None:  # noqa: ANN001
+        if event == "call":
+            self.calls += 1
+            if self.calls > self.max_calls:
+                raise WorkBoundExceeded(f"more than {self.max_calls} Python calls")
+
+    def __enter__(self) -> work_bound:
+        import sys
+
+        self._previous = sys.getprofile()
+        sys.setprofile(self._profile)
+        return self
+
+    def __exit__(self, *exc) -> None:  # noqa: ANN002
+        import sys
+
+        sys.setprofile(self._previous)
+
+
+@pytest.fixture(name="work_bound")
+def _work_bound_fixture() -> type[work_bound]:
+    """:class:`work_bound`, for tests: ``with work_bound(10**5): ...``."""
+    return work_bound

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import tiers
 from anywave.asm import assemble
 from anywave.backends import opencl as ocl_backend
 from anywave.emu import emulate
@@ -85,11 +86,9 @@ def _target(name: str, w: int):
         pytest.skip(str(e))
 
 
-_SLOW = pytest.mark.skipif(not __import__("os").environ.get("ANYWAVE_SLOW"),
-                           reason="SYCL builds take ~10 s each: set ANYWAVE_SLOW=1 for every W")
-#: OpenCL at every W; SYCL (whose run-time compiler is slow) at the extremes, the rest when slow
-CASES = [("opencl", w) for w in WIDTHS] + [("sycl", 8), ("sycl", 64)] + [
-    pytest.param("sycl", w, marks=[pytest.mark.slow, _SLOW]) for w in (16, 32)]
+#: every target at every W: each target's default-tier W in the default tier, the rest in the
+#: sweep tier (SYCL builds take ~10 s each)
+CASES = tiers.cases([(name, w) for name in ("opencl", "sycl") for w in WIDTHS])
 
 
 @pytest.mark.parametrize("name,w", CASES)

@@ -17,8 +17,8 @@ rounded); ``min``/``max`` are IEEE minimumNumber/maximumNumber (NaN ignored, -0 
 f32 → int truncates, saturates, NaN → 0. Floats compare bit for bit except that any two NaNs
 are equal (class exact-nan).
 
-Scale with ``ANYWAVE_FUZZ_EXAMPLES`` (default 40); the ``slow`` variant (run with
-``ANYWAVE_SLOW=1``) also covers W = 16, 64.
+Scale with ``ANYWAVE_FUZZ_EXAMPLES`` (default 40); the ``slow`` variant (the slow tier:
+``python -m pytest -m slow``) also covers W = 16, 64.
 A seeded campaign: ``python tests/test_compiler_fuzz.py START COUNT [W,W...]``.
 """
 
@@ -870,7 +870,6 @@ def test_pressure_beyond_register_file_spills():
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not os.environ.get("ANYWAVE_SLOW"), reason="slow fuzzing: set ANYWAVE_SLOW=1")
 @settings(max_examples=EXAMPLES * 5, **_SETTINGS)
 @given(data=st.data(), seed=st.integers(0, 2**31))
 def test_random_kernels_all_widths(data, seed):

@@ -62,6 +62,25 @@ def test_reference_is_up_to_date(reference_text: str) -> None:
         "docs/instructions.md is stale; run: python tools/gen_instruction_docs.py")
 
 
+def test_summaries_are_plain_text_in_markdown() -> None:
+    # issue 31 item 19: `a[i][j]` outside a code span was read as a reference link and broke
+    # `mkdocs build --strict`; the generator escapes inline markup in the summary column
+    assert gen._text_cell("d[i][j] = a[i][j] + bias[j]") == r"d\[i\]\[j\] = a\[i\]\[j\] + bias\[j\]"
+    assert gen._text_cell(r"a * b_c | `x` \ y") == r"a \* b\_c \| \`x\` \\ y"
+    # in the generated reference, no summary cell holds unescaped inline markup
+    for line in gen.render().splitlines():
+        if line.startswith("| `"):
+            summary = re.split(r"(?<!\\)\|", line)[-2]
+            assert not re.search(r"(?<!\\)[\[\]*_`]", summary), line
+    import markdown  # MkDocs' renderer: the escaped text reads back as the summary
+
+    for d in INSTRUCTIONS:
+        html = markdown.markdown(f"| s |\n|---|\n| {gen._text_cell(d.summary)} |", extensions=["tables"])
+        text = re.search(r"<td>(.*)</td>", html, re.S).group(1)
+        plain = d.summary.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+        assert text == plain, (d.mnemonic, d.summary, html)
+
+
 def _reference_rows(text: str) -> dict[str, list[str]]:
     rows: dict[str, list[str]] = {}
     for line in text.splitlines():

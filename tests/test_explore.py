@@ -53,24 +53,24 @@ def test_run_compares_targets_bit_for_bit():
 
 def _post(url: str, body: dict) -> dict:
     req = urllib.request.Request(url, json.dumps(body).encode(), {"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=60) as f:
+    with urllib.request.urlopen(req, timeout=600) as f:
         return json.load(f)
 
 
 def test_http_endpoints():
     srv, base = serve_in_thread(targets=[])
     try:
-        with urllib.request.urlopen(base, timeout=10) as f:
+        with urllib.request.urlopen(base, timeout=600) as f:
             html = f.read().decode()
         assert "app.js" in html and "http" not in html.replace("http-equiv", "")  # nothing from a CDN
-        with urllib.request.urlopen(base + "app.js", timeout=10) as f:
+        with urllib.request.urlopen(base + "app.js", timeout=600) as f:
             assert "fetch(" in f.read().decode()
         r = _post(base + "api/compile", {"source": service.EXAMPLE, "wave_width": 16})
         assert r["ok"] and "W=16" in r["outputs"]["opencl"]["title"]
         with pytest.raises(urllib.error.HTTPError):
             _post(base + "api/compile", {"source": "", "wave_width": 12})
         with pytest.raises(urllib.error.HTTPError):
-            urllib.request.urlopen(base + "../pyproject.toml", timeout=10)
+            urllib.request.urlopen(base + "../pyproject.toml", timeout=600)
     finally:
         srv.shutdown()
 
@@ -99,8 +99,9 @@ def test_explorer_end_to_end_in_chromium(browser, tmp_path):
     srv, base = serve_in_thread(targets=others)
     try:
         page = browser.new_page(viewport={"width": 1700, "height": 1000})
+        page.set_default_timeout(600_000)  # hang guards (ms), not budgets: a loaded machine is slow
         page.goto(base)
-        page.wait_for_selector("body[data-ready='1']", timeout=60_000)
+        page.wait_for_selector("body[data-ready='1']")
         # load: every panel is there and filled
         for name in ("wave", *backend_names()):
             assert page.locator(f"#panel-{name} .body div").count() > 10, name
@@ -126,7 +127,7 @@ def test_explorer_end_to_end_in_chromium(browser, tmp_path):
         page.wait_for_selector("#error[hidden]", state="attached")
         assert "compiled saxpy" in page.inner_text("#status")
         page.click("#run")
-        page.wait_for_function("document.querySelectorAll('#results tbody tr').length > 0", timeout=120_000)
+        page.wait_for_function("document.querySelectorAll('#results tbody tr').length > 0")
         rows = page.locator("#results tbody tr")
         assert rows.count() == 1 + len(others)
         targets = [rows.nth(i).get_attribute("data-target") for i in range(rows.count())]

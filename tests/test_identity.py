@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import anywave as aw
+import tiers
 from anywave.binary.module import KERNEL_FLAG_W_INVARIANT, Module, w_dependent_uses, w_invariant
 from anywave.binary.wbin import read_wbin, write_wbin
 from anywave.emu import emulate
@@ -185,16 +186,15 @@ def _large_workgroup_case(target: str, W: int) -> None:
 
 
 @pytest.mark.opencl
-@pytest.mark.parametrize("W", WS)
+@pytest.mark.parametrize("W", tiers.widths("opencl"))
 def test_opencl_largest_workgroup(W: int) -> None:
     _large_workgroup_case("opencl", W)
 
 
 # the SYCL runtime compiler takes 10-100 s per W for this kernel: W = 8 (crashed before the
-# fix) and 32 (returned a wrong sum) always, the others in the slow run
+# fix) in the default tier, 32 (returned a wrong sum) and the others in the sweep tier
 @pytest.mark.sycl
-@pytest.mark.parametrize("W", [8, 32, pytest.param(16, marks=pytest.mark.slow),
-                               pytest.param(64, marks=pytest.mark.slow)])
+@pytest.mark.parametrize("W", [8, *(pytest.param(w, marks=pytest.mark.sweep) for w in (16, 32, 64))])
 def test_sycl_largest_workgroup(W: int) -> None:
     _large_workgroup_case("sycl", W)
 
@@ -448,3 +448,40 @@ def _target_launch(target: str, m: Module, name: str):  # noqa: ANN202
                                         wave_width=W)
         assert res.wave_width == W
     return launch
+
+
+@aw.kernel
+def wave_vs_workgroup(x: aw.In[aw.i32], out: aw.Out[aw.i32]):
+    i = aw.thread_linear_id()
+    n = aw.workgroup_size(0) * aw.workgroup_size(1) * aw.workgroup_size(2)
+    v = x[i]
+    out[i] = aw.wave_sum(v)
+    out[n + i] = aw.wave_min(v)
+    out[2 * n + i] = aw.wave_max(v)
+    out[3 * n + i] = aw.workgroup_reduce(v)
+    out[4 * n + i] = aw.workgroup_reduce(v, "min")
+
+
+def test_integer_wave_reductions_depend_on_w_workgroup_ones_do_not() -> None:
+    """docs/guide/waves.md, "What changes with W" (issue 31 item 18): an integer wave_sum and
+    wave_min/wave_max reduce over one wave, so W = 8 and W = 32 give different results; the
+    workgroup_* forms do not. Expectations: NumPy over the lanes each W groups."""
+    n = 64
+    x = ((np.arange(n) * 37) % 101 - 50).astype(np.int32)
+    got = {}
+    for w in (8, 32):
+        out = np.zeros(5 * n, np.int32)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the W-dependence warning at a non-default W
+            wave_vs_workgroup(x, out, grid=1, workgroup=n, target="emulator", wave_width=w)
+        waves = x.reshape(-1, w)
+        np.testing.assert_array_equal(out[:n], np.repeat(waves.sum(axis=1), w), err_msg=f"wave_sum W={w}")
+        np.testing.assert_array_equal(out[n:2 * n], np.repeat(waves.min(axis=1), w), err_msg=f"wave_min W={w}")
+        np.testing.assert_array_equal(out[2 * n:3 * n], np.repeat(waves.max(axis=1), w), err_msg=f"wave_max W={w}")
+        np.testing.assert_array_equal(out[3 * n:4 * n], np.full(n, x.sum()), err_msg=f"workgroup_reduce W={w}")
+        np.testing.assert_array_equal(out[4 * n:], np.full(n, x.min()), err_msg=f"workgroup_reduce min W={w}")
+        got[w] = out
+    for name, part in (("wave_sum", slice(0, n)), ("wave_min", slice(n, 2 * n)), ("wave_max", slice(2 * n, 3 * n))):
+        assert not np.array_equal(got[8][part], got[32][part]), name
+    np.testing.assert_array_equal(got[8][3 * n:], got[32][3 * n:])
+    assert not w_invariant(wave_vs_workgroup.compile(), wave_vs_workgroup.compile().kernels[0])

@@ -39,7 +39,7 @@ def syntax_check(text: str, tmp_path: Path, name: str = "k") -> subprocess.Compl
     src = tmp_path / f"{name}.metal.cpp"
     src.write_text(text.replace("[[threadgroup(", "[[aw_stub_threadgroup("))
     return subprocess.run([CLANG, "-fsyntax-only", "-std=c++17", "-Wno-unknown-attributes", "-Wno-unknown-pragmas",
-                           "-I", str(STUB), str(src)], capture_output=True, text=True, timeout=300)
+                           "-I", str(STUB), str(src)], capture_output=True, text=True, timeout=600)  # hang guard
 
 
 def test_every_mnemonic_is_rendered_or_refused_with_a_reason() -> None:

@@ -50,7 +50,7 @@ def test_hipcc_builds_v_wmma_for_gfx1100(tmp_path: Path) -> None:
     out = tmp_path / "frag.s"
     r = subprocess.run([HIPCC, "--offload-arch=gfx1100", "-nogpulib", "--cuda-device-only", "-S", "-O1",
                         *BUILD_OPTIONS, str(src), "-o", str(out)], capture_output=True, text=True,
-                       env=dict(os.environ, HIP_PLATFORM="amd"), timeout=300)
+                       env=dict(os.environ, HIP_PLATFORM="amd"), timeout=600)
     if r.returncode != 0 and "gfx1100" in r.stderr and "unknown" in r.stderr.lower():
         pytest.skip(f"this hipcc cannot target gfx1100: {r.stderr[-300:]}")
     assert r.returncode == 0, r.stderr[-2000:]
@@ -72,7 +72,7 @@ def test_hipcc_builds_v_mfma_for_cdna(tmp_path: Path, arch: str, bf16_name: str)
     out = tmp_path / "frag64.s"
     r = subprocess.run([HIPCC, f"--offload-arch={arch}", "-nogpulib", "--cuda-device-only", "-S", "-O3",
                         *BUILD_OPTIONS, str(src), "-o", str(out)], capture_output=True, text=True,
-                       env=dict(os.environ, HIP_PLATFORM="amd"), timeout=300)
+                       env=dict(os.environ, HIP_PLATFORM="amd"), timeout=600)
     if r.returncode != 0 and arch in r.stderr and "unknown" in r.stderr.lower():
         pytest.skip(f"this hipcc cannot target {arch}: {r.stderr[-300:]}")
     assert r.returncode == 0, r.stderr[-2000:]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import tiers
 from anywave.asm import assemble
 from anywave.conformance import suite
 
@@ -22,7 +23,7 @@ def runner():  # noqa: ANN201
     return sycl.SyclRunner()
 
 
-@pytest.mark.parametrize("W", [8, 16, 32, 64])
+@pytest.mark.parametrize("W", tiers.widths("sycl"))
 def test_conformance(runner, W: int) -> None:  # noqa: ANN001
     if W not in runner.dev.features.wave_widths:
         pytest.skip(f"{runner.dev.name} cannot form sub-groups of {W}")

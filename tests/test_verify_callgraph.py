@@ -4,8 +4,6 @@ invalid module, refused by the verifier before any reader, emulator or translato
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from anywave.binary.module import Function, Instruction, Kernel, Module
@@ -32,12 +30,15 @@ def inlined_by_hand(m: Module) -> int:
     return size(m.kernels[0].code)
 
 
-def test_issue_binary_is_refused_quickly():
+#: Python calls within which the 8^15-call module is refused: it takes ~1.5k today; walking the
+#: inlined tree would take billions (a count of work, not a time: issue 30 item 4)
+QUICK = 100_000
+
+
+def test_issue_binary_is_refused_quickly(work_bound):
     m = fan(16, 8)
-    t0 = time.perf_counter()
-    with pytest.raises(VerifyError) as ei:
+    with pytest.raises(VerifyError) as ei, work_bound(QUICK):
         verify(m)
-    assert time.perf_counter() - t0 < 2.0
     msg = str(ei.value)
     assert "inlined size" in msg and str(LIMITS.max_inlined_instructions) in msg and "'k'" in msg
 
@@ -69,20 +70,18 @@ def test_wbin_reader_refuses_it():
 
 
 @pytest.mark.parametrize("translate", ["ptx", "opencl", "sycl", "hip", "metal"])
-def test_translators_refuse_it(translate):
+def test_translators_refuse_it(translate, work_bound):
     import importlib
 
     mod = importlib.import_module(f"anywave.backends.{translate}")
-    t0 = time.perf_counter()
-    with pytest.raises(WaveError):
-        mod.translate(fan(16, 8), 32) if translate in ("opencl", "sycl") else mod.translate(fan(16, 8))
-    assert time.perf_counter() - t0 < 5.0
+    m = fan(16, 8)
+    with pytest.raises(WaveError), work_bound(QUICK):
+        mod.translate(m, 32) if translate in ("opencl", "sycl") else mod.translate(m)
 
 
-def test_emulator_refuses_it():
+def test_emulator_refuses_it(work_bound):
     from anywave.emu import emulate
 
-    t0 = time.perf_counter()
-    with pytest.raises(VerifyError):
-        emulate(fan(16, 8), "k", grid=1, workgroup=8, wave_width=8)
-    assert time.perf_counter() - t0 < 5.0
+    m = fan(16, 8)
+    with pytest.raises(VerifyError), work_bound(QUICK):
+        emulate(m, "k", grid=1, workgroup=8, wave_width=8)

@@ -114,6 +114,19 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|")
 
 
+#: characters that open inline Markdown outside code spans (``a[i][j]`` would be read as a
+#: reference link, ``a_b_c`` or ``*`` as emphasis); both Python-Markdown and GitHub accept a
+#: backslash before each of them
+_INLINE_MARKUP = "\\`*_[]"
+
+
+def _text_cell(text: str) -> str:
+    """A table cell of plain text (not a code span): Markdown's inline markup escaped."""
+    for ch in _INLINE_MARKUP:
+        text = text.replace(ch, "\\" + ch)
+    return _cell(text)
+
+
 def _type_cell(defn: InstrDef) -> str:
     if defn.type is None:
         return "—"
@@ -163,7 +176,7 @@ def render() -> str:
             caps = ", ".join(d.capability.spellings()) or "—"
             out.append(
                 f"| `{d.mnemonic}` | 0x{d.opcode:04X} | `{_cell(operand_syntax(d)) or ' '}` | {d.words} "
-                f"| {_type_cell(d)} | {d.determinism.value} | {caps} | {_notes(d)} | {_cell(d.summary)} |"
+                f"| {_type_cell(d)} | {d.determinism.value} | {caps} | {_notes(d)} | {_text_cell(d.summary)} |"
             )
         out.append("")
     return "\n".join(out)

@@ -77,7 +77,10 @@ DEFAULT_MAX_LOOP_ITERATIONS = 10 ** 7
 #: default time budget of emulate(): seconds one loop may keep iterating, from entering it to
 #: leaving it, in one batch of workgroups; ``ANYWAVE_EMU_BUDGET`` (seconds, or ``none``)
 #: overrides it. An infinite loop is reported after this long instead of after the
-#: iteration bound (which takes minutes at ~60 us per iteration).
+#: iteration bound (which takes minutes at ~60 us per iteration). It is a **wall-clock**
+#: convenience for interactive use: whether a long launch hits it depends on the machine's
+#: speed and load. Code that must behave the same on every machine (tests, scripts) passes
+#: ``budget=None`` and bounds the work instead (``max_instructions``, ``max_loop_iterations``).
 DEFAULT_LOOP_BUDGET = 10.0
 
 
@@ -98,8 +101,9 @@ def _default_budget() -> float | None:
 
 
 class BudgetExceeded(EmulationError):
-    """A loop ran past the launch's time budget or iteration bound (an infinite loop?); the
-    message names the kernel, the loop instruction, its source line and the budget."""
+    """A loop ran past the launch's time budget, instruction budget or iteration bound (an
+    infinite loop?); the message names the kernel, the loop instruction, its source line and
+    the bound."""
 
 
 @dataclass(frozen=True)
@@ -374,6 +378,7 @@ class _Launch:
         self.scalars = scalars
         self.check = check
         self.max_loop_iterations = DEFAULT_MAX_LOOP_ITERATIONS
+        self.max_instructions: int | None = None
         self.budget: float | None = DEFAULT_LOOP_BUDGET
         self._shapes: dict[int, _BatchShape] = {}
         self._ramps: dict[tuple[int, int], np.ndarray] = {}
@@ -530,6 +535,7 @@ class Batch:
                 self.trace_idx = (g - wg0) * Tp + t
         self.loop_iterations = 0
         self.max_loop_iterations = launch.max_loop_iterations
+        self.max_instructions = launch.max_instructions
         self.budget = launch.budget
         self._set(self.exists.copy())
 
@@ -786,6 +792,8 @@ class Batch:
                     self.loop_iterations += 1
                     if self.loop_iterations > self.max_loop_iterations:
                         self._too_many_iterations(ents[match[pc]][3])
+                    if self.max_instructions is not None and self.stats.instructions > self.max_instructions:
+                        self._too_many_instructions(ents[match[pc]][3])
                     if self.budget is not None and time.perf_counter() - f[3] > self.budget:
                         self._over_budget(ents[match[pc]][3], time.perf_counter() - f[3])
                     self._set(f[2].copy())
@@ -837,6 +845,15 @@ class Batch:
             f"time budget of {self.budget:g} s (an infinite loop?); pass budget=<seconds> (or None) to "
             f"emulate() or to the launch, or set ANYWAVE_EMU_BUDGET, if it really runs that long")
 
+    def _too_many_instructions(self, loop_id: int) -> None:
+        L = self.launch
+        raise BudgetExceeded(
+            f"kernel {L.kernel.name!r}: instruction budget exceeded at {L.describe_ins(loop_id)}: the launch "
+            f"has issued {self.stats.instructions} wave-instructions, more than max_instructions="
+            f"{self.max_instructions}, and the loop is still iterating in the batch of workgroups "
+            f"{self.wg0}..{self.wg0 + self.nwg - 1} (an infinite loop?); pass a larger max_instructions "
+            f"(or None) to emulate() or to the launch if the kernel really does that much work")
+
     def _too_many_iterations(self, loop_id: int) -> None:
         L = self.launch
         raise BudgetExceeded(
@@ -865,7 +882,8 @@ def emulate(program: Module | bytes | str | os.PathLike[str], kernel: str, *,
             check: bool = False, trace_lane: int | None = None,
             max_loop_iterations: int = DEFAULT_MAX_LOOP_ITERATIONS,
             max_workgroup_size: int | None = None, max_local_memory: int | None = None,
-            limits: EmulatorLimits | None = None, budget: float | None | str = "default") -> EmulationStats:
+            limits: EmulatorLimits | None = None, budget: float | None | str = "default",
+            max_instructions: int | None = None) -> EmulationStats:
     """Run ``kernel`` of ``program`` on the reference emulator.
 
     Args:
@@ -888,11 +906,20 @@ def emulate(program: Module | bytes | str | os.PathLike[str], kernel: str, *,
             loops together) per batch of workgroups; exceeding it raises EmulationError
             naming the kernel, the loop instruction and its source line instead of hanging.
             Default 10^7.
-        budget: seconds one loop may keep iterating (from entering it until it exits, in one
-            batch of workgroups) before the launch stops with :class:`BudgetExceeded` (an
-            EmulationError naming the kernel, the loop and its source line); None for no
-            time bound. Default :data:`DEFAULT_LOOP_BUDGET` = 10 s, or ``ANYWAVE_EMU_BUDGET``.
-            Straight-line code never counts against it.
+        max_instructions: bound on the work of the launch, counted in wave-instructions
+            issued (``EmulationStats.instructions``: an instruction counts once per wave with
+            an active lane, all batches together); checked at each loop back edge, so the
+            launch stops with :class:`BudgetExceeded` at the first ``endloop`` that would
+            iterate past it. A count, not a time: the same launch stops at the same place on
+            every machine, whatever its speed or load. None (default): no such bound.
+        budget: **wall-clock** seconds one loop may keep iterating (from entering it until it
+            exits, in one batch of workgroups) before the launch stops with
+            :class:`BudgetExceeded` (an EmulationError naming the kernel, the loop and its
+            source line); None for no time bound. Default :data:`DEFAULT_LOOP_BUDGET` = 10 s,
+            or ``ANYWAVE_EMU_BUDGET``. Straight-line code never counts against it. Whether a
+            long-running launch reaches it depends on the machine's speed and load: code
+            that must behave the same everywhere passes ``budget=None`` and
+            ``max_instructions`` (anywave's test session sets ``ANYWAVE_EMU_BUDGET=none``).
         limits: the target limits the launch is checked against (:class:`EmulatorLimits`;
             default 1024 threads per workgroup and 65536 bytes of local memory, spec §11.3).
         max_workgroup_size: overrides ``limits.max_workgroup_size``.
@@ -938,10 +965,16 @@ def emulate(program: Module | bytes | str | os.PathLike[str], kernel: str, *,
                                                                                     np.floating))
                                  or not budget > 0):
         raise LaunchConfigError(f"budget must be a positive number of seconds or None, got {budget!r}")
+    if max_instructions is not None and (isinstance(max_instructions, bool)
+                                         or not isinstance(max_instructions, (int, np.integer))
+                                         or max_instructions < 1):
+        raise LaunchConfigError(f"max_instructions must be a positive int (wave-instructions) or None, "
+                                f"got {max_instructions!r}")
     buffers, scalars = _bind(k, args, check)
     launch = _Launch(module, k, wave_width, g, wg, buffers, scalars, check)
     launch.max_loop_iterations = int(max_loop_iterations)
     launch.budget = None if budget is None else float(budget)
+    launch.max_instructions = None if max_instructions is None else int(max_instructions)
     nwg = g[0] * g[1] * g[2]
     if trace_lane is not None and not 0 <= int(trace_lane) < nwg * T:
         raise ValueError(f"trace_lane {trace_lane} is outside the launch's {nwg * T} threads")

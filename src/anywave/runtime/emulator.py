@@ -39,18 +39,22 @@ class EmulatorTarget:
                                host_memory=True)
 
     def launch(self, module: Any, kernel: str, grid: Any, workgroup: Any, args: Any, *,
-               check: bool | None = None, budget: float | None | str = "default") -> Any:
+               check: bool | None = None, budget: float | None | str = "default",
+               max_instructions: int | None = None) -> Any:
         """Run ``kernel`` on the emulator (see :func:`anywave.emu.emulate`).
 
         ``check``: the emulator's checked mode (race and uninitialised-local-memory detection;
         out-of-bounds accesses are always reported); None: the target's ``check``.
-        ``budget``: seconds one loop may run before :class:`~anywave.emu.machine.BudgetExceeded`
-        (None: unbounded; default 10 s or ``ANYWAVE_EMU_BUDGET``)."""
+        ``budget``: wall-clock seconds one loop may run before
+        :class:`~anywave.emu.machine.BudgetExceeded` (None: unbounded; default 10 s or
+        ``ANYWAVE_EMU_BUDGET``; depends on the machine's speed and load).
+        ``max_instructions``: the launch's bound in wave-instructions issued, a count of work
+        independent of the machine (None: unbounded); see :func:`anywave.emu.emulate`."""
         from anywave.emu import emulate
 
         return emulate(module, kernel, grid=grid, workgroup=workgroup, args=args,
                        wave_width=self.info.wave_width, check=self.check if check is None else bool(check),
-                       budget=budget)
+                       budget=budget, max_instructions=max_instructions)
 
 
 def _probe() -> tuple[bool, str, Sequence[TargetInfo]]:
