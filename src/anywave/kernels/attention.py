@@ -49,9 +49,11 @@ NEG_INF_BITS = 0xFF800000
 
 
 def slice_width(d: int) -> int:
-    """Output columns per thread for head dim ``d``: 64 when ``d`` is a multiple of 64, else ``d``
-    (``d`` <= 64)."""
-    return 64 if d % 64 == 0 else d
+    """Output columns per thread for head dim ``d`` (a multiple of 4): ``d`` itself up to 64, else
+    the largest multiple of 4 up to 64 that divides ``d`` (96 -> 48, 128 -> 64, 160 -> 40)."""
+    if d <= 64:
+        return d
+    return max(w for w in range(4, 65, 4) if d % w == 0)
 
 
 @aw.func
@@ -61,7 +63,7 @@ def _neg_inf():
 
 @aw.func
 def _visible_end(i, j_end, sq, sk, causal):
-    # one past the last visible key of query row i within [.., j_end): key j is visible iff j < sk and
+    # one past the last visible key of query row i below j_end: key j is visible iff j < sk and
     # (not causal or j <= i + sk - sq)
     lim = min(sk, j_end)
     if causal != 0:
@@ -70,21 +72,22 @@ def _visible_end(i, j_end, sq, sk, causal):
 
 
 @aw.func
-def _score(q, k, qb, kb, scale, D):
-    # s = (fma chain over d = 0..D-1 of q[d] * k[d], from +0) * scale
+def _dot(x, y, xb, yb, D):
+    # fma chain over d = 0..D-1 of x[xb + d] * y[yb + d], from +0 (128-bit loads; D % 4 == 0)
     s = aw.f32(0.0)
-    for d in aw.static_range(D):
-        s = aw.fma(q[qb + d], k[kb + d], s)
-    return s * scale
+    for d4 in aw.static_range(D // 4):
+        a = aw.load4(x, xb + 4 * d4)
+        c = aw.load4(y, yb + 4 * d4)
+        for e in aw.static_range(4):
+            s = aw.fma(a[e], c[e], s)
+    return s
 
 
 @aw.kernel
 def attn_fwd_kernel(q: aw.In[aw.f32], k: aw.In[aw.f32], v: aw.In[aw.f32], o: aw.Out[aw.f32], st: aw.Out[aw.f32],
                     hq: aw.i32, hkv: aw.i32, sq: aw.i32, sk: aw.i32, scale: aw.f32, causal: aw.i32,
-                    nch: aw.i32, chunk: aw.i32, *, D: int = 64, split: bool = False):
-    assert 1 <= D <= 256, "attention: head dim D must be 1..256"
-    DS = 64 if D % 64 == 0 else D
-    assert DS <= 64, "attention: a head dim above 64 must be a multiple of 64"
+                    nch: aw.i32, chunk: aw.i32, *, D: int = 64, DS: int = 64, split: bool = False):
+    assert D % DS == 0 and DS % 4 == 0 and DS <= 64 and D <= 256, "attention: D, DS as slice_width(D)"
     nsl = D // DS
     t = aw.local_id(0)
     sb = aw.local_array(aw.f32, (WG, BC))
@@ -108,7 +111,7 @@ def attn_fwd_kernel(q: aw.In[aw.f32], k: aw.In[aw.f32], v: aw.In[aw.f32], o: aw.
             je = min(jb + BC, lim)
             mn = m
             for j in range(jb, je):
-                s = _score(q, k, qb, (kvb + j) * D, scale, D)
+                s = _dot(q, k, qb, (kvb + j) * D, D) * scale
                 sb[t, j - jb] = s
                 mn = max(mn, s)
             alpha = aw.f32(0.0)
@@ -121,20 +124,23 @@ def attn_fwd_kernel(q: aw.In[aw.f32], k: aw.In[aw.f32], v: aw.In[aw.f32], o: aw.
                 p = aw.exp(sb[t, j - jb] - mn)
                 l = l + p
                 vb = (kvb + j) * D + c0
-                for d in aw.static_range(DS):
-                    acc[d] = aw.fma(p, v[vb + d], acc[d])
+                for d4 in aw.static_range(DS // 4):
+                    vv = aw.load4(v, vb + 4 * d4)
+                    for e in aw.static_range(4):
+                        acc[4 * d4 + e] = aw.fma(p, vv[e], acc[4 * d4 + e])
             m = mn
         if split:
             pr = ((b * hq + h) * nch + c) * sq + i
-            for d in aw.static_range(DS):
-                o[pr * D + c0 + d] = acc[d]
+            for d4 in aw.static_range(DS // 4):
+                aw.store4(o, pr * D + c0 + 4 * d4, (acc[4 * d4], acc[4 * d4 + 1], acc[4 * d4 + 2], acc[4 * d4 + 3]))
             if sl == 0:
                 st[2 * pr] = m
                 st[2 * pr + 1] = l
         else:
             if lim > j0:
-                for d in aw.static_range(DS):
-                    o[qb + c0 + d] = acc[d] / l
+                for d4 in aw.static_range(DS // 4):
+                    aw.store4(o, qb + c0 + 4 * d4, (acc[4 * d4] / l, acc[4 * d4 + 1] / l, acc[4 * d4 + 2] / l,
+                                                    acc[4 * d4 + 3] / l))
                 if sl == 0:
                     st[row] = m + aw.log(l)
             else:  # no visible key: O = 0, LSE = -inf (§8.17)
@@ -146,10 +152,10 @@ def attn_fwd_kernel(q: aw.In[aw.f32], k: aw.In[aw.f32], v: aw.In[aw.f32], o: aw.
 
 @aw.kernel
 def attn_combine_kernel(part: aw.In[aw.f32], st: aw.In[aw.f32], o: aw.Out[aw.f32], lse: aw.Out[aw.f32],
-                        rows: aw.i32, sq: aw.i32, nch: aw.i32, *, D: int = 64):
+                        rows: aw.i32, sq: aw.i32, nch: aw.i32, *, D: int = 64, DS: int = 64):
     # one thread per (output row r = (b * hq + h) * sq + i, column slice); chunk c of that row is
     # the partial row ((b * hq + h) * nch + c) * sq + i
-    DS = 64 if D % 64 == 0 else D
+    assert D % DS == 0 and DS % 4 == 0 and DS <= 64 and D <= 256, "attention: D, DS as slice_width(D)"
     nsl = D // DS
     sl = aw.workgroup_id(0) % nsl
     r = (aw.workgroup_id(0) // nsl) * WG + aw.local_id(0)
@@ -169,8 +175,10 @@ def attn_combine_kernel(part: aw.In[aw.f32], st: aw.In[aw.f32], o: aw.Out[aw.f32
                 if mc > _neg_inf():
                     w = aw.exp(mc - mx)
                     tot = aw.fma(st[2 * pr + 1], w, tot)
-                    for d in aw.static_range(DS):
-                        acc[d] = aw.fma(part[pr * D + c0 + d], w, acc[d])
+                    for d4 in aw.static_range(DS // 4):
+                        pv = aw.load4(part, pr * D + c0 + 4 * d4)
+                        for e in aw.static_range(4):
+                            acc[4 * d4 + e] = aw.fma(pv[e], w, acc[4 * d4 + e])
             for d in aw.static_range(DS):
                 o[r * D + c0 + d] = acc[d] / tot
             if sl == 0:
@@ -186,9 +194,8 @@ def attn_combine_kernel(part: aw.In[aw.f32], st: aw.In[aw.f32], o: aw.Out[aw.f32
 def attn_bwd_dq_kernel(q: aw.In[aw.f32], k: aw.In[aw.f32], v: aw.In[aw.f32], o: aw.In[aw.f32], do: aw.In[aw.f32],
                        lse: aw.In[aw.f32], dlse: aw.In[aw.f32], dq: aw.Out[aw.f32], delta: aw.Out[aw.f32],
                        hq: aw.i32, hkv: aw.i32, sq: aw.i32, sk: aw.i32, scale: aw.f32, causal: aw.i32,
-                       *, D: int = 64):
-    DS = 64 if D % 64 == 0 else D
-    assert DS <= 64 and D <= 256, "attention: head dim D must be 1..64 or a multiple of 64 up to 256"
+                       *, D: int = 64, DS: int = 64):
+    assert D % DS == 0 and DS % 4 == 0 and DS <= 64 and D <= 256, "attention: D, DS as slice_width(D)"
     nsl = D // DS
     sl = aw.workgroup_id(0) % nsl
     i = (aw.workgroup_id(0) // nsl) * WG + aw.local_id(0)
@@ -201,10 +208,7 @@ def attn_bwd_dq_kernel(q: aw.In[aw.f32], k: aw.In[aw.f32], v: aw.In[aw.f32], o: 
         kvb = (b * hkv + g) * sk
         c0 = sl * DS
         # Delta_i = (fma chain over d of dO[d] * O[d], from +0) - dLSE_i
-        dl = aw.f32(0.0)
-        for d in aw.static_range(D):
-            dl = aw.fma(do[qb + d], o[qb + d], dl)
-        dl = dl - dlse[row]
+        dl = _dot(do, o, qb, qb, D) - dlse[row]
         if sl == 0:
             delta[row] = dl
         li = lse[row]
@@ -212,24 +216,23 @@ def attn_bwd_dq_kernel(q: aw.In[aw.f32], k: aw.In[aw.f32], v: aw.In[aw.f32], o: 
         lim = _visible_end(i, sk, sq, sk, causal)
         for j in range(0, lim):
             kb = (kvb + j) * D
-            p = aw.exp(_score(q, k, qb, kb, scale, D) - li)
-            dp = aw.f32(0.0)
-            for d in aw.static_range(D):
-                dp = aw.fma(do[qb + d], v[kb + d], dp)
-            ds = p * (dp - dl)
-            for d in aw.static_range(DS):
-                acc[d] = aw.fma(ds, k[kb + c0 + d], acc[d])
-        for d in aw.static_range(DS):
-            dq[qb + c0 + d] = acc[d] * scale
+            p = aw.exp(_dot(q, k, qb, kb, D) * scale - li)
+            ds = p * (_dot(do, v, qb, kb, D) - dl)
+            for d4 in aw.static_range(DS // 4):
+                kv = aw.load4(k, kb + c0 + 4 * d4)
+                for e in aw.static_range(4):
+                    acc[4 * d4 + e] = aw.fma(ds, kv[e], acc[4 * d4 + e])
+        for d4 in aw.static_range(DS // 4):
+            aw.store4(dq, qb + c0 + 4 * d4, (acc[4 * d4] * scale, acc[4 * d4 + 1] * scale, acc[4 * d4 + 2] * scale,
+                                             acc[4 * d4 + 3] * scale))
 
 
 @aw.kernel
 def attn_bwd_dkdv_kernel(q: aw.In[aw.f32], k: aw.In[aw.f32], v: aw.In[aw.f32], do: aw.In[aw.f32],
                          lse: aw.In[aw.f32], delta: aw.In[aw.f32], dk: aw.Out[aw.f32], dv: aw.Out[aw.f32],
                          hq: aw.i32, hkv: aw.i32, sq: aw.i32, sk: aw.i32, scale: aw.f32, causal: aw.i32,
-                         *, D: int = 64):
-    DS = 64 if D % 64 == 0 else D
-    assert DS <= 64 and D <= 256, "attention: head dim D must be 1..64 or a multiple of 64 up to 256"
+                         *, D: int = 64, DS: int = 64):
+    assert D % DS == 0 and DS % 4 == 0 and DS <= 64 and D <= 256, "attention: D, DS as slice_width(D)"
     nsl = D // DS
     sl = aw.workgroup_id(0) % nsl
     j = (aw.workgroup_id(0) // nsl) * WG + aw.local_id(0)
@@ -248,17 +251,18 @@ def attn_bwd_dkdv_kernel(q: aw.In[aw.f32], k: aw.In[aw.f32], v: aw.In[aw.f32], d
             rb = (b * hq + g * rep + hh) * sq
             for i in range(i0, sq):
                 qb = (rb + i) * D
-                p = aw.exp(_score(q, k, qb, kb, scale, D) - lse[rb + i])
-                dp = aw.f32(0.0)
-                for d in aw.static_range(D):
-                    dp = aw.fma(do[qb + d], v[kb + d], dp)
-                ds = p * (dp - delta[rb + i])
-                for d in aw.static_range(DS):
-                    av[d] = aw.fma(p, do[qb + c0 + d], av[d])
-                    ak[d] = aw.fma(ds, q[qb + c0 + d], ak[d])
-        for d in aw.static_range(DS):
-            dk[kb + c0 + d] = ak[d] * scale
-            dv[kb + c0 + d] = av[d]
+                p = aw.exp(_dot(q, k, qb, kb, D) * scale - lse[rb + i])
+                ds = p * (_dot(do, v, qb, kb, D) - delta[rb + i])
+                for d4 in aw.static_range(DS // 4):
+                    gv = aw.load4(do, qb + c0 + 4 * d4)
+                    qv = aw.load4(q, qb + c0 + 4 * d4)
+                    for e in aw.static_range(4):
+                        av[4 * d4 + e] = aw.fma(p, gv[e], av[4 * d4 + e])
+                        ak[4 * d4 + e] = aw.fma(ds, qv[e], ak[4 * d4 + e])
+        for d4 in aw.static_range(DS // 4):
+            aw.store4(dk, kb + c0 + 4 * d4, (ak[4 * d4] * scale, ak[4 * d4 + 1] * scale, ak[4 * d4 + 2] * scale,
+                                             ak[4 * d4 + 3] * scale))
+            aw.store4(dv, kb + c0 + 4 * d4, (av[4 * d4], av[4 * d4 + 1], av[4 * d4 + 2], av[4 * d4 + 3]))
 
 
 # ----------------------------------------------------------------------------- host side
@@ -271,8 +275,8 @@ def default_scale(d: int) -> float:
 def check_shapes(q_shape: tuple[int, ...], k_shape: tuple[int, ...], v_shape: tuple[int, ...],
                  what: str = "attention") -> tuple[int, int, int, int, int, int]:
     """``(B, Hq, Hkv, Sq, Sk, D)`` of q (B, Hq, Sq, D), k and v (B, Hkv, Sk, D); raises
-    KernelInputError naming the offending shape otherwise (Hq % Hkv != 0, a head dim other than
-    1..64 or a multiple of 64 up to 256, more than 2^31 - 1 elements, an empty batch/head dim)."""
+    KernelInputError naming the offending shape otherwise (Hq % Hkv != 0, a head dim that is not a
+    multiple of 4 in 4..256, 2^31 or more elements, an empty batch or head dim)."""
     for name, s in (("q", q_shape), ("k", k_shape), ("v", v_shape)):
         if len(s) != 4:
             raise KernelInputError(f"{what}: {name} must be 4-D (batch, heads, sequence, head dim), got shape "
@@ -289,8 +293,8 @@ def check_shapes(q_shape: tuple[int, ...], k_shape: tuple[int, ...], v_shape: tu
                                f"{tuple(k_shape)}")
     if hq % hkv:
         raise KernelInputError(f"{what}: the query heads ({hq}) must be a multiple of the key/value heads ({hkv})")
-    if not (1 <= d <= 64 or (d % 64 == 0 and d <= MAX_HEAD_DIM)):
-        raise KernelInputError(f"{what}: head dim {d} is not supported; valid: 1..64 or a multiple of 64 up to "
+    if not (4 <= d <= MAX_HEAD_DIM and d % 4 == 0):
+        raise KernelInputError(f"{what}: head dim {d} is not supported; valid: a multiple of 4 from 4 to "
                                f"{MAX_HEAD_DIM}")
     if max(b * hq * sq * d, b * hkv * sk * d) >= 2**31:
         raise KernelInputError(f"{what}: tensors of 2^31 or more elements are not supported (32-bit indices)")
@@ -323,8 +327,8 @@ def attention(q: Any, k: Any, v: Any, causal: bool = False, scale: float | None 
 
     Args:
         q, k, v: float32 (or float16/bfloat16, converted to float32 exactly) arrays; Hq a
-            multiple of Hkv (query head h reads key/value head ``h // (Hq // Hkv)``); D in 1..64
-            or a multiple of 64 up to 256.
+            multiple of Hkv (query head h reads key/value head ``h // (Hq // Hkv)``); D a
+            multiple of 4 in 4..256.
         causal: key j visible to query row i iff ``j <= i + (Sk - Sq)``.
         scale: multiplies the scores; default ``1 / sqrt(D)`` rounded to float32.
 
@@ -342,7 +346,7 @@ def attention(q: Any, k: Any, v: Any, causal: bool = False, scale: float | None 
     if sq and sk:
         grid, wg = fwd_launch(b, hq, sq, d)
         attn_fwd_kernel(qa, ka, va, o, lse, hq, hkv, sq, sk, _scale(scale, d), int(bool(causal)), 1, sk,
-                        D=d, split=False, grid=grid, workgroup=wg, **launch_kw(wave_width, target))
+                        D=d, DS=slice_width(d), split=False, grid=grid, workgroup=wg, **launch_kw(wave_width, target))
     return o, lse
 
 
@@ -368,10 +372,10 @@ def attention_decode(q: Any, k: Any, v: Any, causal: bool = False, scale: float 
     grid, wg = fwd_launch(b, hq, sq, d, nch)
     kw = launch_kw(wave_width, target)
     attn_fwd_kernel(qa, ka, va, part, st, hq, hkv, sq, sk, _scale(scale, d), int(bool(causal)), nch, chunk,
-                    D=d, split=True, grid=grid, workgroup=wg, **kw)
+                    D=d, DS=slice_width(d), split=True, grid=grid, workgroup=wg, **kw)
     rows = b * hq * sq
-    attn_combine_kernel(part, st, o, lse, rows, sq, nch, D=d, grid=ceil_div(rows, WG) * (d // slice_width(d)),
-                        workgroup=WG, **kw)
+    attn_combine_kernel(part, st, o, lse, rows, sq, nch, D=d, DS=slice_width(d),
+                        grid=ceil_div(rows, WG) * (d // slice_width(d)), workgroup=WG, **kw)
     return o, lse
 
 
@@ -407,9 +411,9 @@ def attention_backward(q: Any, k: Any, v: Any, o: Any, lse: Any, do: Any, dlse: 
     kw = launch_kw(wave_width, target)
     nsl = d // slice_width(d)
     if sq and sk:
-        attn_bwd_dq_kernel(qa, ka, va, oa, doa, la, dla, dq, delta, hq, hkv, sq, sk, sc, cz, D=d,
+        attn_bwd_dq_kernel(qa, ka, va, oa, doa, la, dla, dq, delta, hq, hkv, sq, sk, sc, cz, D=d, DS=slice_width(d),
                            grid=(ceil_div(sq, WG) * nsl, hq, b), workgroup=WG, **kw)
     if sq and sk:
-        attn_bwd_dkdv_kernel(qa, ka, va, doa, la, delta, dk, dv, hq, hkv, sq, sk, sc, cz, D=d,
+        attn_bwd_dkdv_kernel(qa, ka, va, doa, la, delta, dk, dv, hq, hkv, sq, sk, sc, cz, D=d, DS=slice_width(d),
                              grid=(ceil_div(sk, WG) * nsl, hkv, b), workgroup=WG, **kw)
     return dq, dk, dv
