@@ -243,6 +243,11 @@ def test_vulkan_is_the_emulator_bits():
     _target_case("vulkan", None)
 
 
+@pytest.mark.cuda
+def test_cuda_is_the_emulator_bits():
+    _target_case("cuda", None)
+
+
 @pytest.mark.opencl
 @pytest.mark.parametrize("d", [64, 128])
 def test_opencl_head_dims_are_the_emulator_bits(d):
@@ -255,11 +260,12 @@ def test_opencl_head_dims_are_the_emulator_bits(d):
 
 # ----------------------------------------------------------------------------- batch invariance
 
-CPU_TARGETS = ["emulator", pytest.param("opencl", marks=pytest.mark.opencl),
-               pytest.param("sycl", marks=pytest.mark.sycl), pytest.param("vulkan", marks=pytest.mark.vulkan)]
+TARGETS = ["emulator", pytest.param("opencl", marks=pytest.mark.opencl),
+               pytest.param("sycl", marks=pytest.mark.sycl), pytest.param("vulkan", marks=pytest.mark.vulkan),
+               pytest.param("cuda", marks=pytest.mark.cuda)]
 
 
-@pytest.mark.parametrize("target", CPU_TARGETS)
+@pytest.mark.parametrize("target", TARGETS)
 def test_a_row_has_the_same_bits_alone_and_in_a_batch_of_8(target):
     if target != "emulator":
         _need(target)
@@ -270,7 +276,7 @@ def test_a_row_has_the_same_bits_alone_and_in_a_batch_of_8(target):
         assert bits(o1) == bits(o8[bi:bi + 1]) and bits(l1) == bits(l8[bi:bi + 1]), f"{target} sequence {bi}"
 
 
-@pytest.mark.parametrize("target", CPU_TARGETS)
+@pytest.mark.parametrize("target", TARGETS)
 def test_decode_rows_have_the_same_bits_for_1_and_16_sequences(target):
     if target != "emulator":
         _need(target)

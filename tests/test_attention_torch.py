@@ -135,3 +135,22 @@ def test_a_row_is_batch_invariant_through_the_op():
     o4 = torch.ops.anywave.attention(q, k, v, True)
     o1 = torch.ops.anywave.attention(q[2:3], k[2:3], v[2:3], True)
     assert np.array_equal(o1.numpy().view(np.uint32), o4[2:3].numpy().view(np.uint32))
+
+
+@pytest.mark.cuda
+def test_cuda_tensors_give_the_cpu_bits_forward_and_backward():
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    q, k, v = qkv(b=2, sq=40, sk=100, d=64, seed=8)
+    g = torch.randn(q.shape, generator=torch.Generator().manual_seed(9))
+    outs = []
+    for dev in ("cpu", "cuda"):
+        qd, kd, vd = (t.to(dev).requires_grad_() for t in (q, k, v))
+        o = torch.ops.anywave.attention(qd, kd, vd, True, None, "exact")
+        o.backward(g.to(dev))
+        outs.append([t.detach().cpu().numpy().tobytes() for t in (o, qd.grad, kd.grad, vd.grad)])
+    assert outs[0] == outs[1]
+    qc, kc, vc = (t.cuda() for t in (q, k, v))
+    o2 = torch.ops.anywave.attention(qc, kc, vc, True, None, "exact")
+    o1 = torch.ops.anywave.attention(qc[1:], kc[1:], vc[1:], True, None, "exact")
+    assert torch.equal(o1, o2[1:])
