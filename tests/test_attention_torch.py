@@ -154,3 +154,13 @@ def test_cuda_tensors_give_the_cpu_bits_forward_and_backward():
     o2 = torch.ops.anywave.attention(qc, kc, vc, True, None, "exact")
     o1 = torch.ops.anywave.attention(qc[1:], kc[1:], vc[1:], True, None, "exact")
     assert torch.equal(o1, o2[1:])
+
+
+def test_non_contiguous_inputs_give_the_contiguous_bits():
+    # (B, S, H, D) storage viewed as SDPA's (B, H, S, D), as a projection's output usually is
+    g = torch.Generator().manual_seed(10)
+    q, k, v = (torch.randn(1, s, 2, 8, generator=g).transpose(1, 2) for s in (6, 70, 70))
+    assert not q.is_contiguous()
+    got = torch.ops.anywave.attention(q, k, v, True)
+    want = torch.ops.anywave.attention(q.contiguous(), k.contiguous(), v.contiguous(), True)
+    assert torch.equal(got, want)
