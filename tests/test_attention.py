@@ -132,6 +132,7 @@ FWD_CASES = [  # (B, Hq, Hkv, Sq, Sk, D, causal)
     (2, 1, 1, 65, 65, 32, True),
     (1, 2, 1, 33, 100, 128, False),
     (1, 1, 1, 20, 70, 256, True),
+    (1, 2, 1, 17, 80, 96, True),    # D = 96: column slices of 48
 ]
 
 
@@ -311,6 +312,7 @@ BWD_CASES = [  # (B, Hq, Hkv, Sq, Sk, D, causal)
     (1, 2, 1, 33, 70, 32, True),
     (1, 1, 1, 40, 40, 64, False),
     (1, 2, 2, 20, 66, 128, True),
+    (1, 1, 1, 9, 70, 256, True),
 ]
 
 

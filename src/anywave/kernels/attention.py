@@ -73,13 +73,29 @@ def _visible_end(i, j_end, sq, sk, causal):
 
 @aw.func
 def _dot(x, y, xb, yb, D):
-    # fma chain over d = 0..D-1 of x[xb + d] * y[yb + d], from +0 (128-bit loads; D % 4 == 0)
+    # fma chain over d = 0..D-1 of x[xb + d] * y[yb + d], from +0 (128-bit loads; D % 4 == 0);
+    # unrolled up to D = 64, a runtime loop over 16 (or 4) columns beyond: the same chain, fewer
+    # values alive at once (the ISA's 255 registers)
     s = aw.f32(0.0)
-    for d4 in aw.static_range(D // 4):
-        a = aw.load4(x, xb + 4 * d4)
-        c = aw.load4(y, yb + 4 * d4)
-        for e in aw.static_range(4):
-            s = aw.fma(a[e], c[e], s)
+    if D <= 64:
+        for d4 in aw.static_range(D // 4):
+            a = aw.load4(x, xb + 4 * d4)
+            c = aw.load4(y, yb + 4 * d4)
+            for e in aw.static_range(4):
+                s = aw.fma(a[e], c[e], s)
+    elif D % 16 == 0:
+        for d0 in range(0, D, 16):
+            for d4 in aw.static_range(4):
+                a = aw.load4(x, xb + d0 + 4 * d4)
+                c = aw.load4(y, yb + d0 + 4 * d4)
+                for e in aw.static_range(4):
+                    s = aw.fma(a[e], c[e], s)
+    else:
+        for d0 in range(0, D, 4):
+            a = aw.load4(x, xb + d0)
+            c = aw.load4(y, yb + d0)
+            for e in aw.static_range(4):
+                s = aw.fma(a[e], c[e], s)
     return s
 
 
