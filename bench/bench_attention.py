@@ -20,6 +20,7 @@ import datetime
 import json
 import os
 import statistics
+import subprocess
 import sys
 from pathlib import Path
 
@@ -117,7 +118,12 @@ def main() -> int:
         fast_mod = None
     fast_fwd = getattr(fast_mod, "forward", None)
     fast_bwd = getattr(fast_mod, "backward", None)
-    res: dict = {"device": props.name, "driver": torch.version.cuda, "torch": torch.__version__,
+    try:
+        driver = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                                capture_output=True, text=True, timeout=30).stdout.strip().splitlines()[0]
+    except (OSError, IndexError, subprocess.SubprocessError):
+        driver = "unknown"
+    res: dict = {"device": props.name, "driver": driver, "cuda_runtime": torch.version.cuda, "torch": torch.__version__,
                  "commit": os.environ.get("ANYWAVE_COMMIT", "unknown"),
                  "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                  "dtype": "bfloat16", "reps": REPS, "exact_reps": EXACT_REPS,

@@ -145,7 +145,7 @@ def test_cuda_tensors_give_the_cpu_bits_forward_and_backward():
     g = torch.randn(q.shape, generator=torch.Generator().manual_seed(9))
     outs = []
     for dev in ("cpu", "cuda"):
-        qd, kd, vd = (t.to(dev).requires_grad_() for t in (q, k, v))
+        qd, kd, vd = (t.detach().clone().to(dev).requires_grad_() for t in (q, k, v))  # leaves on dev
         o = torch.ops.anywave.attention(qd, kd, vd, True, None, "exact")
         o.backward(g.to(dev))
         outs.append([t.detach().cpu().numpy().tobytes() for t in (o, qd.grad, kd.grad, vd.grad)])
