@@ -389,6 +389,9 @@ def attention_decode(q: Any, k: Any, v: Any, causal: bool = False, scale: float 
     if not sq or not sk:
         return o, lse
     nch = max(1, ceil_div(sk, chunk))
+    if b * hq * nch * sq * d >= 2**31:
+        raise KernelInputError(f"attention_decode: the partial results ({b * hq * nch * sq * d} values for {nch} "
+                               "chunks) need 2^31 or more elements (32-bit indices); use a larger chunk")
     part = np.zeros((b, hq, nch, sq, d), np.float32)
     st = np.zeros((b, hq, nch, sq, 2), np.float32)
     grid, wg = fwd_launch(b, hq, sq, d, nch)
