@@ -378,3 +378,17 @@ def test_empty_key_sequence_gives_zero_and_minus_inf():
     kv = np.zeros((1, 1, 0, 32), np.float32)
     o, lse = A.attention(q, kv, kv)
     assert (o == 0).all() and np.isneginf(lse).all()
+
+
+def test_decode_skips_chunks_and_rows_with_no_visible_key():
+    # causal, Sq = 80 > Sk = 70: rows 0..9 see no key (O = 0, LSE = -inf); row 10 sees key 0 only, so
+    # its chunk 1 (keys 64..69) has no visible key and is left out of the combine
+    q, k, v = data(1, 1, 1, 80, 70, 32, seed=14)
+    od, ld = A.attention_decode(q, k, v, True, chunk=64)
+    assert (od[0, 0, :10] == 0).all() and np.isneginf(ld[0, 0, :10]).all()
+    ro, rl, bo, bl = ref_forward(q, k, v, True, A.default_scale(32))
+    assert_within(od[0, 0, 10:], ro[0, 0, 10:], 2 * bo[0, 0, 10:], "decode O")
+    assert_within(ld[0, 0, 10:], rl[0, 0, 10:], 2 * bl[0, 0, 10:], "decode LSE")
+    # a row whose keys all lie in chunk 0 has w = 1 and one term: the forward's bits
+    o, lse = A.attention(q, k, v, True)
+    assert bits(od[0, 0, 10:74]) == bits(o[0, 0, 10:74]) and bits(ld[0, 0, 10:74]) == bits(lse[0, 0, 10:74])
