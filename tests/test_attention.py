@@ -392,3 +392,46 @@ def test_decode_skips_chunks_and_rows_with_no_visible_key():
     # a row whose keys all lie in chunk 0 has w = 1 and one term: the forward's bits
     o, lse = A.attention(q, k, v, True)
     assert bits(od[0, 0, 10:74]) == bits(o[0, 0, 10:74]) and bits(ld[0, 0, 10:74]) == bits(lse[0, 0, 10:74])
+
+
+# ----------------------------------------------------------------------------- review regressions
+
+@pytest.mark.parametrize("scale", [1e39, -1e39, float("inf"), "0.5", 1j, True])
+def test_a_scale_that_is_not_a_finite_f32_real_is_refused(scale):
+    # 1e39 is a finite float but rounds to inf in float32: it used to run, giving NaN everywhere
+    q = np.ones((1, 1, 2, 8), np.float32)
+    for fn in (A.attention, A.attention_decode):
+        with pytest.raises(KernelInputError, match="scale"):
+            fn(q, q, q, False, scale)
+    with pytest.raises(KernelInputError, match="scale"):
+        A.attention_backward(q, q, q, q, q[..., 0], q, None, False, scale)
+
+
+def test_causal_must_be_a_bool_and_chunk_may_be_a_numpy_integer():
+    q, k, v = data(1, 1, 1, 2, 70, 8, seed=40)
+    with pytest.raises(KernelInputError, match="causal"):
+        A.attention(q, k, v, np.array([True, False]))
+    got = A.attention_decode(q, k, v, chunk=np.int64(64))
+    assert [bits(x) for x in got] == [bits(x) for x in A.attention_decode(q, k, v, chunk=64)]
+
+
+def test_an_empty_batch_gives_empty_results():
+    q = np.zeros((0, 2, 3, 8), np.float32)
+    kv = np.zeros((0, 1, 5, 8), np.float32)
+    for fn in (A.attention, A.attention_decode):
+        o, lse = fn(q, kv, kv)
+        assert o.shape == (0, 2, 3, 8) and lse.shape == (0, 2, 3)
+    dq, dk, dv = A.attention_backward(q, kv, kv, q, q[..., 0], q)
+    assert dq.shape == q.shape and dk.shape == dv.shape == kv.shape
+
+
+def test_rows_without_keys_get_the_empty_chain_times_scale_on_every_path():
+    # dQ = (+0) * scale: -0 for a negative scale, whether the kernels run (causal, Sq > Sk) or the
+    # host fills it (Sk = 0)
+    q, k, v = data(1, 1, 1, 6, 2, 8, seed=41)
+    o, lse = A.attention(q, k, v, True, -0.5)
+    dq, dk, _ = A.attention_backward(q, k, v, o, lse, np.ones_like(o), None, True, -0.5)
+    assert (dq[0, 0, :4] == 0).all() and np.signbit(dq[0, 0, :4]).all()
+    kz = np.zeros((1, 1, 0, 8), np.float32)
+    dq0, _, _ = A.attention_backward(q, kz, kz, o, lse, np.ones_like(o), None, True, -0.5)
+    assert (dq0 == 0).all() and np.signbit(dq0).all()

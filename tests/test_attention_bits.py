@@ -211,3 +211,28 @@ def test_torch_half_outputs_are_the_reference_rounded_once():
     want16 = R.forward(*(x.float().numpy() for x in (tq.half(), tk.half(), tv.half())), True,
                        np.float32(A.default_scale(8)))[0]
     assert_bits(o16.float().numpy(), want16.astype(np.float16).astype(np.float32), "f16 O")
+
+
+def test_decode_with_one_chunk_differs_from_the_forward_only_as_the_spec_says():
+    # §8.17 "Decode": one chunk is the forward's bits, except an acc of -0 (after an alpha that
+    # underflows) becomes +0, and a row of -inf scores gives O = +0, LSE = -inf (the forward: NaN)
+    q = np.zeros((1, 1, 1, 4), np.float32)
+    q[..., 0] = 1
+    k = np.zeros((1, 1, 128, 4), np.float32)
+    k[0, 0, 64, 0] = 200  # block 2's max: alpha = exp(-200) = 0, acc[0] = (negative) * 0 = -0
+    v = np.ones((1, 1, 128, 4), np.float32)
+    v[0, 0, :64, 0] = -1
+    v[0, 0, 64:, 0] = -0.0
+    fo, fl = A.attention(q, k, v, False, 1.0)
+    do, dl = A.attention_decode(q, k, v, False, 1.0, chunk=128)
+    assert_bits(fo, R.forward(q, k, v, False, np.float32(1.0))[0], "forward O")
+    assert_bits(do, R.decode(q, k, v, False, np.float32(1.0), 128)[0], "decode O")
+    assert np.signbit(fo[..., 0]).all() and not np.signbit(do[..., 0]).any()
+    assert_bits(fo[..., 1:], do[..., 1:], "other columns")
+    assert_bits(fl, dl, "LSE")
+    q2 = np.full((1, 1, 1, 4), -np.inf, np.float32)
+    k2 = np.ones((1, 1, 10, 4), np.float32)
+    fo2, fl2 = A.attention(q2, k2, k2, False, 1.0)
+    do2, dl2 = A.attention_decode(q2, k2, k2, False, 1.0, chunk=64)
+    assert np.isnan(fo2).all() and np.isnan(fl2).all()
+    assert (do2 == 0).all() and np.isneginf(dl2).all()

@@ -164,3 +164,31 @@ def test_non_contiguous_inputs_give_the_contiguous_bits():
     got = torch.ops.anywave.attention(q, k, v, True)
     want = torch.ops.anywave.attention(q.contiguous(), k.contiguous(), v.contiguous(), True)
     assert torch.equal(got, want)
+
+
+def test_meta_tensors_give_meta_results():
+    q, k, v = (t.to("meta") for t in qkv())
+    o, lse = torch.ops.anywave.attention_forward(q, k, v, True)
+    assert o.device.type == "meta" and o.shape == q.shape and lse.shape == q.shape[:3]
+    assert torch.ops.anywave.attention(q, k, v).shape == q.shape
+    with pytest.raises(ops.OpInputError, match="head dim 6"):
+        torch.ops.anywave.attention(q[..., :6], k[..., :6], v[..., :6])
+
+
+def test_a_scale_overflowing_f32_and_an_empty_batch():
+    q, k, v = qkv()
+    with pytest.raises(ops.OpInputError, match="scale"):
+        torch.ops.anywave.attention(q, k, v, False, 1e39)
+    q0, k0, v0 = (t[:0].clone().requires_grad_() for t in (q, k, v))
+    o = torch.ops.anywave.attention(q0, k0, v0, True)
+    assert o.shape == q0.shape
+    o.sum().backward()
+    assert q0.grad.shape == q0.shape and k0.grad.shape == k0.shape
+
+
+def test_compile_with_dynamic_shapes_gives_the_eager_bits():
+    f = torch.compile(lambda q, k, v: torch.ops.anywave.attention(q, k, v, True, None, "exact"), dynamic=True,
+                      fullgraph=True)
+    for sq, sk in ((3, 7), (5, 9)):
+        q, k, v = qkv(sq=sq, sk=sk, seed=sq)
+        assert torch.equal(f(q, k, v), torch.ops.anywave.attention(q, k, v, True, None, "exact"))

@@ -40,6 +40,7 @@ float32 exactly) in SDPA's layout (batch, heads, sequence, head dim) and return 
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Any
 
 import numpy as np
@@ -298,7 +299,7 @@ def check_shapes(q_shape: tuple[int, ...], k_shape: tuple[int, ...], v_shape: tu
                  what: str = "attention") -> tuple[int, int, int, int, int, int]:
     """``(B, Hq, Hkv, Sq, Sk, D)`` of q (B, Hq, Sq, D), k and v (B, Hkv, Sk, D); raises
     KernelInputError naming the offending shape otherwise (Hq % Hkv != 0, a head dim that is not a
-    multiple of 4 in 4..256, 2^31 or more elements, an empty batch or head dim)."""
+    multiple of 4 in 4..256, 2^31 or more elements, no heads; an empty batch B = 0 is valid)."""
     for name, s in (("q", q_shape), ("k", k_shape), ("v", v_shape)):
         if len(s) != 4:
             raise KernelInputError(f"{what}: {name} must be 4-D (batch, heads, sequence, head dim), got shape "
@@ -310,8 +311,8 @@ def check_shapes(q_shape: tuple[int, ...], k_shape: tuple[int, ...], v_shape: tu
     if bk != b or dk != d:
         raise KernelInputError(f"{what}: q {tuple(q_shape)} and k {tuple(k_shape)} must agree in batch and head "
                                "dim")
-    if b < 1 or hq < 1 or hkv < 1:
-        raise KernelInputError(f"{what}: batch and head counts must be >= 1, got q {tuple(q_shape)}, k "
+    if b < 0 or hq < 1 or hkv < 1:
+        raise KernelInputError(f"{what}: head counts must be >= 1 (the batch >= 0), got q {tuple(q_shape)}, k "
                                f"{tuple(k_shape)}")
     if hq % hkv:
         raise KernelInputError(f"{what}: the query heads ({hq}) must be a multiple of the key/value heads ({hkv})")
@@ -336,11 +337,33 @@ def _f32(x: Any, name: str) -> np.ndarray:
     return np.ascontiguousarray(a.astype(np.float32))
 
 
-def _scale(scale: float | None, d: int) -> np.float32:
-    s = default_scale(d) if scale is None else float(scale)
-    if not math.isfinite(s):
-        raise KernelInputError(f"attention: scale must be finite, got {scale!r}")
-    return np.float32(s)
+def check_scale(scale: Any, what: str = "attention") -> None:
+    """Raise KernelInputError unless ``scale`` is None or a real number whose float32 rounding is
+    finite (1e39, inf and NaN are refused: the scores would all be inf or NaN)."""
+    if scale is None:
+        return
+    if isinstance(scale, bool) or not isinstance(scale, numbers.Real):
+        raise KernelInputError(f"{what}: scale must be a real number or None, got {scale!r} "
+                               f"({type(scale).__name__})")
+    try:
+        s = float(scale)
+    except OverflowError:
+        s = math.inf
+    with np.errstate(over="ignore"):
+        if not (math.isfinite(s) and np.isfinite(np.float32(s))):
+            raise KernelInputError(f"{what}: scale must be finite in float32 (|scale| <= 3.4028235e38), got "
+                                   f"{scale!r}")
+
+
+def _causal(causal: Any, what: str) -> int:
+    if not isinstance(causal, (bool, np.bool_, numbers.Integral)):
+        raise KernelInputError(f"{what}: causal must be a bool, got {causal!r} ({type(causal).__name__})")
+    return int(bool(causal))
+
+
+def _scale(scale: float | None, d: int, what: str = "attention") -> np.float32:
+    check_scale(scale, what)
+    return np.float32(default_scale(d) if scale is None else float(scale))
 
 
 def attention(q: Any, k: Any, v: Any, causal: bool = False, scale: float | None = None, *,
@@ -359,15 +382,18 @@ def attention(q: Any, k: Any, v: Any, causal: bool = False, scale: float | None 
         no visible key has O = 0 and LSE = -inf. The same bits on every target and W.
 
     Raises:
-        KernelInputError: shapes, dtypes or scale as :func:`check_shapes` describes.
+        KernelInputError: shapes as :func:`check_shapes` describes; a dtype other than float32,
+            float16, bfloat16; a scale that is not a real number finite in float32
+            (:func:`check_scale`); a causal that is not a bool.
     """
     qa, ka, va = _f32(q, "q"), _f32(k, "k"), _f32(v, "v")
     b, hq, hkv, sq, sk, d = check_shapes(qa.shape, ka.shape, va.shape)
+    sc, cz = _scale(scale, d), _causal(causal, "attention")
     o = np.zeros((b, hq, sq, d), np.float32)
     lse = np.full((b, hq, sq), -np.inf, np.float32)  # (Sk = 0: no visible key anywhere)
-    if sq and sk:
+    if b and sq and sk:
         grid, wg = fwd_launch(b, hq, sq, d)
-        attn_fwd_kernel(qa, ka, va, o, lse, hq, hkv, sq, sk, _scale(scale, d), int(bool(causal)), 1, sk,
+        attn_fwd_kernel(qa, ka, va, o, lse, hq, hkv, sq, sk, sc, cz, 1, sk,
                         D=d, DS=slice_width(d), split=False, grid=grid, workgroup=wg, **launch_kw(wave_width, target))
     return o, lse
 
@@ -380,13 +406,15 @@ def attention_decode(q: Any, k: Any, v: Any, causal: bool = False, scale: float 
     (m, l, acc) are computed in parallel and combined in increasing chunk order. Its own fixed
     sequence: batch-invariant and the same bits on every target; equal to :func:`attention`
     within rounding (bit-equal when Sk <= chunk). Arguments and results as :func:`attention`."""
-    if not isinstance(chunk, int) or chunk < BC or chunk % BC:
+    if isinstance(chunk, bool) or not isinstance(chunk, numbers.Integral) or chunk < BC or chunk % BC:
         raise KernelInputError(f"attention_decode: chunk must be a positive multiple of {BC}, got {chunk!r}")
+    chunk = int(chunk)
     qa, ka, va = _f32(q, "q"), _f32(k, "k"), _f32(v, "v")
     b, hq, hkv, sq, sk, d = check_shapes(qa.shape, ka.shape, va.shape, "attention_decode")
+    sc, cz = _scale(scale, d, "attention_decode"), _causal(causal, "attention_decode")
     o = np.zeros((b, hq, sq, d), np.float32)
     lse = np.full((b, hq, sq), -np.inf, np.float32)
-    if not sq or not sk:
+    if not b or not sq or not sk:
         return o, lse
     nch = max(1, ceil_div(sk, chunk))
     if b * hq * nch * sq * d >= 2**31:
@@ -396,7 +424,7 @@ def attention_decode(q: Any, k: Any, v: Any, causal: bool = False, scale: float 
     st = np.zeros((b, hq, nch, sq, 2), np.float32)
     grid, wg = fwd_launch(b, hq, sq, d, nch)
     kw = launch_kw(wave_width, target)
-    attn_fwd_kernel(qa, ka, va, part, st, hq, hkv, sq, sk, _scale(scale, d), int(bool(causal)), nch, chunk,
+    attn_fwd_kernel(qa, ka, va, part, st, hq, hkv, sq, sk, sc, cz, nch, chunk,
                     D=d, DS=slice_width(d), split=True, grid=grid, workgroup=wg, **kw)
     rows = b * hq * sq
     attn_combine_kernel(part, st, o, lse, rows, sq, nch, D=d, DS=slice_width(d),
@@ -418,7 +446,7 @@ def attention_backward(q: Any, k: Any, v: Any, o: Any, lse: Any, do: Any, dlse: 
         every target and W.
 
     Raises:
-        KernelInputError: shapes or dtypes.
+        KernelInputError: shapes, dtypes, scale or causal.
     """
     qa, ka, va = _f32(q, "q"), _f32(k, "k"), _f32(v, "v")
     b, hq, hkv, sq, sk, d = check_shapes(qa.shape, ka.shape, va.shape, "attention_backward")
@@ -428,17 +456,18 @@ def attention_backward(q: Any, k: Any, v: Any, o: Any, lse: Any, do: Any, dlse: 
                           ("dlse", dla, (b, hq, sq))):
         if a.shape != tuple(want):
             raise KernelInputError(f"attention_backward: {name} has shape {a.shape}, expected {tuple(want)}")
-    dq = np.zeros_like(qa)
-    dk = np.zeros_like(ka)
+    sc, cz = _scale(scale, d, "attention_backward"), _causal(causal, "attention_backward")
+    # an empty chain is +0, times scale (-0 for a negative scale): what the kernels write for rows
+    # and keys with nothing visible (§8.17 "Backward")
+    dq = np.zeros_like(qa) * sc
+    dk = np.zeros_like(ka) * sc
     dv = np.zeros_like(va)
     delta = np.zeros((b, hq, sq), np.float32)
-    sc, cz = _scale(scale, d), int(bool(causal))
     kw = launch_kw(wave_width, target)
     nsl = d // slice_width(d)
-    if sq and sk:
+    if b and sq and sk:
         attn_bwd_dq_kernel(qa, ka, va, oa, doa, la, dla, dq, delta, hq, hkv, sq, sk, sc, cz, D=d, DS=slice_width(d),
                            grid=(ceil_div(sq, WG) * nsl, hq, b), workgroup=WG, **kw)
-    if sq and sk:
         attn_bwd_dkdv_kernel(qa, ka, va, doa, la, delta, dk, dv, hq, hkv, sq, sk, sc, cz, D=d, DS=slice_width(d),
                              grid=(ceil_div(sk, WG) * nsl, hkv, b), workgroup=WG, **kw)
     return dq, dk, dv

@@ -40,7 +40,14 @@ MODES = ("exact", "fast")
 _DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
 
-def _check(q: Any, k: Any, v: Any, scale: float | None, mode: str, op: str) -> tuple[int, ...]:
+def _devices(op: str, fake: bool, **tensors: torch.Tensor) -> None:
+    # the fake kernels also serve meta tensors (shape inference): one device, cpu, cuda or meta
+    if fake and all(t.device.type == "meta" for t in tensors.values()):
+        return
+    O._same_device(op, **tensors)
+
+
+def _check(q: Any, k: Any, v: Any, scale: float | None, mode: str, op: str, fake: bool = False) -> tuple[int, ...]:
     """Metadata checks only (they also run on fake tensors): dtypes, shapes, devices, mode."""
     for name, t in (("q", q), ("k", k), ("v", v)):
         if not isinstance(t, torch.Tensor):
@@ -52,13 +59,15 @@ def _check(q: Any, k: Any, v: Any, scale: float | None, mode: str, op: str) -> t
         raise O.OpDtypeError(f"anywave.{op}: q, k, v must have one dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
     if mode not in MODES:
         raise O.OpInputError(f"anywave.{op}: mode {mode!r} is not one of {MODES}")
-    if scale is not None and not math.isfinite(scale):
-        raise O.OpInputError(f"anywave.{op}: scale must be finite or None, got {scale!r}")
+    try:
+        A.check_scale(scale, f"anywave.{op}")
+    except KernelInputError as e:
+        raise O.OpInputError(str(e)) from None
     try:
         shapes = A.check_shapes(tuple(q.shape), tuple(k.shape), tuple(v.shape), f"anywave.{op}")
     except KernelInputError as e:
         raise O.OpInputError(str(e)) from None
-    O._same_device(op, q=q, k=k, v=v)
+    _devices(op, fake, q=q, k=k, v=v)
     return shapes
 
 
@@ -110,7 +119,7 @@ def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal:
             return res
     o = torch.zeros((b, hq, sq, d), dtype=torch.float32, device=q.device)
     lse = torch.full((b, hq, sq), -math.inf, dtype=torch.float32, device=q.device)
-    if sq and sk:
+    if b and sq and sk:
         target, w = _where(q)
         grid, wg = A.fwd_launch(b, hq, sq, d)
         A.attn_fwd_kernel(_f32(q), _f32(k), _f32(v), o, lse, hq, hkv, sq, sk, sc, int(bool(causal)), 1, sk,
@@ -121,7 +130,7 @@ def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal:
 
 @attention_forward.register_fake
 def _(q, k, v, causal=False, scale=None, mode="fast"):
-    b, hq, _, sq, _, _ = _check(q, k, v, scale, mode, "attention_forward")
+    b, hq, _, sq, _, _ = _check(q, k, v, scale, mode, "attention_forward", fake=True)
     return q.new_empty(q.shape), q.new_empty((b, hq, sq), dtype=torch.float32)
 
 
@@ -133,10 +142,11 @@ def attention_backward(grad_o: torch.Tensor, grad_lse: torch.Tensor, q: torch.Te
     from the forward's ``o`` and ``lse`` and the incoming ``grad_o`` (as o) and ``grad_lse`` (as lse)."""
     b, hq, hkv, sq, sk, d = _check_backward(grad_o, grad_lse, q, k, v, o, lse, scale)
     sc = A.default_scale(d) if scale is None else float(scale)
-    dq = torch.zeros((b, hq, sq, d), dtype=torch.float32, device=q.device)
-    dk = torch.zeros((b, hkv, sk, d), dtype=torch.float32, device=q.device)
+    # an empty chain is +0, times scale (-0 for a negative scale), as the kernels write it (§8.17)
+    dq = torch.zeros((b, hq, sq, d), dtype=torch.float32, device=q.device) * sc
+    dk = torch.zeros((b, hkv, sk, d), dtype=torch.float32, device=q.device) * sc
     dv = torch.zeros((b, hkv, sk, d), dtype=torch.float32, device=q.device)
-    if sq and sk:
+    if b and sq and sk:
         target, w = _where(q)
         qf, kf, vf, of, gf = _f32(q), _f32(k), _f32(v), _f32(o), _f32(grad_o)
         lf, glf = _f32(lse), _f32(grad_lse)
@@ -153,8 +163,8 @@ def attention_backward(grad_o: torch.Tensor, grad_lse: torch.Tensor, q: torch.Te
     return dq, dk, dv
 
 
-def _check_backward(grad_o, grad_lse, q, k, v, o, lse, scale) -> tuple[int, ...]:
-    b, hq, hkv, sq, sk, d = _check(q, k, v, scale, "exact", "attention_backward")
+def _check_backward(grad_o, grad_lse, q, k, v, o, lse, scale, fake: bool = False) -> tuple[int, ...]:
+    b, hq, hkv, sq, sk, d = _check(q, k, v, scale, "exact", "attention_backward", fake)
     for name, t, shape, dt in (("grad_o", grad_o, q.shape, q.dtype), ("o", o, q.shape, q.dtype),
                                ("grad_lse", grad_lse, (b, hq, sq), torch.float32),
                                ("lse", lse, (b, hq, sq), torch.float32)):
@@ -164,13 +174,13 @@ def _check_backward(grad_o, grad_lse, q, k, v, o, lse, scale) -> tuple[int, ...]
         if tuple(t.shape) != tuple(shape):
             raise O.OpInputError(f"anywave.attention_backward: {name} has shape {tuple(t.shape)}, expected "
                                  f"{tuple(shape)}")
-    O._same_device("attention_backward", grad_o=grad_o, grad_lse=grad_lse, q=q, o=o, lse=lse)
+    _devices("attention_backward", fake, grad_o=grad_o, grad_lse=grad_lse, q=q, k=k, v=v, o=o, lse=lse)
     return b, hq, hkv, sq, sk, d
 
 
 @attention_backward.register_fake
 def _(grad_o, grad_lse, q, k, v, o, lse, causal=False, scale=None):
-    _check_backward(grad_o, grad_lse, q, k, v, o, lse, scale)
+    _check_backward(grad_o, grad_lse, q, k, v, o, lse, scale, fake=True)
     return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
 
 
