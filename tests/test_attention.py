@@ -180,6 +180,22 @@ def test_half_inputs_are_converted_exactly():
 
 # ----------------------------------------------------------------------------- W and targets
 
+def test_forward_decode_and_backward_at_w_16_and_64_are_the_w_8_bits():
+    # the fast tier's W check (tests/test_attention_bits.py compares W = 8 and 32 with the reference)
+    q, k, v = data(1, 2, 1, 9, 70, 8, seed=6)
+    do = data(1, 2, 1, 9, 1, 8, seed=7)[0]
+    want = None
+    for W in (8, 16, 64):
+        o, lse = A.attention(q, k, v, True, wave_width=W)
+        od, ld = A.attention_decode(q, k, v, True, chunk=64, wave_width=W)
+        grads = A.attention_backward(q, k, v, o, lse, do, None, True, wave_width=W)
+        got = [bits(x) for x in (o, lse, od, ld, *grads)]
+        if want is None:
+            want = got
+        assert got == want, f"W={W} differs from W=8"
+
+
+@pytest.mark.slow
 def test_forward_decode_and_backward_are_the_same_bits_at_every_w():
     q, k, v = data(1, 2, 1, 40, 140, 32, seed=6)
     do = data(1, 2, 1, 40, 1, 32, seed=7)[0]
@@ -311,7 +327,7 @@ def test_decode_with_several_chunks_is_within_the_bound_of_float64():
 BWD_CASES = [  # (B, Hq, Hkv, Sq, Sk, D, causal)
     (1, 2, 1, 33, 70, 32, True),
     (1, 1, 1, 40, 40, 64, False),
-    (1, 2, 2, 20, 66, 128, True),
+    pytest.param((1, 2, 2, 20, 66, 128, True), marks=pytest.mark.slow),  # D > 64: also the D = 256 case
     (1, 1, 1, 9, 70, 256, True),
 ]
 
@@ -435,3 +451,10 @@ def test_rows_without_keys_get_the_empty_chain_times_scale_on_every_path():
     kz = np.zeros((1, 1, 0, 8), np.float32)
     dq0, _, _ = A.attention_backward(q, kz, kz, o, lse, np.ones_like(o), None, True, -0.5)
     assert (dq0 == 0).all() and np.signbit(dq0).all()
+
+
+def test_a_chunk_larger_than_the_cache_is_one_chunk():
+    # chunks past 2^31 keys used to reach the kernel's i32 argument and fail at launch
+    q, k, v = data(1, 1, 1, 2, 70, 8, seed=42)
+    want = [bits(x) for x in A.attention_decode(q, k, v, chunk=128)]
+    assert [bits(x) for x in A.attention_decode(q, k, v, chunk=2**40 * 64)] == want

@@ -334,7 +334,7 @@ def _f32(x: Any, name: str) -> np.ndarray:
     if a.dtype.name not in ("float32", "float16", "bfloat16"):
         raise KernelInputError(f"attention: {name} has dtype {a.dtype}; supported: float32, float16, bfloat16 "
                                "(converted to float32 exactly)")
-    return np.ascontiguousarray(a.astype(np.float32))
+    return a.astype(np.float32, order="C")  # (ascontiguousarray would make a 0-d array 1-d)
 
 
 def check_scale(scale: Any, what: str = "attention") -> None:
@@ -420,6 +420,9 @@ def attention_decode(q: Any, k: Any, v: Any, causal: bool = False, scale: float 
     if b * hq * nch * sq * d >= 2**31:
         raise KernelInputError(f"attention_decode: the partial results ({b * hq * nch * sq * d} values for {nch} "
                                "chunks) need 2^31 or more elements (32-bit indices); use a larger chunk")
+    # a chunk holding every key is one chunk whatever its size: clamp it (the same bits) so that a
+    # large chunk stays within the kernel's 32-bit key indices
+    chunk = min(chunk, ceil_div(sk, BC) * BC)
     part = np.zeros((b, hq, nch, sq, d), np.float32)
     st = np.zeros((b, hq, nch, sq, 2), np.float32)
     grid, wg = fwd_launch(b, hq, sq, d, nch)
