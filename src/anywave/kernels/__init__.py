@@ -13,6 +13,8 @@ returning NumPy arrays) pick the launch geometry, chain multi-pass algorithms an
   (clamp-to-edge borders);
 * :mod:`~anywave.kernels.sort` — bitonic sort (local memory within a workgroup, device
   passes across workgroups);
+* :mod:`~anywave.kernels.attention` — exact attention forward, decode and backward
+  (docs/spec.md §8.17: batch-invariant, the same bits on every target);
 * :mod:`~anywave.kernels.reference` — independent NumPy references that reproduce each
   kernel's arithmetic order in float32 (used by the tests and ``anywave demo``).
 

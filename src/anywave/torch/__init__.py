@@ -3,7 +3,8 @@ training demo that is bit-identical on every target.
 
 * :mod:`anywave.torch.ops` — the custom ops (``mm``, ``linear``, ``sum_dim0``, ``relu``,
   ``relu_backward``, ``cross_entropy``, ``cross_entropy_backward``, ``sgd_``, and from
-  :mod:`anywave.torch.mma_ops` the bf16/f16 tensor-core GEMM ``gemm_mma``: ``import
+  :mod:`anywave.torch.mma_ops` the bf16/f16 tensor-core GEMM ``gemm_mma``, from
+  :mod:`anywave.torch.attention` ``attention`` (docs/spec.md §8.17): ``import
   anywave.torch.ops`` registers them all) and the CPU
   target selection (:func:`~anywave.torch.ops.set_cpu_target`, :func:`~anywave.torch.ops.cpu_target`);
 * :mod:`anywave.torch.kernels` — the WAVE kernels behind them and their fixed arithmetic order;

@@ -488,6 +488,8 @@ sgd_ = custom_op(
 sgd_.__doc__ = """In place: ``param = param - lr * grad`` (float32, same shape; the product rounded, then
     the difference — no fused multiply-add). ``param`` must be contiguous (it is written)."""
 
-# the fragment GEMM (torch.ops.anywave.gemm_mma) registers with the others: importing this module
-# is all a user needs (mma_ops reads this module's helpers, so it is imported last)
+# the fragment GEMM (torch.ops.anywave.gemm_mma) and attention (torch.ops.anywave.attention,
+# attention_forward, attention_backward) register with the others: importing this module is all a
+# user needs (both read this module's helpers, so they are imported last)
+from anywave.torch import attention as _attention_ops  # noqa: E402,F401
 from anywave.torch import mma_ops as _mma_ops  # noqa: E402,F401
