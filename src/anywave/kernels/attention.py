@@ -371,9 +371,11 @@ def attention(q: Any, k: Any, v: Any, causal: bool = False, scale: float | None 
     """Exact attention (docs/spec.md §8.17) of q (B, Hq, Sq, D), k and v (B, Hkv, Sk, D).
 
     Args:
-        q, k, v: float32 (or float16/bfloat16, converted to float32 exactly) arrays; Hq a
+        q: (B, Hq, Sq, D) float32 (or float16/bfloat16, converted to float32 exactly); Hq a
             multiple of Hkv (query head h reads key/value head ``h // (Hq // Hkv)``); D a
             multiple of 4 in 4..256.
+        k: (B, Hkv, Sk, D), q's dtype rules.
+        v: (B, Hkv, Sk, D), q's dtype rules.
         causal: key j visible to query row i iff ``j <= i + (Sk - Sq)``.
         scale: multiplies the scores; default ``1 / sqrt(D)`` rounded to float32.
 
@@ -441,8 +443,15 @@ def attention_backward(q: Any, k: Any, v: Any, o: Any, lse: Any, do: Any, dlse: 
     """Gradients of :func:`attention` (docs/spec.md §8.17 "Backward") from the saved O and LSE.
 
     Args:
-        q, k, v, causal, scale: as the forward; o (B, Hq, Sq, D), lse (B, Hq, Sq): its results
-            (as stored); do: dL/dO (B, Hq, Sq, D); dlse: dL/dLSE (B, Hq, Sq) or None (zeros).
+        q: as the forward (B, Hq, Sq, D).
+        k: as the forward (B, Hkv, Sk, D).
+        v: as the forward (B, Hkv, Sk, D).
+        o: the forward's O (B, Hq, Sq, D), as stored.
+        lse: the forward's LSE (B, Hq, Sq), as stored.
+        do: dL/dO (B, Hq, Sq, D).
+        causal: as the forward.
+        scale: as the forward.
+        dlse: dL/dLSE (B, Hq, Sq) or None (zeros).
 
     Returns:
         ``(dQ, dK, dV)`` float32, shaped as q, k, v. Fixed order, no atomics: the same bits on

@@ -236,6 +236,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
         O, shaped and typed as q (the exact sequence of docs/spec.md §8.17, rounded to q's dtype).
 
     Raises:
-        OpDtypeError, OpInputError.
+        OpDtypeError: a dtype other than float32, bfloat16, float16, or mixed dtypes.
+        OpInputError: shapes, devices, scale, causal or mode not as above.
     """
     return torch.ops.anywave.attention(q, k, v, causal, scale, mode)
