@@ -120,3 +120,16 @@ def test_from_torch_and_from_dlpack_refuse_with_argument_error():
         A.from_torch(conj)
     a = A.from_torch(torch.arange(4, dtype=torch.float32))
     assert np.array_equal(a.numpy(), np.arange(4, dtype=np.float32))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_a_one_element_tensor_with_stride_zero_is_a_buffer(dtype):
+    # found by bench/fuzz_explore_torch.py: a (1,) view of stride 0 is contiguous, and its host
+    # view raised torch's "stride(-1) must be 1" RuntimeError
+    base = torch.arange(1, 5, dtype=dtype)
+    t = base.as_strided((1,), (0,), 2)
+    assert t.is_contiguous()
+    assert A.from_torch(t).numpy().astype(np.float32).tolist() == [3.0]
+    y = torch.zeros(4).as_strided((1,), (0,), 1)
+    _call(torch.full((1,), 5.0), y, 1)
+    assert y.tolist() == [10.0] and y._base.tolist() == [0.0, 10.0, 0.0, 0.0]

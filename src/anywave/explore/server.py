@@ -207,6 +207,7 @@ class Handler(BaseHTTPRequestHandler):
                 out = service.run_source(req["source"], req["kernel"], req["wave_width"], n=req["n"],
                                          targets=self.server.targets, timeout=self.server.run_timeout)
         except Exception as e:  # noqa: BLE001 - the answer says so; the server keeps serving
+            self.server.internal_errors += 1
             self._fail(500, f"internal error: {type(e).__name__}: {e}")
             return
         self._json(200, out)
@@ -277,6 +278,8 @@ class ExplorerServer(ThreadingHTTPServer):
         extra = () if bound in ("", "0.0.0.0", "::") else ((f"[{bound}]" if ":" in bound else bound),)
         self.allowed_names = tuple(dict.fromkeys((*_LOOPBACK, *extra)))
         self._slots = threading.BoundedSemaphore(max_threads)
+        #: requests whose handling raised past the handler (each printed as one line on stderr)
+        self.internal_errors = 0
 
     def process_request(self, request: Any, client_address: Any) -> None:
         if not self._slots.acquire(blocking=False):
@@ -303,8 +306,18 @@ class ExplorerServer(ThreadingHTTPServer):
             self._slots.release()
 
     def handle_error(self, request: Any, client_address: Any) -> None:
+        # one line, not a traceback (the full one with verbose); the server keeps serving
+        import sys
+
+        e = sys.exc_info()[1]
+        if isinstance(e, (ConnectionError, TimeoutError)):
+            return  # the client went away or stalled: nothing is wrong with the server
+        self.internal_errors += 1
         if self.verbose:
             super().handle_error(request, client_address)
+        else:
+            print(f"anywave explore: internal error serving {client_address}: {type(e).__name__}: {e}",
+                  file=sys.stderr, flush=True)
 
 
 def make_server(host: str = "127.0.0.1", port: int = 0, verbose: bool = False,

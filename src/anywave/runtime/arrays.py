@@ -590,9 +590,11 @@ def _torch_host_view(t: Any, dt: np.dtype) -> np.ndarray:
     """A NumPy view (dtype ``dt``) of a contiguous CPU tensor's memory (bf16 included)."""
     import torch
 
-    flat = t.reshape(-1)
-    if flat.numel() == 0:
+    if t.numel() == 0:
         return np.zeros(t.shape, dt)
+    # a contiguous tensor's elements are dense from its data pointer, whatever the strides of
+    # its size-1 dimensions say (a (1,) tensor of stride 0 is contiguous); view them as such
+    flat = t.as_strided((t.numel(),), (1,))
     return flat.view(torch.uint8).numpy().view(dt).reshape(tuple(t.shape))
 
 
