@@ -192,12 +192,13 @@ def _sleepy_rank(rank: int, seconds: float, out_dir: str) -> None:
 def test_a_stalled_rank_times_out_and_every_rank_is_stopped(tmp_path):
     import os
 
-    with pytest.raises(TimeoutError, match=r"rank 1 of the 2-process run did not finish within 20 s") as e:
+    # (rank 0 is listed too when it had not finished starting by the deadline on a loaded machine)
+    with pytest.raises(TimeoutError, match=r"ranks? (0, )?1 of the 2-process run did not finish within 20 s") as e:
         D._spawn_ranks(_sleepy_rank, (3600.0, str(tmp_path)), 2, timeout=20.0)
     assert "stopped" in str(e.value)
-    pid = int((tmp_path / "pid1").read_text())
-    with pytest.raises(ProcessLookupError):  # the sleeping rank was killed (and reaped), not left running
-        os.kill(pid, 0)
+    for f in tmp_path.glob("pid*"):  # every rank that started was killed (and reaped), none left running
+        with pytest.raises(ProcessLookupError):
+            os.kill(int(f.read_text()), 0)
 
 
 def test_run_distributed_passes_its_timeout_and_checks_it(monkeypatch):
