@@ -174,8 +174,8 @@ def fuzz_http(n: int, seed: int) -> dict:
 
     threads = []
 
-    def slow_wave() -> None:  # 24 slow clients at once (more than the server's 16 threads)
-        for j in range(24):
+    def slow_wave(size: int) -> None:  # slow clients at once (the server serves 16 requests at a time)
+        for j in range(size):
             t = threading.Thread(target=slow_client, args=("trickle" if j % 2 else "stall",), daemon=True)
             t.start()
             threads.append(t)
@@ -186,8 +186,8 @@ def fuzz_http(n: int, seed: int) -> dict:
              "/app.js", "/index.html?x=1", "//etc/passwd", "*", "/" + "a" * 5000, "/api/run?x", "/\\..\\x",
              "/.hidden", "/static/app.js"]
     for i in range(n):
-        if i % 400 == 10:
-            slow_wave()
+        if i % 400 == 10:  # 8 slow clients hold half the server's threads while the fuzz goes on
+            slow_wave(8)
             time.sleep(0.5)
         if proc.poll() is not None:
             stats["server_crashes"] += 1
@@ -274,6 +274,24 @@ def fuzz_http(n: int, seed: int) -> dict:
             stats["authorized_refused"] += 1
     for t in threads:
         t.join(120)
+    # saturation: 24 slow clients hold all 16 threads; requests get 503 at once, and once the
+    # server has cut the slow clients (read timeout, request deadline) it serves again
+    threads.clear()
+    slow_wave(24)
+    time.sleep(1.0)
+    get = b"GET /api/example HTTP/1.0\r\nHost: " + own.encode() + b"\r\n\r\n"
+    during = [_send(port, get, 60) for _ in range(20)]
+    stats["saturated_requests"] = len(during)
+    stats["saturated_503"] = sum(1 for st, _, _ in during if st == 503)
+    stats["requests"] += len(during)
+    stats["by_category"]["saturation"] = len(during)
+    for t in threads:
+        t.join(120)
+    after = [_send(port, get, 60) for _ in range(20)]
+    stats["requests"] += len(after)
+    stats["by_category"]["after_saturation"] = len(after)
+    stats["served_after_saturation"] = sum(1 for st, _, _ in after if st == 200)
+    stats["hangs"] += sum(1 for _, _, o in during + after if o == "hang")
     alive = proc.poll() is None
     if not alive:
         stats["server_crashes"] += 1

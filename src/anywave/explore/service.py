@@ -122,7 +122,11 @@ def _context() -> Any:
         if _CTX is None:
             if "forkserver" in multiprocessing.get_all_start_methods():
                 ctx = multiprocessing.get_context("forkserver")
-                ctx.set_forkserver_preload(["anywave.explore.service"])
+                # what every child needs, imported once; no driver is loaded here (each child
+                # starts its target's runtime itself, so no driver state crosses a fork)
+                ctx.set_forkserver_preload(["anywave", "anywave.asm", "anywave.backends.registry",
+                                            "anywave.compiler.cli_compile", "anywave.compiler.targets",
+                                            "anywave.explore.service"])
             else:  # pragma: no cover - Windows
                 ctx = multiprocessing.get_context("spawn")
             _CTX = ctx
