@@ -388,9 +388,13 @@ def test_kernel_without_bounds_check_does_not_kill_the_server():
         proc.communicate()
 
 
-def test_never_ending_kernel_is_stopped_and_later_runs_work():
+def test_never_ending_kernel_is_stopped_and_later_runs_work(tmp_path, monkeypatch):
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where the children's source files go
     targets = _cpu_targets()[:1]
     r = service.run_source(_FOREVER, n=64, targets=targets, timeout=5.0)
+    assert list(tmp_path.iterdir()) == []  # a killed child leaves no directory behind
     assert r["ok"]
     assert [x["target"] for x in r["results"]] == ["emulator", *targets]
     for row in r["results"]:

@@ -191,6 +191,16 @@ def isolated(fn: Any, args: tuple[Any, ...], timeout: float) -> tuple[str, Any]:
     return kind, value
 
 
+def _isolated_in_dir(fn: Any, args: tuple[Any, ...], timeout: float) -> tuple[str, Any]:
+    # the child writes the source into a directory the parent owns and removes, so a child
+    # killed at its budget leaves nothing behind
+    where = Path(tempfile.mkdtemp(prefix="anywave-explore-"))
+    try:
+        return isolated(fn, (*args, where), timeout)
+    finally:
+        shutil.rmtree(where, ignore_errors=True)
+
+
 def _budget(timeout: float | None, default: float, what: str) -> float:
     t = default if timeout is None else timeout
     if isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 < t < float("inf"):
@@ -200,42 +210,38 @@ def _budget(timeout: float | None, default: float, what: str) -> float:
 
 # ----------------------------------------------------------------------------- compile
 
-def _compile_here(source: str, kernel: str | None, wave_width: int) -> dict[str, Any]:
+def _compile_here(source: str, kernel: str | None, wave_width: int, where: Path) -> dict[str, Any]:
     # in the child: import the source, compile, translate to every backend
     from anywave.asm import disassemble
     from anywave.backends.registry import backends, translate
 
-    where = Path(tempfile.mkdtemp(prefix="anywave-explore-"))
     try:
+        kernels = _load(source, where)
+        name = kernel if kernel in kernels else next(iter(kernels))
+        module = kernels[name].compile()
+    except (WaveError, SyntaxError) as e:
+        return {"ok": False, "kernels": [], "kernel": None, "outputs": {}, "error": _error(e, where)}
+    outputs: dict[str, Any] = {}
+    marker, drop = _MARKERS["wave"]
+    wave = disassemble(module).replace(str(where) + "/", "")
+    outputs["wave"] = {"title": TITLES["wave"], "lines": _link(wave, marker, drop), "error": None}
+    for b in backends():
+        title = TITLES.get(b.name, b.language)
         try:
-            kernels = _load(source, where)
-            name = kernel if kernel in kernels else next(iter(kernels))
-            module = kernels[name].compile()
-        except (WaveError, SyntaxError) as e:
-            return {"ok": False, "kernels": [], "kernel": None, "outputs": {}, "error": _error(e, where)}
-        outputs: dict[str, Any] = {}
-        marker, drop = _MARKERS["wave"]
-        wave = disassemble(module).replace(str(where) + "/", "")
-        outputs["wave"] = {"title": TITLES["wave"], "lines": _link(wave, marker, drop), "error": None}
-        for b in backends():
-            title = TITLES.get(b.name, b.language)
-            try:
-                if b.arch_default:
-                    text = translate(b.name, module, comments=True)
-                else:
-                    w = wave_width if wave_width in b.wave_widths else b.default_wave_width
-                    text = translate(b.name, module, wave_width=w, comments=True)
-                    title += f" (W={w})"
-            except WaveError as e:
-                outputs[b.name] = {"title": title, "lines": [], "error": str(e)}
-                continue
-            marker, drop = _MARKERS.get(b.name, _C_MARKER)
-            lines = _link(text, marker, drop)
-            outputs[b.name] = {"title": title, "lines": [[t.replace(str(where) + "/", ""), s] for t, s in lines],
-                               "error": None}
-        return {"ok": True, "kernels": list(kernels), "kernel": name, "outputs": outputs, "error": None}
-    finally:
-        shutil.rmtree(where, ignore_errors=True)
+            if b.arch_default:
+                text = translate(b.name, module, comments=True)
+            else:
+                w = wave_width if wave_width in b.wave_widths else b.default_wave_width
+                text = translate(b.name, module, wave_width=w, comments=True)
+                title += f" (W={w})"
+        except WaveError as e:
+            outputs[b.name] = {"title": title, "lines": [], "error": str(e)}
+            continue
+        marker, drop = _MARKERS.get(b.name, _C_MARKER)
+        lines = _link(text, marker, drop)
+        outputs[b.name] = {"title": title, "lines": [[t.replace(str(where) + "/", ""), s] for t, s in lines],
+                           "error": None}
+    return {"ok": True, "kernels": list(kernels), "kernel": name, "outputs": outputs, "error": None}
 
 
 def compile_source(source: str, kernel: str | None = None, wave_width: int = 32, *,
@@ -253,7 +259,7 @@ def compile_source(source: str, kernel: str | None = None, wave_width: int = 32,
         ValueError: ``timeout`` is not a finite number > 0.
     """
     budget = _budget(timeout, COMPILE_TIMEOUT, "timeout")
-    kind, value = isolated(_compile_here, (source, kernel, wave_width), budget)
+    kind, value = _isolated_in_dir(_compile_here, (source, kernel, wave_width), budget)
     if kind == "ok":
         return value
     return {"ok": False, "kernels": [], "kernel": None, "outputs": {},
@@ -289,43 +295,39 @@ def _inputs(kf: Any, n: int, seed: int) -> tuple[dict[str, Any], list[str]]:
 
 
 def _run_here(source: str, kernel: str | None, wave_width: int, n: int, workgroup: int, seed: int,
-              target: str) -> dict[str, Any]:
+              target: str, where: Path) -> dict[str, Any]:
     # in the child: import and compile the source, run it on one target with generated inputs
     from anywave.compiler.targets import get_target
 
-    where = Path(tempfile.mkdtemp(prefix="anywave-explore-"))
     try:
-        try:
-            kernels = _load(source, where)
-            name = kernel if kernel in kernels else next(iter(kernels))
-            kf = kernels[name]
-            kf.compile()
-        except (WaveError, SyntaxError) as e:
-            return {"compile_error": _error(e, where)}
-        wg = kf.workgroup[0] if kf.workgroup else workgroup
-        grid = -(-n // wg)
-        plan = {"kernel": name, "grid": grid, "workgroup": wg}
-        args, written = _inputs(kf, n, seed)
-        w: int | None = wave_width
-        try:
-            tgt = get_target(target)
-            if tgt.wave_widths is not None and wave_width not in tgt.wave_widths:
-                w = tgt.wave_widths[0] if tgt.wave_widths else None
-            buf = io.StringIO()
-            t0 = time.perf_counter()
-            with contextlib.redirect_stdout(buf):
-                kf(**args, grid=(grid, 1, 1), workgroup=(wg, 1, 1), target=target, wave_width=w)
-            ms = (time.perf_counter() - t0) * 1e3
-        except (WaveError, ValueError, TypeError, OSError) as e:
-            return {**plan, "row": {"target": target, "wave_width": w, "error": str(e).replace(str(where) + "/", "")}}
-        blobs = [args[k].tobytes() for k in written]
-        first = args[written[0]][:6].tolist() if written else []
-        return {**plan, "blobs": blobs,
-                "row": {"target": target, "wave_width": w, "ms": round(ms, 2),
-                        "sha256": hashlib.sha256(b"".join(blobs)).hexdigest()[:16], "preview": first,
-                        "printed": buf.getvalue().splitlines()[:20], "error": None}}
-    finally:
-        shutil.rmtree(where, ignore_errors=True)
+        kernels = _load(source, where)
+        name = kernel if kernel in kernels else next(iter(kernels))
+        kf = kernels[name]
+        kf.compile()
+    except (WaveError, SyntaxError) as e:
+        return {"compile_error": _error(e, where)}
+    wg = kf.workgroup[0] if kf.workgroup else workgroup
+    grid = -(-n // wg)
+    plan = {"kernel": name, "grid": grid, "workgroup": wg}
+    args, written = _inputs(kf, n, seed)
+    w: int | None = wave_width
+    try:
+        tgt = get_target(target)
+        if tgt.wave_widths is not None and wave_width not in tgt.wave_widths:
+            w = tgt.wave_widths[0] if tgt.wave_widths else None
+        buf = io.StringIO()
+        t0 = time.perf_counter()
+        with contextlib.redirect_stdout(buf):
+            kf(**args, grid=(grid, 1, 1), workgroup=(wg, 1, 1), target=target, wave_width=w)
+        ms = (time.perf_counter() - t0) * 1e3
+    except (WaveError, ValueError, TypeError, OSError) as e:
+        return {**plan, "row": {"target": target, "wave_width": w, "error": str(e).replace(str(where) + "/", "")}}
+    blobs = [args[k].tobytes() for k in written]
+    first = args[written[0]][:6].tolist() if written else []
+    return {**plan, "blobs": blobs,
+            "row": {"target": target, "wave_width": w, "ms": round(ms, 2),
+                    "sha256": hashlib.sha256(b"".join(blobs)).hexdigest()[:16], "preview": first,
+                    "printed": buf.getvalue().splitlines()[:20], "error": None}}
 
 
 def compare_rows(rows: list[dict[str, Any]], blobs: list[list[bytes] | None]) -> None:
@@ -364,7 +366,7 @@ def run_source(source: str, kernel: str | None = None, wave_width: int = 32, n: 
     blobs: list[list[bytes] | None] = []
     plan: dict[str, Any] | None = None
     for target in ["emulator"] + others:
-        kind, value = isolated(_run_here, (source, kernel, wave_width, n, workgroup, seed, target), budget)
+        kind, value = _isolated_in_dir(_run_here, (source, kernel, wave_width, n, workgroup, seed, target), budget)
         if kind == "ok" and "compile_error" in value:
             return {"ok": False, "results": [], "error": value["compile_error"]}
         if kind != "ok":
