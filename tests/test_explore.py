@@ -351,17 +351,22 @@ def _start_cli_server(targets: list[str]) -> tuple[subprocess.Popen, int, str]:
         cmd += ["--target", t]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    line = proc.stdout.readline()
-    m = re.search(r"http://[^:]+:(\d+)/", line)
-    assert m, (line, proc.stderr.read() if proc.poll() is not None else "")
-    port = int(m.group(1))
-    status, _ = _raw(port, "GET", "/api/example", {"Host": f"127.0.0.1:{port}"})
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-    c.request("GET", "/")
-    html = c.getresponse().read().decode()
-    c.close()
-    token = re.search(r'name="anywave-token" content="([^"]+)"', html).group(1)
-    return proc, port, token
+    try:
+        line = proc.stdout.readline()
+        m = re.search(r"http://[^:]+:(\d+)/", line)
+        assert m, (line, proc.stderr.read() if proc.poll() is not None else "")
+        port = int(m.group(1))
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        c.request("GET", "/")
+        html = c.getresponse().read().decode()
+        c.close()
+        token = re.search(r'name="anywave-token" content="([^"]+)"', html)
+        assert token, "the page carries no session token"
+        return proc, port, token.group(1)
+    except BaseException:
+        proc.kill()
+        proc.communicate()
+        raise
 
 
 def test_kernel_without_bounds_check_does_not_kill_the_server():
