@@ -181,3 +181,77 @@ def test_cli_run_and_info_of_a_printing_binary(tmp_path, capsys):
     assert cli.main(["run", str(p), "--grid", "1", "--workgroup", "4", "--wave-width", "8",
                      "--arg", f"x={tmp_path / 'x.npy'}", "--arg", "n=4", "--arg", "reps=1"]) == 0
     assert capsys.readouterr().out.splitlines() == _expected(x, 4, 1)
+
+
+@aw.kernel
+def show_two(x: aw.In[aw.f32], n: aw.i32):
+    i = aw.global_id(0)
+    if i < n:
+        aw.print("a; \"quoted\" {{x}} #{} at {}", i, x[i])
+        if i == 0:
+            aw.print("done")
+
+
+@pytest.mark.parametrize("kernel", [show, show_two], ids=["show", "show_two"])
+@pytest.mark.parametrize("debug", [True, False], ids=["with-debug", "nodebug"])
+def test_dis_then_asm_keeps_the_print_sites(kernel, debug, tmp_path, capsys):
+    # issue 31, item 16: the text form carries the print table; the round trip is byte-identical
+    from anywave import cli
+    from anywave.asm import assemble, disassemble
+    from anywave.binary.wbin import save
+
+    m = kernel.compile()
+    if not debug:  # a module without a debug table (what `dis` without -g round-trips exactly)
+        m = assemble(disassemble(m, locations=False))
+    p = tmp_path / "k.wbin"
+    save(m, p)
+    text_path = tmp_path / "k.wave"
+    assert cli.main(["dis", *(["-g"] if debug else []), str(p), "-o", str(text_path)]) == 0
+    text = text_path.read_text()
+    sites = m.kernels[0].prints
+    assert text.count("\n.print ") == len(sites) >= 1
+    back_path = tmp_path / "back.wbin"
+    assert cli.main(["asm", str(text_path), "-o", str(back_path)]) == 0
+    assert back_path.read_bytes() == p.read_bytes()
+    back = read_wbin(back_path.read_bytes())
+    assert back.kernels[0].prints == sites
+    capsys.readouterr()
+    # the reassembled module runs and prints what the kernel prints
+    x = _x(4)
+    np.save(tmp_path / "x.npy", x)
+    extra = ["--arg", "reps=1"] if kernel is show else []
+    assert cli.main(["run", str(back_path), "--grid", "1", "--workgroup", "4", "--wave-width", "8",
+                     "--arg", f"x={tmp_path / 'x.npy'}", "--arg", "n=4", *extra]) == 0
+    out = capsys.readouterr().out.splitlines()
+    if kernel is show:
+        assert out == _expected(x, 4, 1)
+    else:
+        want = [f'a; "quoted" {{x}} #{i} at {str(np.float32(x[i]))}' for i in range(4)] + ["done"]
+        assert sorted(out) == sorted(want) and out[-1] in want
+
+
+@pytest.mark.parametrize("line, message", [
+    (".print", "expected .print \"FORMAT\""),
+    (".print fmt", "expected .print \"FORMAT\""),
+    ('.print "{}" q32', "unknown print value type 'q32'"),
+    ('.print "{}" i32 at', "double-quoted place"),
+    ('.print "{}" i32 at "k.py:1" extra', "unexpected text after the place"),
+    ('.print "\\x"', "malformed string literal"),
+])
+def test_print_directive_errors(line, message):
+    from anywave.asm import assemble
+    from anywave.errors import AsmError
+
+    text = f".kernel k\n{line}\n.arg {PRINT_ARG} buffer u32 readwrite\nret\n.end\n"
+    with pytest.raises(AsmError, match=message):
+        assemble(text)
+
+
+def test_print_sites_need_the_print_buffer_last():
+    from anywave.asm import assemble
+    from anywave.errors import AsmError
+
+    with pytest.raises(AsmError, match=f"{PRINT_ARG}.*last argument"):
+        assemble('.kernel k\n.print "x"\n.arg y buffer u32 readwrite\nret\n.end\n')
+    with pytest.raises(AsmError, match="not allowed in a .func block"):
+        assemble('.func f\n.print "x"\nret\n.end\n')

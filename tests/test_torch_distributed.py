@@ -179,3 +179,42 @@ def test_two_processes_compiling_at_once_share_the_cache(tmp_path):
             out, err = p.communicate(timeout=600)  # hang guard, not a budget
             assert p.returncode == 0 and f"ok {i}" in out, err[-2000:]
     assert any((tmp_path / "cache").rglob("*.wbin"))
+
+
+def _sleepy_rank(rank: int, seconds: float, out_dir: str) -> None:
+    # rank 1 stalls (a rank stuck in a data loader or a driver call, say); rank 0 ends at once
+    import os
+    import time
+    from pathlib import Path
+
+    Path(out_dir, f"pid{rank}").write_text(str(os.getpid()))
+    if rank == 1:
+        time.sleep(seconds)
+
+
+def test_a_stalled_rank_times_out_and_every_rank_is_stopped(tmp_path):
+    import os
+
+    # (rank 0 is listed too when it had not finished starting by the deadline on a loaded machine)
+    with pytest.raises(TimeoutError, match=r"ranks? (0, )?1 of the 2-process run did not finish within 20 s") as e:
+        D._spawn_ranks(_sleepy_rank, (3600.0, str(tmp_path)), 2, timeout=20.0)
+    assert "stopped" in str(e.value)
+    for f in tmp_path.glob("pid*"):  # every rank that started was killed (and reaped), none left running
+        with pytest.raises(ProcessLookupError):
+            os.kill(int(f.read_text()), 0)
+
+
+def test_run_distributed_passes_its_timeout_and_checks_it(monkeypatch):
+    for bad in (0, -1.0, float("inf"), float("nan"), "10", True):
+        with pytest.raises(ValueError, match="timeout must be a finite number"):
+            D.run_distributed(CFG, D.DistributedConfig(2, "gloo", "emulator"), timeout=bad)
+    seen = {}
+
+    def stalled(fn, args, nprocs, timeout):
+        seen.update(nprocs=nprocs, timeout=timeout)
+        raise TimeoutError("rank 1 of the 2-process run did not finish")
+
+    monkeypatch.setattr(D, "_spawn_ranks", stalled)
+    with pytest.raises(TimeoutError, match="rank 1"):  # not swallowed into a DistributedError
+        D.run_distributed(CFG, D.DistributedConfig(2, "gloo", "emulator"), timeout=7.5)
+    assert seen == {"nprocs": 2, "timeout": 7.5}

@@ -52,6 +52,7 @@ from anywave.binary.module import (
     FORMAT_VERSION,
     KERNEL_FLAG_FLAT,
     KERNEL_FLAG_W_INVARIANT,
+    PRINT_ARG,
     Arg,
     DeviceAddr,
     Function,
@@ -60,6 +61,7 @@ from anywave.binary.module import (
     LocalAddr,
     Module,
     Pred,
+    PrintFormat,
     reachable_functions,
 )
 from anywave.binary.structure import parse as parse_structure
@@ -80,7 +82,9 @@ from anywave.isa.types import (
 KERNEL_FLAG_NAMES: dict[str, int] = {"flat": KERNEL_FLAG_FLAT, "w_invariant": KERNEL_FLAG_W_INVARIANT}
 
 _KERNEL_DIRECTIVES = (".arg", ".registers", ".local_memory", ".workgroup_size", ".max_workgroup_size",
-                      ".capabilities", ".flags", ".dialect")
+                      ".capabilities", ".flags", ".dialect", ".print")
+_STRING = re.compile(r'\s*("(?:[^"\\]|\\.)*")')
+_PRINT_TYPES = {t.spelling: t for t in ScalarType}
 _BLOCK_DIRECTIVES = (".loc", ".end")
 _TOP_DIRECTIVES = (".version", ".nodebug", ".kernel", ".func")
 _LABEL = re.compile(rf"\s*({IDENT})\s*:(?=\s|$)")
@@ -104,6 +108,8 @@ class _Block:
     name_tok: Token
     directives: dict[str, tuple[Line, list[Token]]] = field(default_factory=dict)
     args: list[tuple[Line, list[Token]]] = field(default_factory=list)
+    #: ``.print`` directives in site order: (line, code without comment, end of the word, word)
+    prints: list[tuple[Line, str, int, Token]] = field(default_factory=list)
     body: list[_RawIns] = field(default_factory=list)
     #: reference dialect labels: (name, index into body, line, token)
     labels: list[tuple[str, int, Line, Token]] = field(default_factory=list)
@@ -227,6 +233,9 @@ class _Assembler:
                 if block.kind == "func":
                     raise line.error_at(f"directive {name} is not allowed in a .func block (functions "
                                         "run on their caller's registers and arguments)", word)
+                if name == ".print":
+                    block.prints.append((line, code, end, word))
+                    continue
                 args = split_words(code, end)
                 if name == ".arg":
                     block.args.append((line, args))
@@ -440,6 +449,12 @@ class _Assembler:
                                     dims[3] if len(dims) > 3 else words[0])
             x, y, z = ([parse_int(line, t, "a workgroup dimension", 1, _U32_MAX) for t in dims] + [1, 1])[:3]
             k.workgroup_size = (x, y, z)
+        for line, code, end, word in b.prints:
+            k.prints.append(self._print(line, code, end, word))
+        if k.prints and (not k.args or k.args[-1].name != PRINT_ARG or not k.args[-1].is_buffer):
+            line, _, _, word = b.prints[0]
+            raise line.error_at(f"a kernel with .print sites must have the {PRINT_ARG!r} buffer as its last "
+                                f"argument (.arg {PRINT_ARG} buffer u32 readwrite)", word)
         if ".flags" in d:
             line, words = d[".flags"]
             for t in words[1:]:
@@ -451,6 +466,34 @@ class _Assembler:
                     raise line.error_at(f"unknown kernel flag {t.text!r}; known flags: "
                                         f"{', '.join(KERNEL_FLAG_NAMES)} (or a number)", t)
         return k
+
+    def _print(self, line: Line, code: str, end: int, word: Token) -> PrintFormat:
+        # .print "FORMAT" [TYPE[, TYPE...]] [at "WHERE"]
+        usage = 'expected .print "FORMAT" [TYPE, ...] [at "FILE:LINE"] with the format in double quotes'
+        m = _STRING.match(code, end)
+        if m is None:
+            bad = split_words(code, end)
+            raise line.error_at(usage, bad[0] if bad else word)
+        fmt = unquote(line, Token(m.group(1), m.start(1) + 1))
+        words = split_words(code, m.end())
+        types: list[ScalarType] = []
+        where = ""
+        for i, t in enumerate(words):
+            if t.text == "at":
+                w = _STRING.match(code, t.col - 1 + len(t.text))
+                if w is None:
+                    raise line.error_at('expected a double-quoted place after "at" (at "FILE:LINE")',
+                                        words[i + 1] if i + 1 < len(words) else t)
+                where = unquote(line, Token(w.group(1), w.start(1) + 1))
+                rest = split_words(code, w.end())
+                if rest:
+                    raise line.error_at(f"unexpected text after the place: {rest[0].text!r}", rest[0])
+                break
+            if t.text not in _PRINT_TYPES:
+                raise line.error_at(f"unknown print value type {t.text!r}; expected one of "
+                                    f"{', '.join(_PRINT_TYPES)}" + did_you_mean(t.text, tuple(_PRINT_TYPES)), t)
+            types.append(_PRINT_TYPES[t.text])
+        return PrintFormat(fmt, tuple(types), where)
 
     def capabilities(self, b: _Block) -> Capability | None:
         if ".capabilities" not in b.directives:

@@ -90,11 +90,11 @@ class _Printer:
     # ------------------------------------------------------------------ blocks
     def kernel(self, k: Kernel) -> str:
         out = [f".kernel {_check_name('kernel', k.name)}"]
-        for i, pf in enumerate(getattr(k, "prints", ())):
-            # aw.print call sites live in the binary's PRINT section; the text format has no
-            # directive for them yet, so they are shown as comments
+        for pf in getattr(k, "prints", ()):
+            # aw.print call sites (the binary's PRINT section), one .print per site in site order
             types = ", ".join(ScalarType(t).spelling for t in pf.types)
-            out.append(f"; aw.print site {i}: {quote(pf.format)} ({types})" + (f" at {pf.where}" if pf.where else ""))
+            out.append(f".print {quote(pf.format)}" + (f" {types}" if types else "")
+                       + (f" at {quote(pf.where)}" if pf.where else ""))
         for a in k.args:
             access = f" {a.access.spelling}" if a.is_buffer else ""
             out.append(f".arg {_check_name('argument', a.name)} {'buffer' if a.is_buffer else 'scalar'} "

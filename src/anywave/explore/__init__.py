@@ -11,6 +11,7 @@ bundled in the package (no CDN, works offline).
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 
@@ -28,6 +29,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--open", action="store_true", help="open the page in the default web browser")
     p.add_argument("--target", action="append", default=None, metavar="NAME",
                    help="run only on the emulator and this target (repeatable; default: every available one)")
+    p.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
+                   help="time budget of one compile and of each target's run (default 120); the kernel runs in a "
+                        "child process that is stopped past it")
     return p
 
 
@@ -35,7 +39,12 @@ def run(args: argparse.Namespace) -> int:
     """Serve until interrupted."""
     from .server import make_server
 
-    srv = make_server(args.host, args.port, targets=args.target)
+    try:
+        srv = make_server(args.host, args.port, targets=args.target, compile_timeout=args.timeout,
+                          run_timeout=args.timeout)
+    except ValueError as e:
+        print(f"anywave explore: {e}", file=sys.stderr)
+        return 2
     h, p = srv.server_address[:2]
     url = f"http://{h}:{p}/"
     print(f"anywave explorer at {url} (Ctrl+C stops it)", flush=True)

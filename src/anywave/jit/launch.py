@@ -131,6 +131,10 @@ class CallPlan:
         bufs = [s for s in specs if s[2] == "buffer"]
         self.alias = len(bufs) >= 2 and any(s[4] for s in bufs)
         self.written = [bool(s[4]) if s[2] == "buffer" else False for s in specs]
+        # written buffers that may be torch tensors: their version counters are bumped per launch
+        self.bump = [s[0] for s in specs if s[2] == "buffer" and s[4] and s[5][0] in ("torch", "torch_cpu", "generic")]
+        torch = sys.modules.get("torch")
+        self.tensor = torch.Tensor if torch is not None else None
 
     def run(self, args: Sequence[Any]) -> Any:
         vals: list[Any] = []
@@ -173,6 +177,10 @@ class CallPlan:
                     bb, sb, eb, ib = ranges[b]
                     if ba == bb and sa < eb and sb < ea and (written[ia] or written[ib]):
                         return MISS  # the full path raises the overlap error
+        if self.bump:
+            ts = [args[i] for i in self.bump if isinstance(args[i], self.tensor)]
+            if ts:
+                A.bump_versions(ts)
         return self.tgt.launch(self.module, self.kf.name, self.grid, self.wg, dict(zip(self.names, vals, strict=True)),
                                **self.options)
 
@@ -243,6 +251,7 @@ def _cuda_fast(parts: dict[str, Any], specs: list[tuple[Any, ...]], nargs: int, 
     abi = {a.name: a for a in parts["args"]}
     src = ["def fast(args):", f"    if len(args) != {nargs}:", "        return MISS"]
     bufs: list[tuple[int, bool, str]] = []
+    bumps: list[str] = []
     for slot, spec in enumerate(specs):
         i, name, what = spec[0], spec[1], spec[2]
         v = f"v{slot}"
@@ -258,10 +267,15 @@ def _cuda_fast(parts: dict[str, Any], specs: list[tuple[Any, ...]], nargs: int, 
                         f"    b{slot} = {v}.base"]
             elif how[0] == "torch":
                 ns[f"D{slot}"] = how[1]
-                src += [f"    if type({v}) is not T or {v}.dtype is not D{slot} or {v}.get_device() != {how[2]} "
-                        f"or not {v}.is_contiguous():",
+                grad = f" or {v}.requires_grad" if spec[4] else ""
+                src += [f"    if type({v}) is not T or {v}.dtype is not D{slot}:",
                         "        return MISS",
-                        f"    p{slot} = {v}.data_ptr()",
+                        "    try:",
+                        f"        if {v}.get_device() != {how[2]} or not {v}.is_contiguous(){grad}:",
+                        "            return MISS",
+                        f"        p{slot} = {v}.data_ptr()",
+                        "    except Exception:",
+                        "        return MISS",
                         f"    if p{slot} & 15:",
                         "        return MISS",
                         f"    n{slot} = {v}.nbytes",
@@ -271,6 +285,8 @@ def _cuda_fast(parts: dict[str, Any], specs: list[tuple[Any, ...]], nargs: int, 
                 src += [f"    q = Q{slot}({v})", "    if q is None:", "        return MISS",
                         f"    b{slot}, p{slot}, n{slot}, _ = q"]
             bufs.append((slot, bool(spec[4]), name))
+            if spec[4] and how[0] != "array":
+                bumps.append(v)
             src.append(f"    u64[{slot}] = p{slot}")
         else:
             t = spec[3]
@@ -307,6 +323,9 @@ def _cuda_fast(parts: dict[str, Any], specs: list[tuple[Any, ...]], nargs: int, 
             if wi or wj:
                 src += [f"    if n{i} and n{j} and b{i} == b{j} and p{i} < p{j} + n{j} and p{j} < p{i} + n{i}:",
                         "        return MISS"]
+    if bumps:  # autograd sees the kernel's writes (as after torch's in-place ops)
+        ns["BUMP"], ns["TT"] = A.bump_versions, ns["T"] if ns["T"] is not None else ()
+        src.append(f"    BUMP([t for t in ({', '.join(bumps)},) if isinstance(t, TT)])")
     hs = f"RAW({torch_dev})" if torch_dev is not None else str(int(stream))
     g, wg = parts["grid"], parts["workgroup"]
     call = f"launch(fn, {g[0]}, {g[1]}, {g[2]}, {wg[0]}, {wg[1]}, {wg[2]}, {parts['shared']}, {hs}, kp, 0)[0]"
@@ -357,11 +376,20 @@ def _quick_array(space: Any, dt: np.dtype) -> Any:
     return q
 
 
-def _quick_torch_cuda(tcls: type, tdt: Any, dev: int) -> Any:
+def _quick_torch_cuda(tcls: type, tdt: Any, dev: int, written: bool) -> Any:
+    # (any tensor these tests raise on, a sparse CSR one for instance, goes to the full path,
+    # which says why it cannot be a buffer)
     def q(v: Any) -> Any:
-        if type(v) is not tcls or v.dtype is not tdt or v.get_device() != dev or not v.is_contiguous():
+        if type(v) is not tcls or v.dtype is not tdt:
             return None
-        p = v.data_ptr()
+        try:
+            if v.get_device() != dev or not v.is_contiguous():
+                return None
+            if written and v.requires_grad:
+                return None  # the full path applies torch's in-place rule
+            p = v.data_ptr()
+        except Exception:  # noqa: BLE001
+            return None
         if p & 15:
             return None
         return 0, p, v.nbytes, v
@@ -369,20 +397,24 @@ def _quick_torch_cuda(tcls: type, tdt: Any, dev: int) -> Any:
     return q
 
 
-def _quick_torch_cpu(tcls: type, tdt: Any, dt: np.dtype) -> Any:
+def _quick_torch_cpu(tcls: type, tdt: Any, dt: np.dtype, written: bool) -> Any:
     # the host view as A.describe makes it (arrays._torch_host_view), by the shorter route
     # .numpy() where NumPy has the dtype itself (not bf16); a tensor .numpy() refuses (a
-    # conjugate or negative view) goes to the full path
+    # conjugate or negative view, a sparse or MKL-DNN layout) goes to the full path
     native = dt.kind in "biuf" and dt.name != "bfloat16"
 
     def q(v: Any) -> Any:
-        if type(v) is not tcls or v.dtype is not tdt or not v.is_cpu or not v.is_contiguous():
+        if type(v) is not tcls or v.dtype is not tdt:
             return None
         try:
+            if not v.is_cpu or not v.is_contiguous():
+                return None
+            if written and v.requires_grad:
+                return None  # the full path applies torch's in-place rule
             view = v.detach().numpy() if native else A._torch_host_view(v.detach(), dt)
-        except (RuntimeError, TypeError):
+            return 0, v.data_ptr(), view.nbytes, view
+        except Exception:  # noqa: BLE001
             return None
-        return 0, v.data_ptr(), view.nbytes, view
 
     return q
 
@@ -421,6 +453,12 @@ def check_buffer(kf: Any, p: Any, v: Any, tname: str, tdev: int, m: A.Memory | N
                           ".contiguous())")
     if bt.access & 2 and m.readonly:
         raise LaunchError(f"{where} and is written by the kernel, but the memory is read-only")
+    if bt.access & 2:
+        torch = sys.modules.get("torch")
+        if torch is not None and isinstance(v, torch.Tensor):
+            bad = A.torch_write_problem(v)
+            if bad is not None:
+                raise LaunchError(f"{where} and is written by the kernel, but {bad}")
     if m.kind != "host" and m.start % 16:
         raise LaunchError(f"{where}: device address {m.start:#x} is not 16-byte aligned (spec §4.2); pass a "
                           "freshly allocated or contiguous copy")
@@ -443,9 +481,9 @@ def quick_for(kf: Any, p: Any, v: Any, m: A.Memory, tname: str, tdev: int) -> An
         return _quick_array(v.space, v.dtype), ("array", v.space, v.dtype)
     torch = sys.modules.get("torch")
     if torch is not None and type(v) is torch.Tensor and m.kind == "cuda":
-        return _quick_torch_cuda(torch.Tensor, v.dtype, m.device), ("torch", v.dtype, m.device)
+        return _quick_torch_cuda(torch.Tensor, v.dtype, m.device, written), ("torch", v.dtype, m.device)
     if torch is not None and type(v) is torch.Tensor and m.kind == "host" and m.dtype is not None and v.is_cpu:
-        return _quick_torch_cpu(torch.Tensor, v.dtype, m.dtype), ("torch_cpu", v.dtype)
+        return _quick_torch_cpu(torch.Tensor, v.dtype, m.dtype, written), ("torch_cpu", v.dtype)
     return _quick_generic(kf, p, tname, tdev), ("generic",)
 
 
@@ -549,6 +587,12 @@ def launch(kf: Any, args: Sequence[Any], kwargs: Mapping[str, Any], grid: Any, w
         if "sync" in options or _accepts(tgt.launch, "sync"):
             options["sync"] = True
         key = None
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        written = [bound[p.name] for p in kf.params if p.kind == "buffer" and p.ann.access & 2
+                   and isinstance(bound[p.name], torch.Tensor)]
+        if written:
+            A.bump_versions(written)  # autograd sees the write, as after torch's in-place ops
     result = tgt.launch(module, kf.name, g, wg, dict(zip(names, values, strict=True)), **options)
     if pbuf is not None:
         debugprint.flush(k, pbuf)

@@ -504,12 +504,82 @@ def _dl_device(obj: Any) -> tuple[int, int]:
         raise ArgumentError(f"{type(obj).__name__}.__dlpack_device__() failed: {e}") from None
 
 
-def _torch_from_dlpack(obj: Any) -> Any:
+def _torch_from_dlpack(obj: Any, what: str | None = None) -> Any:
     try:
         import torch
     except ImportError:
         return None
-    return torch.from_dlpack(obj)
+    try:
+        return torch.from_dlpack(obj)
+    except Exception as e:  # noqa: BLE001 - torch's reasons (a consumed capsule, an unknown device) vary
+        hint = " (a capsule can be read once: pass the producer, e.g. the tensor itself)" if _is_capsule(obj) else ""
+        thing = "DLPack capsule" if _is_capsule(obj) else f"DLPack producer {type(obj).__name__}"
+        raise ArgumentError(f"{what + ': ' if what else ''}the {thing} cannot be read: "
+                            f"{str(e).splitlines()[0] if str(e) else type(e).__name__}{hint}") from None
+
+
+def torch_buffer_problem(t: Any) -> str | None:
+    """Why a torch tensor has no plain memory a kernel could use as a buffer (a sparse, MKL-DNN
+    or quantized layout, a meta tensor, a lazy conjugate or negative view, a wrapper without
+    storage), or None when it has."""
+    import torch
+
+    if t.layout is not torch.strided:
+        return f"a {str(t.layout).removeprefix('torch.')} tensor has no dense memory (use .to_dense())"
+    if t.is_meta:
+        return "a meta tensor has no memory"
+    if t.is_quantized:
+        return "a quantized tensor's memory holds quantized values (use .dequantize())"
+    if t.is_conj() or t.is_neg():
+        return "a lazy conjugate/negative view's memory holds other values (use .resolve_conj() / .resolve_neg())"
+    try:
+        t.data_ptr()
+    except Exception as e:  # noqa: BLE001 - tensor subclasses and functorch wrappers raise their own
+        return f"its memory cannot be taken ({str(e).splitlines()[0] if str(e) else type(e).__name__})"
+    return None
+
+
+def torch_write_problem(t: Any) -> str | None:
+    """Why torch would refuse an in-place write of tensor ``t`` here (as its own in-place ops
+    do: a leaf that requires grad, or a view of one, while grad mode is on), or None."""
+    if not t.requires_grad:
+        return None
+    import torch
+
+    if not torch.is_grad_enabled():
+        return None
+    if t.is_leaf:
+        return ("it is a leaf tensor that requires grad, and torch refuses in-place writes to those (write it under "
+                "torch.no_grad(), or pass a tensor that does not require grad)")
+    base = t._base
+    if base is not None and base.is_leaf and base.requires_grad:
+        return ("it is a view of a leaf tensor that requires grad, and torch refuses in-place writes to those (write "
+                "it under torch.no_grad())")
+    return None
+
+
+def _increment_version_fn() -> Any:
+    import torch
+
+    raw = getattr(torch._C, "_increment_version", None)
+    if raw is not None:
+        return raw  # what torch.autograd.graph.increment_version calls, minus its isinstance test
+    from torch.autograd.graph import increment_version
+
+    return increment_version
+
+
+def bump_versions(tensors: Sequence[Any]) -> None:
+    """Tell autograd that the kernel writes ``tensors`` in place
+    (``torch.autograd.graph.increment_version``): a tensor saved for backward and then
+    written makes ``backward()`` raise, as after torch's own in-place ops."""
+    global _BUMP
+    if _BUMP is None:
+        _BUMP = _increment_version_fn()
+    _BUMP(tensors)
+
+
+_BUMP: Any = None
 
 
 def from_dlpack(obj: Any) -> Array:
@@ -557,6 +627,10 @@ def from_torch(t: Any) -> Array:
 
     if not isinstance(t, torch.Tensor):
         raise ArgumentError(f"from_torch takes a torch.Tensor, got {type(t).__name__}")
+    bad = torch_buffer_problem(t)
+    if bad is not None:
+        raise ArgumentError(f"from_torch: the tensor (shape {tuple(t.shape)}, {t.dtype}, {t.layout}, on {t.device}) "
+                            f"cannot become an anywave array: {bad}")
     t = t.detach()
     if not t.is_contiguous():
         raise ArgumentError(f"the tensor (shape {tuple(t.shape)}, strides {t.stride()}) is not contiguous; "
@@ -606,9 +680,11 @@ def _torch_host_view(t: Any, dt: np.dtype) -> np.ndarray:
     """A NumPy view (dtype ``dt``) of a contiguous CPU tensor's memory (bf16 included)."""
     import torch
 
-    flat = t.reshape(-1)
-    if flat.numel() == 0:
+    if t.numel() == 0:
         return np.zeros(t.shape, dt)
+    # a contiguous tensor's elements are dense from its data pointer, whatever the strides of
+    # its size-1 dimensions say (a (1,) tensor of stride 0 is contiguous); view them as such
+    flat = t.as_strided((t.numel(),), (1,))
     return flat.view(torch.uint8).numpy().view(dt).reshape(tuple(t.shape))
 
 
@@ -663,12 +739,12 @@ def describe(v: Any, what: str = "argument") -> Memory:
             except Exception as e:  # noqa: BLE001
                 raise ArgumentError(f"{what}: np.from_dlpack failed on the {type(v).__name__}: {e}") from None
             return _host_memory(host)
-        t = _torch_from_dlpack(v)
+        t = _torch_from_dlpack(v, what)
         if t is None:
             raise ArgumentError(f"{what}: a {type(v).__name__} on DLPack device type {dev} needs PyTorch to read")
         return _torch_memory(t, what, keep=v)
     if _is_capsule(v):
-        t = _torch_from_dlpack(v)
+        t = _torch_from_dlpack(v, what)
         if t is None:
             raise ArgumentError(f"{what}: reading a DLPack capsule needs PyTorch (torch.from_dlpack)")
         return _torch_memory(t, what)
@@ -680,6 +756,10 @@ def describe(v: Any, what: str = "argument") -> Memory:
 
 
 def _torch_memory(t: Any, what: str, keep: Any = None) -> Memory:
+    bad = torch_buffer_problem(t)
+    if bad is not None:
+        raise ArgumentError(f"{what}: the torch tensor (shape {tuple(t.shape)}, {t.dtype}, {t.layout}, on {t.device}) "
+                            f"cannot be a buffer: {bad}")
     dt = _TORCH_TO_NP.get(str(t.dtype).removeprefix("torch."))
     contiguous = bool(t.is_contiguous())
     dev = t.device

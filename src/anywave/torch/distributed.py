@@ -297,16 +297,59 @@ def _worker(rank: int, world: int, init_file: str, cfg: T.TrainConfig, dcfg: Dis
         dist.destroy_process_group()
 
 
+def _check_timeout(timeout: Any) -> float:
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < float("inf"):
+        raise ValueError(f"timeout must be a finite number of seconds > 0, got {timeout!r}")
+    return float(timeout)
+
+
+def _spawn_ranks(fn: Any, args: tuple[Any, ...], nprocs: int, timeout: float) -> None:
+    """Run ``fn(rank, *args)`` in ``nprocs`` processes (``torch.multiprocessing.spawn``) and
+    wait at most ``timeout`` seconds (wall clock) for all of them.
+
+    Raises:
+        TimeoutError: a rank was still running at the deadline (the message names the ranks
+            still running); every rank is killed first, so nothing is left behind.
+        torch.multiprocessing.ProcessRaisedException / ProcessExitedException: a rank failed
+            (the others are stopped by torch)."""
+    import torch.multiprocessing as mp
+
+    budget = _check_timeout(timeout)
+    ctx = mp.spawn(fn, args=args, nprocs=nprocs, join=False)
+    deadline = time.monotonic() + budget
+    try:
+        while not ctx.join(timeout=max(0.0, deadline - time.monotonic())):
+            if time.monotonic() >= deadline:
+                running = [r for r, proc in enumerate(ctx.processes) if proc.is_alive()]
+                if not running:
+                    continue  # they all ended just now: join collects their status
+                done = [r for r in range(nprocs) if r not in running]
+                names = ", ".join(str(r) for r in running)
+                raise TimeoutError(
+                    f"rank{'s' if len(running) > 1 else ''} {names} of the {nprocs}-process run did not finish within "
+                    f"{budget:g} s (finished: {', '.join(map(str, done)) or 'none'}); every rank was stopped. A rank "
+                    "that waits in a collective for a stalled peer is listed too.")
+    finally:
+        for proc in ctx.processes:
+            if proc.is_alive():
+                proc.kill()
+        for proc in ctx.processes:
+            proc.join()
+
+
 def run_distributed(cfg: T.TrainConfig, dcfg: DistributedConfig, *, timeout: float = 600.0) -> list[T.RunResult]:
     """Train with ``dcfg.world_size`` processes (``torch.multiprocessing.spawn``) and return
-    every rank's :class:`~anywave.torch.train.RunResult`, rank order.
+    every rank's :class:`~anywave.torch.train.RunResult`, rank order. ``timeout``: seconds
+    (wall clock) the whole run may take.
 
     Raises:
         DistributedError: a rank failed (its error is included), the batch does not divide,
             or nccl was asked for with fewer GPUs than ranks.
+        TimeoutError: a rank was still running after ``timeout`` seconds (the message names it);
+            every rank is killed first.
+        ValueError: ``timeout`` is not a finite number > 0.
     """
-    import torch.multiprocessing as mp
-
+    timeout = _check_timeout(timeout)
     _check_config(cfg, dcfg.world_size)
     if dcfg.backend not in ("gloo", "nccl"):
         raise DistributedError(f"backend must be 'gloo' (CPU) or 'nccl' (CUDA), got {dcfg.backend!r}")
@@ -316,8 +359,9 @@ def run_distributed(cfg: T.TrainConfig, dcfg: DistributedConfig, *, timeout: flo
     with tempfile.TemporaryDirectory(prefix="anywave-ddp-") as tmp:
         init_file = str(Path(tmp, "rendezvous"))
         try:
-            mp.spawn(_worker, args=(dcfg.world_size, init_file, cfg, dcfg, tmp), nprocs=dcfg.world_size,
-                     join=True)
+            _spawn_ranks(_worker, (dcfg.world_size, init_file, cfg, dcfg, tmp), dcfg.world_size, timeout)
+        except TimeoutError:
+            raise
         except Exception as e:  # noqa: BLE001 - a rank's failure is reported with its message
             raise DistributedError(f"a rank of the {dcfg.world_size}-process run failed: {e}") from None
         import pickle

@@ -3,6 +3,9 @@
 const $ = (id) => document.getElementById(id);
 const src = $("source"), gutter = $("gutter"), backdrop = $("backdrop");
 let lastCompile = null;
+// the session token the server wrote into the page; every POST carries it (see server.py)
+const tokenMeta = document.querySelector('meta[name="anywave-token"]');
+const token = tokenMeta ? tokenMeta.content : "";
 
 function lineCount() { return src.value.split("\n").length; }
 
@@ -41,9 +44,11 @@ function setStatus(text) { $("status").textContent = text; }
 async function post(path, extra) {
   const body = { source: src.value, kernel: $("kernel").value || null,
                  wave_width: parseInt($("wave-width").value, 10), ...extra };
-  const r = await fetch(path, { method: "POST", headers: { "Content-Type": "application/json" },
-                                body: JSON.stringify(body) });
-  return r.json();
+  const r = await fetch(path, { method: "POST", body: JSON.stringify(body),
+                                headers: { "Content-Type": "application/json", "X-Anywave-Token": token } });
+  try { return await r.json(); } catch (e) {
+    return { ok: false, error: { message: `HTTP ${r.status}: the server's answer is not JSON`, line: null } };
+  }
 }
 
 function showError(err) {
@@ -101,17 +106,18 @@ async function run() {
   const tbody = $("results").querySelector("tbody");
   tbody.innerHTML = "";
   $("printed").textContent = "";
-  if (!res.ok) { showError(res.error); setStatus("compile error"); return; }
+  if (!res.ok) { showError(res.error); setStatus("error"); return; }
   showError(null);
   let printed = [];
   for (const r of res.results) {
     const tr = document.createElement("tr");
     const cells = r.error ? [r.target, r.wave_width ?? "", "", r.error, "", ""]
-      : [r.target, r.wave_width ?? "", r.ms, r.sha256, r.identical ? "yes" : "NO",
+      : [r.target, r.wave_width ?? "", r.ms, r.sha256,
+         r.identical === true ? "yes" : r.identical === false ? "NO" : "n/a (no emulator result)",
          r.preview.map((v) => typeof v === "number" ? +v.toPrecision(6) : v).join(", ")];
     cells.forEach((c, i) => {
       const td = document.createElement("td"); td.textContent = c;
-      if (i === 4 && !r.error) td.className = r.identical ? "yes" : "no";
+      if (i === 4 && !r.error && r.identical !== null) td.className = r.identical ? "yes" : "no";
       tr.appendChild(td);
     });
     tr.dataset.target = r.target;
@@ -120,8 +126,10 @@ async function run() {
   }
   $("printed").textContent = printed.join("\n");
   const ok = res.results.filter((r) => !r.error);
-  const same = ok.every((r) => r.identical);
-  setStatus(`ran on ${ok.length} target(s): ${same ? "all bit-identical" : "results differ"}`);
+  const same = ok.every((r) => r.identical === true);
+  const compared = ok.every((r) => r.identical !== null);
+  setStatus(`ran on ${ok.length} target(s): ` + (!compared ? "no emulator result to compare with"
+    : same ? "all bit-identical" : "results differ"));
 }
 
 src.addEventListener("input", () => renderGutter(null));
