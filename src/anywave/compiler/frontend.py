@@ -98,6 +98,10 @@ class Frontend(ValueOps, MemoryOps, PerfOps, InlineOps, ast.NodeVisitor):
         #: the statement being translated (an error about a constant looks for its literal there)
         self._stmt: ast.stmt | None = None
         self._inline_stack: list[Any] = []
+        #: temporaries (non-variable Values) that a name or a pending target still holds: an
+        #: inlined function's parameters bound to an argument's value, the value of a chained
+        #: assignment ``a = b = e``. assign_name never retargets their defining instruction.
+        self._held: list[Value] = []
         self._discard = False
         self._const_cache: dict[tuple[str, int], Value] = {}
         #: (id(function), free name) -> what resolve_global found (the functions live as long as this)
@@ -309,8 +313,9 @@ class Frontend(ValueOps, MemoryOps, PerfOps, InlineOps, ast.NodeVisitor):
         if value is not var:
             last = self.body[-1] if self.body else None
             if (isinstance(last, Op) and not value.is_var and last.defs_uses()[0] == [value]
-                    and value not in last.uses()):  # (Values compare by identity)
-                # retarget the defining instruction instead of copying
+                    and value not in last.uses() and not any(h is value for h in self._held)):
+                # retarget the defining instruction instead of copying (Values compare by
+                # identity); a held temporary keeps its register: its other holder reads it later
                 last.retarget(value, var)
             else:
                 self.emit("mov.b64" if var.type.bits == 64 else "mov.b32", var, value)
@@ -318,8 +323,15 @@ class Frontend(ValueOps, MemoryOps, PerfOps, InlineOps, ast.NodeVisitor):
 
     def visit_Assign(self, node: ast.Assign) -> None:
         value = self.visit(node.value)
-        for target in node.targets:
-            self.assign_target(target, value, node)
+        held = isinstance(value, Value) and len(node.targets) > 1
+        if held:  # a = b = e: every target reads e's register
+            self._held.append(value)
+        try:
+            for target in node.targets:
+                self.assign_target(target, value, node)
+        finally:
+            if held:
+                self._held.pop()
 
     def assign_target(self, target: ast.AST, value: Any, node: ast.AST) -> None:
         if isinstance(target, ast.Name):

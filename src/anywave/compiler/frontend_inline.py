@@ -86,6 +86,7 @@ class InlineOps:
         saved_node = self.node
         inv = bool(getattr(fn, "w_invariant", False))
         self._w_invariant_depth += inv
+        held = 0
         try:
             ann = fn.annotations()
             self._prescan(fd)
@@ -106,6 +107,9 @@ class InlineOps:
                     elif isinstance(v, Value):
                         ctx.var_values[p] = v
                         ctx.defined.add(p)
+                        if not v.is_var:  # the body may read it after any assignment
+                            self._held.append(v)
+                            held += 1
                     else:
                         ctx.consts[p] = v
                 else:
@@ -123,6 +127,7 @@ class InlineOps:
             else:
                 self.visit_block(fd.body)
         finally:
+            del self._held[len(self._held) - held:]
             self._w_invariant_depth -= inv
             self._inline_stack.pop()
             self.ctx = outer
