@@ -4,7 +4,8 @@ call passed straight as an argument (``f(x[i])``, ``aw.log(x[i])``).
 The frontend used to retarget the instruction defining such a temporary when the function's
 first statement copied the parameter (``out = x``), leaving the parameter's register undefined
 for the rest of the body: ``aw.log(x[i])`` gave -inf, ``f(x[i])`` read ``x`` as 0 inside its
-``if``. A chained assignment ``a = b = x[i]`` lost ``b`` the same way.
+``if``. A chained assignment ``a = b = x[i]``, or a copy out of a tuple ``t = (x[i], 1.0)``
+(in the kernel or passed to a function), lost the other holder's value the same way.
 
 Expectations are NumPy's: the functions' float32 arithmetic evaluated on the host (the
 arithmetic is plain adds, multiplies and compares, no contraction), and for the standard
@@ -154,6 +155,37 @@ def test_chained_assignment_of_a_load(W: int) -> None:
     x = _inputs()
     o = np.full_like(x, np.nan)
     _chained(x, o, grid=len(x) // 64, workgroup=64, target="emulator", wave_width=W)
+    want = np.where(x > 1, x * np.float32(2.0), x) + x
+    np.testing.assert_array_equal(o, want)
+
+
+@aw.func
+def _f_tuple(p):
+    q = p[0]
+    if q > 1.0:
+        q = q * 2.0
+    return q + p[0]
+
+
+@aw.kernel
+def _tuple_copy(x: aw.In[aw.f32], o: aw.Out[aw.f32], *, inlined: bool = False):
+    i = aw.global_id(0)
+    if inlined:
+        o[i] = _f_tuple((x[i], 1.0))
+    else:
+        t = (x[i], 1.0)
+        a = t[0]
+        if a > 1.0:
+            a = a * 2.0
+        o[i] = a + t[0]
+
+
+@pytest.mark.parametrize("W", WIDTHS)
+@pytest.mark.parametrize("inlined", [False, True])
+def test_copy_out_of_a_tuple_holding_a_load(W: int, inlined: bool) -> None:
+    x = _inputs()
+    o = np.full_like(x, np.nan)
+    _tuple_copy(x, o, inlined=inlined, grid=len(x) // 64, workgroup=64, target="emulator", wave_width=W)
     want = np.where(x > 1, x * np.float32(2.0), x) + x
     np.testing.assert_array_equal(o, want)
 

@@ -86,7 +86,7 @@ class InlineOps:
         saved_node = self.node
         inv = bool(getattr(fn, "w_invariant", False))
         self._w_invariant_depth += inv
-        held = 0
+        self._outer_ctxs.append(outer)
         try:
             ann = fn.annotations()
             self._prescan(fd)
@@ -107,9 +107,6 @@ class InlineOps:
                     elif isinstance(v, Value):
                         ctx.var_values[p] = v
                         ctx.defined.add(p)
-                        if not v.is_var:  # the body may read it after any assignment
-                            self._held.append(v)
-                            held += 1
                     else:
                         ctx.consts[p] = v
                 else:
@@ -127,7 +124,7 @@ class InlineOps:
             else:
                 self.visit_block(fd.body)
         finally:
-            del self._held[len(self._held) - held:]
+            self._outer_ctxs.pop()
             self._w_invariant_depth -= inv
             self._inline_stack.pop()
             self.ctx = outer
