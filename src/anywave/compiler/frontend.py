@@ -98,6 +98,12 @@ class Frontend(ValueOps, MemoryOps, PerfOps, InlineOps, ast.NodeVisitor):
         #: the statement being translated (an error about a constant looks for its literal there)
         self._stmt: ast.stmt | None = None
         self._inline_stack: list[Any] = []
+        #: temporaries (non-variable Values) that a pending target still holds (the value of a
+        #: chained assignment ``a = b = e``); with the names of the contexts (_holds) they are
+        #: the holders assign_name checks before retargeting a temporary's defining instruction
+        self._held: list[Value] = []
+        #: the contexts of the callers of the function being inlined, outermost first
+        self._outer_ctxs: list[Any] = []
         self._discard = False
         self._const_cache: dict[tuple[str, int], Value] = {}
         #: (id(function), free name) -> what resolve_global found (the functions live as long as this)
@@ -309,17 +315,49 @@ class Frontend(ValueOps, MemoryOps, PerfOps, InlineOps, ast.NodeVisitor):
         if value is not var:
             last = self.body[-1] if self.body else None
             if (isinstance(last, Op) and not value.is_var and last.defs_uses()[0] == [value]
-                    and value not in last.uses()):  # (Values compare by identity)
-                # retarget the defining instruction instead of copying
+                    and value not in last.uses() and not self._holds(value)):
+                # retarget the defining instruction instead of copying (Values compare by
+                # identity); a temporary something else holds keeps its register: the holder
+                # (a parameter bound to f(x[i])'s argument, a tuple t = (x[i], 1)) reads it later
                 last.retarget(value, var)
             else:
                 self.emit("mov.b64" if var.type.bits == 64 else "mov.b32", var, value)
         ctx.defined.add(name)
 
+    def _holds(self, value: Value) -> bool:
+        """Whether a name of this or a calling context, or a pending chained-assignment
+        target, holds the temporary ``value`` (directly, or inside a tuple, list or dict
+        bound as a compile-time value)."""
+        if any(h is value for h in self._held):
+            return True
+
+        def has(obj: Any, depth: int) -> bool:
+            if obj is value:
+                return True
+            if depth and isinstance(obj, (tuple, list)):
+                return any(has(o, depth - 1) for o in obj)
+            if depth and isinstance(obj, dict):
+                return any(has(o, depth - 1) for o in obj.values())
+            return False
+
+        for ctx in (*self._outer_ctxs, self.ctx):
+            if any(v is value for v in ctx.var_values.values()):
+                return True
+            if any(has(c, 8) for c in ctx.consts.values()):
+                return True
+        return False
+
     def visit_Assign(self, node: ast.Assign) -> None:
         value = self.visit(node.value)
-        for target in node.targets:
-            self.assign_target(target, value, node)
+        held = isinstance(value, Value) and len(node.targets) > 1
+        if held:  # a = b = e: every target reads e's register
+            self._held.append(value)
+        try:
+            for target in node.targets:
+                self.assign_target(target, value, node)
+        finally:
+            if held:
+                self._held.pop()
 
     def assign_target(self, target: ast.AST, value: Any, node: ast.AST) -> None:
         if isinstance(target, ast.Name):

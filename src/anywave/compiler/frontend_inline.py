@@ -86,6 +86,7 @@ class InlineOps:
         saved_node = self.node
         inv = bool(getattr(fn, "w_invariant", False))
         self._w_invariant_depth += inv
+        self._outer_ctxs.append(outer)
         try:
             ann = fn.annotations()
             self._prescan(fd)
@@ -123,6 +124,7 @@ class InlineOps:
             else:
                 self.visit_block(fd.body)
         finally:
+            self._outer_ctxs.pop()
             self._w_invariant_depth -= inv
             self._inline_stack.pop()
             self.ctx = outer
