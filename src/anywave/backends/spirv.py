@@ -711,8 +711,13 @@ def translate(module: Module, wave_width: int = 32, features: VulkanFeatures = F
         kernels: restrict to these kernel names.
 
     Raises:
+        VerifyError: ``module`` breaks a rule of the spec (it is verified first, once per
+            module object, by the same :func:`anywave.binary.verify.verify_cached` as every backend).
         SpirvError: W not supported, or an unknown kernel name.
     """
+    from anywave.binary.verify import verify_cached
+
+    verify_cached(module)
     if wave_width not in WAVE_WIDTHS:
         raise SpirvError([f"wave width {wave_width!r} is not one of {WAVE_WIDTHS}"])
     names = [k.name for k in module.kernels]
