@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from anywave.backends.cfamily_prelude import gen_name
 from anywave.binary.module import Instruction, Kernel
 from anywave.errors import OutOfBoundsError
 
@@ -91,12 +92,12 @@ def raise_if_failed(record: np.ndarray, kernel: Kernel, sites: Sequence[Site], s
 # ----------------------------------------------------------------------------- C-family lowering
 
 def checked_params(x: object) -> list[str]:
-    """The hidden parameters of a checked C-family kernel: ``aw_n<i>`` (u64 bytes) per buffer
+    """The hidden parameters of a checked C-family kernel: ``awg_n<i>`` (u64 bytes) per buffer
     argument ``i``, then the error record ``aw_errb``."""
     from anywave.isa.types import ArgKind
 
     d, k = x.d, x.k  # type: ignore[attr-defined]
-    out = [d.u64_param(f"aw_n{i}") for i, a in enumerate(k.args) if a.kind is ArgKind.BUFFER]
+    out = [d.u64_param(gen_name("n", i)) for i, a in enumerate(k.args) if a.kind is ArgKind.BUFFER]
     return out + [d.buffer_param("aw_errb")]
 
 
@@ -146,7 +147,7 @@ def _guard_c_one(x: object, ins: Instruction, addr: object, size: int, wrote: bo
     if isinstance(addr, DeviceAddr):
         wide = Operand.DADDR64 in ins.defn.operands
         base = x.u64(addr.reg) if wide else f"(u64)r{addr.reg}"  # type: ignore[attr-defined]
-        n, arg = f"aw_n{addr.buffer}", addr.buffer
+        n, arg = gen_name("n", addr.buffer), addr.buffer
     else:
         base = f"(u64)r{addr.reg}"
         n, arg = f"{int(x.k.local_memory)}ul", LOCAL_ARG  # type: ignore[attr-defined]
