@@ -377,11 +377,11 @@ def _movi(x: _Lowering, ins: Instruction) -> None:
     dreg, imm = ins.operands
     if ins.defn.type.bits == 64:
         v = int(imm) & 0xFFFFFFFFFFFFFFFF
-        x.setr(dreg, x.c(v & 0xFFFFFFFF))
-        x.setr(dreg + 1, x.c(v >> 32))
+        x.setr(dreg, x.opaque(v & 0xFFFFFFFF))
+        x.setr(dreg + 1, x.opaque(v >> 32))
         return
     mask = 0xFFFF if ins.defn.type.bits == 16 else 0xFFFFFFFF
-    x.setr(dreg, x.c(int(imm) & mask))
+    x.setr(dreg, x.opaque(int(imm) & mask))
 
 
 def _mov_sr(x: _Lowering, ins: Instruction) -> None:

@@ -129,7 +129,11 @@ class VulkanDevice:
             "rte": widths_of("shaderRoundingModeRTE"),
             "denorm_preserve": widths_of("shaderDenormPreserve"),
         }
-        self.features = VulkanFeatures(fp64=self.fp64, int64=int64, wave_widths=widths, **self.float_controls)
+        # lavapipe (llvmpipe) ends an invocation's loops after 65535 turns in all (spirv_status)
+        # and its workgroup memory is unbounded host memory (spirv_status.guards)
+        lavapipe = int(drv.driverID) == vk.VK_DRIVER_ID_MESA_LLVMPIPE
+        self.features = VulkanFeatures(fp64=self.fp64, int64=int64, wave_widths=widths,
+                                       loop_limit=65535 if lavapipe else 0, guard_local=lavapipe, **self.float_controls)
         # device with one compute queue and the features the lowering uses
         fams = vk.vkGetPhysicalDeviceQueueFamilyProperties(pd)
         qf = next((i for i, f in enumerate(fams) if f.queueFlags & vk.VK_QUEUE_COMPUTE_BIT), None)
@@ -215,7 +219,7 @@ class VulkanDevice:
         vk, dev = self.vk, self.device
         binds = [vk.VkDescriptorSetLayoutBinding(binding=i, descriptorType=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
                                                  descriptorCount=1, stageFlags=vk.VK_SHADER_STAGE_COMPUTE_BIT)
-                 for i in range(len(k.buffers))]
+                 for i in range(len(k.buffers) + int(k.status))]  # + the status record
         dsl = vk.vkCreateDescriptorSetLayout(dev, vk.VkDescriptorSetLayoutCreateInfo(
             bindingCount=len(binds), pBindings=binds or None), None)
         pcr = vk.VkPushConstantRange(stageFlags=vk.VK_SHADER_STAGE_COMPUTE_BIT, offset=0, size=4 * k.push_words)
@@ -335,7 +339,7 @@ class VulkanRunner(Driver):
     def translate(self, module: Any, wave_width: int, checked: bool) -> SpirvProgram:
         from anywave.backends.spirv import translate
 
-        return translate(module, wave_width, self.dev.features)  # no bounds-checked build
+        return translate(module, wave_width, self.dev.features, checked=checked)
 
     def check_kernel(self, k: Any, info: SpirvKernel) -> None:
         dev = self.dev
@@ -348,9 +352,15 @@ class VulkanRunner(Driver):
                               f"scalars; {dev.name} offers {dev.max_push}")
 
     def __call__(self, module: Any, kernel: str, grid: Sequence[int], workgroup: Sequence[int],
-                 args: Mapping[str, Any], wave_width: int, **_: Any) -> None:
+                 args: Mapping[str, Any], wave_width: int, *, check: bool | None = None, **_: Any) -> None:
+        """Run ``kernel``; ``check`` (default: ``ANYWAVE_CHECK=1``) runs the bounds-checked build.
+
+        Raises:
+            OutOfBoundsError: (checked build) a memory access left its buffer.
+            LoopCutError: the driver cut a loop short (lavapipe's loop limit).
+            VulkanError, VerifyError, LaunchConfigError: see the module docs."""
         dev = self.dev
-        launch = self.prepare(module, kernel, grid, workgroup, args, wave_width, check=False)
+        launch = self.prepare(module, kernel, grid, workgroup, args, wave_width, check=check)
         info, k, margs, g, wg = launch.info, launch.kernel, launch.margs, launch.grid, launch.workgroup
         for d in range(3):
             if g[d] > dev.max_grid[d]:
@@ -384,18 +394,36 @@ class VulkanRunner(Driver):
                     view[:raw.size] = raw
                     view[raw.size:] = 0
                     allocs[-1] = (buf, mem, view, a, v, host, raw.size, size)
+                bound = [(x[0], x[7]) for x in allocs]
+                if info.status:  # the status record (backends.spirv_status), bound last
+                    from anywave.backends.bounds import ERR_WORDS
+
+                    sbuf, smem, ssize = dev.alloc(4 * (ERR_WORDS + len(hosts)))
+                    allocs.append((sbuf, smem))
+                    status = dev.mapped(smem, ssize)
+                    status[:] = 0  # the record, then each buffer's byte size (what a checked build guards)
+                    status[4 * ERR_WORDS:4 * (ERR_WORDS + len(hosts))].view(np.uint32)[:] = [
+                        min(v.nbytes, 0xFFFFFFFF) for _a, v in hosts]
+                    allocs[-1] = (sbuf, smem, status, None, None, None, 0, ssize)
+                    bound.append((sbuf, ssize))
                 try:
-                    dev.run(info, P, wave_width, g, [(x[0], x[7]) for x in allocs], push)
+                    dev.run(info, P, wave_width, g, bound, push)
                 except VulkanError:
                     raise
                 except Exception as e:  # noqa: BLE001
                     raise VulkanError(f"launch of {kernel!r} on {dev.name} failed: {type(e).__name__}: {e}") from e
                 for _buf, _mem, view, a, v, host, nb, _sz in allocs:
-                    if a.access is not Access.READ and nb:
+                    if a is not None and a.access is not Access.READ and nb:
                         out = host if host is v else host.copy()
                         out.reshape(-1).view(np.uint8)[...] = view[:nb]
                         if out is not v:
                             v[...] = out
+                if info.status:
+                    from anywave.backends.spirv_status import raise_if_failed
+
+                    rec = allocs[-1][2][:4 * ERR_WORDS].view(np.uint32).copy()
+                    raise_if_failed(rec, k, info.sites, launch.bounds_sizes(), info.local_memory,
+                                    f"Vulkan ({dev.name})")
             finally:
                 for x in allocs:
                     dev.vk.vkUnmapMemory(dev.device, x[1]) if len(x) > 2 else None
