@@ -98,6 +98,7 @@ class Frontend(ValueOps, MemoryOps, PerfOps, InlineOps, ast.NodeVisitor):
         #: the statement being translated (an error about a constant looks for its literal there)
         self._stmt: ast.stmt | None = None
         self._inline_stack: list[Any] = []
+        self._inlined_calls = 0  # @aw.func calls inlined so far (frontend_inline.MAX_INLINED_CALLS)
         self._discard = False
         self._const_cache: dict[tuple[str, int], Value] = {}
         #: (id(function), free name) -> what resolve_global found (the functions live as long as this)
