@@ -57,7 +57,7 @@ def new_error_record() -> np.ndarray:
 
 
 def raise_if_failed(record: np.ndarray, kernel: Kernel, sites: Sequence[Site], sizes: Sequence[int],
-                    local_memory: int, target: str) -> None:
+                    local_memory: int, target: str, build: str = "bounds-checked build") -> None:
     """Raise :class:`OutOfBoundsError` when the error record of a checked launch is set.
 
     Args:
@@ -67,6 +67,7 @@ def raise_if_failed(record: np.ndarray, kernel: Kernel, sites: Sequence[Site], s
         sizes: byte size of each argument (0 for scalars), in ABI order.
         local_memory: the kernel's local memory bytes.
         target: the target's name, for the message.
+        build: what guarded the access, for the message.
     """
     if int(record[0]) == 0:
         return
@@ -84,7 +85,7 @@ def raise_if_failed(record: np.ndarray, kernel: Kernel, sites: Sequence[Site], s
     access = f"{size}-byte {'store' if wrote else 'load'}"
     raise OutOfBoundsError(
         f"out-of-bounds {'local' if arg == LOCAL_ARG else 'device'} memory access in kernel {kernel.name!r} on "
-        f"{target} (bounds-checked build): {what} byte offset {off} ({access}; {limit} bytes, valid offsets "
+        f"{target} ({build}): {what} byte offset {off} ({access}; {limit} bytes, valid offsets "
         f"0..{max(limit - size, -1)}) at {where}. The access was skipped (loads gave 0); this launch's "
         f"results are not to be trusted. The first failing access of the launch is reported.")
 

@@ -691,7 +691,8 @@ class _Lowering(FloatOps):
         self.store(self.fl[f"ls{n}"], self.flag(act))
         self.store(self.fl[f"brk{n}"], self.b.const_bool(False))
         self.store(self.fl[f"cnt{n}"], self.b.const_bool(False))
-        turns = self.var(self.u32, self.c(0))
+        spins = not loop_may_exit(node)  # a loop with no way out must spin, not vanish
+        turns = self.var(self.u32, self.c(0)) if spins else None
         merge, cont = self.loop_open()
         if self.f.loop_limit:  # the driver's count: one per pass through a loop's header (spirv_status)
             self.store(self.all_turns, self.add(self.load(self.all_turns), self.c(1)))
@@ -700,7 +701,7 @@ class _Lowering(FloatOps):
         self.store(act, a)
         self.store(self.fl[f"cnt{n}"], self.b.const_bool(False))
         self.loop_exit_unless(self.any_lane(a), merge)
-        if not loop_may_exit(node):  # a loop with no way out must spin, not vanish
+        if turns is not None:
             now = self.add(self.load(turns), self.c(1))
             self.store(turns, now)
             self.keep_loop(now)

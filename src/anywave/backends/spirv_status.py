@@ -104,7 +104,7 @@ def record(x: Any, ins: Any, pc: int, arg: int, off: int | None, size: int, wrot
 
 
 def raise_if_failed(rec: np.ndarray, kernel: Any, sites: Sequence[Site], sizes: Sequence[int],
-                    local_memory: int, target: str) -> None:
+                    local_memory: int, target: str, checked: bool = True) -> None:
     """Raise for a set status record of a launch of ``kernel``.
 
     Raises:
@@ -121,7 +121,8 @@ def raise_if_failed(rec: np.ndarray, kernel: Any, sites: Sequence[Site], sizes: 
             "ran 65535 loop turns in all, where Mesa's lavapipe stops every loop, so this launch's results "
             "are wrong -- or the loop never ends (the spec says such a launch never completes, §7.8). Use a "
             "target without the limit (OpenCL, SYCL, the emulator) for kernels with more loop turns.")
-    raise_oob(rec, kernel, sites, sizes, local_memory, target)
+    raise_oob(rec, kernel, sites, sizes, local_memory, target,
+              "bounds-checked build" if checked else "local accesses are always guarded on this device")
 
 
 __all__ = ["LOCAL_ARG", "LOOP_CUT", "LoopCutError", "declare", "raise_if_failed", "record"]

@@ -423,7 +423,7 @@ class VulkanRunner(Driver):
 
                     rec = allocs[-1][2][:4 * ERR_WORDS].view(np.uint32).copy()
                     raise_if_failed(rec, k, info.sites, launch.bounds_sizes(), info.local_memory,
-                                    f"Vulkan ({dev.name})")
+                                    f"Vulkan ({dev.name})", info.checked)
             finally:
                 for x in allocs:
                     dev.vk.vkUnmapMemory(dev.device, x[1]) if len(x) > 2 else None
