@@ -423,8 +423,14 @@ class _KernelRenderer:
         self._open(f"if ({cv}) {{")
 
     def thread_else(self, f: Frame) -> None:
+        # The else arm is a second if on the volatile copy, not C's else: the same compiler
+        # also miscompiled an if/else whose then arm sets a predicate and whose arms both
+        # write one register from a constant (a converted -0.0 in one, a movi in the other):
+        # lanes that ran the then arm stored the else arm's value (differential fuzz,
+        # bench/fuzz_robust_sc.py seed 9; tests/test_cfamily_diff.py
+        # test_opencl_if_else_select_regression). Two ifs keep it from merging the arms.
         self.ind -= 1
-        self._open("} else {")
+        self._open(f"}} if (!{gen_name('if', f.tag)}) {{")
 
     def thread_endif(self, f: Frame) -> None:
         self._close()
