@@ -132,6 +132,17 @@ def _float_compute(x: _Lowering, op: str, t: T, vals: list[int]) -> int:
     return x.fbits(x.ext(ft, name, vals[0]), t)
 
 
+def _canon_nan(x: _Lowering, t: T, bits: int) -> int:
+    """f32 / f64 result bits with a NaN replaced by the canonical quiet NaN (0x7FC00000 /
+    0x7FF8000000000000), as the emulator and the C family give: lavapipe's OpFAdd / OpFSub / OpFMul
+    pass an input NaN's payload through (and the exact div / sqrt / fma built on them can too), and
+    a later f16 / bf16 or integer reading of those bits then differed from the other targets
+    (bench/fuzz_robust_sc.py; tests/test_vulkan.py test_nan_results_are_canonical)."""
+    if t is T.F64:
+        return x.sel(x.u64, x.isnan(x.f64_of(bits)), x.b.const_u64(semantics.CANONICAL_NAN[T.F64]), bits)
+    return x.sel(x.u32, x.isnan(x.bits_f32(bits)), x.c(semantics.CANONICAL_NAN[T.F32]), bits)
+
+
 def _float_op(x: _Lowering, ins: Instruction) -> None:
     t, op = ins.defn.type, ins.defn.op
     dreg, *src = ins.operands
@@ -147,7 +158,7 @@ def _float_op(x: _Lowering, ins: Instruction) -> None:
     if t in (T.F16, T.BF16):
         x.setr(dreg, _half_op(x, op, t, [x.fval(r, t) for r in src]))
         return
-    bits = _float_compute(x, op, t, [x.fval(r, t) for r in src])
+    bits = _canon_nan(x, t, _float_compute(x, op, t, [x.fval(r, t) for r in src]))
     if t is T.F64:
         x.set64(dreg, bits)
     else:
