@@ -224,6 +224,67 @@ def test_nan_results_are_canonical(runner) -> None:  # noqa: ANN001
     np.testing.assert_array_equal(got.reshape(n, 8), want)
 
 
+_CVT_NAN_SRC = """
+.kernel k
+.arg a buffer u32 read
+.arg y buffer u32 write
+.registers 12
+    mov.sr r0, sr_global_id_x
+    movi.b32 r1, 2
+    shl.b32 r1, r0, r1
+    movi.b32 r2, 5
+    shl.b32 r3, r0, r2
+    ld.device.b32 r4, a[r1]
+    mov.b32 r5, r4
+    cvt.f32.bf16 r6, r4
+    st.device.b32 y[r3+0], r6
+    clz.b32 r7, r6
+    st.device.b32 y[r3+4], r7
+    cvt.f32.f16 r6, r4
+    st.device.b32 y[r3+8], r6
+    cvt.f64.f32 r6:r7, r4
+    st.device.b64 y[r3+16], r6:r7
+    cvt.f32.f64 r6, r4:r5
+    st.device.b32 y[r3+12], r6
+.end
+"""
+
+
+def test_nan_conversions_are_canonical(runner) -> None:  # noqa: ANN001
+    # float -> wider float widenings (exact bit manipulations in the SPIR-V backend) kept a NaN's
+    # payload: cvt.f32.bf16 of 0xffff gave 0xffff0000, so clz of the bits differed from the
+    # emulator's (fuzz seed 10). Expected: NumPy conversions, NaN results canonical (0x7FC00000,
+    # 0x7FF8000000000000), clz from Python's int.bit_length.
+    a = np.array([0x7FFFFFFF, 0xFFFFFFFF, 0x0000FFFF, 0x00007C01, 0x00007FC1, 0xFF80FE01, 0x7F800001,
+                  0x3F803C00, 0x00008000, 0x7F7FFFFF], np.uint32)
+    n = a.size
+    lo = (a & 0xFFFF).astype(np.uint16)
+    with np.errstate(all="ignore"):
+        bf = (lo.astype(np.uint32) << 16).view(np.float32)
+        h = lo.view(np.float16).astype(np.float32)
+        d = a.view(np.float32).astype(np.float64)
+        f = ((a.astype(np.uint64) << 32) | a.astype(np.uint64)).view(np.float64).astype(np.float32)
+    c32 = lambda v: np.where(np.isnan(v), np.uint32(0x7FC00000), v.view(np.uint32))  # noqa: E731
+    d64 = np.where(np.isnan(d), np.uint64(0x7FF8000000000000), d.view(np.uint64))
+    want = np.zeros((n, 8), np.uint32)
+    want[:, 0] = c32(bf)
+    want[:, 1] = [32 - int(v).bit_length() for v in want[:, 0]]
+    want[:, 2] = c32(h)
+    want[:, 3] = c32(f)
+    want[:, 4] = (d64 & 0xFFFFFFFF).astype(np.uint32)
+    want[:, 5] = (d64 >> 32).astype(np.uint32)
+    assert want[0, 0] == 0x7FC00000 and want[0, 1] == 1
+    from anywave.emu import emulate
+
+    mod = assemble(_CVT_NAN_SRC)
+    emu = np.zeros(n * 8, np.uint32)
+    emulate(mod, "k", grid=(1,), workgroup=(n,), args={"a": a, "y": emu}, wave_width=8)
+    np.testing.assert_array_equal(emu.reshape(n, 8), want)
+    got = np.zeros(n * 8, np.uint32)
+    runner(mod, "k", (1, 1, 1), (n, 1, 1), {"a": a, "y": got}, _widths(runner)[0])
+    np.testing.assert_array_equal(got.reshape(n, 8), want)
+
+
 def test_library_kernels_same_bits_as_the_emulator(runner) -> None:  # noqa: ANN001
     import anywave.kernels as K
 

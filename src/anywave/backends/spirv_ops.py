@@ -324,14 +324,18 @@ def _cvt(x: _Lowering, ins: Instruction) -> None:
     if src.is_float:
         v = x.fval(a, src)
         if dst.is_float:
+            # a NaN result canonical (see _canon_nan): the exact widenings h2f / bf2f / f2d keep
+            # the payload bits (cvt.f32.bf16 of 0xffff gave 0xffff0000; fuzz seed 10)
             if dst is T.F64:
-                x.set64(dreg, x.u64_of(x.f2d(v)))
+                x.set64(dreg, _canon_nan(x, T.F64, x.u64_of(x.f2d(v))))
             elif src is T.F64:
                 if dst is T.F32:
-                    x.setr(dreg, x.f32_bits(x.d2f(v)))
+                    x.setr(dreg, _canon_nan(x, T.F32, x.f32_bits(x.d2f(v))))
                 else:
                     f = x.d2f_odd(v)
                     x.setr(dreg, x.f2h(f) if dst is T.F16 else x.f2bf(f))
+            elif dst is T.F32:
+                x.setr(dreg, _canon_nan(x, T.F32, x.f32_bits(v)))
             else:
                 x.setr(dreg, x.fbits(v, dst))
             return
