@@ -154,8 +154,8 @@ def test_checked_build_is_separate_and_plain_build_unchanged() -> None:
     m = assemble(SAXPY, "saxpy.wave")
     plain = ocl_backend.translate(m, 16)
     checked = ocl_backend.translate(m, 16, checked=True)
-    assert "aw_err" not in plain.text and "aw_n1" not in plain.text
-    assert "aw_err" in checked.text and "aw_n1" in checked.text and "aw_n2" in checked.text
+    assert "aw_err" not in plain.text and "awg_n1" not in plain.text
+    assert "aw_err" in checked.text and "awg_n1" in checked.text and "awg_n2" in checked.text
     info = checked.kernels["saxpy"]
     assert info.checked and len(info.sites) == 3  # two loads and a store
     assert [s.ins.mnemonic for s in info.sites] == ["ld.device.b32", "ld.device.b32", "st.device.b32"]

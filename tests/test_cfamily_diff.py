@@ -229,6 +229,32 @@ def test_regression_if_not_keeps_its_predicate(W: int) -> None:
     np.testing.assert_array_equal(_pred_bits(got), want_bits)
 
 
+# reduced from the differential fuzz (bench/fuzz_robust_sc.py --seed 9, chunk seed 1988601454, input 6):
+# Intel's OpenCL CPU compiler merged the two arms of the inner if/else into one select and stored
+# the else arm's r4 (0x3f800000) in lanes that ran the then arm (r4 = bf16(-0.0) = 0x8000)
+_IF_ELSE_R4 = ["    movi.b32 r6, 0x80000000", "    setp.ne.f32 p0, r1, r0", "    if p0", "    endif", "    if !p5",
+               "    if !p0", "    setp.le.f16 p5, r0, r7", "    cvt.bf16.f32 r4, r6", "    else",
+               "    movi.b32 r7, 0x3f800000", "    cvt.i32.u32 r4, r7", "    @!p1 rint.f16 r0, r5",
+               "    @!p4 rint.bf16 r2, r4", "    endif", "    endif"]
+
+
+@pytest.mark.opencl
+@pytest.mark.parametrize("W", [8, 16])
+def test_opencl_if_else_select_regression(W: int) -> None:
+    # the fuzz inputs of the failing lanes (r0 = +0, r1 = -0; r0 = r1) and lanes taking the else arm
+    rows = [[0x0, 0x80000000, 0xBBD34028, 0x1F, 0x3C00, 0x3C00, 0x1F, 0x3C00],
+            [0x800000, 0x800000, 0xB194D53, 0xFE8F857D, 0xAA31CE52, 0x40, 0x3C00, 0xA9725550],
+            [0x3F800000, 0x3F800000, 0x5F7F727E, 0x6CAD546F, 0x1040AD21, 0xAC515395, 0x3C00, 0x20E427FB],
+            [0x3F800000, 0x40000000, 0, 0, 0, 0, 0, 0]]
+    got = _run_opencl(_body_kernel(_IF_ELSE_R4), _threads(rows), W).reshape(-1, 16)
+    a = np.array(rows, np.uint32)
+    p0 = a[:, 1].view(np.float32) != a[:, 0].view(np.float32)  # IEEE: -0 == +0
+    neg0_bf16 = int(np.array([-0.0], np.float32).view(np.uint32)[0]) >> 16  # exact: low mantissa bits are 0
+    want = np.where(p0, 0x3F800000, neg0_bf16).astype(np.uint32)
+    assert list(p0) == [False, False, False, True]
+    np.testing.assert_array_equal(got[:, 4], want[np.arange(GROUP * GRID) % len(rows)])
+
+
 @pytest.mark.opencl
 @pytest.mark.parametrize("W", [8, 16])
 def test_regression_float_int_float_zero_keeps_plus_sign(W: int) -> None:

@@ -130,8 +130,8 @@ def test_buffer_bindings_are_in_abi_order_and_local_memory_is_an_argument() -> N
     prog = translate(assemble(src))
     sig = prog.text.split(f"kernel void {prog.kernels['k'].c_name}(")[1].split(") {")[0]
     params = [p.strip() for p in sig.split(",")]
-    assert params[:7] == ["device u8* aw_b0 [[buffer(0)]]", "constant u32& aw_s1 [[buffer(1)]]",
-                          "device u8* aw_b2 [[buffer(2)]]", "constant u64& aw_s3 [[buffer(3)]]",
+    assert params[:7] == ["device u8* awg_b0 [[buffer(0)]]", "constant u32& awg_s1 [[buffer(1)]]",
+                          "device u8* awg_b2 [[buffer(2)]]", "constant u64& awg_s3 [[buffer(3)]]",
                           "constant u32& aw_wgx [[buffer(4)]]", "constant u32& aw_wgy [[buffer(5)]]",
                           "constant u32& aw_wgz [[buffer(6)]]"]
     assert "threadgroup u8* aw_lm [[threadgroup(0)]]" in params

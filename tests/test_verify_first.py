@@ -35,10 +35,10 @@ BAD = {
 
 def _translate(name: str, m: Module):
     mod = importlib.import_module(f"anywave.backends.{name}")
-    return mod.translate(m, 16) if name in ("opencl", "sycl") else mod.translate(m)
+    return mod.translate(m, 16) if name in ("opencl", "sycl", "spirv") else mod.translate(m)
 
 
-@pytest.mark.parametrize("backend", ["ptx", "opencl", "sycl", "hip", "metal"])
+@pytest.mark.parametrize("backend", ["ptx", "opencl", "sycl", "hip", "metal", "spirv"])
 @pytest.mark.parametrize("what", sorted(BAD))
 def test_translators_verify_first(backend: str, what: str) -> None:
     m, words = BAD[what]
@@ -57,7 +57,7 @@ def test_emulator_target_launch_verifies(what: str) -> None:
         get_target("emulator", wave_width=8).launch(m, "k", (1,), (8,), args)
 
 
-@pytest.mark.parametrize("target", ["opencl", "sycl"])
+@pytest.mark.parametrize("target", ["opencl", "sycl", "vulkan"])
 def test_cpu_target_launch_verifies(target: str) -> None:
     from anywave.runtime.targets import TargetUnavailable, get_target
 

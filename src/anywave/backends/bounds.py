@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from anywave.backends.cfamily_prelude import gen_name
 from anywave.binary.module import Instruction, Kernel
 from anywave.errors import OutOfBoundsError
 
@@ -56,7 +57,7 @@ def new_error_record() -> np.ndarray:
 
 
 def raise_if_failed(record: np.ndarray, kernel: Kernel, sites: Sequence[Site], sizes: Sequence[int],
-                    local_memory: int, target: str) -> None:
+                    local_memory: int, target: str, build: str = "bounds-checked build") -> None:
     """Raise :class:`OutOfBoundsError` when the error record of a checked launch is set.
 
     Args:
@@ -66,6 +67,7 @@ def raise_if_failed(record: np.ndarray, kernel: Kernel, sites: Sequence[Site], s
         sizes: byte size of each argument (0 for scalars), in ABI order.
         local_memory: the kernel's local memory bytes.
         target: the target's name, for the message.
+        build: what guarded the access, for the message.
     """
     if int(record[0]) == 0:
         return
@@ -83,7 +85,7 @@ def raise_if_failed(record: np.ndarray, kernel: Kernel, sites: Sequence[Site], s
     access = f"{size}-byte {'store' if wrote else 'load'}"
     raise OutOfBoundsError(
         f"out-of-bounds {'local' if arg == LOCAL_ARG else 'device'} memory access in kernel {kernel.name!r} on "
-        f"{target} (bounds-checked build): {what} byte offset {off} ({access}; {limit} bytes, valid offsets "
+        f"{target} ({build}): {what} byte offset {off} ({access}; {limit} bytes, valid offsets "
         f"0..{max(limit - size, -1)}) at {where}. The access was skipped (loads gave 0); this launch's "
         f"results are not to be trusted. The first failing access of the launch is reported.")
 
@@ -91,12 +93,12 @@ def raise_if_failed(record: np.ndarray, kernel: Kernel, sites: Sequence[Site], s
 # ----------------------------------------------------------------------------- C-family lowering
 
 def checked_params(x: object) -> list[str]:
-    """The hidden parameters of a checked C-family kernel: ``aw_n<i>`` (u64 bytes) per buffer
+    """The hidden parameters of a checked C-family kernel: ``awg_n<i>`` (u64 bytes) per buffer
     argument ``i``, then the error record ``aw_errb``."""
     from anywave.isa.types import ArgKind
 
     d, k = x.d, x.k  # type: ignore[attr-defined]
-    out = [d.u64_param(f"aw_n{i}") for i, a in enumerate(k.args) if a.kind is ArgKind.BUFFER]
+    out = [d.u64_param(gen_name("n", i)) for i, a in enumerate(k.args) if a.kind is ArgKind.BUFFER]
     return out + [d.buffer_param("aw_errb")]
 
 
@@ -146,7 +148,7 @@ def _guard_c_one(x: object, ins: Instruction, addr: object, size: int, wrote: bo
     if isinstance(addr, DeviceAddr):
         wide = Operand.DADDR64 in ins.defn.operands
         base = x.u64(addr.reg) if wide else f"(u64)r{addr.reg}"  # type: ignore[attr-defined]
-        n, arg = f"aw_n{addr.buffer}", addr.buffer
+        n, arg = gen_name("n", addr.buffer), addr.buffer
     else:
         base = f"(u64)r{addr.reg}"
         n, arg = f"{int(x.k.local_memory)}ul", LOCAL_ARG  # type: ignore[attr-defined]

@@ -26,7 +26,7 @@ emulator for every ``exact``/``exact-nan`` instruction:
   kernel without wave operations uses C's own ``if``/``while(1)``/``break``/``continue``/
   ``return``; ``call`` is inlined (functions share the caller's registers) and ``ret`` jumps to
   the end of the inlined body. A kernel with wave operations is lowered with the spec's
-  mask-stack machine kept per lane (``act``, and per depth ``aw_fo``/``aw_fp``/``aw_fc``):
+  mask-stack machine kept per lane (``act``, and per depth ``awg_fo``/``awg_fp``/``awg_fc``):
   every lane of a sub-group walks the same program, so the sub-group built-ins are always
   called in converged control flow and the set of executing lanes is exactly the spec's. A
   region no lane is active in is skipped by the whole sub-group (a sub-group vote), and a
@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 
 from anywave.backends import cfamily_mma
 from anywave.backends.cfamily_ops import C_DISPATCH, handler
-from anywave.backends.cfamily_prelude import PRELUDE
+from anywave.backends.cfamily_prelude import PRELUDE, gen_name
 from anywave.backends.lowering.arith import needs_f64
 from anywave.backends.lowering.control import ControlWalk, Frame, Mask, uses_wave_ops
 from anywave.binary.module import DeviceAddr, Instruction, Kernel, LocalAddr, Module, Pred, kernel_bodies
@@ -236,8 +236,8 @@ class _KernelRenderer:
         self.lines: list[str] = []
         self.ind = 1
         self.n = 0
-        self.bufname = {i: f"aw_b{i}" for i, a in enumerate(kernel.args) if a.kind is ArgKind.BUFFER}
-        self.scal = {i: f"aw_s{i}" for i, a in enumerate(kernel.args) if a.kind is ArgKind.SCALAR}
+        self.bufname = {i: gen_name("b", i) for i, a in enumerate(kernel.args) if a.kind is ArgKind.BUFFER}
+        self.scal = {i: gen_name("s", i) for i, a in enumerate(kernel.args) if a.kind is ArgKind.SCALAR}
         self.locations = False
         self.last_loc: object = None
 
@@ -276,7 +276,7 @@ class _KernelRenderer:
                 T.BF16: "aw_f2bf({})"}[t].format(expr)
 
     def set64(self, r: int, expr: str) -> list[str]:
-        v = f"aw_t{self.fresh()}"
+        v = gen_name("t", self.fresh())
         return [f"u64 {v} = {expr};", f"r{r} = (u32){v};", f"r{r + 1} = (u32)({v} >> 32);"]
 
     def set_t(self, r: int, t: T, expr: str) -> list[str]:
@@ -339,7 +339,7 @@ class _KernelRenderer:
         walk = ControlWalk(self.m, self, self.wave)
         walk.run(k.code)
         if self.wave:  # the mask-stack frames (lowering.control), one set per depth
-            names = ["aw_x"] + [f"aw_{v}{i}" for i in range(walk.max_depth) for v in ("fo", "fp", "fc")]
+            names = ["aw_x"] + [gen_name(v, i) for i in range(walk.max_depth) for v in ("fo", "fp", "fc")]
             self.lines.insert(at, "  " + "bool " + ", ".join(f"{n} = false" for n in names) + ";")
         self.ind = 0
         text = "\n".join(head + self.lines + ["}", ""])
@@ -418,12 +418,19 @@ class _KernelRenderer:
         # miscompiles some if/else on a predicate read again after the join (the predicate
         # read back true in lanes that ran the else arm); the copy keeps the optimiser from
         # correlating the branch with later reads of the predicate register.
-        self.emit(f"volatile bool aw_if{f.tag} = {self.p(cond)};")
-        self._open(f"if (aw_if{f.tag}) {{")
+        cv = gen_name("if", f.tag)
+        self.emit(f"volatile bool {cv} = {self.p(cond)};")
+        self._open(f"if ({cv}) {{")
 
     def thread_else(self, f: Frame) -> None:
+        # The else arm is a second if on the volatile copy, not C's else: the same compiler
+        # also miscompiled an if/else whose then arm sets a predicate and whose arms both
+        # write one register from a constant (a converted -0.0 in one, a movi in the other):
+        # lanes that ran the then arm stored the else arm's value (differential fuzz,
+        # bench/fuzz_robust_sc.py seed 9; tests/test_cfamily_diff.py
+        # test_opencl_if_else_select_regression). Two ifs keep it from merging the arms.
         self.ind -= 1
-        self._open("} else {")
+        self._open(f"}} if (!{gen_name('if', f.tag)}) {{")
 
     def thread_endif(self, f: Frame) -> None:
         self._close()
@@ -440,21 +447,21 @@ class _KernelRenderer:
         self._when(guard, f"{role};")
 
     def thread_ret(self, call: Frame | None, guard: Pred | None) -> None:
-        self._when(guard, "return;" if call is None else f"goto aw_ret{call.tag};")
+        self._when(guard, "return;" if call is None else f"goto {gen_name('ret', call.tag)};")
 
     def thread_call(self, f: Frame) -> None:
         self._open("{")
 
     def thread_endcall(self, f: Frame) -> None:
         self._close()
-        self.emit(f"aw_ret{f.tag}: ;")
+        self.emit(f"{gen_name('ret', f.tag)}: ;")
 
     # ---- mask-stack control flow (wave kernels): every lane walks every construct
     def _m(self, m: Mask) -> str:
         if m.kind == "pred":
             assert m.pred is not None
             return ("!" if m.pred.negated != m.neg else "") + f"p{m.pred.index}"
-        name = {"A": "act", "x": "aw_x", "false": "false", "raw": m.name}.get(m.kind) or f"aw_{m.kind}{m.depth}"
+        name = {"A": "act", "x": "aw_x", "false": "false", "raw": m.name}.get(m.kind) or gen_name(m.kind, m.depth)
         return ("!" if m.neg else "") + name
 
     def mask(self, op: str, dst: Mask, a: Mask, b: Mask | None = None) -> None:
@@ -467,8 +474,9 @@ class _KernelRenderer:
     def condition(self, cond: Pred) -> Mask:
         # volatile copy of the condition: see thread_if
         n = self.fresh()
-        self.emit(f"volatile bool aw_if{n} = {self.p(cond)}; const bool aw_c{n} = aw_if{n};")
-        return Mask("raw", name=f"aw_c{n}")
+        vi, vc = gen_name("if", n), gen_name("c", n)
+        self.emit(f"volatile bool {vi} = {self.p(cond)}; const bool {vc} = {vi};")
+        return Mask("raw", name=vc)
 
     def enter(self, f: Frame, part: str) -> None:
         # a region no lane of the wave is active in is skipped by the whole sub-group at once

@@ -39,8 +39,8 @@ def _per_lane(k: FragKind, W: int) -> int:
 
 def declarations(module: Module, code: Any, W: int) -> list[str]:
     """Declarations of every fragment slot the kernel uses, zero-initialised."""
-    return [f"float aw_f{s}[{_per_lane(k, W)}]; for (u32 aw_i = 0; aw_i < {_per_lane(k, W)}u; ++aw_i) "
-            f"aw_f{s}[aw_i] = 0.0f;" for s, k in sorted(fragment_slots(module, code).items())]
+    return [f"float awg_f{s}[{_per_lane(k, W)}]; for (u32 aw_i = 0; aw_i < {_per_lane(k, W)}u; ++aw_i) "
+            f"awg_f{s}[aw_i] = 0.0f;" for s, k in sorted(fragment_slots(module, code).items())]
 
 
 def _acc_e(W: int, j: str) -> str:
@@ -75,11 +75,11 @@ def _fload(x: Any, ins: Instruction) -> list[str]:
     pre = [x.d.wave_barrier] if wave and not isinstance(addr, DeviceAddr) else []
     if wave and k.role == "c":
         loop = (f"for (u32 j = 0; j < {k.elems // x.W}u; ++j) {{ const u32 e = {_acc_e(x.W, 'j')}; "
-                f"aw_f{f}[j] = AW_F32(*(({_deref_ptr(x, addr, ctype)})({base} + (e / {k.cols}u) * r{rs} + "
+                f"awg_f{f}[j] = AW_F32(*(({_deref_ptr(x, addr, ctype)})({base} + (e / {k.cols}u) * r{rs} + "
                 f"(e % {k.cols}u) * 4u))); }}")
     else:
         esz = ins.defn.type.nbytes
-        loop = (f"for (u32 e = 0; e < {k.elems}u; ++e) aw_f{f}[e] = "
+        loop = (f"for (u32 e = 0; e < {k.elems}u; ++e) awg_f{f}[e] = "
                 + _conv(ins.defn.type, f"(u32)*(({_deref_ptr(x, addr, ctype)})({base} + (e / {k.cols}u) * r{rs} + "
                                        f"(e % {k.cols}u) * {esz}u))") + ";")
     post = [x.d.wave_barrier] if wave and not isinstance(addr, DeviceAddr) else []
@@ -99,7 +99,7 @@ def _fstore(x: Any, ins: Instruction) -> list[str]:
     e = _acc_e(x.W, "j") if wave else "j"
     body = (f"for (u32 j = 0; j < {n}u; ++j) {{ const u32 e = {e}; "
             f"*(({_deref_ptr(x, addr, 'u32')})({base} + (e / {k.cols}u) * r{rs} + (e % {k.cols}u) * 4u)) = "
-            f"aw_c32(aw_f{f}[j]); }}")
+            f"aw_c32(awg_f{f}[j]); }}")
     out = [f"if ({_cond(ins, wave)}) {{", "  " + body, "}"]
     if wave and not isinstance(addr, DeviceAddr):
         out.insert(0, x.d.wave_barrier)
@@ -117,11 +117,11 @@ def _fmma(x: Any, ins: Instruction) -> list[str]:
     fma = x.d.math["fma"]
     loop = [f"  float aw_acc[{n}];",
             f"  for (u32 j = 0; j < {n}u; ++j) {{ const u32 e = {e}, i = e / {sh.n}u, "
-            f"c = e % {sh.n}u; float s = aw_f{c}[j];",
-            f"    for (u32 kk = 0; kk < {sh.k}u; ++kk) s = {fma}(aw_f{a}[i * {sh.k}u + kk], "
-            f"aw_f{b}[kk * {sh.n}u + c], s);",
+            f"c = e % {sh.n}u; float s = awg_f{c}[j];",
+            f"    for (u32 kk = 0; kk < {sh.k}u; ++kk) s = {fma}(awg_f{a}[i * {sh.k}u + kk], "
+            f"awg_f{b}[kk * {sh.n}u + c], s);",
             "    aw_acc[j] = s; }",
-            f"  for (u32 j = 0; j < {n}u; ++j) aw_f{d}[j] = AW_F32(aw_c32(aw_acc[j]));"]
+            f"  for (u32 j = 0; j < {n}u; ++j) awg_f{d}[j] = AW_F32(aw_c32(aw_acc[j]));"]
     if wave and x.W == 64 and x.d.name == "hip":
         # AMD CDNA matrix cores (gfx90a, gfx94x): v_mfma_f32_16x16x16 on the same layout; lane l
         # gives A[l%16][4(l/16)+i] and B[4(l/16)+i][l%16] (both copies are whole in every lane)
@@ -133,11 +133,11 @@ def _fmma(x: Any, ins: Instruction) -> list[str]:
                 "  typedef float aw_v4f __attribute__((ext_vector_type(4)));",
                 "  aw_v4h va, vb; aw_v4f vc;",
                 "  for (u32 i = 0; i < 4u; ++i) {",
-                f"    va[i] = {conv}(aw_f{a}[(aw_lane % 16u) * 16u + 4u * (aw_lane / 16u) + i]);",
-                f"    vb[i] = {conv}(aw_f{b}[(4u * (aw_lane / 16u) + i) * 16u + aw_lane % 16u]);",
-                f"    vc[i] = aw_f{c}[i]; }}",
+                f"    va[i] = {conv}(awg_f{a}[(aw_lane % 16u) * 16u + 4u * (aw_lane / 16u) + i]);",
+                f"    vb[i] = {conv}(awg_f{b}[(4u * (aw_lane / 16u) + i) * 16u + aw_lane % 16u]);",
+                f"    vc[i] = awg_f{c}[i]; }}",
                 f"  vc = {fn}(va, vb, vc, 0, 0, 0);",
-                f"  for (u32 i = 0; i < 4u; ++i) aw_f{d}[i] = AW_F32(aw_c32(vc[i]));",
+                f"  for (u32 i = 0; i < 4u; ++i) awg_f{d}[i] = AW_F32(aw_c32(vc[i]));",
                 "#else"]
         loop = mfma + loop + ["#endif"]
     if wave and x.W == 32 and x.d.name == "hip":
@@ -158,11 +158,11 @@ def _wmma(ins: Instruction) -> list[str]:
             "  typedef float aw_v8f __attribute__((ext_vector_type(8)));",
             "  aw_v16h va, vb; aw_v8f vc;",
             "  for (u32 i = 0; i < 16u; ++i) {",
-            f"    va[i] = {conv}(aw_f{a}[(aw_lane % 16u) * 16u + i]);",
-            f"    vb[i] = {conv}(aw_f{b}[i * 16u + aw_lane % 16u]); }}",
-            f"  for (u32 i = 0; i < 8u; ++i) vc[i] = aw_f{c}[i];",
+            f"    va[i] = {conv}(awg_f{a}[(aw_lane % 16u) * 16u + i]);",
+            f"    vb[i] = {conv}(awg_f{b}[i * 16u + aw_lane % 16u]); }}",
+            f"  for (u32 i = 0; i < 8u; ++i) vc[i] = awg_f{c}[i];",
             f"  vc = {fn}(va, vb, vc);",
-            f"  for (u32 i = 0; i < 8u; ++i) aw_f{d}[i] = AW_F32(aw_c32(vc[i]));",
+            f"  for (u32 i = 0; i < 8u; ++i) awg_f{d}[i] = AW_F32(aw_c32(vc[i]));",
             "#else"]
 
 
@@ -184,8 +184,8 @@ def _fgmma(x: Any, ins: Instruction) -> list[str]:
     nf = group_n(ins.defn) // 16
     # one loop nest for the whole strip (jj at run time; the slot chosen by a select / switch):
     # N/16 unrolled nests took Intel's OpenCL CPU compiler ~1.3x as long to build
-    get = " : ".join(f"jj == {jj}u ? aw_f{d + jj}[j]" for jj in range(nf - 1)) + f" : aw_f{d + nf - 1}[j]"
-    put = " ".join(f"case {jj}u: aw_f{d + jj}[j] = v; break;" for jj in range(nf - 1))
+    get = " : ".join(f"jj == {jj}u ? awg_f{d + jj}[j]" for jj in range(nf - 1)) + f" : awg_f{d + nf - 1}[j]"
+    put = " ".join(f"case {jj}u: awg_f{d + jj}[j] = v; break;" for jj in range(nf - 1))
     if group_bt(ins.defn):  # B transposed: the swizzled row layout (group_bt_offset), k from (L mod 1024) / 2
         boff = ("128u * n + 16u * (((aw_gu / 2u + kk) / 8u) ^ (n % 8u)) + 2u * ((aw_gu / 2u + kk) % 8u)")
         pre = [f"  const u32 aw_gu = (r{addr.reg} + {addr.offset}u) % 1024u;",
@@ -197,9 +197,9 @@ def _fgmma(x: Any, ins: Instruction) -> list[str]:
            f"  {_NO_UNROLL} for (u32 jj = 0; jj < {nf}u; ++jj) {{",
            f"    {_NO_UNROLL} for (u32 j = 0; j < {n}u; ++j) {{ const u32 e = {_acc_e(x.W, 'j')}, "
            f"i = e / 16u, n = 16u * jj + e % 16u; float s = {get};",
-           f"      {_NO_UNROLL} for (u32 kk = 0; kk < 16u; ++kk) s = {fma}(aw_f{a}[i * 16u + kk], {conv}((u32)*(({lp})("
+           f"      {_NO_UNROLL} for (u32 kk = 0; kk < 16u; ++kk) s = {fma}(awg_f{a}[i * 16u + kk], {conv}((u32)*(({lp})("
            f"aw_gb + {boff}))), s);",
-           f"      const float v = AW_F32(aw_c32(s)); switch (jj) {{ {put} default: aw_f{d + nf - 1}[j] = v; }} }}",
+           f"      const float v = AW_F32(aw_c32(s)); switch (jj) {{ {put} default: awg_f{d + nf - 1}[j] = v; }} }}",
            "  }"]
     return [x.d.wave_barrier, "if (ex) {", *out, "}", x.d.wave_barrier]
 
@@ -212,14 +212,14 @@ def _felementwise(x: Any, ins: Instruction) -> list[str]:
     n = k.elems // x.W if wave else k.elems
     e = _acc_e(x.W, "j") if wave else "j"
     if op == "ffill":
-        body = f"for (u32 j = 0; j < {n}u; ++j) aw_f{d}[j] = AW_F32(r{ins.operands[1]});"
+        body = f"for (u32 j = 0; j < {n}u; ++j) awg_f{d}[j] = AW_F32(r{ins.operands[1]});"
     elif op == "fscale":
-        body = (f"for (u32 j = 0; j < {n}u; ++j) aw_f{d}[j] = AW_F32(aw_c32(aw_f{ins.operands[1]}[j] * "
+        body = (f"for (u32 j = 0; j < {n}u; ++j) awg_f{d}[j] = AW_F32(aw_c32(awg_f{ins.operands[1]}[j] * "
                 f"AW_F32(r{ins.operands[2]})));")
     else:
         s, addr = ins.operands[1], ins.operands[2]
-        body = (f"for (u32 j = 0; j < {n}u; ++j) {{ const u32 e = {e}; aw_f{d}[j] = "
-                f"AW_F32(aw_c32(aw_f{s}[j] + AW_F32(*(({x.d.global_ptr('u32')})({_ptr(x, addr, 'u8')} + "
+        body = (f"for (u32 j = 0; j < {n}u; ++j) {{ const u32 e = {e}; awg_f{d}[j] = "
+                f"AW_F32(aw_c32(awg_f{s}[j] + AW_F32(*(({x.d.global_ptr('u32')})({_ptr(x, addr, 'u8')} + "
                 f"(e % {k.cols}u) * 4u))))); }}")
     return [f"if ({_cond(ins, wave)}) {{", "  " + body, "}"]
 
@@ -252,9 +252,9 @@ def _facc(x: Any, ins: Instruction) -> list[str]:
     if op in ("frowmax", "frowsum"):
         nf = row_n(ins.defn) // 16
         fn = "aw_maxnum({a}, {b})" if op == "frowmax" else "(({a}) + ({b}))"
-        part = " ".join(f"p = {fn.format(a='p', b=f'aw_f{ops[1] + f}[j]')};" for f in range(1, nf))
+        part = " ".join(f"p = {fn.format(a='p', b=f'awg_f{ops[1] + f}[j]')};" for f in range(1, nf))
         lines = [f"float aw_red[{n}];",
-                 f"for (u32 j = 0; j < {n}u; ++j) {{ float p = aw_f{ops[1]}[j]; {part} aw_red[j] = p; }}"]
+                 f"for (u32 j = 0; j < {n}u; ++j) {{ float p = awg_f{ops[1]}[j]; {part} aw_red[j] = p; }}"]
         if W < 16:  # slots 2r, 2r + 1 hold row r
             pair = fn.format(a="aw_red[j]", b="aw_red[j + 1u]")
             lines.append(f"for (u32 j = 0; j < {n}u; j += 2u) {{ const float p = {pair}; "
@@ -263,29 +263,29 @@ def _facc(x: Any, ins: Instruction) -> list[str]:
             other = sh("aw_c32(aw_red[j])", f"aw_lane ^ {m}u")
             lines.append(f"for (u32 j = 0; j < {n}u; ++j) {{ const float o = AW_F32({other}); "
                          f"aw_red[j] = {fn.format(a='aw_red[j]', b='o')}; }}")
-        res = fn.format(a=f"aw_f{ops[2]}[j]", b="aw_red[j]")
+        res = fn.format(a=f"awg_f{ops[2]}[j]", b="aw_red[j]")
         # the shuffles run in every lane (a wave-scope instruction has all or none executing); the
         # results are written only where it executes (the walk also passes it with no lane active)
-        lines.append(f"if (ex) for (u32 j = 0; j < {n}u; ++j) aw_f{d}[j] = AW_F32(aw_c32({res}));")
+        lines.append(f"if (ex) for (u32 j = 0; j < {n}u; ++j) awg_f{d}[j] = AW_F32(aw_c32({res}));")
         return [x.d.wave_barrier, "{", *("  " + ln for ln in lines), "}"]
     if op == "fexp2":
-        body = (f"for (u32 j = 0; j < {n}u; ++j) aw_f{d}[j] = AW_F32(aw_c32({x.d.math['ex2']}({x.d.math['fma']}("
-                f"aw_f{ops[1]}[j], AW_F32(r{ops[3]}), -aw_f{ops[2]}[j]))));")
+        body = (f"for (u32 j = 0; j < {n}u; ++j) awg_f{d}[j] = AW_F32(aw_c32({x.d.math['ex2']}({x.d.math['fma']}("
+                f"awg_f{ops[1]}[j], AW_F32(r{ops[3]}), -awg_f{ops[2]}[j]))));")
     elif op in ("fmul", "fdiv"):
         sym = "*" if op == "fmul" else "/"
-        body = (f"for (u32 j = 0; j < {n}u; ++j) aw_f{d}[j] = "
-                f"AW_F32(aw_c32(aw_f{ops[1]}[j] {sym} aw_f{ops[2]}[j]));")
+        body = (f"for (u32 j = 0; j < {n}u; ++j) awg_f{d}[j] = "
+                f"AW_F32(aw_c32(awg_f{ops[1]}[j] {sym} awg_f{ops[2]}[j]));")
     elif op == "fmask":
         body = (f"for (u32 j = 0; j < {n}u; ++j) {{ const u32 e = {e}; "
                 "const i32 aw_dj = (i32)(e % 16u) - (i32)(e / 16u); "
-                f"if (!(aw_dj <= (i32)r{ops[2]} && (i32)(e % 16u) < (i32)r{ops[3]})) aw_f{d}[j] = AW_F32(0xFF800000u); "
-                f"else aw_f{d}[j] = aw_f{ops[1]}[j]; }}")
+                f"if (!(aw_dj <= (i32)r{ops[2]} && (i32)(e % 16u) < (i32)r{ops[3]})) awg_f{d}[j] = AW_F32(0xFF800000u); "
+                f"else awg_f{d}[j] = awg_f{ops[1]}[j]; }}")
     else:  # fcvt: every lane gathers the whole tile, rounded to the A fragment's type
         lane, slot = _lane_of(W)
         rnd = "aw_bf2f(aw_f2bf({v}))" if ins.defn.type is T.BF16 else "aw_h2f(aw_f2h({v}))"
-        got = sh(f"aw_c32(aw_f{ops[1]}[{slot}])", lane)
+        got = sh(f"aw_c32(awg_f{ops[1]}[{slot}])", lane)
         body = (f"for (u32 e = 0; e < 256u; ++e) {{ const float v = AW_F32({got}); "
-                f"if (ex) aw_f{d}[e] = {rnd.format(v='v')}; }}")
+                f"if (ex) awg_f{d}[e] = {rnd.format(v='v')}; }}")
         return [x.d.wave_barrier, "{", "  " + body, "}"]
     return ["if (ex) {", "  " + body, "}"]
 

@@ -7,6 +7,20 @@ float->integer with NaN -> 0, and the round-to-odd steps of
 the bit casts ``AW_F32``/``AW_U32``/``AW_F64``/``AW_U64`` they use.
 """
 
+#: the prefix reserved for the numbered locals, labels and parameters the renderer generates
+#: (``awg_<kind><n>``: ``awg_c3`` a condition, ``awg_t7`` a temporary, ``awg_fo0`` a mask frame,
+#: ``awg_f2`` a fragment slot, ``awg_b0``/``awg_s1``/``awg_n0`` parameters ...). Helpers of the
+#: prelude and the dialect headers are ``aw_<name>`` / ``AW_<NAME>`` and never start with it, so a
+#: generated name can never shadow one (issue 31, item 11: ``aw_c32``, the 32nd condition, hid the
+#: NaN-canonicalising helper ``aw_c32``); tests/test_cfamily_names.py checks both sides.
+GEN_PREFIX = "awg_"
+
+
+def gen_name(kind: str, n: int | str) -> str:
+    """The generated C name of kind ``kind`` (lower-case letters) and number ``n``: ``awg_<kind><n>``."""
+    return f"{GEN_PREFIX}{kind}{n}"
+
+
 #: helpers shared by every dialect, in the C subset OpenCL C and C++ have in common.
 PRELUDE = r"""
 #ifndef AW_FN

@@ -39,6 +39,7 @@ the reason. Semantics follow docs/spec.md, bit for bit with the emulator for eve
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import shutil
 import subprocess
@@ -47,9 +48,11 @@ from collections.abc import Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from anywave.backends import spirv_mma
+from anywave.backends import spirv_mma, spirv_status
 from anywave.backends.cfamily import uses_wave_ops
+from anywave.backends.lowering.control import loop_may_exit
 from anywave.backends.spirv_asm import BUILTIN, EXEC_MODE, OP, SCOPE, SEM, STORAGE, Builder, encode
 from anywave.backends.spirv_float import FloatOps
 from anywave.backends.spirv_ops import ORDER_SEM, SCOPE_OF, SPIRV
@@ -88,6 +91,12 @@ class VulkanFeatures:
         signed_zero_inf_nan: widths (32, 64) with ``shaderSignedZeroInfNanPreserveFloat*``.
         rte: widths with ``shaderRoundingModeRTEFloat*``.
         denorm_preserve: widths with ``shaderDenormPreserveFloat*``.
+        loop_limit: the driver ends an invocation's loops after this many turns in all (Mesa's
+            lavapipe: 65535), 0 for none; kernels with loops then get a status record that
+            reports a cut loop (:mod:`anywave.backends.spirv_status`).
+        guard_local: local memory is host memory the driver does not bound (lavapipe: a
+            workgroup-array overrun writes into the process, a segfault): every local access is
+            guarded and an overrun reported, in every build.
     """
 
     fp64: bool = True
@@ -96,6 +105,8 @@ class VulkanFeatures:
     signed_zero_inf_nan: tuple[int, ...] = (32, 64)
     rte: tuple[int, ...] = (32, 64)
     denorm_preserve: tuple[int, ...] = (32, 64)
+    loop_limit: int = 0
+    guard_local: bool = False
 
 
 #: a device with everything (the default of :func:`translate`)
@@ -115,6 +126,11 @@ class SpirvKernel:
         wave_mode: uses wave operations (needs ``requiredSubgroupSize = W`` and full subgroups;
             the workgroup is padded to a multiple of W).
         local_memory: bytes of local memory.
+        status: the kernel takes the status record (:mod:`anywave.backends.spirv_status`) as its
+            last binding, ``len(buffers)``: ``ERR_WORDS`` u32 words, zeroed before the launch,
+            read after it by :func:`anywave.backends.spirv_status.raise_if_failed`.
+        checked: the bounds-checked build (every memory access guarded).
+        sites: what each recorded site index of the status record is (loops, guarded accesses).
     """
 
     name: str
@@ -123,6 +139,9 @@ class SpirvKernel:
     push: tuple[tuple[int, int], ...]
     wave_mode: bool
     local_memory: int
+    status: bool = False
+    checked: bool = False
+    sites: tuple[Any, ...] = ()
 
     @property
     def binary(self) -> bytes:
@@ -248,8 +267,12 @@ def check_supported(module: Module, features: VulkanFeatures = FULL_FEATURES) ->
 class _Lowering(FloatOps):
     """Lowers one kernel to one SPIR-V module."""
 
-    def __init__(self, feats: VulkanFeatures, module: Module, kernel: Kernel, W: int) -> None:
+    def __init__(self, feats: VulkanFeatures, module: Module, kernel: Kernel, W: int, checked: bool = False) -> None:
         self.f, self.m, self.k, self.W = feats, module, kernel, W
+        self.checked = checked
+        self.sites: list[Any] = []
+        self.cur_label = f"kernel {kernel.name!r}"
+        self.status: int | None = None
         self.wave = uses_wave_ops(module, kernel.code)
         b = self.b = Builder()
         b.capability("Shader")
@@ -272,6 +295,17 @@ class _Lowering(FloatOps):
     # ---- small helpers
     def c(self, v: int) -> int:
         return self.b.const_u32(v)
+
+    def opaque(self, v: int) -> int:
+        """The u32 constant ``v`` as a value the driver cannot see through: ``v ^ z`` where ``z``
+        is 0 at run time but unknown to the driver's compiler (the workgroup size's x, a push
+        constant at most the device's workgroup limit, shifted right by 31). ``movi`` puts its
+        immediate in a register this way, so a literal operand reaches a float instruction
+        exactly as a run-time value does: drivers fold IEEE special cases of literals wrongly
+        (lavapipe 22.3: ``x / 0.0`` gave +0, ``0 * inf`` a non-canonical NaN, though the module
+        declares SignedZeroInfNanPreserve and every result is NoContraction; issue 31, item
+        14), and run-time operands are right. Cost: one XOR per ``movi``."""
+        return self.op("BitwiseXor", self.u32, self.c(v), self.opaque_zero)
 
     def fresh(self) -> int:
         self.n += 1
@@ -451,7 +485,7 @@ class _Lowering(FloatOps):
         # storage buffers: struct { uint data[]; } per buffer argument
         rarr = b.t_rarray(self.u32)
         b.decorate(rarr, "ArrayStride", 4)
-        sbs = b.t_struct(rarr, key="sb")
+        sbs = self.sbs = b.t_struct(rarr, key="sb")
         b.decorate(sbs, "Block")
         b.member_decorate(sbs, 0, "Offset", 0)
         self.sb_ptr = b.t_ptr("StorageBuffer", self.u32)
@@ -469,6 +503,13 @@ class _Lowering(FloatOps):
                 buffers.append(i)
             else:
                 push.append((i, 2 if a.type.bits == 64 else 1))
+        self.binding_of = {a: j for j, a in enumerate(buffers)}
+        every = [ins for _, code in kernel_bodies(self.m, k) for ins in code]
+        if not any(ins.mnemonic == "loop" for ins in every):
+            self.f = dataclasses.replace(self.f, loop_limit=0)
+        local = any(isinstance(v, LocalAddr) for ins in every for v in ins.operands)
+        if self.checked or self.f.loop_limit or (self.f.guard_local and local):
+            spirv_status.declare(self)
         self.push_index: dict[int, int] = {}
         w = 0
         for i, n in push:
@@ -504,11 +545,13 @@ class _Lowering(FloatOps):
         self.rv = [self.var(self.u32, self.c(0)) for _ in range(max(1, k.registers))]
         self.pv = [self.var(self.bool_, b.const_bool(False)) for _ in range(8)]
         self.frags = spirv_mma.declare(self)  # fragment slots (spec §8.14)
+        self.all_turns = self.var(self.u32, self.c(0))
         self.act = self.var(self.bool_)
         self.halted = self.var(self.bool_)
         self.wgx = self.push_word(self.wg_word)
         self.wgy = self.push_word(self.wg_word + 1)
         self.wgz = self.push_word(self.wg_word + 2)
+        self.opaque_zero = self.shr(self.wgx, 31)  # 0: launch_dims keeps x <= the device maximum
         self.nthreads = self.op("IMul", self.u32, self.op("IMul", self.u32, self.wgx, self.wgy), self.wgz)
         if self.wave:
             sid = self.builtin("SubgroupId", self.u32)
@@ -524,6 +567,7 @@ class _Lowering(FloatOps):
         self.wg_id = self.builtin("WorkgroupId", self.v3u)
         self.num_wg = self.builtin("NumWorkgroups", self.v3u)
         self.body(k.code)
+        spirv_status.flush(self)  # every path reaches here: ret/halt only set flags
         b.emit("Return")
         b.emit("FunctionEnd")
         fsec = b.sec["function"]
@@ -538,7 +582,8 @@ class _Lowering(FloatOps):
                 if wd in have:
                     b.capability(mode)
                     b.put("exec_mode", "ExecutionMode", fn, EXEC_MODE[mode], wd)
-        return SpirvKernel(k.name, tuple(b.words()), tuple(buffers), tuple(push), self.wave, k.local_memory)
+        return SpirvKernel(k.name, tuple(b.words()), tuple(buffers), tuple(push), self.wave, k.local_memory,
+                           self.status is not None, self.checked, tuple(self.sites))
 
     # ---- the walk over the region tree (binary.structure), mask-stack semantics (spec §7.4)
     def body(self, code: list[Instruction]) -> None:
@@ -546,12 +591,12 @@ class _Lowering(FloatOps):
         self.nodes(structure.parse(code).nodes)
 
     def nodes(self, nodes: Sequence[structure.Node]) -> None:
-        run: list[Instruction] = []
+        run: list[tuple[int, Instruction]] = []
         for node in nodes:
             ins = node.ins
             if (isinstance(node, structure.Op) and node.role is None and ins.guard is None
                     and not ins.defn.flags & Flag.WAVE_COLLECTIVE and not ins.defn.sem.startswith("sync.")):
-                run.append(ins)  # plain: batched under one selection on act
+                run.append((node.index, ins))  # plain: batched under one selection on act
                 continue
             self.flush(run)
             run = []
@@ -562,18 +607,27 @@ class _Lowering(FloatOps):
             elif node.role is not None:
                 self.jump(node)
             else:
-                self.instr(ins)
+                self.instr(ins, node.index)
         self.flush(run)
 
-    def flush(self, run: list[Instruction]) -> None:
+    def emit_ins(self, ins: Instruction, pc: int) -> None:
+        """One instruction's handler, bounds-guarded where the build or device asks
+        (:func:`anywave.backends.spirv_status.guards`)."""
+        handler = SPIRV.handler(ins.defn)
+        if spirv_status.guards(self, ins):
+            spirv_status.guarded(self, ins, pc, lambda: handler(self, ins))
+        else:
+            handler(self, ins)
+
+    def flush(self, run: list[tuple[int, Instruction]]) -> None:
         """Consecutive unguarded instructions under one selection on ``act``."""
         if not run:
             return
         with self.when(self.flag(self.act)):
-            for ins in run:
-                SPIRV.handler(ins.defn)(self, ins)
+            for pc, ins in run:
+                self.emit_ins(ins, pc)
 
-    def instr(self, ins: Instruction) -> None:
+    def instr(self, ins: Instruction, pc: int) -> None:
         """A barrier, fence, wave-collective or guarded instruction."""
         sem = ins.defn.sem
         if sem == "sync.barrier":
@@ -596,7 +650,7 @@ class _Lowering(FloatOps):
             handler(self, ins)
             return
         with self.when(ex):
-            handler(self, ins)
+            self.emit_ins(ins, pc)
 
     def gone(self) -> int:
         """Lanes that left the innermost loop (break/continue) or the call, or halted."""
@@ -638,18 +692,50 @@ class _Lowering(FloatOps):
         self.store(self.fl[f"ls{n}"], self.flag(act))
         self.store(self.fl[f"brk{n}"], self.b.const_bool(False))
         self.store(self.fl[f"cnt{n}"], self.b.const_bool(False))
+        spins = not loop_may_exit(node)  # a loop with no way out must spin, not vanish
+        turns = self.var(self.u32, self.c(0)) if spins else None
         merge, cont = self.loop_open()
+        if self.f.loop_limit:  # the driver's count: one per pass through a loop's header (spirv_status)
+            self.store(self.all_turns, self.add(self.load(self.all_turns), self.c(1)))
         outer = self.gone_outer()
         a = self.and_(self.flag(self.fl[f"ls{n}"]), self.not_(self.flag(self.fl[f"brk{n}"])), self.not_(outer))
         self.store(act, a)
         self.store(self.fl[f"cnt{n}"], self.b.const_bool(False))
         self.loop_exit_unless(self.any_lane(a), merge)
+        if turns is not None:
+            now = self.add(self.load(turns), self.c(1))
+            self.store(turns, now)
+            self.keep_loop(now)
         saved, self.cur_loop = self.cur_loop, n
         self._loop_n[id(node)] = n
         self.nodes(node.body)
+        if self.f.loop_limit:  # the end of a pass, which the driver's count may end the loop at
+            cut = self.op("UGreaterThanEqual", self.bool_, self.load(self.all_turns), self.c(self.f.loop_limit))
+            with self.when(cut):
+                spirv_status.record(self, node.ins, node.index, spirv_status.LOOP_CUT, None, 0, False)
         self.cur_loop = saved
         self.loop_close(merge, cont)
         self.store(act, self.and_(self.flag(self.fl[f"ls{n}"]), self.not_(self.gone_outer())))
+
+    def keep_loop(self, turns: int) -> None:
+        """Give a WAVE loop a side effect, so the driver can never delete it (issue 31, item 8).
+
+        A compiler may delete a loop without side effects (C++ [intro.progress] lets clang; a
+        SPIR-V driver's optimiser may do the same); a WAVE loop with no way out
+        (:func:`~anywave.backends.lowering.control.loop_may_exit`) would then "complete" and the
+        code after it run, where the spec says the launch never completes (§7.8). As the C++
+        dialects do, such a loop gets a side effect: it counts its turns (``turns``, this turn's
+        number) and every 2^16th turn stores the count with a ``Volatile`` store to a private
+        workgroup word nothing reads, so it can only be run, never skipped. Loops with a way out
+        are unchanged. (Lavapipe's own loop limit is a different hazard, reported through the
+        status record: :mod:`anywave.backends.spirv_status`.)"""
+        if "spin" not in self._globals:
+            v = self.b.global_var(self.b.t_ptr("Workgroup", self.u32), "Workgroup")
+            self.b.name(v, "aw_loop_turns")
+            self.interface.append(v)
+            self._globals["spin"] = v
+        with self.when(self.ieq(self.iand(turns, self.c(0xFFFF)), self.c(0))):
+            self.b.emit("Store", self._globals["spin"], turns, 1)  # MemoryAccess Volatile
 
     def jump(self, node: structure.Op) -> None:
         """break / continue / ret / halt (flags only) and call (inlined)."""
@@ -667,10 +753,11 @@ class _Lowering(FloatOps):
             self.newflags(n, "cs", "ret")
             self.store(self.fl[f"cs{n}"], self.flag(self.act))
             self.store(self.fl[f"ret{n}"], self.b.const_bool(False))
-            saved = self.cur_loop, self.cur_call
-            self.cur_loop, self.cur_call = None, n
-            self.body(self.m.functions[node.callee].code)
-            self.cur_loop, self.cur_call = saved
+            saved = self.cur_loop, self.cur_call, self.cur_label
+            fn = self.m.functions[node.callee]
+            self.cur_loop, self.cur_call, self.cur_label = None, n, f"function {fn.name!r}"
+            self.body(fn.code)
+            self.cur_loop, self.cur_call, self.cur_label = saved
             self.store(self.act, self.and_(self.flag(self.fl[f"cs{n}"]), self.not_(self.gone_outer())))
         else:  # pragma: no cover - a verified module has no unmatched region marker
             raise SpirvError([f"unmatched {role} at instruction {node.index}"])
@@ -701,7 +788,7 @@ class _Lowering(FloatOps):
 # --------------------------------------------------------------------------- entry point
 
 def translate(module: Module, wave_width: int = 32, features: VulkanFeatures = FULL_FEATURES,
-              kernels: Sequence[str] | None = None) -> SpirvProgram:
+              kernels: Sequence[str] | None = None, checked: bool = False) -> SpirvProgram:
     """Translate the kernels of ``module`` (all, or the named ones) to SPIR-V for subgroup size W.
 
     Args:
@@ -710,10 +797,17 @@ def translate(module: Module, wave_width: int = 32, features: VulkanFeatures = F
         features: the device's features; kernels needing more are listed in
             ``SpirvProgram.refused`` with the instructions and reasons instead of translated.
         kernels: restrict to these kernel names.
+        checked: a bounds-checked build: every device and local memory access is guarded and
+            the first failure recorded in the status record (:mod:`anywave.backends.spirv_status`).
 
     Raises:
+        VerifyError: ``module`` breaks a rule of the spec (it is verified first, once per
+            module object, by the same :func:`anywave.binary.verify.verify_cached` as every backend).
         SpirvError: W not supported, or an unknown kernel name.
     """
+    from anywave.binary.verify import verify_cached
+
+    verify_cached(module)
     if wave_width not in WAVE_WIDTHS:
         raise SpirvError([f"wave width {wave_width!r} is not one of {WAVE_WIDTHS}"])
     names = [k.name for k in module.kernels]
@@ -734,5 +828,5 @@ def translate(module: Module, wave_width: int = 32, features: VulkanFeatures = F
             refused[k.name] = (f"kernel {k.name!r} uses wave operations but the device cannot run subgroups "
                                f"of {wave_width} (it offers {list(features.wave_widths)})")
             continue
-        out[k.name] = _Lowering(features, module, k, wave_width).lower()
+        out[k.name] = _Lowering(features, module, k, wave_width, checked).lower()
     return SpirvProgram(wave_width, out, refused)

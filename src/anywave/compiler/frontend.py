@@ -104,6 +104,8 @@ class Frontend(ValueOps, MemoryOps, PerfOps, InlineOps, ast.NodeVisitor):
         self._held: list[Value] = []
         #: the contexts of the callers of the function being inlined, outermost first
         self._outer_ctxs: list[Any] = []
+
+        self._inlined_calls = 0  # @aw.func calls inlined so far (frontend_inline.MAX_INLINED_CALLS)
         self._discard = False
         self._const_cache: dict[tuple[str, int], Value] = {}
         #: (id(function), free name) -> what resolve_global found (the functions live as long as this)

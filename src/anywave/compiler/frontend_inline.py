@@ -46,6 +46,14 @@ class FuncCtx:
     pending: list[tuple[Op, Any, ast.AST]] = field(default_factory=list)
 
 
+#: the most ``@aw.func`` calls one kernel may inline in all (each call site expands its callee's
+#: body again, so calls that call several others grow exponentially: 9 functions each calling the
+#: next 4 times are 4^8 = 65536 expansions, tens of seconds and hundreds of MB). Counted, so
+#: the compile fails at once, at the call that goes over, instead of running for minutes
+#: (issue 31, item 12). The library's largest kernels inline a few hundred calls.
+MAX_INLINED_CALLS = 4096
+
+
 class InlineOps:
     """Inlining of :class:`Frontend` (``inline``)."""
 
@@ -55,6 +63,13 @@ class InlineOps:
             raise self.err(node, f"@aw.func {fn.name!r} calls itself (recursion is not supported)")
         if len(self._inline_stack) >= 16:
             raise self.err(node, "device functions nested deeper than 16 calls")
+        self._inlined_calls += 1
+        if self._inlined_calls > MAX_INLINED_CALLS:
+            chain = " -> ".join([getattr(f, "name", "?") for f in self._inline_stack] + [fn.name])
+            raise self.err(node, f"inlining budget exceeded: this kernel would inline more than {MAX_INLINED_CALLS} "
+                           f"@aw.func calls (each call expands its function's body again; here through {chain}). "
+                           "Call fewer functions per function, or loop (a run-time loop calls its body's "
+                           "functions once) instead of unrolling")
         fsrc = fn.source
         fd = fsrc.tree
         params = [a.arg for a in fd.args.args]

@@ -15,6 +15,7 @@ import gc
 import hashlib
 import inspect
 import os
+import sys
 import threading
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -358,9 +359,16 @@ class KernelDef:
         src = self._kernel_source()
         params = [(p.name, p.ann) for p in self.params if p.kind != "const"]
         fe = Frontend(src, consts, self.name)
-        body = fe.build(params)
-        if self.optimize:
-            passes.optimize(body)
+        with _deep_recursion():
+            try:
+                body = fe.build(params)
+                if self.optimize:
+                    passes.optimize(body)
+            except RecursionError:
+                node = getattr(fe, "node", None)
+                raise fe.err(node, f"expression nested too deeply to compile (more than {_RECURSION_LIMIT // 8} "
+                             "levels, e.g. a very long chain of + or nested calls): split it into several "
+                             "statements with intermediate variables") from None
         threads = None if self.workgroup is None else self.workgroup[0] * self.workgroup[1] * self.workgroup[2]
         alloc, info = spill.allocate(body, self.name, local_memory=fe.local_memory, threads=threads,
                                      max_workgroup_size=self.max_workgroup_size)
@@ -419,6 +427,36 @@ class KernelDef:
 
     def __repr__(self) -> str:
         return f"<aw.kernel {self.name}({self.signature()})>"
+
+
+#: Python recursion limit while a kernel is compiled: the frontend visits expressions recursively
+#: (a 500-term sum is ~3000 frames), Python 3.11+ runs such Python-to-Python calls without
+#: growing the C stack, so a limit this size is safe; beyond it a RecursionError becomes a
+#: CompileError at the kernel's line (issue 31, item 12)
+_RECURSION_LIMIT = 20000
+
+
+_DEEP_LOCK = threading.Lock()
+_deep_users = [0, 0]  # compiles inside _deep_recursion, the limit before the first of them
+
+
+@contextlib.contextmanager
+def _deep_recursion() -> Iterator[None]:
+    """Raise the (process-wide) recursion limit to at least :data:`_RECURSION_LIMIT` while any
+    thread compiles; the last compile to finish restores the previous limit."""
+    with _DEEP_LOCK:
+        if _deep_users[0] == 0:
+            _deep_users[1] = sys.getrecursionlimit()
+            if _deep_users[1] < _RECURSION_LIMIT:
+                sys.setrecursionlimit(_RECURSION_LIMIT)
+        _deep_users[0] += 1
+    try:
+        yield
+    finally:
+        with _DEEP_LOCK:
+            _deep_users[0] -= 1
+            if _deep_users[0] == 0 and _deep_users[1] < _RECURSION_LIMIT:
+                sys.setrecursionlimit(_deep_users[1])
 
 
 def _verify_output(m: Module, name: str) -> None:

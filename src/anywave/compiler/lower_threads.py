@@ -102,8 +102,16 @@ def lower_local_array(fe: Frontend, node: ast.Call, discard: bool) -> LocalArray
                      f"of them, got {_describe(shape)}")
     base = -(-fe.local_memory // align) * align
     arr = LocalArray(base, dt, tuple(shape))
+    if base + arr.nbytes > LOCAL_MEMORY_MAX:
+        raise fe.err(node, f"aw.local_array{tuple(shape)} of {dt.name} needs {arr.nbytes} bytes (the kernel's local "
+                     f"memory would be {base + arr.nbytes} bytes); a kernel's local memory is at most "
+                     f"{LOCAL_MEMORY_MAX} bytes (spec: a u32 size), and devices offer far less (48-228 KiB)")
     fe.local_memory = base + arr.nbytes
     return arr
+
+
+#: the most local memory a WAVE kernel can declare (its size is a u32 in the binary)
+LOCAL_MEMORY_MAX = 2**32 - 1
 
 
 def lower_special_register(fe: Frontend, node: ast.Call, discard: bool, name: str) -> Value:

@@ -165,7 +165,11 @@ class VulkanDevice:
             "rte": widths_of("shaderRoundingModeRTE"),
             "denorm_preserve": widths_of("shaderDenormPreserve"),
         }
-        self.features = VulkanFeatures(fp64=self.fp64, int64=int64, wave_widths=widths, **self.float_controls)
+        # lavapipe (llvmpipe) ends an invocation's loops after 65535 turns in all (spirv_status)
+        # and its workgroup memory is unbounded host memory (spirv_status.guards)
+        lavapipe = int(drv.driverID) == vk.VK_DRIVER_ID_MESA_LLVMPIPE
+        self.features = VulkanFeatures(fp64=self.fp64, int64=int64, wave_widths=widths,
+                                       loop_limit=65535 if lavapipe else 0, guard_local=lavapipe, **self.float_controls)
         # device with one compute queue and the features the lowering uses
         fams = vk.vkGetPhysicalDeviceQueueFamilyProperties(pd)
         qf = next((i for i, f in enumerate(fams) if f.queueFlags & vk.VK_QUEUE_COMPUTE_BIT), None)
@@ -516,7 +520,7 @@ class VulkanDevice:
         vk, dev = self.vk, self.device
         binds = [vk.VkDescriptorSetLayoutBinding(binding=i, descriptorType=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
                                                  descriptorCount=1, stageFlags=vk.VK_SHADER_STAGE_COMPUTE_BIT)
-                 for i in range(len(k.buffers))]
+                 for i in range(len(k.buffers) + int(k.status))]  # + the status record
         dsl = vk.vkCreateDescriptorSetLayout(dev, vk.VkDescriptorSetLayoutCreateInfo(
             bindingCount=len(binds), pBindings=binds or None), None)
         pcr = vk.VkPushConstantRange(stageFlags=vk.VK_SHADER_STAGE_COMPUTE_BIT, offset=0, size=4 * k.push_words)
@@ -868,7 +872,7 @@ class VulkanRunner(Driver):
     def translate(self, module: Any, wave_width: int, checked: bool) -> SpirvProgram:
         from anywave.backends.spirv import translate
 
-        return translate(module, wave_width, self.dev.features)  # no bounds-checked build
+        return translate(module, wave_width, self.dev.features, checked=checked)
 
     def check_kernel(self, k: Any, info: SpirvKernel) -> None:
         dev = self.dev
@@ -881,19 +885,25 @@ class VulkanRunner(Driver):
                               f"scalars; {dev.name} offers {dev.max_push}")
 
     def __call__(self, module: Any, kernel: str, grid: Sequence[int], workgroup: Sequence[int],
-                 args: Mapping[str, Any], wave_width: int, *, sync: bool = True, **_: Any) -> None:
+                 args: Mapping[str, Any], wave_width: int, *, sync: bool = True, check: bool | None = None,
+                 **_: Any) -> None:
         """Run ``kernel``. With ``sync=False`` and only device arrays the dispatch is submitted
         and the call returns (a failure then surfaces at the next ``.numpy()`` /
-        ``aw.synchronize()``); NumPy arguments always make it wait.
+        ``aw.synchronize()``); NumPy arguments always make it wait. ``check`` (default:
+        ``ANYWAVE_CHECK``, else off) runs the bounds-checked build. A kernel with a status record
+        (a checked build, a loop the driver may cut, guarded local memory: backends.spirv_status)
+        waits for its dispatch, so the record is read before the call returns.
 
         Raises:
+            OutOfBoundsError: (checked build, or guarded local memory) an access left its buffer.
+            LoopCutError: the driver cut a loop short (lavapipe's loop limit).
             VulkanError: a refused kernel or launch, a buffer of the wrong kind, a dispatch that
-                did not finish in time, a lost device; LaunchConfigError: a launch rule."""
+                did not finish in time, a lost device; VerifyError, LaunchConfigError: a launch rule."""
         from anywave.runtime.arrays import Array
 
         dev = self.dev
         dev._check_process()
-        launch = self.prepare(module, kernel, grid, workgroup, args, wave_width, check=False)
+        launch = self.prepare(module, kernel, grid, workgroup, args, wave_width, check=check)
         info, k, margs, g, wg = launch.info, launch.kernel, launch.margs, launch.grid, launch.workgroup
         for d in range(3):
             if g[d] > dev.max_grid[d]:
@@ -943,8 +953,20 @@ class VulkanRunner(Driver):
                     binds.append((b.buf, b.size))
                     hosts.append((a, v, host, total, nb))
                     total += -(-max(nb, 1) // 16) * 16
+                status_off = None
+                if info.status:  # the status record (backends.spirv_status), bound last, staged both ways
+                    from anywave.backends.bounds import ERR_WORDS
+
+                    # the record, then each buffer's byte size (what a checked build guards)
+                    rec0 = np.zeros(ERR_WORDS + len(args_in), np.uint32)
+                    rec0[ERR_WORDS:] = [min(int(v.nbytes), 0xFFFFFFFF) for _a, v in args_in]
+                    sb = dev.alloc(rec0.nbytes)
+                    temps.append(sb)
+                    binds.append((sb.buf, sb.size))
+                    status_off = total
+                    total += -(-rec0.nbytes // 16) * 16
                 staged = []
-                if hosts:
+                if hosts or status_off is not None:
                     st = dev.staging(total)
                     for a, _v, host, off, nb in hosts:
                         st.mapped[off:off + nb] = host.reshape(-1).view(np.uint8)
@@ -955,6 +977,9 @@ class VulkanRunner(Driver):
                         if written:
                             dev.transfers["to_host"] += 1
                             dev.transfers["to_host_bytes"] += nb
+                    if status_off is not None:  # not user data: not counted in dev.transfers
+                        st.mapped[status_off:status_off + rec0.nbytes] = rec0.view(np.uint8)
+                        staged.append((temps[-1], status_off, rec0.nbytes, True))
                 try:
                     dev.dispatch(info, launch.threads, wave_width, g, binds, push, label, staged,
                                  keep=temps, keys=keys)
@@ -963,7 +988,7 @@ class VulkanRunner(Driver):
                 except Exception as e:  # noqa: BLE001
                     raise VulkanError(f"launch of {kernel!r} on {dev.name} failed: {type(e).__name__}: {e}") from e
                 temps = []  # owned by the submission now (freed when it retires)
-                if hosts:
+                if hosts or status_off is not None:
                     dev._retire(block=True)
                     st = dev._staging
                     for a, v, host, off, nb in hosts:
@@ -972,12 +997,18 @@ class VulkanRunner(Driver):
                             out.reshape(-1).view(np.uint8)[...] = st.mapped[off:off + nb]
                             if out is not v:
                                 v[...] = out
+                    if status_off is not None:
+                        from anywave.backends.spirv_status import raise_if_failed
+
+                        rec = st.mapped[status_off:status_off + 4 * ERR_WORDS].view(np.uint32).copy()
+                        raise_if_failed(rec, k, info.sites, launch.bounds_sizes(), info.local_memory,
+                                        f"Vulkan ({dev.name})", info.checked)
                 elif sync:
                     dev._retire(block=True)
             finally:
                 for b in temps:
                     dev._free_locked(b)
-        if not hosts and not sync:
+        if not hosts and not info.status and not sync:
             from anywave.runtime.arrays import mark_used
 
             mark_used(memory_space())
