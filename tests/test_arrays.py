@@ -10,8 +10,8 @@ import pytest
 
 import anywave as aw
 from anywave.compiler.kernel import LaunchValueError
-from anywave.jit.targets import TargetError, available_targets
 from anywave.errors import LaunchConfigError
+from anywave.jit.targets import TargetError, available_targets
 from anywave.runtime import arrays as A
 
 CPU_TARGETS = [t for t in ("emulator", "opencl", "sycl") if t in available_targets()]

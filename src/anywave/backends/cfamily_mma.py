@@ -197,8 +197,8 @@ def _fgmma(x: Any, ins: Instruction) -> list[str]:
            f"  {_NO_UNROLL} for (u32 jj = 0; jj < {nf}u; ++jj) {{",
            f"    {_NO_UNROLL} for (u32 j = 0; j < {n}u; ++j) {{ const u32 e = {_acc_e(x.W, 'j')}, "
            f"i = e / 16u, n = 16u * jj + e % 16u; float s = {get};",
-           f"      {_NO_UNROLL} for (u32 kk = 0; kk < 16u; ++kk) s = {fma}(awg_f{a}[i * 16u + kk], {conv}((u32)*(({lp})("
-           f"aw_gb + {boff}))), s);",
+           f"      {_NO_UNROLL} for (u32 kk = 0; kk < 16u; ++kk) s = {fma}(awg_f{a}[i * 16u + kk], "
+           f"{conv}((u32)*(({lp})(aw_gb + {boff}))), s);",
            f"      const float v = AW_F32(aw_c32(s)); switch (jj) {{ {put} default: awg_f{d + nf - 1}[j] = v; }} }}",
            "  }"]
     return [x.d.wave_barrier, "if (ex) {", *out, "}", x.d.wave_barrier]
@@ -278,7 +278,8 @@ def _facc(x: Any, ins: Instruction) -> list[str]:
     elif op == "fmask":
         body = (f"for (u32 j = 0; j < {n}u; ++j) {{ const u32 e = {e}; "
                 "const i32 aw_dj = (i32)(e % 16u) - (i32)(e / 16u); "
-                f"if (!(aw_dj <= (i32)r{ops[2]} && (i32)(e % 16u) < (i32)r{ops[3]})) awg_f{d}[j] = AW_F32(0xFF800000u); "
+                f"if (!(aw_dj <= (i32)r{ops[2]} && (i32)(e % 16u) < (i32)r{ops[3]})) "
+                f"awg_f{d}[j] = AW_F32(0xFF800000u); "
                 f"else awg_f{d}[j] = awg_f{ops[1]}[j]; }}")
     else:  # fcvt: every lane gathers the whole tile, rounded to the A fragment's type
         lane, slot = _lane_of(W)
