@@ -7,6 +7,7 @@ process with a timeout. Found by ``bench/hostile_vulkan.py``. Skips when Vulkan 
 from __future__ import annotations
 
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -77,7 +78,8 @@ def _child(tmp_path, body: str, timeout: int = 300, sigint_on: str | None = None
     p = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                          env=env)
     try:
-        first = p.stdout.readline()
+        # a hang guard, not a budget: a child that never announces itself is killed below
+        first = p.stdout.readline() if select.select([p.stdout], [], [], timeout)[0] else ""
         if sigint_on in first:
             p.send_signal(signal.SIGINT)
         out, err = p.communicate(timeout=timeout)
@@ -141,8 +143,11 @@ def test_a_forked_child_fails_fast_with_a_clear_error(dev, tmp_path) -> None:  #
         print("parent ok")
     ''')
     assert r.returncode == 0, r.stderr[-2000:]
-    for what in ("launch", "numpy", "sync", "alloc"):
+    for what in ("launch", "numpy", "alloc"):
         assert f"child {what} refused" in r.stdout, r.stdout
+    # the child enqueued nothing itself: its aw.synchronize() waits on nothing (arrays forgets
+    # the parent's used spaces at fork), so it returns at once without touching the parent's device
+    assert "child sync ran" in r.stdout, r.stdout
     assert "child status 0" in r.stdout and "parent ok" in r.stdout, r.stdout
 
 
@@ -155,7 +160,6 @@ def test_ctrl_c_while_waiting_raises_keyboard_interrupt(dev, tmp_path) -> None: 
         vulkan.FENCE_TIMEOUT_NS = 3600 * 10**9
         flag = aw.zeros(1, aw.i32, target=V)
         out = aw.zeros(64, aw.i32, target=V)
-        forever(flag, out, grid=FOREVER_GRID, workgroup=64, target=V)
         d = vulkan.get_device()
         real = d._wait_fence
 
@@ -165,6 +169,9 @@ def test_ctrl_c_while_waiting_raises_keyboard_interrupt(dev, tmp_path) -> None: 
 
         d._wait_fence = announced
         try:
+            # the launch itself waits where the kernel has a status record (lavapipe's loop
+            # limit, runtime/vulkan.py); elsewhere it returns at once and synchronize waits
+            forever(flag, out, grid=FOREVER_GRID, workgroup=64, target=V)
             aw.synchronize()
             print("returned")
         except KeyboardInterrupt:

@@ -382,6 +382,22 @@ class VulkanDevice:
             self._staging = st
         return st
 
+    def status_buffer(self, words: np.ndarray) -> VulkanBuffer:
+        """A host-visible storage buffer holding ``words`` (uint32), mapped (``.mapped``), for a
+        launch's status record (backends.spirv_status): written before the dispatch, read when it
+        retires. Callers hold :attr:`lock`.
+
+        Raises:
+            VulkanError: no host-visible memory type fits."""
+        vk = self.vk
+        want = vk.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | vk.VK_MEMORY_PROPERTY_HOST_COHERENT_BIT
+        b = self._buffer(words.nbytes, vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT, want, 0, "status record")
+        ptr = vk.vkMapMemory(self.device, b.mem, 0, b.size, 0)
+        b.mapped = np.frombuffer(ptr, dtype=np.uint8, count=b.size)
+        b.mapped[:] = 0
+        b.mapped[:words.nbytes] = words.view(np.uint8)
+        return b
+
     def upload(self, dst: VulkanBuffer, host: np.ndarray) -> None:
         """Copy the bytes of the C-contiguous ``host`` to the start of ``dst`` through the staging
         buffer, after the work submitted before (waits for the copy).
@@ -624,7 +640,8 @@ class VulkanDevice:
         return ds
 
     def _submit(self, record: Callable[[Any, _Slot], None], label: str, wait: bool,
-                keep: Sequence[Any] = (), timed: bool = False, staging: bool = False) -> None:
+                keep: Sequence[Any] = (), timed: bool = False, staging: bool = False,
+                after: Callable[[], None] | None = None) -> None:
         """Record one command buffer with ``record(cmd, slot)`` and submit it with its fence;
         ``wait``: return after it (and everything before it) finished. At most
         :data:`MAX_IN_FLIGHT` submissions are in flight (the oldest is waited for first).
@@ -641,7 +658,7 @@ class VulkanDevice:
         self._retire(block=False)
         slot = self._slot()
         slot.label, slot.keep, slot.timed = label, list(keep), bool(timed and slot.query is not None)
-        slot.staging = staging
+        slot.staging, slot.after = staging, after
         cmd = slot.cmd
         try:
             vk.vkBeginCommandBuffer(cmd, self._begin_info)
@@ -649,11 +666,11 @@ class VulkanDevice:
             vk.vkEndCommandBuffer(cmd)
             vk.vkQueueSubmit(self.queue, 1, slot.submit, slot.fence)
         except VulkanError:
-            slot.keep = []  # not submitted: the caller still owns what it passed
+            slot.keep, slot.after = [], None  # not submitted: the caller still owns what it passed
             self._recycle(slot)
             raise
         except Exception as e:  # noqa: BLE001 - the driver's error, named
-            slot.keep = []
+            slot.keep, slot.after = [], None
             self._recycle(slot)
             if isinstance(e, vk.VkErrorDeviceLost):
                 self.wedged = f"the device was lost while submitting {label}"
@@ -715,7 +732,12 @@ class VulkanDevice:
                 mask = (1 << self.timestamp_bits) - 1 if self.timestamp_bits < 64 else (1 << 64) - 1
                 ticks = (int(ts[1]) - int(ts[0])) & mask
                 self.profile.append((slot.label, ticks * self.timestamp_period * 1e-9))
-        self._recycle(slot)
+        after, slot.after = slot.after, None
+        try:
+            if after is not None:
+                after()  # may raise (an out-of-bounds access, a cut loop): this wait reports it
+        finally:
+            self._recycle(slot)
         return True
 
     def _wait_fence(self, slot: _Slot) -> None:
@@ -756,7 +778,7 @@ class VulkanDevice:
     def dispatch(self, k: SpirvKernel, P: int, W: int, grid: tuple[int, int, int],
                  buffers: list[tuple[Any, int]], push: list[int], label: str,
                  staged: Sequence[tuple[VulkanBuffer, int, int, bool]] = (), keep: Sequence[Any] = (),
-                 keys: Sequence[int] = ()) -> None:
+                 keys: Sequence[int] = (), after: Callable[[], None] | None = None) -> None:
         """Record and submit one dispatch of ``k``. ``buffers``: (VkBuffer, bytes) per binding,
         ``keys`` their :attr:`VulkanBuffer.key` (the descriptor set is cached when given and
         nothing is staged).
@@ -799,7 +821,8 @@ class VulkanDevice:
                         vk.vkCmdCopyBuffer(cmd, b.buf, st.buf, 1, [vk.VkBufferCopy(0, off, n)])
                 self._host_barrier(cmd)
 
-        self._submit(rec, label, wait=False, keep=keep, timed=self.profile is not None, staging=bool(staged))
+        self._submit(rec, label, wait=False, keep=keep, timed=self.profile is not None, staging=bool(staged),
+                     after=after)
 
 
 class VulkanBuffer:
@@ -820,7 +843,7 @@ class _Slot:
     fence signalled; ``keep`` holds what its commands use until then."""
 
     __slots__ = ("cmd", "fence", "query", "pool", "pool_size", "label", "keep", "timed", "submit", "fences",
-                 "staging")
+                 "staging", "after")
 
     def __init__(self, cmd: Any, fence: Any, query: Any) -> None:
         self.cmd, self.fence, self.query = cmd, fence, query
@@ -829,6 +852,8 @@ class _Slot:
         self.label = ""
         self.keep: list[Any] = []
         self.timed = self.staging = False
+        #: called once the fence signalled, before what ``keep`` holds is freed (a status record's check)
+        self.after: Callable[[], None] | None = None
 
 
 _DEVICE = ProcessDevice(VulkanDevice, VulkanError, "Vulkan")
@@ -890,9 +915,11 @@ class VulkanRunner(Driver):
         """Run ``kernel``. With ``sync=False`` and only device arrays the dispatch is submitted
         and the call returns (a failure then surfaces at the next ``.numpy()`` /
         ``aw.synchronize()``); NumPy arguments always make it wait. ``check`` (default:
-        ``ANYWAVE_CHECK``, else off) runs the bounds-checked build. A kernel with a status record
-        (a checked build, a loop the driver may cut, guarded local memory: backends.spirv_status)
-        waits for its dispatch, so the record is read before the call returns.
+        ``ANYWAVE_CHECK``, else off) runs the bounds-checked build. A kernel's status record (a
+        checked build, a loop the driver may cut, guarded local memory: backends.spirv_status) is
+        a small host-visible buffer read when the dispatch retires: its error is raised by the
+        wait that sees the dispatch finish (this call for NumPy arguments, else the next
+        ``.numpy()``/``aw.synchronize()``).
 
         Raises:
             OutOfBoundsError: (checked build, or guarded local memory) an access left its buffer.
@@ -953,20 +980,29 @@ class VulkanRunner(Driver):
                     binds.append((b.buf, b.size))
                     hosts.append((a, v, host, total, nb))
                     total += -(-max(nb, 1) // 16) * 16
-                status_off = None
-                if info.status:  # the status record (backends.spirv_status), bound last, staged both ways
+                after = None
+                reported: list[Exception] = []
+                if info.status:  # the status record (backends.spirv_status), bound last, read at retire
                     from anywave.backends.bounds import ERR_WORDS
+                    from anywave.backends.spirv_status import raise_if_failed
 
                     # the record, then each buffer's byte size (what a checked build guards)
                     rec0 = np.zeros(ERR_WORDS + len(args_in), np.uint32)
                     rec0[ERR_WORDS:] = [min(int(v.nbytes), 0xFFFFFFFF) for _a, v in args_in]
-                    sb = dev.alloc(rec0.nbytes)
+                    sb = dev.status_buffer(rec0)
                     temps.append(sb)
                     binds.append((sb.buf, sb.size))
-                    status_off = total
-                    total += -(-rec0.nbytes // 16) * 16
+                    sizes, where = launch.bounds_sizes(), f"Vulkan ({dev.name})"
+
+                    def after(sb: VulkanBuffer = sb, sizes: list[int] = sizes, where: str = where) -> None:
+                        rec = sb.mapped[:4 * ERR_WORDS].view(np.uint32).copy()
+                        try:
+                            raise_if_failed(rec, k, info.sites, sizes, info.local_memory, where, info.checked)
+                        except WaveError as e:
+                            reported.append(e)  # this launch's own error: its results are complete
+                            raise
                 staged = []
-                if hosts or status_off is not None:
+                if hosts:
                     st = dev.staging(total)
                     for a, _v, host, off, nb in hosts:
                         st.mapped[off:off + nb] = host.reshape(-1).view(np.uint8)
@@ -977,19 +1013,20 @@ class VulkanRunner(Driver):
                         if written:
                             dev.transfers["to_host"] += 1
                             dev.transfers["to_host_bytes"] += nb
-                    if status_off is not None:  # not user data: not counted in dev.transfers
-                        st.mapped[status_off:status_off + rec0.nbytes] = rec0.view(np.uint8)
-                        staged.append((temps[-1], status_off, rec0.nbytes, True))
                 try:
                     dev.dispatch(info, launch.threads, wave_width, g, binds, push, label, staged,
-                                 keep=temps, keys=keys)
+                                 keep=temps, keys=keys, after=after)
                 except VulkanError:
                     raise
                 except Exception as e:  # noqa: BLE001
                     raise VulkanError(f"launch of {kernel!r} on {dev.name} failed: {type(e).__name__}: {e}") from e
                 temps = []  # owned by the submission now (freed when it retires)
-                if hosts or status_off is not None:
-                    dev._retire(block=True)
+                if hosts:
+                    try:
+                        dev._retire(block=True)
+                    except WaveError as e:
+                        if not reported or e is not reported[0]:
+                            raise
                     st = dev._staging
                     for a, v, host, off, nb in hosts:
                         if a.access is not Access.READ and nb:
@@ -997,18 +1034,14 @@ class VulkanRunner(Driver):
                             out.reshape(-1).view(np.uint8)[...] = st.mapped[off:off + nb]
                             if out is not v:
                                 v[...] = out
-                    if status_off is not None:
-                        from anywave.backends.spirv_status import raise_if_failed
-
-                        rec = st.mapped[status_off:status_off + 4 * ERR_WORDS].view(np.uint32).copy()
-                        raise_if_failed(rec, k, info.sites, launch.bounds_sizes(), info.local_memory,
-                                        f"Vulkan ({dev.name})", info.checked)
+                    if reported:  # written buffers hold what the in-bounds lanes stored, as on the emulator
+                        raise reported[0]
                 elif sync:
                     dev._retire(block=True)
             finally:
                 for b in temps:
                     dev._free_locked(b)
-        if not hosts and not info.status and not sync:
+        if not hosts and not sync:
             from anywave.runtime.arrays import mark_used
 
             mark_used(memory_space())
