@@ -288,8 +288,6 @@ def _facc(x: _Lowering, ins: Instruction) -> None:
     word j of lane l, A fragments alike, so ``cvt.a`` is word by word): a row reduction combines
     the strip's words of the row (W = 8: words 2r and 2r + 1 hold row r), then the lanes holding it
     (16; W = 8: 8) by shuffles; exp2 of one exact fma, mul (NoContraction), the exact division."""
-    from anywave.backends.spirv_ops import _shuffle
-
     op = ins.defn.op
     ops = ins.operands
     k = fragment_kinds(ins.defn)[1]
@@ -316,7 +314,8 @@ def _facc(x: _Lowering, ins: Instruction) -> None:
                 for v in vals[1:]:
                     p = comb(p, v)
                 for m in ((1, 2, 4) if W < 16 else (1, 2, 4, 8)):
-                    o = x.bits_f32(_shuffle(x, x.f32_bits(p), x.op("BitwiseXor", x.u32, x.lane, x.c(m))))
+                    o = x.bits_f32(x.op("GroupNonUniformShuffle", x.u32, x.c(SCOPE["Subgroup"]), x.f32_bits(p),
+                                          x.op("BitwiseXor", x.u32, x.lane, x.c(m))))
                     p = comb(p, o)
                 res = [comb(f(_word(x, ops[2], j)), p) for j in js]
                 for j, r in zip(js, res, strict=True):

@@ -32,7 +32,7 @@ import torch
 
 from anywave.kernels import attention as A
 from anywave.kernels._launch import KernelInputError
-from anywave.torch import ops as O
+from anywave.torch import placement as O
 
 __all__ = ["attention", "attention_backward", "attention_forward"]
 

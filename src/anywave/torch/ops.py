@@ -50,6 +50,7 @@ from anywave.torch.placement import (  # noqa: F401 - re-exported (they moved be
     OpDtypeError,
     OpInputError,
     _cuda_target,
+    _dense,
     _get_target,
     _same_device,
     cpu_target,
@@ -114,13 +115,6 @@ def _check_f32(t: torch.Tensor, op: str, name: str, ndim: int | None = None) -> 
                            "(convert with .float())")
     if ndim is not None and t.dim() != ndim:
         raise OpInputError(f"anywave.{op}: {name} must be {ndim}-D, got shape {tuple(t.shape)}")
-
-
-def _dense(t: torch.Tensor) -> torch.Tensor:
-    # the kernels index row-major memory; the CUDA target also wants 16-byte aligned buffers
-    if not t.is_contiguous() or (t.is_cuda and t.data_ptr() % 16):
-        t = t.contiguous() if not t.is_contiguous() else t.clone()
-    return t
 
 
 def _labels(t: torch.Tensor, op: str, rows: int) -> torch.Tensor:

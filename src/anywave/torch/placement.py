@@ -106,3 +106,10 @@ def _same_device(op: str, **tensors: torch.Tensor) -> torch.device:
     if first.type not in ("cpu", "cuda"):
         raise OpInputError(f"anywave.{op}: supported devices are cpu and cuda, got {first}")
     return first
+
+
+def _dense(t: torch.Tensor) -> torch.Tensor:
+    # the kernels index row-major memory; the CUDA target also wants 16-byte aligned buffers
+    if not t.is_contiguous() or (t.is_cuda and t.data_ptr() % 16):
+        t = t.contiguous() if not t.is_contiguous() else t.clone()
+    return t
