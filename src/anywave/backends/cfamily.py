@@ -139,6 +139,10 @@ class Dialect:
     #: loop and falls into whatever code follows, a crash): the C++ dialects put a volatile
     #: access here, so a spinning WAVE kernel spins. C (OpenCL C) exempts ``while (1)``.
     spin_side_effect: str = ""
+    #: the language has no ``goto`` (Metal: MSL leaves it out of its C++ base): a ``ret`` in an
+    #: inlined call leaves through a one-trip loop (the control walk's ``goto_free`` form,
+    #: :mod:`anywave.backends.lowering.control`) instead of ``goto`` the call's end label
+    goto_free: bool = False
     #: why this dialect cannot honour one instruction (an operand it has no spelling for, e.g. a
     #: memory order), naming the instruction; None when it can. Per-instruction-kind refusals
     #: (fp64, sub-groups) come from :func:`unsupported_reason` and ``Features`` instead.
@@ -336,7 +340,7 @@ class _KernelRenderer:
             self.emit("bool act = aw_tl < aw_n;")  # padding lanes are never active
             self.emit(f"const u32 aw_lane = aw_tl % {W}u;")
         at = len(self.lines)
-        walk = ControlWalk(self.m, self, self.wave)
+        walk = ControlWalk(self.m, self, self.wave, goto_free=d.goto_free)
         walk.run(k.code)
         if self.wave:  # the mask-stack frames (lowering.control), one set per depth
             names = ["aw_x"] + [gen_name(v, i) for i in range(walk.max_depth) for v in ("fo", "fp", "fc")]
@@ -450,11 +454,25 @@ class _KernelRenderer:
         self._when(guard, "return;" if call is None else f"goto {gen_name('ret', call.tag)};")
 
     def thread_call(self, f: Frame) -> None:
-        self._open("{")
+        if not f.structured:
+            self._open("{")
+            return
+        if f.ret_in_loop:
+            self.emit(f"bool {gen_name('ret', f.tag)} = false;")
+        self._open("do {")  # one trip; a ret of the call is its break (goto-free dialects)
 
     def thread_endcall(self, f: Frame) -> None:
+        if f.structured:
+            self._close("} while (0);")
+            return
         self._close()
         self.emit(f"{gen_name('ret', f.tag)}: ;")
+
+    def thread_escape(self, call: Frame, guard: Pred | None, in_loop: bool) -> None:
+        self._when(guard, f"{{ {gen_name('ret', call.tag)} = true; break; }}" if in_loop else "break;")
+
+    def thread_escape_loop(self, call: Frame) -> None:
+        self.emit(f"if ({gen_name('ret', call.tag)}) break;")
 
     # ---- mask-stack control flow (wave kernels): every lane walks every construct
     def _m(self, m: Mask) -> str:

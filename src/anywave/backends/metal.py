@@ -158,6 +158,7 @@ METAL = Dialect(
     wave_barrier="simdgroup_barrier(mem_flags::mem_threadgroup);",
     build_notes="MTLCompileOptions: languageVersion 3.2, fast math off",
     spin_side_effect=SPIN_SIDE_EFFECT,
+    goto_free=True,  # MSL has no goto: a ret in an inlined call leaves a one-trip loop
     refuse=_refuse,
 )
 

@@ -6,15 +6,14 @@ kernel (entry point ``main``), its binding layout, and the kernels refused for t
 the reason. Semantics follow docs/spec.md, bit for bit with the emulator for every ``exact``/
 ``exact-nan`` instruction:
 
-* **Control flow.** Every body's region tree (:mod:`anywave.binary.structure`) is walked with the
-  spec's mask-stack machine (§7.4) kept per invocation, the scheme of :mod:`anywave.backends.cfamily`:
-  an ``act`` flag plus, per construct, the flags of the lanes that left it.
-  ``if``/``else``/``break``/``continue``/``ret``/``halt`` only update flags; instructions run
-  inside a SPIR-V selection on ``act`` (and their guard); a loop is
-  one structured ``OpLoopMerge`` loop whose only exit is at its top, when no lane of the wave is
-  still in it (``OpGroupNonUniformAny`` for kernels with wave operations; the invocation's own flag
-  otherwise, which by §7.8 is the same thing for per-thread code). ``call`` is inlined. So the
-  module needs no multi-level break, and subgroup operations always run in converged control flow.
+* **Control flow.** The shared control walk (:class:`anywave.backends.lowering.control.ControlWalk`,
+  the one PTX and the C family take) with its mask-stack strategy (spec §7.4) for every kernel,
+  kept per invocation; :mod:`anywave.backends.spirv_control` spells it: ``if``/``else``/
+  ``break``/``continue``/``ret``/``halt`` only update masks, a region the walk enters is one
+  ``OpSelectionMerge`` selection on "some invocation of the subgroup is active", a loop one
+  ``OpLoopMerge`` loop whose only exit is at its top, and instructions run inside a selection on
+  ``A`` (and their guard). ``call`` is inlined by the walk. So the module needs no multi-level
+  break, and subgroup operations always run in converged control flow.
 * **Waves.** Kernels with wave operations get ``requiredSubgroupSize = W`` and full subgroups; the
   workgroup is one dimension padded to a multiple of W (padding lanes are never active, like the
   spec's non-existent lanes), and the WAVE linear thread id is ``SubgroupId * W +
@@ -50,17 +49,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from anywave.backends import spirv_mma, spirv_status
+from anywave.backends import spirv_control, spirv_mma, spirv_status
 from anywave.backends.cfamily import uses_wave_ops
-from anywave.backends.lowering.control import loop_may_exit
+from anywave.backends.lowering.control import ControlWalk
 from anywave.backends.spirv_asm import BUILTIN, EXEC_MODE, OP, SCOPE, SEM, STORAGE, Builder, encode
 from anywave.backends.spirv_float import FloatOps
-from anywave.backends.spirv_ops import ORDER_SEM, SCOPE_OF, SPIRV
-from anywave.binary import structure
-from anywave.binary.module import DeviceAddr, Instruction, Kernel, LocalAddr, Module, Pred, kernel_bodies
+from anywave.backends.spirv_ops import SPIRV
+from anywave.binary.module import DeviceAddr, Kernel, LocalAddr, Module, Pred, kernel_bodies
 from anywave.errors import WaveError
 from anywave.isa.table import Flag, InstrDef
-from anywave.isa.types import ArgKind, MemoryOrder, ScalarType, Scope, SpecialRegister
+from anywave.isa.types import ArgKind, ScalarType, SpecialRegister
 
 T = ScalarType
 S = SpecialRegister
@@ -282,15 +280,9 @@ class _Lowering(FloatOps):
         self.v3u = b.t_vec(self.u32, 3)
         self._vars: list[int] = []  # words of the entry block's OpVariables
         self.n = 0
-        # the walk's context: flag numbers of the innermost loop of the current body and of the
-        # inlined call being lowered (None outside any), and each Loop node's number
-        self.cur_loop: int | None = None
-        self.cur_call: int | None = None
-        self._loop_n: dict[int, int] = {}
         self.interface: list[int] = []
         self.uses_f64 = False
         self._headers: dict[int, int] = {}
-        self.fl: dict[str, int] = {}
 
     # ---- small helpers
     def c(self, v: int) -> int:
@@ -546,8 +538,7 @@ class _Lowering(FloatOps):
         self.pv = [self.var(self.bool_, b.const_bool(False)) for _ in range(8)]
         self.frags = spirv_mma.declare(self)  # fragment slots (spec §8.14)
         self.all_turns = self.var(self.u32, self.c(0))
-        self.act = self.var(self.bool_)
-        self.halted = self.var(self.bool_)
+        self.act = self.var(self.bool_)  # the walk's A (lowering.control); the rest of its masks: spirv_control
         self.wgx = self.push_word(self.wg_word)
         self.wgy = self.push_word(self.wg_word + 1)
         self.wgz = self.push_word(self.wg_word + 2)
@@ -562,11 +553,10 @@ class _Lowering(FloatOps):
             self.tl = self.builtin("LocalInvocationIndex", self.u32)
             self.lane = self.op("UMod", self.u32, self.tl, self.c(W))
         inside = self.op("ULessThan", self.bool_, self.tl, self.nthreads)
-        self.store(self.act, inside)
-        self.store(self.halted, self.not_(inside))
+        self.store(self.act, inside)  # padding invocations are never active
         self.wg_id = self.builtin("WorkgroupId", self.v3u)
         self.num_wg = self.builtin("NumWorkgroups", self.v3u)
-        self.body(k.code)
+        ControlWalk(self.m, spirv_control.Control(self), mask_stack=True).run(k.code)
         spirv_status.flush(self)  # every path reaches here: ret/halt only set flags
         b.emit("Return")
         b.emit("FunctionEnd")
@@ -584,189 +574,6 @@ class _Lowering(FloatOps):
                     b.put("exec_mode", "ExecutionMode", fn, EXEC_MODE[mode], wd)
         return SpirvKernel(k.name, tuple(b.words()), tuple(buffers), tuple(push), self.wave, k.local_memory,
                            self.status is not None, self.checked, tuple(self.sites))
-
-    # ---- the walk over the region tree (binary.structure), mask-stack semantics (spec §7.4)
-    def body(self, code: list[Instruction]) -> None:
-        """Lower one body (a kernel's, or an inlined function's) by walking its region tree."""
-        self.nodes(structure.parse(code).nodes)
-
-    def nodes(self, nodes: Sequence[structure.Node]) -> None:
-        run: list[tuple[int, Instruction]] = []
-        for node in nodes:
-            ins = node.ins
-            if (isinstance(node, structure.Op) and node.role is None and ins.guard is None
-                    and not ins.defn.flags & Flag.WAVE_COLLECTIVE and not ins.defn.sem.startswith("sync.")):
-                run.append((node.index, ins))  # plain: batched under one selection on act
-                continue
-            self.flush(run)
-            run = []
-            if isinstance(node, structure.If):
-                self.if_(node)
-            elif isinstance(node, structure.Loop):
-                self.loop(node)
-            elif node.role is not None:
-                self.jump(node)
-            else:
-                self.instr(ins, node.index)
-        self.flush(run)
-
-    def emit_ins(self, ins: Instruction, pc: int) -> None:
-        """One instruction's handler, bounds-guarded where the build or device asks
-        (:func:`anywave.backends.spirv_status.guards`)."""
-        handler = SPIRV.handler(ins.defn)
-        if spirv_status.guards(self, ins):
-            spirv_status.guarded(self, ins, pc, lambda: handler(self, ins))
-        else:
-            handler(self, ins)
-
-    def flush(self, run: list[tuple[int, Instruction]]) -> None:
-        """Consecutive unguarded instructions under one selection on ``act``."""
-        if not run:
-            return
-        with self.when(self.flag(self.act)):
-            for pc, ins in run:
-                self.emit_ins(ins, pc)
-
-    def instr(self, ins: Instruction, pc: int) -> None:
-        """A barrier, fence, wave-collective or guarded instruction."""
-        sem = ins.defn.sem
-        if sem == "sync.barrier":
-            bits = SEM["AcquireRelease"] | SEM["UniformMemory"] | SEM["WorkgroupMemory"]
-            wg = self.c(SCOPE["Workgroup"])
-            self.b.emit("ControlBarrier", wg, wg, self.c(bits))
-            return
-        if sem == "sync.fence":
-            scope, order = ins.operands
-            if MemoryOrder(order) is not MemoryOrder.RELAXED:
-                bits = ORDER_SEM[MemoryOrder(order)] | SEM["UniformMemory"] | SEM["WorkgroupMemory"]
-                self.b.emit("MemoryBarrier", self.c(SCOPE[SCOPE_OF[Scope(scope)]]), self.c(bits))
-            return
-        ex = self.flag(self.act)
-        if ins.guard is not None:
-            ex = self.and_(ex, self.p(ins.guard))
-        handler = SPIRV.handler(ins.defn)
-        if ins.defn.flags & Flag.WAVE_COLLECTIVE:
-            self.ex = ex
-            handler(self, ins)
-            return
-        with self.when(ex):
-            self.emit_ins(ins, pc)
-
-    def gone(self) -> int:
-        """Lanes that left the innermost loop (break/continue) or the call, or halted."""
-        parts = [self.flag(self.halted)]
-        if self.cur_loop is not None:
-            parts += [self.flag(self.fl[f"brk{self.cur_loop}"]), self.flag(self.fl[f"cnt{self.cur_loop}"])]
-        if self.cur_call is not None:
-            parts.append(self.flag(self.fl[f"ret{self.cur_call}"]))
-        return self.or_(*parts)
-
-    def gone_outer(self) -> int:
-        parts = [self.flag(self.halted)]
-        if self.cur_call is not None:
-            parts.append(self.flag(self.fl[f"ret{self.cur_call}"]))
-        return self.or_(*parts)
-
-    def newflags(self, n: int, *names: str) -> None:
-        for nm in names:
-            self.fl[f"{nm}{n}"] = self.var(self.bool_)
-
-    def if_(self, node: structure.If) -> None:
-        act, n = self.act, self.fresh()
-        self.newflags(n, "is", "ic")
-        a = self.flag(act)
-        c = self.p(node.pred)
-        self.store(self.fl[f"is{n}"], a)
-        self.store(self.fl[f"ic{n}"], c)
-        self.store(act, self.and_(a, c))
-        self.nodes(node.then)
-        if node.else_index is not None:
-            self.store(act, self.and_(self.flag(self.fl[f"is{n}"]), self.not_(self.flag(self.fl[f"ic{n}"]))))
-            self.nodes(node.orelse)
-        gone = self.gone()
-        self.store(act, self.and_(self.flag(self.fl[f"is{n}"]), self.not_(gone)))
-
-    def loop(self, node: structure.Loop) -> None:
-        act, n = self.act, self.fresh()
-        self.newflags(n, "ls", "brk", "cnt")
-        self.store(self.fl[f"ls{n}"], self.flag(act))
-        self.store(self.fl[f"brk{n}"], self.b.const_bool(False))
-        self.store(self.fl[f"cnt{n}"], self.b.const_bool(False))
-        spins = not loop_may_exit(node)  # a loop with no way out must spin, not vanish
-        turns = self.var(self.u32, self.c(0)) if spins else None
-        merge, cont = self.loop_open()
-        if self.f.loop_limit:  # the driver's count: one per pass through a loop's header (spirv_status)
-            self.store(self.all_turns, self.add(self.load(self.all_turns), self.c(1)))
-        outer = self.gone_outer()
-        a = self.and_(self.flag(self.fl[f"ls{n}"]), self.not_(self.flag(self.fl[f"brk{n}"])), self.not_(outer))
-        self.store(act, a)
-        self.store(self.fl[f"cnt{n}"], self.b.const_bool(False))
-        self.loop_exit_unless(self.any_lane(a), merge)
-        if turns is not None:
-            now = self.add(self.load(turns), self.c(1))
-            self.store(turns, now)
-            self.keep_loop(now)
-        saved, self.cur_loop = self.cur_loop, n
-        self._loop_n[id(node)] = n
-        self.nodes(node.body)
-        if self.f.loop_limit:  # the end of a pass, which the driver's count may end the loop at
-            cut = self.op("UGreaterThanEqual", self.bool_, self.load(self.all_turns), self.c(self.f.loop_limit))
-            with self.when(cut):
-                spirv_status.record(self, node.ins, node.index, spirv_status.LOOP_CUT, None, 0, False)
-        self.cur_loop = saved
-        self.loop_close(merge, cont)
-        self.store(act, self.and_(self.flag(self.fl[f"ls{n}"]), self.not_(self.gone_outer())))
-
-    def keep_loop(self, turns: int) -> None:
-        """Give a WAVE loop a side effect, so the driver can never delete it (issue 31, item 8).
-
-        A compiler may delete a loop without side effects (C++ [intro.progress] lets clang; a
-        SPIR-V driver's optimiser may do the same); a WAVE loop with no way out
-        (:func:`~anywave.backends.lowering.control.loop_may_exit`) would then "complete" and the
-        code after it run, where the spec says the launch never completes (§7.8). As the C++
-        dialects do, such a loop gets a side effect: it counts its turns (``turns``, this turn's
-        number) and every 2^16th turn stores the count with a ``Volatile`` store to a private
-        workgroup word nothing reads, so it can only be run, never skipped. Loops with a way out
-        are unchanged. (Lavapipe's own loop limit is a different hazard, reported through the
-        status record: :mod:`anywave.backends.spirv_status`.)"""
-        if "spin" not in self._globals:
-            v = self.b.global_var(self.b.t_ptr("Workgroup", self.u32), "Workgroup")
-            self.b.name(v, "aw_loop_turns")
-            self.interface.append(v)
-            self._globals["spin"] = v
-        with self.when(self.ieq(self.iand(turns, self.c(0xFFFF)), self.c(0))):
-            self.b.emit("Store", self._globals["spin"], turns, 1)  # MemoryAccess Volatile
-
-    def jump(self, node: structure.Op) -> None:
-        """break / continue / ret / halt (flags only) and call (inlined)."""
-        ins, role = node.ins, node.role
-        g = self.p(ins.guard) if ins.guard is not None else self.b.const_bool(True)
-        if role in ("break", "continue"):
-            n = self._loop_n[id(node.loop)]
-            self._leave(self.fl[f"brk{n}" if role == "break" else f"cnt{n}"], g)
-        elif role == "halt" or (role == "ret" and self.cur_call is None):
-            self._leave(self.halted, g)
-        elif role == "ret":
-            self._leave(self.fl[f"ret{self.cur_call}"], g)
-        elif role == "call":
-            n = self.fresh()
-            self.newflags(n, "cs", "ret")
-            self.store(self.fl[f"cs{n}"], self.flag(self.act))
-            self.store(self.fl[f"ret{n}"], self.b.const_bool(False))
-            saved = self.cur_loop, self.cur_call, self.cur_label
-            fn = self.m.functions[node.callee]
-            self.cur_loop, self.cur_call, self.cur_label = None, n, f"function {fn.name!r}"
-            self.body(fn.code)
-            self.cur_loop, self.cur_call, self.cur_label = saved
-            self.store(self.act, self.and_(self.flag(self.fl[f"cs{n}"]), self.not_(self.gone_outer())))
-        else:  # pragma: no cover - a verified module has no unmatched region marker
-            raise SpirvError([f"unmatched {role} at instruction {node.index}"])
-
-    def _leave(self, flagvar: int, g: int) -> None:
-        a = self.flag(self.act)
-        lv = self.and_(a, g)
-        self.store(flagvar, self.or_(self.flag(flagvar), lv))
-        self.store(self.act, self.and_(a, self.not_(lv)))
 
     # ---- memory addressing
     def byte_offset(self, reg: int, imm: int) -> int:

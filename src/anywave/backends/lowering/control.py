@@ -1,4 +1,5 @@
-"""Structured control flow lowered once for every backend that writes straight-line text.
+"""Structured control flow lowered once for every backend that generates code (PTX, the C
+family, SPIR-V; a new target spells the same walk).
 
 A backend gives a :class:`Spelling` (how to write a branch, a label, a mask update in its
 language) and :class:`ControlWalk` does the rest: it walks each body's region tree
@@ -29,6 +30,28 @@ A lane that leaves (``x = A && guard``) is cleared from ``A`` and from every fra
 the construct it leaves (the loop for ``break``/``continue``, the call for ``ret``, all frames
 for ``halt``), so it is never reactivated inside. A padding lane (not part of the workgroup)
 starts with ``A`` false and is therefore never active.
+
+Targets and their spellings of the structure events:
+
+* **Unstructured text** (PTX): ``enter``/``leave`` are a vote and a branch past a label;
+  ``loop_open``/``loop_close`` a label and a conditional back edge; the per-thread hooks
+  branches. ``ret`` in an inlined call is a branch to the call's end label.
+* **Structured text with goto** (OpenCL C, SYCL, HIP): blocks, ``if``, ``while``/``do``;
+  ``ret`` in an inlined call is ``goto`` the call's end.
+* **Structured targets without goto** (SPIR-V, which needs ``OpSelectionMerge`` /
+  ``OpLoopMerge`` and has no multi-level exit; Metal, whose language has no ``goto``; WGSL):
+  either the mask-stack strategy for every kernel (SPIR-V does this: ``enter``/``leave`` are
+  one selection construct, ``loop_open``/``loop_close`` one loop construct whose only exit is
+  at its header; ``break``/``continue``/``ret``/``halt`` only update masks, so no branch ever
+  leaves more than one construct; for a kernel without wave operations "some lane of the
+  wave is active" is just the lane's own ``A``), or the per-thread strategy with
+  ``goto_free=True``: an inlined call whose body holds a ``ret`` is one one-trip loop
+  (:attr:`Frame.structured`), a ``ret`` is ``break`` (after setting the call's *returned*
+  flag when a loop of the callee is open, :attr:`Frame.ret_in_loop`), and each loop of the
+  callee that holds such a ``ret`` is followed by "if returned, break"
+  (:meth:`Spelling.thread_escape` / :meth:`Spelling.thread_escape_loop`). ``break`` and
+  ``continue`` only ever leave the innermost loop (spec §7.2), which every such language has;
+  ``halt`` and a kernel-level ``ret`` are the language's ``return``.
 """
 
 from __future__ import annotations
@@ -57,6 +80,14 @@ class Frame:
             ``ret``/``halt``, or a call, counted as one). False: the loop can never end, which
             C++ (forward-progress rule, [intro.progress]) makes undefined unless the body has a
             side effect; the C++ dialects then add one (:attr:`Dialect.spin_side_effect`).
+        structured: for a ``call`` of the per-thread walk with ``goto_free``: its body holds a
+            ``ret``, so the spelling wraps the inlined body in a one-trip loop that the ``ret``
+            leaves with ``break`` (:meth:`Spelling.thread_call`).
+        ret_in_loop: for a ``structured`` call: some ``ret`` of its body is inside a loop of
+            the body, so the call needs its *returned* flag (declared at
+            :meth:`Spelling.thread_call`, tested by :meth:`Spelling.thread_escape_loop`).
+        escaped: for a ``loop`` inside a ``structured`` call: a ``ret`` of that call was met in
+            the loop's body (so the loop's end is followed by :meth:`Spelling.thread_escape_loop`).
     """
 
     kind: str
@@ -64,6 +95,9 @@ class Frame:
     tag: str
     has_else: bool = False
     exits: bool = True
+    structured: bool = False
+    ret_in_loop: bool = False
+    escaped: bool = False
 
 
 @dataclass(frozen=True)
@@ -121,8 +155,20 @@ class Spelling(Protocol):
     def thread_ret(self, call: Frame | None, guard: Pred | None) -> None:
         """Return from the inlined function ``call``, or end the thread (``call`` None: a
         ``halt``, or a ``ret`` of the kernel body)."""
-    def thread_call(self, f: Frame) -> None: ...
-    def thread_endcall(self, f: Frame) -> None: ...
+    def thread_call(self, f: Frame) -> None:
+        """An inlined call's body starts. With ``f.structured`` (``goto_free`` walk): open a
+        one-trip loop around it, preceded by the call's *returned* flag (false) when
+        ``f.ret_in_loop``."""
+    def thread_endcall(self, f: Frame) -> None:
+        """The inlined call's body ends (``f.structured``: close the one-trip loop)."""
+    def thread_escape(self, call: Frame, guard: Pred | None, in_loop: bool) -> None:
+        """``goto_free`` walk: a ``ret`` of the structured call ``call`` where ``guard`` holds
+        (None: always): ``break`` the innermost loop construct, setting the call's returned flag
+        first when ``in_loop`` (a loop of the callee is open, so the break lands at its end)."""
+    def thread_escape_loop(self, call: Frame) -> None:
+        """``goto_free`` walk: just after the end of a loop of ``call``'s body that a ``ret``
+        left: ``break`` the innermost loop construct (an outer loop of the callee, or the
+        call's one-trip loop) when the call's returned flag is set."""
 
     # mask-stack strategy
     def mask(self, op: str, dst: Mask, a: Mask, b: Mask | None = None) -> None:
@@ -183,16 +229,21 @@ class ControlWalk:
         module: the (verified) module, for the bodies of called functions.
         spelling: the backend's :class:`Spelling`.
         mask_stack: use the mask-stack strategy (else per-thread).
+        goto_free: per-thread strategy for a target without ``goto`` or labels: a ``ret`` in
+            an inlined call leaves it through a one-trip loop (see the module docstring and
+            :meth:`Spelling.thread_escape`) instead of :meth:`Spelling.thread_ret`'s jump to
+            the call's end. Has no effect on the mask-stack strategy (which never jumps).
 
     Attributes:
         frames: the open constructs, outermost first.
         max_depth: the deepest frame stack seen (how many ``fo``/``fp``/``fc`` to declare).
     """
 
-    def __init__(self, module: Module, spelling: Any, mask_stack: bool) -> None:
+    def __init__(self, module: Module, spelling: Any, mask_stack: bool, *, goto_free: bool = False) -> None:
         self.m = module
         self.s = spelling
         self.mask_stack = mask_stack
+        self.goto_free = goto_free
         self.frames: list[Frame] = []
         self.max_depth = 0
 
@@ -302,6 +353,10 @@ class ControlWalk:
         f = self.frames.pop()
         if not self.mask_stack:
             self.s.thread_endloop(f)
+            if f.escaped:
+                call = self.innermost("call")
+                assert call is not None and call.structured
+                self.s.thread_escape_loop(call)
             return
         s, d = self.s, f.depth
         s.mask("or", A, A, Mask("fc", d))
@@ -313,9 +368,14 @@ class ControlWalk:
         f = self.push("call")
         code = self.m.functions[index].code
         if not self.mask_stack:
+            body = parse(code)
+            if self.goto_free:
+                rets = [n for n in body.walk() if getattr(n, "role", None) == "ret"]
+                f.structured = bool(rets)
+                f.ret_in_loop = any(n.loop_parent is not None for n in rets)
             self.s.thread_call(f)
             self.s.body_begin(code)
-            self._nodes(code, parse(code).nodes)
+            self._nodes(code, body.nodes)
             self.s.body_end(code)
             self.frames.pop()
             self.s.thread_endcall(f)
@@ -362,7 +422,13 @@ class ControlWalk:
 
     def _ret(self, call: Frame | None, guard: Pred | None) -> None:
         if not self.mask_stack:
-            self.s.thread_ret(call, guard)
+            if call is not None and call.structured:
+                loops = [f for f in self.frames[call.depth + 1:] if f.kind == "loop"]
+                for f in loops:
+                    f.escaped = True
+                self.s.thread_escape(call, guard, bool(loops))
+            else:
+                self.s.thread_ret(call, guard)
             return
         # halted lanes leave every frame (never reactivated) but keep walking the program with
         # the wave, so collective operations keep a fixed member set
