@@ -51,7 +51,7 @@ from typing import Any
 
 from anywave.isa.types import LIMITS
 
-__all__ = ["Body", "If", "Loop", "Node", "Op", "Problem", "Visitor", "parse", "role_of", "walk",
+__all__ = ["Body", "If", "Loop", "Node", "Op", "Problem", "Visitor", "parse", "regions", "role_of", "walk",
            "REGION_ROLES", "JUMP_ROLES", "CONTROL_ROLES"]
 
 #: roles of the instructions that open, split or close a region
@@ -412,20 +412,35 @@ def _open_note(region: Any) -> str:
     return f" (the innermost open region is the {region.kind} at instruction {region.index})"
 
 
-def walk(nodes: Sequence[Node]) -> Iterator[Node]:
+def regions(node: Any) -> tuple[Sequence[Any], ...]:
+    """The regions directly inside ``node``, in code order: ``(then, orelse)`` for an
+    :class:`If`, ``(body,)`` for a :class:`Loop`, ``()`` for a leaf."""
+    if isinstance(node, If):
+        return (node.then, node.orelse)
+    if isinstance(node, Loop):
+        return (node.body,)
+    return ()
+
+
+def walk(nodes: Sequence[Any], regions: Any = regions) -> Iterator[Any]:
     """Every node of ``nodes`` and their descendants, pre-order in code order: a region,
-    then its then-region (or loop body), then its else-region."""
-    stack: list[Iterator[Node]] = [iter(nodes)]
+    then its then-region (or loop body), then its else-region.
+
+    The one region walker of the code base: ``regions(node)`` names the regions directly
+    inside a node (default: :func:`regions`, for this module's tree). Any structured tree
+    whose regions are sequences of nodes walks with it -- the compiler's IR
+    (:func:`anywave.compiler.ir.walk` passes its own ``regions``). Iterative (an explicit stack
+    of region iterators): a recursive generator would pass every node up through one
+    generator frame per nesting level (cost O(nodes x depth))."""
+    stack: list[Iterator[Any]] = [iter(nodes)]
     while stack:
         for n in stack[-1]:
             yield n
-            if isinstance(n, If):
-                if n.orelse:
-                    stack.append(iter(n.orelse))
-                stack.append(iter(n.then))
-                break
-            if isinstance(n, Loop):
-                stack.append(iter(n.body))
+            inner = regions(n)
+            if inner:
+                for r in reversed(inner):
+                    if r:
+                        stack.append(iter(r))
                 break
         else:
             stack.pop()

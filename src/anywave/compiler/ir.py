@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from anywave.binary.structure import walk as _walk
 from anywave.errors import SourceLoc
 from anywave.isa.table import BY_MNEMONIC, Category, Flag, InstrDef, Operand
 
@@ -301,26 +302,23 @@ def node_uses(n: Node) -> list[Value]:
     return [c.value] if c is not None else []
 
 
-def walk(body: list[Node]) -> Iterator[Node]:
-    """Every node, pre-order, nested regions included.
+def regions(n: Node) -> tuple[list[Node], ...]:
+    """The regions directly inside node ``n``, in code order (``()`` for a leaf)."""
+    t = type(n)
+    if t is Op:  # the usual node (Op, If and Loop have no subclasses)
+        return ()
+    if t is If:
+        return (n.then, n.orelse)  # type: ignore[union-attr]
+    if t is Loop:
+        return (n.body,)  # type: ignore[union-attr]
+    return ()
 
-    Iterative (an explicit stack of region iterators): a recursive generator would pass
-    every node up through one generator frame per nesting level (cost O(nodes x depth))."""
-    stack = [iter(body)]
-    while stack:
-        for n in stack[-1]:
-            yield n
-            if type(n) is Op:  # the usual node (Op, If and Loop have no subclasses)
-                continue
-            if isinstance(n, If):
-                stack.append(iter(n.orelse))
-                stack.append(iter(n.then))
-                break
-            if isinstance(n, Loop):
-                stack.append(iter(n.body))
-                break
-        else:
-            stack.pop()
+
+def walk(body: list[Node]) -> Iterator[Node]:
+    """Every node, pre-order, nested regions included (then-region before else-region): the
+    region walker of :mod:`anywave.binary.structure`, the one the ISA's tree uses, over this
+    IR's :func:`regions`."""
+    return _walk(body, regions)
 
 
 def dump(body: list[Node], indent: int = 0) -> str:
