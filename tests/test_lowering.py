@@ -278,3 +278,65 @@ def test_backend_files_stay_small() -> None:
             (BACKENDS / "lowering").glob("*.py")):
         n = len(p.read_text().splitlines())
         assert n <= 1200, f"{p.name} has {n} lines (issue 13: split by subject above ~1,200)"
+
+
+_ESCAPE_SRC = """
+.func g
+    loop
+      loop
+        ret p1
+      endloop
+      nop
+    endloop
+    ret
+.end
+.func h
+    nop
+.end
+.kernel k
+.arg out buffer u32 readwrite
+.registers 4
+    call g
+    call h
+    halt
+.end
+"""
+
+
+class _RecordCalls(_Record):
+    def thread_call(self, f: Frame) -> None:
+        self.out.append(f"call {f.tag} structured={f.structured} flag={f.ret_in_loop}")
+
+
+def test_goto_free_walk_leaves_a_call_through_its_one_trip_loop() -> None:
+    # a structured target without goto (WGSL, Metal): ret in a loop of the callee sets the
+    # call's flag and breaks; each loop of the callee it left is followed by "break if set"
+    m = assemble(_ESCAPE_SRC)
+    rec = _RecordCalls()
+    ControlWalk(m, rec, mask_stack=False, goto_free=True).run(m.kernels[0].code)
+    g = m.functions[0].code
+    assert rec.out == [
+        "begin",
+        "call call1 structured=True flag=True", "begin",
+        "loop loop2", "loop loop3", f"escape call1 {g[2].guard} True", "endloop loop3", "escape_loop call1",
+        "nop", "endloop loop2", "escape_loop call1",
+        "escape call1 None False",  # the last ret: no loop of g open, a plain break
+        "end", "endcall call1",
+        "call call4 structured=False flag=False", "begin", "nop", "end", "endcall call4",  # no ret: no loop
+        "ret None None",  # halt ends the thread: the language's return
+        "end",
+    ]
+    # the goto form is unchanged: ret jumps to the call's end
+    rec = _RecordCalls()
+    ControlWalk(m, rec, mask_stack=False).run(m.kernels[0].code)
+    assert f"ret call1 {g[2].guard}" in rec.out and not any(s.startswith("escape") for s in rec.out)
+
+
+def test_metal_text_has_no_goto() -> None:
+    # MSL leaves goto out of its C++ base: the Metal dialect takes the goto-free walk
+    from anywave.backends import metal
+    from anywave.conformance import suite
+
+    for g in suite.group_names():
+        text = metal.translate(suite.assemble_group(g)).text
+        assert "goto " not in text, g

@@ -82,3 +82,90 @@ def test_errors_name_the_problem(runner) -> None:  # noqa: ANN001
         runner(mod, "nope", (1, 1, 1), (4, 1, 1), {"out": np.zeros(4, np.uint32)}, 16)
     with pytest.raises(OpenCLError, match="exceeds the device's maximum"):
         runner(mod, "lanes", (1, 1, 1), (1 << 20, 1, 1), {"out": np.zeros(4, np.uint32)}, 16)
+
+
+_ESCAPES = """
+.kernel escapes
+.arg a buffer u32 read
+.arg out buffer u32 write
+.registers 32
+    mov.sr r0, sr_global_id_x
+    movi.u32 r1, 2
+    shl.b32 r3, r0, r1
+    ld.device.b32 r10, a[r3]
+    movi.u32 r20, 0
+    movi.u32 r5, 1
+    movi.u32 r6, 0
+    movi.u32 r9, 15
+    call walk
+    movi.u32 r8, 1000000
+    add.i32 r20, r20, r8
+    call walk
+    st.device.b32 out[r3], r20
+.end
+.func walk
+    setp.eq.u32 p5, r10, r9
+    ret p5
+    movi.u32 r22, 0
+    movi.u32 r23, 0
+    loop
+      add.i32 r20, r20, r5
+      loop
+        add.i32 r22, r22, r5
+        movi.u32 r8, 100
+        add.i32 r20, r20, r8
+        setp.eq.u32 p1, r22, r10
+        ret p1
+        movi.u32 r8, 3
+        and.b32 r7, r22, r8
+        setp.eq.u32 p2, r7, r6
+        break p2
+      endloop
+      add.i32 r23, r23, r5
+      movi.u32 r8, 3
+      setp.ge.u32 p3, r23, r8
+      break p3
+    endloop
+    movi.u32 r8, 10000
+    add.i32 r20, r20, r8
+.end
+"""
+
+
+def _walk_oracle(x: int, r20: int) -> int:
+    if x == 15:
+        return r20
+    inner = outer = 0
+    while True:
+        r20 += 1
+        while True:
+            inner += 1
+            r20 += 100
+            if inner == x:
+                return r20
+            if inner % 4 == 0:
+                break
+        outer += 1
+        if outer >= 3:
+            break
+    return r20 + 10000
+
+
+def test_goto_free_ret_runs_like_the_goto_form(runner, monkeypatch) -> None:  # noqa: ANN001
+    # the control walk's goto-free ret (the form Metal and WGSL need: a one-trip loop and a
+    # returned flag) rendered in OpenCL C and run: ret inside two loops of an inlined call,
+    # a ret at the call's top, the call twice
+    import dataclasses
+
+    from anywave.backends import opencl as ocl
+
+    monkeypatch.setattr(ocl, "OPENCL", dataclasses.replace(ocl.OPENCL, goto_free=True))
+    m = assemble(_ESCAPES)
+    text = ocl.translate(m, 16).text
+    assert "goto " not in text and "while (0);" in text
+    a = np.arange(64, dtype=np.uint32) % 16
+    out = np.zeros(64, np.uint32)
+    W = 16 if 16 in runner.dev.features.wave_widths else runner.dev.features.wave_widths[0]
+    runner(m, "escapes", (1, 1, 1), (64, 1, 1), {"a": a, "out": out}, W)
+    want = [_walk_oracle(x, _walk_oracle(x, 0) + 1000000) for x in a.tolist()]
+    assert out.tolist() == want
