@@ -263,7 +263,8 @@ def test_no_backend_keeps_its_own_region_stack() -> None:
     # issue 13: only the shared walk (lowering.control, on binary.structure) knows the region
     # markers; a backend that matched endif/endloop itself would spell their names
     owned = ["ptx.py", "ptx_alu.py", "ptx_block.py", "ptx_memory.py", "ptx_wave.py", "ptx_mma.py", "cfamily.py",
-             "cfamily_ops.py", "opencl.py", "sycl.py", "hip.py", "metal.py", "bounds.py"]
+             "cfamily_ops.py", "opencl.py", "sycl.py", "hip.py", "metal.py", "bounds.py", "spirv.py", "spirv_control.py",
+             "spirv_ops.py", "spirv_float.py", "spirv_mma.py", "spirv_status.py"]
     for name in owned:
         text = (BACKENDS / name).read_text()
         code = re.sub(r'"""[\s\S]*?"""|#.*', "", text)
@@ -340,3 +341,27 @@ def test_metal_text_has_no_goto() -> None:
     for g in suite.group_names():
         text = metal.translate(suite.assemble_group(g)).text
         assert "goto " not in text, g
+
+
+def test_every_generated_target_takes_the_one_control_walk(monkeypatch) -> None:  # noqa: ANN001
+    # issue 30 item 3: PTX, the C family and SPIR-V lower control flow through ControlWalk, one
+    # walk per kernel (SPIR-V with the mask-stack strategy for every kernel)
+    from anywave.backends import metal, opencl, ptx, spirv
+    from anywave.backends.lowering import control
+
+    seen: list[tuple[type, bool]] = []
+    real = control.ControlWalk.run
+
+    def run(self, code):  # noqa: ANN001, ANN202
+        seen.append((type(self.s), self.mask_stack))
+        return real(self, code)
+
+    monkeypatch.setattr(control.ControlWalk, "run", run)
+    m = assemble(_ESCAPE_SRC)
+    for name, translate in (("ptx", lambda: ptx.translate(m)), ("opencl", lambda: opencl.translate(m, 16)),
+                            ("metal", lambda: metal.translate(m)), ("spirv", lambda: spirv.translate(m, 16))):
+        seen.clear()
+        translate()
+        assert len(seen) == len(m.kernels), name
+        if name == "spirv":
+            assert seen[0][1], "SPIR-V takes the mask-stack strategy for every kernel"
