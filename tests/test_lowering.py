@@ -263,8 +263,8 @@ def test_no_backend_keeps_its_own_region_stack() -> None:
     # issue 13: only the shared walk (lowering.control, on binary.structure) knows the region
     # markers; a backend that matched endif/endloop itself would spell their names
     owned = ["ptx.py", "ptx_alu.py", "ptx_block.py", "ptx_memory.py", "ptx_wave.py", "ptx_mma.py", "cfamily.py",
-             "cfamily_ops.py", "opencl.py", "sycl.py", "hip.py", "metal.py", "bounds.py", "spirv.py", "spirv_control.py",
-             "spirv_ops.py", "spirv_float.py", "spirv_mma.py", "spirv_status.py"]
+             "cfamily_ops.py", "opencl.py", "sycl.py", "hip.py", "metal.py", "bounds.py", "spirv.py",
+             "spirv_control.py", "spirv_ops.py", "spirv_float.py", "spirv_mma.py", "spirv_status.py"]
     for name in owned:
         text = (BACKENDS / name).read_text()
         code = re.sub(r'"""[\s\S]*?"""|#.*', "", text)
