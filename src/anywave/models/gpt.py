@@ -140,6 +140,10 @@ class GPT(torch.nn.Module):
         o = torch.ops.anywave.attention(q, k, v, causal, None, self.mode)
         return o.float() if fast else o
 
+    def _decode(self, q, k, v):
+        # one new query row against its sequence's whole cache (every key visible)
+        return ops.decode_attention(q, k, v)
+
     def _heads(self, t, b, s):
         h = self.cfg.heads
         return t.reshape(b, s, h, -1).transpose(1, 2).contiguous()
@@ -188,6 +192,9 @@ class TorchGPT(GPT):
 
     def _attn(self, q, k, v, causal=True):
         return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+    def _decode(self, q, k, v):
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v)
 
     def embed(self, idx, pos):
         return torch.nn.functional.embedding(idx, self.param("wte")) + torch.nn.functional.embedding(
@@ -462,7 +469,7 @@ def generate(model: GPT, prompts: Sequence[Sequence[int] | bytes], max_new_token
             rows = []
             for s, cache in enumerate(caches):
                 kc, vc = cache.append(i, k[s:s + 1], v[s:s + 1])
-                rows.append(ops.decode_attention(q[s:s + 1].contiguous(), kc, vc))
+                rows.append(model._decode(q[s:s + 1].contiguous(), kc, vc))
             return torch.cat(rows)
 
         for i in range(cfg.layers):
