@@ -18,8 +18,10 @@ contracts a multiply and an add into an fma unless ``aw.fma`` is written):
   (fma-chain_j x_j^2) / C + eps)``, ``y_j = (x_j * rstd) * gamma_j``;
 * ``layer_norm_backward_kernel``: ``xh_j = (x_j - mean) * rstd``, ``gh_j = dy_j * gamma_j``,
   ``a = (sum_j gh_j) / C``, ``b = (fma-chain_j gh_j xh_j) / C``, ``dx_j = ((gh_j - a) - xh_j * b) * rstd``
-  (RMS: ``a`` absent, ``xh_j = x_j * rstd``); ``norm_param_grad_kernel`` (one thread per column):
-  ``dgamma_j = fma-chain_r dy[r, j] xh[r, j]``, ``dbeta_j = sum_r dy[r, j]``, rows in order;
+  (RMS: ``a`` absent, ``xh_j = x_j * rstd``); ``norm_param_partial_kernel`` + ``colsum_finish_kernel``:
+  ``dgamma_j = fma-chain_r dy[r, j] xh[r, j]`` and ``dbeta_j = sum_r dy[r, j]`` over each block of
+  :data:`ROWS_PER_PART` rows in order from +0, then the blocks' partials added in block order from +0
+  (the bias gradient of a linear layer, ``colsum_partial_kernel`` + ``colsum_finish_kernel``, likewise);
 * ``embedding_kernel``: a copy ``out[i, :] = table[idx[i], :]`` (NaN for an index outside the
   table); ``embedding_backward_kernel``: ``dtable[v, d] = sum over the tokens i with idx[i] = v, in
   increasing i, of grad[i, d]`` from +0 (the host passes those tokens as a stable sort: one
@@ -49,7 +51,10 @@ from anywave.kernels.elementwise import SQRT_2_OVER_PI, gelu_tanh
 #: threads per workgroup (a multiple of every W in {8, 16, 32, 64})
 BLOCK = 64
 #: elements per partial sum of the global gradient norm (a constant of the definition)
-CHUNK = 1024
+CHUNK = 4096
+#: rows per partial sum of a column sum (bias, LayerNorm gain and bias gradients; a constant of the
+#: definition: the rows are summed in blocks of this many, in order, then the blocks in order)
+ROWS_PER_PART = 256
 NEG_INF_BITS = 0xFF800000
 QNAN_BITS = 0x7FC00000
 GELU_A = 0.044715
@@ -154,18 +159,48 @@ def layer_norm_backward_kernel(dy: aw.In[aw.f32], x: aw.In[aw.f32], gamma: aw.In
 
 
 @aw.kernel
-def norm_param_grad_kernel(dy: aw.In[aw.f32], x: aw.In[aw.f32], stats: aw.In[aw.f32], dgamma: aw.Out[aw.f32],
-                           dbeta: aw.Out[aw.f32], rows: aw.i32, cols: aw.i32):
-    j = aw.global_id(0)
-    if j < cols:
+def norm_param_partial_kernel(dy: aw.In[aw.f32], x: aw.In[aw.f32], stats: aw.In[aw.f32], part: aw.Out[aw.f32],
+                              rows: aw.i32, cols: aw.i32):
+    # thread (block b, column j): rows b*ROWS_PER_PART .. in order; part[(2 b) * cols + j] the
+    # dgamma partial, part[(2 b + 1) * cols + j] the dbeta partial
+    i = aw.global_id(0)
+    nb = (rows + ROWS_PER_PART - 1) // ROWS_PER_PART
+    if i < nb * cols:
+        b = i // cols
+        j = i - b * cols
         sg = 0.0
         sb = 0.0
-        for r in aw.range(rows, unroll=4):
+        for r in range(b * ROWS_PER_PART, min(rows, (b + 1) * ROWS_PER_PART)):
             g = dy[r * cols + j]
             sg = aw.fma(g, (x[r * cols + j] - stats[2 * r]) * stats[2 * r + 1], sg)
             sb = sb + g
-        dgamma[j] = sg
-        dbeta[j] = sb
+        part[2 * b * cols + j] = sg
+        part[(2 * b + 1) * cols + j] = sb
+
+
+@aw.kernel
+def colsum_partial_kernel(x: aw.In[aw.f32], part: aw.Out[aw.f32], rows: aw.i32, cols: aw.i32):
+    # thread (block b, column j): s = x[r, j] summed over the rows of block b in order, from +0
+    i = aw.global_id(0)
+    nb = (rows + ROWS_PER_PART - 1) // ROWS_PER_PART
+    if i < nb * cols:
+        b = i // cols
+        j = i - b * cols
+        s = 0.0
+        for r in range(b * ROWS_PER_PART, min(rows, (b + 1) * ROWS_PER_PART)):
+            s = s + x[r * cols + j]
+        part[i] = s
+
+
+@aw.kernel
+def colsum_finish_kernel(part: aw.In[aw.f32], out: aw.Out[aw.f32], nb: aw.i32, cols: aw.i32):
+    # out[j] = the block partials of column j added in block order, from +0
+    j = aw.global_id(0)
+    if j < cols:
+        s = 0.0
+        for b in range(nb):
+            s = s + part[b * cols + j]
+        out[j] = s
 
 
 @aw.kernel

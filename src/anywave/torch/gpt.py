@@ -124,6 +124,21 @@ def _check_linear(x, weight, bias, op="gpt_linear"):
         raise P.OpInputError(f"anywave.{op}: tensors of 2^31 or more elements are not supported (32-bit indices)")
 
 
+def _colsum_finish(part: torch.Tensor, nb: int, cols: int) -> torch.Tensor:
+    out = part.new_empty((cols,))
+    _run(G.colsum_finish_kernel, cols, part.device, part, out, nb, cols)
+    return out
+
+
+def _colsum(x: torch.Tensor) -> torch.Tensor:
+    """Column sums of float32 (rows, cols): blocks of ROWS_PER_PART rows in order, then the blocks."""
+    rows, cols = x.shape
+    nb = max(1, -(-rows // G.ROWS_PER_PART))
+    part = x.new_zeros((nb, cols))
+    _run(G.colsum_partial_kernel, nb * cols, x.device, x, part, rows, cols)
+    return _colsum_finish(part, nb, cols)
+
+
 def _mma(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = None, gelu: bool = False) -> torch.Tensor:
     """``a @ b (+ bias) (GELU)`` on the fragment GEMM, operands rounded to bf16, f32 result."""
     return torch.ops.anywave.gemm_mma(a.to(torch.bfloat16).contiguous(), b.to(torch.bfloat16).contiguous(),
@@ -184,9 +199,7 @@ def _linear_backward(grad: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, 
         g = grad
     from anywave.torch import kernels as K
 
-    db = grad.new_zeros((n,) if has_bias else (0,))
-    if has_bias:
-        _run(K.sum_dim0, n, g.device, g, db, m, n)
+    db = _colsum(g) if has_bias else grad.new_zeros((0,))
     if _fast(x.device, mode):
         return _mma(g, weight), _mma(g.t(), x), db
     x, weight = _d(x), _d(weight)
@@ -234,7 +247,8 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
 
     Returns:
         float32 (..., N). Gradients: ``dX = G·W``, ``dW = Gᵀ·X`` (fma chains over N and M in order),
-        ``db`` the column sums of G in row order (G through the GELU derivative first).
+        ``db`` the column sums of G (blocks of ROWS_PER_PART rows in order, then the blocks; G through
+        the GELU derivative first).
 
     Raises:
         OpDtypeError: a dtype other than float32. OpInputError: shapes, devices, mode.
@@ -286,11 +300,12 @@ def _norm_backward(grad: torch.Tensor, x: torch.Tensor, gamma: torch.Tensor, sta
     grad, x, gamma, stats = _d(grad), _d(x), _d(gamma), _d(stats)
     rows, cols = x.shape
     dx = torch.empty_like(x)
-    dg = gamma.new_empty((cols,))
-    dbeta = gamma.new_empty((cols,))
     _run(G.layer_norm_backward_kernel, rows, x.device, grad, x, gamma, stats, dx, rows, cols, rms=bool(rms))
-    _run(G.norm_param_grad_kernel, cols, x.device, grad, x, stats, dg, dbeta, rows, cols)
-    return dx, dg, dbeta
+    nb = max(1, -(-rows // G.ROWS_PER_PART))
+    part = x.new_zeros((2 * nb, cols))
+    _run(G.norm_param_partial_kernel, nb * cols, x.device, grad, x, stats, part, rows, cols)
+    both = _colsum_finish(part.view(nb, 2 * cols), nb, 2 * cols)
+    return dx, both[:cols].clone(), both[cols:].clone()
 
 
 @_norm_backward.register_fake
@@ -320,7 +335,8 @@ def norm(x: torch.Tensor, gamma: torch.Tensor, beta: torch.Tensor | None = None,
     """LayerNorm (``rms=False``, Ba et al. 2016) or RMSNorm (``rms=True``, Zhang & Sennrich 2019)
     over the last dim of float32 ``x`` (..., C) with float32 ``gamma`` (and ``beta``, LayerNorm) (C,);
     one thread per row, the order of :mod:`anywave.kernels.gpt_ops`. Differentiable (``dx``,
-    ``dgamma``, ``dbeta``: column sums over rows in order). Raises OpDtypeError / OpInputError."""
+    ``dgamma``, ``dbeta``: column sums in blocks of rows, as :mod:`anywave.kernels.gpt_ops` states).
+    Raises OpDtypeError / OpInputError."""
     lead = x.shape
     b = gamma if beta is None else beta
     y, _ = torch.ops.anywave.gpt_norm(x.reshape(-1, x.shape[-1]), gamma, b, eps, rms)
