@@ -39,6 +39,10 @@ def elapsed() -> float:
 
 
 def commit() -> str:
+    import os
+
+    if os.environ.get("ANYWAVE_COMMIT"):  # a tree sent without its .git (the device machine)
+        return os.environ["ANYWAVE_COMMIT"]
     try:
         return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
                               timeout=10).stdout.strip() or "unknown"
@@ -233,6 +237,7 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("out", type=Path)
     ap.add_argument("--budget", type=float, default=220.0)
+    ap.add_argument("--parts", default="all", help="comma list of parts to run (default all)")
     args = ap.parse_args()
     out = {"issue": 26, "commit": commit(), "date": datetime.datetime.now(datetime.UTC).isoformat(),
            "device": torch.cuda.get_device_name(0), "torch": torch.__version__,
@@ -245,6 +250,8 @@ def main() -> int:
     parts = [("train_cuda", part_train_cuda, 40), ("identity", part_identity, 40), ("gemm", part_gemm, 30),
              ("step", lambda o: part_step(o, args.budget), 60), ("batch_invariance", part_batch_invariance, 30),
              ("decode", part_decode, 20)]
+    if args.parts != "all":
+        parts = [p for p in parts if p[0] in args.parts.split(",")]
     for name, fn, need in parts:
         if elapsed() > args.budget - need:
             out["errors"][name] = f"skipped at {elapsed():.0f} s: budget"
