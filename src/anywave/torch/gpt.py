@@ -139,10 +139,29 @@ def _colsum(x: torch.Tensor) -> torch.Tensor:
     return _colsum_finish(part, nb, cols)
 
 
+#: bf16 (transposed) copies of weights by (id, layout): (the weight, its version, the copy); the
+#: entry holds the weight, so its id cannot be reused while the entry lives, and an in-place update
+#: (an optimizer step) bumps the version and makes the copy stale
+_BF16: dict[tuple[int, bool], tuple[torch.Tensor, int, torch.Tensor]] = {}
+
+
+def _bf16_weight(w: torch.Tensor, transpose: bool) -> torch.Tensor:
+    key = (id(w), transpose)
+    hit = _BF16.get(key)
+    if hit is not None and hit[0] is w and hit[1] == w._version:
+        return hit[2]
+    c = (w.t() if transpose else w).to(torch.bfloat16).contiguous()
+    if len(_BF16) >= 512:
+        _BF16.clear()
+    _BF16[key] = (w, w._version, c)
+    return c
+
+
 def _mma(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = None, gelu: bool = False) -> torch.Tensor:
     """``a @ b (+ bias) (GELU)`` on the fragment GEMM, operands rounded to bf16, f32 result."""
-    return torch.ops.anywave.gemm_mma(a.to(torch.bfloat16).contiguous(), b.to(torch.bfloat16).contiguous(),
-                                      bias, gelu)
+    a = a if a.dtype == torch.bfloat16 else a.to(torch.bfloat16)
+    b = b if b.dtype == torch.bfloat16 else b.to(torch.bfloat16)
+    return torch.ops.anywave.gemm_mma(a.contiguous(), b.contiguous(), bias, gelu)
 
 
 def _gelu(pre: torch.Tensor) -> torch.Tensor:
@@ -159,7 +178,7 @@ def _linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = N
     m, k = x.shape
     n = weight.shape[0]
     if _fast(x.device, mode):
-        pre = _mma(x, weight.t(), bias.contiguous() if bias is not None else None)
+        pre = _mma(x, _bf16_weight(weight, True), bias.contiguous() if bias is not None else None)
         if gelu:
             return _gelu(pre), pre
         return pre, x.new_empty((0,))
@@ -201,7 +220,7 @@ def _linear_backward(grad: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, 
 
     db = _colsum(g) if has_bias else grad.new_zeros((0,))
     if _fast(x.device, mode):
-        return _mma(g, weight), _mma(g.t(), x), db
+        return _mma(g, _bf16_weight(weight, False)), _mma(g.t(), x), db
     x, weight = _d(x), _d(weight)
     dx = x.new_empty((m, k))
     dw = x.new_empty((n, k))
