@@ -22,8 +22,8 @@ def blocks(page: Path) -> list[str]:
     return _BLOCK.findall(page.read_text(encoding="utf-8"))
 
 
-def test_there_are_eight_tutorials_with_code():
-    assert len(TUTORIALS) == 8
+def test_there_are_nine_tutorials_with_code():
+    assert len(TUTORIALS) == 9
     for page in TUTORIALS:
         assert blocks(page), page.name
 

@@ -340,7 +340,7 @@ class InfoCommand:
 #: ``add_parser(subparsers)`` and ``run(args) -> int``
 COMMANDS: list[Provider | str] = [
     AsmCommand, DisCommand, ValidateCommand, InfoCommand, "anywave.jit.cli_run", "anywave.compiler.cli_compile",
-    "anywave.backends.cli_translate", "anywave.runtime.cli_devices", "anywave.torch.cli_train", "anywave.demo",
+    "anywave.backends.cli_translate", "anywave.runtime.cli_devices", "anywave.models.cli_train", "anywave.demo",
     "anywave.conformance.report", "anywave.explore",
 ]
 

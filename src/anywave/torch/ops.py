@@ -486,4 +486,5 @@ sgd_.__doc__ = """In place: ``param = param - lr * grad`` (float32, same shape; 
 # attention_forward, attention_backward) register with the others: importing this module is all a
 # user needs (both read this module's helpers, so they are imported last)
 from anywave.torch import attention as _attention_ops  # noqa: E402,F401
+from anywave.torch import gpt as _gpt_ops  # noqa: E402,F401  (issue 26: torch.ops.anywave.gpt_*)
 from anywave.torch import mma_ops as _mma_ops  # noqa: E402,F401

@@ -1,0 +1,272 @@
+"""Issue 26 on one GPU: the GPT trains on CUDA (loss falls), its exact-mode bits against the CPU
+emulator on the same machine, the batch-invariance demonstration on CUDA, the bf16 GEMM op at the
+model's shapes and 4096³ against cuBLAS, a 124M GPT-2 training step in fast mode against plain
+PyTorch eager (and torch.compile), the step's time per kernel, and decode tokens/s.
+
+    python bench/bench_gpt26.py OUT.json [--budget SECONDS]
+
+Each part is written to OUT.json as soon as it is done (a run cut short keeps what it measured);
+parts that would not fit the budget are skipped and say so. Timing: CUDA events on the current
+stream, medians, ours and the peer interleaved in rounds in one process (performance notes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import hashlib
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+from anywave.models import gpt as M  # noqa: E402
+from anywave.torch import ops  # noqa: E402
+
+T0 = time.perf_counter()
+
+
+def elapsed() -> float:
+    return time.perf_counter() - T0
+
+
+def commit() -> str:
+    import os
+
+    if os.environ.get("ANYWAVE_COMMIT"):  # a tree sent without its .git (the device machine)
+        return os.environ["ANYWAVE_COMMIT"]
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                              timeout=10).stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def cuda_time(fn, reps: int = 10) -> float:
+    """Median milliseconds of ``fn()`` over ``reps`` CUDA-event-timed calls (after one warm-up)."""
+    fn()
+    out = []
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        out.append(a.elapsed_time(b))
+    return statistics.median(out)
+
+
+def interleaved(fns: dict, rounds: int = 5, reps: int = 5) -> dict:
+    res = {k: [] for k in fns}
+    for f in fns.values():
+        f()
+    torch.cuda.synchronize()
+    for _ in range(rounds):
+        for k, f in fns.items():
+            res[k].append(cuda_time(f, reps))
+    return {k: statistics.median(v) for k, v in res.items()}
+
+
+def weights_hash(model) -> str:
+    h = hashlib.sha256()
+    for n, a in model.numpy_params().items():
+        h.update(n.encode())
+        h.update(a.tobytes())
+    return h.hexdigest()[:16]
+
+
+def part_train_cuda(out: dict) -> None:
+    st = M.TrainSettings(steps=30, batch=8, lr=3e-3)
+    r = M.train("tiny", st, mode="exact", device="cuda")
+    out["train_tiny_exact_cuda"] = {"settings": "tiny, 30 steps, batch 8, lr 3e-3", "losses": r.losses,
+                                    "losses_hex": [v.hex() for v in r.losses], "seconds": r.seconds,
+                                    "loss_falls": r.losses[-1] < r.losses[0] - 1.0}
+    rf = M.train("tiny", st, mode="fast", device="cuda")
+    rf2 = M.train("tiny", st, mode="fast", device="cuda")
+    out["train_tiny_fast_cuda"] = {"losses": rf.losses, "identical_run_to_run": rf.losses == rf2.losses and
+                                   weights_hash(rf.model) == weights_hash(rf2.model),
+                                   "max_abs_loss_diff_vs_exact": max(abs(a - b) for a, b in
+                                                                     zip(rf.losses, r.losses, strict=True))}
+
+
+def part_identity(out: dict) -> None:
+    st = M.TrainSettings(steps=3, batch=2)
+    rc = M.train("tiny", st, mode="exact", device="cuda")
+    with ops.cpu_target("emulator", wave_width=32):
+        re = M.train("tiny", st, mode="exact", device="cpu")
+    out["identity_tiny_exact"] = {
+        "settings": "tiny, 3 steps, batch 2", "cuda_losses_hex": [v.hex() for v in rc.losses],
+        "emulator_w32_losses_hex": [v.hex() for v in re.losses], "cuda_weights": weights_hash(rc.model),
+        "emulator_weights": weights_hash(re.model),
+        "identical": rc.losses == re.losses and weights_hash(rc.model) == weights_hash(re.model)}
+
+
+def part_batch_invariance(out: dict) -> None:
+    cfg = M.CONFIGS["small"]
+    model = M.GPT(cfg, M.init_params(cfg, 1), "exact").cuda()
+    rng = np.random.default_rng(0)
+    text = np.frombuffer(M.stdlib_text(1 << 16), np.uint8)
+    target = list(text[100:140])
+    others = [list(text[o:o + n]) for o, n in zip(rng.integers(0, 60000, 64), rng.integers(1, 100, 64), strict=True)]
+    alone = M.generate(model, [target], 24)[0]
+    distinct = {tuple(alone)}
+    runs = 1
+    t = time.perf_counter()
+    while time.perf_counter() - t < 20 and runs < 1000:
+        k = int(rng.integers(0, 65))
+        batch = others[:k] + [target] + others[k:]
+        distinct.add(tuple(M.generate(model, batch, 24)[k]))
+        runs += 1
+    sa = M.generate(model, [target], 24, temperature=1.0, seed=[7])[0]
+    sb = M.generate(model, others[:10] + [target], 24, temperature=1.0, seed=list(range(10)) + [7])[10]
+    out["batch_invariance_cuda"] = {"config": "small (random init, seed 1)", "new_tokens": 24,
+                                    "batch": "the prompt inside 64 others of 1..99 tokens, at a random place",
+                                    "runs": runs, "distinct_completions": len(distinct),
+                                    "sampled_same_alone_and_in_batch": sa == sb}
+
+
+def part_gemm(out: dict) -> None:
+    shapes = [(8192, 2304, 768), (8192, 768, 768), (8192, 3072, 768), (8192, 768, 3072), (8192, 50304, 768),
+              (4096, 4096, 4096), (8192, 8192, 8192)]
+    res = []
+    for m, n, k in shapes:
+        a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+        b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
+        t = interleaved({"anywave": lambda a=a, b=b: torch.ops.anywave.gemm_mma(a, b),
+                         "cublas": lambda a=a, b=b: torch.matmul(a, b)}, rounds=3, reps=5)
+        fl = 2 * m * n * k
+        res.append({"m": m, "n": n, "k": k, "anywave_tflops": fl / t["anywave"] / 1e9,
+                    "cublas_tflops": fl / t["cublas"] / 1e9, "ratio": t["cublas"] / t["anywave"]})
+        out["gemm_bf16"] = res
+
+
+def part_step(out: dict, budget: float) -> None:
+    cfg = M.GPTConfig(12, 768, 12, 1024, 50304)
+    batch, ctx = 8, 1024
+    params = M.init_params(cfg, 0)
+    st = M.TrainSettings(steps=1, batch=batch, lr=1e-4)
+    x = torch.randint(0, cfg.vocab, (batch, ctx), device="cuda")
+    y = torch.randint(0, cfg.vocab, (batch, ctx), device="cuda")
+    ours = M.GPT(cfg, params, "fast").cuda()
+    n_params = sum(p.numel() for p in ours.ordered())
+    opt = M._opt_state(ours)
+
+    def step_ours():
+        M.train_step(ours, x, y, st, opt)
+
+    ref = M.TorchGPT(cfg, params).cuda()
+    topt = torch.optim.AdamW(ref.parameters(), lr=1e-4, betas=(0.9, 0.95), weight_decay=0.1, fused=True)
+
+    def step_torch(loss_fn=ref.loss):
+        topt.zero_grad(set_to_none=True)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = loss_fn(x, y)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(ref.parameters(), 1.0)
+        topt.step()
+
+    t_first = time.perf_counter()
+    step_ours()
+    torch.cuda.synchronize()
+    first = time.perf_counter() - t_first
+    t = interleaved({"anywave_fast": step_ours, "torch_eager": step_torch}, rounds=2, reps=2)
+    tokens = batch * ctx
+    rec = {"config": "12 layers, width 768, 12 heads, context 1024, vocab 50304", "params": n_params,
+           "tokens_per_step": tokens, "anywave_first_step_s": first,
+           "anywave_fast_ms": t["anywave_fast"], "torch_eager_bf16_autocast_ms": t["torch_eager"],
+           "anywave_tokens_per_s": tokens / t["anywave_fast"] * 1e3,
+           "torch_eager_tokens_per_s": tokens / t["torch_eager"] * 1e3,
+           "ratio_vs_eager": t["torch_eager"] / t["anywave_fast"]}
+    out["step_124m"] = rec
+    # the step's GPU time per kernel (CUPTI through torch.profiler)
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        step_ours()
+        torch.cuda.synchronize()
+    rows = []
+    for ev in prof.key_averages():
+        dt = getattr(ev, "device_time_total", None) or getattr(ev, "cuda_time_total", 0)
+        if dt:
+            rows.append({"name": ev.key[:80], "calls": ev.count, "ms": dt / 1e3})
+    rows.sort(key=lambda r: -r["ms"])
+    rec["kernels_by_gpu_time"] = rows[:25]
+    out["step_124m"] = rec
+    if elapsed() < budget - 90:
+        comp = torch.compile(ref.loss)
+        t_c = time.perf_counter()
+        step_torch(comp)
+        torch.cuda.synchronize()
+        rec["torch_compile_first_step_s"] = time.perf_counter() - t_c
+        tc = interleaved({"torch_compile": lambda: step_torch(comp)}, rounds=2, reps=3)
+        rec["torch_compile_ms"] = tc["torch_compile"]
+        rec["ratio_vs_compile"] = tc["torch_compile"] / t["anywave_fast"]
+    else:
+        rec["torch_compile"] = "skipped: budget"
+    out["step_124m"] = rec
+
+
+def part_decode(out: dict) -> None:
+    cfg = M.GPTConfig(12, 768, 12, 1024, 50304)
+    params = M.init_params(cfg, 0)
+    prompt = [list(range(1, 65))]
+    res = {}
+    for name, model in (("anywave_exact", M.GPT(cfg, params, "exact").cuda()),
+                        ("anywave_fast", M.GPT(cfg, params, "fast").cuda()),
+                        ("torch_eager_f32", M.TorchGPT(cfg, params).cuda())):
+        M.generate(model, prompt, 4)
+        torch.cuda.synchronize()
+        t = time.perf_counter()
+        M.generate(model, prompt, 33)
+        torch.cuda.synchronize()
+        res[name] = {"tokens_per_s": 32 / (time.perf_counter() - t - 0.0)}
+        del model
+    out["decode_124m_batch1"] = {"prompt": 64, "new_tokens": 33, "note": "the same KV-cache generate() for all "
+                                 "three; includes the 64-token prefill", **res}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("out", type=Path)
+    ap.add_argument("--budget", type=float, default=220.0)
+    ap.add_argument("--parts", default="all", help="comma list of parts to run (default all)")
+    args = ap.parse_args()
+    out = {"issue": 26, "commit": commit(), "date": datetime.datetime.now(datetime.UTC).isoformat(),
+           "device": torch.cuda.get_device_name(0), "torch": torch.__version__,
+           "driver": torch.cuda.get_device_properties(0).name, "cuda_runtime": torch.version.cuda, "errors": {}}
+    try:
+        out["nvidia_smi"] = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                                           capture_output=True, text=True, timeout=20).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        pass
+    parts = [("train_cuda", part_train_cuda, 40), ("identity", part_identity, 40), ("gemm", part_gemm, 30),
+             ("step", lambda o: part_step(o, args.budget), 60), ("batch_invariance", part_batch_invariance, 30),
+             ("decode", part_decode, 20)]
+    if args.parts != "all":
+        parts = [p for p in parts if p[0] in args.parts.split(",")]
+    for name, fn, need in parts:
+        if elapsed() > args.budget - need:
+            out["errors"][name] = f"skipped at {elapsed():.0f} s: budget"
+            continue
+        t = time.perf_counter()
+        try:
+            fn(out)
+        except Exception as e:  # noqa: BLE001 - a failed part is recorded, the others still run
+            out["errors"][name] = f"{type(e).__name__}: {str(e)[:400]}"
+        out.setdefault("part_seconds", {})[name] = time.perf_counter() - t
+        args.out.write_text(json.dumps(out, indent=1))
+        print(name, f"{time.perf_counter() - t:.1f} s", flush=True)
+    args.out.write_text(json.dumps(out, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,481 @@
+"""A GPT-2-style decoder whose every arithmetic op is a WAVE kernel, trained byte-level on the
+standard library's own source files, and served with a KV cache.
+
+Model (A. Radford et al., "Language Models are Unsupervised Multitask Learners", 2019: GPT-2's
+pre-norm decoder): token + position embeddings; per layer ``x = x + proj(attn(LN1(x)))`` with
+causal multi-head attention (``torch.ops.anywave.attention``) and ``x = x + fc2(GELU(fc1(LN2(x))))``
+(the hidden width 4C); a final LayerNorm; logits through the token embedding (tied weights).
+Initial weights: normal(0, 0.02) from NumPy's PCG64 with the seed, the residual projections
+scaled by ``1/sqrt(2 * layers)`` (GPT-2's rule), biases 0, LayerNorm gains 1.
+
+The ops (:mod:`anywave.torch.gpt`): linear (bias and GELU epilogues), LayerNorm, embeddings,
+softmax cross-entropy, AdamW, global-norm clipping; in ``exact`` mode every one is a fixed f32
+sequence, so a training run gives the same per-step losses and final weights, bit for bit, on
+every target and wave width, and a prompt's completion does not depend on the batch it is decoded
+in. ``fast`` mode (CUDA) runs the linear layers on the bf16 fragment GEMM and the attention's fast
+kernel where one covers the shape.
+
+Text: the ``*.py`` files directly in the standard library's directory (``sysconfig``'s
+``stdlib`` path), sorted by name, read as bytes and laid end to end (the first
+:data:`TEXT_BYTES`): real text that ships with Python, no download. Vocabulary: the 256 byte values.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sysconfig
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+import anywave.torch.ops  # noqa: F401  (registers torch.ops.anywave.*)
+from anywave.errors import WaveError
+from anywave.torch import gpt as ops
+
+__all__ = ["CONFIGS", "GPT", "GPTConfig", "TorchGPT", "TrainSettings", "generate", "load_checkpoint",
+           "save_checkpoint", "stdlib_text", "train"]
+
+TEXT_BYTES = 1 << 21
+
+
+@dataclass(frozen=True)
+class GPTConfig:
+    """Shape of the model: ``vocab`` tokens, ``layers`` blocks of width ``width`` with ``heads``
+    heads (``width % heads == 0``, head dim a multiple of 4 up to 256), context ``context`` tokens."""
+
+    layers: int = 2
+    width: int = 64
+    heads: int = 2
+    context: int = 64
+    vocab: int = 256
+
+    def __post_init__(self) -> None:
+        if min(self.layers, self.width, self.heads, self.context, self.vocab) < 1:
+            raise ValueError(f"GPTConfig: every size must be >= 1, got {self}")
+        d, r = divmod(self.width, self.heads)
+        if r or d % 4 or d > 256:
+            raise ValueError(f"GPTConfig: width {self.width} / heads {self.heads} must give a head dim that is a "
+                             "multiple of 4 up to 256")
+
+
+#: the named configurations (tiny: the identity test's; gpt2: GPT-2 small's shape, 124M
+#: parameters with GPT-2's 50257-token vocabulary, 85M with bytes)
+CONFIGS = {
+    "tiny": GPTConfig(2, 64, 2, 64),
+    "small": GPTConfig(4, 128, 4, 128),
+    "gpt2": GPTConfig(12, 768, 12, 1024),
+}
+
+
+def param_shapes(cfg: GPTConfig) -> list[tuple[str, tuple[int, ...]]]:
+    """(name, shape) of every parameter in a fixed order (the optimizer's and the clip's)."""
+    c = cfg.width
+    out: list[tuple[str, tuple[int, ...]]] = [("wte", (cfg.vocab, c)), ("wpe", (cfg.context, c))]
+    for i in range(cfg.layers):
+        out += [(f"h{i}.ln1_w", (c,)), (f"h{i}.ln1_b", (c,)), (f"h{i}.attn_w", (3 * c, c)),
+                (f"h{i}.attn_b", (3 * c,)), (f"h{i}.proj_w", (c, c)), (f"h{i}.proj_b", (c,)),
+                (f"h{i}.ln2_w", (c,)), (f"h{i}.ln2_b", (c,)), (f"h{i}.fc_w", (4 * c, c)), (f"h{i}.fc_b", (4 * c,)),
+                (f"h{i}.fc2_w", (c, 4 * c)), (f"h{i}.fc2_b", (c,))]
+    return out + [("lnf_w", (c,)), ("lnf_b", (c,))]
+
+
+def init_params(cfg: GPTConfig, seed: int = 0) -> dict[str, np.ndarray]:
+    """Initial float32 parameters (see the module docstring), the same bits on every machine."""
+    rng = np.random.default_rng(seed)
+    out = {}
+    for name, shape in param_shapes(cfg):
+        leaf = name.rpartition(".")[2]
+        if leaf.endswith("_b"):
+            a = np.zeros(shape, np.float32)
+        elif leaf.startswith("ln"):
+            a = np.ones(shape, np.float32)
+        else:
+            std = 0.02 / math.sqrt(2 * cfg.layers) if leaf in ("proj_w", "fc2_w") else 0.02
+            a = (rng.standard_normal(shape) * std).astype(np.float32)
+        out[name] = a
+    return out
+
+
+class GPT(torch.nn.Module):
+    """The decoder on ``torch.ops.anywave`` ops. ``forward(idx)`` takes int64 tokens (B, T),
+    T <= context, and returns float32 logits (B, T, vocab); ``mode`` is ``"exact"`` or ``"fast"``."""
+
+    def __init__(self, cfg: GPTConfig, params: dict[str, np.ndarray] | None = None, mode: str = "exact") -> None:
+        super().__init__()
+        if mode not in ops.MODES:
+            raise ValueError(f"GPT: mode {mode!r} is not one of {ops.MODES}")
+        self.cfg, self.mode = cfg, mode
+        params = init_params(cfg) if params is None else params
+        self.names = [n for n, _ in param_shapes(cfg)]
+        self.p = torch.nn.ParameterDict({n.replace(".", "_"): torch.nn.Parameter(torch.from_numpy(
+            np.array(params[n], np.float32))) for n in self.names})
+
+    def param(self, name: str) -> torch.Tensor:
+        return self.p[name.replace(".", "_")]
+
+    def ordered(self) -> list[torch.nn.Parameter]:
+        """The parameters in :func:`param_shapes` order."""
+        return [self.param(n) for n in self.names]
+
+    def numpy_params(self) -> dict[str, np.ndarray]:
+        return {n: self.param(n).detach().cpu().numpy().copy() for n in self.names}
+
+    # ---- the pieces (each a WAVE op)
+    def _lin(self, x, w, b, gelu=False):
+        return ops.linear(x, self.param(w), None if b is None else self.param(b), gelu, self.mode)
+
+    def _ln(self, x, name):
+        return ops.norm(x, self.param(name + "_w"), self.param(name + "_b"))
+
+    def _attn(self, q, k, v, causal=True):
+        fast = self.mode == "fast" and q.is_cuda
+        if fast:
+            q, k, v = q.to(torch.bfloat16), k.to(torch.bfloat16), v.to(torch.bfloat16)
+        o = torch.ops.anywave.attention(q, k, v, causal, None, self.mode)
+        return o.float() if fast else o
+
+    def _decode(self, q, k, v):
+        # one new query row against its sequence's whole cache (every key visible)
+        return ops.decode_attention(q, k, v)
+
+    def _heads(self, t, b, s):
+        h = self.cfg.heads
+        return t.reshape(b, s, h, -1).transpose(1, 2).contiguous()
+
+    def embed(self, idx: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
+        return ops.embedding(self.param("wte"), idx) + ops.embedding(self.param("wpe"), pos)
+
+    def block(self, i: int, x: torch.Tensor, kv: Callable | None = None) -> torch.Tensor:
+        b, s, c = x.shape
+        qkv = self._lin(self._ln(x, f"h{i}.ln1"), f"h{i}.attn_w", f"h{i}.attn_b")
+        q, k, v = (self._heads(t, b, s) for t in qkv.split(c, dim=-1))
+        o = self._attn(q, k, v) if kv is None else kv(i, q, k, v)
+        a = o.transpose(1, 2).reshape(b, s, c)
+        x = x + self._lin(a, f"h{i}.proj_w", f"h{i}.proj_b")
+        h = self._lin(self._ln(x, f"h{i}.ln2"), f"h{i}.fc_w", f"h{i}.fc_b", gelu=True)
+        return x + self._lin(h, f"h{i}.fc2_w", f"h{i}.fc2_b")
+
+    def head(self, x: torch.Tensor) -> torch.Tensor:
+        return self._lin(self._ln(x, "lnf"), "wte", None)
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        b, s = idx.shape
+        if s > self.cfg.context:
+            raise ValueError(f"GPT: {s} tokens exceed the context of {self.cfg.context}")
+        pos = torch.arange(s, device=idx.device).expand(b, s)
+        x = self.embed(idx, pos)
+        for i in range(self.cfg.layers):
+            x = self.block(i, x)
+        return self.head(x)
+
+    def loss(self, idx: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        logits = self.forward(idx)
+        return ops.cross_entropy(logits.reshape(-1, self.cfg.vocab), targets.reshape(-1))
+
+
+class TorchGPT(GPT):
+    """The same model in plain PyTorch (``torch.nn.functional``, SDPA): the reference of the
+    tests and the peer of the benchmark. Any dtype (``.double()``, bf16 autocast ...)."""
+
+    def _lin(self, x, w, b, gelu=False):
+        y = torch.nn.functional.linear(x, self.param(w), None if b is None else self.param(b))
+        return torch.nn.functional.gelu(y, approximate="tanh") if gelu else y
+
+    def _ln(self, x, name):
+        return torch.nn.functional.layer_norm(x, (x.shape[-1],), self.param(name + "_w"), self.param(name + "_b"))
+
+    def _attn(self, q, k, v, causal=True):
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+    def _decode(self, q, k, v):
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v)
+
+    def embed(self, idx, pos):
+        return torch.nn.functional.embedding(idx, self.param("wte")) + torch.nn.functional.embedding(
+            pos, self.param("wpe"))
+
+    def loss(self, idx, targets):
+        logits = self.forward(idx)
+        return torch.nn.functional.cross_entropy(logits.reshape(-1, self.cfg.vocab).float(), targets.reshape(-1))
+
+
+# ----------------------------------------------------------------------------- data
+
+def stdlib_text(n_bytes: int = TEXT_BYTES) -> bytes:
+    """The first ``n_bytes`` of the standard library's top-level ``*.py`` files (sorted by name)
+    laid end to end."""
+    root = Path(sysconfig.get_paths()["stdlib"])
+    out = bytearray()
+    for f in sorted(root.glob("*.py")):
+        out += f.read_bytes()
+        if len(out) >= n_bytes:
+            break
+    if len(out) < 1024:
+        raise WaveError(f"stdlib_text: found only {len(out)} bytes of Python source under {root}")
+    return bytes(out[:n_bytes])
+
+
+def batches(data: np.ndarray, steps: int, batch: int, context: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """(steps, batch, context) int64 inputs and targets (the next bytes) at seeded offsets."""
+    if len(data) <= context + 1:
+        raise ValueError(f"batches: {len(data)} bytes of text are too few for a context of {context}")
+    off = np.random.default_rng(seed + 1).integers(0, len(data) - context - 1, size=(steps, batch))
+    ar = np.arange(context)
+    x = data[off[..., None] + ar].astype(np.int64)
+    y = data[off[..., None] + ar + 1].astype(np.int64)
+    return x, y
+
+
+# ----------------------------------------------------------------------------- training
+
+@dataclass(frozen=True)
+class TrainSettings:
+    """Hyper-parameters: AdamW (betas, eps, decoupled weight decay on the 2-D weights only),
+    global-norm clipping at ``clip``, a linear warm-up over ``warmup`` steps then constant ``lr``."""
+
+    steps: int = 20
+    batch: int = 4
+    lr: float = 3e-3
+    betas: tuple[float, float] = (0.9, 0.95)
+    eps: float = 1e-8
+    weight_decay: float = 0.1
+    clip: float = 1.0
+    warmup: int = 0
+    seed: int = 0
+    context: int | None = None  # default: the model's
+
+
+@dataclass
+class TrainResult:
+    """Per-step losses (float32), the trained model, wall seconds, the last gradient norm."""
+
+    losses: list[float]
+    model: GPT
+    seconds: float
+    grad_norms: list[float] = field(default_factory=list)
+    optimizer: dict[str, Any] = field(default_factory=dict)
+
+
+def _opt_state(model: GPT) -> dict[str, Any]:
+    return {"step": 0, "m": [torch.zeros_like(p) for p in model.ordered()],
+            "v": [torch.zeros_like(p) for p in model.ordered()]}
+
+
+def train_step(model: GPT, x: torch.Tensor, y: torch.Tensor, st: TrainSettings, opt: dict[str, Any]
+               ) -> tuple[torch.Tensor, torch.Tensor]:
+    """One step: loss, backward, clip, AdamW (all WAVE ops). Returns (loss, grad norm) tensors."""
+    params = model.ordered()
+    for p in params:
+        p.grad = None
+    loss = model.loss(x, y)
+    loss.backward()
+    grads = [p.grad for p in params]
+    gn = ops.clip_grad_norm_(grads, st.clip)
+    opt["step"] += 1
+    t = opt["step"]
+    lr = st.lr * min(1.0, t / st.warmup) if st.warmup else st.lr
+    with torch.no_grad():
+        for p, g, m, v in zip(params, grads, opt["m"], opt["v"], strict=True):
+            ops.adamw_(p, g, m, v, lr=lr, betas=st.betas, eps=st.eps,
+                       weight_decay=st.weight_decay if p.dim() == 2 else 0.0, step=t)
+    return loss.detach(), gn.detach()
+
+
+def train(cfg: GPTConfig | str = "tiny", settings: TrainSettings | None = None, *, mode: str = "exact",
+          device: str | torch.device = "cpu", text: bytes | None = None, model: GPT | None = None,
+          opt: dict[str, Any] | None = None, progress: Callable[[int, float], None] | None = None) -> TrainResult:
+    """Train a :class:`GPT` byte-level on :func:`stdlib_text` (or ``text``).
+
+    CPU tensors run on the CPU target of :func:`anywave.torch.ops.cpu_target` (wrap the call in
+    it); ``device="cuda"`` on the cuda target. ``model``/``opt`` continue a run (a loaded checkpoint).
+
+    Returns:
+        :class:`TrainResult`; ``losses[i]`` is step i's batch loss before its update.
+    """
+    cfg = CONFIGS[cfg] if isinstance(cfg, str) else cfg
+    st = settings or TrainSettings()
+    dev = torch.device(device)
+    model = (model or GPT(cfg, init_params(cfg, st.seed), mode)).to(dev)
+    model.mode = mode
+    opt = opt or _opt_state(model)
+    ctx = st.context or cfg.context
+    data = np.frombuffer(text if text is not None else stdlib_text(), np.uint8)
+    xs, ys = batches(data, st.steps + opt["step"], st.batch, ctx, st.seed)
+    losses, norms = [], []
+    t0 = time.perf_counter()
+    first = opt["step"]
+    for i in range(first, first + st.steps):
+        loss, gn = train_step(model, torch.from_numpy(xs[i]).to(dev), torch.from_numpy(ys[i]).to(dev), st, opt)
+        losses.append(loss)
+        norms.append(gn)
+        if progress is not None:
+            progress(i, float(loss))
+    if dev.type == "cuda":
+        torch.cuda.synchronize(dev)
+    secs = time.perf_counter() - t0
+    return TrainResult([float(v) for v in losses], model, secs, [float(v) for v in norms], opt)
+
+
+# ----------------------------------------------------------------------------- checkpoints
+
+def save_checkpoint(path: str | Path, model: GPT, opt: dict[str, Any] | None = None) -> Path:
+    """Write the config, the parameters and the optimizer state (AdamW moments, step) to one
+    ``.npz`` (no pickles)."""
+    path = Path(path)
+    arrays = {f"p/{n}": a for n, a in model.numpy_params().items()}
+    meta = {"config": asdict(model.cfg), "mode": model.mode, "step": 0 if opt is None else opt["step"]}
+    if opt is not None:
+        for n, m, v in zip(model.names, opt["m"], opt["v"], strict=True):
+            arrays[f"m/{n}"] = m.detach().cpu().numpy()
+            arrays[f"v/{n}"] = v.detach().cpu().numpy()
+    with open(path, "wb") as f:
+        np.savez(f, meta=np.frombuffer(json.dumps(meta).encode(), np.uint8), **arrays)
+    return path
+
+
+def load_checkpoint(path: str | Path, device: str | torch.device = "cpu") -> tuple[GPT, dict[str, Any]]:
+    """(model, optimizer state) from :func:`save_checkpoint`'s file; raises WaveError for a file
+    that is not one (missing or misshapen arrays)."""
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            meta = json.loads(bytes(z["meta"]).decode())
+            cfg = GPTConfig(**meta["config"])
+            params = {n: z[f"p/{n}"] for n, _ in param_shapes(cfg)}
+            has_opt = f"m/{param_shapes(cfg)[0][0]}" in z
+            mv = ({n: (z[f"m/{n}"], z[f"v/{n}"]) for n, _ in param_shapes(cfg)} if has_opt else None)
+    except (KeyError, ValueError, OSError, TypeError) as e:
+        raise WaveError(f"load_checkpoint: {path} is not a GPT checkpoint ({e})") from None
+    for n, shape in param_shapes(cfg):
+        if params[n].shape != shape:
+            raise WaveError(f"load_checkpoint: {n} has shape {params[n].shape}, expected {shape}")
+    dev = torch.device(device)
+    model = GPT(cfg, params, meta.get("mode", "exact")).to(dev)
+    opt = _opt_state(model)
+    opt["step"] = int(meta.get("step", 0))
+    if mv is not None:
+        opt["m"] = [torch.from_numpy(np.array(mv[n][0])).to(dev) for n in model.names]
+        opt["v"] = [torch.from_numpy(np.array(mv[n][1])).to(dev) for n in model.names]
+    return model, opt
+
+
+# ----------------------------------------------------------------------------- inference
+
+class _Cache:
+    """One sequence's keys and values per layer: float32 (1, H, length, D), grown by one row a step."""
+
+    def __init__(self, layers: int) -> None:
+        self.k: list[torch.Tensor | None] = [None] * layers
+        self.v: list[torch.Tensor | None] = [None] * layers
+
+    def append(self, i: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.k[i] is None:
+            self.k[i], self.v[i] = k.contiguous(), v.contiguous()
+        else:
+            self.k[i] = torch.cat([self.k[i], k], dim=2)
+            self.v[i] = torch.cat([self.v[i], v], dim=2)
+        return self.k[i], self.v[i]
+
+    @property
+    def length(self) -> int:
+        return 0 if self.k[0] is None else int(self.k[0].shape[2])
+
+
+def _sample(logits: np.ndarray, temperature: float, top_k: int | None, rng: np.random.Generator | None) -> int:
+    # greedy: the first index of the largest logit; sampling: float64 softmax of logits / T on the
+    # host (top-k first), one uniform draw from the sequence's own generator, inverse CDF
+    if temperature == 0 or rng is None:
+        return int(np.argmax(logits))
+    z = logits.astype(np.float64) / temperature
+    if top_k is not None and top_k < len(z):
+        z[z < np.sort(z)[-top_k]] = -np.inf
+    p = np.exp(z - z.max())
+    c = np.cumsum(p / p.sum())
+    return int(min(np.searchsorted(c, rng.random(), side="right"), len(z) - 1))
+
+
+@torch.no_grad()
+def generate(model: GPT, prompts: Sequence[Sequence[int] | bytes], max_new_tokens: int, *,
+             temperature: float = 0.0, top_k: int | None = None, seed: int | Sequence[int] | None = None
+             ) -> list[list[int]]:
+    """Continue each prompt by ``max_new_tokens`` tokens with a KV cache.
+
+    Each prompt is prefilled alone (causal attention over its tokens, keys and values kept per
+    layer); then every decode step runs the batch's newest tokens through the linear layers
+    together (one row each) and each sequence's attention in the decode form
+    (:func:`anywave.torch.gpt.decode_attention`) over its own cache. Every op computes a row
+    without reference to the other rows, so a prompt's completion is the same bits alone or in
+    any batch (exact mode).
+
+    Args:
+        prompts: token lists (or ``bytes``), each 1..context tokens; prompt + new tokens must fit
+            the context.
+        temperature: 0 (greedy: argmax, ties to the lowest id) or > 0 (sampling).
+        top_k: with sampling, keep the k largest logits.
+        seed: sampling seed: one int (prompt i uses ``seed + i``) or one per prompt.
+
+    Returns:
+        The new tokens of each prompt (lists of ints).
+
+    Raises:
+        ValueError: an empty prompt, a prompt that with the new tokens exceeds the context, a
+            negative temperature.
+    """
+    cfg = model.cfg
+    if temperature < 0 or max_new_tokens < 0:
+        raise ValueError(f"generate: temperature and max_new_tokens must be >= 0, got {temperature}, "
+                         f"{max_new_tokens}")
+    toks = [list(p) for p in prompts]
+    for t in toks:
+        if not t or len(t) + max_new_tokens > cfg.context:
+            raise ValueError(f"generate: a prompt of {len(t)} tokens + {max_new_tokens} new must be 1..{cfg.context}")
+    if temperature > 0:
+        seeds = [(0 if seed is None else seed) + i for i in range(len(toks))] if not isinstance(seed, Sequence) \
+            else list(seed)
+        rngs = [np.random.default_rng(s) for s in seeds]
+    else:
+        rngs = [None] * len(toks)
+    dev = model.param("wte").device
+    caches = [_Cache(cfg.layers) for _ in toks]
+    out: list[list[int]] = [[] for _ in toks]
+    if max_new_tokens == 0:
+        return out
+    last = []
+    for s, (t, cache) in enumerate(zip(toks, caches, strict=True)):
+        idx = torch.tensor([t], dtype=torch.int64, device=dev)
+        x = model.embed(idx, torch.arange(len(t), device=dev)[None])
+
+        def prefill(i, q, k, v, cache=cache):
+            cache.append(i, k, v)
+            return model._attn(q, k, v, True)
+
+        for i in range(cfg.layers):
+            x = model.block(i, x, prefill)
+        logits = model.head(x[:, -1:])
+        last.append(_sample(logits[0, -1].float().cpu().numpy(), temperature, top_k, rngs[s]))
+    for s in range(len(toks)):
+        out[s].append(last[s])
+    for _ in range(max_new_tokens - 1):
+        idx = torch.tensor([[t] for t in last], dtype=torch.int64, device=dev)
+        pos = torch.tensor([[c.length] for c in caches], dtype=torch.int64, device=dev)
+        x = model.embed(idx, pos)
+
+        def step(i, q, k, v):
+            rows = []
+            for s, cache in enumerate(caches):
+                kc, vc = cache.append(i, k[s:s + 1], v[s:s + 1])
+                rows.append(model._decode(q[s:s + 1].contiguous(), kc, vc))
+            return torch.cat(rows)
+
+        for i in range(cfg.layers):
+            x = model.block(i, x, step)
+        logits = model.head(x).float().cpu().numpy()
+        last = [_sample(logits[s, -1], temperature, top_k, rngs[s]) for s in range(len(toks))]
+        for s in range(len(toks)):
+            out[s].append(last[s])
+    return out
