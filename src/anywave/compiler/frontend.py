@@ -104,7 +104,8 @@ class Frontend(ast.NodeVisitor):
         self.kernel_name = kernel_name
         #: the builder: the IR emitted so far, the kernel's ABI, local memory and prints
         self.b = IRBuilder(src, kernel_name, self)
-        self._ctx = FuncCtx(src, dict(constants))
+        #: the names of the function being translated (set with _enter)
+        self.ctx = FuncCtx(src, dict(constants))
         self._inline_stack: list[Any] = []
         #: temporaries (non-variable Values) that a pending target still holds (the value of a
         #: chained assignment ``a = b = e``); with the names of the contexts (_holds) they are
@@ -128,15 +129,11 @@ class Frontend(ast.NodeVisitor):
         self.w_uses: list[str] = []
         self._w_invariant_depth = 0
 
-    @property
-    def ctx(self) -> FuncCtx:
-        """The names of the function being translated (the kernel's, or an inlined @aw.func's)."""
-        return self._ctx
-
-    @ctx.setter
-    def ctx(self, ctx: FuncCtx) -> None:
-        self._ctx = ctx
-        self.b.src = ctx.src  # errors and source locations point into that function's source
+    def _enter(self, ctx: FuncCtx) -> None:
+        """Translate the function of ``ctx`` from here on (the kernel's, or an inlined @aw.func's):
+        its names, and the builder's source for errors and locations."""
+        self.ctx = ctx
+        self.b.src = ctx.src
 
     # ------------------------------------------------------------------ helpers
     @property
@@ -188,7 +185,7 @@ class Frontend(ast.NodeVisitor):
 
     def visit(self, node: ast.AST) -> Any:
         t = type(node)
-        # names and constants emit nothing and read neither self.b.node nor self.b.stmt (their
+        # names and constants emit nothing and read neither the builder's node nor its stmt (their
         # errors name the node itself): no state to set and restore (the commonest visits)
         if t is ast.Name:
             return self.load_name(node.id, node)  # type: ignore[attr-defined]
@@ -203,29 +200,30 @@ class Frontend(ast.NodeVisitor):
                 r = self._static_subscript(node, base)  # type: ignore[arg-type]
                 if r is not _UNSET:
                     return r
-            prev, prev_stmt = self.b.node, self.b.stmt
-            self.b.node = node
+            b = self.b
+            prev, prev_stmt = b.node, b.stmt
+            b.node = node
             try:
                 return self._subscript(node, base)  # type: ignore[arg-type]
             finally:
-                self.b.node, self.b.stmt = prev, prev_stmt
+                b.node, b.stmt = prev, prev_stmt
         entry = _VISITORS.get(t)
         if entry is None:  # not looked up yet for this node class
             entry = _VISITORS[t] = (getattr(Frontend, "visit_" + t.__name__, None),
                                     2 if isinstance(node, ast.stmt) else 1 if isinstance(node, ast.expr) else 0)
         method, kind = entry
-        prev, prev_stmt = self.b.node, self.b.stmt
+        b = self.b
+        prev, prev_stmt = b.node, b.stmt
         if kind:
-            self.b.node = node
+            b.node = node
             if kind == 2:
-                self.b.stmt = node
+                b.stmt = node
         try:
             if method is None:
-                raise self.b.err(node, f"{construct_name(node)} is not supported in a kernel"
-                                 + supported_hint(node))
+                raise b.err(node, f"{construct_name(node)} is not supported in a kernel" + supported_hint(node))
             return method(self, node)
         finally:
-            self.b.node, self.b.stmt = prev, prev_stmt
+            b.node, b.stmt = prev, prev_stmt
 
     def visit_Pass(self, node: ast.Pass) -> None:
         return None
@@ -1302,7 +1300,7 @@ class Frontend(ast.NodeVisitor):
         has_early = fn_has_early_return(fd)
         ctx = FuncCtx(fsrc, {}, is_kernel=False, ret_wrapped=has_early)
         outer = self.ctx
-        self.ctx = ctx
+        self._enter(ctx)
         self._inline_stack.append(fn)
         saved_node = self.b.node
         inv = bool(getattr(fn, "w_invariant", False))
@@ -1348,7 +1346,7 @@ class Frontend(ast.NodeVisitor):
             self._outer_ctxs.pop()
             self._w_invariant_depth -= inv
             self._inline_stack.pop()
-            self.ctx = outer
+            self._enter(outer)
             self.b.node = saved_node
         if ctx.pending:
             vals = [v for _, v, _ in ctx.pending]
@@ -1360,11 +1358,12 @@ class Frontend(ast.NodeVisitor):
                 ctx.ret_var = Value(self.b.default_type(vals[0], ctx.pending[0][2]), "ret", is_var=True)
             rv = ctx.ret_var
             for ph, v, rnode in ctx.pending:
-                self.ctx, saved_ctx = ctx, self.ctx
+                saved_ctx = self.ctx
+                self._enter(ctx)
                 try:
                     bits = self.b.const_bits(v, rv.type, rnode)
                 finally:
-                    self.ctx = saved_ctx
+                    self._enter(saved_ctx)
                 ph.defn = BY_MNEMONIC["movi.b64" if rv.type.bits == 64 else "movi.b32"]
                 ph.operands = [rv, bits]
         if ctx.ret_var is not None:

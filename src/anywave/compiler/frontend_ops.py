@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import operator
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -52,7 +53,7 @@ class IRBuilder:
     stores (narrow element types widen on load and keep their low bits on store; docs/spec.md
     §4 for the address forms), errors at the user's source, and the kernel's resources under
     construction (``args``, ``local_memory``, ``nfrag``, ``prints``). A call's arguments are read
-    through ``reader``, the visitor (:class:`~anywave.compiler.builder.ArgReader`).
+    through the visitor, held weakly (:class:`~anywave.compiler.builder.ArgReader`).
 
     Every method that can refuse its operands takes ``node``, the expression they come from:
     its error points there (or at the literal at fault inside it). ``const`` alone accepts
@@ -61,7 +62,9 @@ class IRBuilder:
 
     def __init__(self, src: FuncSource, kernel_name: str, reader: ArgReader,
                  rules: tr.TypeRules = tr.RULES) -> None:
-        self.reader = reader
+        # weakly: the visitor holds this builder, and a cycle would leave every compile's
+        # visitor and IR to the cyclic collector, which compilation pauses
+        self._reader = weakref.ref(reader)
         self.rules = rules
         self.kernel_name = kernel_name
         #: the function whose source is being translated (the visitor sets it when it inlines)
@@ -113,11 +116,11 @@ class IRBuilder:
     # ------------------------------------------------------------------ reading a call
     def visit(self, node: ast.AST) -> Any:
         """The value of kernel expression ``node`` (evaluated by the visitor)."""
-        return self.reader.visit(node)
+        return self._reader().visit(node)  # type: ignore[union-attr]
 
     def static_eval(self, node: ast.AST) -> Any:
         """The value of ``node``, which must be known at compile time (CompileError otherwise)."""
-        return self.reader.static_eval(node)
+        return self._reader().static_eval(node)  # type: ignore[union-attr]
 
     def call_args(self, node: ast.Call, lo: int, hi: int, what: str,
                     keywords: Sequence[str] = ()) -> list[Any]:
