@@ -1116,9 +1116,7 @@ class Frontend(ast.NodeVisitor):
             acc = self.b.alu(op, t, self.b.coerce(acc, t, node), self.b.coerce(b, t, node), node=node)
         return acc
 
-
-
-
+    # ------------------------------------------------------------------ stores, register arrays, views
     def store_subscript(self, target: ast.Subscript, value: Any) -> None:
         bn = target.value
         base = self.load_name(bn.id, bn) if type(bn) is ast.Name else self.visit(bn)
@@ -1146,6 +1144,7 @@ class Frontend(ast.NodeVisitor):
         else:
             raise self.b.err(target.value, f"cannot store into {_describe(base)}; valid: buffers, buffer views, "
                              "local arrays and register arrays")
+
     def _register_index(self, arr: RegisterArray, sl: ast.AST, node: ast.AST) -> Value:
         if type(sl) is ast.Tuple:  # tile[i, j]: the elements one by one (what visit_Tuple does)
             idx = tuple([self.load_name(e.id, e) if type(e) is ast.Name else self.visit(e) for e in sl.elts])
@@ -1175,6 +1174,7 @@ class Frontend(ast.NodeVisitor):
                 raise self.b.err(sl, f"index {int(i)} is out of range for a register-array dimension of size {dim}")
             out.append(int(i))
         return arr.vars[tuple(out)]
+
     def _register_store(self, arr: RegisterArray, target: ast.Subscript, value: Any) -> None:
         var = self._static_subscript(target, arr)
         if var is _UNSET:
@@ -1193,6 +1193,7 @@ class Frontend(ast.NodeVisitor):
             last.retarget(value, var)  # no copy needed
         else:
             self.b.emit("mov.b64" if var.type.bits == 64 else "mov.b32", var, value)
+
     def _view_load(self, view: BufferView, sl: ast.AST, node: ast.AST) -> Value:
         buf = view.buffer
         if buf.access is Access.WRITE:
@@ -1202,6 +1203,7 @@ class Frontend(ast.NodeVisitor):
         self.b.node = node
         off, wide = self.b.index_offset(lin, buf.elem.scalar.nbytes, sl)
         return self.b.load("device", buf.elem, DevAddr(buf.index, off), wide)
+
     def _view_store(self, view: BufferView, target: ast.Subscript, value: Any) -> None:
         buf = view.buffer
         if buf.access is Access.READ:
@@ -1212,6 +1214,7 @@ class Frontend(ast.NodeVisitor):
         off, wide = self.b.index_offset(lin, buf.elem.scalar.nbytes, target.slice)
         v = self.b.store_value(value, buf.elem, target)
         self.b.store("device", buf.elem, DevAddr(buf.index, off), v, wide)
+
     # ------------------------------------------------------------------ and / or
     def _bool_op(self, is_and: bool, result: Any, right: Any, nodes: list[ir.Node], node: ast.AST,
                  vnode: ast.AST) -> Any:
@@ -1238,6 +1241,7 @@ class Frontend(ast.NodeVisitor):
         self.b.body.append(n)
         self.b.node = node
         return self.b.as_pred(acc, node)
+
     def _value_op(self, is_and: bool, result: Any, right: Any, nodes: list[ir.Node], node: ast.AST,
                   vnode: ast.AST) -> Value:
         t = self.b.unify(result, right, f"'{'and' if is_and else 'or'}'", node)
@@ -1260,6 +1264,7 @@ class Frontend(ast.NodeVisitor):
         self.b.body.append(n)
         self.b.node = node
         return res
+
     # ------------------------------------------------------------------ device functions
     def inline(self, fn: Any, node: ast.Call) -> Any:
         if fn in self._inline_stack:

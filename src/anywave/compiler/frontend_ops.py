@@ -96,6 +96,7 @@ class IRBuilder:
         e.kernel = self.kernel_name
         e.args = (str(e),)
         return e
+
     def loc(self) -> SourceLoc | None:
         node = self.node
         if node is None:
@@ -106,10 +107,12 @@ class IRBuilder:
         if r is None:
             r = self._locs[key] = src.loc(node)
         return r
+
     def emit(self, mnemonic: str, *operands: Any) -> Op:
         op = Op(BY_MNEMONIC[mnemonic], list(operands), self.loc())
         self.body.append(op)
         return op
+
     def new(self, t: DType, name: str = "") -> Value:
         return Value(t, name)
 
@@ -134,6 +137,7 @@ class IRBuilder:
         out = [self.visit(a) for a in node.args]
         self.node = node
         return out
+
     def keyword_arg(self, node: ast.Call, name: str, default: Any) -> Any:
         for kw in node.keywords:
             if kw.arg == name:
@@ -514,10 +518,12 @@ class IRBuilder:
             return idx, idx.type.bits == 64
         k = self.const(esize.bit_length() - 1, ty.u32)
         return self.alu("shl", idx.type, idx, k, node=node), idx.type.bits == 64
+
     def local_addr(self, arr: LocalArray, sl: ast.AST, node: ast.AST) -> LocAddr:
         idx = self.visit(sl)
         self.node = node
         return self.local_addr_of(arr, idx, node)
+
     def local_addr_of(self, arr: LocalArray, idx: Any, node: ast.AST) -> LocAddr:
         idxs = idx if isinstance(idx, tuple) else (idx,)
         if len(idxs) != len(arr.shape):
@@ -546,6 +552,7 @@ class IRBuilder:
             return LocAddr(self.const(0, ty.u32), imm)
         off, _ = self.index_offset(dyn, esize, node)
         return LocAddr(off, imm)
+
     def load(self, space: str, elem: DType, addr: Any, wide: bool) -> Value:
         vt = ty.value_type_of_element(elem)
         r = self.new(vt)
@@ -560,6 +567,7 @@ class IRBuilder:
             kind = "i8" if elem is ty.i8 else "u8"
         self.emit(mnemonic("ld", space, kind, addr64=wide), r, addr)
         return r
+
     def store_value(self, value: Any, elem: DType, node: ast.AST) -> Value:
         vt = ty.value_type_of_element(elem)
         if isinstance(value, PredUse):
@@ -577,9 +585,11 @@ class IRBuilder:
                     raise self.err(node, f"{value} does not fit in {elem.name} ({lo}..{hi})")
             return self.const(value, vt, node)
         return value
+
     def store(self, space: str, elem: DType, addr: Any, v: Value, wide: bool) -> None:
         nb = elem.scalar.nbytes
         self.emit(mnemonic("st", space, f"b{nb * 8}", addr64=wide), addr, v)
+
     def view_index(self, view: BufferView, idx: Any, node: ast.AST) -> Any:
         idxs = idx if isinstance(idx, tuple) else (idx,)
         if len(idxs) != len(view.shape):
@@ -597,6 +607,7 @@ class IRBuilder:
         """Record an aw.print call site; returns its index."""
         self.prints.append(pf)
         return len(self.prints) - 1
+
     def print_buffer_index(self) -> int:
         """ABI index of the hidden aw.print buffer (added as the last argument on first use)."""
         if self._print_buffer is None:
