@@ -66,6 +66,8 @@ class IRBuilder:
         # visitor and IR to the cyclic collector, which compilation pauses
         self._reader = weakref.ref(reader)
         self.rules = rules
+        #: typerules.alu_mnemonic's cache, read inline by alu() (only for the language's own rules)
+        self._alu_hits = tr._ALU if rules is tr.RULES else {}
         self.kernel_name = kernel_name
         #: the function whose source is being translated (the visitor sets it when it inlines)
         self.src = src
@@ -380,7 +382,7 @@ class IRBuilder:
     def alu(self, name: str, t: DType, *srcs: Value, node: ast.AST, what: str | None = None) -> Value:
         """A new ``t`` register = operation ``name`` of ``srcs`` (:meth:`mn`; errors at ``node``)."""
         r = Value(t)
-        hit = tr._ALU.get((name, id(t)))  # tr.alu_mnemonic's cache, inline (the commonest call)
+        hit = self._alu_hits.get((name, id(t)))  # the rules' mnemonic cache, inline (the commonest call)
         self.emit(hit[1] if hit is not None and hit[0] is t else self.mn(name, t, node, what), r, *srcs)
         return r
 
