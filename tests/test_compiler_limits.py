@@ -15,6 +15,7 @@ import pytest
 
 from anywave.compiler import frontend_inline
 from anywave.compiler.errors import CompileError
+from anywave.compiler.frontend import Frontend
 
 
 @pytest.fixture(autouse=True)
@@ -52,13 +53,13 @@ def test_inlining_budget_stops_an_exponential_chain_at_once(tmp_path, monkeypatc
     monkeypatch.setattr(frontend_inline, "MAX_INLINED_CALLS", 40)
     mod = _load(tmp_path, "chain_small", _chain_source(5, 4))  # 341 calls > 40
     counted = []
-    real = frontend_inline.InlineOps.inline
+    real = Frontend.inline
 
     def counting(self, fn, node):
         counted.append(fn.name)
         return real(self, fn, node)
 
-    monkeypatch.setattr(frontend_inline.InlineOps, "inline", counting)
+    monkeypatch.setattr(Frontend, "inline", counting)
     with pytest.raises(CompileError) as ei:
         mod.k.compile()
     msg = str(ei.value)

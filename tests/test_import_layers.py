@@ -1,11 +1,14 @@
-"""No import cycles in anywave (issue 24): every ``import`` of every module under src/anywave,
-at module level and inside functions (read from the AST, not by importing), makes an edge
-between packages (``anywave.compiler``, ``anywave.runtime`` ...; a top-level module such as
-``anywave.abi`` is a unit of its own), and between the modules of one package; neither graph may
-have a cycle. A function-level import is a dependency like any other: a cycle held apart by
-deferring one import to call time still fails here. The layering rules the design names
-(``docs``: the compiler knows no runtime, the emulator sits below both) are checked as edges
-that must be absent."""
+"""No import cycles in anywave (issues 24 and 30): every ``import`` of every module under
+src/anywave -- at module level, inside functions, and under ``if TYPE_CHECKING:`` (read from the
+AST, not by importing, so a type-only import is an edge like any other) -- makes an edge from
+its module to the module it names (a package's ``__init__`` when it names the package). That
+graph may have no cycle at all, across packages or inside one: a cycle held apart by deferring
+one import to call time, or by importing only for type checkers, still fails here. The cycles
+other helpers are removing are listed, with their owners, in :data:`MODULE_CYCLES_LEFT`; the
+list only shrinks. Between packages (``anywave.compiler``, ``anywave.runtime`` ...; a top-level
+module such as ``anywave.abi`` is a unit of its own) there is no cycle either, and the layering
+rules the design names (``docs``: the compiler knows no runtime, the emulator sits below both)
+are checked as edges that must be absent."""
 
 from __future__ import annotations
 
@@ -28,12 +31,17 @@ def _module_name(path: Path) -> str:
 
 @functools.cache
 def _imports(path: Path) -> list[tuple[str, int]]:
-    """(imported module, line) for every import statement in ``path``, relative ones resolved;
-    ``from pkg import name`` yields ``pkg.name`` when that is a module, else ``pkg``."""
-    name = _module_name(path)
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    """(imported module, line) for every import statement in ``path`` (see :func:`_imports_in`)."""
+    return _imports_in(path.read_text(), _module_name(path), path.name == "__init__.py", str(path))
+
+
+def _imports_in(text: str, name: str, is_package: bool, filename: str = "<module>") -> list[tuple[str, int]]:
+    """(imported module, line) for every import statement of module ``name`` whose source is
+    ``text``, wherever it stands (module level, a function, ``if TYPE_CHECKING:``), relative ones
+    resolved; ``from pkg import name`` yields ``pkg.name`` when that is a module, else ``pkg``."""
+    package = name if is_package else name.rpartition(".")[0]
     out: list[tuple[str, int]] = []
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in ast.walk(ast.parse(text, filename)):
         if isinstance(node, ast.Import):
             out += [(a.name, node.lineno) for a in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -142,34 +150,48 @@ def _mods(*names: str) -> frozenset[str]:
     return frozenset(f"anywave.{n}" for n in names)
 
 
-#: the module cycles left today, each by its modules -- listed, not exempted silently: a new
-#: cycle, or a listed one that grows, fails the test; remove an entry when its cycle is gone
+#: the module cycles left while this list was written, each by its modules and the helper
+#: removing it -- listed, not exempted silently: a new cycle, or a listed one that grows, fails
+#: the test, and so does an entry whose cycle is gone (remove it then). Empty is the goal.
 MODULE_CYCLES_LEFT = {
-    _mods("compiler.debugprint", "compiler.fingerprint", "compiler.frontend", "compiler.frontend_memory",
-          "compiler.frontend_perf", "compiler.kernel", "compiler.language", "compiler.lower_math",
-          "compiler.lower_threads", "compiler.lower_wave", "compiler.mma_lang"),
-    _mods("backends.cfamily", "backends.cfamily_ops"),
-    _mods("kernels.gemm", "kernels.linalg"),
-    _mods("torch.cli_train", "torch.distributed", "torch.train"),
+    _mods("backends.cfamily", "backends.cfamily_ops"): "bodies (backends' instruction bodies)",
+    _mods("torch.cli_train", "torch.distributed", "torch.train"): "launch (jit/, runtime/, torch/)",
 }
 
 
-def test_no_module_cycle_inside_a_package():
-    pkgs = sorted({_package(_module_name(p)) for p in ROOT.rglob("*.py")} - {None})
-    found: set[frozenset[str]] = set()
-    for pkg in pkgs:
-        def unit(name: str, pkg: str = pkg) -> str | None:
-            # the package's own __init__ re-exports its modules: an edge into it is an edge to
-            # the package, not a cycle through its parts
-            return name if name.startswith(f"anywave.{pkg}.") else None
+def _module_graph() -> dict[str, dict[str, list[str]]]:
+    """Every module of src/anywave (a package as its ``__init__``) -> the modules it imports,
+    with the import sites."""
+    return _graph(lambda name: name)
 
-        found |= _cyclic_groups(_graph(unit))
-    new = found - MODULE_CYCLES_LEFT
-    assert not new, "import cycles not listed in MODULE_CYCLES_LEFT:\n  " + "\n  ".join(
-        " ".join(sorted(c)) for c in sorted(new, key=sorted))
-    gone = MODULE_CYCLES_LEFT - found
+
+def test_no_module_cycle_anywhere():
+    found = _cyclic_groups(_module_graph())
+    new = found - MODULE_CYCLES_LEFT.keys()
+    g = _module_graph()
+
+    def sites(c: frozenset[str]) -> str:
+        return "\n    ".join(s for a in sorted(c) for b in sorted(c) for s in g.get(a, {}).get(b, [])[:1])
+
+    assert not new, "import cycles (not listed in MODULE_CYCLES_LEFT):\n  " + "\n  ".join(
+        " ".join(sorted(c)) + ":\n    " + sites(c) for c in sorted(new, key=sorted))
+    gone = MODULE_CYCLES_LEFT.keys() - found
     assert not gone, "cycles gone (remove them from MODULE_CYCLES_LEFT):\n  " + "\n  ".join(
-        " ".join(sorted(c)) for c in sorted(gone, key=sorted))
+        " ".join(sorted(c)) + f" ({MODULE_CYCLES_LEFT[c]})" for c in sorted(gone, key=sorted))
+
+
+def test_the_compiler_has_no_cycle_and_no_type_only_import_of_the_frontend():
+    # issue 30: intrinsic lowerings receive the builder (compiler/builder.py), not the visitor
+    g = _module_graph()
+    assert not [c for c in _cyclic_groups(g) if any(m.startswith("anywave.compiler") for m in c)]
+    frontend = {"anywave.compiler.frontend", "anywave.compiler.kernel"}
+    lowerings = [m for m in g if m.startswith(("anywave.compiler.lower_", "anywave.compiler.mma_lang",
+                                               "anywave.compiler.frontend_perf", "anywave.compiler.debugprint"))]
+    assert len(lowerings) >= 6, lowerings
+    bad = [s for m in lowerings for d in frontend for s in g[m].get(d, [])]
+    assert not bad, "a lowering imports the frontend:\n  " + "\n  ".join(bad)
+    for m in lowerings:
+        assert "anywave.compiler.builder" in g[m], f"{m} does not take its builder's protocol"
 
 
 def test_the_layers_the_design_names():
@@ -187,3 +209,13 @@ def test_the_walk_sees_function_level_and_relative_imports(tmp_path):
     found = {m for m, _ in _imports(mod)}
     assert "anywave.runtime.cuda" in found  # imported inside launch()
     assert "anywave.jit.capture" in found  # `from . import capture`
+
+
+def test_the_walk_sees_type_only_imports():
+    text = ("from typing import TYPE_CHECKING\n"
+            "if TYPE_CHECKING:\n"
+            "    from .frontend import Frontend\n"
+            "def f():\n"
+            "    from anywave.compiler import kernel\n")
+    found = dict(_imports_in(text, "anywave.compiler.lower_x", False))
+    assert found == {"anywave.compiler.frontend": 3, "anywave.compiler.kernel": 5}

@@ -43,6 +43,24 @@ def test_every_tile_config_gives_the_same_bits() -> None:
         assert _same(c, ref), cfg
 
 
+def test_the_library_matmul_takes_the_tiled_gemm_where_it_fits(monkeypatch) -> None:
+    # anywave.kernels.matmul (gemm.matmul): the FAST register-tiled kernel on a shape it fits,
+    # the 16 x 16 kernel of linalg otherwise; the reference's bits either way
+    import anywave.kernels as K
+    from anywave.kernels import linalg
+
+    calls = []
+    real = G.gemm
+    monkeypatch.setattr(G, "gemm", lambda *a, **kw: calls.append(kw.get("config")) or real(*a, **kw))
+    for (m, n, k), tiled in (((128, 128, 16), True), ((5, 7, 3), False)):
+        a, b, bias = _mats(m + n + k, m, n, k)
+        calls.clear()
+        c = K.matmul(a, b, bias, relu=True, wave_width=16)
+        assert calls == ([G.FAST] if tiled else [])
+        assert _same(c, R.matmul_f32(a, b, bias, relu=True))
+        assert _same(linalg.matmul(a, b, bias, relu=True, wave_width=16), c)
+
+
 def test_gemm_gelu_epilogue_is_gelu_of_the_biased_product() -> None:
     a, b, bias = _mats(2, 128, 128, 8)
     c = G.gemm(a, b, bias, epilogue="bias_gelu", wave_width=32)

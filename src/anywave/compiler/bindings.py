@@ -1,6 +1,7 @@
-"""Compile-time bindings of the kernel language: intrinsic markers, buffer parameters and
-local arrays, how any binding is named in messages (:func:`describe`), and how bindings meet
-after run-time control flow (:func:`join_bindings`, :class:`Divergent`)."""
+"""Compile-time bindings of the kernel language: intrinsic markers, buffer parameters, local
+arrays, register arrays and buffer views, the bases of device functions and kernels, how any
+binding is named in messages (:func:`describe`), and how bindings meet after run-time control
+flow (:func:`join_bindings`, :class:`Divergent`)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ from .types import DType
 class Intrinsic:
     """A language primitive (the markers of :mod:`anywave.compiler.language`): ``name`` as the
     user spells it after ``aw.``, ``lower`` the function that emits its IR, called as
-    ``lower(frontend, call_node, discard)`` (``discard``: the call's value is unused)."""
+    ``lower(builder, call_node, discard)`` (``builder``: a :class:`~anywave.compiler.builder.Builder`;
+    ``discard``: the call's value is unused)."""
 
     def __init__(self, name: str, doc: str, lower: Any = None) -> None:
         self.name = name
@@ -58,6 +60,52 @@ class LocalArray:
     def nbytes(self) -> int:
         return int(np.prod(self.shape)) * self.elem.scalar.nbytes
 
+
+
+@dataclass(eq=False)
+class RegisterArray:
+    """A per-thread register array: element type, shape, one variable per element."""
+
+    elem: DType
+    shape: tuple[int, ...]
+    vars: dict[tuple[int, ...], Value] = field(default_factory=dict)
+
+    def __repr__(self) -> str:
+        return f"register array {self.elem.name}{list(self.shape)}"
+
+
+@dataclass(frozen=True, eq=False)
+class BufferView:
+    """A buffer argument seen as an n-D row-major (or strided) array."""
+
+    buffer: BufferArg
+    shape: tuple[Any, ...]
+    strides: tuple[Any, ...]
+
+    @property
+    def name(self) -> str:
+        return self.buffer.name
+
+    def __repr__(self) -> str:
+        return f"view of buffer {self.buffer.name!r} with {len(self.shape)} dimensions"
+
+
+
+class DeviceFunction:
+    """Base of ``@aw.func`` device functions (:class:`anywave.compiler.kernel.Func`): what the
+    frontend inlines at a call (``name``, ``source``, ``defaults()``, ``annotations()``), named
+    here so that the frontend and the cache key recognise one without importing the module
+    that compiles kernels."""
+
+    __slots__ = ()
+
+
+class KernelDefinition:
+    """Base of kernel definitions (:class:`anywave.compiler.kernel.KernelDef`): a kernel is
+    launched from the host, never called from a kernel; named here for the same reason as
+    :class:`DeviceFunction`."""
+
+    __slots__ = ()
 
 
 def describe(x: Any) -> str:

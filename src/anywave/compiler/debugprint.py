@@ -45,6 +45,7 @@ from anywave.isa.types import SpecialRegister as SR
 from . import ir
 from . import lower_threads as _threads
 from . import types as ty
+from .builder import Builder
 
 #: default buffer size in words (4 MiB)
 DEFAULT_WORDS = 1 << 20
@@ -72,92 +73,92 @@ def parse_format(fmt: str) -> int:
 
 # ----------------------------------------------------------------------------- compiler side
 
-def lower(fe: Any, node: ast.Call, discard: bool = False) -> None:
-    """Emit the IR of one ``aw.print`` call (``fe``: the compiler's Frontend)."""
+def lower(bld: Builder, node: ast.Call, discard: bool = False) -> None:
+    """Emit the IR of one ``aw.print`` call (``bld``: the kernel's :class:`~anywave.compiler.builder.Builder`)."""
     if node.keywords:
-        raise fe.err(node, f"aw.print() takes no keyword arguments, got {node.keywords[0].arg!r}")
+        raise bld.err(node, f"aw.print() takes no keyword arguments, got {node.keywords[0].arg!r}")
     if not node.args:
-        raise fe.err(node, "aw.print(fmt, *values) needs a format string")
-    mark = len(fe.body)
-    fmt = fe.visit(node.args[0])
-    fe.node = node
+        raise bld.err(node, "aw.print(fmt, *values) needs a format string")
+    mark = len(bld.body)
+    fmt = bld.visit(node.args[0])
+    bld.node = node
     if not isinstance(fmt, str):
         what = "a runtime value" if isinstance(fmt, (ir.Value, ir.PredUse)) else repr(fmt)
-        raise fe.err(node.args[0], f"aw.print: the format must be a compile-time string, got {what}; "
-                     "write aw.print(\"x={}\", x)")
-    del fe.body[mark:]
+        raise bld.err(node.args[0], f"aw.print: the format must be a compile-time string, got {what}; "
+                      "write aw.print(\"x={}\", x)")
+    del bld.body[mark:]
     try:
         nfields = parse_format(fmt)
     except ValueError as e:
-        raise fe.err(node.args[0], f"aw.print: bad format string {fmt!r}: {e}") from None
-    values = [fe.visit(a) for a in node.args[1:]]
-    fe.node = node
+        raise bld.err(node.args[0], f"aw.print: bad format string {fmt!r}: {e}") from None
+    values = [bld.visit(a) for a in node.args[1:]]
+    bld.node = node
     if len(values) != nfields:
-        raise fe.err(node, f"aw.print: the format {fmt!r} has {nfields} field(s) but {len(values)} value(s) "
-                     "were given")
+        raise bld.err(node, f"aw.print: the format {fmt!r} has {nfields} field(s) but {len(values)} value(s) "
+                      "were given")
     words: list[Any] = []
     types: list[ScalarType] = []
     for a, v in zip(node.args[1:], values, strict=True):
         if isinstance(v, ir.PredUse):
-            v = fe.pred_value(v)
+            v = bld.pred_value(v)
         if isinstance(v, (bool, int, float, np.generic)):
-            v = fe.const(v, fe.default_type(v, a), a)
+            v = bld.const(v, bld.default_type(v, a), a)
         if not isinstance(v, ir.Value):
-            raise fe.err(a, f"aw.print can print numbers and bools, not {type(v).__name__}")
+            raise bld.err(a, f"aw.print can print numbers and bools, not {type(v).__name__}")
         t = v.type
         if t is ty.pred:
-            v, t = fe.pred_to_bool(v), ty.bool_
+            v, t = bld.pred_to_bool(v), ty.bool_
         if t in (ty.f16, ty.bf16):
-            v, t = fe.cast(v, ty.f32, a), ty.f32
+            v, t = bld.cast(v, ty.f32, a), ty.f32
         if t not in _FIELD_TYPES:
-            raise fe.err(a, f"aw.print cannot print a {t.name} value")
+            raise bld.err(a, f"aw.print cannot print a {t.name} value")
         if t is ty.bool_:
-            words.append(fe.cast(v, ty.u32, a))
+            words.append(bld.cast(v, ty.u32, a))
             types.append(ScalarType.PRED)
             continue
         types.append(t.scalar)
         if t.bits == 64:
-            b = v if t is ty.u64 else fe.bitcast(v, ty.u64, a)
-            words.append(fe.cast(b, ty.u32, a))
-            words.append(fe.cast(fe.binop(ast.RShift, b, 32, a), ty.u32, a))
+            b = v if t is ty.u64 else bld.bitcast(v, ty.u64, a)
+            words.append(bld.cast(b, ty.u32, a))
+            words.append(bld.cast(bld.binop(ast.RShift, b, 32, a), ty.u32, a))
         else:
-            words.append(v if t is ty.u32 else fe.bitcast(v, ty.u32, a))
-    fe.node = node
-    where = f"{fe.src.loc(node).file}:{fe.src.loc(node).line}"
-    site = fe.add_print(PrintFormat(fmt, tuple(types), where))
-    buf = fe.print_buffer_index()
+            words.append(v if t is ty.u32 else bld.bitcast(v, ty.u32, a))
+    bld.node = node
+    where = f"{bld.src.loc(node).file}:{bld.src.loc(node).line}"
+    site = bld.add_print(PrintFormat(fmt, tuple(types), where))
+    buf = bld.print_buffer_index()
     n = RECORD_HEADER + len(words)
-    zero = fe.const(0, ty.u32)
-    off = fe.new(ty.u32)
-    fe.emit("atom.device.add.u32", off, ir.DevAddr(buf, zero), fe.const(n, ty.u32), Scope.DEVICE,
-            MemoryOrder.RELAXED)
-    cap = fe.new(ty.u32)
-    fe.emit("ld.device.b32", cap, ir.DevAddr(buf, fe.const(4, ty.u32)))
-    end = fe.alu("add", ty.u32, off, fe.const(n, ty.u32), node=node)
-    fits = fe.compare("le", end, cap, node)
-    cond = fe.as_pred(fits, node)
-    n_if = ir.If(cond, loc=fe.src.loc(node))
-    saved = fe.body
-    fe.body = n_if.then
-    wg = _workgroup_linear(fe, node)
-    tid = _threads.special_register(fe, SR.THREAD_LINEAR_ID)
-    record = [fe.const(site + 1, ty.u32), fe.bitcast(wg, ty.u32, node), fe.bitcast(tid, ty.u32, node)] + words
-    byte = fe.alu("shl", ty.u32, off, fe.const(2, ty.u32), node=node)
+    zero = bld.const(0, ty.u32)
+    off = bld.new(ty.u32)
+    bld.emit("atom.device.add.u32", off, ir.DevAddr(buf, zero), bld.const(n, ty.u32), Scope.DEVICE,
+             MemoryOrder.RELAXED)
+    cap = bld.new(ty.u32)
+    bld.emit("ld.device.b32", cap, ir.DevAddr(buf, bld.const(4, ty.u32)))
+    end = bld.alu("add", ty.u32, off, bld.const(n, ty.u32), node=node)
+    fits = bld.compare("le", end, cap, node)
+    cond = bld.as_pred(fits, node)
+    n_if = ir.If(cond, loc=bld.src.loc(node))
+    saved = bld.body
+    bld.body = n_if.then
+    wg = _workgroup_linear(bld, node)
+    tid = _threads.special_register(bld, SR.THREAD_LINEAR_ID)
+    record = [bld.const(site + 1, ty.u32), bld.bitcast(wg, ty.u32, node), bld.bitcast(tid, ty.u32, node)] + words
+    byte = bld.alu("shl", ty.u32, off, bld.const(2, ty.u32), node=node)
     for k, w in enumerate(record):
-        fe.emit("st.device.b32", ir.DevAddr(buf, _plus(fe, byte, 4 * k, node)), w)
-    fe.body = saved
-    fe.body.append(n_if)
+        bld.emit("st.device.b32", ir.DevAddr(buf, _plus(bld, byte, 4 * k, node)), w)
+    bld.body = saved
+    bld.body.append(n_if)
 
 
-def _plus(fe: Any, v: Any, k: int, node: ast.AST) -> Any:
-    return v if k == 0 else fe.alu("add", ty.u32, v, fe.const(k, ty.u32), node=node)
+def _plus(bld: Builder, v: Any, k: int, node: ast.AST) -> Any:
+    return v if k == 0 else bld.alu("add", ty.u32, v, bld.const(k, ty.u32), node=node)
 
 
-def _workgroup_linear(fe: Any, node: ast.AST) -> Any:
-    x, y, z = (_threads.special_register(fe, r) for r in (SR.WORKGROUP_ID_X, SR.WORKGROUP_ID_Y, SR.WORKGROUP_ID_Z))
-    nx, ny = _threads.special_register(fe, SR.GRID_SIZE_X), _threads.special_register(fe, SR.GRID_SIZE_Y)
-    zy = fe.alu("add", ty.i32, fe.alu("mul", ty.i32, z, ny, node=node), y, node=node)
-    return fe.alu("add", ty.i32, fe.alu("mul", ty.i32, zy, nx, node=node), x, node=node)
+def _workgroup_linear(bld: Builder, node: ast.AST) -> Any:
+    x, y, z = (_threads.special_register(bld, r) for r in (SR.WORKGROUP_ID_X, SR.WORKGROUP_ID_Y, SR.WORKGROUP_ID_Z))
+    nx, ny = _threads.special_register(bld, SR.GRID_SIZE_X), _threads.special_register(bld, SR.GRID_SIZE_Y)
+    zy = bld.alu("add", ty.i32, bld.alu("mul", ty.i32, z, ny, node=node), y, node=node)
+    return bld.alu("add", ty.i32, bld.alu("mul", ty.i32, zy, nx, node=node), x, node=node)
 
 
 PRINT_BUFFER_TYPE = ty.BufferType(ty.u32, Access.READWRITE)

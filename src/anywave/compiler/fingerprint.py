@@ -36,6 +36,9 @@ from typing import Any
 
 import numpy as np
 
+from .bindings import DeviceFunction, Intrinsic, KernelDefinition
+from .types import BufferType, ConstType, DType
+
 #: packages (under ``src/anywave``) whose source decides the compiled bytes
 COMPILER_PACKAGES = ("compiler", "isa", "binary", "emu", "asm")
 
@@ -183,9 +186,6 @@ def describe_value(v: Any, visit: Callable[[Any], str]) -> str:
     Raises:
         Unkeyable: the value is an arbitrary object whose state could change unseen.
     """
-    from .kernel import Func, KernelDef
-    from .language import Intrinsic
-    from .types import BufferType, ConstType, DType
 
     if v is UNDEFINED:
         return "<undefined>"
@@ -201,9 +201,9 @@ def describe_value(v: Any, visit: Callable[[Any], str]) -> str:
         return f"intrinsic:{v.name}"
     if isinstance(v, Enum):
         return f"enum:{type(v).__qualname__}.{v.name}"
-    if isinstance(v, Func):
+    if isinstance(v, DeviceFunction):
         return visit(v)
-    if isinstance(v, KernelDef):
+    if isinstance(v, KernelDefinition):
         return f"kernel:{v.name}"
     if isinstance(v, types.ModuleType):
         return f"module:{v.__name__}"
@@ -218,15 +218,11 @@ def describe_value(v: Any, visit: Callable[[Any], str]) -> str:
 
 #: values compared by identity in :meth:`Fingerprint.still_valid` (immutable, or keyed by name)
 def _identity_safe(v: Any) -> bool:
-    from .kernel import Func, KernelDef
-    from .language import Intrinsic
-    from .types import BufferType, ConstType, DType
-
     if isinstance(v, tuple):
         return all(_identity_safe(x) for x in v)
     return v is UNDEFINED or isinstance(v, (*_SCALARS, np.generic, DType, BufferType, ConstType, Intrinsic, Enum,
-                                           Func, KernelDef, types.ModuleType, type, types.BuiltinFunctionType,
-                                           types.FunctionType, np.ufunc))
+                                           DeviceFunction, KernelDefinition, types.ModuleType, type,
+                                           types.BuiltinFunctionType, types.FunctionType, np.ufunc))
 
 
 # ----------------------------------------------------------------------------- fingerprints

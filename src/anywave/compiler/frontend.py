@@ -31,23 +31,35 @@ from typing import Any
 import numpy as np
 
 from anywave.binary.module import PRINT_ARG
-from anywave.errors import SourceLoc
 from anywave.isa.table import BY_MNEMONIC
 from anywave.isa.types import Access
 
-from . import debugprint, ir
+from . import frontend_inline as _inline
+from . import ir
 from . import language as L
 from . import types as ty
-from .astscan import assign_counts, construct_name, supported_hint
-from .bindings import UNBOUND, BufferArg, Divergent, Intrinsic, LocalArray, LoopFrame, join_bindings, same_binding
+from .astscan import assign_counts, assigned_names, construct_name, fn_has_early_return, supported_hint
+from .bindings import (
+    UNBOUND,
+    BufferArg,
+    BufferView,
+    DeviceFunction,
+    Divergent,
+    Intrinsic,
+    KernelDefinition,
+    LocalArray,
+    LoopFrame,
+    RegisterArray,
+    join_bindings,
+    same_binding,
+)
 from .bindings import describe as _describe
 from .errors import CompileError
 from .fingerprint import UNDEFINED as _UNDEFINED
 from .fingerprint import resolve as resolve_free_name
-from .frontend_inline import FuncCtx, InlineOps
-from .frontend_memory import MemoryOps
-from .frontend_ops import BINOP_NAMES, ValueOps
-from .frontend_perf import _UNSET, BufferView, PerfOps, RegisterArray
+from .frontend_inline import FuncCtx
+from .frontend_ops import BINOP_NAMES, IRBuilder
+from .frontend_perf import _UNSET
 from .ir import DevAddr, Op, PredUse, Value
 from .source import FuncSource
 from .types import DType
@@ -74,29 +86,26 @@ class _Terminated(Exception):
 _VISITORS: dict[type, tuple[Any, int]] = {}
 
 
-class Frontend(ValueOps, MemoryOps, PerfOps, InlineOps, ast.NodeVisitor):
+class Frontend(ast.NodeVisitor):
     """Translates one kernel (and the ``@aw.func`` functions it calls, inlined) to IR: one
-    ``visit_*`` method per Python construct. Operators and conversions come from
-    :class:`~anywave.compiler.frontend_ops.ValueOps`, addressing and loads/stores from
-    :class:`~anywave.compiler.frontend_memory.MemoryOps`; an intrinsic call is lowered by the
-    function registered on its marker (:mod:`anywave.compiler.language`).
+    ``visit_*`` method per Python construct. It is composed, not mixed: the IR is built
+    through ``b``, an :class:`~anywave.compiler.frontend_ops.IRBuilder` (emission, constants,
+    coercion, operators, casts, addressing, errors; the type rules it applies are its ``rules``,
+    :class:`~anywave.compiler.typerules.TypeRules`), and an intrinsic call is lowered by the
+    function registered on its marker (:mod:`anywave.compiler.language`), which receives the
+    builder -- never this visitor -- as a :class:`~anywave.compiler.builder.Builder`.
 
-    After :meth:`build`: ``body`` (IR), ``args`` (ABI list of (name, BufferArg | DType)),
-    ``local_memory`` (bytes), ``capabilities_hint`` nothing — capabilities come from the
-    emitted instructions.
+    After :meth:`build`: ``b.body`` (IR), ``b.args`` (ABI list of (name, BufferType | DType)),
+    ``b.local_memory`` (bytes), ``b.prints`` (aw.print call sites), ``w_uses``; capabilities
+    come from the emitted instructions.
     """
 
     def __init__(self, src: FuncSource, constants: dict[str, Any], kernel_name: str) -> None:
         self.kernel_name = kernel_name
-        self.body: list[ir.Node] = []
-        self.args: list[tuple[str, Any]] = []
-        self.local_memory = 0
+        #: the builder: the IR emitted so far, the kernel's ABI, local memory and prints
+        self.b = IRBuilder(src, kernel_name, self)
+        #: the names of the function being translated (set with _enter)
         self.ctx = FuncCtx(src, dict(constants))
-        #: the construct being translated: the source location of the instructions emitted
-        #: (debug info); errors never use it, each is raised with its own node
-        self.node: ast.AST | None = None
-        #: the statement being translated (an error about a constant looks for its literal there)
-        self._stmt: ast.stmt | None = None
         self._inline_stack: list[Any] = []
         #: temporaries (non-variable Values) that a pending target still holds (the value of a
         #: chained assignment ``a = b = e``); with the names of the contexts (_holds) they are
@@ -107,16 +116,10 @@ class Frontend(ValueOps, MemoryOps, PerfOps, InlineOps, ast.NodeVisitor):
 
         self._inlined_calls = 0  # @aw.func calls inlined so far (frontend_inline.MAX_INLINED_CALLS)
         self._discard = False
-        self._const_cache: dict[tuple[str, int], Value] = {}
         #: (id(function), free name) -> what resolve_global found (the functions live as long as this)
         self._globals: dict[tuple[int, str], Any] = {}
-        #: (id(FuncSource), id(AST node)) -> the node's SourceLoc (loc())
-        self._locs: dict[tuple[int, int], SourceLoc] = {}
         #: id(ast.Attribute node) -> the object ``global_name.attr`` of a call's function (visit_Call)
         self._calls: dict[int, Any] = {}
-        #: aw.print call sites (PrintFormat) and the index of the hidden print buffer argument
-        self.prints: list[Any] = []
-        self._print_buffer: int | None = None
         #: copies of the current loop body made by enclosing unrolled loops (aw.range(unroll=),
         #: aw.static_range); bounded by MAX_UNROLLED_COPIES
         self._unroll_copies = 1
@@ -125,40 +128,17 @@ class Frontend(ValueOps, MemoryOps, PerfOps, InlineOps, ast.NodeVisitor):
         #: uses of W-dependent intrinsics outside W-invariant library functions (compiler/wdep.py)
         self.w_uses: list[str] = []
         self._w_invariant_depth = 0
-        #: fragment slots taken (aw.fragment; compiler/mma_lang.py)
-        self._nfrag = 0
+
+    def _enter(self, ctx: FuncCtx) -> None:
+        """Translate the function of ``ctx`` from here on (the kernel's, or an inlined @aw.func's):
+        its names, and the builder's source for errors and locations."""
+        self.ctx = ctx
+        self.b.src = ctx.src
 
     # ------------------------------------------------------------------ helpers
     @property
     def src(self) -> FuncSource:
         return self.ctx.src
-
-    def err(self, node: ast.AST | None, message: str) -> CompileError:
-        """The CompileError ``message`` at ``node``, the construct at fault (its whole extent
-        is underlined); None only for errors about the kernel as a whole (its def line)."""
-        e = self.src.error(node, message)
-        e.kernel = self.kernel_name
-        e.args = (str(e),)
-        return e
-
-    def loc(self) -> SourceLoc | None:
-        node = self.node
-        if node is None:
-            return None
-        src = self.ctx.src
-        key = (id(src), id(node))  # (both live as long as this translation)
-        r = self._locs.get(key)
-        if r is None:
-            r = self._locs[key] = src.loc(node)
-        return r
-
-    def emit(self, mnemonic: str, *operands: Any) -> Op:
-        op = Op(BY_MNEMONIC[mnemonic], list(operands), self.loc())
-        self.body.append(op)
-        return op
-
-    def new(self, t: DType, name: str = "") -> Value:
-        return Value(t, name)
 
     # ------------------------------------------------------------------ entry
     def build(self, params: Sequence[tuple[str, Any]]) -> list[ir.Node]:
@@ -166,20 +146,20 @@ class Frontend(ValueOps, MemoryOps, PerfOps, InlineOps, ast.NodeVisitor):
         fd = self.src.tree
         for name, ann in params:
             if name == PRINT_ARG:
-                raise self.err(fd, f"parameter name {PRINT_ARG!r} is reserved for aw.print's buffer")
+                raise self.b.err(fd, f"parameter name {PRINT_ARG!r} is reserved for aw.print's buffer")
             if isinstance(ann, ty.BufferType):
-                self.ctx.consts[name] = BufferArg(name, len(self.args), ann.elem, ann.access)
-                self.args.append((name, ann))
+                self.ctx.consts[name] = BufferArg(name, len(self.b.args), ann.elem, ann.access)
+                self.b.args.append((name, ann))
             else:
-                self.args.append((name, ann))
-                idx = len(self.args) - 1
-                self.node = fd
+                self.b.args.append((name, ann))
+                idx = len(self.b.args) - 1
+                self.b.node = fd
                 var = self._declare_var(name, ann, fd)
-                self.emit("ldarg.b64" if ann.bits == 64 else "ldarg.b32", var, idx)
+                self.b.emit("ldarg.b64" if ann.bits == 64 else "ldarg.b32", var, idx)
                 self.ctx.defined.add(name)
         self._prescan(fd)
         self.visit_block(fd.body)
-        return self.body
+        return self.b.body
 
     def _prescan(self, fd: ast.FunctionDef) -> None:
         """Names assigned exactly once, at the function's top level, from a Python constant
@@ -205,7 +185,7 @@ class Frontend(ValueOps, MemoryOps, PerfOps, InlineOps, ast.NodeVisitor):
 
     def visit(self, node: ast.AST) -> Any:
         t = type(node)
-        # names and constants emit nothing and read neither self.node nor self._stmt (their
+        # names and constants emit nothing and read neither the builder's node nor its stmt (their
         # errors name the node itself): no state to set and restore (the commonest visits)
         if t is ast.Name:
             return self.load_name(node.id, node)  # type: ignore[attr-defined]
@@ -220,29 +200,30 @@ class Frontend(ValueOps, MemoryOps, PerfOps, InlineOps, ast.NodeVisitor):
                 r = self._static_subscript(node, base)  # type: ignore[arg-type]
                 if r is not _UNSET:
                     return r
-            prev, prev_stmt = self.node, self._stmt
-            self.node = node
+            b = self.b
+            prev, prev_stmt = b.node, b.stmt
+            b.node = node
             try:
                 return self._subscript(node, base)  # type: ignore[arg-type]
             finally:
-                self.node, self._stmt = prev, prev_stmt
+                b.node, b.stmt = prev, prev_stmt
         entry = _VISITORS.get(t)
         if entry is None:  # not looked up yet for this node class
             entry = _VISITORS[t] = (getattr(Frontend, "visit_" + t.__name__, None),
                                     2 if isinstance(node, ast.stmt) else 1 if isinstance(node, ast.expr) else 0)
         method, kind = entry
-        prev, prev_stmt = self.node, self._stmt
+        b = self.b
+        prev, prev_stmt = b.node, b.stmt
         if kind:
-            self.node = node
+            b.node = node
             if kind == 2:
-                self._stmt = node
+                b.stmt = node
         try:
             if method is None:
-                raise self.err(node, f"{construct_name(node)} is not supported in a kernel"
-                               + supported_hint(node))
+                raise b.err(node, f"{construct_name(node)} is not supported in a kernel" + supported_hint(node))
             return method(self, node)
         finally:
-            self.node, self._stmt = prev, prev_stmt
+            b.node, b.stmt = prev, prev_stmt
 
     def visit_Pass(self, node: ast.Pass) -> None:
         return None
@@ -253,8 +234,8 @@ class Frontend(ValueOps, MemoryOps, PerfOps, InlineOps, ast.NodeVisitor):
         if isinstance(node.value, (ast.Yield, ast.YieldFrom, ast.Await)):
             self.visit(node.value)  # reported as the unsupported construct it is
         if not isinstance(node.value, ast.Call):
-            raise self.err(node, "an expression statement has no effect; only calls (barrier(), atomics, "
-                           "stores through functions) may stand alone")
+            raise self.b.err(node, "an expression statement has no effect; only calls (barrier(), atomics, "
+                             "stores through functions) may stand alone")
         self._discard = True
         try:
             self.visit(node.value)
@@ -276,46 +257,46 @@ class Frontend(ValueOps, MemoryOps, PerfOps, InlineOps, ast.NodeVisitor):
     def assign_name(self, name: str, value: Any, node: ast.AST, ann: DType | None = None) -> None:
         ctx = self.ctx
         if isinstance(value, PredUse):
-            value = self.pred_value(value)
+            value = self.b.pred_value(value)
         if name in ctx.const_names and not isinstance(value, Value) and ann is None:
             ctx.consts[name] = value
             return
         if not isinstance(value, Value):
             if isinstance(value, (bool, int, float, np.generic)):
                 existing = ctx.var_values.get(name)
-                t = ann or (existing.type if existing is not None else self.default_type(value, node))
+                t = ann or (existing.type if existing is not None else self.b.default_type(value, node))
                 try:
-                    value = self.const(value, t, node)
+                    value = self.b.const(value, t, node)
                 except CompileError as e:
                     if existing is None:
                         raise
                     where = ctx.assigned_where.get(name)
                     line = self.src.loc(where).line if where is not None else "?"
-                    raise self.err(node, f"variable {name!r} has type {t.name} (first assigned at line {line}); "
-                                   f"it cannot be assigned {_describe(value)}: {e.message}") from None
+                    raise self.b.err(node, f"variable {name!r} has type {t.name} (first assigned at line {line}); "
+                                     f"it cannot be assigned {_describe(value)}: {e.message}") from None
             else:
                 if name in ctx.var_values:
-                    raise self.err(node, f"{name!r} is a runtime variable; it cannot be rebound to "
-                                   f"{_describe(value)}")
+                    raise self.b.err(node, f"{name!r} is a runtime variable; it cannot be rebound to "
+                                     f"{_describe(value)}")
                 if ctx.loop_frames:
                     self._rebind_in_loops(name, value, node)
                 ctx.consts[name] = value  # arrays, buffers, dtypes: compile-time bindings
                 return
         t = ann or value.type
         if value.type is ty.pred:
-            value = self.pred_to_bool(value)
+            value = self.b.pred_to_bool(value)
         existing = ctx.var_values.get(name)
         if existing is not None and existing.type is not (value.type if ann is None else ann):
             where = ctx.assigned_where.get(name)
             line = self.src.loc(where).line if where is not None else "?"
-            raise self.err(node, f"variable {name!r} has type {existing.type.name} (first assigned at line "
-                           f"{line}); it cannot be assigned a {value.type.name} value — cast explicitly, "
-                           f"e.g. aw.{existing.type.name}(...)")
+            raise self.b.err(node, f"variable {name!r} has type {existing.type.name} (first assigned at line "
+                             f"{line}); it cannot be assigned a {value.type.name} value — cast explicitly, "
+                             f"e.g. aw.{existing.type.name}(...)")
         if ann is not None and value.type is not ann:
-            value = self.coerce(value, ann, node)
+            value = self.b.coerce(value, ann, node)
         var = self._declare_var(name, t if t is not ty.pred else ty.bool_, node)
         if value is not var:
-            last = self.body[-1] if self.body else None
+            last = self.b.body[-1] if self.b.body else None
             if (isinstance(last, Op) and not value.is_var and last.defs_uses()[0] == [value]
                     and value not in last.uses() and not self._holds(value)):
                 # retarget the defining instruction instead of copying (Values compare by
@@ -323,7 +304,7 @@ class Frontend(ValueOps, MemoryOps, PerfOps, InlineOps, ast.NodeVisitor):
                 # (a parameter bound to f(x[i])'s argument, a tuple t = (x[i], 1)) reads it later
                 last.retarget(value, var)
             else:
-                self.emit("mov.b64" if var.type.bits == 64 else "mov.b32", var, value)
+                self.b.emit("mov.b64" if var.type.bits == 64 else "mov.b32", var, value)
         ctx.defined.add(name)
 
     def _holds(self, value: Value) -> bool:
@@ -368,45 +349,45 @@ class Frontend(ValueOps, MemoryOps, PerfOps, InlineOps, ast.NodeVisitor):
             self.store_subscript(target, value)
         elif isinstance(target, (ast.Tuple, ast.List)):
             if not isinstance(value, tuple) or len(value) != len(target.elts):
-                raise self.err(target, f"cannot unpack {_describe(value)} into {len(target.elts)} names")
+                raise self.b.err(target, f"cannot unpack {_describe(value)} into {len(target.elts)} names")
             for t, v in zip(target.elts, value, strict=True):
                 self.assign_target(t, v, node)
         else:
-            raise self.err(target, f"cannot assign to {construct_name(target)}; valid targets: a name, "
-                           "buf[i], tile[i, j], or a tuple of those")
+            raise self.b.err(target, f"cannot assign to {construct_name(target)}; valid targets: a name, "
+                             "buf[i], tile[i, j], or a tuple of those")
 
     def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
         if not isinstance(node.target, ast.Name):
-            raise self.err(node.target, "annotated assignment needs a plain name")
+            raise self.b.err(node.target, "annotated assignment needs a plain name")
         ann = self.static_eval(node.annotation)
         if not isinstance(ann, DType) or ann not in ty.VALUE_TYPES:
-            raise self.err(node.annotation, f"annotation must be a value type (aw.i32, aw.f32, ...), got "
-                           f"{_describe(ann)}")
+            raise self.b.err(node.annotation, f"annotation must be a value type (aw.i32, aw.f32, ...), got "
+                             f"{_describe(ann)}")
         if node.value is None:
-            raise self.err(node, "a variable declaration needs a value: x: aw.f32 = 0.0")
+            raise self.b.err(node, "a variable declaration needs a value: x: aw.f32 = 0.0")
         value = self.visit(node.value)
         self.ctx.const_names.discard(node.target.id)
         if isinstance(value, Value) and value.type is not ann:
-            raise self.err(node.value, f"value of type {value.type.name} assigned to a variable declared "
-                           f"{ann.name}; cast explicitly with aw.{ann.name}(...)")
+            raise self.b.err(node.value, f"value of type {value.type.name} assigned to a variable declared "
+                             f"{ann.name}; cast explicitly with aw.{ann.name}(...)")
         self.assign_name(node.target.id, value, node.target, ann)
 
     def visit_AugAssign(self, node: ast.AugAssign) -> None:
         if isinstance(node.target, ast.Name):
             cur = self.load_name(node.target.id, node.target)
-            self.node = node
-            res = self.binop(type(node.op), cur, self.visit(node.value), node)
+            self.b.node = node
+            res = self.b.binop(type(node.op), cur, self.visit(node.value), node)
             if isinstance(cur, Value) and isinstance(res, Value) and res.type is not cur.type:
-                raise self.err(node, f"'{node.target.id} {BINOP_NAMES[type(node.op)]}= ...' would change "
-                               f"{node.target.id!r} from {cur.type.name} to {res.type.name}; cast explicitly")
+                raise self.b.err(node, f"'{node.target.id} {BINOP_NAMES[type(node.op)]}= ...' would change "
+                                 f"{node.target.id!r} from {cur.type.name} to {res.type.name}; cast explicitly")
             self.assign_name(node.target.id, res, node.target)
         elif isinstance(node.target, ast.Subscript):
             cur = self.visit_Subscript(node.target)
-            self.node = node
-            res = self.binop(type(node.op), cur, self.visit(node.value), node)
+            self.b.node = node
+            res = self.b.binop(type(node.op), cur, self.visit(node.value), node)
             self.store_subscript(node.target, res)
         else:
-            raise self.err(node.target, f"cannot assign to {construct_name(node.target)}")
+            raise self.b.err(node.target, f"cannot assign to {construct_name(node.target)}")
 
     # --- control flow
     def visit_If(self, node: ast.If) -> None:
@@ -418,24 +399,24 @@ class Frontend(ValueOps, MemoryOps, PerfOps, InlineOps, ast.NodeVisitor):
                 if self.visit_block(taken):
                     raise _Terminated
                 return
-            raise self.err(node.test, f"{_describe(cond)} cannot be used as a condition")
-        self.node = node
-        pu = self.as_pred(cond, node.test)
+            raise self.b.err(node.test, f"{_describe(cond)} cannot be used as a condition")
+        self.b.node = node
+        pu = self.b.as_pred(cond, node.test)
         ctx = self.ctx
         before = set(ctx.defined)
         consts_before = dict(ctx.consts)
-        saved = self.body
+        saved = self.b.body
         n = ir.If(pu, loc=self.src.loc(node))
-        self.body = n.then
+        self.b.body = n.then
         term_then = self.visit_block(node.body)
         def_then = set(ctx.defined)
         consts_then, ctx.consts = ctx.consts, dict(consts_before)
         ctx.defined = set(before)
-        self.body = n.orelse
+        self.b.body = n.orelse
         term_else = self.visit_block(node.orelse)
         def_else = set(ctx.defined)
-        self.body = saved
-        self.body.append(n)
+        self.b.body = saved
+        self.b.body.append(n)
         if not term_then and not term_else:
             self._merge_tuples(consts_then, ctx.consts, n, node)
         live = [c for c, term in ((consts_then, term_then), (ctx.consts, term_else)) if not term]
@@ -470,18 +451,18 @@ class Frontend(ValueOps, MemoryOps, PerfOps, InlineOps, ast.NodeVisitor):
         scalar = (Value, PredUse, bool, int, float, np.generic)
         if not isinstance(a, scalar) or not isinstance(b, scalar):
             raise _NoMerge
-        a = self.pred_value(a) if isinstance(a, PredUse) else a
-        b = self.pred_value(b) if isinstance(b, PredUse) else b
-        t = self.unify(a, b, f"the elements of {name!r}", node)
+        a = self.b.pred_value(a) if isinstance(a, PredUse) else a
+        b = self.b.pred_value(b) if isinstance(b, PredUse) else b
+        t = self.b.unify(a, b, f"the elements of {name!r}", node)
         var = Value(t, name, is_var=True)
-        saved, saved_node = self.body, self.node
-        self.node = node
+        saved, saved_node = self.b.body, self.b.node
+        self.b.node = node
         try:
             for body, x in ((n.then, a), (n.orelse, b)):
-                self.body = body
-                self.emit("mov.b64" if t.bits == 64 else "mov.b32", var, self.coerce(x, t, node))
+                self.b.body = body
+                self.b.emit("mov.b64" if t.bits == 64 else "mov.b32", var, self.b.coerce(x, t, node))
         finally:
-            self.body, self.node = saved, saved_node
+            self.b.body, self.b.node = saved, saved_node
         return var
 
     def _loop(self, build: Callable[[], None], node: ast.AST) -> None:
@@ -489,9 +470,9 @@ class Frontend(ValueOps, MemoryOps, PerfOps, InlineOps, ast.NodeVisitor):
         before = set(ctx.defined)
         frame = LoopFrame(self.src.loc(node).line, dict(ctx.consts))
         ctx.loop_frames.append(frame)
-        saved = self.body
+        saved = self.b.body
         lp = ir.Loop(loc=self.src.loc(node))
-        self.body = lp.body
+        self.b.body = lp.body
         ctx.loop_depth += 1
         try:
             build()
@@ -500,8 +481,8 @@ class Frontend(ValueOps, MemoryOps, PerfOps, InlineOps, ast.NodeVisitor):
         finally:
             ctx.loop_depth -= 1
             ctx.loop_frames.pop()
-            self.body = saved
-        self.body.append(lp)
+            self.b.body = saved
+        self.b.body.append(lp)
         ctx.defined = before
         # a compile-time binding the body changed is the loop's last one, or the one before the
         # loop when it runs no iteration: reading it after the loop is an error
@@ -521,112 +502,112 @@ class Frontend(ValueOps, MemoryOps, PerfOps, InlineOps, ast.NodeVisitor):
             frame.rebound.add(name)
             read = frame.read.get(name)
             if read is not None:
-                raise self.err(node, f"{name!r} holds a compile-time value ({_describe(old)}) bound before the "
-                               f"run-time loop at line {frame.line}; the loop body reads it at line "
-                               f"{self.src.loc(read).line} and rebinds it here to {_describe(value)}, so every "
-                               "iteration after the first would read the wrong binding: rebind it before its first "
-                               "use in the loop, or use typed variables")
+                raise self.b.err(node, f"{name!r} holds a compile-time value ({_describe(old)}) bound before the "
+                                 f"run-time loop at line {frame.line}; the loop body reads it at line "
+                                 f"{self.src.loc(read).line} and rebinds it here to {_describe(value)}, so every "
+                                 "iteration after the first would read the wrong binding: rebind it before its first "
+                                 "use in the loop, or use typed variables")
 
     def visit_While(self, node: ast.While) -> None:
         if node.orelse:
-            raise self.err(node.orelse[0], "'while ... else' is not supported in a kernel")
+            raise self.b.err(node.orelse[0], "'while ... else' is not supported in a kernel")
 
         def build() -> None:
             cond = self.visit_cond(node.test)
-            self.node = node
+            self.b.node = node
             if isinstance(cond, (bool, int, float)) and cond:
                 pass  # while True: leave only through break/return
             else:
-                pu = self.as_pred(cond, node.test)
-                self.body.append(ir.Break(PredUse(pu.value, not pu.negated), self.src.loc(node)))
+                pu = self.b.as_pred(cond, node.test)
+                self.b.body.append(ir.Break(PredUse(pu.value, not pu.negated), self.src.loc(node)))
             self.visit_block(node.body)
 
         self._loop(build, node)
 
     def visit_For(self, node: ast.For) -> None:
         if node.orelse:
-            raise self.err(node.orelse[0], "'for ... else' is not supported in a kernel")
+            raise self.b.err(node.orelse[0], "'for ... else' is not supported in a kernel")
         it = node.iter
         if not isinstance(it, ast.Call):
-            raise self.err(it, "a kernel loop iterates over range(...), aw.range(...) or aw.static_range(...); "
-                           f"got {construct_name(it)}")
+            raise self.b.err(it, "a kernel loop iterates over range(...), aw.range(...) or aw.static_range(...); "
+                             f"got {construct_name(it)}")
         fn = self.static_eval(it.func)
         if not isinstance(node.target, ast.Name):
-            raise self.err(node.target, "the loop variable must be a plain name")
+            raise self.b.err(node.target, "the loop variable must be a plain name")
         name = node.target.id
         if fn is L.INTRINSICS["static_range"]:
             return self._static_for(node, it, name)
         if fn is not builtins.range and fn is not L.INTRINSICS["range"]:
-            raise self.err(it.func, f"cannot iterate over {_describe(fn)} in a kernel; valid: range(...), "
-                           "aw.range(..., unroll=k), aw.static_range(...)")
+            raise self.b.err(it.func, f"cannot iterate over {_describe(fn)} in a kernel; valid: range(...), "
+                             "aw.range(..., unroll=k), aw.static_range(...)")
         unroll = 1
         for kw in it.keywords:
             if kw.arg == "unroll" and fn is L.INTRINSICS["range"]:
                 unroll = self.static_eval(kw.value)
                 if not isinstance(unroll, int) or isinstance(unroll, bool) or unroll < 1:
-                    raise self.err(kw.value, f"unroll must be a positive compile-time int, got {_describe(unroll)}")
+                    raise self.b.err(kw.value, f"unroll must be a positive compile-time int, got {_describe(unroll)}")
             else:
-                raise self.err(it, f"unexpected keyword {kw.arg!r} for range(); valid: unroll= (aw.range only)")
+                raise self.b.err(it, f"unexpected keyword {kw.arg!r} for range(); valid: unroll= (aw.range only)")
         args = [self.visit(a) for a in it.args]
-        self.node = it
+        self.b.node = it
         if not 1 <= len(args) <= 3:
-            raise self.err(it, f"range() takes 1 to 3 arguments, got {len(args)}")
+            raise self.b.err(it, f"range() takes 1 to 3 arguments, got {len(args)}")
         start, stop, step = (0, args[0], 1) if len(args) == 1 else (args[0], args[1], args[2] if len(args) == 3 else 1)
         if isinstance(step, (int, np.integer)) and step == 0:
-            raise self.err(it.args[2], "range() step must not be zero")
+            raise self.b.err(it.args[2], "range() step must not be zero")
         typed = [v for v in (start, stop, step) if isinstance(v, Value)]
-        t = typed[0].type if typed else self.default_type(stop if isinstance(stop, int) else 0, it)
+        t = typed[0].type if typed else self.b.default_type(stop if isinstance(stop, int) else 0, it)
         for v in (start, stop, step):
-            t = self.unify(Value(t), v, "range()", it) if isinstance(v, Value) else t
+            t = self.b.unify(Value(t), v, "range()", it) if isinstance(v, Value) else t
             if not isinstance(v, Value) and not isinstance(v, (int, np.integer)):
-                raise self.err(it, f"range() bounds must be integers, got {_describe(v)}")
+                raise self.b.err(it, f"range() bounds must be integers, got {_describe(v)}")
         if not t.is_int:
-            raise self.err(it, f"range() bounds must be integers, got {t.name}")
+            raise self.b.err(it, f"range() bounds must be integers, got {t.name}")
         copies = self._unroll_copies * unroll
         if unroll > 1 and copies > MAX_UNROLLED_COPIES:
-            raise self.err(it, f"aw.range(..., unroll={unroll}) makes {copies} copies of the loop body"
-                           + (f" (with the enclosing unrolled loops' {self._unroll_copies})"
+            raise self.b.err(it, f"aw.range(..., unroll={unroll}) makes {copies} copies of the loop body"
+                             + (f" (with the enclosing unrolled loops' {self._unroll_copies})"
                               if self._unroll_copies > 1 else "")
-                           + f"; the limit is {MAX_UNROLLED_COPIES} in all; use a smaller unroll factor")
+                             + f"; the limit is {MAX_UNROLLED_COPIES} in all; use a smaller unroll factor")
         if unroll > 1 and any(isinstance(n, ast.Continue) for n in ast.walk(node)):
-            raise self.err(node, "continue is not supported in a loop with unroll > 1; use an if instead")
+            raise self.b.err(node, "continue is not supported in a loop with unroll > 1; use an if instead")
         counter = Value(t, f"{name}_next", is_var=True)
-        self.emit("mov.b64" if t.bits == 64 else "mov.b32", counter, self.coerce(start, t, it))
-        stop_v = self.coerce(stop, t, it)
+        self.b.emit("mov.b64" if t.bits == 64 else "mov.b32", counter, self.b.coerce(start, t, it))
+        stop_v = self.b.coerce(stop, t, it)
         if not isinstance(stop, Value) or stop.is_var:
             s2 = Value(t, "stop", is_var=True)
-            self.emit("mov.b64" if t.bits == 64 else "mov.b32", s2, stop_v)
+            self.b.emit("mov.b64" if t.bits == 64 else "mov.b32", s2, stop_v)
             stop_v = s2
-        step_v = self.coerce(step, t, it)
+        step_v = self.b.coerce(step, t, it)
         if isinstance(step, Value) and step.is_var:
             s3 = Value(t, "step", is_var=True)
-            self.emit("mov.b64" if t.bits == 64 else "mov.b32", s3, step_v)
+            self.b.emit("mov.b64" if t.bits == 64 else "mov.b32", s3, step_v)
             step_v = s3
 
         def one_iteration() -> None:
-            self.node = it
+            self.b.node = it
             if isinstance(step, Value):
                 # runtime step: continue while (step > 0 and i < stop) or (step < 0 and i > stop)
-                zero = self.const(0, t)
-                pos, lt, gt, a, b, go = (self.new(ty.pred) for _ in range(6))
-                self.emit(self.cmp_mn("gt", t, it), pos, step_v, zero)
-                self.emit(self.cmp_mn("lt", t, it), lt, counter, stop_v)
-                self.emit(self.cmp_mn("gt", t, it), gt, counter, stop_v)
-                self.emit("and.pred", a, PredUse(pos), PredUse(lt))
-                self.emit("and.pred", b, PredUse(pos, True), PredUse(gt))
-                self.emit("or.pred", go, PredUse(a), PredUse(b))
-                self.body.append(ir.Break(PredUse(go, True), self.src.loc(node)))
+                zero = self.b.const(0, t)
+                pos, lt, gt, a, b, go = (self.b.new(ty.pred) for _ in range(6))
+                self.b.emit(self.b.cmp_mn("gt", t, it), pos, step_v, zero)
+                self.b.emit(self.b.cmp_mn("lt", t, it), lt, counter, stop_v)
+                self.b.emit(self.b.cmp_mn("gt", t, it), gt, counter, stop_v)
+                self.b.emit("and.pred", a, PredUse(pos), PredUse(lt))
+                self.b.emit("and.pred", b, PredUse(pos, True), PredUse(gt))
+                self.b.emit("or.pred", go, PredUse(a), PredUse(b))
+                self.b.body.append(ir.Break(PredUse(go, True), self.src.loc(node)))
             else:
-                p = self.new(ty.pred)
-                self.emit(self.cmp_mn("lt" if step > 0 else "gt", t, it), p, counter, stop_v)
-                self.body.append(ir.Break(PredUse(p, True), self.src.loc(node)))
-            self.node = node.target
+                p = self.b.new(ty.pred)
+                self.b.emit(self.b.cmp_mn("lt" if step > 0 else "gt", t, it), p, counter, stop_v)
+                self.b.body.append(ir.Break(PredUse(p, True), self.src.loc(node)))
+            self.b.node = node.target
             self.assign_name(name, counter, node.target)
-            self.node = it
-            nxt = self.new(t)
-            self.emit(self.mn("add", t, it), nxt, counter, step_v)
-            self.emit("mov.b64" if t.bits == 64 else "mov.b32", counter, nxt)
-            self.node = node
+            self.b.node = it
+            nxt = self.b.new(t)
+            self.b.emit(self.b.mn("add", t, it), nxt, counter, step_v)
+            self.b.emit("mov.b64" if t.bits == 64 else "mov.b32", counter, nxt)
+            self.b.node = node
             self.ctx.const_names.discard(name)
             if self.visit_block(node.body):
                 raise _Terminated
@@ -646,21 +627,21 @@ class Frontend(ValueOps, MemoryOps, PerfOps, InlineOps, ast.NodeVisitor):
     def _static_for(self, node: ast.For, it: ast.Call, name: str) -> None:
         args = [self.static_eval(a) for a in it.args]
         if not all(isinstance(a, int) and not isinstance(a, bool) for a in args) or not 1 <= len(args) <= 3:
-            raise self.err(it, "aw.static_range() takes 1 to 3 compile-time ints, got "
-                           + ", ".join(_describe(a) for a in args))
+            raise self.b.err(it, "aw.static_range() takes 1 to 3 compile-time ints, got "
+                             + ", ".join(_describe(a) for a in args))
         jumps = getattr(node, "_aw_jumps", None)  # memoised: nested static loops revisit this node
         if jumps is None:
             jumps = node._aw_jumps = any(isinstance(n, (ast.Break, ast.Continue)) for n in ast.walk(node))  # type: ignore[attr-defined]
         if jumps:
-            raise self.err(node, "break/continue are not supported inside aw.static_range (the loop is "
-                           "unrolled at compile time); use range() or an if")
+            raise self.b.err(node, "break/continue are not supported inside aw.static_range (the loop is "
+                             "unrolled at compile time); use range() or an if")
         values = range(*args)
         copies = self._unroll_copies * len(values)
         if copies > MAX_UNROLLED_COPIES:
-            raise self.err(it, f"aw.static_range unrolls {len(values)} iterations"
-                           + (f" inside unrolled loops making {self._unroll_copies} copies, {copies} in all"
+            raise self.b.err(it, f"aw.static_range unrolls {len(values)} iterations"
+                             + (f" inside unrolled loops making {self._unroll_copies} copies, {copies} in all"
                               if self._unroll_copies > 1 else "")
-                           + f"; the limit is {MAX_UNROLLED_COPIES} copies of a loop body in all")
+                             + f"; the limit is {MAX_UNROLLED_COPIES} copies of a loop body in all")
         ctx = self.ctx
         had = name in ctx.consts
         old = ctx.consts.get(name)
@@ -679,14 +660,14 @@ class Frontend(ValueOps, MemoryOps, PerfOps, InlineOps, ast.NodeVisitor):
 
     def visit_Break(self, node: ast.Break) -> None:
         if self.ctx.loop_depth == 0:
-            raise self.err(node, "'break' outside a loop")
-        self.body.append(ir.Break(None, self.src.loc(node)))
+            raise self.b.err(node, "'break' outside a loop")
+        self.b.body.append(ir.Break(None, self.src.loc(node)))
         raise _Terminated
 
     def visit_Continue(self, node: ast.Continue) -> None:
         if self.ctx.loop_depth == 0:
-            raise self.err(node, "'continue' outside a loop")
-        self.body.append(ir.Continue(None, self.src.loc(node)))
+            raise self.b.err(node, "'continue' outside a loop")
+        self.b.body.append(ir.Continue(None, self.src.loc(node)))
         raise _Terminated
 
     def visit_Return(self, node: ast.Return) -> None:
@@ -695,51 +676,51 @@ class Frontend(ValueOps, MemoryOps, PerfOps, InlineOps, ast.NodeVisitor):
             if node.value is not None:
                 v = self.visit(node.value)
                 if v is not None:
-                    raise self.err(node.value, "a kernel cannot return a value; write results to an output "
-                                   "buffer (aw.Out[...])")
-            self.body.append(ir.Halt(None, self.src.loc(node)))
+                    raise self.b.err(node.value, "a kernel cannot return a value; write results to an output "
+                                     "buffer (aw.Out[...])")
+            self.b.body.append(ir.Halt(None, self.src.loc(node)))
             raise _Terminated
         value = self.visit(node.value) if node.value is not None else None
-        self.node = node
+        self.b.node = node
         if ctx.loop_depth > 0:
-            raise self.err(node, "return inside a loop of an @aw.func is not supported; use break and "
-                           "return after the loop")
+            raise self.b.err(node, "return inside a loop of an @aw.func is not supported; use break and "
+                             "return after the loop")
         if value is None:
             pass
         elif isinstance(value, (Value, PredUse)) or ctx.ret_var is not None:
             if isinstance(value, PredUse):
-                value = self.pred_value(value)
+                value = self.b.pred_value(value)
             if ctx.ret_var is None:
-                t = value.type if isinstance(value, Value) else self.default_type(value, node.value)
+                t = value.type if isinstance(value, Value) else self.b.default_type(value, node.value)
                 ctx.ret_var = Value(ty.bool_ if t is ty.pred else t, "ret", is_var=True)
             elif isinstance(value, Value) and value.type not in (ctx.ret_var.type,) and not (
                     value.type is ty.pred and ctx.ret_var.type is ty.bool_):
-                raise self.err(node.value, f"this return gives {value.type.name}, an earlier one "
-                               f"{ctx.ret_var.type.name}; cast explicitly")
-            v = self.coerce(value, ctx.ret_var.type, node.value)
-            self.emit("mov.b64" if v.type.bits == 64 else "mov.b32", ctx.ret_var, v)
+                raise self.b.err(node.value, f"this return gives {value.type.name}, an earlier one "
+                                 f"{ctx.ret_var.type.name}; cast explicitly")
+            v = self.b.coerce(value, ctx.ret_var.type, node.value)
+            self.b.emit("mov.b64" if v.type.bits == 64 else "mov.b32", ctx.ret_var, v)
         elif ctx.ret_wrapped and isinstance(value, (bool, int, float, np.generic)):
-            ph = self.emit("nop")
+            ph = self.b.emit("nop")
             ctx.pending.append((ph, value, node))
         else:
             ctx.ret_const = ("const", value)
         if ctx.ret_wrapped:
-            self.body.append(ir.Break(None, self.src.loc(node)))
+            self.b.body.append(ir.Break(None, self.src.loc(node)))
         raise _Terminated
 
     def visit_Assert(self, node: ast.Assert) -> None:
         v = self.visit_cond(node.test)
         if isinstance(v, Value):
-            raise self.err(node, "assert needs a compile-time condition (runtime asserts are not supported)")
+            raise self.b.err(node, "assert needs a compile-time condition (runtime asserts are not supported)")
         if not v:
             msg = self.static_eval(node.msg) if node.msg is not None else "assertion failed"
-            raise self.err(node, f"static assertion failed: {msg}")
+            raise self.b.err(node, f"static assertion failed: {msg}")
 
     # ------------------------------------------------------------------ expressions
     def visit_Constant(self, node: ast.Constant) -> Any:
         if isinstance(node.value, (bool, int, float, str)) or node.value is None:
             return node.value
-        raise self.err(node, f"constant {node.value!r} is not supported")
+        raise self.b.err(node, f"constant {node.value!r} is not supported")
 
     def load_name(self, name: str, node: ast.AST) -> Any:
         ctx = self.ctx
@@ -748,13 +729,13 @@ class Frontend(ValueOps, MemoryOps, PerfOps, InlineOps, ast.NodeVisitor):
             if name not in ctx.defined:
                 where = ctx.assigned_where.get(name)
                 wline = f" (it is assigned at line {self.src.loc(where).line})" if where is not None else ""
-                raise self.err(node, f"variable {name!r} may be undefined here{wline}: it is assigned only in "
-                               "some branches or inside a loop that may not run; assign it before the if/loop")
+                raise self.b.err(node, f"variable {name!r} may be undefined here{wline}: it is assigned only in "
+                                 "some branches or inside a loop that may not run; assign it before the if/loop")
             return v
         v = ctx.consts.get(name, _UNSET)
         if v is not _UNSET:
             if type(v) is Divergent:  # (it has no subclasses)
-                raise self.err(node, v.message(name))
+                raise self.b.err(node, v.message(name))
             for frame in ctx.loop_frames:  # the first read of the name in each loop being translated
                 if name not in frame.read and name not in frame.rebound:
                     frame.read[name] = node
@@ -771,7 +752,7 @@ class Frontend(ValueOps, MemoryOps, PerfOps, InlineOps, ast.NodeVisitor):
         if v is _UNSET:
             v = self._globals[key] = resolve_free_name(fn, name)
         if v is _UNDEFINED:
-            raise self.err(node, f"name {name!r} is not defined")
+            raise self.b.err(node, f"name {name!r} is not defined")
         return v
 
     def visit_Name(self, node: ast.Name) -> Any:
@@ -780,27 +761,27 @@ class Frontend(ValueOps, MemoryOps, PerfOps, InlineOps, ast.NodeVisitor):
     def visit_Attribute(self, node: ast.Attribute) -> Any:
         base = self.visit(node.value)
         if isinstance(base, (Value, PredUse)):
-            raise self.err(node, f"{base.type.name if isinstance(base, Value) else 'bool'} values have no "
-                           f"attribute {node.attr!r}")
+            raise self.b.err(node, f"{base.type.name if isinstance(base, Value) else 'bool'} values have no "
+                             f"attribute {node.attr!r}")
         if isinstance(base, LocalArray) and node.attr == "shape":
             return base.shape
         try:
             return getattr(base, node.attr)
         except AttributeError:
-            raise self.err(node, f"{_describe(base)} has no attribute {node.attr!r}") from None
+            raise self.b.err(node, f"{_describe(base)} has no attribute {node.attr!r}") from None
 
     def static_eval(self, node: ast.AST) -> Any:
         """Evaluate an expression that must be known at compile time."""
         if type(node) is ast.Name or type(node) is ast.Constant:  # emits nothing
             v = self.visit(node)
             if isinstance(v, (Value, PredUse)):
-                raise self.err(node, "this must be a compile-time constant, but it is a runtime value")
+                raise self.b.err(node, "this must be a compile-time constant, but it is a runtime value")
             return v
-        mark = len(self.body)
+        mark = len(self.b.body)
         v = self.visit(node)
         if isinstance(v, (Value, PredUse)):
-            raise self.err(node, "this must be a compile-time constant, but it is a runtime value")
-        del self.body[mark:]
+            raise self.b.err(node, "this must be a compile-time constant, but it is a runtime value")
+        del self.b.body[mark:]
         return v
 
     def visit_Tuple(self, node: ast.Tuple) -> tuple[Any, ...]:
@@ -811,16 +792,16 @@ class Frontend(ValueOps, MemoryOps, PerfOps, InlineOps, ast.NodeVisitor):
 
     def visit_UnaryOp(self, node: ast.UnaryOp) -> Any:
         x = self.visit_cond(node.operand) if isinstance(node.op, ast.Not) else self.visit(node.operand)
-        self.node = node
+        self.b.node = node
         if isinstance(node.op, ast.Not):
             if not isinstance(x, (Value, PredUse)):
                 return not x
-            pu = self.as_pred(x, node.operand)
-            p = self.new(ty.pred)
-            self.emit("mov.pred", p, PredUse(pu.value, not pu.negated))
+            pu = self.b.as_pred(x, node.operand)
+            p = self.b.new(ty.pred)
+            self.b.emit("mov.pred", p, PredUse(pu.value, not pu.negated))
             return p
         if isinstance(x, PredUse):
-            x = self.pred_value(x)
+            x = self.b.pred_value(x)
         if not isinstance(x, Value):
             if isinstance(node.op, ast.USub):
                 return -x
@@ -829,23 +810,23 @@ class Frontend(ValueOps, MemoryOps, PerfOps, InlineOps, ast.NodeVisitor):
             if isinstance(node.op, ast.Invert):
                 return ~x
         if x.type.is_bool:
-            raise self.err(node, f"unary {type(node.op).__name__} is not supported on bool; cast with aw.i32(...)")
+            raise self.b.err(node, f"unary {type(node.op).__name__} is not supported on bool; cast with aw.i32(...)")
         if isinstance(node.op, ast.UAdd):
             return x
-        r = self.new(x.type)
+        r = self.b.new(x.type)
         if isinstance(node.op, ast.USub):
-            self.emit(self.mn("neg", x.type, node, "unary -"), r, x)
+            self.b.emit(self.b.mn("neg", x.type, node, "unary -"), r, x)
         elif isinstance(node.op, ast.Invert):
             if x.type.is_float:
-                raise self.err(node, f"~ is not defined for {x.type.name}; use aw.bitcast to an integer first")
-            self.emit(self.mn("not", x.type, node, "~"), r, x)
+                raise self.b.err(node, f"~ is not defined for {x.type.name}; use aw.bitcast to an integer first")
+            self.b.emit(self.b.mn("not", x.type, node, "~"), r, x)
         return r
 
     def visit_BinOp(self, node: ast.BinOp) -> Any:
         a = self.visit(node.left)
         b = self.visit(node.right)
-        self.node = node
-        return self.binop(type(node.op), a, b, node)
+        self.b.node = node
+        return self.b.binop(type(node.op), a, b, node)
 
 
     def visit_Compare(self, node: ast.Compare) -> Any:
@@ -854,12 +835,12 @@ class Frontend(ValueOps, MemoryOps, PerfOps, InlineOps, ast.NodeVisitor):
         pieces: list[Any] = []
         for op, comp in zip(node.ops, node.comparators, strict=True):
             right = self.visit(comp)
-            self.node = node
+            self.b.node = node
             cmp = _CMP.get(type(op))
             if cmp is None:
-                raise self.err(node, f"comparison {type(op).__name__} ('is', 'in' ...) is not supported; "
-                               "valid: < <= > >= == !=")
-            pieces.append(self.compare(cmp, left, right, node))
+                raise self.b.err(node, f"comparison {type(op).__name__} ('is', 'in' ...) is not supported; "
+                                 "valid: < <= > >= == !=")
+            pieces.append(self.b.compare(cmp, left, right, node))
             left = right
         for p in pieces:
             if result is None:
@@ -867,22 +848,22 @@ class Frontend(ValueOps, MemoryOps, PerfOps, InlineOps, ast.NodeVisitor):
             elif not isinstance(p, (Value, PredUse)) and not isinstance(result, (Value, PredUse)):
                 result = result and p
             else:
-                a, b = self.as_pred(result, node), self.as_pred(p, node)
-                r = self.new(ty.pred)
-                self.emit("and.pred", r, a, b)
+                a, b = self.b.as_pred(result, node), self.b.as_pred(p, node)
+                r = self.b.new(ty.pred)
+                self.b.emit("and.pred", r, a, b)
                 result = r
         return result
 
 
     def _scratch(self, node: ast.AST) -> tuple[Any, list[ir.Node]]:
         """Visit ``node`` into a separate block: (result, the nodes it generated)."""
-        saved = self.body
-        self.body = []
+        saved = self.b.body
+        self.b.body = []
         try:
             v = self.visit(node)
-            return v, self.body
+            return v, self.b.body
         finally:
-            self.body = saved
+            self.b.body = saved
 
     @staticmethod
     def _pure(nodes: list[ir.Node]) -> bool:
@@ -920,15 +901,15 @@ class Frontend(ValueOps, MemoryOps, PerfOps, InlineOps, ast.NodeVisitor):
             if cond_only and isinstance(vnode, ast.BoolOp):
                 self._cond_boolop = vnode
             right, nodes = self._scratch(vnode)
-            self.node = node
+            self.b.node = node
             lb, rb = _is_boolish(result), _is_boolish(right)
             if cond_only:
                 lb = rb = True  # only the truthiness of the result is used
             if lb != rb:
                 bad = vnode if lb else left_node
                 other = right if lb else result
-                raise self.err(bad, f"operands of '{word}' are a bool and {_describe(other)}: Python's result "
-                               f"would be either type; compare explicitly (x != 0) or cast both sides to one type")
+                raise self.b.err(bad, f"operands of '{word}' are a bool and {_describe(other)}: Python's result "
+                                 f"would be either type; compare explicitly (x != 0) or cast both sides to one type")
             if lb:
                 result = self._bool_op(is_and, result, right, nodes, node, vnode)
             else:
@@ -936,32 +917,32 @@ class Frontend(ValueOps, MemoryOps, PerfOps, InlineOps, ast.NodeVisitor):
             left_node = vnode
         # an expression's value is a Value (a pred register), never a bare PredUse: callers
         # bind it to names, pass it to functions and store it
-        return self.pred_value(result) if isinstance(result, PredUse) else result
+        return self.b.pred_value(result) if isinstance(result, PredUse) else result
 
     def visit_IfExp(self, node: ast.IfExp) -> Any:
         cond = self.visit_cond(node.test)
         if not isinstance(cond, (Value, PredUse)):
             return self.visit(node.body if cond else node.orelse)
-        pu = self.as_pred(cond, node.test)
+        pu = self.b.as_pred(cond, node.test)
         a, na = self._scratch(node.body)
         b, nb = self._scratch(node.orelse)
-        self.node = node
-        t = self.unify(a, b, "a conditional expression", node)
+        self.b.node = node
+        t = self.b.unify(a, b, "a conditional expression", node)
         if self._pure(na) and self._pure(nb):
-            self.body.extend(na)
-            self.body.extend(nb)
-            return self.select(pu, self.coerce(a, t, node.body), self.coerce(b, t, node.orelse))
+            self.b.body.extend(na)
+            self.b.body.extend(nb)
+            return self.b.select(pu, self.b.coerce(a, t, node.body), self.b.coerce(b, t, node.orelse))
         res = Value(t, "sel", is_var=True)
         n = ir.If(pu, loc=self.src.loc(node))
-        saved = self.body
-        self.body = n.then
-        self.body.extend(na)
-        self.emit("mov.b64" if t.bits == 64 else "mov.b32", res, self.coerce(a, t, node.body))
-        self.body = n.orelse
-        self.body.extend(nb)
-        self.emit("mov.b64" if t.bits == 64 else "mov.b32", res, self.coerce(b, t, node.orelse))
-        self.body = saved
-        self.body.append(n)
+        saved = self.b.body
+        self.b.body = n.then
+        self.b.body.extend(na)
+        self.b.emit("mov.b64" if t.bits == 64 else "mov.b32", res, self.b.coerce(a, t, node.body))
+        self.b.body = n.orelse
+        self.b.body.extend(nb)
+        self.b.emit("mov.b64" if t.bits == 64 else "mov.b32", res, self.b.coerce(b, t, node.orelse))
+        self.b.body = saved
+        self.b.body.append(n)
         return res
 
 
@@ -1018,31 +999,31 @@ class Frontend(ValueOps, MemoryOps, PerfOps, InlineOps, ast.NodeVisitor):
             if type(sl) is ast.Name:  # static_eval of a name, inline (av[i] in unrolled code)
                 i = self.load_name(sl.id, sl)
                 if isinstance(i, (Value, PredUse)):
-                    raise self.err(sl, "this must be a compile-time constant, but it is a runtime value")
+                    raise self.b.err(sl, "this must be a compile-time constant, but it is a runtime value")
             else:
                 i = self.static_eval(sl)
             try:
                 return base[i]
             except (IndexError, TypeError) as e:
-                raise self.err(node, f"tuple index {_describe(i)}: {e}") from None
+                raise self.b.err(node, f"tuple index {_describe(i)}: {e}") from None
         if isinstance(base, BufferArg):
             if base.access is Access.WRITE:
-                raise self.err(node, f"buffer {base.name!r} is declared aw.Out[{base.elem.name}] (write only) "
-                               f"and cannot be read; declare it aw.Buffer[{base.elem.name}] to read and write")
+                raise self.b.err(node, f"buffer {base.name!r} is declared aw.Out[{base.elem.name}] (write only) "
+                                 f"and cannot be read; declare it aw.Buffer[{base.elem.name}] to read and write")
             idx = self.visit(sl)
-            self.node = node
-            off, wide = self.index_offset(idx, base.elem.scalar.nbytes, sl)
-            return self._load("device", base.elem, DevAddr(base.index, off), wide)
+            self.b.node = node
+            off, wide = self.b.index_offset(idx, base.elem.scalar.nbytes, sl)
+            return self.b.load("device", base.elem, DevAddr(base.index, off), wide)
         if isinstance(base, LocalArray):
-            addr = self.local_addr(base, sl, node)
-            return self._load("local", base.elem, addr, False)
+            addr = self.b.local_addr(base, sl, node)
+            return self.b.load("local", base.elem, addr, False)
         if isinstance(base, RegisterArray):
             return self._register_index(base, sl, node)
         if isinstance(base, BufferView):
             return self._view_load(base, sl, node)
         if isinstance(base, (Value, PredUse)):
-            raise self.err(node, "only buffers, local arrays and tuples can be indexed; this is a scalar value")
-        raise self.err(node, f"{_describe(base)} cannot be indexed")
+            raise self.b.err(node, "only buffers, local arrays and tuples can be indexed; this is a scalar value")
+        raise self.b.err(node, f"{_describe(base)} cannot be indexed")
 
 
     # ------------------------------------------------------------------ calls
@@ -1066,108 +1047,335 @@ class Frontend(ValueOps, MemoryOps, PerfOps, InlineOps, ast.NodeVisitor):
                 fn = self.visit(f)
         else:
             fn = self.visit(f)
-        self.node = node
+        self.b.node = node
         if isinstance(fn, Intrinsic):
             if fn.name in W_DEPENDENT_INTRINSICS and not self._w_invariant_depth:
-                loc = self.loc()
+                loc = self.b.loc()
                 self.w_uses.append(f"aw.{fn.name}()" + (f" at {loc}" if loc is not None else ""))
             if fn.lower is None:
-                raise self.err(node, f"aw.{fn.name}() has no lowering: an intrinsic marker must be declared with "
-                               "its lowering function in anywave.compiler.language")
-            return fn.lower(self, node, discard)
-        from .kernel import Func, KernelDef
-
+                raise self.b.err(node, f"aw.{fn.name}() has no lowering: an intrinsic marker must be declared with "
+                                 "its lowering function in anywave.compiler.language")
+            return fn.lower(self.b, node, discard)
         if isinstance(fn, DType):
-            args = self.call_args(node, 1, 1, f"aw.{fn.name}()")
+            args = self.b.call_args(node, 1, 1, f"aw.{fn.name}()")
             x = args[0]
-            self.node = node
+            self.b.node = node
             if not isinstance(x, (Value, PredUse)):
                 if fn not in ty.VALUE_TYPES:
-                    raise self.err(node, f"aw.{fn.name} is a storage type only (buffers, local arrays)")
-                return self.const(x, fn, node.args[0])
+                    raise self.b.err(node, f"aw.{fn.name} is a storage type only (buffers, local arrays)")
+                return self.b.const(x, fn, node.args[0])
             if fn not in ty.VALUE_TYPES:
-                raise self.err(node, f"cannot convert to {fn.name}: it is a storage-only type; valid: "
-                               + ", ".join(t.name for t in ty.VALUE_TYPES))
-            return self.cast(self.pred_value(x) if isinstance(x, PredUse) else x, fn, node)
-        if isinstance(fn, Func):
+                raise self.b.err(node, f"cannot convert to {fn.name}: it is a storage-only type; valid: "
+                                 + ", ".join(t.name for t in ty.VALUE_TYPES))
+            return self.b.cast(self.b.pred_value(x) if isinstance(x, PredUse) else x, fn, node)
+        if isinstance(fn, DeviceFunction):
             return self.inline(fn, node)
-        if isinstance(fn, KernelDef):
-            raise self.err(node, f"cannot call kernel {fn.name!r} from a kernel; make it an @aw.func")
+        if isinstance(fn, KernelDefinition):
+            raise self.b.err(node, f"cannot call kernel {fn.name!r} from a kernel; make it an @aw.func")
         if fn in (builtins.min, builtins.max):
             return self._minmax("min" if fn is builtins.min else "max", node)
         if fn is builtins.abs:
-            (x,) = self.call_args(node, 1, 1, "abs()")
+            (x,) = self.b.call_args(node, 1, 1, "abs()")
             if not isinstance(x, Value):
                 return abs(x)
             if x.type.is_int and not x.type.is_signed:
                 return x
-            return self.alu("abs", x.type, x, node=node)
+            return self.b.alu("abs", x.type, x, node=node)
         if fn in (builtins.int, builtins.float, builtins.bool):
-            (x,) = self.call_args(node, 1, 1, f"{fn.__name__}()")
+            (x,) = self.b.call_args(node, 1, 1, f"{fn.__name__}()")
             if isinstance(x, (Value, PredUse)):
                 target = {builtins.int: ty.i32, builtins.float: ty.f32, builtins.bool: ty.bool_}[fn]
-                return self.cast(self.pred_value(x) if isinstance(x, PredUse) else x, target, node)
+                return self.b.cast(self.b.pred_value(x) if isinstance(x, PredUse) else x, target, node)
             return fn(x)
         if fn is builtins.len:
-            (x,) = self.call_args(node, 1, 1, "len()")
+            (x,) = self.b.call_args(node, 1, 1, "len()")
             if isinstance(x, LocalArray):
                 return x.shape[0]
             if isinstance(x, tuple):
                 return len(x)
-            raise self.err(node, f"len() of {_describe(x)} is not known at compile time")
+            raise self.b.err(node, f"len() of {_describe(x)} is not known at compile time")
         if fn is builtins.range:
-            raise self.err(node, "range() can only be used as a for-loop iterable")
+            raise self.b.err(node, "range() can only be used as a for-loop iterable")
         if fn is builtins.print:
-            raise self.err(node, "print() is a host function; in a kernel use aw.print(fmt, *values), e.g. "
-                           "aw.print(\"i={} x={}\", i, x[i])")
+            raise self.b.err(node, "print() is a host function; in a kernel use aw.print(fmt, *values), e.g. "
+                             "aw.print(\"i={} x={}\", i, x[i])")
         if isinstance(fn, type(math.sqrt)) and getattr(fn, "__module__", None) == "math":
-            raise self.err(node, f"math.{fn.__name__} is a host function; use aw.{fn.__name__} in kernels")
-        raise self.err(node.func, f"cannot call {_describe(fn)} in a kernel; valid: aw intrinsics, @aw.func "
-                       "functions, min/max/abs, dtype casts such as aw.f32(x)")
-
-    def call_args(self, node: ast.Call, lo: int, hi: int, what: str,
-                    keywords: Sequence[str] = ()) -> list[Any]:
-        for kw in node.keywords:
-            if kw.arg not in keywords:
-                valid = ", ".join(keywords) or "none"
-                raise self.err(node, f"{what} got an unexpected keyword argument {kw.arg!r}; valid: {valid}")
-        if not lo <= len(node.args) <= hi:
-            n = f"{lo}" if lo == hi else f"{lo} to {hi}"
-            raise self.err(node, f"{what} takes {n} positional arguments, got {len(node.args)}")
-        out = [self.visit(a) for a in node.args]
-        self.node = node
-        return out
-
-    def keyword_arg(self, node: ast.Call, name: str, default: Any) -> Any:
-        for kw in node.keywords:
-            if kw.arg == name:
-                return self.static_eval(kw.value)
-        return default
+            raise self.b.err(node, f"math.{fn.__name__} is a host function; use aw.{fn.__name__} in kernels")
+        raise self.b.err(node.func, f"cannot call {_describe(fn)} in a kernel; valid: aw intrinsics, @aw.func "
+                         "functions, min/max/abs, dtype casts such as aw.f32(x)")
 
     def _minmax(self, op: str, node: ast.Call) -> Any:
-        args = self.call_args(node, 2, 8, f"{op}()")
+        args = self.b.call_args(node, 2, 8, f"{op}()")
         if all(not isinstance(a, (Value, PredUse)) for a in args):
             return (min if op == "min" else max)(args)
         acc = args[0]
         for b in args[1:]:
-            t = self.unify(acc, b, f"{op}()", node)
+            t = self.b.unify(acc, b, f"{op}()", node)
             if t.is_bool:
-                raise self.err(node, f"{op}() of bool values is not supported")
-            acc = self.alu(op, t, self.coerce(acc, t, node), self.coerce(b, t, node), node=node)
+                raise self.b.err(node, f"{op}() of bool values is not supported")
+            acc = self.b.alu(op, t, self.b.coerce(acc, t, node), self.b.coerce(b, t, node), node=node)
         return acc
 
+    # ------------------------------------------------------------------ stores, register arrays, views
+    def store_subscript(self, target: ast.Subscript, value: Any) -> None:
+        bn = target.value
+        base = self.load_name(bn.id, bn) if type(bn) is ast.Name else self.visit(bn)
+        self.b.node = target
+        if type(base) is RegisterArray:  # the commonest in unrolled code (the classes are disjoint)
+            self._register_store(base, target, value)
+        elif isinstance(base, BufferArg):
+            if base.access is Access.READ:
+                raise self.b.err(target, f"buffer {base.name!r} is declared aw.In[{base.elem.name}] (read only) "
+                                 f"and cannot be written; declare it aw.Buffer[{base.elem.name}] or "
+                                 f"aw.Out[{base.elem.name}]")
+            idx = self.visit(target.slice)
+            self.b.node = target
+            off, wide = self.b.index_offset(idx, base.elem.scalar.nbytes, target.slice)
+            v = self.b.store_value(value, base.elem, target)
+            self.b.store("device", base.elem, DevAddr(base.index, off), v, wide)
+        elif isinstance(base, LocalArray):
+            addr = self.b.local_addr(base, target.slice, target)
+            v = self.b.store_value(value, base.elem, target)
+            self.b.store("local", base.elem, addr, v, False)
+        elif isinstance(base, RegisterArray):
+            self._register_store(base, target, value)
+        elif isinstance(base, BufferView):
+            self._view_store(base, target, value)
+        else:
+            raise self.b.err(target.value, f"cannot store into {_describe(base)}; valid: buffers, buffer views, "
+                             "local arrays and register arrays")
 
-    def add_print(self, pf: Any) -> int:
-        """Record an aw.print call site; returns its index."""
-        self.prints.append(pf)
-        return len(self.prints) - 1
+    def _register_index(self, arr: RegisterArray, sl: ast.AST, node: ast.AST) -> Value:
+        if type(sl) is ast.Tuple:  # tile[i, j]: the elements one by one (what visit_Tuple does)
+            idx = tuple([self.load_name(e.id, e) if type(e) is ast.Name else self.visit(e) for e in sl.elts])
+        else:
+            idx = self.visit(sl)
+        self.b.node = node
+        idxs = idx if isinstance(idx, tuple) else (idx,)
+        for i in idxs:  # ints (not bools, floats ...) in range: the element, without the checks below
+            if type(i) is not int:
+                break
+        else:
+            v = arr.vars.get(idxs)
+            if v is not None:
+                return v
+        if len(idxs) != len(arr.shape):
+            raise self.b.err(node, f"{arr!r} needs {len(arr.shape)} indices, got {len(idxs)}")
+        out = []
+        for i, dim in zip(idxs, arr.shape, strict=True):
+            if isinstance(i, (Value, PredUse)):
+                raise self.b.err(sl, f"a register array is indexed only by compile-time ints (literals, "
+                                 f"aw.static_range loop variables, constant parameters); this index is a run-time "
+                                 f"{i.type.name if isinstance(i, Value) else 'bool'} value. Use aw.static_range for "
+                                 "the loop, or a local array for run-time indexing")
+            if isinstance(i, bool) or not isinstance(i, (int, np.integer)):
+                raise self.b.err(sl, f"a register-array index must be an int, got {i!r}")
+            if not 0 <= int(i) < dim:
+                raise self.b.err(sl, f"index {int(i)} is out of range for a register-array dimension of size {dim}")
+            out.append(int(i))
+        return arr.vars[tuple(out)]
 
-    def print_buffer_index(self) -> int:
-        """ABI index of the hidden aw.print buffer (added as the last argument on first use)."""
-        if self._print_buffer is None:
-            self._print_buffer = len(self.args)
-            self.args.append((PRINT_ARG, debugprint.PRINT_BUFFER_TYPE))
-        return self._print_buffer
+    def _register_store(self, arr: RegisterArray, target: ast.Subscript, value: Any) -> None:
+        var = self._static_subscript(target, arr)
+        if var is _UNSET:
+            var = self._register_index(arr, target.slice, target)
+        if isinstance(value, PredUse):
+            value = self.b.pred_value(value)
+        if isinstance(value, Value):
+            if value.type is not var.type:
+                raise self.b.err(target, f"{arr!r} holds {var.type.name}; it cannot be assigned a "
+                                 f"{value.type.name} value — cast explicitly, e.g. aw.{var.type.name}(...)")
+        else:
+            value = self.b.coerce(value, var.type, target)
+        last = self.b.body[-1] if self.b.body else None
+        if (isinstance(last, ir.Op) and not value.is_var and last.defs_uses()[0] == [value]
+                and value not in last.uses()):  # (Values compare by identity)
+            last.retarget(value, var)  # no copy needed
+        else:
+            self.b.emit("mov.b64" if var.type.bits == 64 else "mov.b32", var, value)
+
+    def _view_load(self, view: BufferView, sl: ast.AST, node: ast.AST) -> Value:
+        buf = view.buffer
+        if buf.access is Access.WRITE:
+            raise self.b.err(node, f"buffer {buf.name!r} is declared aw.Out[{buf.elem.name}] (write only) and cannot "
+                             "be read")
+        lin = self.b.view_index(view, self.visit(sl), node)
+        self.b.node = node
+        off, wide = self.b.index_offset(lin, buf.elem.scalar.nbytes, sl)
+        return self.b.load("device", buf.elem, DevAddr(buf.index, off), wide)
+
+    def _view_store(self, view: BufferView, target: ast.Subscript, value: Any) -> None:
+        buf = view.buffer
+        if buf.access is Access.READ:
+            raise self.b.err(target, f"buffer {buf.name!r} is declared aw.In[{buf.elem.name}] (read only) and cannot "
+                             "be written")
+        lin = self.b.view_index(view, self.visit(target.slice), target)
+        self.b.node = target
+        off, wide = self.b.index_offset(lin, buf.elem.scalar.nbytes, target.slice)
+        v = self.b.store_value(value, buf.elem, target)
+        self.b.store("device", buf.elem, DevAddr(buf.index, off), v, wide)
+
+    # ------------------------------------------------------------------ and / or
+    def _bool_op(self, is_and: bool, result: Any, right: Any, nodes: list[ir.Node], node: ast.AST,
+                 vnode: ast.AST) -> Any:
+        left = self.b.as_pred(result, node)
+        if self._pure(nodes):
+            self.b.body.extend(nodes)
+            rp = self.b.as_pred(right, vnode)
+            r = self.b.new(ty.pred)
+            self.b.emit("and.pred" if is_and else "or.pred", r, left, rp)
+            return r
+        # the right side has effects (loads, atomics ...): run it only where needed
+        acc = Value(ty.bool_, "sc", is_var=True)
+        lv = self.b.pred_to_bool(self.b.pred_value(left))
+        self.b.emit("mov.b32", acc, lv)
+        cond = left if is_and else PredUse(left.value, not left.negated)
+        n = ir.If(cond, loc=self.src.loc(node))
+        saved = self.b.body
+        self.b.body = n.then
+        self.b.body.extend(nodes)
+        self.b.node = vnode
+        rv = self.b.pred_to_bool(self.b.pred_value(self.b.as_pred(right, vnode)))
+        self.b.emit("mov.b32", acc, rv)
+        self.b.body = saved
+        self.b.body.append(n)
+        self.b.node = node
+        return self.b.as_pred(acc, node)
+
+    def _value_op(self, is_and: bool, result: Any, right: Any, nodes: list[ir.Node], node: ast.AST,
+                  vnode: ast.AST) -> Value:
+        t = self.b.unify(result, right, f"'{'and' if is_and else 'or'}'", node)
+        lv = self.b.coerce(result, t, node)
+        truthy = self.b.as_pred(lv, node)
+        if self._pure(nodes):
+            self.b.body.extend(nodes)
+            rv = self.b.coerce(right, t, vnode)
+            return self.b.select(truthy, rv, lv) if is_and else self.b.select(truthy, lv, rv)
+        res = Value(t, "sc", is_var=True)
+        self.b.emit("mov.b64" if t.bits == 64 else "mov.b32", res, lv)
+        n = ir.If(truthy if is_and else PredUse(truthy.value, not truthy.negated), loc=self.src.loc(node))
+        saved = self.b.body
+        self.b.body = n.then
+        self.b.body.extend(nodes)
+        self.b.node = vnode
+        rv = self.b.coerce(right, t, vnode)
+        self.b.emit("mov.b64" if t.bits == 64 else "mov.b32", res, rv)
+        self.b.body = saved
+        self.b.body.append(n)
+        self.b.node = node
+        return res
+
+    # ------------------------------------------------------------------ device functions
+    def inline(self, fn: Any, node: ast.Call) -> Any:
+        if fn in self._inline_stack:
+            raise self.b.err(node, f"@aw.func {fn.name!r} calls itself (recursion is not supported)")
+        if len(self._inline_stack) >= 16:
+            raise self.b.err(node, "device functions nested deeper than 16 calls")
+        self._inlined_calls += 1
+        limit = _inline.MAX_INLINED_CALLS
+        if self._inlined_calls > limit:
+            chain = " -> ".join([getattr(f, "name", "?") for f in self._inline_stack] + [fn.name])
+            raise self.b.err(node, f"inlining budget exceeded: this kernel would inline more than {limit} "
+                             f"@aw.func calls (each call expands its function's body again; here through {chain}). "
+                             "Call fewer functions per function, or loop (a run-time loop calls its body's "
+                             "functions once) instead of unrolling")
+        fsrc = fn.source
+        fd = fsrc.tree
+        params = [a.arg for a in fd.args.args]
+        kwonly = [a.arg for a in fd.args.kwonlyargs]
+        args = [self.visit(a) for a in node.args]
+        kwargs = {kw.arg: self.visit(kw.value) for kw in node.keywords if kw.arg}
+        self.b.node = node
+        if len(args) > len(params):
+            raise self.b.err(node, f"{fn.name}() takes {len(params)} positional arguments, got {len(args)}")
+        bound: dict[str, Any] = dict(zip(params, args, strict=False))
+        for k, v in kwargs.items():
+            if k not in params and k not in kwonly:
+                raise self.b.err(node, f"{fn.name}() got an unexpected keyword argument {k!r}")
+            if k in bound:
+                raise self.b.err(node, f"{fn.name}() got multiple values for argument {k!r}")
+            bound[k] = v
+        defaults = fn.defaults()
+        for p in params + kwonly:
+            if p not in bound:
+                if p in defaults:
+                    bound[p] = defaults[p]
+                else:
+                    raise self.b.err(node, f"{fn.name}() missing argument {p!r}")
+        has_early = fn_has_early_return(fd)
+        ctx = FuncCtx(fsrc, {}, is_kernel=False, ret_wrapped=has_early)
+        outer = self.ctx
+        self._enter(ctx)
+        self._inline_stack.append(fn)
+        saved_node = self.b.node
+        inv = bool(getattr(fn, "w_invariant", False))
+        self._w_invariant_depth += inv
+        self._outer_ctxs.append(outer)
+        try:
+            ann = fn.annotations()
+            self._prescan(fd)
+            for p, v in bound.items():
+                if isinstance(v, PredUse):
+                    v = self.b.pred_value(v)
+                want = ann.get(p)
+                if isinstance(v, Value) or p in assigned_names(fd):
+                    if want is not None and isinstance(want, DType):
+                        if isinstance(v, Value) and v.type is not want and not (v.type is ty.pred and want is ty.bool_):
+                            raise self.b.err(node, f"{fn.name}(): argument {p!r} is declared {want.name}, got "
+                                             f"{v.type.name}")
+                        if not isinstance(v, Value):
+                            v = self.b.const(v, want, node)
+                    if isinstance(v, Value) and (p in assigned_names(fd) or v.type is ty.pred):
+                        self.ctx.const_names.discard(p)
+                        self.assign_name(p, v, fd)
+                    elif isinstance(v, Value):
+                        ctx.var_values[p] = v
+                        ctx.defined.add(p)
+                    else:
+                        ctx.consts[p] = v
+                else:
+                    ctx.consts[p] = v
+            self.b.node = fd
+            if has_early:
+                lp = ir.Loop(loc=fsrc.loc(fd))
+                saved = self.b.body
+                self.b.body = lp.body
+                ctx.loop_depth = 0
+                if not self.visit_block(fd.body):
+                    self.b.body.append(ir.Break(None, fsrc.loc(fd)))
+                self.b.body = saved
+                self.b.body.append(lp)
+            else:
+                self.visit_block(fd.body)
+        finally:
+            self._outer_ctxs.pop()
+            self._w_invariant_depth -= inv
+            self._inline_stack.pop()
+            self._enter(outer)
+            self.b.node = saved_node
+        if ctx.pending:
+            vals = [v for _, v, _ in ctx.pending]
+            if ctx.ret_var is None and all(type(v) is type(vals[0]) and v == vals[0] for v in vals):
+                for ph, _, _ in ctx.pending:
+                    ph.defn, ph.operands = BY_MNEMONIC["nop"], []
+                return vals[0]
+            if ctx.ret_var is None:
+                ctx.ret_var = Value(self.b.default_type(vals[0], ctx.pending[0][2]), "ret", is_var=True)
+            rv = ctx.ret_var
+            for ph, v, rnode in ctx.pending:
+                saved_ctx = self.ctx
+                self._enter(ctx)
+                try:
+                    bits = self.b.const_bits(v, rv.type, rnode)
+                finally:
+                    self._enter(saved_ctx)
+                ph.defn = BY_MNEMONIC["movi.b64" if rv.type.bits == 64 else "movi.b32"]
+                ph.operands = [rv, bits]
+        if ctx.ret_var is not None:
+            return ctx.ret_var
+        if ctx.ret_const is not None:
+            return ctx.ret_const[1]
+        return None
 
 
 # ----------------------------------------------------------------------------- utilities

@@ -1,27 +1,36 @@
-"""Values and operators of the kernel language, mixed into
-:class:`~anywave.compiler.frontend.Frontend`: constants, predicates and bools, conversions,
-and the arithmetic, bit, shift and comparison operators (the rules they apply are in
-:mod:`anywave.compiler.typerules`; the semantics chosen where Python and the hardware
-differ are in :mod:`anywave.compiler.frontend`'s docstring).
+"""The IR builder of the kernel language (:class:`IRBuilder`), composed by
+:class:`~anywave.compiler.frontend.Frontend` and handed to every intrinsic's lowering as a
+:class:`~anywave.compiler.builder.Builder`: emission, constants, predicates and bools,
+conversions, the arithmetic, bit, shift and comparison operators (the rules they apply are in
+:mod:`anywave.compiler.typerules`; the semantics chosen where Python and the hardware differ
+are in :mod:`anywave.compiler.frontend`'s docstring), addressing, loads and stores, errors.
 """
 
 from __future__ import annotations
 
 import ast
 import operator
+import weakref
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from anywave.binary.module import PRINT_ARG
+from anywave.errors import SourceLoc
 from anywave.isa import mnemonic
+from anywave.isa.table import BY_MNEMONIC
 
-from . import ir
+from . import debugprint, ir
 from . import typerules as tr
 from . import types as ty
+from .bindings import BufferView, LocalArray
 from .bindings import describe as _describe
+from .builder import ArgReader
 from .constants import LiteralError, literal_bits
 from .errors import CompileError
-from .ir import PredUse, Value
+from .ir import LocAddr, Op, PredUse, Value
+from .source import FuncSource
 from .types import DType
 
 _PY_CMP = {"lt": operator.lt, "le": operator.le, "gt": operator.gt, "ge": operator.ge, "eq": operator.eq,
@@ -35,14 +44,107 @@ BINOP_NAMES = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.Floo
                ast.BitXor: "^", ast.BitAnd: "&", ast.MatMult: "@"}
 
 
-class ValueOps:
-    """Constants, conversions and operators of :class:`Frontend` (which provides ``emit``,
-    ``new``, ``err``, ``src``, ``body``, ``node``, ``_stmt`` and ``_pure``).
+class IRBuilder:
+    """The builder of one kernel's IR, which :class:`~anywave.compiler.frontend.Frontend` (the
+    AST visitor) composes and every intrinsic's lowering receives (it implements
+    :class:`~anywave.compiler.builder.Builder`): emission into ``body``, constants,
+    predicates, conversions, the arithmetic, bit, shift and comparison operators (by the type
+    rules of ``rules``, :class:`~anywave.compiler.typerules.TypeRules`), addressing, loads and
+    stores (narrow element types widen on load and keep their low bits on store; docs/spec.md
+    §4 for the address forms), errors at the user's source, and the kernel's resources under
+    construction (``args``, ``local_memory``, ``nfrag``, ``prints``). A call's arguments are read
+    through the visitor, held weakly (:class:`~anywave.compiler.builder.ArgReader`).
 
     Every method that can refuse its operands takes ``node``, the expression they come from:
     its error points there (or at the literal at fault inside it). ``const`` alone accepts
     ``node=None``, for the compiler's own constants (0, 1, masks, strides).
     """
+
+    def __init__(self, src: FuncSource, kernel_name: str, reader: ArgReader,
+                 rules: tr.TypeRules = tr.RULES) -> None:
+        # weakly: the visitor holds this builder, and a cycle would leave every compile's
+        # visitor and IR to the cyclic collector, which compilation pauses
+        self._reader = weakref.ref(reader)
+        self.rules = rules
+        #: typerules.alu_mnemonic's cache, read inline by alu() (only for the language's own rules)
+        self._alu_hits = tr._ALU if rules is tr.RULES else {}
+        self.kernel_name = kernel_name
+        #: the function whose source is being translated (the visitor sets it when it inlines)
+        self.src = src
+        #: the block being emitted into (a region's body while the region is built)
+        self.body: list[ir.Node] = []
+        #: the construct being translated: the source location of the instructions emitted
+        #: (debug info); errors never use it, each is raised with its own node
+        self.node: ast.AST | None = None
+        #: the statement being translated (an error about a constant looks for its literal there)
+        self.stmt: ast.stmt | None = None
+        #: (id(FuncSource), id(AST node)) -> the node's SourceLoc (loc())
+        self._locs: dict[tuple[int, int], SourceLoc] = {}
+        #: the kernel's ABI: (name, BufferType | DType) per argument
+        self.args: list[tuple[str, Any]] = []
+        #: bytes of local memory laid out so far
+        self.local_memory = 0
+        #: fragment slots taken (aw.fragment; compiler/mma_lang.py)
+        self.nfrag = 0
+        #: aw.print call sites (PrintFormat) and the index of the hidden print buffer argument
+        self.prints: list[Any] = []
+        self._print_buffer: int | None = None
+
+    # ------------------------------------------------------------------ emission and errors
+    def err(self, node: ast.AST | None, message: str) -> CompileError:
+        """The CompileError ``message`` at ``node``, the construct at fault (its whole extent
+        is underlined); None only for errors about the kernel as a whole (its def line)."""
+        e = self.src.error(node, message)
+        e.kernel = self.kernel_name
+        e.args = (str(e),)
+        return e
+
+    def loc(self) -> SourceLoc | None:
+        node = self.node
+        if node is None:
+            return None
+        src = self.src
+        key = (id(src), id(node))  # (both live as long as this translation)
+        r = self._locs.get(key)
+        if r is None:
+            r = self._locs[key] = src.loc(node)
+        return r
+
+    def emit(self, mnemonic: str, *operands: Any) -> Op:
+        op = Op(BY_MNEMONIC[mnemonic], list(operands), self.loc())
+        self.body.append(op)
+        return op
+
+    def new(self, t: DType, name: str = "") -> Value:
+        return Value(t, name)
+
+    # ------------------------------------------------------------------ reading a call
+    def visit(self, node: ast.AST) -> Any:
+        """The value of kernel expression ``node`` (evaluated by the visitor)."""
+        return self._reader().visit(node)  # type: ignore[union-attr]
+
+    def static_eval(self, node: ast.AST) -> Any:
+        """The value of ``node``, which must be known at compile time (CompileError otherwise)."""
+        return self._reader().static_eval(node)  # type: ignore[union-attr]
+
+    def call_args(self, node: ast.Call, lo: int, hi: int, what: str,
+                    keywords: Sequence[str] = ()) -> list[Any]:
+        for kw in node.keywords:
+            if kw.arg not in keywords:
+                valid = ", ".join(keywords) or "none"
+                raise self.err(node, f"{what} got an unexpected keyword argument {kw.arg!r}; valid: {valid}")
+        if not lo <= len(node.args) <= hi:
+            n = f"{lo}" if lo == hi else f"{lo} to {hi}"
+            raise self.err(node, f"{what} takes {n} positional arguments, got {len(node.args)}")
+        out = [self.visit(a) for a in node.args]
+        self.node = node
+        return out
+
+    def keyword_arg(self, node: ast.Call, name: str, default: Any) -> Any:
+        for kw in node.keywords:
+            if kw.arg == name:
+                return self.static_eval(kw.value)
+        return default
 
     def type_error(self, e: tr.TypeRuleError, node: ast.AST | None) -> CompileError:
         """The CompileError of a refused type rule: at the literal at fault when there is one
@@ -56,7 +158,7 @@ class ValueOps:
     def mn(self, op: str, t: DType, node: ast.AST, what: str | None = None) -> str:
         """The table mnemonic for operation ``op`` on type ``t`` (CompileError at ``node`` if none)."""
         try:
-            return tr.alu_mnemonic(op, t, what)
+            return self.rules.alu_mnemonic(op, t, what)
         except tr.TypeRuleError as e:
             raise self.type_error(e, node) from None
 
@@ -92,7 +194,7 @@ class ValueOps:
         the expression)."""
         if isinstance(value, np.generic):
             value = value.item()
-        for root in (node, self._stmt):
+        for root in (node, self.stmt):
             if root is None:
                 continue
             for n in ast.walk(root):
@@ -109,7 +211,7 @@ class ValueOps:
         """The type of Python constant ``value`` on its own (:func:`typerules.literal_type`;
         errors at the literal in ``node``, else at ``node``)."""
         try:
-            return tr.literal_type(value)
+            return self.rules.literal_type(value)
         except tr.TypeRuleError as e:
             raise self.type_error(e, node) from None
 
@@ -162,7 +264,7 @@ class ValueOps:
     def cmp_mn(self, cmp: str, t: DType, node: ast.AST) -> str:
         """``setp.<cmp>.<t>`` (CompileError at ``node`` when the table has none)."""
         try:
-            return tr.compare_mnemonic(cmp, t)
+            return self.rules.compare_mnemonic(cmp, t)
         except tr.TypeRuleError as e:
             raise self.type_error(e, node) from None
 
@@ -174,7 +276,7 @@ class ValueOps:
         ta = a.type if isinstance(a, Value) else None
         tb = b.type if isinstance(b, Value) else None
         try:
-            return tr.common_type(ta, a, tb, b, what)
+            return self.rules.common_type(ta, a, tb, b, what)
         except tr.TypeRuleError as e:
             raise self.type_error(e, node) from None
 
@@ -208,7 +310,7 @@ class ValueOps:
             return r
         r = self.new(t)
         try:
-            m = tr.conversion_mnemonic(src, t, x.type.name)
+            m = self.rules.conversion_mnemonic(src, t, x.type.name)
         except tr.TypeRuleError as e:
             raise self.type_error(e, node) from None
         self.emit(m, r, x)
@@ -220,7 +322,7 @@ class ValueOps:
         if x.type is ty.pred:
             x = self.pred_to_bool(x)
         try:
-            tr.check_bitcast(src, t, x.type.name)
+            self.rules.check_bitcast(src, t, x.type.name)
         except tr.TypeRuleError as e:
             raise self.type_error(e, node) from None
         r = self.new(t)
@@ -280,7 +382,7 @@ class ValueOps:
     def alu(self, name: str, t: DType, *srcs: Value, node: ast.AST, what: str | None = None) -> Value:
         """A new ``t`` register = operation ``name`` of ``srcs`` (:meth:`mn`; errors at ``node``)."""
         r = Value(t)
-        hit = tr._ALU.get((name, id(t)))  # tr.alu_mnemonic's cache, inline (the commonest call)
+        hit = self._alu_hits.get((name, id(t)))  # the rules' mnemonic cache, inline (the commonest call)
         self.emit(hit[1] if hit is not None and hit[0] is t else self.mn(name, t, node, what), r, *srcs)
         return r
 
@@ -402,52 +504,115 @@ class ValueOps:
         self.emit("selp.b64" if a.type.bits == 64 else "selp.b32", r, a, b, p)
         return r
 
-    # ------------------------------------------------------------------ and / or
-    def _bool_op(self, is_and: bool, result: Any, right: Any, nodes: list[ir.Node], node: ast.AST,
-                 vnode: ast.AST) -> Any:
-        left = self.as_pred(result, node)
-        if self._pure(nodes):
-            self.body.extend(nodes)
-            rp = self.as_pred(right, vnode)
-            r = self.new(ty.pred)
-            self.emit("and.pred" if is_and else "or.pred", r, left, rp)
-            return r
-        # the right side has effects (loads, atomics ...): run it only where needed
-        acc = Value(ty.bool_, "sc", is_var=True)
-        lv = self.pred_to_bool(self.pred_value(left))
-        self.emit("mov.b32", acc, lv)
-        cond = left if is_and else PredUse(left.value, not left.negated)
-        n = ir.If(cond, loc=self.src.loc(node))
-        saved = self.body
-        self.body = n.then
-        self.body.extend(nodes)
-        self.node = vnode
-        rv = self.pred_to_bool(self.pred_value(self.as_pred(right, vnode)))
-        self.emit("mov.b32", acc, rv)
-        self.body = saved
-        self.body.append(n)
-        self.node = node
-        return self.as_pred(acc, node)
+    # ------------------------------------------------------------------ addressing, loads and stores
+    def index_offset(self, idx: Any, esize: int, node: ast.AST) -> tuple[Value, bool]:
+        """Byte offset register for element index ``idx`` (value, is_64bit)."""
+        if isinstance(idx, (bool, float)) or (not isinstance(idx, (int, Value, np.integer))):
+            raise self.err(node, f"an index must be an integer, got {_describe(idx)}")
+        if not isinstance(idx, Value):
+            if idx < 0:
+                raise self.err(node, f"negative index {idx}: kernels do not index from the end")
+            return self.const(int(idx) * esize, ty.u32 if idx * esize < 1 << 32 else ty.u64, node), \
+                idx * esize >= 1 << 32
+        if not idx.type.is_int:
+            raise self.err(node, f"an index must be an integer, got a {idx.type.name} value; cast with aw.i32(...)")
+        if esize == 1:
+            return idx, idx.type.bits == 64
+        k = self.const(esize.bit_length() - 1, ty.u32)
+        return self.alu("shl", idx.type, idx, k, node=node), idx.type.bits == 64
 
-    def _value_op(self, is_and: bool, result: Any, right: Any, nodes: list[ir.Node], node: ast.AST,
-                  vnode: ast.AST) -> Value:
-        t = self.unify(result, right, f"'{'and' if is_and else 'or'}'", node)
-        lv = self.coerce(result, t, node)
-        truthy = self.as_pred(lv, node)
-        if self._pure(nodes):
-            self.body.extend(nodes)
-            rv = self.coerce(right, t, vnode)
-            return self.select(truthy, rv, lv) if is_and else self.select(truthy, lv, rv)
-        res = Value(t, "sc", is_var=True)
-        self.emit("mov.b64" if t.bits == 64 else "mov.b32", res, lv)
-        n = ir.If(truthy if is_and else PredUse(truthy.value, not truthy.negated), loc=self.src.loc(node))
-        saved = self.body
-        self.body = n.then
-        self.body.extend(nodes)
-        self.node = vnode
-        rv = self.coerce(right, t, vnode)
-        self.emit("mov.b64" if t.bits == 64 else "mov.b32", res, rv)
-        self.body = saved
-        self.body.append(n)
+    def local_addr(self, arr: LocalArray, sl: ast.AST, node: ast.AST) -> LocAddr:
+        idx = self.visit(sl)
         self.node = node
-        return res
+        return self.local_addr_of(arr, idx, node)
+
+    def local_addr_of(self, arr: LocalArray, idx: Any, node: ast.AST) -> LocAddr:
+        idxs = idx if isinstance(idx, tuple) else (idx,)
+        if len(idxs) != len(arr.shape):
+            raise self.err(node, f"local array of shape {arr.shape} needs {len(arr.shape)} indices, got {len(idxs)}")
+        esize = arr.elem.scalar.nbytes
+        const_part = 0
+        dyn: Value | None = None
+        stride = 1
+        for i, dim in reversed(list(zip(idxs, arr.shape, strict=True))):
+            if isinstance(i, PredUse) or isinstance(i, (bool, float)):
+                raise self.err(node, f"a local-array index must be an integer, got {_describe(i)}")
+            if isinstance(i, Value):
+                if not i.type.is_int or i.type.bits != 32:
+                    raise self.err(node, f"a local-array index must be i32 or u32, got {i.type.name}")
+                term = i if stride == 1 else self.alu("mul", i.type, i, self.const(stride, i.type), node=node)
+                if dyn is not None and dyn.type is not term.type:
+                    term = self.cast(term, dyn.type, node)
+                dyn = term if dyn is None else self.alu("add", dyn.type, dyn, term, node=node)
+            else:
+                if not 0 <= int(i) < dim:
+                    raise self.err(node, f"index {int(i)} is out of range for a dimension of size {dim}")
+                const_part += int(i) * stride
+            stride *= dim
+        imm = arr.base + const_part * esize
+        if dyn is None:
+            return LocAddr(self.const(0, ty.u32), imm)
+        off, _ = self.index_offset(dyn, esize, node)
+        return LocAddr(off, imm)
+
+    def load(self, space: str, elem: DType, addr: Any, wide: bool) -> Value:
+        vt = ty.value_type_of_element(elem)
+        r = self.new(vt)
+        nb = elem.scalar.nbytes
+        if nb == 8:
+            kind = "b64"
+        elif nb == 4:
+            kind = "b32"
+        elif nb == 2:
+            kind = "i16" if elem is ty.i16 else "u16"
+        else:
+            kind = "i8" if elem is ty.i8 else "u8"
+        self.emit(mnemonic("ld", space, kind, addr64=wide), r, addr)
+        return r
+
+    def store_value(self, value: Any, elem: DType, node: ast.AST) -> Value:
+        vt = ty.value_type_of_element(elem)
+        if isinstance(value, PredUse):
+            value = self.pred_value(value)
+        if isinstance(value, Value) and value.type is not vt:
+            if value.type is ty.pred and vt.is_int:
+                return self.cast(value, vt, node)
+            raise self.err(node, f"cannot store a {value.type.name} value into {elem.name} elements; cast "
+                           f"explicitly with aw.{vt.name}(...)")
+        if not isinstance(value, Value):
+            if elem in ty.NARROW_TYPES:
+                bits = elem.scalar.bits
+                lo, hi = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if elem.is_signed else (0, (1 << bits) - 1)
+                if isinstance(value, int) and not lo <= value <= hi:
+                    raise self.err(node, f"{value} does not fit in {elem.name} ({lo}..{hi})")
+            return self.const(value, vt, node)
+        return value
+
+    def store(self, space: str, elem: DType, addr: Any, v: Value, wide: bool) -> None:
+        nb = elem.scalar.nbytes
+        self.emit(mnemonic("st", space, f"b{nb * 8}", addr64=wide), addr, v)
+
+    def view_index(self, view: BufferView, idx: Any, node: ast.AST) -> Any:
+        idxs = idx if isinstance(idx, tuple) else (idx,)
+        if len(idxs) != len(view.shape):
+            raise self.err(node, f"{view!r} needs {len(view.shape)} indices, got {len(idxs)}")
+        lin: Any = 0
+        for i, s in zip(idxs, view.strides, strict=True):
+            if isinstance(i, PredUse) or isinstance(i, (bool, float)):
+                raise self.err(node, f"an index must be an integer, got {_describe(i)}")
+            term = self.binop(ast.Mult, i, s, node) if not (isinstance(s, int) and s == 1) else i
+            lin = term if (isinstance(lin, int) and lin == 0) else self.binop(ast.Add, lin, term, node)
+        return lin
+
+    # ------------------------------------------------------------------ aw.print
+    def add_print(self, pf: Any) -> int:
+        """Record an aw.print call site; returns its index."""
+        self.prints.append(pf)
+        return len(self.prints) - 1
+
+    def print_buffer_index(self) -> int:
+        """ABI index of the hidden aw.print buffer (added as the last argument on first use)."""
+        if self._print_buffer is None:
+            self._print_buffer = len(self.args)
+            self.args.append((PRINT_ARG, debugprint.PRINT_BUFFER_TYPE))
+        return self._print_buffer

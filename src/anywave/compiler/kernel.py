@@ -33,6 +33,7 @@ from anywave.isa.types import LIMITS, ArgKind
 
 from . import codegen, passes, spill
 from . import types as ty
+from .bindings import DeviceFunction, KernelDefinition
 from .errors import CompileError
 from .fingerprint import Fingerprint, Unkeyable, compiler_hash, fingerprint
 from .frontend import Frontend, FuncSource
@@ -47,7 +48,7 @@ class CacheWarning(UserWarning):
 
 # ----------------------------------------------------------------------------- device functions
 
-class Func:
+class Func(DeviceFunction):
     """``@aw.func``: a device function, inlined at every call site in a kernel. Its
     parameters may be annotated (``x: aw.f32``) or left free (typed by the call);
     parameters receiving compile-time constants specialise the inlined body."""
@@ -152,7 +153,7 @@ def _gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-class KernelDef:
+class KernelDef(KernelDefinition):
     """A kernel definition, compiled on demand: :meth:`compile` for the Module. It knows no
     runtime: launching is :class:`anywave.jit.kernel.KernelFunction` (what ``@aw.kernel`` makes).
 
@@ -366,16 +367,16 @@ class KernelDef:
                     passes.optimize(body)
             except RecursionError:
                 node = getattr(fe, "node", None)
-                raise fe.err(node, f"expression nested too deeply to compile (more than {_RECURSION_LIMIT // 8} "
+                raise fe.b.err(node, f"expression nested too deeply to compile (more than {_RECURSION_LIMIT // 8} "
                              "levels, e.g. a very long chain of + or nested calls): split it into several "
                              "statements with intermediate variables") from None
         threads = None if self.workgroup is None else self.workgroup[0] * self.workgroup[1] * self.workgroup[2]
-        alloc, info = spill.allocate(body, self.name, local_memory=fe.local_memory, threads=threads,
+        alloc, info = spill.allocate(body, self.name, local_memory=fe.b.local_memory, threads=threads,
                                      max_workgroup_size=self.max_workgroup_size)
         self._resources[tuple(sorted((k, repr(v)) for k, v in consts.items()))] = info
         code, caps = codegen.emit(body, alloc)
         args = []
-        for name, ann in fe.args:
+        for name, ann in fe.b.args:
             if isinstance(ann, ty.BufferType):
                 args.append(Arg(name, ArgKind.BUFFER, ann.elem.scalar, ann.access))
             else:
@@ -385,7 +386,7 @@ class KernelDef:
         flags = 0 if fe.w_uses else KERNEL_FLAG_W_INVARIANT
         return Kernel(self.name, args=args, registers=alloc.registers, local_memory=info.local_memory,
                       workgroup_size=self.workgroup, max_workgroup_size=info.max_workgroup_size,
-                      capabilities=caps, code=code, flags=flags, prints=list(fe.prints))
+                      capabilities=caps, code=code, flags=flags, prints=list(fe.b.prints))
 
     def resources(self, **constants: Any) -> dict[str, Any]:
         """Registers and spills of the kernel for ``constants`` (compiler/spill.py): a dict with

@@ -10,24 +10,22 @@ Each ``lower_*`` function is called as ``lower(frontend, call_node, discard)``.
 from __future__ import annotations
 
 import ast
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from anywave.isa import InstructionLookupError, mnemonic
 
 from . import types as ty
 from .bindings import describe as _describe
+from .builder import Builder
 from .ir import PredUse, Value
 from .types import DType
 
-if TYPE_CHECKING:
-    from .frontend import Frontend
+
+def _float_arg(bld: Builder, node: ast.Call, what: str, n: int = 1) -> list[Value]:
+    return _float_values(bld, node, what, bld.call_args(node, n, n, what))
 
 
-def _float_arg(fe: Frontend, node: ast.Call, what: str, n: int = 1) -> list[Value]:
-    return _float_values(fe, node, what, fe.call_args(node, n, n, what))
-
-
-def _float_values(fe: Frontend, node: ast.Call, what: str, args: list[Any]) -> list[Value]:
+def _float_values(bld: Builder, node: ast.Call, what: str, args: list[Any]) -> list[Value]:
     """The arguments ``args`` of ``node`` (visited) as values of one float type (constants
     converted to it); CompileError otherwise."""
     a0 = args[0]
@@ -44,107 +42,107 @@ def _float_values(fe: Frontend, node: ast.Call, what: str, args: list[Any]) -> l
     for a in args:
         if isinstance(a, Value):
             if not a.type.is_float:
-                raise fe.err(node, f"{what} needs a float argument, got {a.type.name}; cast with aw.f32(...)")
+                raise bld.err(node, f"{what} needs a float argument, got {a.type.name}; cast with aw.f32(...)")
             if a.type is not t:
-                raise fe.err(node, f"{what}: arguments have different types {t.name} and {a.type.name}")
+                raise bld.err(node, f"{what}: arguments have different types {t.name} and {a.type.name}")
             out.append(a)
         else:
-            out.append(fe.const(a, t, node))
+            out.append(bld.const(a, t, node))
     return out
 
 
-def lower_float_unary(fe: Frontend, node: ast.Call, discard: bool, name: str) -> Value:
+def lower_float_unary(bld: Builder, node: ast.Call, discard: bool, name: str) -> Value:
     """``aw.sqrt/floor/ceil/trunc/rint(x)`` (``name`` bound at registration)."""
-    (x,) = _float_arg(fe, node, f"aw.{name}()")
-    return fe.alu(name, x.type, x, node=node)
+    (x,) = _float_arg(bld, node, f"aw.{name}()")
+    return bld.alu(name, x.type, x, node=node)
 
 
-def lower_fma(fe: Frontend, node: ast.Call, discard: bool) -> Value:
-    if not node.keywords and len(node.args) == 3:  # fe.call_args, inline (the GEMM's inner statement)
-        args = [fe.visit(x) for x in node.args]
-        fe.node = node
-        a, b, c = _float_values(fe, node, "aw.fma()", args)
+def lower_fma(bld: Builder, node: ast.Call, discard: bool) -> Value:
+    if not node.keywords and len(node.args) == 3:  # bld.call_args, inline (the GEMM's inner statement)
+        args = [bld.visit(x) for x in node.args]
+        bld.node = node
+        a, b, c = _float_values(bld, node, "aw.fma()", args)
     else:
-        a, b, c = _float_arg(fe, node, "aw.fma()", 3)
-    return fe.alu("fma", a.type, a, b, c, node=node)
+        a, b, c = _float_arg(bld, node, "aw.fma()", 3)
+    return bld.alu("fma", a.type, a, b, c, node=node)
 
 
-def lower_fast(fe: Frontend, node: ast.Call, discard: bool, name: str) -> Value:
+def lower_fast(bld: Builder, node: ast.Call, discard: bool, name: str) -> Value:
     """``aw.fast_<name>(x)``: the ``*.approx.f32`` instructions (``name`` bound at registration)."""
-    (x,) = _float_arg(fe, node, f"aw.fast_{name}()")
+    (x,) = _float_arg(bld, node, f"aw.fast_{name}()")
     if x.type is not ty.f32:
-        raise fe.err(node, f"aw.fast_{name} is defined for f32 only, got {x.type.name}")
+        raise bld.err(node, f"aw.fast_{name} is defined for f32 only, got {x.type.name}")
     if name == "exp":
-        x = fe.alu("mul", ty.f32, x, fe.const(1.4426950408889634, ty.f32), node=node)
+        x = bld.alu("mul", ty.f32, x, bld.const(1.4426950408889634, ty.f32), node=node)
         name = "exp2"
     if name == "log":
-        r = fe.alu("lg2", ty.f32, x, node=node, what="fast_log")
-        return fe.alu("mul", ty.f32, r, fe.const(0.6931471805599453, ty.f32), node=node)
+        r = bld.alu("lg2", ty.f32, x, node=node, what="fast_log")
+        return bld.alu("mul", ty.f32, r, bld.const(0.6931471805599453, ty.f32), node=node)
     mnem = {"exp2": "ex2", "log2": "lg2"}.get(name, name)
-    r = fe.new(ty.f32)
+    r = bld.new(ty.f32)
     try:
         m = mnemonic(mnem, type=ty.f32)
     except InstructionLookupError:
-        raise fe.err(node, f"aw.fast_{name} has no approximate instruction") from None
-    fe.emit(m, r, x)
+        raise bld.err(node, f"aw.fast_{name} has no approximate instruction") from None
+    bld.emit(m, r, x)
     return r
 
 
-def lower_bits(fe: Frontend, node: ast.Call, discard: bool, name: str) -> Value:
+def lower_bits(bld: Builder, node: ast.Call, discard: bool, name: str) -> Value:
     """``aw.popc/clz/ctz/brev(x)`` on 32-bit integers (``name`` bound at registration)."""
-    (x,) = fe.call_args(node, 1, 1, f"aw.{name}()")
-    x = fe.materialize(x, node, None if isinstance(x, Value) else ty.u32)
+    (x,) = bld.call_args(node, 1, 1, f"aw.{name}()")
+    x = bld.materialize(x, node, None if isinstance(x, Value) else ty.u32)
     if not x.type.is_int or x.type.bits != 32:
-        raise fe.err(node, f"aw.{name} needs a 32-bit integer, got {x.type.name}")
-    r = fe.new(ty.i32 if name != "brev" else x.type)
-    fe.emit(mnemonic(name, type="b32"), r, x)
+        raise bld.err(node, f"aw.{name} needs a 32-bit integer, got {x.type.name}")
+    r = bld.new(ty.i32 if name != "brev" else x.type)
+    bld.emit(mnemonic(name, type="b32"), r, x)
     return r
 
 
-def lower_mulhi(fe: Frontend, node: ast.Call, discard: bool) -> Value:
-    a, b = fe.call_args(node, 2, 2, "aw.mulhi()")
-    t = fe.unify(a, b, "aw.mulhi()", node)
+def lower_mulhi(bld: Builder, node: ast.Call, discard: bool) -> Value:
+    a, b = bld.call_args(node, 2, 2, "aw.mulhi()")
+    t = bld.unify(a, b, "aw.mulhi()", node)
     if not t.is_int or t.bits != 32:
-        raise fe.err(node, f"aw.mulhi needs 32-bit integers, got {t.name}")
-    return fe.alu("mulhi", t, fe.coerce(a, t, node), fe.coerce(b, t, node), node=node)
+        raise bld.err(node, f"aw.mulhi needs 32-bit integers, got {t.name}")
+    return bld.alu("mulhi", t, bld.coerce(a, t, node), bld.coerce(b, t, node), node=node)
 
 
-def lower_cast(fe: Frontend, node: ast.Call, discard: bool) -> Value:
-    x, t = fe.call_args(node, 2, 2, "aw.cast()")
+def lower_cast(bld: Builder, node: ast.Call, discard: bool) -> Value:
+    x, t = bld.call_args(node, 2, 2, "aw.cast()")
     if not isinstance(t, DType) or t not in ty.VALUE_TYPES:
-        raise fe.err(node, f"aw.cast(x, dtype): dtype must be a value type, got {_describe(t)}")
+        raise bld.err(node, f"aw.cast(x, dtype): dtype must be a value type, got {_describe(t)}")
     if not isinstance(x, (Value, PredUse)):
-        return fe.const(x, t, node.args[0])
-    return fe.cast(fe.pred_value(x) if isinstance(x, PredUse) else x, t, node)
+        return bld.const(x, t, node.args[0])
+    return bld.cast(bld.pred_value(x) if isinstance(x, PredUse) else x, t, node)
 
 
-def lower_bitcast(fe: Frontend, node: ast.Call, discard: bool) -> Value:
-    x, t = fe.call_args(node, 2, 2, "aw.bitcast()")
+def lower_bitcast(bld: Builder, node: ast.Call, discard: bool) -> Value:
+    x, t = bld.call_args(node, 2, 2, "aw.bitcast()")
     if not isinstance(t, DType) or t not in ty.VALUE_TYPES:
-        raise fe.err(node, f"aw.bitcast(x, dtype): dtype must be a value type, got {_describe(t)}")
+        raise bld.err(node, f"aw.bitcast(x, dtype): dtype must be a value type, got {_describe(t)}")
     if not isinstance(x, Value):
-        raise fe.err(node, "aw.bitcast needs a typed value (write aw.u32(...) for constants)")
-    return fe.bitcast(x, t, node)
+        raise bld.err(node, "aw.bitcast needs a typed value (write aw.u32(...) for constants)")
+    return bld.bitcast(x, t, node)
 
 
-def lower_where(fe: Frontend, node: ast.Call, discard: bool) -> Any:
-    c, a, b = fe.call_args(node, 3, 3, "aw.where()")
+def lower_where(bld: Builder, node: ast.Call, discard: bool) -> Any:
+    c, a, b = bld.call_args(node, 3, 3, "aw.where()")
     if not isinstance(c, (Value, PredUse)):
         return a if c else b
-    t = fe.unify(a, b, "aw.where()", node)
-    return fe.select(fe.as_pred(c, node), fe.coerce(a, t, node.args[1]), fe.coerce(b, t, node.args[2]))
+    t = bld.unify(a, b, "aw.where()", node)
+    return bld.select(bld.as_pred(c, node), bld.coerce(a, t, node.args[1]), bld.coerce(b, t, node.args[2]))
 
 
-def lower_dtype_of(fe: Frontend, node: ast.Call, discard: bool) -> DType:
-    (x,) = fe.call_args(node, 1, 1, "aw.dtype_of()")
+def lower_dtype_of(bld: Builder, node: ast.Call, discard: bool) -> DType:
+    (x,) = bld.call_args(node, 1, 1, "aw.dtype_of()")
     if isinstance(x, PredUse):
         return ty.bool_
     if isinstance(x, Value):
         return ty.bool_ if x.type is ty.pred else x.type
-    return fe.default_type(x, node.args[0])
+    return bld.default_type(x, node.args[0])
 
 
-def lower_loop_marker(fe: Frontend, node: ast.Call, discard: bool) -> None:
+def lower_loop_marker(bld: Builder, node: ast.Call, discard: bool) -> None:
     """``aw.static_range`` / ``aw.range`` anywhere but a for loop's iterable (there the
     visitor reads them itself): an error."""
-    raise fe.err(node, "aw.static_range() can only be used as a for-loop iterable")
+    raise bld.err(node, "aw.static_range() can only be used as a for-loop iterable")

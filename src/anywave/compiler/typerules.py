@@ -162,3 +162,22 @@ def valid_types_hint(op: str) -> str:
     """`` (the instruction set has <op> for: f32, i32 ...)``, or "" when it has none."""
     valid = sorted({m.split(".", 1)[1] for m in BY_MNEMONIC if m.split(".")[0] == op and m.count(".") == 1})
     return f" (the instruction set has {op} for: {', '.join(valid)})" if valid else ""
+
+
+class TypeRules:
+    """The rules above as one object: what :class:`~anywave.compiler.frontend_ops.IRBuilder`
+    consults for every literal, operand pair, operation and conversion (:data:`RULES`, unless a
+    builder is given other rules). Stateless; each method is the function of the same name."""
+
+    literal_type = staticmethod(literal_type)
+    literal_fits = staticmethod(literal_fits)
+    common_type = staticmethod(common_type)
+    alu_mnemonic = staticmethod(alu_mnemonic)
+    compare_mnemonic = staticmethod(compare_mnemonic)
+    conversion_mnemonic = staticmethod(conversion_mnemonic)
+    check_bitcast = staticmethod(check_bitcast)
+    valid_types_hint = staticmethod(valid_types_hint)
+
+
+#: the kernel language's type rules
+RULES = TypeRules()

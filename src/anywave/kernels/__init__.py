@@ -8,7 +8,8 @@ returning NumPy arrays) pick the launch geometry, chain multi-pass algorithms an
 * :mod:`~anywave.kernels.scan` — sum reduction (wave ops + local memory), prefix sum
   (multi-workgroup), histogram (local + device atomics);
 * :mod:`~anywave.kernels.linalg` — matrix transpose (padded local tiles), tiled matmul
-  (with bias/ReLU epilogue), row softmax, layer norm;
+  (with bias/ReLU epilogue), row softmax, layer norm; ``matmul`` is
+  :func:`anywave.kernels.gemm.matmul`, which takes the register-tiled GEMM where it fits;
 * :mod:`~anywave.kernels.image` — 5x5 Gaussian blur and Sobel edge magnitude
   (clamp-to-edge borders);
 * :mod:`~anywave.kernels.sort` — bitonic sort (local memory within a workgroup, device
@@ -26,8 +27,9 @@ the W-invariant ``aw.workgroup_reduce`` tree, docs/spec.md §8.15).
 from __future__ import annotations
 
 from .elementwise import gelu, relu, saxpy, vector_add
+from .gemm import matmul
 from .image import gaussian_blur5, gaussian_kernel5, sobel_magnitude
-from .linalg import layer_norm, matmul, softmax_rows, transpose
+from .linalg import layer_norm, softmax_rows, transpose
 from .scan import histogram, prefix_sum, sum_f32
 from .sort import bitonic_sort
 

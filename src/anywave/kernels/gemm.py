@@ -18,7 +18,7 @@ keeps an 8 x 8 register tile: rows ``ty*4 + {0..3}`` and ``bm/2 + ty*4 + {0..3}`
 likewise with tx, so the 128-bit local reads of a wave are contiguous (no bank conflicts).
 
 Requirements of the tiled kernel: M % bm == 0, N % bn == 0, K % bk == 0 (checked; the host
-wrapper :func:`gemm` falls back to :func:`anywave.kernels.linalg.matmul` otherwise).
+wrapper :func:`gemm` falls back to :func:`matmul`, ``anywave.kernels.matmul``, otherwise).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import numpy as np
 
 import anywave as aw
 from anywave.kernels._launch import KernelInputError, as_f32, launch_kw
-from anywave.kernels.elementwise import gelu_tanh
+from anywave.kernels.elementwise import gelu, gelu_tanh
 
 EPILOGUES = ("none", "bias", "bias_relu", "bias_gelu")
 #: (bm, bn, bk) tile configurations the autotuner may pick from; every one gives the same bits
@@ -207,13 +207,8 @@ def gemm(a: np.ndarray, b: np.ndarray, bias: np.ndarray | None = None, *, epilog
     cfg = config or DEFAULT
     if not fits(m, n, kk, cfg):
         if ep == "bias_gelu":
-            from anywave.kernels.elementwise import gelu
-            from anywave.kernels.linalg import matmul
-
             return gelu(matmul(x, w, bv, wave_width=wave_width, target=target), wave_width=wave_width,
                         target=target)
-        from anywave.kernels.linalg import matmul
-
         return matmul(x, w, None if ep == "none" else bv, relu=ep == "bias_relu", wave_width=wave_width,
                       target=target)
     out = np.empty((m, n), np.float32)
@@ -221,3 +216,22 @@ def gemm(a: np.ndarray, b: np.ndarray, bias: np.ndarray | None = None, *, epilog
     gemm_f32_kernel(x, w, bv, out, m, n, kk, epilogue=ep, **cfg, grid=grid, workgroup=wg,
                     **launch_kw(wave_width, target))
     return out
+
+
+def matmul(a: np.ndarray, b: np.ndarray, bias: np.ndarray | None = None, *, relu: bool = False,
+           wave_width: int | None = None, target: str | None = None) -> np.ndarray:
+    """``a @ b`` (+ ``bias`` per column, then ReLU if ``relu``) for float32 a: (M, K), b: (K, N),
+    bias: (N,); returns float32 (M, N) (``anywave.kernels.matmul``). The register-tiled kernel
+    (:data:`FAST`) where the shape fits it, else :func:`anywave.kernels.linalg.matmul`; both take
+    the arithmetic order of the module docstring, so the bits are the same either way.
+
+    Raises KernelInputError on mismatched shapes, or ``relu`` without ``bias``."""
+    from anywave.kernels import linalg  # (here: a line above the kernels would move their debug locations)
+
+    x, w, bv, epilogue = linalg.matmul_operands(a, b, bias, relu=relu)
+    (m, k), n = x.shape, w.shape[1]
+    if fits(m, n, k, FAST):
+        return gemm(x, w, None if epilogue == "none" else bv, epilogue=epilogue, config=FAST,
+                    wave_width=wave_width, target=target)
+    return linalg.matmul(x, w, None if epilogue == "none" else bv, relu=relu, wave_width=wave_width,
+                         target=target)

@@ -155,31 +155,38 @@ def transpose(a: np.ndarray, *, wave_width: int | None = None, target: str | Non
     return out
 
 
-def matmul(a: np.ndarray, b: np.ndarray, bias: np.ndarray | None = None, *, relu: bool = False,
-           wave_width: int | None = None, target: str | None = None) -> np.ndarray:
-    """``a @ b`` (+ ``bias`` per column, then ReLU if ``relu``) for float32 a: (M, K), b: (K, N),
-    bias: (N,); returns float32 (M, N). Exact order: see the module docstring.
+def matmul_operands(a: np.ndarray, b: np.ndarray, bias: np.ndarray | None = None, *,
+                    relu: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray, str]:
+    """The checked operands of ``matmul``: (a, b as float32 2-D arrays, the bias (a 1-element
+    zero array when there is none), the epilogue: ``"none"``, ``"bias"`` or ``"bias_relu"``).
 
     Raises KernelInputError on mismatched shapes, or ``relu`` without ``bias``."""
     x, w = as_f32(a, "a", 2), as_f32(b, "b", 2)
-    m, k = x.shape
+    k = x.shape[1]
     if w.shape[0] != k:
         raise KernelInputError(f"matmul: a is {x.shape} but b is {w.shape}; need b.shape[0] == {k}")
     n = w.shape[1]
     if bias is None:
         if relu:
             raise KernelInputError("matmul: relu=True needs a bias (the epilogue is bias + ReLU)")
-        bv, epilogue = np.zeros(1, np.float32), "none"
-    else:
-        bv = as_f32(bias, "bias", 1)
-        if bv.shape != (n,):
-            raise KernelInputError(f"matmul: bias has shape {bv.shape}, expected ({n},)")
-        epilogue = "bias_relu" if relu else "bias"
-    from anywave.kernels import gemm
+        return x, w, np.zeros(1, np.float32), "none"
+    bv = as_f32(bias, "bias", 1)
+    if bv.shape != (n,):
+        raise KernelInputError(f"matmul: bias has shape {bv.shape}, expected ({n},)")
+    return x, w, bv, "bias_relu" if relu else "bias"
 
-    if gemm.fits(m, n, k, gemm.FAST):  # the register-tiled kernel: the same order, the same bits
-        return gemm.gemm(x, w, None if epilogue == "none" else bv, epilogue=epilogue, config=gemm.FAST,
-                         wave_width=wave_width, target=target)
+
+def matmul(a: np.ndarray, b: np.ndarray, bias: np.ndarray | None = None, *, relu: bool = False,
+           wave_width: int | None = None, target: str | None = None) -> np.ndarray:
+    """``a @ b`` (+ ``bias`` per column, then ReLU if ``relu``) for float32 a: (M, K), b: (K, N),
+    bias: (N,) with the 16 x 16 tiled kernel, any shape; returns float32 (M, N). Exact order: see
+    the module docstring. The library's front door, :func:`anywave.kernels.matmul`
+    (:func:`anywave.kernels.gemm.matmul`), takes the register-tiled GEMM where it fits: the same
+    order, the same bits.
+
+    Raises KernelInputError on mismatched shapes, or ``relu`` without ``bias``."""
+    x, w, bv, epilogue = matmul_operands(a, b, bias, relu=relu)
+    (m, k), n = x.shape, w.shape[1]
     out = np.empty((m, n), np.float32)
     if out.size:
         matmul_kernel(x, w, bv, out, m, n, k, epilogue=epilogue, grid=(ceil_div(n, TILE), ceil_div(m, TILE)),
