@@ -834,7 +834,30 @@ class CudaTarget:
                 "scalar": plan.scalar, "fn": plan.function, "launch": drv.cuLaunchKernel, "set_ctx": set_ctx,
                 "ctx": ctx_arg, "ctx_tuple": ctx_tuple, "shared": plan.dynamic_shared, "fail": fail,
                 "space": memory_space(self.device.props.ordinal), "shape": shape, "grid": g, "workgroup": wg,
-                "module": module}
+                "module": module, "native": self._native_entries(plan.function)}
+
+    def _native_entries(self, function: Any) -> dict[str, Any] | str:
+        """The driver entries a native launcher (:mod:`anywave.jit.native`) calls: ``launch``
+        and ``ctx_set`` (addresses of ``cuLaunchKernel`` and ``cuCtxSetCurrent`` in the
+        ``libcuda.so.1`` that cuda.bindings loaded), ``fn`` and ``ctx`` (the handles as
+        integers), ``keep`` (objects to keep alive); or the reason there are none (a string).
+        A driver object with its own ``native_entries`` (:class:`FakeDriver`) supplies them."""
+        drv = _DRV or _driver()
+        own = getattr(drv, "native_entries", None)
+        if own is not None:
+            return own(function, self.device.context)
+        how = self._context_setter[3]
+        if not how.startswith("ctypes"):
+            return ("the libcuda.so.1 that cuda.bindings uses could not be reached through dlopen "
+                    f"(context set by {how})")
+        try:
+            lib = ctypes.CDLL("libcuda.so.1", mode=os.RTLD_NOLOAD | os.RTLD_NOW)
+            launch = ctypes.cast(lib.cuLaunchKernel, ctypes.c_void_p).value
+            ctx_set = ctypes.cast(lib.cuCtxSetCurrent, ctypes.c_void_p).value
+            fn, ctx = int(function), int(self.device.context)
+        except Exception as e:  # noqa: BLE001 - the Python launcher is used instead
+            return f"the driver entries are not reachable: {type(e).__name__}: {e}"
+        return {"launch": launch, "ctx_set": ctx_set, "fn": fn, "ctx": ctx, "keep": (lib, function)}
 
     def _plan_for(self, module: Any, kernel: str) -> _LaunchPlan:
         entry = self._plans.get((id(module), kernel))
