@@ -147,6 +147,9 @@ class KernelFunction(KernelDef):
             if plan is not None and self._plans_valid():
                 r = plan(args)
                 if r is not _MISS:
+                    if not kwargs and not cp and not _capture.ACTIVE and getattr(plan, "guarded", False):
+                        # the layout in use now is the one tried first next time
+                        self._fast = ((grid, workgroup, target, wave_width, check, stream), _get_ident(), plan)
                     return r
         return _full_launch(self, args, kwargs, grid, workgroup, target, wave_width, check, stream, key)
 

@@ -433,6 +433,7 @@ def _native_fast(parts: dict[str, Any], specs: list[tuple[Any, ...]], nargs: int
         return None, native.status()[1]
     fast.path = "native"
     fast.guarded = guards is not None
+    fast.parts = parts  # what it was made from (the driver function, the geometry ...)
     return fast, ""
 
 
