@@ -366,9 +366,41 @@ def run_gpu(args: argparse.Namespace) -> dict[str, Any]:
             for _ in range(calls):
                 torch.add(tx, 1.0)
 
+        # the floor of such an op on this host, step by step: the dispatcher reaching a Python
+        # impl (Library.define + impl, the CUDA key) that returns a tensor made beforehand; the
+        # same impl allocating its output; the op's own Python body with the launch skipped
+        # (fast_path= returning True); the kernel call alone with torch tensors
+        flib = torch.library.Library("bench24floor", "FRAGMENT")
+        flib.define("ret(Tensor x, float a) -> Tensor")
+        flib.define("alloc(Tensor x, float a) -> Tensor")
+        made = torch.empty_like(tx)
+        flib.impl("ret", lambda x, a: made, "CUDA")
+        f32 = torch.float32
+        flib.impl("alloc", lambda x, a: torch.empty(x.shape, dtype=f32, device=x.device), "CUDA")
+        op_ret, op_alloc = torch.ops.bench24floor.ret.default, torch.ops.bench24floor.alloc.default
+        op_nolaunch = custom_op("bench24::add1_nolaunch", add1, out_shape=lambda x, **_: x.shape,
+                                scalars={"n": lambda x, **_: x.numel()}, workgroup=32,
+                                fast_path=lambda args, target, w: True)
+        dev = tx.device
+
+        def loop_of(fn: Callable[[], Any]) -> Callable[[], None]:
+            def f() -> None:
+                for _ in range(calls):
+                    fn()
+            return f
+
         with torch.no_grad():
-            res["custom_op"] = interleaved({"anywave custom_op op(x, a)": op_loop, "torch.add(x, a)": torch_add_alloc},
-                                           calls, rounds, sync)
+            res["custom_op"] = interleaved({
+                "anywave custom_op op(x, a)": op_loop, "torch.add(x, a)": torch_add_alloc,
+                "floor: dispatcher to a Python impl returning a made tensor": loop_of(lambda: op_ret(tx, 1.0)),
+                "floor: dispatcher to a Python impl + torch.empty": loop_of(lambda: op_alloc(tx, 1.0)),
+                "step: custom_op without the launch (fast_path -> True)": loop_of(lambda: op_nolaunch(tx, 1.0)),
+                "step: torch.empty(shape, dtype=, device=)": loop_of(lambda: torch.empty(tx.shape, dtype=f32,
+                                                                                         device=dev)),
+                "step: x.new_empty(shape)": loop_of(lambda: tx.new_empty(tx.shape)),
+                "step: kernel(...) with torch tensors": loop_of(lambda: add1(tx, ty, 1.0, 32, grid=(1,),
+                                                                              workgroup=(32,), target="cuda:0"))},
+                calls, rounds, sync)
             torch.testing.assert_close(op(tx, 1.0), tx + 1.0, rtol=0, atol=0)
             res["profile_custom_op"] = profile_top(op_loop)
 

@@ -184,7 +184,8 @@ def test_the_launchers_float_words_are_the_abis(fake_cuda, full_launches):
     else:
         assert fast.path == "python: forced by the test"
         assert "f32[4] = v2" in fast.source and "f64[3] = v3" in fast.source  # the float views are used
-    for v in TRICKY + [3, -7, 2**60 + 1, np.float32(0.1), np.float64(1e-310), np.int64(2**60 + 1)]:
+    for v in TRICKY + [3, -7, 2**60 + 1, 2**53, -2**53, 2**53 + 1, 16777217, -16777219, 0,
+                       np.float32(0.1), np.float64(1e-310), np.int64(2**60 + 1)]:
         fake_cuda.clear()
         two_floats(dx, dy, v, v, grid=1, workgroup=32, stream=3)
         (words,) = fake_cuda

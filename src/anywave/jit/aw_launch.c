@@ -83,7 +83,7 @@ typedef struct {
 } Launcher;
 
 static PyObject *s_space, *s_dtype, *s_ptr, *s_nbytes, *s_base, *s_get_device, *s_is_contiguous, *s_requires_grad,
-    *s_data_ptr, *s_pending, *s_cuCtxSetCurrent, *s_cuLaunchKernel;
+    *s_data_ptr, *s_pending;
 
 static int unpack_ull(PyObject *o, unsigned long long *out) {
     unsigned long long v = PyLong_AsUnsignedLongLong(o);
@@ -333,8 +333,24 @@ static PyObject *launcher_run(Launcher *L, PyObject *args) {
                 if (!isf && !PyLong_CheckExact(x))
                     MISS_RETURN;
                 int done_word = 0;
-                if (isf && sl->view) {
-                    double d = PyFloat_AS_DOUBLE(x);
+                double d = 0.0;
+                int have_d = 0;
+                if (isf) {
+                    d = PyFloat_AS_DOUBLE(x);
+                    have_d = 1;
+                } else if (sl->view) {
+                    /* an int of at most 2^53 in magnitude is exact as a double, so one C conversion
+                     * from there rounds it once, as the ABI does; larger ones take the ABI's own */
+                    int overflow = 0;
+                    long long iv = PyLong_AsLongLongAndOverflow(x, &overflow);
+                    if (iv == -1 && PyErr_Occurred())
+                        PyErr_Clear();
+                    else if (!overflow && iv <= (1LL << 53) && iv >= -(1LL << 53)) {
+                        d = (double)iv;
+                        have_d = 1;
+                    }
+                }
+                if (have_d && sl->view) {
                     if (sl->width == 4) {
                         /* finite values that round to a finite f32 (below FLT_MAX + half an ulp, the
                          * tie rounding up to 2^128); values in the subnormal range go through the ABI's
@@ -742,8 +758,6 @@ PyMODINIT_FUNC PyInit__aw_launch(void) {
     INTERN(s_requires_grad, "requires_grad");
     INTERN(s_data_ptr, "data_ptr");
     INTERN(s_pending, "pending");
-    INTERN(s_cuCtxSetCurrent, "cuCtxSetCurrent");
-    INTERN(s_cuLaunchKernel, "cuLaunchKernel");
     if (PyType_Ready(&LauncherType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&moddef);
