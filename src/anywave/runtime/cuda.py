@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from anywave.abi import dims3 as _parse_dims
 from anywave.errors import WaveError
 from anywave.isa.types import Access, Capability
 from anywave.runtime.cuda_fake import FakeDriver  # noqa: F401 - re-exported (it lived here)
@@ -418,14 +419,10 @@ def _param_buffers(n: int) -> tuple[Any, Any, Any, int]:
 
 
 def _dims(value: int | Sequence[int], what: str) -> tuple[int, int, int]:
+    """Launch geometry by the one parser (:func:`anywave.abi.dims3`; every dimension >= 1)."""
     if type(value) is int and value >= 1:
         return (value, 1, 1)
-    if isinstance(value, (int, np.integer)):
-        value = (int(value),)
-    vals = [int(v) for v in value]
-    if not 1 <= len(vals) <= 3 or any(v < 1 for v in vals):
-        raise ValueError(f"{what} must be 1-3 positive ints, got {tuple(vals)}")
-    return tuple(vals + [1] * (3 - len(vals)))  # type: ignore[return-value]
+    return _parse_dims(value, what)
 
 
 def _stream_handle(stream: Any) -> int:
