@@ -186,14 +186,6 @@ class CallPlan:
                                **self.options)
 
 
-def _np_scalar_to_int(v: Any) -> Any:
-    return int(v)
-
-
-def _np_scalar_to_float(v: Any) -> Any:
-    return float(v)
-
-
 def _zero_d(dt: np.dtype, to: Any) -> Any:
     def conv(v: Any) -> Any:
         if v.shape or v.dtype is not dt:
@@ -225,9 +217,9 @@ def scalar_conversion(v: Any, t: Any) -> tuple[type, Any] | None:
         to = int if isinstance(x, np.integer) else (float if not t.is_int else None)
         return (np.ndarray, _zero_d(v.dtype, to)) if to is not None else None
     if isinstance(v, np.integer):  # as an int also for a float parameter: converted once, exactly
-        return (tv, _np_scalar_to_int)
+        return (tv, int)  # the builtins themselves: one C call per launch, exact for NumPy numbers
     if isinstance(v, np.floating) and not t.is_int:
-        return (tv, _np_scalar_to_float)
+        return (tv, float)
     return None
 
 
