@@ -199,3 +199,56 @@ def test_the_launchers_float_words_are_the_abis(fake_cuda, full_launches):
     # layout is also tried first by the next call (KernelFunction._fast), and a float parameter's
     # launcher takes a Python int as well, so there the int calls reuse the float layout's plan
     assert len(full_launches) == (4 if fast.path == "native" else 5)
+
+
+# ----------------------------------------------------------------------------- the native launcher
+
+FACTOR = 2.0
+
+
+@aw.kernel
+def by_factor(x: aw.In[aw.f32], y: aw.Out[aw.f32], a: aw.f32, n: aw.i32):
+    i = aw.global_id(0)
+    if i < n:
+        y[i] = x[i] * FACTOR + a
+
+
+def test_a_native_plan_follows_the_kernels_globals(fake_cuda, full_launches, monkeypatch):
+    # the launcher checks the kernel's fingerprint per call: a global it read that now holds
+    # another object sends the call to the full path, which recompiles
+    dx, dy = aw.empty(32, aw.f32, target="cuda"), aw.empty(32, aw.f32, target="cuda")
+    for _ in range(3):
+        by_factor(dx, dy, 0.5, 32, grid=1, workgroup=32, stream=7)
+    assert len(full_launches) == 1 and len(fake_cuda) == 3
+    monkeypatch.setitem(globals(), "FACTOR", 3.0)
+    for _ in range(2):
+        by_factor(dx, dy, 0.5, 32, grid=1, workgroup=32, stream=7)
+    assert len(full_launches) == 2 and len(fake_cuda) == 5
+
+
+def test_the_native_launcher_says_why_it_is_not_used(monkeypatch, tmp_path):
+    from anywave.jit import native
+
+    monkeypatch.setenv("ANYWAVE_CACHE_DIR", str(tmp_path / "cache"))
+    try:
+        monkeypatch.setenv("ANYWAVE_NATIVE_LAUNCH", "0")
+        native.reset()
+        assert native.status() == (False, "disabled by ANYWAVE_NATIVE_LAUNCH=0")
+        assert "Python launcher" in native.explain()
+        monkeypatch.delenv("ANYWAVE_NATIVE_LAUNCH")
+        monkeypatch.setattr(native, "_compiler", lambda: None)
+        native.reset()
+        assert native.status() == (False, "no C compiler found (set CC, or install gcc or clang)")
+        monkeypatch.undo()
+        monkeypatch.setenv("ANYWAVE_CACHE_DIR", str(tmp_path / "cache"))
+        if native._compiler() is None:
+            pytest.skip("no C compiler here")
+        bad = tmp_path / "aw_launch.c"
+        bad.write_text("this is not C\n")
+        monkeypatch.setattr(native, "SOURCE", bad)
+        native.reset()
+        ok, why = native.status()
+        assert not ok and why.startswith("compiling the native launcher failed")
+    finally:
+        monkeypatch.undo()
+        native.reset()
