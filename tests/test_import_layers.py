@@ -150,7 +150,6 @@ MODULE_CYCLES_LEFT = {
           "compiler.lower_threads", "compiler.lower_wave", "compiler.mma_lang"),
     _mods("backends.cfamily", "backends.cfamily_ops"),
     _mods("kernels.gemm", "kernels.linalg"),
-    _mods("torch.cli_train", "torch.distributed", "torch.train"),
 }
 
 
