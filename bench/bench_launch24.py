@@ -66,6 +66,14 @@ def add1(x: aw.In[aw.f32], y: aw.Out[aw.f32], a: aw.f32, n: aw.i32):
 
 
 @aw.kernel
+def add1_py(x: aw.In[aw.f32], y: aw.Out[aw.f32], a: aw.f32, n: aw.i32):
+    """add1, launched through the generated Python launcher (the native one's fallback)."""
+    i = aw.global_id(0)
+    if i < n:
+        y[i] = x[i] + a
+
+
+@aw.kernel
 def nw_diag(h: aw.Buffer[aw.i32], sa: aw.In[aw.i32], sb: aw.In[aw.i32], d: aw.i32, i0: aw.i32, cnt: aw.i32,
             w: aw.i32, match: aw.i32, mismatch: aw.i32, gap: aw.i32):
     """One anti-diagonal ``i + j = d`` of the Needleman-Wunsch score matrix ``h`` ((N+1) x w,
@@ -221,7 +229,28 @@ def run_gpu(args: argparse.Namespace) -> dict[str, Any]:
         for _ in range(calls):
             torch.add(tx, 1.0, out=ty)
 
+    # the same kernel with the generated Python launcher (the fallback without a C compiler), in the same run
+    from anywave.jit import native as _native
+
+    saved = _native._STATE
+    _native._STATE = (None, "forced by the benchmark")
+    try:
+        add1_py(dx, dy, 1.0, 32, grid=1, workgroup=32)
+        add1_py(tx, ty, 1.0, 32, grid=1, workgroup=32)
+    finally:
+        _native._STATE = saved
+
+    def k_arrays_py() -> None:
+        for _ in range(calls):
+            add1_py(dx, dy, 1.0, 32, grid=1, workgroup=32)
+
+    def k_tensors_py() -> None:
+        for _ in range(calls):
+            add1_py(tx, ty, 1.0, 32, grid=1, workgroup=32)
+
     loops: dict[str, Callable[[], None]] = {"aw kernel(...) aw.array": k_arrays,
+                                            "aw kernel(...) aw.array, Python launcher": k_arrays_py,
+                                            "aw kernel(...) torch tensors, Python launcher": k_tensors_py,
                                             "aw kernel(...) torch tensors": k_tensors,
                                             "cupy RawKernel": cupy_raw, "torch.add(out=)": torch_add}
     try:
@@ -247,10 +276,14 @@ def run_gpu(args: argparse.Namespace) -> dict[str, Any]:
     add1(dx, dy, 1.0, 32, grid=1, workgroup=32)
     sync()
     fast = next(iter(add1._calls.values()))
-    parts = fast.keep
+    from anywave.jit import native
+
+    res["native_launcher"] = native.explain()
+    res["plan_path"] = getattr(fast, "path", "?")
+    parts = fast.parts if getattr(fast, "path", "") == "native" else fast.keep
     drv = cuda._driver()
     fn, kp, set_ctx, ctx = parts["fn"], parts["kp"], parts["set_ctx"], parts["ctx"]
-    res["launcher_source"] = fast.source
+    res["launcher_source"] = getattr(fast, "source", None)
     stream0 = drv.CUstream(0)
     fast_args = (dx, dy, 1.0, 32)
 
@@ -293,7 +326,7 @@ def run_gpu(args: argparse.Namespace) -> dict[str, Any]:
                   "floor cuLaunchKernel (CUstream object)": bare_obj,
                   "step cuCtxSetCurrent": step_ctx,
                   **({"floor cuLaunchKernel through ctypes (packed block)": bare_ctypes} if launch_c else {}),
-                  "step generated launcher fast(args)": step_fast,
+                  "step the plan launcher fast(args) (native when built)": step_fast,
                   "step _plans_valid()": step_valid})
 
     # every scalar kind
@@ -333,9 +366,41 @@ def run_gpu(args: argparse.Namespace) -> dict[str, Any]:
             for _ in range(calls):
                 torch.add(tx, 1.0)
 
+        # the floor of such an op on this host, step by step: the dispatcher reaching a Python
+        # impl (Library.define + impl, the CUDA key) that returns a tensor made beforehand; the
+        # same impl allocating its output; the op's own Python body with the launch skipped
+        # (fast_path= returning True); the kernel call alone with torch tensors
+        flib = torch.library.Library("bench24floor", "FRAGMENT")
+        flib.define("ret(Tensor x, float a) -> Tensor")
+        flib.define("alloc(Tensor x, float a) -> Tensor")
+        made = torch.empty_like(tx)
+        flib.impl("ret", lambda x, a: made, "CUDA")
+        f32 = torch.float32
+        flib.impl("alloc", lambda x, a: torch.empty(x.shape, dtype=f32, device=x.device), "CUDA")
+        op_ret, op_alloc = torch.ops.bench24floor.ret.default, torch.ops.bench24floor.alloc.default
+        op_nolaunch = custom_op("bench24::add1_nolaunch", add1, out_shape=lambda x, **_: x.shape,
+                                scalars={"n": lambda x, **_: x.numel()}, workgroup=32,
+                                fast_path=lambda args, target, w: True)
+        dev = tx.device
+
+        def loop_of(fn: Callable[[], Any]) -> Callable[[], None]:
+            def f() -> None:
+                for _ in range(calls):
+                    fn()
+            return f
+
         with torch.no_grad():
-            res["custom_op"] = interleaved({"anywave custom_op op(x, a)": op_loop, "torch.add(x, a)": torch_add_alloc},
-                                           calls, rounds, sync)
+            res["custom_op"] = interleaved({
+                "anywave custom_op op(x, a)": op_loop, "torch.add(x, a)": torch_add_alloc,
+                "floor: dispatcher to a Python impl returning a made tensor": loop_of(lambda: op_ret(tx, 1.0)),
+                "floor: dispatcher to a Python impl + torch.empty": loop_of(lambda: op_alloc(tx, 1.0)),
+                "step: custom_op without the launch (fast_path -> True)": loop_of(lambda: op_nolaunch(tx, 1.0)),
+                "step: torch.empty(shape, dtype=, device=)": loop_of(lambda: torch.empty(tx.shape, dtype=f32,
+                                                                                         device=dev)),
+                "step: x.new_empty(shape)": loop_of(lambda: tx.new_empty(tx.shape)),
+                "step: kernel(...) with torch tensors": loop_of(lambda: add1(tx, ty, 1.0, 32, grid=(1,),
+                                                                              workgroup=(32,), target="cuda:0"))},
+                calls, rounds, sync)
             torch.testing.assert_close(op(tx, 1.0), tx + 1.0, rtol=0, atol=0)
             res["profile_custom_op"] = profile_top(op_loop)
 

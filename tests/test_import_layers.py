@@ -155,7 +155,6 @@ def _mods(*names: str) -> frozenset[str]:
 #: the test, and so does an entry whose cycle is gone (remove it then). Empty is the goal.
 MODULE_CYCLES_LEFT = {
     _mods("backends.cfamily", "backends.cfamily_ops"): "bodies (backends' instruction bodies)",
-    _mods("torch.cli_train", "torch.distributed", "torch.train"): "launch (jit/, runtime/, torch/)",
 }
 
 

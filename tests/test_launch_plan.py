@@ -102,8 +102,23 @@ def test_a_0d_tensor_scalar_is_refused_with_the_reason():
 
 # ----------------------------------------------------------------------------- CUDA (no-op driver)
 
+@pytest.fixture(params=["native", "python"])
+def launcher_path(request, monkeypatch):
+    """Each CUDA test runs through both launchers of a plan: the native one (jit/native.py, C)
+    and the generated Python one (its fallback when no C compiler or Python headers exist)."""
+    from anywave.jit import native
+
+    if request.param == "native":
+        ok, why = native.status()
+        if not ok:
+            pytest.skip(f"no native launcher here: {why}")
+    else:
+        monkeypatch.setattr(native, "_STATE", (None, "forced by the test"))
+    return request.param
+
+
 @pytest.fixture
-def fake_cuda(monkeypatch):
+def fake_cuda(monkeypatch, launcher_path):
     from anywave.jit import targets as ct
     from anywave.runtime import arrays as A
     from anywave.runtime import cuda
@@ -158,12 +173,19 @@ def test_the_launchers_float_words_are_the_abis(fake_cuda, full_launches):
     # subnormals), NaNs and ints through scalar_word itself
     from anywave.abi import scalar_word
 
+    two_floats._calls.clear()  # (the other launcher's parametrisation made plans too)
+    two_floats._fast = None
     k = two_floats.compile().kernel("two_floats")
     dx, dy = aw.empty(32, aw.f32, target="cuda"), aw.empty(32, aw.f32, target="cuda")
     two_floats(dx, dy, 1.0, 1.0, grid=1, workgroup=32, stream=3)  # the plan
     (fast,) = two_floats._calls.values()
-    assert "f32[4] = v2" in fast.source and "f64[3] = v3" in fast.source  # the float views are used
-    for v in TRICKY + [3, -7, 2**60 + 1, np.float32(0.1), np.float64(1e-310), np.int64(2**60 + 1)]:
+    if fast.path == "native":
+        assert fast.guarded
+    else:
+        assert fast.path == "python: forced by the test"
+        assert "f32[4] = v2" in fast.source and "f64[3] = v3" in fast.source  # the float views are used
+    for v in TRICKY + [3, -7, 2**60 + 1, 2**53, -2**53, 2**53 + 1, 16777217, -16777219, 0,
+                       np.float32(0.1), np.float64(1e-310), np.int64(2**60 + 1)]:
         fake_cuda.clear()
         two_floats(dx, dy, v, v, grid=1, workgroup=32, stream=3)
         (words,) = fake_cuda
@@ -173,4 +195,60 @@ def test_the_launchers_float_words_are_the_abis(fake_cuda, full_launches):
     for v in (3.4028235677973366e38, -3.5e38, 1e300):  # overflows f32: refused, as scalar_word refuses it
         with pytest.raises(ValueError, match="overflows f32"):
             two_floats(dx, dy, v, 1.0, grid=1, workgroup=32, stream=3)
-    assert len(full_launches) == 5  # one per layout: float, int, np.float32, np.float64, np.int64
+    # one per layout: float, int, np.float32, np.float64, np.int64; the native plan of the last
+    # layout is also tried first by the next call (KernelFunction._fast), and a float parameter's
+    # launcher takes a Python int as well, so there the int calls reuse the float layout's plan
+    assert len(full_launches) == (4 if fast.path == "native" else 5)
+
+
+# ----------------------------------------------------------------------------- the native launcher
+
+FACTOR = 2.0
+
+
+@aw.kernel
+def by_factor(x: aw.In[aw.f32], y: aw.Out[aw.f32], a: aw.f32, n: aw.i32):
+    i = aw.global_id(0)
+    if i < n:
+        y[i] = x[i] * FACTOR + a
+
+
+def test_a_native_plan_follows_the_kernels_globals(fake_cuda, full_launches, monkeypatch):
+    # the launcher checks the kernel's fingerprint per call: a global it read that now holds
+    # another object sends the call to the full path, which recompiles
+    dx, dy = aw.empty(32, aw.f32, target="cuda"), aw.empty(32, aw.f32, target="cuda")
+    for _ in range(3):
+        by_factor(dx, dy, 0.5, 32, grid=1, workgroup=32, stream=7)
+    assert len(full_launches) == 1 and len(fake_cuda) == 3
+    monkeypatch.setitem(globals(), "FACTOR", 3.0)
+    for _ in range(2):
+        by_factor(dx, dy, 0.5, 32, grid=1, workgroup=32, stream=7)
+    assert len(full_launches) == 2 and len(fake_cuda) == 5
+
+
+def test_the_native_launcher_says_why_it_is_not_used(monkeypatch, tmp_path):
+    from anywave.jit import native
+
+    monkeypatch.setenv("ANYWAVE_CACHE_DIR", str(tmp_path / "cache"))
+    try:
+        monkeypatch.setenv("ANYWAVE_NATIVE_LAUNCH", "0")
+        native.reset()
+        assert native.status() == (False, "disabled by ANYWAVE_NATIVE_LAUNCH=0")
+        assert "Python launcher" in native.explain()
+        monkeypatch.delenv("ANYWAVE_NATIVE_LAUNCH")
+        monkeypatch.setattr(native, "_compiler", lambda: None)
+        native.reset()
+        assert native.status() == (False, "no C compiler found (set CC, or install gcc or clang)")
+        monkeypatch.undo()
+        monkeypatch.setenv("ANYWAVE_CACHE_DIR", str(tmp_path / "cache"))
+        if native._compiler() is None:
+            pytest.skip("no C compiler here")
+        bad = tmp_path / "aw_launch.c"
+        bad.write_text("this is not C\n")
+        monkeypatch.setattr(native, "SOURCE", bad)
+        native.reset()
+        ok, why = native.status()
+        assert not ok and why.startswith("compiling the native launcher failed")
+    finally:
+        monkeypatch.undo()
+        native.reset()

@@ -138,7 +138,7 @@ def test_refusals_name_the_kernel_device_and_reason(module) -> None:
         drv.prepare(module, "plain", (1,), (8,), {"out": np.zeros(8, np.uint32), "n": 1.5, "f": 1.0}, 8)
     with pytest.raises(_Err, match=r"exceeds the device's maximum 256"):
         drv.prepare(module, "plain", (1,), (257,), {"out": np.zeros(8, np.uint32), "n": 1, "f": 1.0}, 8)
-    with pytest.raises(_Err, match=r"non-negative / positive"):
+    with pytest.raises(_Err, match=r"grid must be 1-3 non-negative ints, got \(-1,\)"):
         drv.prepare(module, "plain", (-1,), (8,), {"out": np.zeros(8, np.uint32), "n": 1, "f": 1.0}, 8)
     with pytest.raises(LaunchConfigError, match=r"requires workgroup size \(64, 1, 1\)"):
         drv.prepare(module, "fixed", (1,), (32,), {"out": np.zeros(8, np.uint32)}, 8)

@@ -174,14 +174,16 @@ def load_program(program: Module | bytes | bytearray | str | os.PathLike[str]) -
     raise ValueError(f"program path {str(p)!r}: expected a .wbin or .wave file")
 
 
-def dims3(v: Any, what: str) -> tuple[int, int, int]:
+def dims3(v: Any, what: str, *, empty_ok: bool = False) -> tuple[int, int, int]:
     """``v`` (an int or 1-3 ints, Python or NumPy) as 3 dims: the one parser of launch geometry
     (grid, workgroup) for the kernel language, the drivers and the CLI. A float, bool or other
-    non-integer is refused, never truncated.
+    non-integer is refused, never truncated. ``empty_ok``: a dimension may be 0 (an empty grid,
+    which the runtimes' ``launch`` accepts and runs nothing for).
 
     Raises:
         LaunchError (a TypeError): not an int or 1-3 ints (``grid=(2.7,)`` names 2.7).
-        LaunchValueError (a ValueError): 0 or more than 3 dimensions, or a dimension < 1."""
+        LaunchValueError (a ValueError): 0 or more than 3 dimensions, or a dimension < 1 (< 0
+            with ``empty_ok``)."""
     if type(v) is int and v >= 1:
         return (v, 1, 1)
     if isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)):
@@ -195,6 +197,8 @@ def dims3(v: Any, what: str) -> tuple[int, int, int]:
             raise LaunchError(f"{what} must be an int or 1-3 ints, got {type(x).__name__} {x!r} in dimension {k} "
                               f"of {tuple(items)!r}; round it explicitly, e.g. (n + 255) // 256")
     vals = [int(x) for x in items]
-    if not 1 <= len(vals) <= 3 or any(x < 1 for x in vals):
-        raise LaunchValueError(f"{what} must be 1-3 positive ints, got {tuple(vals)}")
+    least = 0 if empty_ok else 1
+    if not 1 <= len(vals) <= 3 or any(x < least for x in vals):
+        raise LaunchValueError(f"{what} must be 1-3 {'non-negative' if empty_ok else 'positive'} ints, got "
+                               f"{tuple(vals)}")
     return tuple(vals + [1] * (3 - len(vals)))  # type: ignore[return-value]

@@ -47,6 +47,11 @@ class KernelFunction(KernelDef):
         self._const_pos: tuple[int, ...] | None = None
         self._const_names: frozenset[str] = frozenset()
         self._const_tail: int | None = None
+        #: the last native launch plan of a kernel without constants, for a call with the same
+        #: grid, workgroup, target, wave width, check flag and stream from the same thread:
+        #: ((grid, workgroup, target, wave_width, check, stream), thread id, launcher). The
+        #: launcher itself checks every argument and the kernel's fingerprint (jit/native.py)
+        self._fast: tuple[Any, int, Any] | None = None
 
     def _plans_valid(self) -> bool:
         """True when the launch plans' modules are still current (:meth:`_modules_current`);
@@ -54,6 +59,7 @@ class KernelFunction(KernelDef):
         if self._modules_current():
             return True
         self._calls.clear()
+        self._fast = None
         return False
 
     # ------------------------------------------------------------ launch
@@ -104,6 +110,16 @@ class KernelFunction(KernelDef):
                 written (spec §4.2), workgroup size rules (spec §2.1), ids past i32).
             TargetError: unknown/unavailable target or wave width. CompileError.
         """
+        f = self._fast
+        if f is not None and not kwargs and not _capture.ACTIVE:
+            try:
+                same = f[0] == (grid, workgroup, target, wave_width, check, stream) and f[1] == _get_ident()
+            except Exception:  # noqa: BLE001 - a grid that does not compare (an array): the usual path
+                same = False
+            if same:
+                r = f[2](args)
+                if r is not _MISS:
+                    return r
         key = None
         if _capture.ACTIVE and stream is None:  # inside aw.graph: launches go to the capture's stream
             cap = _capture.current()
@@ -131,6 +147,9 @@ class KernelFunction(KernelDef):
             if plan is not None and self._plans_valid():
                 r = plan(args)
                 if r is not _MISS:
+                    if not kwargs and not cp and not _capture.ACTIVE and getattr(plan, "guarded", False):
+                        # the layout in use now is the one tried first next time
+                        self._fast = ((grid, workgroup, target, wave_width, check, stream), _get_ident(), plan)
                     return r
         return _full_launch(self, args, kwargs, grid, workgroup, target, wave_width, check, stream, key)
 

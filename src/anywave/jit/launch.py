@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import inspect
 import sys
+import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -185,14 +186,6 @@ class CallPlan:
                                **self.options)
 
 
-def _np_scalar_to_int(v: Any) -> Any:
-    return int(v)
-
-
-def _np_scalar_to_float(v: Any) -> Any:
-    return float(v)
-
-
 def _zero_d(dt: np.dtype, to: Any) -> Any:
     def conv(v: Any) -> Any:
         if v.shape or v.dtype is not dt:
@@ -224,9 +217,9 @@ def scalar_conversion(v: Any, t: Any) -> tuple[type, Any] | None:
         to = int if isinstance(x, np.integer) else (float if not t.is_int else None)
         return (np.ndarray, _zero_d(v.dtype, to)) if to is not None else None
     if isinstance(v, np.integer):  # as an int also for a float parameter: converted once, exactly
-        return (tv, _np_scalar_to_int)
+        return (tv, int)  # the builtins themselves: one C call per launch, exact for NumPy numbers
     if isinstance(v, np.floating) and not t.is_int:
-        return (tv, _np_scalar_to_float)
+        return (tv, float)
     return None
 
 
@@ -349,6 +342,91 @@ def _cuda_fast(parts: dict[str, Any], specs: list[tuple[Any, ...]], nargs: int, 
     fast.source = text  # type: ignore[attr-defined]
     fast.keep = parts  # type: ignore[attr-defined]  # the block and the module stay alive with the plan
     return fast
+
+
+def _guards_of(kf: Any, module: Any) -> tuple[tuple[Any, ...], ...] | None:
+    """The dependencies of the fingerprint under which ``module`` was compiled (what
+    :meth:`~anywave.compiler.fingerprint.Fingerprint.still_valid` re-checks), for a native
+    launcher to check per call; None when there is no exact fingerprint (an uncacheable
+    kernel: its plans are re-validated by the Python path on every call)."""
+    if getattr(kf, "_warned_unkeyable", False):
+        return None
+    for fp, _, m in list(getattr(kf, "_memo", {}).values()):
+        if m is module:
+            if not fp.exact:
+                return None
+            return tuple((d[0], d[1], d[2], tuple(d[3]), d[4]) for d in fp.deps)
+    return None
+
+
+def _native_fast(parts: dict[str, Any], specs: list[tuple[Any, ...]], nargs: int, stream: int,
+                 torch_dev: int | None, guards: tuple[tuple[Any, ...], ...] | None) -> tuple[Any, str]:
+    """The native launcher of a CUDA plan (:mod:`anywave.jit.native`: the checks of
+    :func:`_cuda_fast`, done in C, and ``cuLaunchKernel`` called directly), or (None, why not)."""
+    from . import native
+
+    entries = parts.get("native")
+    if not isinstance(entries, dict):
+        return None, str(entries or "the target gives no native driver entries")
+    ok, why = native.status()
+    if not ok:
+        return None, why
+    import builtins
+
+    from anywave.compiler.fingerprint import UNDEFINED
+
+    torch = sys.modules.get("torch")
+    kinds = parts["kinds"]
+    abi = {a.name: a for a in parts["args"]}
+    slots: list[tuple[Any, ...]] = []
+    bufs: list[tuple[int, bool]] = []
+    bump: list[int] = []
+    for slot, spec in enumerate(specs):
+        i, name, what = spec[0], spec[1], spec[2]
+        width = 4 if kinds[slot] == 1 else 8
+        if what == "buffer":
+            how, written = spec[5], bool(spec[4])
+            if how[0] == "array":
+                slots.append((0, i, written, A.Array, how[1], how[2], None, 0, 0, 0, 0, 8, False, False))
+            elif how[0] == "torch":
+                slots.append((1, i, written, torch.Tensor, how[1], None, None, int(how[2]), 0, 0, 0, 8, False, False))
+            else:
+                slots.append((2, i, written, None, spec[3], None, None, 0, 0, 0, 0, 8, False, False))
+            bufs.append((slot, written))
+            if written and how[0] != "array":
+                bump.append(slot)
+            continue
+        t, conv = spec[3], spec[6]
+        ctype, cfn = conv if conv is not None else (None, None)
+        if t.is_int:
+            lo, hi = spec[4]
+            slots.append((3, i, False, ctype, cfn, None, None, 0, int(lo), int(hi), int(spec[5]), width, lo < 0,
+                          False))
+        else:
+            a = abi[name]
+            view = a.type in (ScalarType.F32, ScalarType.F64) and a.type.bits == 8 * width
+            slots.append((4, i, False, ctype, cfn, parts["scalar"], a, 0, 0, 0, 0, width, False, view))
+    pairs = tuple((x, y) for n, (x, wx) in enumerate(bufs) for (y, wy) in bufs[n + 1:] if wx or wy)
+    raw = None
+    if torch_dev is not None:
+        raw = getattr(getattr(torch, "_C", None), "_cuda_getCurrentRawStream", None) or A._torch_stream
+    desc = {"nargs": nargs, "slots": tuple(slots), "pairs": pairs, "bump": tuple(bump), "guards": guards or (),
+            "launch": entries["launch"], "ctx_set": entries["ctx_set"], "fn": entries["fn"], "ctx": entries["ctx"],
+            "grid": tuple(parts["grid"]), "block": tuple(parts["workgroup"]), "shared": int(parts["shared"]),
+            "stream": int(stream), "stream_fn": raw, "stream_arg": torch_dev, "fail": parts["fail"],
+            "space": parts["space"], "shape": parts["shape"], "miss": MISS, "bump_fn": A.bump_versions,
+            "tensor_type": torch.Tensor if torch is not None else None, "builtins": builtins,
+            "undefined": UNDEFINED, "keep": (parts, entries.get("keep"))}
+    try:
+        fast = native.make_launcher(desc)
+    except Exception as e:  # noqa: BLE001 - the Python launcher is used instead
+        return None, f"the native launcher refused the plan: {type(e).__name__}: {e}"
+    if fast is None:
+        return None, native.status()[1]
+    fast.path = "native"
+    fast.guarded = guards is not None
+    fast.parts = parts  # what it was made from (the driver function, the geometry ...)
+    return fast, ""
 
 
 # ------------------------------------------------------------------ per-kind quick checks
@@ -492,12 +570,14 @@ def launch(kf: Any, args: Sequence[Any], kwargs: Mapping[str, Any], grid: Any, w
     """The full launch path of :class:`anywave.jit.kernel.KernelFunction` (records a plan under ``key``)."""
     if grid is None:
         raise LaunchError(f"kernel {kf.name!r}: give grid= (workgroups per dimension)")
+    workgroup_arg = workgroup
     if workgroup is None:
         workgroup = kf.workgroup
         if workgroup is None:
             raise LaunchError(f"kernel {kf.name!r}: give workgroup= (threads per workgroup)")
     g = _dims3(grid, "grid")
     wg = _dims3(workgroup, "workgroup")
+    check_arg = check
     check = env_check() if check is None else bool(check)  # None: the target's default
     bound = kf._bind(args, kwargs)
     module = kf.compile(**{p.name: bound[p.name] for p in kf.params if p.kind == "const" and p.name in bound})
@@ -599,8 +679,11 @@ def launch(kf: Any, args: Sequence[Any], kwargs: Mapping[str, Any], grid: Any, w
     if dev_only and tname != "emulator" and tname in A._SPACE_FACTORIES:
         A.mark_used(A.memory_space(f"{tname}:{tdev}" if tdev else tname))
     if key is not None and len(kf._calls) < 256:
-        kf._calls[key] = _make_plan(kf, module, tgt, tname, tdev, g, wg, bound, checked, options, dev_only, check,
-                                    cuda_stream, torch_dev, args)
+        plan = kf._calls[key] = _make_plan(kf, module, tgt, tname, tdev, g, wg, bound, checked, options, dev_only,
+                                           check, cuda_stream, torch_dev, args)
+        if (getattr(plan, "guarded", False) and not kwargs and kf._const_pos == () and cap is None
+                and not _capture.ACTIVE):
+            kf._fast = ((grid, workgroup_arg, target, wave_width, check_arg, stream), threading.get_ident(), plan)
     return result
 
 
@@ -634,7 +717,12 @@ def _make_plan(kf: Any, module: Any, tgt: Any, tname: str, tdev: int, g: tuple[i
                 specs.append((i, p.name, "scalar", t, None, None, conv))
     if tname == "cuda" and dev_only and not check and hasattr(tgt, "launch_parts"):
         parts = tgt.launch_parts(module, kf.name, g, wg)
-        fast = _cuda_fast(parts, specs, len(args), int(stream or 0), torch_dev)
+        guards = _guards_of(kf, module)
+        fast, why = _native_fast(parts, specs, len(args), int(stream or 0), torch_dev, guards)
+        if fast is None:
+            fast = _cuda_fast(parts, specs, len(args), int(stream or 0), torch_dev)
+            fast.path = f"python: {why}"  # type: ignore[attr-defined]
+            fast.guarded = False  # type: ignore[attr-defined]
         A.mark_used(parts["space"])
         return fast
     plan = CallPlan(kf, module, tgt, tname, g, wg, specs, options)

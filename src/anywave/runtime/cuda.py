@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from anywave.abi import dims3 as _parse_dims
 from anywave.errors import WaveError
 from anywave.isa.types import Access, Capability
 from anywave.runtime.cuda_fake import FakeDriver  # noqa: F401 - re-exported (it lived here)
@@ -418,14 +419,10 @@ def _param_buffers(n: int) -> tuple[Any, Any, Any, int]:
 
 
 def _dims(value: int | Sequence[int], what: str) -> tuple[int, int, int]:
+    """Launch geometry by the one parser (:func:`anywave.abi.dims3`; every dimension >= 1)."""
     if type(value) is int and value >= 1:
         return (value, 1, 1)
-    if isinstance(value, (int, np.integer)):
-        value = (int(value),)
-    vals = [int(v) for v in value]
-    if not 1 <= len(vals) <= 3 or any(v < 1 for v in vals):
-        raise ValueError(f"{what} must be 1-3 positive ints, got {tuple(vals)}")
-    return tuple(vals + [1] * (3 - len(vals)))  # type: ignore[return-value]
+    return _parse_dims(value, what)
 
 
 def _stream_handle(stream: Any) -> int:
@@ -834,7 +831,30 @@ class CudaTarget:
                 "scalar": plan.scalar, "fn": plan.function, "launch": drv.cuLaunchKernel, "set_ctx": set_ctx,
                 "ctx": ctx_arg, "ctx_tuple": ctx_tuple, "shared": plan.dynamic_shared, "fail": fail,
                 "space": memory_space(self.device.props.ordinal), "shape": shape, "grid": g, "workgroup": wg,
-                "module": module}
+                "module": module, "native": self._native_entries(plan.function)}
+
+    def _native_entries(self, function: Any) -> dict[str, Any] | str:
+        """The driver entries a native launcher (:mod:`anywave.jit.native`) calls: ``launch``
+        and ``ctx_set`` (addresses of ``cuLaunchKernel`` and ``cuCtxSetCurrent`` in the
+        ``libcuda.so.1`` that cuda.bindings loaded), ``fn`` and ``ctx`` (the handles as
+        integers), ``keep`` (objects to keep alive); or the reason there are none (a string).
+        A driver object with its own ``native_entries`` (:class:`FakeDriver`) supplies them."""
+        drv = _DRV or _driver()
+        own = getattr(drv, "native_entries", None)
+        if own is not None:
+            return own(function, self.device.context)
+        how = self._context_setter[3]
+        if not how.startswith("ctypes"):
+            return ("the libcuda.so.1 that cuda.bindings uses could not be reached through dlopen "
+                    f"(context set by {how})")
+        try:
+            lib = ctypes.CDLL("libcuda.so.1", mode=os.RTLD_NOLOAD | os.RTLD_NOW)
+            launch = ctypes.cast(lib.cuLaunchKernel, ctypes.c_void_p).value
+            ctx_set = ctypes.cast(lib.cuCtxSetCurrent, ctypes.c_void_p).value
+            fn, ctx = int(function), int(self.device.context)
+        except Exception as e:  # noqa: BLE001 - the Python launcher is used instead
+            return f"the driver entries are not reachable: {type(e).__name__}: {e}"
+        return {"launch": launch, "ctx_set": ctx_set, "fn": fn, "ctx": ctx, "keep": (lib, function)}
 
     def _plan_for(self, module: Any, kernel: str) -> _LaunchPlan:
         entry = self._plans.get((id(module), kernel))

@@ -70,6 +70,41 @@ class FakeDriver:
         self.cuLaunchKernel = cuLaunchKernel
         self.cuCtxSetCurrent = cuCtxSetCurrent
 
+    def native_entries(self, function: Any, context: Any) -> dict[str, Any]:
+        """C-callable stand-ins for ``cuLaunchKernel`` and ``cuCtxSetCurrent`` (ctypes callbacks
+        that call this fake's own, so ``on_launch``, the statuses and graph capture behave as
+        for the Python launcher) and integer handles for ``function`` and ``context``, for the
+        native launcher (:mod:`anywave.jit.native`). An exception inside a callback is kept in
+        ``native_error`` and reported to the launcher as CUDA_ERROR_UNKNOWN (999)."""
+        import ctypes
+
+        handles = self.__dict__.setdefault("_native_handles", {})
+        fkey, ckey = len(handles) + 1, len(handles) + 2
+        handles[fkey], handles[ckey] = function, context
+        u = ctypes.c_uint
+        launch_t = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, u, u, u, u, u, u, u, ctypes.c_void_p,
+                                    ctypes.c_void_p, ctypes.c_void_p)
+        ctx_t = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p)
+
+        def launch(f, gx, gy, gz, bx, by, bz, shared, stream, params, extra):  # noqa: ANN001
+            try:
+                return int(self.cuLaunchKernel(handles[f], gx, gy, gz, bx, by, bz, shared, stream or 0,
+                                               params or 0, 0)[0])
+            except Exception as e:  # noqa: BLE001 - a C caller cannot take a Python exception
+                self.native_error = e
+                return 999
+
+        def ctx_set(c):  # noqa: ANN001
+            try:
+                return int(self.cuCtxSetCurrent(handles[c])[0])
+            except Exception as e:  # noqa: BLE001
+                self.native_error = e
+                return 999
+
+        cl, cc = launch_t(launch), ctx_t(ctx_set)
+        return {"launch": ctypes.cast(cl, ctypes.c_void_p).value, "ctx_set": ctypes.cast(cc, ctypes.c_void_p).value,
+                "fn": fkey, "ctx": ckey, "keep": (cl, cc)}
+
     def _handle(self) -> int:
         self._next += 0x100
         return self._next

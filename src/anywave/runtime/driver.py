@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from anywave.abi import check_arg_names, scalar_word
+from anywave.abi import dims3 as _parse_dims
 from anywave.errors import LaunchConfigError, WaveError
 from anywave.isa.types import ArgKind
 from anywave.runtime.targets import ID_LIMIT_U32, check_launch_rules, check_not_forked
@@ -66,12 +67,14 @@ def resolve_check(check: bool | None, default: bool = False) -> bool:
 
 
 def dims3(value: int | Sequence[int], what: str, error: type[Exception] = WaveError) -> Dims:
-    """``value`` (an int or 1-3 ints) as 3 ints, missing dimensions 1. Raises ``error`` for
-    more than 3 dimensions (signs are checked by :func:`launch_dims`)."""
-    vals = (int(value),) if isinstance(value, (int, np.integer)) else tuple(int(v) for v in value)
-    if not 1 <= len(vals) <= 3:
-        raise error(f"{what} must have 1 to 3 dimensions, got {vals}")
-    return vals + (1,) * (3 - len(vals))  # type: ignore[return-value]
+    """``value`` (an int or 1-3 ints) as 3 ints, missing dimensions 1, by the one geometry
+    parser (:func:`anywave.abi.dims3`, dimensions of 0 allowed: an empty grid runs nothing).
+    Raises ``error`` with that parser's message for anything else (a float, more than 3
+    dimensions, a negative one)."""
+    try:
+        return _parse_dims(value, what, empty_ok=True)
+    except (TypeError, ValueError) as e:
+        raise error(str(e)) from None
 
 
 def buffer_nbytes(v: Any) -> int:

@@ -5,29 +5,14 @@ and works without it; ``run`` says how to install PyTorch when it is missing."""
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
+import sys
+from collections.abc import Sequence
 from typing import Any
 
 from anywave.errors import WaveError
+from anywave.torch.train_options import arguments
 
-
-def arguments(p: argparse.ArgumentParser) -> None:
-    """Add the training options to ``p`` (shared with ``python -m anywave.torch.train``)."""
-    p.add_argument("--steps", type=int, default=200, help="SGD steps (default 200)")
-    p.add_argument("--batch", type=int, default=64, help="mini-batch size (default 64)")
-    p.add_argument("--lr", type=float, default=0.5, help="learning rate (default 0.5)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the weights, split and batch order (default 0)")
-    p.add_argument("--widths", default="8,16,32,64", help="emulator wave widths, comma-separated (default all)")
-    p.add_argument("--targets", default="all",
-                   help="other targets: 'all' (every available one), 'none', or a comma list (opencl,sycl,cuda)")
-    p.add_argument("--plot", type=Path, default=Path("torch_train.png"), help="loss-curve PNG path")
-    p.add_argument("--json", type=Path, default=None, help="also write a JSON summary here")
-    p.add_argument("--nproc", type=int, default=1,
-                   help="data-parallel ranks (DistributedDataParallel, one process each; default 1: no DDP)")
-    p.add_argument("--backend", choices=("gloo", "nccl"), default="gloo",
-                   help="with --nproc: gloo (CPU tensors on --ddp-target) or nccl (one GPU per rank)")
-    p.add_argument("--ddp-target", default="emulator",
-                   help="with --nproc and gloo: the CPU target of every rank (emulator, opencl, sycl)")
+__all__ = ["add_parser", "arguments", "main", "run"]
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -47,6 +32,30 @@ def run(args: argparse.Namespace) -> int:
         import torch  # noqa: F401
     except ImportError:
         raise WaveError("anywave train needs PyTorch: pip install torch (CPU wheel is enough)") from None
+    if getattr(args, "nproc", 1) != 1:  # data-parallel: anywave.torch.distributed runs the ranks
+        if args.nproc < 1:
+            print(f"error: --nproc must be >= 1, got {args.nproc}", file=sys.stderr)
+            return 1
+        from anywave.torch import distributed
+
+        return distributed.run_cli(args)
     from anywave.torch import train
 
     return train.run(args)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m anywave.torch.cli_train`` (what ``anywave train`` runs), ``--nproc`` included."""
+    p = argparse.ArgumentParser(prog="python -m anywave.torch.cli_train", description="Train a 64-32-10 MLP on "
+                                "digits with WAVE kernels on every target and check bit-identity.")
+    arguments(p)
+    args = p.parse_args(argv)
+    try:
+        return run(args)
+    except WaveError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -214,61 +214,92 @@ def custom_op(name: str, kernel: Any, *, out_shape: Callable[..., Any] | Mapping
                 elif v.device != first:
                     where = ", ".join(f"{k} on {t.device}" for k, t in kw.items() if isinstance(t, torch.Tensor))
                     raise CustomOpError(f"{name}: all tensors must be on one device; got {where}")
-        return torch.device("cpu") if first is None else first
+        return _CPU if first is None else first
 
-    # per-call work is kept to what changes per call (the eager host path of every op, issue 14):
-    # names, rules and keys are resolved here once
+    # per-call work is kept to what changes per call (the eager host path of every op, issues 14
+    # and 24): names, rules, keys and launch targets are resolved here once; device types are
+    # read as the tensors' is_cuda/is_cpu flags (torch.device.type builds a string per read)
     out_rules = [(p.name, shape_rules[p.name], out_dtypes[p.name]) for p in outs]
     out_names = [p.name for p in outs]
+    one_out = out_names[0] if len(out_names) == 1 else None
     value_keys = [rename.get(p.name, p.name) for p in params]
     kernel_names = [p.name for p in params]
     buffer_rules = list(buffers.items())
     scalar_rules = list(scalars.items())
+    fixed = dict(constants)
+    cuda_targets: dict[int | None, str] = {}
+    size_types = (torch.Size, tuple)
+    tensor_type = torch.Tensor
+    like_input = buffer_inputs[0] if buffer_inputs else None
+
+    def cuda_target(dev: torch.device) -> str:
+        t = cuda_targets.get(dev.index)
+        if t is None:
+            t = cuda_targets[dev.index] = f"cuda:{dev.index if dev.index is not None else torch.cuda.current_device()}"
+        return t
 
     def impl(*args: Any) -> Any:
         kw = named(args)
         if validate is not None:
             validate(**kw)
         dev = device_of(kw)
-        if dev.type not in ("cpu", "cuda"):
-            raise CustomOpError(f"{name}: runs on CPU or CUDA tensors, got device {dev}")
-        on_cuda = dev.type == "cuda"
+        on_cuda = False
+        for n in buffer_inputs:
+            v = kw.get(n)
+            if isinstance(v, torch.Tensor):
+                on_cuda = v.is_cuda
+                if not on_cuda and not v.is_cpu:
+                    raise CustomOpError(f"{name}: runs on CPU or CUDA tensors, got device {dev}")
+                break
         for n in buffer_inputs:
             v = kw.get(n)
             # the kernels index row-major memory, and device buffers must be 16-byte aligned (spec §4.2)
-            if isinstance(v, torch.Tensor) and (not v.is_contiguous() or (on_cuda and v.data_ptr() % 16)):
+            if isinstance(v, torch.Tensor) and (not v.is_contiguous() or (on_cuda and v.data_ptr() & 15)):
                 if n in mutated:
                     raise CustomOpError(f"{name}: {n} is updated in place and must be contiguous (and 16-byte "
                                         "aligned on CUDA)")
                 kw[n] = v.contiguous() if not v.is_contiguous() else v.clone()
-        out = {n: torch.empty(tuple(rule(**kw)), dtype=dt, device=dev) for n, rule, dt in out_rules}
+        if one_out is not None:  # (the shape rules see the inputs only)
+            n, rule, dt = out_rules[0]
+            shape = rule(**kw)
+            src = kw.get(like_input) if like_input is not None else None
+            if type(src) is tensor_type and type(shape) in size_types and src.dtype is dt and shape == src.shape:
+                # the output is shaped as the (now contiguous) first input: empty_like skips the
+                # shape and device parsing of torch.empty (about half its host time)
+                kw[n] = torch.empty_like(src)
+            else:
+                kw[n] = torch.empty(shape if type(shape) in size_types else tuple(shape), dtype=dt, device=dev)
+        elif out_rules:
+            kw.update({n: torch.empty(tuple(rule(**kw)), dtype=dt, device=dev) for n, rule, dt in out_rules})
         full = kw  # (a fresh dict of this call)
-        full.update(out)
         for n, rule in buffer_rules:
             full[n] = rule(**full)
         for n, rule in scalar_rules:
             full[n] = rule(**full)
-        full.update(constants)
-        first = out[out_names[0]] if out_names else None
+        if fixed:
+            full.update(fixed)
+        first = full[out_names[0]] if out_names else None
         if first is None:
             first = next((v for v in full.values() if isinstance(v, torch.Tensor)), None)
         if grid is not None:
             g = grid(**full)
+            gt = (int(g),) if isinstance(g, int) else tuple(int(x) for x in g)
         else:
-            g = (first.numel() + threads - 1) // threads if first is not None else 1
-        gt = (int(g),) if isinstance(g, int) else tuple(int(x) for x in g)
+            gt = ((first.numel() + threads - 1) // threads if first is not None else 1,)
         if all(x > 0 for x in gt):
             if on_cuda:
-                target, W = f"cuda:{dev.index if dev.index is not None else torch.cuda.current_device()}", None
+                target, W = cuda_target(dev), None
             else:
                 target, W = _cpu_choice(cpu_target, wave_width)
             values = [full[k] for k in value_keys]
             if fast_path is None or not fast_path(dict(zip(kernel_names, values, strict=True)), target, W):
                 # every parameter positionally, constants included: the launch plan cache applies
                 kernel(*values, grid=gt, workgroup=wg, target=target, wave_width=W)
+        if one_out is not None:
+            return full[one_out]
         if not out_names:
             return None
-        return out[out_names[0]] if len(out_names) == 1 else tuple(out[n] for n in out_names)
+        return tuple(full[n] for n in out_names)
 
     ns, sep, opname = name.partition("::")
     if not sep or not ns.isidentifier() or not opname.isidentifier():
@@ -284,9 +315,9 @@ def custom_op(name: str, kernel: Any, *, out_shape: Callable[..., Any] | Mapping
     has_autograd = [backward is not None]
 
     def backend(*args: Any) -> Any:
-        if not has_autograd[0] and grad_on():
+        if not has_autograd[0]:
             for i in tensor_pos:
-                if i < len(args) and getattr(args[i], "requires_grad", False):
+                if i < len(args) and getattr(args[i], "requires_grad", False) and grad_on():
                     raise CustomOpError(f"{name}: input {in_names[i]!r} requires grad, but the op was made without "
                                         "backward= (no autograd formula); detach it, run under torch.no_grad(), or "
                                         "give custom_op a backward=")
@@ -327,6 +358,8 @@ def custom_op(name: str, kernel: Any, *, out_shape: Callable[..., Any] | Mapping
     op.library = lib  # type: ignore[attr-defined]
     return op
 
+
+_CPU = torch.device("cpu")
 
 #: every Library made by custom_op (a Library's registrations end when it is freed)
 _LIBRARIES: list[Any] = []

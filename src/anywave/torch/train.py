@@ -32,8 +32,7 @@ import torch
 
 from anywave.errors import WaveError
 from anywave.torch import ops
-from anywave.torch.cli_train import add_parser as add_parser  # re-exported: this module is a CLI provider too
-from anywave.torch.cli_train import arguments
+from anywave.torch.train_options import arguments
 
 #: layer sizes of the model
 SIZES = (64, 32, 10)
@@ -327,12 +326,10 @@ def run(args: argparse.Namespace) -> int:
     are bit-identical, 1 (with the first difference) when not, or when a target failed to
     run (the others are still compared, plotted and summarised)."""
     if getattr(args, "nproc", 1) != 1:
-        if args.nproc < 1:
-            print(f"error: --nproc must be >= 1, got {args.nproc}", file=sys.stderr)
-            return 1
-        from anywave.torch import distributed
-
-        return distributed.run_cli(args)
+        # the ranks are anywave.torch.distributed's, which builds on this module
+        print(f"error: --nproc {args.nproc}: data-parallel runs go through `anywave train --nproc N` or "
+              "`python -m anywave.torch.cli_train --nproc N`", file=sys.stderr)
+        return 1
     cfg = TrainConfig(steps=args.steps, batch=args.batch, lr=args.lr, seed=args.seed)
     data = load_data(cfg.seed)
     try:
