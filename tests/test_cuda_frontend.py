@@ -241,7 +241,7 @@ def test_signature_and_source_file(tmp_path):
 
 REFUSED = [
     ("struct", "struct P { float v; };\n__global__ void k(float* o, P p) { o[0] = p.v; }",
-     "a parameter of type 'P'", 2, 34),
+     "a parameter of type 'P'", 2, 31),
     ("member", "struct P { float v; };\n__global__ void k(float* o) { P p; o[0] = 1; }",
      "a variable of type 'P'", 2, 33),
     ("template", "template <int N>\n__global__ void k(float* o) { o[0] = N; }", "template kernel 'k'", 2, 17),
@@ -252,7 +252,7 @@ REFUSED = [
      "continue in a for loop", 2, 40),
     ("switch", "__global__ void k(float* o, int n) {\n  switch (n) { default: o[0] = 1; }\n}", "switch stmt", 2, 3),
     ("pointer difference", "__global__ void k(float* o, float* p) {\n  o[0] = (float)(p - o);\n}",
-     "pointer difference", 2, 19),
+     "pointer difference", 2, 18),
     ("early return", "__device__ int f(int x) {\n  if (x) return 1;\n  return 2;\n}\n"
      "__global__ void k(int* o) { o[0] = f(o[1]); }", "a return before the end of a __device__ function", 2, 10),
     ("pointer cast", "__global__ void k(const float* o) {\n  float* q = (float*)o;\n}", "a pointer cast", 2, 14),

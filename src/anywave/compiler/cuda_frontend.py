@@ -66,6 +66,18 @@ __device__ float floorf(float); __device__ double floor(double);
 __device__ float ceilf(float); __device__ double ceil(double);
 __device__ float truncf(float); __device__ double trunc(double);
 __device__ float rintf(float); __device__ double rint(double);
+// declared so that a kernel using them is refused by name (not lowered in this slice)
+__device__ float expf(float); __device__ double exp(double); __device__ float logf(float);
+__device__ double log(double); __device__ float powf(float, float); __device__ double pow(double, double);
+__device__ float sinf(float); __device__ float cosf(float); __device__ float tanhf(float);
+__device__ float __expf(float); __device__ float __logf(float); __device__ float __powf(float, float);
+__device__ float rsqrtf(float); __device__ void __syncwarp(unsigned = 0xffffffffu);
+__device__ int atomicAdd(int*, int); __device__ unsigned atomicAdd(unsigned*, unsigned);
+__device__ float atomicAdd(float*, float);
+__device__ float __shfl_down_sync(unsigned, float, unsigned, int = 32);
+__device__ int __shfl_down_sync(unsigned, int, unsigned, int = 32);
+__device__ unsigned __ballot_sync(unsigned, int);
+extern "C" __device__ int printf(const char*, ...);
 """
 #: the prelude is put before the user's source in one buffer: its lines come first
 PRELUDE_LINES = PRELUDE.count("\n") + 1
@@ -967,7 +979,7 @@ def find_kernel(tu: Any, name: str, path: str) -> Any:
                 if c.spelling == name:
                     return c
         elif c.kind == cx.CursorKind.FUNCTION_TEMPLATE and c.spelling == name:
-            raise CompileError(f"{path}:{c.location.line}:{c.location.column}: not supported by the CUDA front end "
+            raise CompileError(f"{_where(c.location, path)}: not supported by the CUDA front end "
                                f"yet: template kernel {name!r}")
     names = ", ".join(repr(c.spelling) for c in found) or "none"
     raise CompileError(f"{path}: no __global__ function {name!r} (the __global__ functions: {names})")
