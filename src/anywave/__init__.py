@@ -66,7 +66,7 @@ from anywave.runtime.arrays import (  # noqa: E402
 
 __all__ = [
     "Array", "Graph", "array", "empty", "graph", "from_dlpack", "from_torch", "synchronize", "to_torch", "zeros",
-    "Buffer", "CompileError", "Const", "autotune", "cuda_kernel", "In", "LaunchError", "Out", "available_targets", "bf16", "bool_",
+    "Buffer", "CompileError", "Const", "autotune", "In", "LaunchError", "Out", "available_targets", "bf16", "bool_",
     "emulate", "f16", "f32", "f64", "func", "i8", "i16", "i32", "i64", "kernel", "register_target", "u8", "u16",
-    "u32", "u64",
+    "u32", "u64", "cuda_kernel",
 ]

@@ -33,7 +33,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from anywave.binary.module import KERNEL_FLAG_W_INVARIANT, Arg, Kernel, Module
+from anywave.binary.module import KERNEL_FLAG_W_INVARIANT, Arg, Kernel
 from anywave.isa import mnemonic
 from anywave.isa.table import BY_MNEMONIC
 from anywave.isa.types import Access, ArgKind, SpecialRegister
@@ -382,7 +382,7 @@ class CudaLowering:
             self.body.append(ir.Halt())
             return
         slot = self.ret_stack[-1]
-        if not slot["last"] is c:
+        if slot["last"] != c:
             raise self.refuse(c, "a return before the end of a __device__ function")
         if ch:
             v, t = self.rvalue(ch[0])
