@@ -156,7 +156,8 @@ def _ctype(t: Any) -> Any:
     k = t.kind
     if k == cx.TypeKind.POINTER:
         e = _ctype(t.get_pointee())
-        return ("ptr", e) if isinstance(e, DType) and e is not ty.bool_ else None
+        ok = (isinstance(e, DType) and e is not ty.bool_) or (isinstance(e, tuple) and e[0] == "arr")
+        return ("ptr", e) if ok else None
     if k == cx.TypeKind.CONSTANTARRAY:
         e = _ctype(t.get_array_element_type())
         return ("arr", e, t.get_array_size()) if e is not None else None
@@ -302,7 +303,7 @@ class CudaLowering:
         for i, p in enumerate(self.fn.get_arguments()):
             t = _ctype(p.type)
             name = p.spelling or f"arg{i}"
-            if isinstance(t, tuple) and t[0] == "ptr":
+            if isinstance(t, tuple) and t[0] == "ptr" and isinstance(t[1], DType):
                 elem = t[1]
                 const = p.type.get_canonical().get_pointee().is_const_qualified()
                 acc = Access.READ if const else Access.READWRITE
@@ -455,8 +456,10 @@ class CudaLowering:
         t = _ctype(d.type)
         if t is None:
             raise self.refuse(d, f"a variable of type {d.type.spelling!r}")
-        init = [x for x in ch if x.kind not in (K.CUDASHARED_ATTR, K.INTEGER_LITERAL, K.TYPE_REF)
-                or x.kind == K.INTEGER_LITERAL and not isinstance(t, tuple)]
+        if isinstance(t, tuple) and t[0] == "arr":  # the other children are the sizes
+            init = [x for x in ch if x.kind in (K.INIT_LIST_EXPR, K.STRING_LITERAL)]
+        else:
+            init = [x for x in ch if x.kind.is_expression() or x.kind == K.UNEXPOSED_EXPR]
         if shared:
             if not (isinstance(t, tuple) and t[0] == "arr") and not isinstance(t, DType):
                 raise self.refuse(d, "this __shared__ declaration")
