@@ -248,8 +248,12 @@ REFUSED = [
     ("unknown call", "__global__ void k(float* o) {\n  o[0] = expf(o[0]);\n}", "call of 'expf'", 2, 10),
     ("local array", "__global__ void k(float* o) {\n  float t[4];\n  o[0] = 0;\n}", "a local (per-thread) array",
      2, 9),
-    ("continue in for", "__global__ void k(float* o) {\n  for (int i = 0; i < 4; i++) { if (i) continue; }\n}",
-     "continue in a for loop", 2, 40),
+    ("atomics", "__global__ void k(int* o) {\n  atomicAdd(o, 1);\n}", "call of 'atomicAdd'", 2, 3),
+    ("printf", "__global__ void k(int* o) {\n  printf(\"%d\\n\", o[0]);\n}", "call of 'printf'", 2, 3),
+    ("extern shared", "__global__ void k(float* o) {\n  extern __shared__ float s[];\n  o[0] = s[0];\n}",
+     "a variable of type 'float[]'", 2, 27),
+    ("file-scope variable", "__device__ float g;\n__global__ void k(float* o) {\n  o[0] = g;\n}",
+     "reference to 'g'", 3, 10),
     ("switch", "__global__ void k(float* o, int n) {\n  switch (n) { default: o[0] = 1; }\n}", "switch stmt", 2, 3),
     ("pointer difference", "__global__ void k(float* o, float* p) {\n  o[0] = (float)(p - o);\n}",
      "pointer difference", 2, 18),
@@ -276,3 +280,87 @@ def test_clang_errors_and_missing_kernel():
     with pytest.raises(aw.CompileError, match="no __global__ function 'nope'.*'k'"):
         aw.cuda_kernel("__global__ void k(float* o) { o[0] = 1; }", "nope").compile()
 
+
+
+MISC = r"""
+#define T 8
+__device__ void bump(int* p, int v) { *p += v; }
+__global__ void misc(int* out, float* tr, const float* in, const double* dd, double scale,
+                     long long big, int n) {
+    __shared__ float tile[T][T + 1];
+    unsigned tx = threadIdx.x % T, ty = threadIdx.x / T;
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    tile[ty][tx] = in[i];
+    __syncthreads();
+    tr[blockIdx.x * blockDim.x + tx * T + ty] = tile[ty][tx];
+    int* o = &out[4 * i];
+    int acc = 0, k = 0;
+    while (k < 10) { k++; if (k % 3 == 0) continue; acc += k; }
+    do { acc -= 1; } while (acc > i);
+    o[0] = acc;
+    bool odd = i & 1;
+    o[1] = !odd ? ~i : (int)(static_cast<long long>(i) * big % 1000003);
+    o += 2;
+    bump(o, i);
+    o[1] = (int)(dd[i] * scale) + (i < n - 1 || i == 5);
+    o[1]++;
+}
+"""
+
+
+@pytest.mark.parametrize(("target", "w"), TARGETS, ids=TARGET_IDS)
+def test_loops_pointers_2d_shared_and_64bit(target, w):
+    n = 192  # three workgroups of 64 = T*T
+    rng = np.random.default_rng(6)
+    inp = rng.standard_normal(n).astype(np.float32)
+    dd = rng.uniform(-40, 40, n)
+    big, scale = 3_000_000_007, 2.5
+    out = np.zeros(4 * n, np.int32)
+    tr = np.zeros(n, np.float32)
+    k = aw.cuda_kernel(MISC, "misc")
+    launch(k, out, tr, inp, dd, scale, big, n, grid=3, workgroup=64, target=target, w=w)
+    exp_tr = inp.reshape(3, 8, 8).transpose(0, 2, 1).reshape(-1)
+    assert np.array_equal(bits(tr), bits(exp_tr))
+    exp = np.zeros((n, 4), np.int64)
+    for i in range(n):
+        acc = sum(k for k in range(1, 11) if k % 3)  # the while loop, continue skipping multiples of 3
+        acc -= 1
+        while acc > i:  # do-while: the body once, then while the test holds
+            acc -= 1
+        exp[i, 0] = acc
+        exp[i, 1] = ~i if i % 2 == 0 else (i * big) % 1000003
+        exp[i, 2] = i
+        prod = float(np.float64(dd[i]) * np.float64(scale))
+        exp[i, 3] = int(prod) + (i < n - 1 or i == 5) + 1  # int() truncates toward zero, as C
+    assert np.array_equal(out.reshape(n, 4), exp.astype(np.int32))
+
+
+CONTINUE = r"""
+__global__ void cont(int* out, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    int acc = 0;
+    for (int k = 0; k < 100; k++) {
+        if (k % 4 == 1) continue;
+        if (k > i) break;
+        acc += k;
+    }
+    int m = 0, j = 0;
+    do { j++; if (j & 1) continue; m += j; } while (j < 9);
+    out[i] = acc * 100 + m;
+}
+"""
+
+
+@pytest.mark.parametrize(("target", "w"), TARGETS, ids=TARGET_IDS)
+def test_continue_and_break_in_for_and_do(target, w):
+    n = 150
+    out = np.zeros(n, np.int32)
+    k = aw.cuda_kernel(CONTINUE, "cont")
+    launch(k, out, n, grid=(n + 31) // 32, workgroup=32, target=target, w=w)
+    exp = []
+    for i in range(n):
+        acc = sum(kk for kk in range(min(i, 99) + 1) if kk % 4 != 1)  # continue skips; break past i
+        m = sum(j for j in range(1, 10) if j % 2 == 0)  # do: continue goes to the test (j < 9)
+        exp.append(acc * 100 + m)
+    assert np.array_equal(out, np.array(exp, np.int32))

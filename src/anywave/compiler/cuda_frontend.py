@@ -14,7 +14,7 @@ Supported in this slice: parameters of type int/unsigned/long long/unsigned long
 double and pointers to those and to (un)signed char/short (a pointer parameter is a buffer);
 locals of the scalar types, bool and char/short; pointer locals into one buffer; ``p[i]``,
 ``*p``, ``p + i``; static ``__shared__`` arrays (any rank); ``if``/``for``/``while``/
-``do``/``break``/``continue`` (``continue`` only in ``while``/``do``); ``return`` (anywhere in a
+``do``/``break``/``continue``; ``return`` (anywhere in a
 kernel; as the last statement of a ``__device__`` function, inlined); ``?:``, ``&&``, ``||``
 (short-circuit), compound assignment, ``++``/``--``; ``threadIdx``/``blockIdx``/``blockDim``/
 ``gridDim`` ``.x/.y/.z``; ``__syncthreads()``; ``sqrtf``/``sqrt``, ``fabsf``/``fabs``,
@@ -218,7 +218,7 @@ class CudaLowering:
         self.scopes: list[dict[str, Any]] = [{}]
         self.cur: Any = fn
         self.ret_stack: list[Any] = []
-        self.loop_kinds: list[str] = []
+        self.loop_kinds: list[Value | None] = []  # per loop: the break flag of a continue body
         self._inline_depth = 0
 
     # ------------------------------------------------------------------ helpers
@@ -365,11 +365,17 @@ class CudaLowering:
         elif k == K.BREAK_STMT:
             if not self.loop_kinds:
                 raise self.refuse(c, "break outside a loop (switch)")
+            flag = self.loop_kinds[-1]
+            if flag is not None:  # inside the one-pass body loop of a continue: leave both
+                self.mov(flag, self.const(True, ty.pred))
             self.body.append(ir.Break())
         elif k == K.CONTINUE_STMT:
-            if not self.loop_kinds or self.loop_kinds[-1] == "for":
-                raise self.refuse(c, "continue in a for loop")
-            self.body.append(ir.Continue())
+            if not self.loop_kinds:
+                raise self.refuse(c, "continue outside a loop")
+            flag = self.loop_kinds[-1]
+            # the loop's body runs in a one-pass loop of its own (see _body): leaving it is
+            # continuing (the increment of a for, the test of a do follow); a while has none
+            self.body.append(ir.Break() if flag is not None else ir.Continue())
         elif k == K.RETURN_STMT:
             self.ret(c)
         elif k.is_expression() or k == K.UNEXPOSED_EXPR:
@@ -401,33 +407,52 @@ class CudaLowering:
                 if init is not None:
                     self.stmt(init)
                 self.body = []
-                self.loop_kinds.append("for")
                 if cond is not None:
                     p = self.cond(cond)
                     self.body.append(ir.Break(PredUse(p.value, not p.negated)))
-                self.body.extend(self.block(body))
+                self._body(body)
                 if inc is not None:
                     self.expr(inc, discard=True)
             elif c.kind == K.WHILE_STMT:
                 self.body = []
-                self.loop_kinds.append("while")
                 p = self.cond(ch[0])
                 self.body.append(ir.Break(PredUse(p.value, not p.negated)))
-                self.body.extend(self.block(ch[1]))
+                self.loop_kinds.append(None)
+                try:
+                    self.body.extend(self.block(ch[1]))
+                finally:
+                    self.loop_kinds.pop()
             else:  # do { } while (cond): the test at the end
                 self.body = []
-                self.loop_kinds.append("do")
-                if any(x.kind == K.CONTINUE_STMT for x in ch[0].walk_preorder()):
-                    raise self.refuse(c, "continue in a do loop")
-                self.body.extend(self.block(ch[0]))
+                self._body(ch[0])
                 p = self.cond(ch[1])
                 self.body.append(ir.Break(PredUse(p.value, not p.negated)))
             node = ir.Loop(self.body)
         finally:
-            self.loop_kinds.pop() if self.loop_kinds else None
             self.body = saved
             self.scopes.pop()
         self.body.append(node)
+
+    def _body(self, body: Any) -> None:
+        """The body of a for or do loop. With a ``continue`` of its own it runs inside a one-pass
+        loop: ``continue`` leaves that loop (to the increment or the test), ``break`` sets a flag
+        and leaves it, and the flag then leaves the outer loop."""
+        if not _has_own_continue(body):
+            self.loop_kinds.append(None)
+            try:
+                self.body.extend(self.block(body))
+            finally:
+                self.loop_kinds.pop()
+            return
+        flag = Value(ty.pred, "brk", is_var=True)
+        self.mov(flag, self.const(False, ty.pred))
+        self.loop_kinds.append(flag)
+        try:
+            inner = self.block(body)
+        finally:
+            self.loop_kinds.pop()
+        self.body.append(ir.Loop([*inner, ir.Break()]))
+        self.body.append(ir.Break(PredUse(flag)))
 
     def _for_parts(self, c: Any, ch: list[Any]) -> tuple[Any, Any, Any, Any]:
         toks = [t.spelling for t in c.get_tokens()]
@@ -911,6 +936,17 @@ class CudaLowering:
             raise self.err(c, f"__device__ function {name!r} does not end in a return")
         v, vt = slot["value"]
         return self.convert(v, vt, rt, c), rt
+
+
+def _has_own_continue(c: Any) -> bool:
+    """A ``continue`` in ``c`` that belongs to the loop around ``c`` (not to a nested loop)."""
+    K = _cx.CursorKind
+    for x in c.get_children():
+        if x.kind == K.CONTINUE_STMT:
+            return True
+        if x.kind not in (K.FOR_STMT, K.WHILE_STMT, K.DO_STMT) and _has_own_continue(x):
+            return True
+    return False
 
 
 def _where(loc: Any, path: str) -> str:
