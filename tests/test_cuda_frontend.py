@@ -364,3 +364,24 @@ def test_continue_and_break_in_for_and_do(target, w):
         m = sum(j for j in range(1, 10) if j % 2 == 0)  # do: continue goes to the test (j < 9)
         exp.append(acc * 100 + m)
     assert np.array_equal(out, np.array(exp, np.int32))
+
+
+def test_anywave_compile_writes_wbin(tmp_path):
+    import subprocess
+    import sys
+
+    from anywave.binary.wbin import read_wbin
+
+    src = tmp_path / "two.cu"
+    src.write_text(SAXPY + "\n__global__ void fill(int* o, int v) { o[threadIdx.x] = v * SCALE; }\n")
+    out = tmp_path / "two.wbin"
+    r = subprocess.run([sys.executable, "-m", "anywave", "compile", str(src), "-o", str(out), "-D", "SCALE=3"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    m = read_wbin(out.read_bytes())
+    assert [k.name for k in m.kernels] == ["saxpy", "fill"]
+    o = np.zeros(8, np.int32)
+    k = aw.cuda_kernel(src.read_text(), "fill", clang_args=["-DSCALE=3"])
+    assert m.kernels[1].code == k.compile().kernels[0].code
+    k(o, 5, grid=1, workgroup=8, target="emulator", wave_width=8)
+    assert np.array_equal(o, np.full(8, 15, np.int32))

@@ -1008,6 +1008,15 @@ def parse(source: str, path: str = "kernel.cu", args: tuple[str, ...] = ()) -> A
     return tu
 
 
+def kernel_names(source: str, path: str = "kernel.cu", clang_args: tuple[str, ...] = ()) -> list[str]:
+    """The names of the ``__global__`` functions defined in ``source`` (templates left out)."""
+    cx = _clang()
+    tu = parse(source, path, clang_args)
+    return [c.spelling for c in tu.cursor.walk_preorder()
+            if c.kind == cx.CursorKind.FUNCTION_DECL and c.is_definition()
+            and any(x.kind == cx.CursorKind.CUDAGLOBAL_ATTR for x in c.get_children())]
+
+
 def find_kernel(tu: Any, name: str, path: str) -> Any:
     cx = _cx
     found = []
@@ -1025,9 +1034,10 @@ def find_kernel(tu: Any, name: str, path: str) -> Any:
 
 
 def compile_cuda(source: str, name: str, path: str = "kernel.cu", *, workgroup: Any = None,
-                 optimize: bool = True, clang_args: tuple[str, ...] = ()) -> tuple[Kernel, list[Param]]:
-    """The WAVE Kernel of ``__global__`` function ``name`` in ``source`` and its parameters
-    (buffers for pointers, scalars), through the compiler's passes, allocator and codegen."""
+                 optimize: bool = True, clang_args: tuple[str, ...] = ()) -> tuple[Kernel, list[Param], Any]:
+    """The WAVE Kernel of ``__global__`` function ``name`` in ``source``, its parameters
+    (buffers for pointers, scalars) and the allocator's register report, through the compiler's
+    passes, allocator and codegen."""
     tu = parse(source, path, clang_args)
     fn = find_kernel(tu, name, path)
     low = CudaLowering(tu, fn, path)
@@ -1048,4 +1058,4 @@ def compile_cuda(source: str, name: str, path: str = "kernel.cu", *, workgroup: 
     k = Kernel(name, args=args, registers=alloc.registers, local_memory=info.local_memory,
                workgroup_size=workgroup, max_workgroup_size=info.max_workgroup_size,
                capabilities=caps, code=code, flags=KERNEL_FLAG_W_INVARIANT, prints=[])
-    return k, low.params
+    return k, low.params, info

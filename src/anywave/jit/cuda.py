@@ -21,7 +21,7 @@ from anywave.binary.verify import verify_cached
 from ..compiler.cuda_frontend import compile_cuda
 from .kernel import KernelFunction
 
-__all__ = ["CudaKernel", "cuda_kernel"]
+__all__ = ["CudaKernel", "cuda_kernel", "cuda_kernels"]
 
 
 class CudaKernel(KernelFunction):
@@ -54,15 +54,17 @@ class CudaKernel(KernelFunction):
         self._module: Module | None = None
         self._params = None
         self._compile_lock = threading.Lock()
+        self._info: Any = None
 
     def _build(self) -> Module:
         with self._compile_lock:
             if self._module is None:
-                k, params = compile_cuda(self.source, self.name, self.path, workgroup=self.workgroup,
+                k, params, info = compile_cuda(self.source, self.name, self.path, workgroup=self.workgroup,
                                          optimize=self.optimize, clang_args=self.clang_args)
                 m = Module(kernels=[k])
                 verify_cached(m)
                 self._params = params
+                self._info = info
                 self._module = m
             return self._module
 
@@ -81,6 +83,11 @@ class CudaKernel(KernelFunction):
 
     def compile_kernel(self, consts: Any = None) -> Any:
         return self._build().kernels[0]
+
+    def resources(self, **constants: Any) -> dict[str, Any]:
+        """Registers and spills of the kernel (as :meth:`KernelDef.resources`)."""
+        self.compile(**constants)
+        return self._info.as_dict()
 
     def _modules_current(self) -> bool:
         return True
@@ -115,3 +122,15 @@ def cuda_kernel(source_or_path: str | os.PathLike[str], name: str, *,
     else:
         source = str(source_or_path)
     return CudaKernel(source, name, path=path, workgroup=workgroup, optimize=optimize, clang_args=clang_args)
+
+
+def cuda_kernels(path: str | os.PathLike[str], defines: Sequence[str] = ()) -> dict[str, CudaKernel]:
+    """Every (non-template) ``__global__`` function of the ``.cu`` file ``path`` by name, in
+    source order; ``defines`` (``NAME=VALUE``) are passed to clang as ``-DNAME=VALUE``
+    (``anywave compile kernel.cu``)."""
+    from ..compiler.cuda_frontend import kernel_names
+
+    p = str(path)
+    source = Path(p).read_text()
+    args = tuple(f"-D{d}" for d in defines)
+    return {n: CudaKernel(source, n, path=p, clang_args=args) for n in kernel_names(source, p, args)}
