@@ -248,7 +248,8 @@ REFUSED = [
     ("unknown call", "__global__ void k(float* o) {\n  o[0] = expf(o[0]);\n}", "call of 'expf'", 2, 10),
     ("local array", "__global__ void k(float* o) {\n  float t[4];\n  o[0] = 0;\n}", "a local (per-thread) array",
      2, 9),
-    ("atomics", "__global__ void k(int* o) {\n  atomicAdd(o, 1);\n}", "call of 'atomicAdd'", 2, 3),
+    ("warp shuffle", "__global__ void k(int* o) {\n  o[0] = __shfl_down_sync(0xffffffffu, o[1], 1);\n}",
+     "call of '__shfl_down_sync'", 2, 10),
     ("printf", "__global__ void k(int* o) {\n  printf(\"%d\\n\", o[0]);\n}", "call of 'printf'", 2, 3),
     ("extern shared", "__global__ void k(float* o) {\n  extern __shared__ float s[];\n  o[0] = s[0];\n}",
      "a variable of type 'float[]'", 2, 27),
@@ -385,3 +386,37 @@ def test_anywave_compile_writes_wbin(tmp_path):
     assert m.kernels[1].code == k.compile().kernels[0].code
     k(o, 5, grid=1, workgroup=8, target="emulator", wave_width=8)
     assert np.array_equal(o, np.full(8, 15, np.int32))
+
+
+HIST = r"""
+#define BINS 16
+__global__ void hist(unsigned* counts, int* maxv, float* total, const int* data, int n) {
+    __shared__ unsigned local[BINS];
+    if (threadIdx.x < BINS) local[threadIdx.x] = 0;
+    __syncthreads();
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) {
+        int v = __ldg(&data[i]);
+        atomicAdd(&local[v % BINS], 1u);
+        atomicMax(maxv, v);
+        atomicAdd(total, (float)(v % 7));
+    }
+    __syncthreads();
+    if (threadIdx.x < BINS) atomicAdd(counts + threadIdx.x, local[threadIdx.x]);
+}
+"""
+
+
+@pytest.mark.parametrize(("target", "w"), TARGETS, ids=TARGET_IDS)
+def test_atomics_histogram(target, w):
+    rng = np.random.default_rng(7)
+    n = 3000
+    data = rng.integers(0, 100000, n, dtype=np.int32)
+    counts = np.zeros(16, np.uint32)
+    maxv = np.full(1, -1, np.int32)
+    total = np.zeros(1, np.float32)
+    k = aw.cuda_kernel(HIST, "hist")
+    launch(k, counts, maxv, total, data, n, grid=4, workgroup=64, target=target, w=w)
+    assert np.array_equal(counts, np.bincount(data % 16, minlength=16).astype(np.uint32))
+    assert maxv[0] == data.max()
+    # small integers: every order of the float additions gives the same exact sum
+    assert total[0] == np.float32(int((data % 7).sum()))

@@ -19,7 +19,8 @@ kernel; as the last statement of a ``__device__`` function, inlined); ``?:``, ``
 (short-circuit), compound assignment, ``++``/``--``; ``threadIdx``/``blockIdx``/``blockDim``/
 ``gridDim`` ``.x/.y/.z``; ``__syncthreads()``; ``sqrtf``/``sqrt``, ``fabsf``/``fabs``,
 ``fminf``/``fmaxf``/``fmin``/``fmax``, ``fmaf``/``fma``, ``floorf``/``ceilf``/``truncf``/
-``rintf`` (each one correctly rounded WAVE instruction, spec §8.2). Anything else raises
+``rintf`` (each one correctly rounded WAVE instruction, spec §8.2); the 32-bit atomics
+(``atomicAdd`` ... ``atomicCAS``, relaxed, device scope) and ``__ldg``. Anything else raises
 :class:`~anywave.compiler.errors.CompileError` naming the construct, file, line and column.
 
 Results where C leaves them undefined take the WAVE instruction's defined result (integer
@@ -36,7 +37,7 @@ from typing import Any
 from anywave.binary.module import KERNEL_FLAG_W_INVARIANT, Arg, Kernel
 from anywave.isa import mnemonic
 from anywave.isa.table import BY_MNEMONIC
-from anywave.isa.types import Access, ArgKind, SpecialRegister
+from anywave.isa.types import Access, ArgKind, MemoryOrder, Scope, SpecialRegister
 
 from . import codegen, ir, passes, spill
 from . import typerules as tr
@@ -72,8 +73,15 @@ __device__ double log(double); __device__ float powf(float, float); __device__ d
 __device__ float sinf(float); __device__ float cosf(float); __device__ float tanhf(float);
 __device__ float __expf(float); __device__ float __logf(float); __device__ float __powf(float, float);
 __device__ float rsqrtf(float); __device__ void __syncwarp(unsigned = 0xffffffffu);
-__device__ int atomicAdd(int*, int); __device__ unsigned atomicAdd(unsigned*, unsigned);
-__device__ float atomicAdd(float*, float);
+__device__ float __shfl_sync(unsigned, float, int, int = 32);
+""" + "".join(f"__device__ {t} {f}({t}*, {t});\n" for f, ts in (
+    ("atomicAdd", ("int", "unsigned", "float")), ("atomicSub", ("int", "unsigned")),
+    ("atomicMin", ("int", "unsigned")), ("atomicMax", ("int", "unsigned")), ("atomicAnd", ("int", "unsigned")),
+    ("atomicOr", ("int", "unsigned")), ("atomicXor", ("int", "unsigned")),
+    ("atomicExch", ("int", "unsigned", "float"))) for t in ts) + r"""
+__device__ int atomicCAS(int*, int, int); __device__ unsigned atomicCAS(unsigned*, unsigned, unsigned);
+__device__ float __ldg(const float*); __device__ double __ldg(const double*);
+__device__ int __ldg(const int*); __device__ unsigned __ldg(const unsigned*);
 __device__ float __shfl_down_sync(unsigned, float, unsigned, int = 32);
 __device__ int __shfl_down_sync(unsigned, int, unsigned, int = 32);
 __device__ unsigned __ballot_sync(unsigned, int);
@@ -91,6 +99,8 @@ _MATH = {  # C name -> (ALU operation, arity)
     "ceilf": ("ceil", 1), "ceil": ("ceil", 1), "truncf": ("trunc", 1), "trunc": ("trunc", 1),
     "rintf": ("rint", 1), "rint": ("rint", 1),
 }
+_ATOMIC = {"atomicAdd": "add", "atomicSub": "sub", "atomicMin": "min", "atomicMax": "max", "atomicAnd": "and",
+           "atomicOr": "or", "atomicXor": "xor", "atomicExch": "exch", "atomicCAS": "cas"}
 _SR = {
     "threadIdx": (SpecialRegister.THREAD_ID_X, SpecialRegister.THREAD_ID_Y, SpecialRegister.THREAD_ID_Z),
     "blockIdx": (SpecialRegister.WORKGROUP_ID_X, SpecialRegister.WORKGROUP_ID_Y, SpecialRegister.WORKGROUP_ID_Z),
@@ -868,6 +878,35 @@ class CudaLowering:
         self.store(place, self.convert(r, ct, t, c), c)
         return ("lv", place, t)
 
+    def atomic(self, c: Any, op: str, args: list[Any], discard: bool) -> Any:
+        """``atomicOp(p, [compare,] v)``: CUDA's atomics are relaxed, device scope on global memory
+        (spec §8.6 ``atom``/``red``); the old value is returned."""
+        p = self.pointer(args[0])
+        t = p.pointee
+        if p.space == "device" and self.args[p.buf][1].access is not Access.READWRITE:
+            raise self.err(c, f"atomic on read-only buffer {self.args[p.buf][0]!r}")
+        vals = []
+        for a in args[1:]:
+            v, at = self.rvalue(a)
+            vals.append(self.convert(v, at, t, a))
+        if op in ("add", "sub"):
+            tname = "f32" if t is ty.f32 else "u32"
+        elif op in ("min", "max"):
+            tname = t.name
+        else:
+            tname = "b32"
+        addr, wide = self._addr(p)
+        if wide:
+            raise self.err(c, "not supported by the CUDA front end yet: an atomic at a 64-bit offset "
+                           "(index the pointer parameter with a 32-bit int)")
+        so: tuple[Any, ...] = (Scope.DEVICE, MemoryOrder.RELAXED) if p.space == "device" else ()
+        if discard and op not in ("exch", "cas"):
+            self.emit(mnemonic("red", f"{p.space}.{op}", tname), addr, *vals, *so)
+            return self.const(0, ty.i32), ty.i32
+        r = Value(_vt(t))
+        self.emit(mnemonic("atom", f"{p.space}.{op}", tname), r, addr, *vals, *so)
+        return r, t
+
     def call(self, c: Any, discard: bool) -> Any:
         K = _cx.CursorKind
         ch = list(c.get_children())
@@ -887,6 +926,11 @@ class CudaLowering:
             if len(vals) != n:
                 raise self.refuse(c, f"{name} with {len(vals)} arguments")
             return self.alu(opn, t, *vals), t
+        if name in _ATOMIC and callee is not None and _in_prelude(callee.location, self.path):
+            return self.atomic(c, _ATOMIC[name], args, discard)
+        if name == "__ldg" and callee is not None and _in_prelude(callee.location, self.path):
+            p = self.pointer(args[0])
+            return self.load(("mem", p), c), p.pointee
         if callee is None or callee.kind != K.FUNCTION_DECL:
             raise self.refuse(c, f"call of {name!r}")
         attrs = {x.kind for x in callee.get_children()}
