@@ -253,6 +253,12 @@ REFUSED = [
     ("printf", "__global__ void k(int* o) {\n  printf(\"%d\\n\", o[0]);\n}", "call of 'printf'", 2, 3),
     ("extern shared", "__global__ void k(float* o) {\n  extern __shared__ float s[];\n  o[0] = s[0];\n}",
      "a variable of type 'float[]'", 2, 27),
+    ("template call", "template <int N> __device__ int f() { return N; }\n__global__ void k(int* o) {\n"
+     "  o[0] = f<3>();\n}", "call of template function 'f'", 3, 10),
+    ("lambda", "__global__ void k(int* o) {\n  auto f = [](int x) { return x; };\n  o[0] = f(1);\n}",
+     "a variable of type", 2, 8),
+    ("pointer comparison", "__global__ void k(int* o, int* p) {\n  if (o == p) o[0] = 1;\n}",
+     "operator == on pointers", 2, 7),
     ("file-scope variable", "__device__ float g;\n__global__ void k(float* o) {\n  o[0] = g;\n}",
      "reference to 'g'", 3, 10),
     ("switch", "__global__ void k(float* o, int n) {\n  switch (n) { default: o[0] = 1; }\n}", "switch stmt", 2, 3),
@@ -374,7 +380,7 @@ def test_anywave_compile_writes_wbin(tmp_path):
     from anywave.binary.wbin import read_wbin
 
     src = tmp_path / "two.cu"
-    src.write_text(SAXPY + "\n__global__ void fill(int* o, int v) { o[threadIdx.x] = v * SCALE; }\n")
+    src.write_text(SAXPY + "\n__global__ void fill(int* o, int v) { o[threadIdx.x] = v * SCALE + sizeof(short); }\n")
     out = tmp_path / "two.wbin"
     r = subprocess.run([sys.executable, "-m", "anywave", "compile", str(src), "-o", str(out), "-D", "SCALE=3"],
                        capture_output=True, text=True, timeout=300)
@@ -385,7 +391,7 @@ def test_anywave_compile_writes_wbin(tmp_path):
     k = aw.cuda_kernel(src.read_text(), "fill", clang_args=["-DSCALE=3"])
     assert m.kernels[1].code == k.compile().kernels[0].code
     k(o, 5, grid=1, workgroup=8, target="emulator", wave_width=8)
-    assert np.array_equal(o, np.full(8, 15, np.int32))
+    assert np.array_equal(o, np.full(8, 5 * 3 + 2, np.int32))
 
 
 HIST = r"""

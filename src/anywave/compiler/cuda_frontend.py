@@ -305,7 +305,8 @@ class CudaLowering:
         for s in reversed(self.scopes):
             if name in s:
                 return s[name]
-        raise self.refuse(c, f"reference to {name!r} (only parameters, locals and the built-in variables)")
+        what = f"reference to {name!r}" if name else "a reference to a template parameter or other entity"
+        raise self.refuse(c, f"{what} (only parameters, locals and the built-in variables)")
 
     # ------------------------------------------------------------------ entry
     def build(self) -> None:
@@ -348,6 +349,7 @@ class CudaLowering:
 
     def stmt(self, c: Any) -> None:
         K = _cx.CursorKind
+        self.cur = c
         k = c.kind
         if k == K.COMPOUND_STMT:
             self.scopes.append({})
@@ -550,6 +552,7 @@ class CudaLowering:
     def expr(self, c: Any, discard: bool = False) -> Any:
         """An rvalue (value, C type) or an lvalue ('lv', place, C type)."""
         K = _cx.CursorKind
+        self.cur = c
         k = c.kind
         if k in (K.UNEXPOSED_EXPR, K.PAREN_EXPR):
             ch = list(c.get_children())
@@ -561,6 +564,11 @@ class CudaLowering:
             if inner.kind in (K.DECL_REF_EXPR, K.MEMBER_REF_EXPR) and inner.type.kind == _cx.TypeKind.FUNCTIONPROTO:
                 return self.expr(inner)
             return self.implicit(c, inner)
+        if k == K.CXX_UNARY_EXPR:  # sizeof / alignof: an integer constant clang evaluates
+            t = self.ctype_of(c)
+            if not isinstance(t, DType) or not t.is_int:
+                raise self.refuse(c, "this sizeof/alignof expression")
+            return self.const(_evaluate(c, t), _vt(t)), t
         if k in (K.INTEGER_LITERAL, K.FLOATING_LITERAL):
             t = self.ctype_of(c)
             return self.const(_evaluate(c, t), _vt(t)), t
@@ -935,6 +943,8 @@ class CudaLowering:
             raise self.refuse(c, f"call of {name!r}")
         attrs = {x.kind for x in callee.get_children()}
         defn = callee.get_definition()
+        if (defn is not None and defn.kind != K.FUNCTION_DECL) or callee.get_num_template_arguments() > 0:
+            raise self.refuse(c, f"call of template function {name!r}")
         if K.CUDADEVICE_ATTR not in attrs or defn is None:
             raise self.refuse(c, f"call of {name!r} (only __device__ functions defined in the source, "
                               "__syncthreads and the math functions listed in the docs)")
@@ -1085,7 +1095,12 @@ def compile_cuda(source: str, name: str, path: str = "kernel.cu", *, workgroup: 
     tu = parse(source, path, clang_args)
     fn = find_kernel(tu, name, path)
     low = CudaLowering(tu, fn, path)
-    low.build()
+    try:
+        low.build()
+    except tr.TypeRuleError as e:  # an operation the instruction set lacks for this type
+        raise low.err(low.cur, f"not supported by the CUDA front end yet: {e.message}") from None
+    except RecursionError:
+        raise low.err(low.cur, "expression or statements nested too deeply to compile") from None
     body = low.body
     if optimize:
         passes.optimize(body)
