@@ -426,3 +426,50 @@ def test_atomics_histogram(target, w):
     assert maxv[0] == data.max()
     # small integers: every order of the float additions gives the same exact sum
     assert total[0] == np.float32(int((data % 7).sum()))
+
+
+CONV = r"""
+__global__ void conv(float* f, double* d, int* si, unsigned* ui, short* sh, const int* a, const unsigned* b,
+                     const float* x, const short* s, long long big) {
+    int i = threadIdx.x;
+    f[2 * i] = a[i];                 // int -> float, round to nearest even
+    f[2 * i + 1] = b[i];             // unsigned -> float
+    d[2 * i] = big + a[i];           // long long -> double
+    d[2 * i + 1] = x[i] * 3.0f + b[i];   // float arithmetic (unsigned converted to float), then to double
+    si[i] = (int)(x[i] * 1000.0f);   // float -> int truncates toward zero
+    ui[i] = (unsigned)a[i] * 3u + (s[i] < 0);   // wraps; short loads sign-extend
+    sh[i] = s[i] * 3;                // int product stored as short (wraps)
+}
+"""
+
+
+@pytest.mark.parametrize(("target", "w"), TARGETS, ids=TARGET_IDS)
+def test_conversions(target, w):
+    rng = np.random.default_rng(8)
+    n = 64
+    a = rng.integers(-(2**31), 2**31 - 1, n, dtype=np.int64).astype(np.int32)
+    b = rng.integers(0, 2**32 - 1, n, dtype=np.uint64).astype(np.uint32)
+    x = rng.uniform(-1e5, 1e5, n).astype(np.float32)
+    s = rng.integers(-(2**15), 2**15 - 1, n, dtype=np.int64).astype(np.int16)
+    big = 2**53 + 12345
+    f = np.zeros(2 * n, np.float32)
+    d = np.zeros(2 * n, np.float64)
+    si = np.zeros(n, np.int32)
+    ui = np.zeros(n, np.uint32)
+    sh = np.zeros(n, np.int16)
+    k = aw.cuda_kernel(CONV, "conv")
+    launch(k, f, d, si, ui, sh, a, b, x, s, big, grid=1, workgroup=n, target=target, w=w)
+    ef = np.empty(2 * n, np.float32)
+    ef[0::2] = a.astype(np.float32)  # NumPy's int -> float conversion rounds to nearest even, as C
+    ef[1::2] = b.astype(np.float32)
+    ed = np.empty(2 * n, np.float64)
+    ed[0::2] = (np.int64(big) + a.astype(np.int64)).astype(np.float64)
+    ed[1::2] = ((x * np.float32(3.0)) + b.astype(np.float32)).astype(np.float64)
+    esi = np.trunc((x * np.float32(1000.0)).astype(np.float64)).astype(np.int32)
+    eui = ((a.astype(np.int64) & 0xFFFFFFFF) * 3 + (s < 0)) & 0xFFFFFFFF
+    esh = ((s.astype(np.int64) * 3 + 2**15) % 2**16 - 2**15).astype(np.int16)
+    assert np.array_equal(bits(f), bits(ef))
+    assert np.array_equal(bits(d), bits(ed))
+    assert np.array_equal(si, esi)
+    assert np.array_equal(ui, eui.astype(np.uint32))
+    assert np.array_equal(sh, esh)
