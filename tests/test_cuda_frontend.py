@@ -473,3 +473,16 @@ def test_conversions(target, w):
     assert np.array_equal(si, esi)
     assert np.array_equal(ui, eui.astype(np.uint32))
     assert np.array_equal(sh, esh)
+
+
+def test_syncthreads_is_the_barrier_the_checked_emulator_sees():
+    """Without the loop's __syncthreads the reduction races; the checked emulator reports it."""
+    v = np.random.default_rng(9).standard_normal(1000).astype(np.float32)
+    out = np.zeros(4, np.float32)
+    aw.cuda_kernel(REDUCE, "block_sum")(out, v, 1000, grid=4, workgroup=256, target="emulator", wave_width=8,
+                                       check=True)
+    racy = REDUCE.replace("        __syncthreads();\n    }", "    }")
+    assert racy != REDUCE
+    with pytest.raises(aw.emu.EmulationError, match="data race on local memory"):
+        aw.cuda_kernel(racy, "block_sum")(out, v, 1000, grid=4, workgroup=256, target="emulator", wave_width=8,
+                                          check=True)
