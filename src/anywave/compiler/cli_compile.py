@@ -48,9 +48,9 @@ def load_kernels(path: Path, defines: tuple[str, ...] = ()) -> dict[str, Any]:
         raise CompileCommandError(f"{str(path)!r}: no such file" if not path.exists()
                                   else f"{str(path)!r} is not a file")
     if path.suffix in (".cu", ".cuh"):  # CUDA C++: its __global__ functions (compiler/cuda_frontend.py)
-        from anywave.jit.cuda import cuda_kernels
+        from .cuda_frontend import cuda_kernel_defs
 
-        return cuda_kernels(path, defines)
+        return cuda_kernel_defs(str(path), defines)
     name = f"_anywave_compile_{abs(hash(str(path.resolve())))}"
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:

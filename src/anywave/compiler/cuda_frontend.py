@@ -34,7 +34,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from anywave.binary.module import KERNEL_FLAG_W_INVARIANT, Arg, Kernel
+from anywave.binary.module import KERNEL_FLAG_W_INVARIANT, Arg, Kernel, Module
 from anywave.isa import mnemonic
 from anywave.isa.table import BY_MNEMONIC
 from anywave.isa.types import Access, ArgKind, MemoryOrder, Scope, SpecialRegister
@@ -1118,3 +1118,41 @@ def compile_cuda(source: str, name: str, path: str = "kernel.cu", *, workgroup: 
                workgroup_size=workgroup, max_workgroup_size=info.max_workgroup_size,
                capabilities=caps, code=code, flags=KERNEL_FLAG_W_INVARIANT, prints=[])
     return k, low.params, info
+
+
+class CudaKernelDef:
+    """One ``__global__`` function of a CUDA source, compiled on demand, for the compiler's
+    own users (``anywave compile kernel.cu``); the launchable form is
+    :class:`anywave.jit.cuda.CudaKernel`. ``compile()`` returns the Module, ``resources()``
+    the register report (as :meth:`anywave.compiler.kernel.KernelDef.resources`)."""
+
+    def __init__(self, source: str, name: str, path: str = "kernel.cu", clang_args: tuple[str, ...] = ()) -> None:
+        self.source, self.name, self.path, self.clang_args = source, name, path, tuple(clang_args)
+        self._built: tuple[Module, list[Param], Any] | None = None
+
+    def _build(self) -> tuple[Module, list[Param], Any]:
+        if self._built is None:
+            k, params, info = compile_cuda(self.source, self.name, self.path, clang_args=self.clang_args)
+            self._built = (Module(kernels=[k]), params, info)
+        return self._built
+
+    @property
+    def params(self) -> list[Param]:
+        return self._build()[1]
+
+    def compile(self, **constants: Any) -> Module:
+        if constants:
+            raise CompileError(f"CUDA kernel {self.name!r} takes no compile-time constants")
+        return self._build()[0]
+
+    def resources(self, **constants: Any) -> dict[str, Any]:
+        return self._build()[2].as_dict()
+
+
+def cuda_kernel_defs(path: str, defines: tuple[str, ...] = ()) -> dict[str, CudaKernelDef]:
+    """Every (non-template) ``__global__`` function of the ``.cu`` file ``path`` by name, in
+    source order; ``defines`` (``NAME=VALUE``) are passed to clang as ``-DNAME=VALUE``."""
+    with open(path, encoding="utf-8") as f:
+        source = f.read()
+    args = tuple(f"-D{d}" for d in defines)
+    return {n: CudaKernelDef(source, n, path, args) for n in kernel_names(source, path, args)}

@@ -21,7 +21,7 @@ from anywave.binary.verify import verify_cached
 from ..compiler.cuda_frontend import compile_cuda
 from .kernel import KernelFunction
 
-__all__ = ["CudaKernel", "cuda_kernel", "cuda_kernels"]
+__all__ = ["CudaKernel", "cuda_kernel"]
 
 
 class CudaKernel(KernelFunction):
@@ -123,14 +123,3 @@ def cuda_kernel(source_or_path: str | os.PathLike[str], name: str, *,
         source = str(source_or_path)
     return CudaKernel(source, name, path=path, workgroup=workgroup, optimize=optimize, clang_args=clang_args)
 
-
-def cuda_kernels(path: str | os.PathLike[str], defines: Sequence[str] = ()) -> dict[str, CudaKernel]:
-    """Every (non-template) ``__global__`` function of the ``.cu`` file ``path`` by name, in
-    source order; ``defines`` (``NAME=VALUE``) are passed to clang as ``-DNAME=VALUE``
-    (``anywave compile kernel.cu``)."""
-    from ..compiler.cuda_frontend import kernel_names
-
-    p = str(path)
-    source = Path(p).read_text()
-    args = tuple(f"-D{d}" for d in defines)
-    return {n: CudaKernel(source, n, path=p, clang_args=args) for n in kernel_names(source, p, args)}
