@@ -52,6 +52,7 @@ from anywave.compiler.stdlib import *  # noqa: E402,F401,F403
 from anywave.emu import emulate  # noqa: E402
 from anywave.jit import Graph, available_targets, graph, kernel, register_target  # noqa: E402
 from anywave.jit.autotune import autotune  # noqa: E402
+from anywave.jit.cuda import cuda_kernel  # noqa: E402
 from anywave.runtime.arrays import (  # noqa: E402
     Array,
     array,
@@ -67,5 +68,5 @@ __all__ = [
     "Array", "Graph", "array", "empty", "graph", "from_dlpack", "from_torch", "synchronize", "to_torch", "zeros",
     "Buffer", "CompileError", "Const", "autotune", "In", "LaunchError", "Out", "available_targets", "bf16", "bool_",
     "emulate", "f16", "f32", "f64", "func", "i8", "i16", "i32", "i64", "kernel", "register_target", "u8", "u16",
-    "u32", "u64",
+    "u32", "u64", "cuda_kernel",
 ]

@@ -24,7 +24,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                                           "named with --kernel) into one .wbin module. Debug locations are "
                                           "stored relative to --debug-root (default: the current directory), "
                                           "so the same source gives the same bytes on any machine.")
-    p.add_argument("file", help="Python source file defining @aw.kernel functions")
+    p.add_argument("file", help="Python source file defining @aw.kernel functions, or a CUDA C++ .cu file "
+                                "(its __global__ functions; -D is passed to clang)")
     p.add_argument("-o", "--output", help="output .wbin (default: FILE with suffix .wbin)")
     p.add_argument("--kernel", action="append", default=[], help="compile only this kernel (repeatable)")
     p.add_argument("-D", "--define", action="append", default=[], metavar="NAME=VALUE",
@@ -38,13 +39,18 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     return p
 
 
-def load_kernels(path: Path) -> dict[str, Any]:
-    """Import ``path`` and return its kernels by name (in definition order)."""
+def load_kernels(path: Path, defines: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Import ``path`` and return its kernels by name (in definition order); a ``.cu`` file:
+    its ``__global__`` functions, ``defines`` (``NAME=VALUE``) passed to clang as ``-D``."""
     from anywave.compiler.kernel import KernelDef
 
     if not path.is_file():
         raise CompileCommandError(f"{str(path)!r}: no such file" if not path.exists()
                                   else f"{str(path)!r} is not a file")
+    if path.suffix in (".cu", ".cuh"):  # CUDA C++: its __global__ functions (compiler/cuda_frontend.py)
+        from .cuda_frontend import cuda_kernel_defs
+
+        return cuda_kernel_defs(str(path), defines)
     name = f"_anywave_compile_{abs(hash(str(path.resolve())))}"
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
@@ -107,9 +113,10 @@ def run(args: argparse.Namespace) -> int:
     from anywave.binary.wbin import write_wbin
 
     path = Path(args.file)
-    kernels = load_kernels(path)
+    kernels = load_kernels(path, tuple(args.define))
     if not kernels:
-        raise CompileCommandError(f"{str(path)!r} defines no @aw.kernel functions")
+        what = "__global__ functions" if path.suffix in (".cu", ".cuh") else "@aw.kernel functions"
+        raise CompileCommandError(f"{str(path)!r} defines no {what}")
     chosen = args.kernel or list(kernels)
     unknown = [k for k in chosen if k not in kernels]
     if unknown:
@@ -127,7 +134,8 @@ def run(args: argparse.Namespace) -> int:
     spills: dict[str, str] = {}
     for name in chosen:
         kf = kernels[name]
-        consts = {p.name: defines[p.name] for p in kf.params if p.kind == "const" and p.name in defines}
+        consts = {p.name: defines[p.name] for p in kf.params if p.kind == "const" and p.name in defines} \
+            if path.suffix not in (".cu", ".cuh") else {}
         module.kernels.extend(kf.compile(**consts).kernels)
         info = kf.resources(**consts)
         if info["spilled"]:
