@@ -48,6 +48,7 @@ class CudaKernel(KernelFunction):
         self._const_pos = None
         self._const_names = frozenset()
         self._const_tail = None
+        self._fast = None  # KernelFunction's last native plan (none until a launch makes one)
         self.source = source
         self.path = path
         self.clang_args = tuple(clang_args)
