@@ -148,7 +148,6 @@ MODULE_CYCLES_LEFT = {
     _mods("compiler.debugprint", "compiler.fingerprint", "compiler.frontend", "compiler.frontend_memory",
           "compiler.frontend_perf", "compiler.kernel", "compiler.language", "compiler.lower_math",
           "compiler.lower_threads", "compiler.lower_wave", "compiler.mma_lang"),
-    _mods("backends.cfamily", "backends.cfamily_ops"),
     _mods("kernels.gemm", "kernels.linalg"),
     _mods("torch.cli_train", "torch.distributed", "torch.train"),
 }

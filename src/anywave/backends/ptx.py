@@ -184,10 +184,18 @@ _alu, _mem, _wave = ptx_alu, ptx_memory, ptx_wave
 #: semantic key; ``None`` for control flow, which :mod:`anywave.backends.lowering.control` lowers
 PTX_DISPATCH = dispatch.consumer("ptx")
 PTX_DISPATCH.register({
-    **{f"int.{op}": _alu._e_int for op in ("add", "sub", "mul", "neg", "abs", "div", "rem", "min", "max", "mulhi",
-                                           "mad")},
-    "float.*": _alu._e_float, "bit.*": _alu._e_bitwise, "pred.*": _alu._e_predlogic,
-    "pred.setp_const": _alu._e_setp_const, "cmp.setp": _alu._e_setp, "cmp.selp": _alu._e_selp,
+    # bodies (anywave.isa.bodies) spelt with ptx_alu.PTX_SPELLING, and native overrides
+    **{f"int.{op}": _alu._e_body for op in ("add", "sub", "mul", "neg", "abs", "div", "rem")},
+    **{f"int.{op}": _alu._e_int_native for op in ("min", "max", "mulhi", "mad")},
+    **{f"bit.{op}": _alu._e_body for op in ("and", "or", "xor", "not", "popc", "clz", "ctz", "brev")},
+    "bit.shl": _alu._e_shift, "bit.shr": _alu._e_shift, "bit.rotl": _alu._e_rotl,
+    **{f"pred.{op}": _alu._e_body for op in ("and", "or", "xor", "mov", "setp_const")},
+    "cmp.setp": _alu._e_body, "cmp.selp": _alu._e_body,
+    **{f"setp.{c}.{t}": _alu._e_setp_float for t in ("f32", "f64", "f16", "bf16")
+       for c in ("eq", "ne", "lt", "le", "gt", "ge", "unord")},
+    **{f"float.{op}": _alu._e_float for op in ("add", "sub", "mul", "fma", "min", "max", "neg", "abs", "div",
+                                               "sqrt", "floor", "ceil", "trunc", "rint", "ex2", "lg2", "sin",
+                                               "cos", "rsqrt", "rcp", "tanh")},
     "mem.ld": _mem._e_ld, "mem.st": _mem._e_st, "atomic.atom": _mem._e_atom, "atomic.red": _mem._e_atom,
     "wave.shfl": _wave._e_shfl, "wave.bcast": _wave._e_bcast, "wave.ballot": _wave._e_ballot,
     "wave.any": _wave._e_vote, "wave.all": _wave._e_vote, "wave.wred": _wave._e_wred, "wave.wscan": _wave._e_wscan,
