@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 from anywave.backends import cfamily_async, cfamily_mma
 from anywave.backends.lowering.arith import narrowing_steps
-from anywave.backends.lowering.bodies import BodySpelling, render_record
+from anywave.backends.lowering.bodies import BodySpelling, body_keys, render_record
 from anywave.backends.lowering.collectives import butterfly_steps, exclusive_first, identity, kogge_stone_steps
 from anywave.binary.module import DeviceAddr, Instruction, LocalAddr, Pred
 from anywave.isa import dispatch
@@ -529,26 +529,26 @@ def _no_stmt(x: _KernelRenderer, ins: Instruction) -> list[str]:
 #: the C-family consumer of the instruction table (:mod:`anywave.isa.dispatch`): a handler per
 #: semantic key. Barriers, fences and control flow are written by the renderer and its walk.
 C_DISPATCH = dispatch.consumer("c-family")
-C_DISPATCH.register({
-    # bodies (anywave.isa.bodies) spelt with C_SPELLING, and native overrides
-    **{f"int.{op}": _body for op in ("add", "sub", "mul", "div", "rem", "min", "max", "neg", "abs", "mulhi", "mad")},
+#: native overrides of instruction bodies: the float operations (compute-type C with the
+#: prelude's rounding helpers), the dialect's ctz and rotate, the conversions
+_ALU_NATIVE = {
     **{f"float.{op}": _float_op for op in ("add", "sub", "mul", "div", "min", "max", "fma", "sqrt", "floor", "ceil",
                                            "trunc", "rint")},
     "float.neg": _sign_op, "float.abs": _sign_op,
     **{f"float.{op}": _approx for op in ("ex2", "lg2", "sin", "cos", "rsqrt", "rcp", "tanh")},
-    **{f"bit.{op}": _body for op in ("and", "or", "xor", "not", "shl", "shr", "popc", "clz", "brev")},
-    "bit.ctz": _ctz, "bit.rotl": _rotl,
-    "cmp.setp": _body, "cmp.selp": _body,
+    "bit.ctz": _ctz, "bit.rotl": _rotl, "cvt.cvt": _cvt, "cvt.cvt_pack": _cvt_pack,
+}
+C_DISPATCH.register({
+    # every other ALU key: its body (anywave.isa.bodies) spelt with C_SPELLING
+    **_ALU_NATIVE, **{k: _body for k in body_keys(_ALU_NATIVE)},
     **{f"setp.{c}.{t}": _setp_float for t in ("f32", "f64", "f16", "bf16")
        for c in ("eq", "ne", "lt", "le", "gt", "ge", "unord")},
-    **{f"pred.{op}": _body for op in ("and", "or", "xor", "mov", "setp_const")},
     "move.mov": _mov, "move.movi": _movi, "move.mov_sr": _mov_sr, "move.ldarg": _ldarg,
     "mem.ld": _ld, "mem.st": _st, "atomic.atom": _atom, "atomic.red": _atom,
     "wave.shfl": _shfl, "wave.bcast": _bcast, "wave.ballot": _ballot, "wave.any": _any_all, "wave.all": _any_all,
     "wave.wred": _wred, "wave.wscan": _wscan,
     "mma.mma": _mma, **{f"mma.{op}": h for op, h in cfamily_mma.HANDLERS.items()},
     **{f"async.{op}": h for op, h in cfamily_async.HANDLERS.items()},
-    "cvt.cvt": _cvt, "cvt.cvt_pack": _cvt_pack,
     "sync.*": _no_stmt, "ctl.*": _no_stmt,
 })
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from anywave.backends.lowering.bodies import BodySpelling, render_record
+from anywave.backends.lowering.bodies import BodySpelling, body_keys, render_record
 from anywave.backends.spirv_asm import SCOPE, SEM
 from anywave.backends.spirv_mma import HANDLERS as FRAGMENT_HANDLERS
 from anywave.binary.module import Instruction
@@ -703,24 +703,26 @@ def _no_stmt(x: _Lowering, ins: Instruction) -> None:
 #: the SPIR-V backend's handlers by semantic key (``InstrDef.sem``, :mod:`anywave.isa.dispatch`);
 #: structured control flow and barriers are lowered by the walk itself (handler None)
 SPIRV = dispatch.consumer("spirv")
-SPIRV.register({
-    # bodies (anywave.isa.bodies) spelt with SPIRV_SPELLING, and native overrides
-    **{f"int.{op}": _body for op in ("add", "sub", "mul", "div", "rem", "min", "max", "neg", "abs", "mad")},
+#: native overrides of instruction bodies: the float operations (bit-exact sequences of
+#: spirv_float), mulhi as OpUMulExtended / OpSMulExtended (no 64-bit multiply), the conversions
+_ALU_NATIVE = {
     "int.mulhi": _mulhi,
     **{f"float.{op}": _float_op for op in ("add", "sub", "mul", "div", "min", "max", "fma", "sqrt", "floor", "ceil",
                                            "trunc", "rint")},
     "float.neg": _sign_op, "float.abs": _sign_op,
     **{f"float.{op}": _approx for op in ("ex2", "lg2", "sin", "cos", "rsqrt", "rcp", "tanh")},
-    **{f"bit.{op}": _body for op in ("and", "or", "xor", "not", "shl", "shr", "popc", "clz", "ctz", "brev", "rotl")},
-    **{f"pred.{op}": _body for op in ("and", "or", "xor", "mov", "setp_const")},
-    "cmp.setp": _body, "cmp.selp": _body,
+    "cvt.cvt": _cvt, "cvt.cvt_pack": _cvt_pack,
+}
+SPIRV.register({
+    # every other ALU key: its body (anywave.isa.bodies) spelt with SPIRV_SPELLING
+    **_ALU_NATIVE, **{k: _body for k in body_keys(_ALU_NATIVE)},
     **{f"setp.{c}.{t}": _setp_float for t in ("f32", "f64", "f16", "bf16")
        for c in ("eq", "ne", "lt", "le", "gt", "ge", "unord")},
     "move.mov": _mov,
     "mem.ld": _ld, "mem.st": _st, "atomic.atom": _atom, "atomic.red": _atom,
     "wave.shfl": _shfl, "wave.bcast": _bcast, "wave.ballot": _ballot, "wave.any": _any_all, "wave.all": _any_all,
     "wave.wred": _wred, "wave.wscan": _wscan, "mma.mma": _mma,
-    "cvt.cvt": _cvt, "cvt.cvt_pack": _cvt_pack, "move.movi": _movi, "move.mov_sr": _mov_sr, "move.ldarg": _ldarg,
+    "move.movi": _movi, "move.mov_sr": _mov_sr, "move.ldarg": _ldarg,
     "async.cp_async": _cp_async, "async.cp_commit": _no_stmt, "async.cp_wait": _no_stmt,
     **{f"mma.{op}": h for op, h in FRAGMENT_HANDLERS.items()},
     "ctl.nop": _no_stmt,

@@ -9,6 +9,12 @@ registering a handler for the record's ``sem`` or mnemonic in the backend's disp
 
 :func:`render` walks the legalised expression bottom-up and spells each distinct node once
 (nodes compare by structure), so ``b & 31`` of ``rotl`` is computed once.
+
+A backend registers its native overrides by ``sem`` (or mnemonic) and its body handler for
+every other key of :data:`anywave.isa.bodies.BODIES` (:func:`body_keys`): a new ALU record with a
+body reaches every backend without a line there, and ``tests/test_isa_dispatch.py`` checks that
+each body a backend renders legalises with its spelling (a new primitive no backend spells, and
+no expansion covers, fails that test instead of a translation).
 """
 
 from __future__ import annotations
@@ -17,11 +23,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from anywave.isa.bodies import body
+from anywave.isa.bodies import BODIES, body
 from anywave.isa.expr import Expr, legalise
 from anywave.isa.table import InstrDef
 
-__all__ = ["BodySpelling", "render", "render_record"]
+__all__ = ["BodySpelling", "body_keys", "render", "render_record"]
 
 
 @dataclass
@@ -82,3 +88,9 @@ def render(e: Expr, leaves: Sequence[Any], spell: BodySpelling, ctx: Any = None)
 def render_record(rec: InstrDef, leaves: Sequence[Any], spell: BodySpelling, ctx: Any = None) -> Any:
     """:func:`render` of ``rec``'s body (:func:`anywave.isa.bodies.body`)."""
     return render(body(rec), leaves, spell, ctx)
+
+
+def body_keys(overrides: Mapping[str, Any]) -> list[str]:
+    """The semantic keys with a body (:data:`anywave.isa.bodies.BODIES`) that ``overrides``
+    (a backend's native handlers, by sem) does not cover: the keys to render from the body."""
+    return sorted(k for k in BODIES if k not in overrides)
