@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from anywave.backends import cfamily_async, cfamily_mma
+from anywave.backends.cfamily_prelude import gen_name
 from anywave.backends.lowering.arith import narrowing_steps
 from anywave.backends.lowering.bodies import BodySpelling, body_keys, render_record
 from anywave.backends.lowering.collectives import butterfly_steps, exclusive_first, identity, kogge_stone_steps
@@ -120,8 +121,9 @@ def _body(x: _KernelRenderer, ins: Instruction) -> list[str]:
         if ty == "pred":
             leaves.append(f"({x.p(v)})")
         elif ty == "b64":
-            lines.append(f"const u64 s{i} = {x.u64(v)};")
-            leaves.append(f"s{i}")
+            name = gen_name("s", i)
+            lines.append(f"const u64 {name} = {x.u64(v)};")
+            leaves.append(name)
         else:
             leaves.append(f"r{v}")
     res = render_record(d, leaves, C_SPELLING, x)
