@@ -240,3 +240,41 @@ def test_prim_checks_types():
         X.prim("fadd", X.arg(0, "b32"), X.arg(1, "b32"))
     with pytest.raises(ValueError, match="unknown primitive"):
         X.prim("frob", X.arg(0, "b32"))
+
+
+# --------------------------------------------------------------------------- backends
+
+_ROTL = """.kernel k
+.arg x buffer u32 readwrite
+    ld.device.b32 r1, x[r0+0]
+    ld.device.b32 r2, x[r0+4]
+    rotl.b32 r3, r1, r2
+    st.device.b32 x[r0+8], r3
+.end
+"""
+
+
+def test_native_overrides_and_bodies_in_the_generated_code():
+    from anywave.asm import assemble
+    from anywave.backends import cfamily, ptx
+    from anywave.backends.opencl import OPENCL
+    from anywave.backends.sycl import SYCL
+
+    m = assemble(_ROTL)
+    assert "shf.l.wrap.b32" in ptx.translate(m, "sm_90").text  # PTX's funnel shift
+    ocl = cfamily.render(m, OPENCL, 16).text
+    assert "rotate(r1, r2)" in ocl  # OpenCL C's rotate
+    sycl = cfamily.render(m, SYCL, 16).text
+    assert "rotate(" not in sycl.split("WAVE kernel")[1] and "<<" in sycl.split("WAVE kernel")[1]  # the body
+
+
+def test_the_legaliser_expands_what_a_backend_lacks():
+    from anywave.backends.spirv_ops import SPIRV_SPELLING
+
+    rem = body(BY_MNEMONIC["rem.i32"])
+    assert "srem" in X.primitives_of(rem)
+    low = SPIRV_SPELLING.legal(rem)  # SPIR-V spells no srem (NVIDIA's OpSRem is wrong for some signs)
+    assert "srem" not in X.primitives_of(low) and "sdiv" in X.primitives_of(low)
+    for a in (0, 7, 0xFFFFFFF9, 0x80000000, 0x7FFFFFFF):
+        for b in (0, 1, 2, 0xFFFFFFFE, 0xFFFFFFFF):
+            assert evaluate(low, (a, b)) == evaluate(rem, (a, b))
