@@ -222,8 +222,11 @@ def _one(mnemonic: str, *ops: object, arch: str = "sm_90", guard: Pred | None = 
 def test_integer_division_edge_checks() -> None:
     text = _one("div.i32", 0, 1, 2)
     assert "div.s32" in text
-    assert "0x80000000" in text and ", -1;" in text  # MIN / -1 and b == 0 handled
-    assert re.search(r"selp\.b32 %t\d+, -1, ", text)  # b = 0 -> -1
+    # MIN / -1 and b == 0 handled (the body of anywave.isa.bodies: a safe divisor, then b = 0 -> -1)
+    assert re.search(r"setp\.eq\.u32 %q\d+, %r1, 0x80000000;", text)
+    assert re.search(r"setp\.eq\.u32 %q\d+, %r2, 0xffffffff;", text)
+    assert re.search(r"selp\.b32 %t\d+, 0x1, %r2, %q\d+;", text)
+    assert re.search(r"selp\.b32 %t\d+, 0xffffffff, ", text)
     rem = _one("rem.u32", 0, 1, 2)
     assert re.search(r"selp\.b32 %t\d+, %r1, %t\d+, %q\d+", rem)  # b = 0 -> a
 

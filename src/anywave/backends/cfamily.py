@@ -133,6 +133,9 @@ class Dialect:
     any_lane: Callable[[str], str]  # (bool) -> bool over the sub-group
     wave_barrier: str  # sub-group barrier with local memory visibility (for mma)
     build_notes: str = ""
+    #: native rotate left ``(u32 value, u32 count) -> u32`` by the count mod 32 (OpenCL C
+    #: ``rotate``); None: the body of ``rotl.b32`` (two shifts and an or) is rendered instead
+    rotate_left: Callable[[str, str], str] | None = None
     #: statement opening the body of a loop that can never end (no ``break``/``ret``/``halt``
     #: inside, :func:`anywave.backends.lowering.control.loop_may_exit`). C++ lets a compiler
     #: assume every loop without a side effect ends ([intro.progress]; clang then deletes the

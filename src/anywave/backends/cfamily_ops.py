@@ -11,22 +11,45 @@ executes. Integer edge cases, step lists, identities and narrowing paths come fr
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from anywave.backends import cfamily_async, cfamily_mma
-from anywave.backends.lowering.arith import div_rule, narrowing_steps
+from anywave.backends.cfamily_prelude import gen_name
+from anywave.backends.lowering.arith import narrowing_steps
+from anywave.backends.lowering.bodies import BodySpelling, body_keys, render_record
 from anywave.backends.lowering.collectives import butterfly_steps, exclusive_first, identity, kogge_stone_steps
-from anywave.binary.module import DeviceAddr, Instruction, LocalAddr
+from anywave.binary.module import DeviceAddr, Instruction, LocalAddr, Pred
 from anywave.isa import dispatch
+from anywave.isa.bodies import operand_types, result_type
+from anywave.isa.expr import Expr, width
 from anywave.isa.mma import MMA_SREG_VALUES
 from anywave.isa.table import InstrDef, Operand
 from anywave.isa.types import MemoryOrder, ScalarType, Scope, SpecialRegister
 
-if TYPE_CHECKING:
-    from anywave.backends.cfamily import _KernelRenderer
-
 T = ScalarType
 S = SpecialRegister
+
+
+class _KernelRenderer(Protocol):
+    """What a handler uses of the kernel renderer (:class:`anywave.backends.cfamily._KernelRenderer`
+    implements it): the dialect table ``d``, the wave width ``W``, the kernel ``k`` and its scalar
+    parameter names ``scal``, and the spellings of register values, bit casts and addresses.
+    Declared here so that this module needs nothing of :mod:`anywave.backends.cfamily`."""
+
+    d: Any
+    W: int
+    k: Any
+    scal: Any
+
+    def p(self, pr: Pred) -> str: ...
+    def u64(self, r: int) -> str: ...
+    def fval(self, r: int, t: T) -> str: ...
+    def fbits(self, expr: str, t: T) -> str: ...
+    def set64(self, r: int, expr: str) -> list[str]: ...
+    def set_t(self, r: int, t: T, expr: str) -> list[str]: ...
+    def ival(self, r: int, t: T) -> str: ...
+    def daddr(self, a: DeviceAddr, wide: bool) -> str: ...
+    def laddr(self, a: LocalAddr) -> str: ...
 
 
 # --------------------------------------------------------------------------- instruction handlers
@@ -36,57 +59,95 @@ S = SpecialRegister
 _Handler = Callable[["_KernelRenderer", Instruction], list[str]]
 
 
-def _int_bin(x: _KernelRenderer, ins: Instruction) -> list[str]:
-    t = ins.defn.type
-    op = ins.defn.op
-    dreg, a, b = ins.operands
-    wide = t.bits == 64
-    ut, st_ = ("u64", "i64") if wide else ("u32", "i32")
-    A, B = x.ival(a, T.U64 if wide else T.U32), x.ival(b, T.U64 if wide else T.U32)
-    if op in ("add", "sub", "mul"):
-        sym = {"add": "+", "sub": "-", "mul": "*"}[op]
-        return x.set_t(dreg, t, f"({ut})({A} {sym} {B})")
-    if op in ("min", "max"):
-        cmp = "<" if op == "min" else ">"
-        if t.is_signed:
-            return x.set_t(dreg, t, f"(({st_}){A} {cmp} ({st_}){B} ? {A} : {B})")
-        return x.set_t(dreg, t, f"({A} {cmp} {B} ? {A} : {B})")
-    # div / rem: a safe divisor (1 where b = 0 or, signed, MIN / -1: then MIN / 1 = MIN and
-    # MIN % 1 = 0 are the spec's answers), the b = 0 lanes patched (lowering.arith.div_rule)
-    rule = div_rule(op, t)
-    ct = st_ if rule.signed else ut
-    lines = [f"const {ct} xa = ({ct}){A}, xb = ({ct}){B};"]
-    if rule.signed:
-        mn = f"(({st_})0x{rule.min_value:X}{'ul' if wide else 'u'})"
-        lines.append(f"const {ct} sb = (xb == 0 || (xa == {mn} && xb == -1)) ? ({ct})1 : xb;")
-    else:
-        lines.append(f"const {ct} sb = xb == 0 ? ({ct})1 : xb;")
-    zero = f"~({ut})0" if rule.zero_result == "all_ones" else f"({ut})xa"
-    res = f"xb == 0 ? {zero} : ({ut})(xa {'/' if op == 'div' else '%'} sb)"
-    return lines + x.set_t(dreg, t, res)
+# ---- instruction bodies (anywave.isa.bodies) spelt in C
+_UT = {"b32": "u32", "b64": "u64"}
+_ST = {"b32": "i32", "b64": "i64"}
 
 
-def _int_un(x: _KernelRenderer, ins: Instruction) -> list[str]:
-    t = ins.defn.type
+def _c_bin(sym: str, signed: bool = False) -> Callable[[Any, Expr, list[str]], str]:
+    def f(x: Any, n: Expr, v: list[str]) -> str:
+        ty = n.args[0].ty
+        if ty == "pred":
+            return {"&": f"({v[0]} && {v[1]})", "|": f"({v[0]} || {v[1]})", "^": f"({v[0]} != {v[1]})",
+                    "==": f"({v[0]} == {v[1]})", "!=": f"({v[0]} != {v[1]})"}[sym]
+        a, b = (f"({_ST[ty]}){v[0]}", f"({_ST[ty]}){v[1]}") if signed else v
+        out = f"({a} {sym} {b})"
+        return out if n.ty == "pred" else f"(({_UT[n.ty]}){out})"
+    return f
+
+
+def _c_shift(sym: str, signed: bool = False) -> Callable[[Any, Expr, list[str]], str]:
+    def f(x: Any, n: Expr, v: list[str]) -> str:
+        a = f"({_ST[n.ty]}){v[0]}" if signed else v[0]
+        return f"(({_UT[n.ty]})({a} {sym} {v[1]}))"
+    return f
+
+
+def _c_not(x: Any, n: Expr, v: list[str]) -> str:
+    return f"(!{v[0]})" if n.ty == "pred" else f"(({_UT[n.ty]})~{v[0]})"
+
+
+def _c_const(x: Any, v: int, ty: str) -> str:
+    if ty == "pred":
+        return "true" if v else "false"
+    return f"0x{v:X}{'ul' if width(ty) == 64 else 'u'}"
+
+
+#: the C family's spelling of the expression vocabulary (C99 / C++ integer arithmetic on the
+#: unsigned types ``u32``/``u64``, signed views by cast; the dialect names clz and popcount)
+C_SPELLING = BodySpelling("c-family", {
+    "add": _c_bin("+"), "sub": _c_bin("-"), "mul": _c_bin("*"), "and": _c_bin("&"), "or": _c_bin("|"),
+    "xor": _c_bin("^"), "not": _c_not,
+    "shl": _c_shift("<<"), "lshr": _c_shift(">>"), "ashr": _c_shift(">>", True),
+    "udiv": _c_bin("/"), "sdiv": _c_bin("/", True), "urem": _c_bin("%"), "srem": _c_bin("%", True),
+    "eq": _c_bin("=="), "ne": _c_bin("!="), "ult": _c_bin("<"), "ule": _c_bin("<="),
+    "slt": _c_bin("<", True), "sle": _c_bin("<=", True),
+    "select": lambda x, n, v: f"({v[0]} ? {v[1]} : {v[2]})",
+    "clz": lambda x, n, v: f"((u32){x.d.clz}({v[0]}))",
+    "popc": lambda x, n, v: f"((u32){x.d.popcount}({v[0]}))",
+    "brev": lambda x, n, v: f"aw_brev({v[0]})",
+    "zext": lambda x, n, v: f"((u64){v[0]})", "sext": lambda x, n, v: f"((u64)(i64)(i32){v[0]})",
+    "trunc": lambda x, n, v: f"((u32){v[0]})",
+}, _c_const)
+
+
+def _body(x: _KernelRenderer, ins: Instruction) -> list[str]:
+    """Any record with a body: its expression spelt with :data:`C_SPELLING` (64-bit operands
+    read once into locals)."""
+    d = ins.defn
+    lines: list[str] = []
+    leaves = []
+    for i, (ty, v) in enumerate(zip(operand_types(d), (ins.operands[j] for j in d.srcs), strict=True)):
+        if ty == "pred":
+            leaves.append(f"({x.p(v)})")
+        elif ty == "b64":
+            name = gen_name("s", i)
+            lines.append(f"const u64 {name} = {x.u64(v)};")
+            leaves.append(name)
+        else:
+            leaves.append(f"r{v}")
+    res = render_record(d, leaves, C_SPELLING, x)
+    dst = ins.operands[d.dests[0]]
+    ty = result_type(d)
+    if ty == "pred":
+        return lines + [f"p{dst} = {res};"]
+    if ty == "b64":
+        return lines + x.set64(dst, res)
+    return lines + [f"r{dst} = {res};"]
+
+
+def _ctz(x: _KernelRenderer, ins: Instruction) -> list[str]:
+    """The dialect's count-trailing-zeros (the body is clz(brev(a)))."""
     dreg, a = ins.operands
-    wide = t.bits == 64
-    ut, st_ = ("u64", "i64") if wide else ("u32", "i32")
-    A = x.ival(a, T.U64 if wide else T.U32)
-    if ins.defn.op == "neg":
-        return x.set_t(dreg, t, f"({ut})0 - {A}")
-    return x.set_t(dreg, t, f"(({st_}){A} < 0 ? ({ut})0 - {A} : {A})")
+    return [f"r{dreg} = (u32){x.d.ctz}(r{a});"]
 
 
-def _mulhi(x: _KernelRenderer, ins: Instruction) -> list[str]:
+def _rotl(x: _KernelRenderer, ins: Instruction) -> list[str]:
+    """The dialect's rotate (OpenCL ``rotate``) where it has one, else the body."""
+    if x.d.rotate_left is None:
+        return _body(x, ins)
     dreg, a, b = ins.operands
-    if ins.defn.type.is_signed:
-        return [f"r{dreg} = (u32)(((i64)(i32)r{a} * (i64)(i32)r{b}) >> 32);"]
-    return [f"r{dreg} = (u32)(((u64)r{a} * (u64)r{b}) >> 32);"]
-
-
-def _mad(x: _KernelRenderer, ins: Instruction) -> list[str]:
-    dreg, a, b, c = ins.operands
-    return [f"r{dreg} = r{a} * r{b} + r{c};"]
+    return [f"r{dreg} = {x.d.rotate_left(f'r{a}', f'r{b}')};"]
 
 
 def _half_of(t: T) -> T:
@@ -160,77 +221,17 @@ def _approx(x: _KernelRenderer, ins: Instruction) -> list[str]:
     return [f"r{dreg} = aw_c32({e});"]
 
 
-def _shift(x: _KernelRenderer, ins: Instruction) -> list[str]:
-    t = ins.defn.type
-    dreg, a, b = ins.operands
-    n = t.bits
-    wide = n == 64
-    A = x.u64(a) if wide else f"r{a}"
-    ut, st_ = ("u64", "i64") if wide else ("u32", "i32")
-    if ins.defn.op == "shl":
-        res = f"r{b} >= {n}u ? ({ut})0 : ({A} << r{b})"
-    elif t.is_signed:
-        res = f"({ut})(({st_}){A} >> (r{b} >= {n - 1}u ? {n - 1}u : r{b}))"
-    else:
-        res = f"r{b} >= {n}u ? ({ut})0 : ({A} >> r{b})"
-    return x.set_t(dreg, t, res)
-
-
-def _bitop(x: _KernelRenderer, ins: Instruction) -> list[str]:
-    t = ins.defn.type
-    op = ins.defn.op
-    dreg, *src = ins.operands
-    wide = t.bits == 64
-    vals = [x.u64(r) if wide else f"r{r}" for r in src]
-    if op == "not":
-        return x.set_t(dreg, t, f"~{vals[0]}")
-    sym = {"and": "&", "or": "|", "xor": "^"}[op]
-    return x.set_t(dreg, t, f"{vals[0]} {sym} {vals[1]}")
-
-
-def _bitcount(x: _KernelRenderer, ins: Instruction) -> list[str]:
-    dreg, a = ins.operands
-    op = ins.defn.op
-    if op == "brev":
-        return [f"r{dreg} = aw_brev(r{a});"]
-    fn = {"popc": x.d.popcount, "clz": x.d.clz, "ctz": x.d.ctz}[op]
-    return [f"r{dreg} = (u32){fn}(r{a});"]
-
-
-def _setp(x: _KernelRenderer, ins: Instruction) -> list[str]:
+def _setp_float(x: _KernelRenderer, ins: Instruction) -> list[str]:
+    """Float compares on the compute-type values (C's IEEE compares; integer compares are bodies)."""
     t = ins.defn.type
     var = ins.defn.variant
     dreg, a, b = ins.operands
-    if t.is_float:
-        A, B = x.fval(a, t), x.fval(b, t)
-        if var == "unord":
-            return [f"const {'double' if t is T.F64 else 'float'} fa = {A}, fb = {B};",
-                    f"p{dreg} = fa != fa || fb != fb;"]
-    else:
-        A, B = x.ival(a, t), x.ival(b, t)
+    A, B = x.fval(a, t), x.fval(b, t)
+    if var == "unord":
+        return [f"const {'double' if t is T.F64 else 'float'} fa = {A}, fb = {B};",
+                f"p{dreg} = fa != fa || fb != fb;"]
     sym = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}[var]
     return [f"p{dreg} = {A} {sym} {B};"]
-
-
-def _selp(x: _KernelRenderer, ins: Instruction) -> list[str]:
-    dreg, a, b, pr = ins.operands
-    c = x.p(pr)
-    if ins.defn.type.bits == 64:
-        return [f"const u32 lo = {c} ? r{a} : r{b}, hi = {c} ? r{a + 1} : r{b + 1};",
-                f"r{dreg} = lo;", f"r{dreg + 1} = hi;"]
-    return [f"r{dreg} = {c} ? r{a} : r{b};"]
-
-
-def _pred_op(x: _KernelRenderer, ins: Instruction) -> list[str]:
-    op = ins.defn.op
-    if op == "setp_const":
-        return [f"p{ins.operands[0]} = {'true' if ins.defn.variant == 'true' else 'false'};"]
-    if op == "mov":
-        dreg, a = ins.operands
-        return [f"p{dreg} = {x.p(a)};"]
-    dreg, a, b = ins.operands
-    sym = {"and": "&&", "or": "||", "xor": "!="}[op]
-    return [f"p{dreg} = ({x.p(a)}) {sym} ({x.p(b)});"]
 
 
 def _cvt(x: _KernelRenderer, ins: Instruction) -> list[str]:
@@ -530,23 +531,26 @@ def _no_stmt(x: _KernelRenderer, ins: Instruction) -> list[str]:
 #: the C-family consumer of the instruction table (:mod:`anywave.isa.dispatch`): a handler per
 #: semantic key. Barriers, fences and control flow are written by the renderer and its walk.
 C_DISPATCH = dispatch.consumer("c-family")
-C_DISPATCH.register({
-    **{f"int.{op}": _int_bin for op in ("add", "sub", "mul", "div", "rem", "min", "max")},
-    "int.neg": _int_un, "int.abs": _int_un, "int.mulhi": _mulhi, "int.mad": _mad,
+#: native overrides of instruction bodies: the float operations (compute-type C with the
+#: prelude's rounding helpers), the dialect's ctz and rotate, the conversions
+_ALU_NATIVE = {
     **{f"float.{op}": _float_op for op in ("add", "sub", "mul", "div", "min", "max", "fma", "sqrt", "floor", "ceil",
                                            "trunc", "rint")},
     "float.neg": _sign_op, "float.abs": _sign_op,
     **{f"float.{op}": _approx for op in ("ex2", "lg2", "sin", "cos", "rsqrt", "rcp", "tanh")},
-    **{f"bit.{op}": _bitop for op in ("and", "or", "xor", "not")},
-    "bit.shl": _shift, "bit.shr": _shift, **{f"bit.{op}": _bitcount for op in ("popc", "clz", "ctz", "brev")},
-    "cmp.setp": _setp, "cmp.selp": _selp, "pred.*": _pred_op,
+    "bit.ctz": _ctz, "bit.rotl": _rotl, "cvt.cvt": _cvt, "cvt.cvt_pack": _cvt_pack,
+}
+C_DISPATCH.register({
+    # every other ALU key: its body (anywave.isa.bodies) spelt with C_SPELLING
+    **_ALU_NATIVE, **{k: _body for k in body_keys(_ALU_NATIVE)},
+    **{f"setp.{c}.{t}": _setp_float for t in ("f32", "f64", "f16", "bf16")
+       for c in ("eq", "ne", "lt", "le", "gt", "ge", "unord")},
     "move.mov": _mov, "move.movi": _movi, "move.mov_sr": _mov_sr, "move.ldarg": _ldarg,
     "mem.ld": _ld, "mem.st": _st, "atomic.atom": _atom, "atomic.red": _atom,
     "wave.shfl": _shfl, "wave.bcast": _bcast, "wave.ballot": _ballot, "wave.any": _any_all, "wave.all": _any_all,
     "wave.wred": _wred, "wave.wscan": _wscan,
     "mma.mma": _mma, **{f"mma.{op}": h for op, h in cfamily_mma.HANDLERS.items()},
     **{f"async.{op}": h for op, h in cfamily_async.HANDLERS.items()},
-    "cvt.cvt": _cvt, "cvt.cvt_pack": _cvt_pack,
     "sync.*": _no_stmt, "ctl.*": _no_stmt,
 })
 

@@ -97,7 +97,7 @@ OPENCL = Dialect(
     atomic_cas=_cas,
     math={"sqrt": "sqrt", "fma": "fma", "floor": "floor", "ceil": "ceil", "trunc": "trunc", "rint": "rint",
           "ex2": "exp2", "lg2": "log2", "sin": "sin", "cos": "cos", "tanh": "tanh"},
-    popcount="popcount", clz="clz", ctz="ctz",
+    popcount="popcount", clz="clz", ctz="ctz", rotate_left=lambda v, c: f"rotate({v}, {c})",
     shuffle=lambda v, i: f"sub_group_shuffle((u32)({v}), (u32)({i}))",
     ballot=lambda b: f"aw_ballot({b})",
     any_lane=lambda b: f"sub_group_any(({b}) ? 1 : 0)",

@@ -46,6 +46,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from anywave.backends import ptx_alu, ptx_memory, ptx_mma, ptx_wave
+from anywave.backends.lowering.bodies import body_keys
 from anywave.backends.lowering.control import ControlWalk, Frame, Mask, of_pred, uses_wave_ops
 from anywave.backends.ptx_block import WAVE_WIDTH, Block  # noqa: F401 - WAVE_WIDTH is public here
 from anywave.binary.module import Instruction, Kernel, Module, Pred
@@ -183,18 +184,27 @@ _alu, _mem, _wave = ptx_alu, ptx_memory, ptx_wave
 #: the PTX consumer of the instruction table (:mod:`anywave.isa.dispatch`): an emitter per
 #: semantic key; ``None`` for control flow, which :mod:`anywave.backends.lowering.control` lowers
 PTX_DISPATCH = dispatch.consumer("ptx")
+#: native overrides of instruction bodies: one PTX instruction where the body takes several, and
+#: the float operations (PTX's own rounding and NaN handling, written out in ptx_alu)
+_ALU_NATIVE = {
+    **{f"int.{op}": _alu._e_int_native for op in ("min", "max", "mulhi", "mad")},
+    "bit.shl": _alu._e_shift, "bit.shr": _alu._e_shift, "bit.rotl": _alu._e_rotl,
+    **{f"float.{op}": _alu._e_float for op in ("add", "sub", "mul", "fma", "min", "max", "neg", "abs", "div",
+                                               "sqrt", "floor", "ceil", "trunc", "rint", "ex2", "lg2", "sin",
+                                               "cos", "rsqrt", "rcp", "tanh")},
+    "cvt.cvt": _alu._e_cvt, "cvt.cvt_pack": _alu._e_cvt_pack,
+}
 PTX_DISPATCH.register({
-    **{f"int.{op}": _alu._e_int for op in ("add", "sub", "mul", "neg", "abs", "div", "rem", "min", "max", "mulhi",
-                                           "mad")},
-    "float.*": _alu._e_float, "bit.*": _alu._e_bitwise, "pred.*": _alu._e_predlogic,
-    "pred.setp_const": _alu._e_setp_const, "cmp.setp": _alu._e_setp, "cmp.selp": _alu._e_selp,
+    # every other ALU key: its body (anywave.isa.bodies) spelt with ptx_alu.PTX_SPELLING
+    **_ALU_NATIVE, **{k: _alu._e_body for k in body_keys(_ALU_NATIVE)},
+    **{f"setp.{c}.{t}": _alu._e_setp_float for t in ("f32", "f64", "f16", "bf16")
+       for c in ("eq", "ne", "lt", "le", "gt", "ge", "unord")},
     "mem.ld": _mem._e_ld, "mem.st": _mem._e_st, "atomic.atom": _mem._e_atom, "atomic.red": _mem._e_atom,
     "wave.shfl": _wave._e_shfl, "wave.bcast": _wave._e_bcast, "wave.ballot": _wave._e_ballot,
     "wave.any": _wave._e_vote, "wave.all": _wave._e_vote, "wave.wred": _wave._e_wred, "wave.wscan": _wave._e_wscan,
     "mma.mma": _wave._e_mma, **{f"mma.{op}": e for op, e in ptx_mma.EMITTERS.items()},
     "sync.barrier": _mem._e_barrier, "sync.fence": _mem._e_fence,
     **{f"async.{op}": e for op, e in _mem.ASYNC_EMITTERS.items()},
-    "cvt.cvt": _alu._e_cvt, "cvt.cvt_pack": _alu._e_cvt_pack,
     "move.mov": _alu._e_mov, "move.movi": _alu._e_movi, "move.mov_sr": _alu._e_mov_sr, "move.ldarg": _alu._e_ldarg,
     "ctl.*": None,  # structured control flow and nop: the walk
 })

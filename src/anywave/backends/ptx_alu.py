@@ -3,9 +3,12 @@ logic, conversions and data movement (see the notes at the top of :mod:`anywave.
 
 from __future__ import annotations
 
-from anywave.backends.lowering.arith import div_rule, narrowing_steps
+from anywave.backends.lowering.arith import narrowing_steps
+from anywave.backends.lowering.bodies import BodySpelling, render_record
 from anywave.backends.ptx_block import CANON_NAN, INT_PTX, SIGN, WAVE_WIDTH, Block
 from anywave.binary.module import Instruction, Pred
+from anywave.isa.bodies import operand_types, result_type
+from anywave.isa.expr import Expr, width
 from anywave.isa.mma import MMA_SREG_VALUES
 from anywave.isa.table import Operand
 from anywave.isa.types import ScalarType, SpecialRegister
@@ -13,62 +16,141 @@ from anywave.isa.types import ScalarType, SpecialRegister
 T = ScalarType
 
 
-# --- integer
-def _e_int(b: Block, ins: Instruction) -> None:
+# --- instruction bodies (anywave.isa.bodies) spelt in PTX
+def _kind(ty: str) -> str:
+    return {"pred": "pred", "b64": "b64"}.get(ty, "b32")
+
+
+def _spell(fmt: str) -> object:
+    """A primitive spelt as one PTX instruction: ``fmt`` with ``{n}`` (the operands' width),
+    ``{r}`` (the result) and ``{0}``, ``{1}`` ... (the operands)."""
+    def f(b: Block, node: Expr, xs: list[str]) -> str:
+        r = b.t(_kind(node.ty))
+        n = width(node.args[0].ty)
+        b(fmt.format(*xs, n=n, r=r) + ";")
+        return r
+    return f
+
+
+def _logic(op: str) -> object:
+    """and/or/xor/not on bit patterns (``.bN``) or on predicates (``.pred``)."""
+    def f(b: Block, node: Expr, xs: list[str]) -> str:
+        r = b.t(_kind(node.ty))
+        b(f"{op}.{'pred' if node.ty == 'pred' else f'b{width(node.ty)}'} {r}, {', '.join(xs)};")
+        return r
+    return f
+
+
+def _const(b: Block, v: int, ty: str) -> str:
+    if ty == "pred":
+        r = b.t("pred")
+        b(f"setp.ne.u32 {r}, {v}, 0;")
+        return r
+    return f"{v:#x}"
+
+
+#: PTX's spelling of the expression vocabulary: integer operations on bit patterns, compares
+#: to predicates, conversions between widths (PTX ISA 8.x, "Integer Arithmetic Instructions",
+#: "Comparison and Selection Instructions", "Logic and Shift Instructions"); every primitive of
+#: the integer bodies is native, so the legaliser expands nothing here
+PTX_SPELLING = BodySpelling("ptx", {
+    "add": _spell("add.s{n} {r}, {0}, {1}"), "sub": _spell("sub.s{n} {r}, {0}, {1}"),
+    "mul": _spell("mul.lo.s{n} {r}, {0}, {1}"),
+    **{op: _logic(op) for op in ("and", "or", "xor", "not")},
+    "shl": _spell("shl.b{n} {r}, {0}, {1}"), "lshr": _spell("shr.u{n} {r}, {0}, {1}"),
+    "ashr": _spell("shr.s{n} {r}, {0}, {1}"),
+    "udiv": _spell("div.u{n} {r}, {0}, {1}"), "sdiv": _spell("div.s{n} {r}, {0}, {1}"),
+    "urem": _spell("rem.u{n} {r}, {0}, {1}"), "srem": _spell("rem.s{n} {r}, {0}, {1}"),
+    "clz": _spell("clz.b32 {r}, {0}"), "popc": _spell("popc.b32 {r}, {0}"), "brev": _spell("brev.b32 {r}, {0}"),
+    "eq": _spell("setp.eq.u{n} {r}, {0}, {1}"), "ne": _spell("setp.ne.u{n} {r}, {0}, {1}"),
+    "ult": _spell("setp.lo.u{n} {r}, {0}, {1}"), "ule": _spell("setp.ls.u{n} {r}, {0}, {1}"),
+    "slt": _spell("setp.lt.s{n} {r}, {0}, {1}"), "sle": _spell("setp.le.s{n} {r}, {0}, {1}"),
+    "select": lambda b, node, xs: _selp(b, node, xs),
+    "zext": _spell("cvt.u64.u32 {r}, {0}"), "sext": _spell("cvt.s64.s32 {r}, {0}"),
+    "trunc": _spell("cvt.u32.u64 {r}, {0}"),
+}, _const, has=lambda n: n.args[0].ty != "pred" or n.op in ("and", "or", "xor", "not", "select"))
+
+
+def _selp(b: Block, node: Expr, xs: list[str]) -> str:
+    r = b.t(_kind(node.ty))
+    b(f"selp.b{width(node.ty)} {r}, {xs[1]}, {xs[2]}, {xs[0]};")
+    return r
+
+
+
+
+def _leaf(b: Block, ty: str, v: object) -> str:
+    if ty == "pred":
+        p: Pred = v  # type: ignore[assignment]
+        if not p.negated:
+            return f"%p{p.index}"
+        t = b.t("pred")
+        b(f"not.pred {t}, %p{p.index};")
+        return t
+    return b.get64(v) if ty == "b64" else b.r(v)  # type: ignore[arg-type]
+
+
+def _e_body(b: Block, ins: Instruction) -> None:
+    """Any record with a body: its expression spelt with :data:`PTX_SPELLING`."""
+    d = ins.defn
+    srcs = [ins.operands[i] for i in d.srcs]
+    leaves = [_leaf(b, ty, v) for ty, v in zip(operand_types(d), srcs, strict=True)]
+    res = render_record(d, leaves, PTX_SPELLING, b)
+    dst = ins.operands[d.dests[0]]
+    ty = result_type(d)
+    if ty == "pred":
+        b(f"mov.pred %p{dst}, {res};")
+    elif ty == "b64":
+        b.set64(dst, res)
+    else:
+        b(f"mov.b32 %r{dst}, {res};")
+
+
+# --- native overrides of bodies: one PTX instruction where the body would take several
+def _e_int_native(b: Block, ins: Instruction) -> None:
+    """min/max, mulhi and mad: PTX's own instructions."""
     d = ins.defn
     t = d.type
     assert t is not None
-    op = d.op
-    wide = t.bits == 64
     ops = ins.operands
+    wide = t.bits == 64
     srcs = [b.get64(r) if wide else b.r(r) for r in ops[1:]]
-    kind = "b64" if wide else "b32"
+    res = b.t("b64" if wide else "b32")
     s = INT_PTX[t]
-    res = b.t(kind)
-    if op in ("add", "sub"):
-        b(f"{op}.{s} {res}, {srcs[0]}, {srcs[1]};")
-    elif op == "mul":
-        b(f"mul.lo.{s} {res}, {srcs[0]}, {srcs[1]};")
-    elif op == "neg":
-        b(f"neg.{s} {res}, {srcs[0]};")
-    elif op == "abs":  # wrapping: abs MIN = MIN (PTX abs leaves MIN unspecified)
-        m = b.t(kind)
-        b(f"shr.{s} {m}, {srcs[0]}, {t.bits - 1};")
-        b(f"xor.b{t.bits} {res}, {srcs[0]}, {m};")
-        b(f"sub.{s} {res}, {res}, {m};")
-    elif op in ("min", "max"):
-        b(f"{op}.{s} {res}, {srcs[0]}, {srcs[1]};")
-    elif op == "mulhi":
+    if d.op in ("min", "max"):
+        b(f"{d.op}.{s} {res}, {srcs[0]}, {srcs[1]};")
+    elif d.op == "mulhi":
         b(f"mul.hi.{s} {res}, {srcs[0]}, {srcs[1]};")
-    elif op == "mad":
+    else:  # mad
         b(f"mad.lo.s32 {res}, {srcs[0]}, {srcs[1]}, {srcs[2]};")
-    elif op in ("div", "rem"):
-        # divide by a safe divisor (1 where b = 0 or, signed, a = MIN and b = -1: MIN / 1 = MIN
-        # and MIN % 1 = 0 are the spec's overflow answers), then patch the b = 0 lanes
-        rule = div_rule(op, t)
-        a_, b_ = srcs
-        z = b.t("pred")
-        safe = b.t(kind)
-        b(f"setp.eq.{s} {z}, {b_}, 0;")
-        if rule.signed:
-            ov = b.t("pred")
-            q2 = b.t("pred")
-            b(f"setp.eq.{s} {ov}, {a_}, {rule.min_value:#x};")
-            b(f"setp.eq.{s} {q2}, {b_}, -1;")
-            b(f"and.pred {ov}, {ov}, {q2};")
-            b(f"or.pred {ov}, {ov}, {z};")
-            b(f"selp.b{t.bits} {safe}, 1, {b_}, {ov};")
-        else:
-            b(f"selp.b{t.bits} {safe}, 1, {b_}, {z};")
-        b(f"{op}.{s} {res}, {a_}, {safe};")
-        zero = "-1" if rule.zero_result == "all_ones" else a_
-        b(f"selp.b{t.bits} {res}, {zero}, {res}, {z};")
-    else:  # pragma: no cover - table/emitter mismatch
-        raise AssertionError(op)
     if wide:
         b.set64(ops[0], res)
     else:
         b(f"mov.b32 %r{ops[0]}, {res};")
+
+
+def _e_shift(b: Block, ins: Instruction) -> None:
+    """PTX clamps shift counts > width to the width: shl/shr.u give 0, shr.s sign-fills,
+    exactly the spec's rule for counts >= width (count read as unsigned 32-bit)."""
+    d = ins.defn
+    t = d.type
+    assert t is not None
+    ops = ins.operands
+    wide = t.bits == 64
+    s = "b" if d.op == "shl" else ("s" if t.is_signed else "u")
+    a = b.get64(ops[1]) if wide else b.r(ops[1])
+    r = b.t("b64" if wide else "b32")
+    b(f"{d.op}.{s}{t.bits} {r}, {a}, %r{ops[2]};")
+    if wide:
+        b.set64(ops[0], r)
+    else:
+        b(f"mov.b32 %r{ops[0]}, {r};")
+
+
+def _e_rotl(b: Block, ins: Instruction) -> None:
+    """``shf.l.wrap``: the funnel shift of a:a left by the count mod 32 is the rotation."""
+    dreg, a, c = ins.operands
+    b(f"shf.l.wrap.b32 %r{dreg}, %r{a}, %r{a}, %r{c};")
 
 
 # --- float
@@ -200,87 +282,19 @@ def _e_float(b: Block, ins: Instruction) -> None:
     b(f"mov.b32 %r{ops[0]}, {res};")
 
 
-# --- bitwise
-def _e_bitwise(b: Block, ins: Instruction) -> None:
+# --- float compares (integer compares, selects and predicate logic are bodies)
+def _e_setp_float(b: Block, ins: Instruction) -> None:
     d = ins.defn
     t = d.type
-    assert t is not None
+    assert t is not None and t.is_float
     ops = ins.operands
-    op = d.op
-    if op in ("popc", "clz", "brev"):
-        b(f"{op}.b32 %r{ops[0]}, %r{ops[1]};")
-        return
-    if op == "ctz":
-        r = b.t()
-        b(f"brev.b32 {r}, %r{ops[1]};")
-        b(f"clz.b32 %r{ops[0]}, {r};")
-        return
-    wide = t.bits == 64
-    if op in ("shl", "shr"):
-        # PTX clamps shift counts > width to the width: shl/shr.u give 0, shr.s sign-fills,
-        # exactly the spec's rule for counts >= width (count read as unsigned 32-bit)
-        s = "b" if op == "shl" else ("s" if t.is_signed else "u")
-        a = b.get64(ops[1]) if wide else b.r(ops[1])
-        r = b.t("b64" if wide else "b32")
-        b(f"{op}.{s}{t.bits} {r}, {a}, %r{ops[2]};")
+    if t is T.F64:
+        x, y = b.get64(ops[1]), b.get64(ops[2])
+        ct = "f64"
     else:
-        srcs = [b.get64(x) if wide else b.r(x) for x in ops[1:]]
-        r = b.t("b64" if wide else "b32")
-        b(f"{op}.b{t.bits} {r}, {', '.join(srcs)};")
-    if wide:
-        b.set64(ops[0], r)
-    else:
-        b(f"mov.b32 %r{ops[0]}, {r};")
-
-
-# --- compare, select, predicate logic
-def _e_setp(b: Block, ins: Instruction) -> None:
-    d = ins.defn
-    t = d.type
-    assert t is not None
-    ops = ins.operands
-    wide = t.bits == 64
-    if t.is_float:
-        if t is T.F64:
-            x, y = b.get64(ops[1]), b.get64(ops[2])
-            ct = "f64"
-        else:
-            x, y = b.to_f32(t, b.r(ops[1])), b.to_f32(t, b.r(ops[2]))
-            ct = "f32"
-        b(f"setp.{_F_CMP[d.variant]}.{ct} %p{ops[0]}, {x}, {y};")
-    else:
-        x, y = (b.get64(ops[1]), b.get64(ops[2])) if wide else (b.r(ops[1]), b.r(ops[2]))
-        b(f"setp.{d.variant}.{INT_PTX[t]} %p{ops[0]}, {x}, {y};")
-
-
-def _e_selp(b: Block, ins: Instruction) -> None:
-    d = ins.defn
-    ops = ins.operands
-    p: Pred = ops[3]
-    first, second = (ops[1], ops[2]) if not p.negated else (ops[2], ops[1])
-    pr = f"%p{p.index}"
-    if d.type is T.B64:
-        lo, hi = b.t(), b.t()
-        b(f"selp.b32 {lo}, %r{first}, %r{second}, {pr};")
-        b(f"selp.b32 {hi}, %r{first + 1}, %r{second + 1}, {pr};")
-        b(f"mov.b32 %r{ops[0]}, {lo};")
-        b(f"mov.b32 %r{ops[0] + 1}, {hi};")
-    else:
-        b(f"selp.b32 %r{ops[0]}, %r{first}, %r{second}, {pr};")
-
-
-def _e_predlogic(b: Block, ins: Instruction) -> None:
-    d = ins.defn
-    ops = ins.operands
-    if d.op == "mov":
-        p: Pred = ops[1]
-        b(f"{'not' if p.negated else 'mov'}.pred %p{ops[0]}, %p{p.index};")
-    else:
-        b(f"{d.op}.pred %p{ops[0]}, {b.pred(ops[1])}, {b.pred(ops[2])};")
-
-
-def _e_setp_const(b: Block, ins: Instruction) -> None:
-    b(f"mov.pred %p{ins.operands[0]}, {1 if ins.defn.variant == 'true' else 0};")
+        x, y = b.to_f32(t, b.r(ops[1])), b.to_f32(t, b.r(ops[2]))
+        ct = "f32"
+    b(f"setp.{_F_CMP[d.variant]}.{ct} %p{ops[0]}, {x}, {y};")
 
 
 # --- conversions

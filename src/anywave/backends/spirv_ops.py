@@ -9,10 +9,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from anywave.backends.lowering.bodies import BodySpelling, body_keys, render_record
 from anywave.backends.spirv_asm import SCOPE, SEM
 from anywave.backends.spirv_mma import HANDLERS as FRAGMENT_HANDLERS
 from anywave.binary.module import Instruction
 from anywave.isa import dispatch, semantics
+from anywave.isa.bodies import operand_types, result_type
+from anywave.isa.expr import Expr
 from anywave.isa.types import MemoryOrder, ScalarType, Scope, SpecialRegister
 
 T = ScalarType
@@ -28,12 +31,6 @@ ORDER_SEM = {MemoryOrder.RELAXED: 0, MemoryOrder.ACQUIRE: SEM["Acquire"], Memory
 
 _Handler = Callable[[_Lowering, Instruction], None]
 
-_CMP_I = {("eq", False): "IEqual", ("ne", False): "INotEqual", ("lt", False): "ULessThan",
-          ("le", False): "ULessThanEqual", ("gt", False): "UGreaterThan", ("ge", False): "UGreaterThanEqual",
-          ("eq", True): "IEqual", ("ne", True): "INotEqual", ("lt", True): "SLessThan",
-          ("le", True): "SLessThanEqual", ("gt", True): "SGreaterThan", ("ge", True): "SGreaterThanEqual"}
-
-
 def _ival(x: _Lowering, r: int, t: T) -> tuple[int, int]:
     """(value, SPIR-V type) of an integer register operand of type t."""
     return (x.r64(r), x.u64) if t.bits == 64 else (x.r(r), x.u32)
@@ -47,52 +44,71 @@ def _iconst(x: _Lowering, t: int, v: int) -> int:
     return x.b.const_u64(v) if t == x.u64 else x.c(v)
 
 
-def _int_bin(x: _Lowering, ins: Instruction) -> None:
-    t, op = ins.defn.type, ins.defn.op
-    dreg, a, b = ins.operands
-    A, ty = _ival(x, a, t)
-    B, _ = _ival(x, b, t)
-    n = t.bits
-    if op in ("add", "sub", "mul"):
-        _iset(x, dreg, t, x.op({"add": "IAdd", "sub": "ISub", "mul": "IMul"}[op], ty, A, B))
-        return
-    if op in ("min", "max"):
-        cmp = ("SLessThan" if op == "min" else "SGreaterThan") if t.is_signed else \
-              ("ULessThan" if op == "min" else "UGreaterThan")
-        _iset(x, dreg, t, x.sel(ty, x.op(cmp, x.bool_, A, B), A, B))
-        return
-    zero, one, allones = _iconst(x, ty, 0), _iconst(x, ty, 1), _iconst(x, ty, (1 << n) - 1)
-    bz = x.op("IEqual", x.bool_, B, zero)
-    if t.is_signed:
-        mn = _iconst(x, ty, 1 << (n - 1))
-        ov = x.and_(x.op("IEqual", x.bool_, A, mn), x.op("IEqual", x.bool_, B, allones))
-        bad = x.or_(bz, ov)
-        sb = x.sel(ty, bad, one, B)
-        if op == "div":
-            q = x.op("SDiv", ty, A, sb)
-            res = x.sel(ty, bz, allones, x.sel(ty, ov, A, q))
-        else:
-            # a - b * trunc(a / b): NVIDIA's OpSRem gives wrong answers for some negative operands
-            q = x.op("ISub", ty, A, x.op("IMul", ty, sb, x.op("SDiv", ty, A, sb)))
-            res = x.sel(ty, bz, A, x.sel(ty, ov, zero, q))
-    else:
-        sb = x.sel(ty, bz, one, B)
-        if op == "div":
-            res = x.sel(ty, bz, allones, x.op("UDiv", ty, A, sb))
-        else:
-            res = x.sel(ty, bz, A, x.op("UMod", ty, A, sb))
-    _iset(x, dreg, t, res)
+# ---- instruction bodies (anywave.isa.bodies) spelt in SPIR-V
+def _ty(x: _Lowering, ty: str) -> int:
+    return {"b32": x.u32, "b64": x.u64, "pred": x.bool_}[ty]
 
 
-def _int_un(x: _Lowering, ins: Instruction) -> None:
-    t = ins.defn.type
-    dreg, a = ins.operands
-    A, ty = _ival(x, a, t)
-    neg = x.op("ISub", ty, _iconst(x, ty, 0), A)
-    if ins.defn.op == "neg":
-        _iset(x, dreg, t, neg)
+def _sv(name: str, logical: str | None = None) -> Callable[[Any, Expr, list[int]], int]:
+    """One SPIR-V instruction; ``logical``: its name on booleans (``LogicalAnd`` ...)."""
+    def f(x: _Lowering, n: Expr, v: list[int]) -> int:
+        boolean = n.args[0].ty == "pred"
+        return x.op(logical if boolean else name, _ty(x, n.ty), *v)
+    return f
+
+
+def _sv_shift(name: str) -> Callable[[Any, Expr, list[int]], int]:
+    def f(x: _Lowering, n: Expr, v: list[int]) -> int:
+        count = x.op("UConvert", x.u64, v[1]) if n.ty == "b64" else v[1]
+        return x.op(name, _ty(x, n.ty), v[0], count)
+    return f
+
+
+def _sv_clz(x: _Lowering, n: Expr, v: list[int]) -> int:
+    msb = x.ext(x.u32, "FindUMsb", v[0])  # -1 (all ones) for 0
+    return x.sel(x.u32, x.ieq(v[0], x.c(0)), x.c(32), x.op("ISub", x.u32, x.c(31), msb))
+
+
+def _sv_const(x: _Lowering, v: int, ty: str) -> int:
+    if ty == "pred":
+        return x.b.const_bool(bool(v))
+    return x.b.const_u64(v) if ty == "b64" else x.c(v)
+
+
+#: SPIR-V's spelling of the expression vocabulary (SPIR-V 1.5 core instructions and GLSL.std.450
+#: ``FindUMsb``). ``srem`` is left to the legaliser (a - b * (a / b)): NVIDIA's ``OpSRem`` gives
+#: wrong answers for some negative operands
+SPIRV_SPELLING = BodySpelling("spirv", {
+    "add": _sv("IAdd"), "sub": _sv("ISub"), "mul": _sv("IMul"),
+    "and": _sv("BitwiseAnd", "LogicalAnd"), "or": _sv("BitwiseOr", "LogicalOr"),
+    "xor": _sv("BitwiseXor", "LogicalNotEqual"), "not": _sv("Not", "LogicalNot"),
+    "shl": _sv_shift("ShiftLeftLogical"), "lshr": _sv_shift("ShiftRightLogical"),
+    "ashr": _sv_shift("ShiftRightArithmetic"),
+    "udiv": _sv("UDiv"), "sdiv": _sv("SDiv"), "urem": _sv("UMod"),
+    "clz": _sv_clz, "popc": _sv("BitCount"), "brev": _sv("BitReverse"),
+    "eq": _sv("IEqual", "LogicalEqual"), "ne": _sv("INotEqual", "LogicalNotEqual"), "ult": _sv("ULessThan"),
+    "ule": _sv("ULessThanEqual"), "slt": _sv("SLessThan"), "sle": _sv("SLessThanEqual"),
+    "select": lambda x, n, v: x.sel(_ty(x, n.ty), *v),
+    "zext": lambda x, n, v: x.op("UConvert", x.u64, v[0]), "sext": lambda x, n, v: x.op("SConvert", x.u64, v[0]),
+    "trunc": lambda x, n, v: x.op("UConvert", x.u32, v[0]),
+}, _sv_const)
+
+
+def _body(x: _Lowering, ins: Instruction) -> None:
+    """Any record with a body: its expression spelt with :data:`SPIRV_SPELLING`."""
+    d = ins.defn
+    leaves = []
+    for ty, v in zip(operand_types(d), (ins.operands[j] for j in d.srcs), strict=True):
+        leaves.append(x.p(v) if ty == "pred" else x.r64(v) if ty == "b64" else x.r(v))
+    res = render_record(d, leaves, SPIRV_SPELLING, x)
+    dst = ins.operands[d.dests[0]]
+    ty = result_type(d)
+    if ty == "pred":
+        x.store(x.pv[dst], res)
+    elif ty == "b64":
+        x.set64(dst, res)
     else:
-        _iset(x, dreg, t, x.sel(ty, x.op("SLessThan", x.bool_, A, _iconst(x, ty, 0)), neg, A))
+        x.setr(dst, res)
 
 
 def _mulhi(x: _Lowering, ins: Instruction) -> None:
@@ -100,11 +116,6 @@ def _mulhi(x: _Lowering, ins: Instruction) -> None:
     st = x.b.t_struct(x.u32, x.u32, key="mulext")
     r = x.op("SMulExtended" if ins.defn.type.is_signed else "UMulExtended", st, x.r(a), x.r(b))
     x.setr(dreg, x.op("CompositeExtract", x.u32, r, 1))
-
-
-def _mad(x: _Lowering, ins: Instruction) -> None:
-    dreg, a, b, c = ins.operands
-    x.setr(dreg, x.add(x.op("IMul", x.u32, x.r(a), x.r(b)), x.r(c)))
 
 
 def _float_compute(x: _Lowering, op: str, t: T, vals: list[int]) -> int:
@@ -203,92 +214,15 @@ def _approx(x: _Lowering, ins: Instruction) -> None:
     x.setr(dreg, x.f32_bits(x.ext(x.f32, name, v)))
 
 
-def _shift(x: _Lowering, ins: Instruction) -> None:
-    t = ins.defn.type
-    dreg, a, b = ins.operands
-    n = t.bits
-    A, ty = (x.r64(a), x.u64) if n == 64 else (x.r(a), x.u32)
-    cnt = x.r(b)
-    big = x.op("UGreaterThanEqual", x.bool_, cnt, x.c(n))
-    c_ty = x.op("UConvert", x.u64, cnt) if n == 64 else cnt
-    if ins.defn.op == "shl":
-        res = x.sel(ty, big, _iconst(x, ty, 0), x.op("ShiftLeftLogical", ty, A, c_ty))
-    elif t.is_signed:
-        cl = x.sel(x.u32, x.op("UGreaterThanEqual", x.bool_, cnt, x.c(n - 1)), x.c(n - 1), cnt)
-        cl = x.op("UConvert", x.u64, cl) if n == 64 else cl
-        res = x.op("ShiftRightArithmetic", ty, A, cl)
-    else:
-        res = x.sel(ty, big, _iconst(x, ty, 0), x.op("ShiftRightLogical", ty, A, c_ty))
-    _iset(x, dreg, t, res)
-
-
-def _bitop(x: _Lowering, ins: Instruction) -> None:
-    t, op = ins.defn.type, ins.defn.op
-    dreg, *src = ins.operands
-    vals = [_ival(x, r, t)[0] for r in src]
-    ty = x.u64 if t.bits == 64 else x.u32
-    if op == "not":
-        _iset(x, dreg, t, x.op("Not", ty, vals[0]))
-    else:
-        _iset(x, dreg, t, x.op({"and": "BitwiseAnd", "or": "BitwiseOr", "xor": "BitwiseXor"}[op], ty, *vals))
-
-
-def _bitcount(x: _Lowering, ins: Instruction) -> None:
-    dreg, a = ins.operands
-    op = ins.defn.op
-    v = x.r(a)
-    if op == "brev":
-        res = x.op("BitReverse", x.u32, v)
-    elif op == "popc":
-        res = x.op("BitCount", x.u32, v)
-    elif op == "clz":
-        msb = x.ext(x.u32, "FindUMsb", v)  # -1 (all ones) for 0
-        res = x.sel(x.u32, x.ieq(v, x.c(0)), x.c(32), x.op("ISub", x.u32, x.c(31), msb))
-    else:
-        res = x.sel(x.u32, x.ieq(v, x.c(0)), x.c(32), x.ext(x.u32, "FindILsb", v))
-    x.setr(dreg, res)
-
-
-def _setp(x: _Lowering, ins: Instruction) -> None:
+def _setp_float(x: _Lowering, ins: Instruction) -> None:
+    """Float compares on the bits (:meth:`FloatOps.fcmp`; integer compares are bodies)."""
     t, var = ins.defn.type, ins.defn.variant
     dreg, a, b = ins.operands
-    if t.is_float:
-        if t is T.F64:
-            res = x.fcmp(var, x.r64(a), x.r64(b), True)
-        else:
-            res = x.fcmp(var, x.f32_bits(x.fval(a, t)), x.f32_bits(x.fval(b, t)), False)
+    if t is T.F64:
+        res = x.fcmp(var, x.r64(a), x.r64(b), True)
     else:
-        A, _ = _ival(x, a, t)
-        B, _ = _ival(x, b, t)
-        res = x.op(_CMP_I[(var, t.is_signed)], x.bool_, A, B)
+        res = x.fcmp(var, x.f32_bits(x.fval(a, t)), x.f32_bits(x.fval(b, t)), False)
     x.store(x.pv[dreg], res)
-
-
-def _selp(x: _Lowering, ins: Instruction) -> None:
-    dreg, a, b, pr = ins.operands
-    c = x.p(pr)
-    if ins.defn.type.bits == 64:
-        lo = x.sel(x.u32, c, x.r(a), x.r(b))
-        hi = x.sel(x.u32, c, x.r(a + 1), x.r(b + 1))
-        x.setr(dreg, lo)
-        x.setr(dreg + 1, hi)
-    else:
-        x.setr(dreg, x.sel(x.u32, c, x.r(a), x.r(b)))
-
-
-def _pred_op(x: _Lowering, ins: Instruction) -> None:
-    op = ins.defn.op
-    if op == "setp_const":
-        x.store(x.pv[ins.operands[0]], x.b.const_bool(ins.defn.variant == "true"))
-        return
-    if op == "mov":
-        dreg, a = ins.operands
-        x.store(x.pv[dreg], x.p(a))
-        return
-    dreg, a, b = ins.operands
-    name = {"and": "LogicalAnd", "or": "LogicalOr", "xor": "LogicalNotEqual"}[op]
-    x.store(x.pv[dreg], x.op(name, x.bool_, x.p(a), x.p(b)))
-
 
 def _f2int(x: _Lowering, v: int, src: T, dst: T) -> int:
     """float (compute type) -> integer: truncate, saturate, NaN -> 0 (spec §8.11)."""
@@ -769,21 +703,26 @@ def _no_stmt(x: _Lowering, ins: Instruction) -> None:
 #: the SPIR-V backend's handlers by semantic key (``InstrDef.sem``, :mod:`anywave.isa.dispatch`);
 #: structured control flow and barriers are lowered by the walk itself (handler None)
 SPIRV = dispatch.consumer("spirv")
-SPIRV.register({
-    **{f"int.{op}": _int_bin for op in ("add", "sub", "mul", "div", "rem", "min", "max")},
+#: native overrides of instruction bodies: the float operations (bit-exact sequences of
+#: spirv_float), mulhi as OpUMulExtended / OpSMulExtended (no 64-bit multiply), the conversions
+_ALU_NATIVE = {
+    "int.mulhi": _mulhi,
     **{f"float.{op}": _float_op for op in ("add", "sub", "mul", "div", "min", "max", "fma", "sqrt", "floor", "ceil",
                                            "trunc", "rint")},
-    "int.neg": _int_un, "int.abs": _int_un, "float.neg": _sign_op, "float.abs": _sign_op,
-    "int.mulhi": _mulhi, "int.mad": _mad,
+    "float.neg": _sign_op, "float.abs": _sign_op,
     **{f"float.{op}": _approx for op in ("ex2", "lg2", "sin", "cos", "rsqrt", "rcp", "tanh")},
-    **{f"bit.{op}": _bitop for op in ("and", "or", "xor", "not")}, "bit.shl": _shift, "bit.shr": _shift,
-    **{f"bit.{op}": _bitcount for op in ("popc", "clz", "ctz", "brev")},
-    **{f"pred.{op}": _pred_op for op in ("and", "or", "xor", "mov", "setp_const")},
-    "cmp.setp": _setp, "cmp.selp": _selp, "move.mov": _mov,
+    "cvt.cvt": _cvt, "cvt.cvt_pack": _cvt_pack,
+}
+SPIRV.register({
+    # every other ALU key: its body (anywave.isa.bodies) spelt with SPIRV_SPELLING
+    **_ALU_NATIVE, **{k: _body for k in body_keys(_ALU_NATIVE)},
+    **{f"setp.{c}.{t}": _setp_float for t in ("f32", "f64", "f16", "bf16")
+       for c in ("eq", "ne", "lt", "le", "gt", "ge", "unord")},
+    "move.mov": _mov,
     "mem.ld": _ld, "mem.st": _st, "atomic.atom": _atom, "atomic.red": _atom,
     "wave.shfl": _shfl, "wave.bcast": _bcast, "wave.ballot": _ballot, "wave.any": _any_all, "wave.all": _any_all,
     "wave.wred": _wred, "wave.wscan": _wscan, "mma.mma": _mma,
-    "cvt.cvt": _cvt, "cvt.cvt_pack": _cvt_pack, "move.movi": _movi, "move.mov_sr": _mov_sr, "move.ldarg": _ldarg,
+    "move.movi": _movi, "move.mov_sr": _mov_sr, "move.ldarg": _ldarg,
     "async.cp_async": _cp_async, "async.cp_commit": _no_stmt, "async.cp_wait": _no_stmt,
     **{f"mma.{op}": h for op, h in FRAGMENT_HANDLERS.items()},
     "ctl.nop": _no_stmt,

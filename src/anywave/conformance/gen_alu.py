@@ -91,6 +91,7 @@ def _int_ref(op: str, t: ScalarType) -> Callable[..., int]:
         "clz": R.clz32,
         "ctz": R.ctz32,
         "brev": R.brev32,
+        "rotl": R.rotl32,
     }
     return table[op]
 
@@ -211,7 +212,7 @@ def _src_bits(d: InstrDef, i: int, kind: Operand) -> int:
     """Width of the value held by the i-th source operand of d."""
     if kind in (Operand.RS64, Operand.RD64):
         return 64
-    if d.op in ("shl", "shr") and i == 1:
+    if d.op in ("shl", "shr", "rotl") and i == 1:
         return 32
     t = d.src_type if d.op == "cvt" else d.type
     assert t is not None
@@ -221,7 +222,7 @@ def _src_bits(d: InstrDef, i: int, kind: Operand) -> int:
 def _values_for(d: InstrDef, i: int, bits: int, rng: np.random.Generator) -> list[int]:
     t = d.src_type if d.op in ("cvt", "cvt_pack") else d.type
     assert t is not None
-    if d.op in ("shl", "shr") and i == 1:
+    if d.op in ("shl", "shr", "rotl") and i == 1:
         return SHIFT_COUNTS
     if t.is_packed:
         fmt = _FMT[t]

@@ -411,6 +411,13 @@ def brev32(a: int) -> int:
     return int(f"{a & 0xFFFFFFFF:032b}"[::-1], 2)
 
 
+def rotl32(a: int, count: int) -> int:
+    """a rotated left by count mod 32 (the binary string's first k digits moved to its end)."""
+    digits = f"{a & 0xFFFFFFFF:032b}"
+    k = (count & 0xFFFFFFFF) % 32
+    return int(digits[k:] + digits[:k], 2)
+
+
 # ----------------------------------------------------------------------------- conversions
 
 INT_RANGES = {"i32": (32, True), "u32": (32, False), "i64": (64, True), "u64": (64, False)}

@@ -440,6 +440,17 @@ def _brev32(x: np.ndarray) -> np.ndarray:
     return ((x >> 16) | (x << 16)).astype(U32)
 
 
+def _rotl(ins: Instruction) -> Run:
+    d, a, b = ins.operands
+
+    def run(st: Any, mask: np.ndarray, dense: bool) -> None:
+        x = st.regs[a]
+        c = st.regs[b] & U32(31)
+        # (32 - c) & 31 keeps both counts below the width (NumPy, like C, leaves >= 32 undefined)
+        w32(st, d, (x << c) | (x >> ((U32(32) - c) & U32(31))), mask, dense)
+    return run
+
+
 def _popc32(x: np.ndarray) -> np.ndarray:
     return np.bitwise_count(x).astype(U32)
 
@@ -668,7 +679,7 @@ SEMANTICS: dict[str, Callable[[Instruction], Run]] = {
     "bit.xor": _int_binop(np.bitwise_xor), "bit.not": _unary_int(np.invert),
     "bit.shl": _shift, "bit.shr": _shift,
     "bit.popc": _unary_int(_popc32), "bit.clz": _unary_int(_clz32), "bit.ctz": _unary_int(_ctz32),
-    "bit.brev": _unary_int(_brev32),
+    "bit.brev": _unary_int(_brev32), "bit.rotl": _rotl,
 
     "cmp.setp": _setp, "cmp.selp": _selp,
     "pred.and": _pred_op, "pred.or": _pred_op, "pred.xor": _pred_op, "pred.mov": _pred_op,

@@ -421,6 +421,8 @@ _def("popc.b32", C, "popc", (R, S), T.B32, "d = number of set bits of a")
 _def("clz.b32", C, "clz", (R, S), T.B32, "d = leading zero bits of a (32 for a = 0)")
 _def("ctz.b32", C, "ctz", (R, S), T.B32, "d = trailing zero bits of a (32 for a = 0)")
 _def("brev.b32", C, "brev", (R, S), T.B32, "d = a with its bit order reversed")
+_def("rotl.b32", C, "rotl", (R, S, S), T.B32,
+     "d = a rotated left by b mod 32 bits (the bits shifted out at the top come back in at the bottom)")
 
 # --- compare, select, predicate logic --------------------------------------------------
 C = Category.COMPARE

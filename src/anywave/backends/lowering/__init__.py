@@ -9,6 +9,9 @@ What is decided once here, so a backend only spells the result:
   (spec §8.8); the identities inactive lanes contribute come from :mod:`anywave.isa.semantics`.
 * :mod:`.arith` -- the integer division edge cases (safe divisor, b = 0 results) and the
   round-to-odd paths of narrowing conversions (spec §8.11).
+* :mod:`.bodies` -- an instruction's body (:mod:`anywave.isa.bodies`) spelt with a backend's
+  primitive table (:class:`~.bodies.BodySpelling`, every backend's, SPIR-V's included), missing
+  primitives expanded by the shared legaliser.
 """
 
 from anywave.backends.lowering.arith import DivRule, Step, div_rule, narrowing_steps, needs_f64, shift_limit
