@@ -102,8 +102,6 @@ def attn_bwd_dkdv_fast_kernel(q16: aw.In[aw.u16], k16: aw.In[aw.u16], v16: aw.In
     dpt = aw.fragments(BC // 16, "acc")  # lse2, then -Delta + dP^T, then dS^T
     dkf = aw.fragments(D // 16, "acc")
     dvf = aw.fragments(D // 16, "acc")
-    if HOLD:
-        kb = aw.fragment("b", elt)  # only for the use of K and V after the walk
     t = aw.local_id(0)
     wv = aw.wave_id()
     grp = wv // 4
@@ -160,10 +158,11 @@ def attn_bwd_dkdv_fast_kernel(q16: aw.In[aw.u16], k16: aw.In[aw.u16], v16: aw.In
             for j in aw.static_range(BC // 16):
                 aw.mma_exp2(st[j], st[j], dpt[j], c)
                 aw.mma_cvt(pa[j], st[j])
-            for kk in aw.static_range(BC // 16):
-                aw.mma_group(dvf, pa[kk], ring, sb + TILE + 2048 * kk, PANEL)
             for j in aw.static_range(BC // 16):
                 aw.mma_load(dpt[j], ncol, qr + 16 * j, 0)  # column-broadcast -Delta
+            # dV += P^T dO and dP^T = -Delta + V dO^T: independent accumulators, in flight together
+            for kk in aw.static_range(BC // 16):
+                aw.mma_group(dvf, pa[kk], ring, sb + TILE + 2048 * kk, PANEL)
             for kk in aw.static_range(D // 16):
                 if HOLD:
                     aw.mma_group_bt(dpt, va[kk], ring, sb + TILE + PANEL * (kk // 4) + 32 * (kk % 4))
@@ -176,12 +175,6 @@ def attn_bwd_dkdv_fast_kernel(q16: aw.In[aw.u16], k16: aw.In[aw.u16], v16: aw.In
             for kk in aw.static_range(BC // 16):
                 aw.mma_group(dkf, pa[kk], ring, sb + 2048 * kk, PANEL)
     aw.async_wait(0)
-    if s_len < 0:  # never taken: keeps the held K and V fragments live after the walk (attention_fast._KEEP_Q)
-        if HOLD:
-            for kk in aw.static_range(D // 16):
-                aw.mma_sync(st[0], ka[kk], kb, st[0])
-                aw.mma_sync(st[0], va[kk], kb, st[0])
-            aw.mma_store(dk, st[0], 0, D)
     for j in aw.static_range(D // 16):
         aw.mma_scale(dkf[j], dkf[j], scale)
         aw.mma_store(dk, dkf[j], key0 * D + 16 * j, D)
@@ -204,7 +197,7 @@ def attn_bwd_dq_fast_kernel(q16: aw.In[aw.u16], do16: aw.In[aw.u16], k: aw.In[aw
     assert NT % CR == 0 and PASSES * NT == BC * CR, "attention_fast backward: the threads must divide a block"
     ring = aw.local_array(aw.f32, (2 * STAGE // 64, 16), align=1024)
     qa = aw.fragments(D // 16, "a", elt)
-    ND = D // 16 if HOLD else 1
+    ND = D // 16 if HOLD else 2
     doa = aw.fragments(ND, "a", elt)
     dsa = aw.fragments(BC // 16, "a", elt)
     sf = aw.fragments(BC // 16, "acc")
@@ -212,7 +205,6 @@ def attn_bwd_dq_fast_kernel(q16: aw.In[aw.u16], do16: aw.In[aw.u16], k: aw.In[aw
     dqf = aw.fragments(D // 16, "acc")
     l2 = aw.fragment("acc")  # row-broadcast lse2
     nd = aw.fragment("acc")  # row-broadcast -Delta
-    kb = aw.fragment("b", elt)  # only for the use of Q after the walk
     t = aw.local_id(0)
     wv = aw.wave_id()
     grp = wv // 4
@@ -251,6 +243,13 @@ def attn_bwd_dq_fast_kernel(q16: aw.In[aw.u16], do16: aw.In[aw.u16], k: aw.In[aw
             for j in aw.static_range(BC // 16):
                 aw.mma_fill(sf[j], 0.0)
                 aw.mma_scale(dp[j], nd, 1.0)
+            # dP = -Delta + dO V^T, then S = Q K^T: independent accumulators, in flight together
+            for kk in aw.static_range(D // 16):
+                if HOLD:
+                    aw.mma_group_bt(dp, doa[kk], ring, sb + TILE + PANEL * (kk // 4) + 32 * (kk % 4))
+                else:
+                    aw.mma_load(doa[kk % 2], do16, qrow0 * D + 16 * kk, D)
+                    aw.mma_group_bt(dp, doa[kk % 2], ring, sb + TILE + PANEL * (kk // 4) + 32 * (kk % 4))
             for kk in aw.static_range(D // 16):
                 aw.mma_group_bt(sf, qa[kk], ring, sb + PANEL * (kk // 4) + 32 * (kk % 4))
             k0 = blk * BC
@@ -261,12 +260,6 @@ def attn_bwd_dq_fast_kernel(q16: aw.In[aw.u16], do16: aw.In[aw.u16], k: aw.In[aw
             elif k0 + BC > s_len:
                 for j in aw.static_range(BC // 16):
                     aw.mma_mask(sf[j], sf[j], 1 << 30, s_len - (k0 + 16 * j))
-            for kk in aw.static_range(D // 16):
-                if HOLD:
-                    aw.mma_group_bt(dp, doa[kk], ring, sb + TILE + PANEL * (kk // 4) + 32 * (kk % 4))
-                else:
-                    aw.mma_load(doa[0], do16, qrow0 * D + 16 * kk, D)
-                    aw.mma_group_bt(dp, doa[0], ring, sb + TILE + PANEL * (kk // 4) + 32 * (kk % 4))
             for j in aw.static_range(BC // 16):
                 aw.mma_exp2(sf[j], sf[j], l2, c)
                 aw.mma_mul(dp[j], sf[j], dp[j])
@@ -274,12 +267,6 @@ def attn_bwd_dq_fast_kernel(q16: aw.In[aw.u16], do16: aw.In[aw.u16], k: aw.In[aw
             for kk in aw.static_range(BC // 16):
                 aw.mma_group(dqf, dsa[kk], ring, sb + 2048 * kk, PANEL)
     aw.async_wait(0)
-    if s_len < 0:  # never taken: keeps the Q (and held dO) fragments live after the walk (_KEEP_Q)
-        for kk in aw.static_range(D // 16):
-            aw.mma_sync(sf[0], qa[kk], kb, sf[0])
-            if HOLD:
-                aw.mma_sync(sf[0], doa[kk], kb, sf[0])
-        aw.mma_store(dq, sf[0], 0, D)
     for j in aw.static_range(D // 16):
         aw.mma_scale(dqf[j], dqf[j], scale)
         aw.mma_store(dq, dqf[j], qrow0 * D + 16 * j, D)
