@@ -207,3 +207,77 @@ def test_ptx_overlaps_independent_wgmma_and_waits_partially_for_a_loads():
     seq = ["W" + w if w else "G" for w, _ in waits]
     # group 1 issued above; then group 2, group 3, wait 1 (groups 1, 2 done), group 4, wait 0
     assert seq[:5] == ["G", "G", "W1", "G", "W0"], seq
+
+
+def _target_widths(name: str) -> tuple[int, ...]:
+    from anywave.runtime.targets import available_targets
+
+    st = {t.name: t for t in available_targets()}.get(name)
+    if st is None or not st.available:
+        pytest.skip(f"{name} unavailable: {st.reason if st else 'not registered'}")
+    return st.infos[0].wave_widths
+
+
+_VULKAN_KNOWN = pytest.mark.xfail(strict=True, reason="known: on Vulkan (lavapipe, W = 8) the dK/dV kernel differs "
+                                  "from the emulator once its walk has more than one query block (one block: the "
+                                  "same bits; dQ agrees); not yet found")
+
+
+@pytest.mark.parametrize("target", ["opencl", pytest.param("vulkan", marks=_VULKAN_KNOWN),
+                                    pytest.param("sycl", marks=pytest.mark.slow)])
+def test_cpu_targets_within_the_bound_and_batch_invariant(target):
+    W = min(_target_widths(target))  # (W 16/32 on OpenCL: see the xfail below)
+    rng = np.random.default_rng(13)
+    q, k, v, do = _inputs(rng, 2, 2, 1, 100, 64)
+    o, lse = _forward(q, k, v, True, 32, 1)
+    got = backward_numpy(q, k, v, o, lse, do, None, True, wave_width=W, target=target)
+    qd, kd, vd, gd = (_round16(x, False) for x in (q, k, v, do))
+    refs, bounds = _reference_and_bound(qd, kd, vd, gd, o, lse, True, 1 / 8, False)
+    for g, r, bnd in zip(got, refs, bounds, strict=True):
+        assert np.all(np.abs(g - r) <= bnd)
+    one = backward_numpy(q[1:], k[1:], v[1:], o[1:], lse[1:], do[1:], None, True, wave_width=W, target=target)
+    assert all(a.tobytes() == b[1:].tobytes() for a, b in zip(one, got, strict=True))
+
+
+def test_torch_op_backward_mode():
+    torch = pytest.importorskip("torch")
+    import anywave.torch.ops  # noqa: F401
+    from anywave.torch.ops import OpInputError
+
+    g = torch.Generator().manual_seed(2)
+    q, k, v = (torch.randn(1, 2, 40, 16, generator=g, dtype=torch.bfloat16) for _ in range(3))
+    o, lse = torch.ops.anywave.attention_forward(q, k, v, True, None, "exact")
+    go = torch.randn(o.shape, generator=g).to(torch.bfloat16)
+    gl = torch.zeros_like(lse)
+    # on CPU tensors "fast" has no kernel: the exact backward, bit for bit
+    fast = torch.ops.anywave.attention_backward(go, gl, q, k, v, o, lse, True, None, "fast")
+    exact = torch.ops.anywave.attention_backward(go, gl, q, k, v, o, lse, True, None, "exact")
+    assert all(torch.equal(a, b) for a, b in zip(fast, exact, strict=True))
+    with pytest.raises(OpInputError, match="mode 'fastest'"):
+        torch.ops.anywave.attention_backward(go, gl, q, k, v, o, lse, True, None, "fastest")
+
+
+@pytest.mark.xfail(strict=True, reason="known: the C-family (OpenCL) target's dQ kernel differs from the emulator at "
+                   "W = 16 and 32 (dK, dV and W = 8 agree bit for bit; not yet found)")
+def test_opencl_dq_at_w16_matches_the_emulator():
+    widths = _target_widths("opencl")
+    if 16 not in widths:
+        pytest.skip("OpenCL runs no W = 16 here")
+    rng = np.random.default_rng(13)
+    q, k, v, do = _inputs(rng, 1, 1, 1, 64, 64)
+    o, lse = _forward(q, k, v, False, 32, 1)
+    ge = backward_numpy(q, k, v, o, lse, do, None, False, wave_width=16)
+    got = backward_numpy(q, k, v, o, lse, do, None, False, wave_width=16, target="opencl")
+    assert got[0].tobytes() == ge[0].tobytes()
+
+
+@pytest.mark.parametrize("S,Hq", [(64, 1), pytest.param(128, 1, marks=_VULKAN_KNOWN),
+                                  pytest.param(64, 2, marks=_VULKAN_KNOWN)])
+def test_vulkan_matches_the_emulator(S, Hq):
+    _target_widths("vulkan")
+    rng = np.random.default_rng(13)
+    q, k, v, do = _inputs(rng, 1, Hq, 1, S, 64)
+    o, lse = _forward(q, k, v, False, 32, 1)
+    ge = backward_numpy(q, k, v, o, lse, do, None, False, wave_width=8)
+    got = backward_numpy(q, k, v, o, lse, do, None, False, wave_width=8, target="vulkan")
+    assert all(a.tobytes() == b.tobytes() for a, b in zip(got, ge, strict=True))
