@@ -231,8 +231,9 @@ class _KernelEmitter:
                        **{id(f.code): f"function {f.name!r}" for f in module.functions}}
         self.cur: tuple[str, int] = (self.labels[id(kernel.code)], 0)
         self.arch = arch
-        #: wgmma in flight (committed, not yet waited for): (mnemonic, first accumulator, A slot)
-        self.wgmma_pending: set[tuple[str, int, int]] = set()
+        #: wgmma in flight (committed, not yet waited for), oldest first: (mnemonic, first
+        #: accumulator, A slot, accumulator count)
+        self.wgmma_pending: list[tuple[str, int, int, int]] = []
         #: the kernel issues mma.group.async as wgmma: wait for them all before it exits
         self.group, has_async = ptx_mma.group_use(module, kernel)
         self.wgmma_async = arch == ptx_mma.WGMMA_ARCH and has_async
@@ -290,16 +291,18 @@ class _KernelEmitter:
 
     def wgmma_flush(self, ins: Instruction | None = None) -> None:
         """Wait for the wgmma groups in flight (ptx_mma: ``mma.group`` commits without waiting)
-        before ``ins`` unless it may run while they are (:func:`ptx_mma.may_pass_wgmma`): another
-        ``mma.group`` of the same shape into the same strip (that accumulator chain is ordered by
-        the hardware), a fragment load of an A slot no wgmma in flight reads, or a
-        ``cp.async.wait`` (barriers, control flow and everything else wait)."""
+        before ``ins``, as few as it needs (:func:`ptx_mma.wgmma_keep`): none for another
+        ``mma.group`` into the same strip (that accumulator chain is ordered by the hardware) or
+        into accumulators no group in flight uses, or for a ``cp.async.wait``; the groups up to the
+        last one reading an A slot that a fragment load overwrites (``wgmma.wait_group N`` leaves
+        the N most recent in flight); all of them before anything else (barriers, control flow)."""
         if not self.wgmma_pending:
             return
-        if ins is not None and ptx_mma.may_pass_wgmma(ins, self.wgmma_pending):
+        keep = 0 if ins is None else ptx_mma.wgmma_keep(ins, self.wgmma_pending)
+        if keep is None:
             return
-        self.out("wgmma.wait_group.sync.aligned 0;")
-        self.wgmma_pending = set()
+        self.out(f"wgmma.wait_group.sync.aligned {keep};")
+        self.wgmma_pending = self.wgmma_pending[len(self.wgmma_pending) - keep:] if keep else []
 
     def at(self, code: Sequence[Instruction], i: int) -> None:
         ins = code[i]
@@ -567,6 +570,7 @@ class _KernelEmitter:
         pro += ptx_mma.declarations(self.m, k.code)  # fragment registers (spec 8.14), +0.0
         lines += ["    " + p for p in pro]
         lines += self.body
+        lines += ["    " + ln for ln in ptx_mma.keep_alive(self.m, k, self.arch)]
         if self.wgmma_async:
             lines.append("    wgmma.wait_group.sync.aligned 0;")
         lines.append("    exit;")

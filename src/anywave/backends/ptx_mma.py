@@ -194,6 +194,55 @@ def declarations(module: Module, code: Iterable[Instruction]) -> list[str]:
     return lines
 
 
+def _loop_invariant_a(nodes: list[Any], out: set[int]) -> tuple[set[int], set[int]]:
+    """(A slots read by ``mma.group`` in ``nodes``, fragment slots written there); adds to ``out``
+    the A slots of every loop among them that the loop reads and does not write."""
+    reads: set[int] = set()
+    writes: set[int] = set()
+    for n in nodes:
+        if isinstance(n, tuple) and n[0] == "if":
+            for part in n[2:]:
+                r, w = _loop_invariant_a(part, out)
+                reads |= r
+                writes |= w
+        elif isinstance(n, tuple):  # a loop
+            r, w = _loop_invariant_a(n[1], out)
+            out |= r - w
+            reads |= r
+            writes |= w
+        else:
+            if n.defn.op == "fgmma":
+                reads.add(int(n.operands[1]))
+            writes.update(int(v) for kind, v in zip(n.defn.operands, n.operands, strict=True)
+                          if kind is Operand.FD)
+    return reads, writes
+
+
+def keep_alive(module: Module, kernel: Kernel, arch: int) -> list[str]:
+    """Lines for the kernel's end on sm_90 that keep the registers of every **loop-invariant A
+    operand of a wgmma** (an A slot that ``mma.group`` reads inside a loop which does not write it)
+    live after the loop. Why: ptxas (CUDA 13.0, sm_90a) was seen giving such registers to another
+    fragment of the loop (the P of attention's P·V, whose wgmma then read Q's registers: wrong
+    results from the second iteration on, bench/results/gpu_attention_fast.md), treating them as
+    dead at the back edge; a use after the loop keeps them live through every iteration. The use
+    is a store guarded by a predicate no run makes true (the 64-bit cycle counter equal to -1, which
+    would take centuries) and that ptxas cannot fold, so it costs a few instructions and no memory
+    traffic."""
+    if arch != WGMMA_ARCH:
+        return []
+    slots: set[int] = set()
+    _loop_invariant_a(_tree(list(kernel.code)), slots)
+    if not slots:
+        return []
+    lines = ["// keep the loop-invariant wgmma A operands live through their loops (ptx_mma.keep_alive)",
+             "{", ".reg .b64 %ka_t;", ".reg .pred %ka_p;", "mov.u64 %ka_t, %clock64;",
+             "setp.eq.s64 %ka_p, %ka_t, -1;"]
+    for s in sorted(slots):
+        regs = ", ".join(frag_reg(s, i) for i in range(4))
+        lines.append(f"@%ka_p st.volatile.global.v4.b32 [%ka_t], {{{regs}}};")
+    return lines + ["}"]
+
+
 def segment_has_fragments(code: Any, start: int) -> bool:
     """Whether the straight-line run of ``code`` from ``start`` (up to the next control
     instruction or barrier) holds an unguarded wave-scope fragment instruction."""
@@ -465,18 +514,39 @@ def group_use(module: Module, kernel: Kernel) -> tuple[bool, bool]:
     return bool(defs), any(group_async(d) for d in defs)
 
 
-def may_pass_wgmma(ins: Instruction, pending: set[tuple[str, int, int]]) -> bool:
-    """Whether ``ins`` may execute while the wgmma ``pending`` (``(mnemonic, first accumulator
-    slot, A slot)`` each) are in flight: an ``mma.group`` of the same shape into the same strip
-    (PTX orders only such same-shape accumulator chains), a local-memory load into an A slot
-    none of them reads, or a ``cp.async.wait``."""
+#: categories whose instructions touch only general registers, predicates and device memory
+_REG_ONLY = frozenset({Category.INTEGER, Category.FLOAT, Category.BITWISE, Category.COMPARE, Category.CONVERT,
+                       Category.MOVE, Category.DEVICE_MEMORY})
+
+
+def wgmma_keep(ins: Instruction, pending: list[tuple[str, int, int, int]]) -> int | None:
+    """How many of the wgmma ``pending`` (oldest first; ``(mnemonic, first accumulator, A slot,
+    accumulator count)`` each) may stay in flight while ``ins`` executes: None for all of them (no
+    wait), else N for ``wgmma.wait_group N``. All may stay for a ``cp.async.wait`` and for an
+    unguarded ``mma.group`` whose accumulators are those of a same-shape chain in flight (PTX orders
+    such chains) or that no group in flight uses; for an unguarded fragment load into an A slot,
+    those issued after the last group that reads the slot; all for arithmetic, moves, conversions
+    and device-memory accesses (they touch neither fragment registers nor local memory, the only
+    state a wgmma reads or writes); none for anything else."""
     d = ins.defn
-    if d.op == "cp_wait":
-        return True
-    if d.op == "fgmma":
-        return ins.guard is None and all(m == d.mnemonic and s == ins.operands[0] for m, s, _ in pending)
-    return (d.op == "fload" and d.variant.startswith("a.local.") and ins.guard is None
-            and all(ins.operands[0] != a for _, _, a in pending))
+    if d.op == "cp_wait" or d.category in _REG_ONLY:
+        return None
+    last = -1
+    if d.op == "fgmma" and ins.guard is None:
+        lo = int(ins.operands[0])
+        hi = lo + group_n(d) // 16
+        for i, (m, s, _, n) in enumerate(pending):
+            same_chain = m == d.mnemonic and s == lo
+            if not same_chain and s < hi and lo < s + n:
+                last = i
+    elif d.op == "fload" and d.variant.startswith("a.") and ins.guard is None:
+        slot = int(ins.operands[0])
+        for i, (_, _, a, _) in enumerate(pending):
+            if a == slot:
+                last = i
+    else:
+        return 0
+    return None if last < 0 else len(pending) - last - 1
 
 
 def _e_fwait(b: Any, ins: Instruction) -> None:
@@ -485,7 +555,7 @@ def _e_fwait(b: Any, ins: Instruction) -> None:
     if b.kx.arch == WGMMA_ARCH:
         b(f"wgmma.wait_group.sync.aligned {int(ins.operands[0])};")
         if int(ins.operands[0]) == 0:
-            b.kx.wgmma_pending = set()
+            b.kx.wgmma_pending = []
 
 
 def _e_fgmma(b: Any, ins: Instruction) -> None:
@@ -521,7 +591,7 @@ def _e_fgmma(b: Any, ins: Instruction) -> None:
         b(f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ab}.{ab} {{{dd}}}, {{{a}}}, {dsc}, 1, 1, 1, 0;")
         b("wgmma.commit_group.sync.aligned;")
         if not group_async(ins.defn):
-            b.kx.wgmma_pending.add((ins.defn.mnemonic, d, fa))
+            b.kx.wgmma_pending.append((ins.defn.mnemonic, d, fa, n // 16))
     elif bt:
         # per 16 columns j: ldmatrix (not transposed) of B^T's rows n = 16j + 8(l >> 4) + (l & 7),
         # 16-byte chunk (L mod 1024)/16 + ((l >> 3) & 1) of the row, xor (n mod 8): pieces b0..b3
@@ -566,7 +636,7 @@ def _e_fgmma(b: Any, ins: Instruction) -> None:
         # that may not overlap it, so consecutive mma.group steps (and A loads into other slots)
         # do; mma.group.async: the program's mma.wait
         if not group_async(ins.defn):
-            b.kx.wgmma_pending.add((ins.defn.mnemonic, d, fa))
+            b.kx.wgmma_pending.append((ins.defn.mnemonic, d, fa, n // 16))
     else:
         # lane l names row k = (l & 7) + 8*((l >> 3) & 1) of column block 8*(l >> 4) (+16j)
         k, c, off, x, t8 = b.t(), b.t(), b.t(), b.t(), b.t()

@@ -85,7 +85,6 @@ def attention_fast_kernel(q: aw.In[aw.u16], k: aw.In[aw.f32], v: aw.In[aw.f32], 
     mcn = aw.fragment("acc")  # the new one times c
     lf = aw.fragment("acc")  # running sum
     al = aw.fragment("acc")  # alpha
-    kq = aw.fragment("b", elt)  # only for the use of Q after the walk (_KEEP_Q)
     t = aw.local_id(0)
     wv = aw.wave_id()
     grp = wv // 4
@@ -146,10 +145,6 @@ def attention_fast_kernel(q: aw.In[aw.u16], k: aw.In[aw.f32], v: aw.In[aw.f32], 
             for kk in aw.static_range(BC // 16):
                 aw.mma_group(of, pf[kk], ring, st + TILE + 2048 * kk, PANEL)
     aw.async_wait(0)
-    if s_len < 0:  # never taken (s_len >= 1): a use of Q after the walk, see _KEEP_Q
-        for kk in aw.static_range(D // 16):
-            aw.mma_sync(sf[0], qf[kk], kq, sf[0])
-        aw.mma_store(o, sf[0], 0, D)
     for j in aw.static_range(D // 16):
         aw.mma_div(of[j], of[j], lf)
         aw.mma_store(o, of[j], qrow0 * D + 16 * j, D)
@@ -166,13 +161,10 @@ def attention_fast_kernel(q: aw.In[aw.u16], k: aw.In[aw.f32], v: aw.In[aw.f32], 
         lse[qrow0 * 16 + e] = x
 
 
-#: Why the kernel reads Q once more after the walk, in a branch never taken: ptxas (CUDA 13.0, sm_90a)
-#: treated the Q fragments, the loop-invariant A operands of the Q Kᵀ wgmma, as dead at the loop's
-#: back edge when both products of the walk are m64n64k16 (D = 64) and gave their registers to P
-#: (the SASS showed the P·V HGMMA reading Q's registers; wrong results from the second block on).
-#: A use after the loop that ptxas cannot drop (an mma.sync whose result is stored, in a branch it
-#: cannot prove dead) keeps them live through it (checked on the SASS).
-_KEEP_Q = True
+#: The Q fragments are loop-invariant A operands of the walk's wgmma: ptxas (CUDA 13.0, sm_90a) once
+#: gave their registers to P (D = 64, wrong results from the second block on); the PTX backend keeps
+#: such operands live after their loops for every kernel (anywave.backends.ptx_mma.keep_alive), so the
+#: kernel needs no workaround of its own.
 
 
 @aw.func

@@ -7,8 +7,10 @@ float32, or all bfloat16, or all float16; one device). It is ``attention_forward
 
 * ``attention_forward(q, k, v, causal, scale, mode) -> (O, LSE)``: O shaped and typed as q, LSE
   float32 (B, Hq, Sq) (natural log; the backward reads it);
-* ``attention_backward(grad_o, grad_lse, q, k, v, o, lse, causal, scale) -> (dq, dk, dv)``
-  typed as q, k, v: the §8.17 backward (two passes, no atomics: the same bits run to run).
+* ``attention_backward(grad_o, grad_lse, q, k, v, o, lse, causal, scale, mode="exact") -> (dq, dk, dv)``
+  typed as q, k, v: the §8.17 backward (two passes, no atomics: the same bits run to run); the
+  autograd formula passes the forward's ``mode``, and ``"fast"`` runs the fragment-MMA backward
+  (:mod:`anywave.kernels.attention_fast_bwd`, class ``bounded``) where it covers the tensors.
 
 ``mode``: ``"exact"`` — the exact variant (§8.17: the same bits on every target and W, batch-
 invariant); ``"fast"`` — the fragment-MMA kernel (:mod:`anywave.kernels.attention_fast`, class
@@ -137,11 +139,21 @@ def _(q, k, v, causal=False, scale=None, mode="fast"):
 @torch.library.custom_op("anywave::attention_backward", mutates_args=())
 def attention_backward(grad_o: torch.Tensor, grad_lse: torch.Tensor, q: torch.Tensor, k: torch.Tensor,
                        v: torch.Tensor, o: torch.Tensor, lse: torch.Tensor, causal: bool = False,
-                       scale: float | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                       scale: float | None = None, mode: str = "exact"
+                       ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Gradients ``(dq, dk, dv)`` of :func:`attention_forward` (§8.17 "Backward"), typed as q, k, v,
-    from the forward's ``o`` and ``lse`` and the incoming ``grad_o`` (as o) and ``grad_lse`` (as lse)."""
+    from the forward's ``o`` and ``lse`` and the incoming ``grad_o`` (as o) and ``grad_lse`` (as lse).
+    ``mode="fast"``: the fragment-MMA backward (§8.17 "``fast`` backward",
+    :mod:`anywave.kernels.attention_fast_bwd`) where it covers the tensors (bf16/f16 on CUDA, D 64
+    or 128, Sq = Sk, a positive scale), else the exact two passes."""
     b, hq, hkv, sq, sk, d = _check_backward(grad_o, grad_lse, q, k, v, o, lse, scale)
+    if mode not in MODES:
+        raise O.OpInputError(f"anywave.attention_backward: mode {mode!r} is not one of {MODES}")
     sc = A.default_scale(d) if scale is None else float(scale)
+    if mode == "fast":
+        res = _fast_backward(grad_o, grad_lse, q, k, v, o, lse, causal, sc)
+        if res is not None:
+            return res
     # an empty chain is +0, times scale (-0 for a negative scale), as the kernels write it (§8.17)
     dq = torch.zeros((b, hq, sq, d), dtype=torch.float32, device=q.device) * sc
     dk = torch.zeros((b, hkv, sk, d), dtype=torch.float32, device=q.device) * sc
@@ -178,17 +190,34 @@ def _check_backward(grad_o, grad_lse, q, k, v, o, lse, scale, fake: bool = False
     return b, hq, hkv, sq, sk, d
 
 
+def _fast_backward(grad_o: torch.Tensor, grad_lse: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                   o: torch.Tensor, lse: torch.Tensor, causal: bool,
+                   scale: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
+    """The ``fast`` backward's (dq, dk, dv) where it covers these tensors, else None (exact runs)."""
+    if not q.is_cuda or q.dtype not in (torch.bfloat16, torch.float16) or q.shape[2] != k.shape[2] or not q.numel():
+        return None
+    try:
+        from anywave.kernels import attention_fast_bwd as FB
+    except ImportError:
+        return None
+    try:
+        return FB.backward(q.contiguous(), k.contiguous(), v.contiguous(), o.contiguous(), lse, grad_o.contiguous(),
+                           grad_lse, causal, scale)
+    except KernelInputError:
+        return None
+
+
 @attention_backward.register_fake
-def _(grad_o, grad_lse, q, k, v, o, lse, causal=False, scale=None):
+def _(grad_o, grad_lse, q, k, v, o, lse, causal=False, scale=None, mode="exact"):
     _check_backward(grad_o, grad_lse, q, k, v, o, lse, scale, fake=True)
     return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
 
 
 def _setup(ctx: Any, inputs: tuple[Any, ...], output: tuple[torch.Tensor, torch.Tensor]) -> None:
-    q, k, v, causal, scale, _mode = inputs
+    q, k, v, causal, scale, mode = inputs
     o, lse = output
     ctx.save_for_backward(q, k, v, o, lse)
-    ctx.causal, ctx.scale = causal, scale
+    ctx.causal, ctx.scale, ctx.mode = causal, scale, mode
 
 
 def _backward(ctx: Any, grad_o: torch.Tensor | None, grad_lse: torch.Tensor | None) -> tuple[Any, ...]:
@@ -198,7 +227,7 @@ def _backward(ctx: Any, grad_o: torch.Tensor | None, grad_lse: torch.Tensor | No
     if grad_lse is None:
         grad_lse = torch.zeros_like(lse)
     dq, dk, dv = torch.ops.anywave.attention_backward(grad_o.contiguous(), grad_lse.contiguous(), q, k, v, o, lse,
-                                                      ctx.causal, ctx.scale)
+                                                      ctx.causal, ctx.scale, ctx.mode)
     return dq, dk, dv, None, None, None
 
 
