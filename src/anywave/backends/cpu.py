@@ -52,7 +52,7 @@ from anywave.backends.cfamily_prelude import PRELUDE, gen_name
 from anywave.backends.lowering.collectives import butterfly_steps, exclusive_first, identity, kogge_stone_steps
 from anywave.backends.lowering.control import ControlWalk, Frame, Mask
 from anywave.binary.module import DeviceAddr, Instruction, Module, Pred
-from anywave.isa.table import Flag, Operand
+from anywave.isa.table import Category, Flag, Operand
 from anywave.isa.types import ArgKind, MemoryOrder, ScalarType, Scope, SpecialRegister
 
 T = ScalarType
@@ -64,6 +64,13 @@ WAVE_WIDTHS = (8, 16, 32, 64)
 ERR_DIVERGENT_BARRIER = 2
 #: return codes of a kernel function: 0 done, 1 stopped (Ctrl-C), 2 a divergent barrier
 RC_STOPPED, RC_BARRIER = 1, 2
+
+#: the thread-id special registers, from the per-lane tables ``awg_TX/TY/TZ``
+_IDS = {
+    S.THREAD_ID_X: "(aw_1d ? aw_l : awg_TX[aw_l])", S.THREAD_ID_Y: "awg_TY[aw_l]", S.THREAD_ID_Z: "awg_TZ[aw_l]",
+    S.GLOBAL_ID_X: "aw_gid0 * aw_wgx + (aw_1d ? aw_l : awg_TX[aw_l])",
+    S.GLOBAL_ID_Y: "aw_gid1 * aw_wgy + awg_TY[aw_l]", S.GLOBAL_ID_Z: "aw_gid2 * aw_wgz + awg_TZ[aw_l]",
+}
 
 _HEADER = r"""
 #include <stdint.h>
@@ -104,13 +111,15 @@ AW_FN u32 aw_amax_i32(u32 *p, i32 v) {
 }
 /* the first failing access of a lane loop: lowest site, then lowest lane (instruction order,
    then lane order, as the emulator reports it); resets the lanes' records */
-static void aw_report(u32 *err, u32 *es, u64 *eo, u32 nl, const u32 (*tab)[3]) {
+static void aw_report(u32 *err, u32 *es, const u32 *el, const u32 *eh, u32 nl, const u32 (*tab)[6]) {
   u32 best = 0xFFFFFFFFu, lane = 0;
   for (u32 l = 0; l < nl; ++l) {
     if (es[l] < best) { best = es[l]; lane = l; }
   }
   if (best == 0xFFFFFFFFu) return;
-  u64 off = eo[lane];
+  /* the site's base register (pair, for a 64-bit offset) plus its constant offset */
+  u64 off = ((u64)el[lane] | (tab[best][3] ? (u64)eh[lane] << 32 : 0ul))
+            + ((u64)tab[best][4] | ((u64)tab[best][5] << 32));
   for (u32 l = 0; l < nl; ++l) es[l] = 0xFFFFFFFFu;
   u32 z = 0u;
   if (__atomic_compare_exchange_n(&err[0], &z, 1u, 0, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED)) {
@@ -190,7 +199,8 @@ class _CpuRenderer(_KernelRenderer):
         self.block: list[str] = []
         self.block_guarded = False
         self.masks: set[str] = set()
-        self.site_rows: list[tuple[int, int, int]] = []
+        self.site_rows: list[tuple[int, ...]] = []
+        self.hoisted: list[str] = []  # loop-invariant bounds of the guarded accesses (per call)
         self.site_tab = "aw_sites_" + c_name(kernel.name)
 
     # ---- lane blocks
@@ -207,7 +217,7 @@ class _CpuRenderer(_KernelRenderer):
         self.emit("}")
         self.block = []
         if self.block_guarded:
-            self.emit(f"if (aw_bad) {{ aw_report(aw_err, awg_ES, awg_EO, aw_nl, {self.site_tab}); aw_bad = 0; }}")
+            self.emit(f"if (aw_failed(awg_ES, aw_nl)) aw_report(aw_err, awg_ES, awg_EL, awg_EH, aw_nl, {self.site_tab});")
             self.block_guarded = False
 
     # ---- instructions
@@ -217,7 +227,7 @@ class _CpuRenderer(_KernelRenderer):
             self.flush()
             site = len(self.sites)
             self.sites.append(Site(*self.cur, ins))
-            self.site_rows.append((0, 0, 0))
+            self.site_rows.append((0, 0, 0, 0, 0, 0))
             self.emit("{ u32 aw_na = 0u; for (u32 aw_l = 0; aw_l < aw_n; ++aw_l) aw_na += act ? 1u : 0u;")
             self.emit(f"  if (aw_na != 0u && aw_na != aw_n) {{ u32 z = 0u; if (__atomic_compare_exchange_n(&aw_err[0], "
                       f"&z, {ERR_DIVERGENT_BARRIER}u, 0, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED)) {{ aw_err[1] = aw_na; "
@@ -232,10 +242,12 @@ class _CpuRenderer(_KernelRenderer):
             self.flush()
             self.collective(ins)
             return
-        if sem == "move.mov_sr" and SpecialRegister(ins.operands[1]) in (S.THREAD_ID_X, S.GLOBAL_ID_X):
-            # a 1-D workgroup's x id is the lane index itself (affine: contiguous accesses vectorise)
-            tid = "(aw_1d ? aw_l : aw_l % aw_wgx)"
-            e = tid if SpecialRegister(ins.operands[1]) is S.THREAD_ID_X else f"aw_gid0 * aw_wgx + {tid}"
+        sr = SpecialRegister(ins.operands[1]) if sem == "move.mov_sr" else None
+        if sr in _IDS:
+            # thread ids come from per-lane tables made once per call (no division in the lane
+            # loop: a division could trap, which keeps the compiler from vectorising); a 1-D
+            # workgroup's x id is the lane index itself (affine: contiguous accesses)
+            e = _IDS[sr]
             stmts = [f"r{ins.operands[0]} = (u32)({e});"]
         else:
             stmts = handler(ins.defn)(self, ins)
@@ -244,18 +256,55 @@ class _CpuRenderer(_KernelRenderer):
         atomic = sem.startswith("atomic.")
         if atomic:
             self.flush()
-        if self.checked and ins.defn.flags & (Flag.LOAD | Flag.STORE):
-            stmts = self.guard(ins, stmts)
-        cond = self.exec_cond(ins)
-        self.lane(f"if ({cond}) {{")
-        for s in stmts:
-            self.lane("  " + s)
-        self.lane("}")
+        cond = "act" if ins.guard is None else f"act & {self.p(ins.guard)}"
+        dests = self.dests(ins)
+        memory = bool(ins.defn.flags & (Flag.LOAD | Flag.STORE)) or atomic or ins.defn.category in (
+            Category.LOCAL_MEMORY, Category.DEVICE_MEMORY, Category.ATOMIC, Category.ASYNC_COPY)
+        # branch-free where possible (the compiler then vectorises the lane loop): the instruction
+        # runs in every lane, and the lanes that do not execute get their destinations back
+        out = ["{", f"  const u32 aw_e = {cond};"]
+        out += [f"  const {t} aw_k{i} = {d};" for i, (d, t) in enumerate(dests)]
+        if memory:
+            go = "aw_e"
+            if self.checked and ins.defn.flags & (Flag.LOAD | Flag.STORE):
+                pre, go = self.guard(ins)
+                out += ["  " + x for x in pre]
+            out += [f"  if ({go}) {{", *["    " + x for x in stmts], "  }"]
+            if go != "aw_e":
+                out += [f"  {d} = aw_e ? ({go} ? {d} : 0) : aw_k{i};" for i, (d, _t) in enumerate(dests)]
+            else:
+                out += [f"  {d} = aw_e ? {d} : aw_k{i};" for i, (d, _t) in enumerate(dests)]
+        else:
+            out += ["  {", *["    " + x for x in stmts], "  }"]
+            out += [f"  {d} = aw_e ? {d} : aw_k{i};" for i, (d, _t) in enumerate(dests)]
+        out.append("}")
+        for line in out:
+            self.lane(line)
         if atomic:
             self.flush()
 
-    def guard(self, ins: Instruction, stmts: list[str]) -> list[str]:
-        for addr, size, wrote in reversed(accesses_of(ins)):
+    def dests(self, ins: Instruction) -> list[tuple[str, str]]:
+        """The registers and predicates ``ins`` may write, as (C lvalue, C type)."""
+        out: list[tuple[str, str]] = []
+        nreg = max(1, self.k.registers)
+        for kind, v in zip(ins.defn.operands, ins.operands, strict=False):
+            if not kind.is_dest:
+                continue
+            if kind is Operand.PD:
+                out.append((f"p{int(v)}", "u32"))
+            elif kind.reg_count:
+                n = kind.reg_count
+                if n == 1 and ins.defn.type is not None and ins.defn.type.bits == 64:
+                    n = 2
+                out += [(f"r{int(v) + i}", "u32") for i in range(n) if int(v) + i < nreg]
+        return out
+
+    def guard(self, ins: Instruction) -> tuple[list[str], str]:
+        """Bounds tests of a memory instruction: (statements run in every lane, the condition
+        under which the access runs). A failing executing lane records its site and offset."""
+        pre: list[str] = []
+        oks = []
+        for addr, size, wrote in accesses_of(ins):
             site = len(self.sites)
             self.sites.append(Site(*self.cur, ins))
             if isinstance(addr, DeviceAddr):
@@ -265,19 +314,34 @@ class _CpuRenderer(_KernelRenderer):
             else:
                 base = f"(u64)r{addr.reg}"
                 n, arg = f"{int(self.k.local_memory)}ul", LOCAL_ARG
-            self.site_rows.append((arg & 0xFFFFFFFF, size, int(wrote)))
-            zero = []
-            kind0 = ins.defn.operands[0]
-            if kind0.is_dest and kind0.reg_count:
-                zero = [f"r{int(ins.operands[0]) + i} = 0u;" for i in range(kind0.reg_count)]
-            o = f"aw_o{site}"
-            stmts = [f"const u64 {o} = {base} + (u64)(i64){int(addr.offset)};",
-                     f"if ({n} >= {size}ul && {o} <= {n} - {size}ul) {{", *["  " + s for s in stmts], "} else {",
-                     *["  " + s for s in zero],
-                     f"  if (awg_ES[aw_l] > {site}u) {{ awg_ES[aw_l] = {site}u; awg_EO[aw_l] = {o}; }}",
-                     "  aw_bad = 1;", "}"]
+            off = int(addr.offset)
+            wide = isinstance(addr, DeviceAddr) and Operand.DADDR64 in ins.defn.operands
+            self.site_rows.append((arg & 0xFFFFFFFF, size, int(wrote), int(wide), off & 0xFFFFFFFF,
+                                   (off >> 32) & 0xFFFFFFFF))
+            ok, bad = f"aw_in{site}", f"aw_f{site}"
+            r = f"r{addr.reg}"
+            if wide:  # a 64-bit offset: 64-bit arithmetic
+                o = f"aw_o{site}"
+                pre += [f"const u64 {o} = {base} + (u64)(i64){off};",
+                        f"const u32 {ok} = ({n} >= {size}ul) & ({o} <= {n} - {size}ul);"]
+            elif off >= 0:
+                # u32 register + constant: the bound is a loop-invariant u32, the test one u32 compare
+                lim = f"(({n}) >= {size + off}ul ? (({n}) - {size + off}ul > 0xFFFFFFFFul ? 0xFFFFFFFFu : " \
+                      f"(u32)(({n}) - {size + off}ul)) : 0u)"
+                self.hoisted.append(f"const u32 aw_lim{site} = {lim}, aw_ok{site} = (u32)(({n}) >= {size + off}ul);")
+                pre.append(f"const u32 {ok} = aw_ok{site} & ({r} <= aw_lim{site});")
+            else:
+                lim = f"(({n}) - {size}ul > 0xFFFFFFFFul ? 0xFFFFFFFFu : (u32)(({n}) - {size}ul))"
+                self.hoisted.append(f"const u32 aw_lim{site} = {lim}, aw_ok{site} = (u32)(({n}) >= {size}ul);")
+                pre.append(f"const u32 {ok} = aw_ok{site} & ({r} >= {-off}u) & ({r} - {-off}u <= aw_lim{site});")
+            pre += [f"const u32 {bad} = aw_e & !{ok} & (awg_ES[aw_l] > {site}u);",
+                    f"awg_EL[aw_l] = {bad} ? {r} : awg_EL[aw_l];"]
+            if wide:
+                pre.append(f"awg_EH[aw_l] = {bad} ? r{addr.reg + 1} : awg_EH[aw_l];")
+            pre.append(f"awg_ES[aw_l] = {bad} ? {site}u : awg_ES[aw_l];")
+            oks.append(ok)
             self.block_guarded = True
-        return stmts
+        return pre, "(aw_e & " + " & ".join(oks) + ")"
 
     # ---- wave operations: loops over each wave's W lanes
     def collective(self, ins: Instruction) -> None:
@@ -392,11 +456,12 @@ class _CpuRenderer(_KernelRenderer):
             self.lane(f"{self._m(dst)} = {self._m(a)};")
         else:
             assert b is not None
-            self.lane(f"{self._m(dst)} = {self._m(a)} {'&&' if op == 'and' else '||'} {self._m(b)};")
+            # bitwise & | on bools: no short-circuit branches in the lane loop (vectorisable)
+            self.lane(f"{self._m(dst)} = {self._m(a)} {'&' if op == 'and' else '|'} {self._m(b)};")
 
     def condition(self, cond: Pred) -> Mask:
         name = gen_name("c", self.fresh())
-        self.lane(f"const bool {name} = {self.p(cond)};")  # used by the mask updates that follow at once
+        self.lane(f"const u32 {name} = {self.p(cond)};")  # used by the mask updates that follow at once
         return Mask("raw", name=name)
 
     def enter(self, f: Frame, part: str) -> None:
@@ -439,8 +504,9 @@ class _CpuRenderer(_KernelRenderer):
         out += ["#define act awg_A[aw_l]", "#define aw_x awg_X[aw_l]", "#define aw_tl aw_l",
                 f"#define aw_lane (aw_l & {W - 1}u)"]
         out += [f"#define {m} awg_M_{m}[aw_l]" for m in masks]
-        tab = self.site_rows or [(0, 0, 0)]  # (argument, size, wrote) by site number
-        out.append(f"static const u32 {self.site_tab}[][3] = {{" + ", ".join("{%du, %du, %du}" % r for r in tab) + "};")
+        tab = self.site_rows or [(0,) * 6]  # (argument, size, wrote, wide, offset lo, hi) by site number
+        out.append(f"static const u32 {self.site_tab}[][6] = {{"
+                   + ", ".join("{" + ", ".join(f"{v}u" for v in r) + "}" for r in tab) + "};")
         out.append(f"int {cn}(u8 **aw_bufs, const u64 *aw_sizes, const u64 *aw_scal, const u32 *aw_dims, "
                    "u32 aw_g0, u32 aw_g1, u32 *aw_err, volatile int *aw_stop) {")
         pre = ["const u32 aw_wgx = aw_dims[0], aw_wgy = aw_dims[1], aw_wgz = aw_dims[2];",
@@ -454,15 +520,21 @@ class _CpuRenderer(_KernelRenderer):
             else:
                 ct = "u64" if a.type.bits == 64 else "u32"
                 pre.append(f"const {ct} {self.scal[i]} = ({ct})aw_scal[{i}]; (void){self.scal[i]};")
+        pre += self.hoisted
         arrays = [f"awg_R{i}" for i in range(nreg)]
         bools = [f"awg_P{i}" for i in range(8)] + ["awg_A", "awg_X", "awg_EX"] + [f"awg_M_{m}" for m in masks]
         pre.append("u32 " + ", ".join(f"{n}[aw_nl]" for n in arrays) + ";")
-        pre.append("bool " + ", ".join(f"{n}[aw_nl]" for n in bools) + ";")
-        lane_bytes = 4 * nreg + len(bools)
+        # predicates and masks are u32 (0/1) like the registers: one vector shape in the lane loops
+        pre.append("u32 " + ", ".join(f"{n}[aw_nl]" for n in bools) + ";")
+        lane_bytes = 4 * nreg + 4 * len(bools)
         if self.checked:
-            pre += ["u32 awg_ES[aw_nl]; u64 awg_EO[aw_nl]; bool aw_bad = 0;",
+            pre += ["u32 awg_ES[aw_nl], awg_EL[aw_nl], awg_EH[aw_nl];",
                     "for (u32 aw_l = 0; aw_l < aw_nl; ++aw_l) awg_ES[aw_l] = 0xFFFFFFFFu;"]
             lane_bytes += 12
+        pre += ["u32 awg_TX[aw_nl], awg_TY[aw_nl], awg_TZ[aw_nl];",
+                "for (u32 aw_l = 0; aw_l < aw_nl; ++aw_l) { awg_TX[aw_l] = aw_l % aw_wgx; "
+                "awg_TY[aw_l] = (aw_l / aw_wgx) % aw_wgy; awg_TZ[aw_l] = aw_l / (aw_wgx * aw_wgy); }"]
+        lane_bytes += 12
         if k.local_memory:
             pre.append(CPU.local_decl(k.local_memory))
         pre += ["for (u32 aw_g = aw_g0; aw_g < aw_g1; ++aw_g) {",
@@ -471,7 +543,7 @@ class _CpuRenderer(_KernelRenderer):
                 "  (void)aw_gid0; (void)aw_gid1; (void)aw_gid2;",
                 "  if (*aw_stop) return 1;",
                 *[f"  memset({n}, 0, sizeof(u32) * aw_nl);" for n in arrays],
-                *[f"  memset({n}, 0, sizeof(bool) * aw_nl);" for n in bools],
+                *[f"  memset({n}, 0, sizeof(u32) * aw_nl);" for n in bools],
                 "  for (u32 aw_l = 0; aw_l < aw_nl; ++aw_l) awg_A[aw_l] = aw_l < aw_n;"]
         if k.local_memory:
             pre.append("  memset(aw_lm, 0, sizeof aw_lm);")
@@ -498,7 +570,8 @@ def _unsupported(module: Module, kernel) -> list[str]:  # noqa: ANN001
 
 
 _AUX = r"""
-AW_FN bool aw_any(const bool *a, u32 n) { bool r = false; for (u32 l = 0; l < n; ++l) r |= a[l]; return r; }
+AW_FN bool aw_any(const u32 *a, u32 n) { u32 r = 0; for (u32 l = 0; l < n; ++l) r |= a[l]; return r != 0; }
+AW_FN bool aw_failed(const u32 *es, u32 n) { u32 r = 0xFFFFFFFFu; for (u32 l = 0; l < n; ++l) r &= es[l]; return r != 0xFFFFFFFFu; }
 """
 
 

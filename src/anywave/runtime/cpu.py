@@ -24,6 +24,7 @@ compiled targets.
 from __future__ import annotations
 
 import ctypes
+import functools
 import hashlib
 import os
 import platform
@@ -95,6 +96,7 @@ class CpuDevice:
         self.local_memory = LOCAL_MEMORY
         self.max_workgroup = MAX_WORKGROUP
         self._libs: dict[str, Any] = {}
+        self._by_program: dict[int, tuple[Any, Any]] = {}
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
@@ -115,6 +117,15 @@ class CpuDevice:
                 finally:
                     threading.stack_size(old)
             return self._pool
+
+    def library_of(self, program: Any) -> Any:
+        """The loaded shared object of a rendered program (looked up once per program object)."""
+        ent = self._by_program.get(id(program))
+        if ent is not None and ent[0] is program:
+            return ent[1]
+        lib = self.library(program.text)
+        self._by_program[id(program)] = (program, lib)
+        return lib
 
     def library(self, text: str) -> Any:
         """The loaded shared object of C ``text`` (compiled once, cached on disk)."""
@@ -160,6 +171,7 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine() or "host CPU"
 
 
+@functools.cache
 def _cpu_flags() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -236,7 +248,7 @@ class CpuRunner(Driver):
         if info.frame_bytes(P) > STACK_BYTES // 2:
             raise CpuError(f"kernel {kernel!r} needs {info.frame_bytes(P)} bytes of lane state per workgroup of {P} "
                            f"threads; the cpu target's worker stacks hold {STACK_BYTES // 2}")
-        lib = self.dev.library(launch.program.text)
+        lib = self.dev.library_of(launch.program)
         fn = getattr(lib, info.c_name)
         fn.argtypes, fn.restype = _ARGTYPES, ctypes.c_int
         nb = len(k.args)
