@@ -111,7 +111,8 @@ def bench(reps: int, quick: bool) -> dict[str, Any]:
     ok = _same(V.gelu4(xs, target=t), V.gelu4(xs, target="emulator"))
 
     def np_gelu() -> np.ndarray:
-        return np.float32(0.5) * x * (np.float32(1) + np.tanh(np.float32(0.7978846) * (x + np.float32(0.044715) * x ** 3)))
+        c0, c1 = np.float32(0.7978846), np.float32(0.044715)
+        return np.float32(0.5) * x * (np.float32(1) + np.tanh(c0 * (x + c1 * x ** 3)))
 
     res["gelu4_2^24"] = _entry(_median({"anywave": lambda: V.gelu4(x, target=t), "numpy": np_gelu}, reps), "numpy",
                                same_bits_as_emulator_first_65536=ok)

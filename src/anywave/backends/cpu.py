@@ -217,7 +217,8 @@ class _CpuRenderer(_KernelRenderer):
         self.emit("}")
         self.block = []
         if self.block_guarded:
-            self.emit(f"if (aw_failed(awg_ES, aw_nl)) aw_report(aw_err, awg_ES, awg_EL, awg_EH, aw_nl, {self.site_tab});")
+            self.emit(f"if (aw_failed(awg_ES, aw_nl)) "
+                      f"aw_report(aw_err, awg_ES, awg_EL, awg_EH, aw_nl, {self.site_tab});")
             self.block_guarded = False
 
     # ---- instructions
@@ -486,7 +487,7 @@ class _CpuRenderer(_KernelRenderer):
         k, W = self.k, self.W
         cn = c_name(k.name)
         pinfo = []
-        for i, a in enumerate(k.args):
+        for a in k.args:
             if a.kind is ArgKind.BUFFER:
                 pinfo.append((a.name, "buffer"))
             else:
@@ -571,7 +572,9 @@ def _unsupported(module: Module, kernel) -> list[str]:  # noqa: ANN001
 
 _AUX = r"""
 AW_FN bool aw_any(const u32 *a, u32 n) { u32 r = 0; for (u32 l = 0; l < n; ++l) r |= a[l]; return r != 0; }
-AW_FN bool aw_failed(const u32 *es, u32 n) { u32 r = 0xFFFFFFFFu; for (u32 l = 0; l < n; ++l) r &= es[l]; return r != 0xFFFFFFFFu; }
+AW_FN bool aw_failed(const u32 *es, u32 n) {
+  u32 r = 0xFFFFFFFFu; for (u32 l = 0; l < n; ++l) r &= es[l]; return r != 0xFFFFFFFFu;
+}
 """
 
 
