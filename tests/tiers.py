@@ -12,8 +12,9 @@ import pytest
 
 WIDTHS = (8, 16, 32, 64)
 
-#: the one W per runtime target in the default tier (Vulkan on lavapipe offers only 8)
-DEFAULT_W = {"opencl": 16, "sycl": 64, "vulkan": 8}
+#: the one W per runtime target in the default tier (Vulkan on lavapipe offers only 8; the cpu
+#: target runs every W, 8 in the default tier)
+DEFAULT_W = {"opencl": 16, "sycl": 64, "vulkan": 8, "cpu": 8}
 
 
 def widths(target: str, ws: tuple[int, ...] = WIDTHS) -> list:

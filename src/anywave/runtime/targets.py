@@ -422,7 +422,7 @@ class RunnerTarget:
 #: registry), in this order: the reference emulator (always present), CUDA, then the runtimes
 #: whose dependencies are optional
 RUNTIMES = ("anywave.runtime.emulator", "anywave.runtime.cuda", "anywave.runtime.opencl", "anywave.runtime.sycl",
-            "anywave.runtime.hip", "anywave.runtime.metal", "anywave.runtime.vulkan")
+            "anywave.runtime.hip", "anywave.runtime.metal", "anywave.runtime.vulkan", "anywave.runtime.cpu")
 OPTIONAL_RUNTIMES = RUNTIMES[2:]
 _optional_loaded = False
 _loading = False

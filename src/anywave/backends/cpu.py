@@ -1,0 +1,623 @@
+"""WAVE -> C for the host CPU in the SPMD-on-SIMD manner (issue 29): the ``cpu`` target's backend.
+
+One C function per kernel runs a range of workgroups. A workgroup runs in **lock step**: every
+register is an array with one element per lane of the (padded) workgroup, ``u32 awg_R5[P]``;
+the predicates, the active bit ``A`` and the frames of the spec's mask-stack machine (§7.4,
+:mod:`anywave.backends.lowering.control`) are ``bool`` arrays of the same length. Straight-line
+code between two points that need every lane at once (a loop's back-edge, a wave operation, a
+barrier, a fence, an atomic) is one loop over the lanes::
+
+    #pragma GCC ivdep
+    for (u32 aw_l = 0; aw_l < aw_nl; ++aw_l) { if (act && p3) { r5 = r2 + r4; } ... }
+
+which the C compiler vectorises (``-O3 -march=native``: masked loads/stores, gathers). Inside
+such a loop the C-family handlers (:mod:`anywave.backends.cfamily_ops`) are used unchanged:
+``r5``, ``p3``, ``act`` are macros for the current lane's array element, so the exact-semantics
+spelling of every arithmetic, conversion, memory and atomic instruction is shared with OpenCL
+C, SYCL, HIP and Metal. Wave operations (shuffles, ballots, votes, reductions, scans) are
+written here as loops over each wave's W lanes, in the spec's butterfly / Kogge-Stone order.
+
+Why lock step over the whole workgroup is the spec's machine: the emulator (the oracle) runs
+every lane of a batch of workgroups the same way (one mask per lane, a region skipped when no
+lane is active, a loop repeated while any lane remains); a barrier is reached by every lane of
+the workgroup or is an error (§7.9, "divergent barrier", detected here too), so every access
+before a barrier is complete before any after it; lanes of one wave without a fence are
+unordered (§5.3), so fusing consecutive instructions into one lane loop is allowed. Fences,
+atomics and barriers end a lane loop, so they act in lane order, like the emulator.
+
+Bounds checks (the default, as on every host-memory target): an access outside its buffer (or
+local memory) is skipped, a load gives 0, and the lane records the site and offset; after the
+lane loop the first failure (lowest site, then lowest lane) goes to the error record of
+:mod:`anywave.backends.bounds`, which the runtime turns into ``OutOfBoundsError``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from anywave.backends.bounds import LOCAL_ARG, Site, accesses_of
+from anywave.backends.cfamily import (
+    CFamilyError,
+    CKernel,
+    CProgram,
+    Dialect,
+    Features,
+    _KernelRenderer,
+    c_name,
+    check_supported,
+)
+from anywave.backends.cfamily_ops import handler
+from anywave.backends.cfamily_prelude import PRELUDE, gen_name
+from anywave.backends.lowering.collectives import butterfly_steps, exclusive_first, identity, kogge_stone_steps
+from anywave.backends.lowering.control import ControlWalk, Frame, Mask
+from anywave.binary.module import DeviceAddr, Instruction, Module, Pred
+from anywave.isa.table import Category, Flag, Operand
+from anywave.isa.types import ArgKind, MemoryOrder, ScalarType, Scope, SpecialRegister
+
+T = ScalarType
+S = SpecialRegister
+
+#: wave widths the CPU target runs
+WAVE_WIDTHS = (8, 16, 32, 64)
+#: record word 0 of a divergent barrier (1 is an out-of-bounds access)
+ERR_DIVERGENT_BARRIER = 2
+#: return codes of a kernel function: 0 done, 1 stopped (Ctrl-C), 2 a divergent barrier
+RC_STOPPED, RC_BARRIER = 1, 2
+
+#: the thread-id special registers, from the per-lane tables ``awg_TX/TY/TZ``
+_IDS = {
+    S.THREAD_ID_X: "(aw_1d ? aw_l : awg_TX[aw_l])", S.THREAD_ID_Y: "awg_TY[aw_l]", S.THREAD_ID_Z: "awg_TZ[aw_l]",
+    S.GLOBAL_ID_X: "aw_gid0 * aw_wgx + (aw_1d ? aw_l : awg_TX[aw_l])",
+    S.GLOBAL_ID_Y: "aw_gid1 * aw_wgy + awg_TY[aw_l]", S.GLOBAL_ID_Z: "aw_gid2 * aw_wgz + awg_TZ[aw_l]",
+}
+
+_HEADER = r"""
+#include <stdint.h>
+#include <stdbool.h>
+#include <string.h>
+#include <tgmath.h>
+typedef uint8_t u8; typedef int8_t i8; typedef uint16_t u16; typedef int16_t i16;
+typedef uint32_t u32; typedef int32_t i32; typedef uint64_t u64; typedef int64_t i64;
+#define AW_FN static inline
+AW_FN float AW_F32(u32 u) { float f; memcpy(&f, &u, 4); return f; }
+AW_FN u32 AW_U32(float f) { u32 u; memcpy(&u, &f, 4); return u; }
+AW_FN double AW_F64(u64 u) { double f; memcpy(&f, &u, 8); return f; }
+AW_FN u64 AW_U64(double f) { u64 u; memcpy(&u, &f, 8); return u; }
+#define AW_RINT rint
+#define AW_HAS_F64 1
+AW_FN u32 aw_clz(u32 x) { return x ? (u32)__builtin_clz(x) : 32u; }
+AW_FN u32 aw_ctz(u32 x) { return x ? (u32)__builtin_ctz(x) : 32u; }
+AW_FN u32 aw_ctz64(u64 x) { return x ? (u32)__builtin_ctzll(x) : 64u; }
+AW_FN u32 aw_amin_u32(u32 *p, u32 v) {
+  u32 o = __atomic_load_n(p, __ATOMIC_RELAXED);
+  while (!__atomic_compare_exchange_n(p, &o, o < v ? o : v, 0, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED)) {}
+  return o;
+}
+AW_FN u32 aw_amax_u32(u32 *p, u32 v) {
+  u32 o = __atomic_load_n(p, __ATOMIC_RELAXED);
+  while (!__atomic_compare_exchange_n(p, &o, o > v ? o : v, 0, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED)) {}
+  return o;
+}
+AW_FN u32 aw_amin_i32(u32 *p, i32 v) {
+  u32 o = __atomic_load_n(p, __ATOMIC_RELAXED);
+  while (!__atomic_compare_exchange_n(p, &o, (i32)o < v ? o : (u32)v, 0, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED)) {}
+  return o;
+}
+AW_FN u32 aw_amax_i32(u32 *p, i32 v) {
+  u32 o = __atomic_load_n(p, __ATOMIC_RELAXED);
+  while (!__atomic_compare_exchange_n(p, &o, (i32)o > v ? o : (u32)v, 0, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED)) {}
+  return o;
+}
+/* the first failing access of a lane loop: lowest site, then lowest lane (instruction order,
+   then lane order, as the emulator reports it); resets the lanes' records */
+static void aw_report(u32 *err, u32 *es, const u32 *el, const u32 *eh, u32 nl, const u32 (*tab)[6]) {
+  u32 best = 0xFFFFFFFFu, lane = 0;
+  for (u32 l = 0; l < nl; ++l) {
+    if (es[l] < best) { best = es[l]; lane = l; }
+  }
+  if (best == 0xFFFFFFFFu) return;
+  /* the site's base register (pair, for a 64-bit offset) plus its constant offset */
+  u64 off = ((u64)el[lane] | (tab[best][3] ? (u64)eh[lane] << 32 : 0ul))
+            + ((u64)tab[best][4] | ((u64)tab[best][5] << 32));
+  for (u32 l = 0; l < nl; ++l) es[l] = 0xFFFFFFFFu;
+  u32 z = 0u;
+  if (__atomic_compare_exchange_n(&err[0], &z, 1u, 0, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED)) {
+    err[1] = tab[best][0]; err[2] = (u32)off; err[3] = (u32)(off >> 32); err[4] = best;
+    err[5] = tab[best][1]; err[6] = tab[best][2];
+  }
+}
+"""
+
+_RMW = {"add": "__atomic_fetch_add", "sub": "__atomic_fetch_sub", "and": "__atomic_fetch_and",
+        "or": "__atomic_fetch_or", "xor": "__atomic_fetch_xor", "exch": "__atomic_exchange_n"}
+
+
+def _rmw(space: str, op: str, ctype: str, addr: str, val: str, scope: Scope, order: MemoryOrder) -> str:
+    if op in ("min", "max"):
+        return f"aw_a{op}_{'i32' if ctype == 'i32' else 'u32'}((u32*)({addr}), {val})"
+    return f"{_RMW[op]}((u32*)({addr}), (u32)({val}), __ATOMIC_SEQ_CST)"
+
+
+def _cas(space: str, addr: str, expected: str, desired: str, scope: Scope, order: MemoryOrder) -> str:
+    return (f"__atomic_compare_exchange_n((u32*)({addr}), &{expected}, {desired}, 0, __ATOMIC_SEQ_CST, "
+            "__ATOMIC_SEQ_CST);")
+
+
+def _no_spelling(*_a: object) -> str:  # pragma: no cover - the CPU renderer writes these itself
+    raise AssertionError("the cpu renderer writes wave operations and barriers itself")
+
+
+CPU = Dialect(
+    name="cpu",
+    header=lambda f: _HEADER,
+    kernel_open=lambda *a: "",
+    kernel_preamble=lambda W, wave: "",
+    global_ptr=lambda t: f"{t}*",
+    local_ptr=lambda t: f"{t}*",
+    buffer_param=lambda n: f"u8* {n}",
+    u32_param=lambda n: f"const u32 {n}",
+    u64_param=lambda n: f"const u64 {n}",
+    local_decl=lambda n: f"u8 aw_lm[{n}] __attribute__((aligned(64)));",
+    local_linear_id="aw_l",
+    group_id=lambda i: f"aw_gid{i}",
+    num_groups=lambda i: f"aw_ng{i}",
+    barrier="",
+    fence=lambda s, o: "__atomic_thread_fence(__ATOMIC_SEQ_CST);",
+    atomic_rmw=_rmw,
+    atomic_cas=_cas,
+    math={"sqrt": "sqrt", "fma": "fma", "floor": "floor", "ceil": "ceil", "trunc": "trunc", "rint": "rint",
+          "ex2": "exp2", "lg2": "log2", "sin": "sin", "cos": "cos", "tanh": "tanh"},
+    popcount="__builtin_popcount", clz="aw_clz", ctz="aw_ctz",
+    shuffle=_no_spelling, ballot=_no_spelling, any_lane=_no_spelling,
+    wave_barrier="",
+)
+
+#: what the CPU target renders: everything but the matrix fragments (mma / fragment
+#: instructions are refused with this reason)
+CPU_FEATURES = Features(fp64=True, wave_widths=WAVE_WIDTHS)
+_MMA_REASON = "matrix fragment instructions (mma) are not rendered by the cpu target yet"
+
+
+@dataclass(frozen=True)
+class CpuKernel(CKernel):
+    """A rendered kernel of the cpu target: :class:`~anywave.backends.cfamily.CKernel` plus the
+    bytes of lane state one workgroup of P lanes needs on the stack (``frame_bytes(P)``)."""
+
+    lane_bytes: int = 0
+
+    def frame_bytes(self, lanes: int) -> int:
+        return self.lane_bytes * lanes + self.local_memory + 4096
+
+
+class _CpuRenderer(_KernelRenderer):
+    """The C-family kernel renderer with every value an array of lanes (module docs)."""
+
+    def __init__(self, module: Module, kernel, W: int, checked: bool) -> None:  # noqa: ANN001
+        super().__init__(CPU, CPU_FEATURES, module, kernel, W, checked)
+        self.wave = True  # always the mask-stack machine: the workgroup walks in lock step
+        self.block: list[str] = []
+        self.block_guarded = False
+        self.masks: set[str] = set()
+        self.site_rows: list[tuple[int, ...]] = []
+        self.hoisted: list[str] = []  # loop-invariant bounds of the guarded accesses (per call)
+        self.site_tab = "aw_sites_" + c_name(kernel.name)
+
+    # ---- lane blocks
+    def lane(self, line: str) -> None:
+        self.block.append(line)
+
+    def flush(self) -> None:
+        if not self.block:
+            return
+        self.emit("#pragma GCC ivdep")
+        self.emit("for (u32 aw_l = 0; aw_l < aw_nl; ++aw_l) {")
+        for line in self.block:
+            self.emit("  " + line)
+        self.emit("}")
+        self.block = []
+        if self.block_guarded:
+            self.emit(f"if (aw_failed(awg_ES, aw_nl)) "
+                      f"aw_report(aw_err, awg_ES, awg_EL, awg_EH, aw_nl, {self.site_tab});")
+            self.block_guarded = False
+
+    # ---- instructions
+    def instruction(self, ins: Instruction) -> None:
+        sem = ins.defn.sem
+        if sem == "sync.barrier":
+            self.flush()
+            site = len(self.sites)
+            self.sites.append(Site(*self.cur, ins))
+            self.site_rows.append((0, 0, 0, 0, 0, 0))
+            self.emit("{ u32 aw_na = 0u; for (u32 aw_l = 0; aw_l < aw_n; ++aw_l) aw_na += act ? 1u : 0u;")
+            self.emit(f"  if (aw_na != 0u && aw_na != aw_n) {{ u32 z = 0u; if (__atomic_compare_exchange_n(&aw_err[0], "
+                      f"&z, {ERR_DIVERGENT_BARRIER}u, 0, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED)) {{ aw_err[1] = aw_na; "
+                      f"aw_err[2] = aw_n; aw_err[3] = aw_g; aw_err[4] = {site}u; }} return {RC_BARRIER}; }} }}")
+            return
+        if sem == "sync.fence":
+            self.flush()
+            if ins.operands[1] is not MemoryOrder.RELAXED:
+                self.emit("__atomic_thread_fence(__ATOMIC_SEQ_CST);")
+            return
+        if ins.defn.flags & Flag.WAVE_COLLECTIVE:
+            self.flush()
+            self.collective(ins)
+            return
+        sr = SpecialRegister(ins.operands[1]) if sem == "move.mov_sr" else None
+        if sr in _IDS:
+            # thread ids come from per-lane tables made once per call (no division in the lane
+            # loop: a division could trap, which keeps the compiler from vectorising); a 1-D
+            # workgroup's x id is the lane index itself (affine: contiguous accesses)
+            e = _IDS[sr]
+            stmts = [f"r{ins.operands[0]} = (u32)({e});"]
+        else:
+            stmts = handler(ins.defn)(self, ins)
+        if not stmts:
+            return
+        atomic = sem.startswith("atomic.")
+        if atomic:
+            self.flush()
+        cond = "act" if ins.guard is None else f"act & {self.p(ins.guard)}"
+        dests = self.dests(ins)
+        memory = bool(ins.defn.flags & (Flag.LOAD | Flag.STORE)) or atomic or ins.defn.category in (
+            Category.LOCAL_MEMORY, Category.DEVICE_MEMORY, Category.ATOMIC, Category.ASYNC_COPY)
+        # branch-free where possible (the compiler then vectorises the lane loop): the instruction
+        # runs in every lane, and the lanes that do not execute get their destinations back
+        out = ["{", f"  const u32 aw_e = {cond};"]
+        out += [f"  const {t} aw_k{i} = {d};" for i, (d, t) in enumerate(dests)]
+        if memory:
+            go = "aw_e"
+            if self.checked and ins.defn.flags & (Flag.LOAD | Flag.STORE):
+                pre, go = self.guard(ins)
+                out += ["  " + x for x in pre]
+            out += [f"  if ({go}) {{", *["    " + x for x in stmts], "  }"]
+            if go != "aw_e":
+                out += [f"  {d} = aw_e ? ({go} ? {d} : 0) : aw_k{i};" for i, (d, _t) in enumerate(dests)]
+            else:
+                out += [f"  {d} = aw_e ? {d} : aw_k{i};" for i, (d, _t) in enumerate(dests)]
+        else:
+            out += ["  {", *["    " + x for x in stmts], "  }"]
+            out += [f"  {d} = aw_e ? {d} : aw_k{i};" for i, (d, _t) in enumerate(dests)]
+        out.append("}")
+        for line in out:
+            self.lane(line)
+        if atomic:
+            self.flush()
+
+    def dests(self, ins: Instruction) -> list[tuple[str, str]]:
+        """The registers and predicates ``ins`` may write, as (C lvalue, C type)."""
+        out: list[tuple[str, str]] = []
+        nreg = max(1, self.k.registers)
+        for kind, v in zip(ins.defn.operands, ins.operands, strict=False):
+            if not kind.is_dest:
+                continue
+            if kind is Operand.PD:
+                out.append((f"p{int(v)}", "u32"))
+            elif kind.reg_count:
+                n = kind.reg_count
+                if n == 1 and ins.defn.type is not None and ins.defn.type.bits == 64:
+                    n = 2
+                out += [(f"r{int(v) + i}", "u32") for i in range(n) if int(v) + i < nreg]
+        return out
+
+    def guard(self, ins: Instruction) -> tuple[list[str], str]:
+        """Bounds tests of a memory instruction: (statements run in every lane, the condition
+        under which the access runs). A failing executing lane records its site and offset."""
+        pre: list[str] = []
+        oks = []
+        for addr, size, wrote in accesses_of(ins):
+            site = len(self.sites)
+            self.sites.append(Site(*self.cur, ins))
+            if isinstance(addr, DeviceAddr):
+                wide = Operand.DADDR64 in ins.defn.operands
+                base = self.u64(addr.reg) if wide else f"(u64)r{addr.reg}"
+                n, arg = gen_name("n", addr.buffer), addr.buffer
+            else:
+                base = f"(u64)r{addr.reg}"
+                n, arg = f"{int(self.k.local_memory)}ul", LOCAL_ARG
+            off = int(addr.offset)
+            wide = isinstance(addr, DeviceAddr) and Operand.DADDR64 in ins.defn.operands
+            self.site_rows.append((arg & 0xFFFFFFFF, size, int(wrote), int(wide), off & 0xFFFFFFFF,
+                                   (off >> 32) & 0xFFFFFFFF))
+            ok, bad = f"aw_in{site}", f"aw_f{site}"
+            r = f"r{addr.reg}"
+            if wide:  # a 64-bit offset: 64-bit arithmetic
+                o = f"aw_o{site}"
+                pre += [f"const u64 {o} = {base} + (u64)(i64){off};",
+                        f"const u32 {ok} = ({n} >= {size}ul) & ({o} <= {n} - {size}ul);"]
+            elif off >= 0:
+                # u32 register + constant: the bound is a loop-invariant u32, the test one u32 compare
+                lim = f"(({n}) >= {size + off}ul ? (({n}) - {size + off}ul > 0xFFFFFFFFul ? 0xFFFFFFFFu : " \
+                      f"(u32)(({n}) - {size + off}ul)) : 0u)"
+                self.hoisted.append(f"const u32 aw_lim{site} = {lim}, aw_ok{site} = (u32)(({n}) >= {size + off}ul);")
+                pre.append(f"const u32 {ok} = aw_ok{site} & ({r} <= aw_lim{site});")
+            else:
+                lim = f"(({n}) - {size}ul > 0xFFFFFFFFul ? 0xFFFFFFFFu : (u32)(({n}) - {size}ul))"
+                self.hoisted.append(f"const u32 aw_lim{site} = {lim}, aw_ok{site} = (u32)(({n}) >= {size}ul);")
+                pre.append(f"const u32 {ok} = aw_ok{site} & ({r} >= {-off}u) & ({r} - {-off}u <= aw_lim{site});")
+            pre += [f"const u32 {bad} = aw_e & !{ok} & (awg_ES[aw_l] > {site}u);",
+                    f"awg_EL[aw_l] = {bad} ? {r} : awg_EL[aw_l];"]
+            if wide:
+                pre.append(f"awg_EH[aw_l] = {bad} ? r{addr.reg + 1} : awg_EH[aw_l];")
+            pre.append(f"awg_ES[aw_l] = {bad} ? {site}u : awg_ES[aw_l];")
+            oks.append(ok)
+            self.block_guarded = True
+        return pre, "(aw_e & " + " & ".join(oks) + ")"
+
+    # ---- wave operations: loops over each wave's W lanes
+    def collective(self, ins: Instruction) -> None:
+        W = self.W
+        g = self.p(ins.guard) if ins.guard is not None else None
+        self.emit("#pragma GCC ivdep")
+        self.emit(f"for (u32 aw_l = 0; aw_l < aw_nl; ++aw_l) awg_EX[aw_l] = {'act && ' + g if g else 'act'};")
+        self.emit(f"for (u32 aw_w = 0; aw_w < aw_nl; aw_w += {W}u) {{")
+        self.ind += 1
+        op = ins.defn.sem
+        lines = {"wave.shfl": self._shfl, "wave.bcast": self._bcast, "wave.ballot": self._ballot,
+                 "wave.any": self._vote, "wave.all": self._vote, "wave.wred": self._wred,
+                 "wave.wscan": self._wscan}.get(op)
+        if lines is None:
+            raise CFamilyError("cpu", [f"{ins.mnemonic}: no cpu spelling"])
+        for line in lines(ins):
+            self.emit(line)
+        self.ind -= 1
+        self.emit("}")
+
+    def _each(self, body: str) -> str:
+        return f"for (u32 j = 0; j < {self.W}u; ++j) {{ const u32 aw_l = aw_w + j; (void)aw_l; {body} }}"
+
+    def _mask_of(self, cond: str) -> list[str]:
+        return ["u64 m = 0u;", self._each(f"m |= (u64)(({cond}) ? 1u : 0u) << j;")]
+
+    def _shfl(self, ins: Instruction) -> list[str]:
+        dreg, a, b = ins.operands
+        W = self.W
+        src = {"idx": f"(i64)r{b}", "up": f"(i64)j - (i64)r{b}", "down": f"(i64)j + (i64)r{b}",
+               "xor": f"(i64)(j ^ r{b})"}[ins.defn.variant]
+        return [*self._mask_of("awg_EX[aw_l]"), f"u32 v[{W}];",
+                self._each(f"const i64 s = {src}; const bool ok = s >= 0 && s < {W} && ((m >> (u32)(s < 0 ? 0 : "
+                           f"s >= {W} ? 0 : s)) & 1u); v[j] = ok ? awg_R{a}[aw_w + (u32)s] : r{a};"),
+                self._each(f"if (awg_EX[aw_l]) r{dreg} = v[j];")]
+
+    def _bcast(self, ins: Instruction) -> list[str]:
+        dreg, a, b = ins.operands
+        W = self.W
+        return [*self._mask_of("awg_EX[aw_l]"),
+                "const u32 low = m == 0u ? 0u : aw_ctz64(m);",
+                f"const u32 L = awg_R{b}[aw_w + low];",
+                f"const u32 src = (L < {W}u && ((m >> L) & 1u)) ? L : low;",
+                f"const u32 v = awg_R{a}[aw_w + src];",
+                self._each(f"if (awg_EX[aw_l]) r{dreg} = v;")]
+
+    def _ballot(self, ins: Instruction) -> list[str]:
+        dreg, pr = ins.operands
+        return [*self._mask_of(f"awg_EX[aw_l] && {self.p(pr)}"),
+                self._each(f"if (awg_EX[aw_l]) {{ r{dreg} = (u32)m; r{dreg + 1} = (u32)(m >> 32); }}")]
+
+    def _vote(self, ins: Instruction) -> list[str]:
+        dreg, pr = ins.operands
+        if ins.defn.op == "any":
+            return [*self._mask_of(f"awg_EX[aw_l] && {self.p(pr)}"),
+                    self._each(f"if (awg_EX[aw_l]) p{dreg} = m != 0u;")]
+        return [*self._mask_of(f"awg_EX[aw_l] && !({self.p(pr)})"),
+                self._each(f"if (awg_EX[aw_l]) p{dreg} = m == 0u;")]
+
+    def _wred(self, ins: Instruction) -> list[str]:
+        from anywave.backends.cfamily_ops import _WRED_INT
+
+        dreg, a = ins.operands
+        t, op, W = ins.defn.type, ins.defn.variant, self.W
+        ident = f"0x{identity(ins.defn):08X}u"
+        if t is T.F32:
+            comb = {"add": "s[j] + o[j]", "min": "aw_minnum(s[j], o[j])", "max": "aw_maxnum(s[j], o[j])"}[op]
+            ctype, init, out = "float", f"awg_EX[aw_l] ? AW_F32(r{a}) : AW_F32({ident})", "aw_c32(s[j])"
+        else:
+            c = _WRED_INT[op] if op in _WRED_INT else _WRED_INT[(op, t.is_signed)]
+            comb = c.replace("s", "s[j]").replace("o", "o[j]")
+            ctype, init, out = "u32", f"awg_EX[aw_l] ? r{a} : {ident}", "s[j]"
+        lines = [f"{ctype} s[{W}], o[{W}];", self._each(f"s[j] = {init};")]
+        for k in butterfly_steps(W):
+            lines += [f"for (u32 j = 0; j < {W}u; ++j) o[j] = s[j ^ {k}u];",
+                      f"for (u32 j = 0; j < {W}u; ++j) s[j] = {comb};"]
+        return lines + [self._each(f"if (awg_EX[aw_l]) r{dreg} = {out};")]
+
+    def _wscan(self, ins: Instruction) -> list[str]:
+        dreg, a = ins.operands
+        t, W = ins.defn.type, self.W
+        f32 = t is T.F32
+        ctype = "float" if f32 else "u32"
+        get = "AW_F32({})" if f32 else "{}"
+        ident, first = f"0x{identity(ins.defn):08X}u", f"0x{exclusive_first(ins.defn) or 0:08X}u"
+        lines = [f"{ctype} s[{W}], o[{W}];",
+                 self._each(f"s[j] = awg_EX[aw_l] ? {get.format(f'r{a}')} : {get.format(ident)};")]
+        for k in kogge_stone_steps(W):
+            lines += [f"for (u32 j = 0; j < {W}u; ++j) o[j] = s[j >= {k}u ? j - {k}u : j];",
+                      f"for (u32 j = {k}u; j < {W}u; ++j) s[j] = o[j] + s[j];"]
+        if ins.defn.variant != "incl":
+            lines += [f"for (u32 j = 0; j < {W}u; ++j) o[j] = s[j > 0u ? j - 1u : 0u];",
+                      f"for (u32 j = 0; j < {W}u; ++j) s[j] = j == 0u ? {get.format(first)} : o[j];"]
+        return lines + [self._each(f"if (awg_EX[aw_l]) r{dreg} = {'aw_c32(s[j])' if f32 else 's[j]'};")]
+
+    # ---- mask-stack control flow in lock step
+    def _m(self, m: Mask) -> str:
+        if m.kind == "pred":
+            assert m.pred is not None
+            return ("!" if m.pred.negated != m.neg else "") + f"p{m.pred.index}"
+        if m.kind == "false":
+            return "!true" if m.neg else "false"
+        if m.kind == "raw":
+            return ("!" if m.neg else "") + m.name
+        name = {"A": "act", "x": "aw_x"}.get(m.kind) or gen_name(m.kind, m.depth)
+        if m.kind not in ("A", "x"):
+            self.masks.add(name)
+        return ("!" if m.neg else "") + name
+
+    def mask(self, op: str, dst: Mask, a: Mask, b: Mask | None = None) -> None:
+        if op == "mov":
+            self.lane(f"{self._m(dst)} = {self._m(a)};")
+        else:
+            assert b is not None
+            # bitwise & | on bools: no short-circuit branches in the lane loop (vectorisable)
+            self.lane(f"{self._m(dst)} = {self._m(a)} {'&' if op == 'and' else '|'} {self._m(b)};")
+
+    def condition(self, cond: Pred) -> Mask:
+        name = gen_name("c", self.fresh())
+        self.lane(f"const u32 {name} = {self.p(cond)};")  # used by the mask updates that follow at once
+        return Mask("raw", name=name)
+
+    def enter(self, f: Frame, part: str) -> None:
+        pass  # no skip: masks make an empty region a no-op, and the lane loop goes on
+
+    def leave(self, f: Frame, part: str) -> None:
+        pass
+
+    def loop_open(self, f: Frame) -> None:
+        self.flush()
+        self._open("if (aw_any(awg_A, aw_nl)) {")
+        self._open("do {")
+
+    def loop_close(self, f: Frame) -> None:
+        self.flush()
+        self.emit(f"if (*aw_stop) return {RC_STOPPED};")
+        self._close("} while (aw_any(awg_A, aw_nl));")
+        self._close()
+
+    # ---- the kernel
+    def render_cpu(self) -> tuple[str, CpuKernel]:
+        k, W = self.k, self.W
+        cn = c_name(k.name)
+        pinfo = []
+        for a in k.args:
+            if a.kind is ArgKind.BUFFER:
+                pinfo.append((a.name, "buffer"))
+            else:
+                pinfo.append((a.name, "u64" if a.type.bits == 64 else "u32"))
+        self.ind = 1
+        walk = ControlWalk(self.m, self, True)
+        walk.run(k.code)
+        self.flush()
+        body = self.lines
+        nreg = max(1, k.registers)
+        self.masks |= {gen_name(v, i) for i in range(walk.max_depth) for v in ("fo", "fp", "fc")}
+        masks = sorted(self.masks)
+        out = [f"#define r{i} awg_R{i}[aw_l]" for i in range(nreg)]
+        out += [f"#define p{i} awg_P{i}[aw_l]" for i in range(8)]
+        out += ["#define act awg_A[aw_l]", "#define aw_x awg_X[aw_l]", "#define aw_tl aw_l",
+                f"#define aw_lane (aw_l & {W - 1}u)"]
+        out += [f"#define {m} awg_M_{m}[aw_l]" for m in masks]
+        tab = self.site_rows or [(0,) * 6]  # (argument, size, wrote, wide, offset lo, hi) by site number
+        out.append(f"static const u32 {self.site_tab}[][6] = {{"
+                   + ", ".join("{" + ", ".join(f"{v}u" for v in r) + "}" for r in tab) + "};")
+        out.append(f"int {cn}(u8 **aw_bufs, const u64 *aw_sizes, const u64 *aw_scal, const u32 *aw_dims, "
+                   "u32 aw_g0, u32 aw_g1, u32 *aw_err, volatile int *aw_stop) {")
+        pre = ["const u32 aw_wgx = aw_dims[0], aw_wgy = aw_dims[1], aw_wgz = aw_dims[2];",
+               "const u32 aw_ng0 = aw_dims[3], aw_ng1 = aw_dims[4], aw_ng2 = aw_dims[5], aw_nl = aw_dims[6];",
+               "const u32 aw_n = aw_wgx * aw_wgy * aw_wgz;", "const bool aw_1d = aw_wgy * aw_wgz == 1u;",
+               "(void)aw_ng0; (void)aw_ng1; (void)aw_ng2; (void)aw_1d; (void)aw_err; (void)aw_sizes; (void)aw_scal;"]
+        for i, a in enumerate(k.args):
+            if a.kind is ArgKind.BUFFER:
+                pre.append(f"u8 *const {self.bufname[i]} = aw_bufs[{i}]; const u64 {gen_name('n', i)} = aw_sizes[{i}]; "
+                           f"(void){self.bufname[i]}; (void){gen_name('n', i)};")
+            else:
+                ct = "u64" if a.type.bits == 64 else "u32"
+                pre.append(f"const {ct} {self.scal[i]} = ({ct})aw_scal[{i}]; (void){self.scal[i]};")
+        pre += self.hoisted
+        arrays = [f"awg_R{i}" for i in range(nreg)]
+        bools = [f"awg_P{i}" for i in range(8)] + ["awg_A", "awg_X", "awg_EX"] + [f"awg_M_{m}" for m in masks]
+        pre.append("u32 " + ", ".join(f"{n}[aw_nl]" for n in arrays) + ";")
+        # predicates and masks are u32 (0/1) like the registers: one vector shape in the lane loops
+        pre.append("u32 " + ", ".join(f"{n}[aw_nl]" for n in bools) + ";")
+        lane_bytes = 4 * nreg + 4 * len(bools)
+        if self.checked:
+            pre += ["u32 awg_ES[aw_nl], awg_EL[aw_nl], awg_EH[aw_nl];",
+                    "for (u32 aw_l = 0; aw_l < aw_nl; ++aw_l) awg_ES[aw_l] = 0xFFFFFFFFu;"]
+            lane_bytes += 12
+        pre += ["u32 awg_TX[aw_nl], awg_TY[aw_nl], awg_TZ[aw_nl];",
+                "for (u32 aw_l = 0; aw_l < aw_nl; ++aw_l) { awg_TX[aw_l] = aw_l % aw_wgx; "
+                "awg_TY[aw_l] = (aw_l / aw_wgx) % aw_wgy; awg_TZ[aw_l] = aw_l / (aw_wgx * aw_wgy); }"]
+        lane_bytes += 12
+        if k.local_memory:
+            pre.append(CPU.local_decl(k.local_memory))
+        pre += ["for (u32 aw_g = aw_g0; aw_g < aw_g1; ++aw_g) {",
+                "  const u32 aw_gid0 = aw_g % aw_ng0, aw_gid1 = (aw_g / aw_ng0) % aw_ng1, "
+                "aw_gid2 = aw_g / (aw_ng0 * aw_ng1);",
+                "  (void)aw_gid0; (void)aw_gid1; (void)aw_gid2;",
+                "  if (*aw_stop) return 1;",
+                *[f"  memset({n}, 0, sizeof(u32) * aw_nl);" for n in arrays],
+                *[f"  memset({n}, 0, sizeof(u32) * aw_nl);" for n in bools],
+                "  for (u32 aw_l = 0; aw_l < aw_nl; ++aw_l) awg_A[aw_l] = aw_l < aw_n;"]
+        if k.local_memory:
+            pre.append("  memset(aw_lm, 0, sizeof aw_lm);")
+        text = "\n".join(out + ["  " + p for p in pre] + body + ["  }", "  return 0;", "}"]
+                         + [f"#undef r{i}" for i in range(nreg)] + [f"#undef p{i}" for i in range(8)]
+                         + ["#undef act", "#undef aw_x", "#undef aw_tl", "#undef aw_lane"]
+                         + [f"#undef {m}" for m in masks] + [""])
+        info = CpuKernel(k.name, cn, tuple(pinfo), True, k.local_memory, self.checked, tuple(self.sites),
+                         lane_bytes=lane_bytes)
+        return text, info
+
+
+def _unsupported(module: Module, kernel) -> list[str]:  # noqa: ANN001
+    from anywave.binary.module import kernel_bodies
+    from anywave.isa.table import Category
+
+    out = []
+    for owner, code in kernel_bodies(module, kernel):
+        for i, ins in enumerate(code):
+            cat = ins.defn.category
+            if ins.defn.sem.startswith("mma.") or getattr(Category, "MMA", None) is cat:
+                out.append(f"{owner}, instruction {i}: {ins.mnemonic}: {_MMA_REASON}")
+    return out
+
+
+_AUX = r"""
+AW_FN bool aw_any(const u32 *a, u32 n) { u32 r = 0; for (u32 l = 0; l < n; ++l) r |= a[l]; return r != 0; }
+AW_FN bool aw_failed(const u32 *es, u32 n) {
+  u32 r = 0xFFFFFFFFu; for (u32 l = 0; l < n; ++l) r &= es[l]; return r != 0xFFFFFFFFu;
+}
+"""
+
+
+def translate(module: Module, wave_width: int, kernels: Sequence[str] | None = None,
+              checked: bool = True) -> CProgram:
+    """Render ``module`` as C for the host CPU at wave width ``wave_width`` (module docs).
+
+    Args:
+        module: a valid WAVE module (verified first).
+        wave_width: W, one of 8, 16, 32, 64.
+        kernels: restrict to these kernel names.
+        checked: bounds-checked build (every memory access guarded; the default).
+
+    Returns:
+        a :class:`~anywave.backends.cfamily.CProgram` (dialect ``cpu``) whose kernels are
+        :class:`CpuKernel`; kernels the target cannot run are in ``refused`` with the reason.
+
+    Raises:
+        VerifyError: the module breaks a rule of the spec.
+        CFamilyError: W not supported, or an unknown kernel name.
+    """
+    from anywave.binary.verify import verify_cached
+
+    verify_cached(module)
+    if wave_width not in WAVE_WIDTHS:
+        raise CFamilyError("cpu", [f"wave width {wave_width!r} is not one of {WAVE_WIDTHS}"])
+    names = [k.name for k in module.kernels]
+    if kernels is not None:
+        bad = [n for n in kernels if n not in names]
+        if bad:
+            raise CFamilyError("cpu", [f"no kernel {bad[0]!r}; the module has {names}"])
+    problems = check_supported(module, CPU_FEATURES, CPU)
+    parts = [_HEADER, PRELUDE, _AUX]
+    out: dict[str, CKernel] = {}
+    refused: dict[str, str] = {}
+    for k in module.kernels:
+        if kernels is not None and k.name not in kernels:
+            continue
+        probs = problems.get(k.name, []) + _unsupported(module, k)
+        if probs:
+            refused[k.name] = "; ".join(probs[:3])
+            continue
+        text, info = _CpuRenderer(module, k, wave_width, checked).render_cpu()
+        parts.append(f"/* WAVE kernel {k.name} */\n" + text)
+        out[k.name] = info
+    return CProgram("\n".join(parts), "cpu", wave_width, out, refused)
