@@ -9,6 +9,7 @@ import json
 import numpy as np
 import pytest
 
+import tiers
 from anywave import demo
 
 _missing = [m for m in demo.missing_extras() if m != "rich"]
@@ -21,18 +22,30 @@ def _cache(monkeypatch, tmp_path_factory):
     monkeypatch.setenv("ANYWAVE_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "aw-cache"))
 
 
-def test_quick_demo_passes_and_writes_png(tmp_path, capsys):
+# the default tier: the quick demo at one W on every available target but tiers.DEMO_SLOW_TARGETS;
+# the slow tier: the quick demo as a user runs it (every available target, W = 8 and 64)
+@pytest.mark.parametrize("how", [
+    "default",
+    pytest.param("every-target", marks=pytest.mark.slow),
+])
+def test_quick_demo_passes_and_writes_png(tmp_path, capsys, how):
     from PIL import Image
 
     from anywave.cli import main
+    from anywave.jit.targets import available_targets
 
-    assert main(["demo", "--quick", "--out", str(tmp_path), "--no-progress"]) == 0
+    if how == "default":
+        targets, widths = tiers.demo_targets(), [8]
+        extra = ["--wave-width", "8", *(a for t in targets for a in ("--target", t))]
+    else:
+        targets, widths, extra = available_targets(), [8, 64], []
+    assert main(["demo", "--quick", "--out", str(tmp_path), "--no-progress", *extra]) == 0
     out = capsys.readouterr().out
     assert "all checks passed" in out and "camera_blur_edges.png" in out
     png = Image.open(tmp_path / "camera_blur_edges.png")
     assert png.mode == "L" and png.size == (3 * 128 + 16, 128 + 24)
     res = json.loads((tmp_path / "results.json").read_text())
-    assert res["problems"] == [] and res["wave_widths"] == [8, 64]
+    assert res["problems"] == [] and res["wave_widths"] == widths and res["targets"] == targets
     keys = {r["stage"] for r in res["runs"]}
     assert {"blur", "edges", "histogram", "sort", "logits", "softmax"} <= keys
     assert all(r["ok"] for r in res["runs"])
@@ -67,6 +80,14 @@ def test_a_wrong_kernel_output_fails_the_demo(tmp_path, monkeypatch, capsys):
         return y
 
     monkeypatch.setattr(K, "relu", off_by_one_ulp)
-    rc = demo.main(widths=(16,), quick=True, out_dir=str(tmp_path), progress=False)
+    # the emulator alone: the check under test is the demo's own (a run on more targets only adds builds)
+    rc = demo.main(widths=(16,), quick=True, out_dir=str(tmp_path), progress=False, targets=["emulator"])
     assert rc == 1
     assert "relu on emulator W=16" in capsys.readouterr().out
+
+
+def test_a_target_not_available_is_refused(tmp_path, capsys):
+    from anywave.cli import main
+
+    assert main(["demo", "--quick", "--out", str(tmp_path), "--no-progress", "--target", "nosuch"]) == 1
+    assert "target(s) not available here: nosuch; available: " in capsys.readouterr().out

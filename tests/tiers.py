@@ -27,3 +27,44 @@ def widths(target: str, ws: tuple[int, ...] = WIDTHS) -> list:
 def cases(pairs: list[tuple[str, int]]) -> list:
     """(target, W) pairs as parametrize values: each target's default W plain, the rest ``sweep``."""
     return [p if p[1] == DEFAULT_W[p[0]] else pytest.param(*p, marks=pytest.mark.sweep) for p in pairs]
+
+
+#: conformance groups that a runtime target runs only in the sweep tier at its default W (at the
+#: other widths it runs every group there anyway), with why. A group listed here must run in the
+#: default tier on another runtime target (tests/test_tiers.py checks it), and the instructions it
+#: exercises must be covered on this target by its default-tier groups.
+SWEEP_GROUPS: dict[str, dict[str, str]] = {
+    "sycl": {
+        # 10 kernels of 544-580 straight-line instructions (every pair of special values of each
+        # f32 operation as movi literals): 1.4 MB of SYCL source, a third of the suite's, ~100 s of
+        # the runtime compiler's time. The group tests literal folding (written for lavapipe);
+        # its instructions (movi, add/sub/mul/div/fma.f32, st.device) run on SYCL in the float,
+        # move and memory groups, and the group itself runs on OpenCL and Vulkan in the default tier
+        "alu_literal": "the SYCL build of 5,800 literal-operand instructions takes ~100 s",
+    },
+}
+
+
+def conformance_groups(target: str, wave_width: int) -> list[str]:
+    """The conformance groups ``target``'s default-tier conformance test runs at ``wave_width``:
+    every group, less :data:`SWEEP_GROUPS` of the target at its default W."""
+    from anywave.conformance import suite
+
+    if target not in DEFAULT_W:
+        raise ValueError(f"no default-tier wave width for target {target!r}; known: {sorted(DEFAULT_W)}")
+    skip = SWEEP_GROUPS.get(target, {}) if wave_width == DEFAULT_W[target] else {}
+    return [g for g in suite.group_names() if g not in skip]
+
+
+#: runtime targets the default tier's demo test leaves out (they run the quick demo in the slow
+#: tier), with why; the default tier still runs the demo on every other available target
+DEMO_SLOW_TARGETS: dict[str, str] = {
+    "sycl": "the SYCL runtime compiler takes ~6 min over the demo's bitonic sort (1024-thread workgroups, 55 barriers)",
+}
+
+
+def demo_targets() -> list[str]:
+    """The available targets less :data:`DEMO_SLOW_TARGETS` (the default tier's demo run)."""
+    from anywave.jit.targets import available_targets
+
+    return [t for t in available_targets() if t not in DEMO_SLOW_TARGETS]

@@ -478,7 +478,12 @@ def main(widths: tuple[int, ...] = WAVE_WIDTHS, seed: int = 0, out_dir: str = "a
         ui.print(f"\nthe real-data part needs the demo extra: pip install 'anywave[demo]' (missing: {', '.join(need)})")
         return 1
 
-    targets = targets or available_targets()
+    avail = available_targets()
+    targets = list(targets) if targets else avail
+    unknown = [t for t in targets if t not in avail]
+    if unknown:
+        ui.print(f"\ntarget(s) not available here: {', '.join(unknown)}; available: {', '.join(avail)}")
+        return 1
     ui.print(f"\n[2/2] real data through WAVE kernels — targets: {', '.join(targets)}; "
              f"wave widths: {', '.join(map(str, widths))}")
     t0 = time.perf_counter()
@@ -612,6 +617,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument("--quick", action="store_true",
                    help="a fast subset: smaller image and test set, wave widths 8 and 64 unless given")
     p.add_argument("--no-progress", action="store_true", help="plain output without a progress bar")
+    p.add_argument("--target", action="append", metavar="NAME",
+                   help="target(s) to run the real-data part on (default: every available one)")
     return p
 
 
@@ -621,4 +628,4 @@ def run(args: argparse.Namespace) -> int:
     else:
         widths = (8, 64) if args.quick else WAVE_WIDTHS
     return main(widths=widths, seed=args.seed, out_dir=args.out, quick=args.quick,
-                          progress=not args.no_progress)
+                          progress=not args.no_progress, targets=args.target)
