@@ -40,6 +40,7 @@ from collections.abc import Callable
 from contextlib import nullcontext
 from typing import Any
 
+from anywave.backends import spirv_status
 from anywave.backends.lowering.fragments import fragment_slots
 from anywave.backends.spirv_asm import SCOPE, SEM
 from anywave.binary.module import Instruction, LocalAddr
@@ -73,15 +74,32 @@ def _word(x: _Lowering, slot: int, j: int) -> int:
 
 
 def _for(x: _Lowering, n: int, body: Callable[[int], None]) -> None:
-    """``for (j = 0; j < n; ++j) body(j)`` as a structured loop (j a u32 id)."""
+    """``for (j = 0; j < n; ++j) body(j)`` as a structured loop (j a u32 id).
+
+    On a device with a loop limit (lavapipe, :mod:`anywave.backends.spirv_status`) the driver
+    counts this loop's turns with the WAVE loops', so they enter the status record's count: the
+    end of a pass of an enclosing WAVE loop, or else the end of the instruction, with the count
+    at the limit records :data:`~anywave.backends.spirv_status.LOOP_CUT` (a cut is reported,
+    never a silently short loop)."""
     jv = x.var(x.u32)
     x.store(jv, x.c(0))
+    depth = getattr(x, "mma_loops", 0)
+    x.mma_loops = depth + 1
+    if x.f.loop_limit:  # its n + 1 passes through the header, counted at once (none is cut short here)
+        x.store(x.all_turns, x.add(x.load(x.all_turns), x.c(n + 1)))
     merge, cont = x.loop_open(DONT_UNROLL)
     j = x.load(jv)
     x.loop_exit_unless(x.op("ULessThan", x.bool_, j, x.c(n)), merge)
     body(j)
     x.store(jv, x.add(j, x.c(1)))
     x.loop_close(merge, cont)
+    x.mma_loops = depth
+    site = getattr(x, "site", None)
+    # once, after the instruction's loops; inside a WAVE loop the end of its pass records it (spirv_control)
+    if x.f.loop_limit and site is not None and depth == 0 and not site[2]:
+        cut = x.op("UGreaterThanEqual", x.bool_, x.load(x.all_turns), x.c(x.f.loop_limit))
+        with x.when(cut):
+            spirv_status.record(x, site[0], site[1], spirv_status.LOOP_CUT, None, 0, False)
 
 
 def _elem(x: _Lowering, k: FragKind, j: int) -> int:
