@@ -218,15 +218,9 @@ def _target_widths(name: str) -> tuple[int, ...]:
     return st.infos[0].wave_widths
 
 
-_VULKAN_KNOWN = pytest.mark.xfail(strict=True, reason="known: on Vulkan (lavapipe, W = 8) the dK/dV kernel differs "
-                                  "from the emulator once its walk has more than one query block (one block: the "
-                                  "same bits; dQ agrees); not yet found")
-
-
-@pytest.mark.parametrize("target", ["opencl", pytest.param("vulkan", marks=_VULKAN_KNOWN),
-                                    pytest.param("sycl", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("target", ["opencl", "vulkan", pytest.param("sycl", marks=pytest.mark.slow)])
 def test_cpu_targets_within_the_bound_and_batch_invariant(target):
-    W = min(_target_widths(target))  # (W 16/32 on OpenCL: see the xfail below)
+    W = min(_target_widths(target))
     rng = np.random.default_rng(13)
     q, k, v, do = _inputs(rng, 2, 2, 1, 100, 64)
     o, lse = _forward(q, k, v, True, 32, 1)
@@ -257,22 +251,20 @@ def test_torch_op_backward_mode():
         torch.ops.anywave.attention_backward(go, gl, q, k, v, o, lse, True, None, "fastest")
 
 
-@pytest.mark.xfail(strict=True, reason="known: the C-family (OpenCL) target's dQ kernel differs from the emulator at "
-                   "W = 16 and 32 (dK, dV and W = 8 agree bit for bit; not yet found)")
-def test_opencl_dq_at_w16_matches_the_emulator():
+@pytest.mark.parametrize("W", [16, 32])
+def test_opencl_at_w16_and_w32_matches_the_emulator(W):
     widths = _target_widths("opencl")
-    if 16 not in widths:
-        pytest.skip("OpenCL runs no W = 16 here")
+    if W not in widths:
+        pytest.skip(f"OpenCL runs no W = {W} here")
     rng = np.random.default_rng(13)
     q, k, v, do = _inputs(rng, 1, 1, 1, 64, 64)
     o, lse = _forward(q, k, v, False, 32, 1)
-    ge = backward_numpy(q, k, v, o, lse, do, None, False, wave_width=16)
-    got = backward_numpy(q, k, v, o, lse, do, None, False, wave_width=16, target="opencl")
-    assert got[0].tobytes() == ge[0].tobytes()
+    ge = backward_numpy(q, k, v, o, lse, do, None, False, wave_width=W)
+    got = backward_numpy(q, k, v, o, lse, do, None, False, wave_width=W, target="opencl")
+    assert all(a.tobytes() == b.tobytes() for a, b in zip(got, ge, strict=True))
 
 
-@pytest.mark.parametrize("S,Hq", [(64, 1), pytest.param(128, 1, marks=_VULKAN_KNOWN),
-                                  pytest.param(64, 2, marks=_VULKAN_KNOWN)])
+@pytest.mark.parametrize("S,Hq", [(64, 1), (128, 1), (64, 2)])
 def test_vulkan_matches_the_emulator(S, Hq):
     _target_widths("vulkan")
     rng = np.random.default_rng(13)

@@ -269,8 +269,14 @@ def _facc(x: Any, ins: Instruction) -> list[str]:
         lines.append(f"if (ex) for (u32 j = 0; j < {n}u; ++j) awg_f{d}[j] = AW_F32(aw_c32({res}));")
         return [x.d.wave_barrier, "{", *("  " + ln for ln in lines), "}"]
     if op == "fexp2":
+        # -B is written 0 - B, never as a float negation: Intel's CPU OpenCL compiler gives every
+        # wave the last wave's values of a negated fragment that a loop holding a barrier only
+        # reads (the fast backward's lse2 at W = 16 and 32; "-B", "B * -1" and a sign-bit xor are
+        # all turned into that negation). 0 - B differs from -B only for B = +0 (+0, not -0),
+        # which changes x only in the sign of a zero: 2^x is the same (tests/test_mma_backend_regress.py)
+        neg = f"(0.0f - awg_f{ops[2]}[j])"
         body = (f"for (u32 j = 0; j < {n}u; ++j) awg_f{d}[j] = AW_F32(aw_c32({x.d.math['ex2']}({x.d.math['fma']}("
-                f"awg_f{ops[1]}[j], AW_F32(r{ops[3]}), -awg_f{ops[2]}[j]))));")
+                f"awg_f{ops[1]}[j], AW_F32(r{ops[3]}), {neg}))));")
     elif op in ("fmul", "fdiv"):
         sym = "*" if op == "fmul" else "/"
         body = (f"for (u32 j = 0; j < {n}u; ++j) awg_f{d}[j] = "

@@ -52,6 +52,7 @@ from typing import Any
 from anywave.backends import spirv_control, spirv_mma, spirv_status
 from anywave.backends.cfamily import uses_wave_ops
 from anywave.backends.lowering.control import ControlWalk
+from anywave.backends.lowering.fragments import fragment_slots
 from anywave.backends.spirv_asm import BUILTIN, EXEC_MODE, OP, SCOPE, SEM, STORAGE, Builder, encode
 from anywave.backends.spirv_float import FloatOps
 from anywave.backends.spirv_ops import SPIRV
@@ -497,8 +498,8 @@ class _Lowering(FloatOps):
                 push.append((i, 2 if a.type.bits == 64 else 1))
         self.binding_of = {a: j for j, a in enumerate(buffers)}
         every = [ins for _, code in kernel_bodies(self.m, k) for ins in code]
-        if not any(ins.mnemonic == "loop" for ins in every):
-            self.f = dataclasses.replace(self.f, loop_limit=0)
+        if not any(ins.mnemonic == "loop" for ins in every) and not fragment_slots(self.m, k.code):
+            self.f = dataclasses.replace(self.f, loop_limit=0)  # (fragment instructions are loops: spirv_mma)
         local = any(isinstance(v, LocalAddr) for ins in every for v in ins.operands)
         if self.checked or self.f.loop_limit or (self.f.guard_local and local):
             spirv_status.declare(self)

@@ -87,6 +87,7 @@ class Control:
         """One instruction's handler, bounds-guarded where the build or device asks
         (:func:`anywave.backends.spirv_status.guards`)."""
         x = self.x
+        x.site = (ins, pc, bool(self._loops))  # for the loops of a fragment instruction (spirv_mma._for)
         handler = SPIRV.handler(ins.defn)
         if spirv_status.guards(x, ins):
             spirv_status.guarded(x, ins, pc, lambda: handler(x, ins))
@@ -123,6 +124,7 @@ class Control:
             ex = x.and_(ex, x.p(ins.guard))
         if ins.defn.flags & Flag.WAVE_COLLECTIVE:
             x.ex = ex
+            x.site = (ins, pc, bool(self._loops))
             SPIRV.handler(ins.defn)(x, ins)
             return
         with x.when(ex):

@@ -40,6 +40,7 @@ from collections.abc import Callable
 from contextlib import nullcontext
 from typing import Any
 
+from anywave.backends import spirv_status
 from anywave.backends.lowering.fragments import fragment_slots
 from anywave.backends.spirv_asm import SCOPE, SEM
 from anywave.binary.module import Instruction, LocalAddr
@@ -73,15 +74,32 @@ def _word(x: _Lowering, slot: int, j: int) -> int:
 
 
 def _for(x: _Lowering, n: int, body: Callable[[int], None]) -> None:
-    """``for (j = 0; j < n; ++j) body(j)`` as a structured loop (j a u32 id)."""
+    """``for (j = 0; j < n; ++j) body(j)`` as a structured loop (j a u32 id).
+
+    On a device with a loop limit (lavapipe, :mod:`anywave.backends.spirv_status`) the driver
+    counts this loop's turns with the WAVE loops', so they enter the status record's count: the
+    end of a pass of an enclosing WAVE loop, or else the end of the instruction, with the count
+    at the limit records :data:`~anywave.backends.spirv_status.LOOP_CUT` (a cut is reported,
+    never a silently short loop)."""
     jv = x.var(x.u32)
     x.store(jv, x.c(0))
+    depth = getattr(x, "mma_loops", 0)
+    x.mma_loops = depth + 1
+    if x.f.loop_limit:  # its n + 1 passes through the header, counted at once (none is cut short here)
+        x.store(x.all_turns, x.add(x.load(x.all_turns), x.c(n + 1)))
     merge, cont = x.loop_open(DONT_UNROLL)
     j = x.load(jv)
     x.loop_exit_unless(x.op("ULessThan", x.bool_, j, x.c(n)), merge)
     body(j)
     x.store(jv, x.add(j, x.c(1)))
     x.loop_close(merge, cont)
+    x.mma_loops = depth
+    site = getattr(x, "site", None)
+    # once, after the instruction's loops; inside a WAVE loop the end of its pass records it (spirv_control)
+    if x.f.loop_limit and site is not None and depth == 0 and not site[2]:
+        cut = x.op("UGreaterThanEqual", x.bool_, x.load(x.all_turns), x.c(x.f.loop_limit))
+        with x.when(cut):
+            spirv_status.record(x, site[0], site[1], spirv_status.LOOP_CUT, None, 0, False)
 
 
 def _elem(x: _Lowering, k: FragKind, j: int) -> int:
@@ -220,33 +238,47 @@ def _fgmma(x: _Lowering, ins: Instruction) -> None:
             bmod = x.iand(base, x.c(1023))
             base = x.op("ISub", x.u32, base, bmod)
             k0 = x.shr(bmod, 1)
-        for jj in range(group_n(ins.defn) // 16):
-            def one(j: int, jj: int = jj) -> None:
-                e = _elem(x, k, j)
-                i, n = x.shr(e, 4), x.add(x.iand(e, x.c(15)), x.c(16 * jj))
-                s = x.var(x.u32)
-                x.store(s, x.load(_word(x, d + jj, j)))
-                col = x.add(base, x.add(x.op("IMul", x.u32, x.shr(n, 6), pstride), x.shl(x.iand(n, x.c(7)), 1)))
-                chunk = x.shr(x.iand(n, x.c(63)), 3)
+        nj = group_n(ins.defn) // 16
 
-                def step(kk: int) -> None:
-                    av = _fetch(x, k, a, x.add(x.shl(i, 4), kk))
+        # one loop over this lane's words, each running its 16 k-steps once for all nj accumulators
+        # (the A element is fetched once per step): every loop turn counts toward a driver's loop
+        # limit (lavapipe: 65535 turns in all per invocation, spirv_status), and a loop per
+        # accumulator took nj times the turns (the fast attention backward's dK/dV walk passed
+        # the limit in its second query block, and the driver cut the loops short silently)
+        def one(j: int) -> None:
+            e = _elem(x, k, j)
+            i = x.shr(e, 4)
+            ns, ss, cols, chunks = [], [], [], []
+            for jj in range(nj):
+                n = x.add(x.iand(e, x.c(15)), x.c(16 * jj))
+                sv = x.var(x.u32)
+                x.store(sv, x.load(_word(x, d + jj, j)))
+                ns.append(n)
+                ss.append(sv)
+                cols.append(x.add(base, x.add(x.op("IMul", x.u32, x.shr(n, 6), pstride), x.shl(x.iand(n, x.c(7)), 1))))
+                chunks.append(x.shr(x.iand(n, x.c(63)), 3))
+
+            def step(kk: int) -> None:
+                av = x.bits_f32(_fetch(x, k, a, x.add(x.shl(i, 4), kk)))
+                for jj in range(nj):
+                    n = ns[jj]
                     if bt:
                         cc = x.add(k0, kk)
                         swz = x.shl(x.op("BitwiseXor", x.u32, x.shr(cc, 3), x.iand(n, x.c(7))), 4)
                         off = x.add(base, x.add(x.shl(n, 7), x.add(swz, x.shl(x.iand(cc, x.c(7)), 1))))
                     else:
-                        swz = x.shl(x.op("BitwiseXor", x.u32, chunk, x.iand(kk, x.c(7))), 4)
-                        off = x.add(col, x.add(x.shl(kk, 7), swz))
+                        swz = x.shl(x.op("BitwiseXor", x.u32, chunks[jj], x.iand(kk, x.c(7))), 4)
+                        off = x.add(cols[jj], x.add(x.shl(kk, 7), swz))
                     w = x.load(x.word_ptr(addr, off))
                     h = x.op("BitFieldUExtract", x.u32, w, x.shl(x.iand(off, x.c(3)), 3), x.c(16))
                     bv = x.shl(h, 16) if bf else x.f32_bits(x.h2f(h))
-                    x.store(s, x.fma_exact(x.bits_f32(av), x.bits_f32(bv), x.bits_f32(x.load(s)), T.F32))
+                    x.store(ss[jj], x.fma_exact(av, x.bits_f32(bv), x.bits_f32(x.load(ss[jj])), T.F32))
 
-                _for(x, 16, step)
-                x.store(_word(x, d + jj, j), _canon(x, x.load(s)))
+            _for(x, 16, step)
+            for jj in range(nj):
+                x.store(_word(x, d + jj, j), _canon(x, x.load(ss[jj])))
 
-            _for(x, words_per_lane(k, x.W), one)
+        _for(x, words_per_lane(k, x.W), one)
 
     _scoped(x, k, addr, body)
 

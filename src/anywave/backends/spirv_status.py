@@ -10,7 +10,8 @@ words, zeroed by the launcher, bound after the WAVE buffers), when
   loops after 65535 turns in all, silently -- a loop that never ends "completes" and a long
   loop gives a wrong count (issue 31, item 8). Each invocation then keeps the driver's count
   (one per pass through any loop's header, the last pass that leaves the loop included: the
-  accounting measured on Mesa 22.3; tests/test_vulkan_loops.py checks both sides of the limit)
+  accounting measured on Mesa 22.3; tests/test_vulkan_loops.py checks both sides of the limit;
+  the loops that the fragment instructions are lowered to count too, :func:`spirv_mma._for`)
   and a pass through a loop's body that ends with the count at the limit records :data:`LOOP_CUT`
   (the driver ends the loop there). A pass that leaves the loop records nothing; a kernel within
   the limit is never reported (one exactly at it can be: its last body pass ends at the limit). A
