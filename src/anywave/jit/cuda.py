@@ -14,7 +14,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from anywave.abi import dims3 as _dims3
 from anywave.binary.module import Module
 from anywave.binary.verify import verify_cached
 
@@ -24,6 +23,10 @@ from .kernel import KernelFunction
 __all__ = ["CudaKernel", "cuda_kernel"]
 
 
+def _cuda_source_kernel() -> None:
+    """Stands in for the Python function a ``KernelFunction`` is built from (never called)."""
+
+
 class CudaKernel(KernelFunction):
     """A ``__global__`` function of a CUDA source, compiled on first use (no compile-time
     constants: the module is compiled once per object)."""
@@ -31,24 +34,13 @@ class CudaKernel(KernelFunction):
     def __init__(self, source: str, name: str, *, path: str = "kernel.cu",
                  workgroup: Sequence[int] | int | None = None, optimize: bool = True,
                  clang_args: Sequence[str] = ()) -> None:
-        # KernelFunction's state without a Python function behind it
+        # KernelFunction's whole state (so that a slot the launch layer adds later exists here
+        # too), then the parts that differ: no Python function stands behind this kernel
+        super().__init__(_cuda_source_kernel, workgroup=workgroup, name=name, optimize=optimize)
         self.fn = None
-        self.name = name
+        del self.__wrapped__
         self.__name__ = name
         self.__doc__ = f"CUDA kernel {name!r} from {path}"
-        self.workgroup = _dims3(workgroup, "workgroup") if workgroup is not None else None
-        self.max_workgroup_size = None
-        self.optimize = optimize
-        self._lock = threading.Lock()
-        self._memo = {}
-        self._warned_unkeyable = False
-        self._resources = {}
-        self._parsed = None
-        self._calls = {}
-        self._const_pos = None
-        self._const_names = frozenset()
-        self._const_tail = None
-        self._fast = None  # KernelFunction's last native plan (none until a launch makes one)
         self.source = source
         self.path = path
         self.clang_args = tuple(clang_args)
