@@ -10,9 +10,7 @@ Usage: python tools/compiler_digests.py --write FILE    (record the digests of t
 
 from __future__ import annotations
 
-import argparse
 import hashlib
-import json
 import sys
 from pathlib import Path
 
@@ -32,22 +30,9 @@ def digests() -> dict[str, str]:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__)
-    g = ap.add_mutually_exclusive_group(required=True)
-    g.add_argument("--write", metavar="FILE")
-    g.add_argument("--check", metavar="FILE")
-    a = ap.parse_args()
-    got = digests()
-    if a.write:
-        Path(a.write).write_text(json.dumps(got, indent=1, sort_keys=True) + "\n")
-        print(f"wrote {len(got)} digests to {a.write}")
-        return 0
-    want = json.loads(Path(a.check).read_text())
-    bad = sorted(k for k in want.keys() | got.keys() if want.get(k) != got.get(k))
-    for k in bad:
-        print(f"DIFFERENT: {k}: recorded {want.get(k)}, now {got.get(k)}")
-    print(f"{len(got)} modules compiled; {len(bad)} differ from {a.check}")
-    return 1 if bad else 0
+    from wbin_digests import main as digest_cli
+
+    return digest_cli(digests, "modules", __doc__)
 
 
 if __name__ == "__main__":

@@ -51,13 +51,15 @@ def digests() -> dict[str, str]:
     return out
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__)
+def main(digest_fn=None, what: str = "kernels", doc: str | None = None) -> int:  # noqa: ANN001
+    """``--write FILE`` / ``--check FILE`` over ``digest_fn()`` (default :func:`digests`); also
+    the command line of ``tools/compiler_digests.py``, which passes its own set."""
+    ap = argparse.ArgumentParser(description=doc or __doc__)
     g = ap.add_mutually_exclusive_group(required=True)
     g.add_argument("--write", metavar="FILE")
     g.add_argument("--check", metavar="FILE")
     a = ap.parse_args()
-    got = digests()
+    got = (digest_fn or digests)()
     if a.write:
         Path(a.write).write_text(json.dumps(got, indent=1, sort_keys=True) + "\n")
         print(f"wrote {len(got)} digests to {a.write}")
@@ -66,7 +68,7 @@ def main() -> int:
     bad = sorted(k for k in want.keys() | got.keys() if want.get(k) != got.get(k))
     for k in bad:
         print(f"DIFFERENT: {k}: recorded {want.get(k)}, now {got.get(k)}")
-    print(f"{len(got)} kernels compiled; {len(bad)} differ from {a.check}")
+    print(f"{len(got)} {what} compiled; {len(bad)} differ from {a.check}")
     return 1 if bad else 0
 
 
