@@ -191,6 +191,19 @@ def _bits16(x: Any, f16: bool) -> np.ndarray:
     return bits.astype(np.uint16)
 
 
+def launch_wave_width(target: str, wave_width: int | None) -> int:
+    """The W the fast kernels are built and launched at: ``wave_width`` when given, else the
+    project's one default rule for ``target`` (:func:`anywave.runtime.targets.default_wave_width`
+    over the widths the target offers; ``"cuda:1"`` is looked up as ``"cuda"``). A target that is
+    not available raises the launch's own TargetError."""
+    if wave_width is not None:
+        return int(wave_width)
+    from anywave.jit.targets import get_target
+    from anywave.runtime.targets import default_wave_width
+
+    return default_wave_width(get_target(target.split(":", 1)[0]).wave_widths)
+
+
 def check_shapes(qs: tuple[int, ...], ks: tuple[int, ...], vs: tuple[int, ...], what: str = "attention_fast") -> None:
     """Raise KernelInputError unless q (B, Hq, S, D), k and v (B, Hkv, S, D) fit the kernel:
     D in :data:`HEAD_DIMS`, Hkv dividing Hq, one sequence length."""
@@ -221,7 +234,7 @@ def attention_numpy(q: Any, k: Any, v: Any, causal: bool = False, scale: float |
         q: (B, Hq, S, D), k, v: (B, Hkv, S, D) float arrays (rounded to bf16, or f16 with
             ``f16=True``; uint16 arrays are taken as the bit patterns), D 64 or 128, Hkv dividing Hq.
         causal: key j visible to query i iff j <= i. scale: default 1/sqrt(D).
-        target, wave_width: where to run (default the emulator; W default 32). GR: wave groups per
+        target, wave_width: where to run (default the emulator; W: the target's default rule). GR: wave groups per
             workgroup (1 fits the emulator's local memory at D = 128 too).
     Returns: o (B, Hq, S, D) float32 (the f32 result before the cast to the input type) and lse
         (B, Hq, S) float32 (natural log).
@@ -241,7 +254,7 @@ def attention_numpy(q: Any, k: Any, v: Any, causal: bool = False, scale: float |
     qp, kp, vp = pad(qb), pad(kb), pad(vb)
     o = np.zeros((B, Hq, Sp, D), np.float32)
     lse = np.zeros((B, Hq, Sp, 16), np.float32)
-    W = wave_width or 32
+    W = launch_wave_width(target, wave_width)
     c = np.float32(np.float32(sc) * np.float32(math.log2(math.e)))
     attention_fast_kernel(qp.reshape(-1), kp.reshape(-1).view(np.float32), vp.reshape(-1).view(np.float32),
                           o.reshape(-1), lse.reshape(-1), S, Sp, Hq, Hkv, c, grid=(Sp // blk, Hq, B),

@@ -51,7 +51,7 @@ import numpy as np
 
 import anywave as aw
 from anywave.kernels._launch import KernelInputError
-from anywave.kernels.attention_fast import BC, HEAD_DIMS, PANEL, _bits16, _copy_block, check_shapes
+from anywave.kernels.attention_fast import BC, HEAD_DIMS, PANEL, _bits16, _copy_block, check_shapes, launch_wave_width
 
 LOG2E = math.log2(math.e)
 
@@ -330,7 +330,7 @@ def backward_numpy(q: Any, k: Any, v: Any, o: Any, lse: Any, do: Any, dlse: Any 
     if o32.shape != qb.shape or lse32.shape != (B, Hq, S) or dl.shape != (B, Hq, S):
         raise KernelInputError(f"attention_fast.backward_numpy: o {o32.shape}, lse {lse32.shape}, dlse {dl.shape} "
                                f"must be {qb.shape}, {(B, Hq, S)}, {(B, Hq, S)}")
-    W = wave_width or 32
+    W = launch_wave_width(target, wave_width)
     kw = {"target": target, "wave_width": W}
     rows = B * Hq * Sp
     ncol = np.zeros(rows, np.float32)
