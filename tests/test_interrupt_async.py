@@ -1,7 +1,10 @@
 """Ctrl-C while waiting on an asynchronous launch (issue 31, item 7): a kernel that never ends,
 enqueued on OpenCL or SYCL device arrays without waiting (unchecked: a checked launch is
 synchronous), then waited for by ``aw.synchronize()`` or ``.numpy()``. A SIGINT must raise
-KeyboardInterrupt in the waiting process, which then exits. Before the fix the wait blocked inside
+KeyboardInterrupt in the waiting process, which then exits. The same when the KeyboardInterrupt
+comes before any wait began (CI once caught a SIGINT landing between ``.numpy()`` and its wait:
+the process then hung in the runtime's exit-time destructors), and when the program simply ends
+with the kernel still running: it says it waits, and a Ctrl-C then ends it. Before the fix the wait blocked inside
 the driver (``clFinish`` / ``queue::wait``) where Python never runs its signal handler: only
 ``kill -9`` ended it.
 
@@ -14,6 +17,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 
 import pytest
@@ -49,8 +53,12 @@ _CHILD = textwrap.dedent("""
         print("READY", flush=True)
         if how == "synchronize":
             aw.synchronize()
-        else:
+        elif how == "numpy":
             y.numpy()
+        elif how == "before-wait":
+            raise KeyboardInterrupt  # as if the SIGINT came before the wait began
+        else:  # "exit": the program ends with the kernel still running
+            sys.exit(0)
         print("RETURNED", flush=True)
     except KeyboardInterrupt:
         print("INTERRUPTED", flush=True)
@@ -58,7 +66,18 @@ _CHILD = textwrap.dedent("""
 """)
 
 
-@pytest.mark.parametrize("how", ["synchronize", "numpy"])
+def _line(f: object) -> str:
+    """One line read from an unbuffered pipe, without reading past it ('' at end of file)."""
+    got = bytearray()
+    while not got.endswith(b"\n"):
+        b = os.read(f.fileno(), 1)  # type: ignore[attr-defined]
+        if not b:
+            break
+        got += b
+    return got.decode(errors="replace")
+
+
+@pytest.mark.parametrize("how", ["synchronize", "numpy", "before-wait", "exit"])
 @pytest.mark.parametrize("target", ["opencl", "sycl"])
 def test_sigint_interrupts_a_wait_on_an_async_launch(target: str, how: str, tmp_path: Path) -> None:
     (tmp_path / "spin.wave").write_text(SPIN)
@@ -67,22 +86,41 @@ def test_sigint_interrupts_a_wait_on_an_async_launch(target: str, how: str, tmp_
     env["PYTHONPATH"] = env.get("PYTHONPATH") or str(Path(__file__).resolve().parents[1] / "src")
     env.pop("ANYWAVE_CHECK", None)
     p = subprocess.Popen([sys.executable, str(tmp_path / "child.py"), target, str(tmp_path / "spin.wave"), how],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0, env=env)
     try:
-        first = p.stdout.readline()
+        # unbuffered, a byte at a time: a buffered readline could swallow what follows READY,
+        # which communicate() then never sees
+        first = _line(p.stdout)
         if first.startswith("UNAVAILABLE"):
             p.communicate(timeout=60)
             pytest.skip(first.strip())
-        assert first.strip() == "READY", (first, p.stderr.read() if p.poll() is not None else "")
+        said_early = p.stderr.read().decode(errors="replace") if p.poll() is not None else ""
+        assert first.strip() == "READY", (first, said_early)
+        if how == "exit":  # the exit hook says it waits before the signal is sent
+            guard = threading.Timer(600, p.kill)
+            guard.start()
+            try:
+                said = _line(p.stderr)
+                while said and "waiting for the work enqueued on" not in said:  # a runtime's own notes first
+                    said = _line(p.stderr)
+            finally:
+                guard.cancel()
+            assert "waiting for the work enqueued on" in said, said
         # whether the signal comes before or inside the wait, a KeyboardInterrupt must follow: a
         # handler's flag set just before a blocking driver call is only acted on when it returns
-        p.send_signal(signal.SIGINT)
-        out, err = p.communicate(timeout=600)  # a hang guard (a loaded machine took >120 s once)
+        if how != "before-wait":  # (there the child raises KeyboardInterrupt itself)
+            p.send_signal(signal.SIGINT)
+        outb, errb = p.communicate(timeout=600)  # a hang guard (a loaded machine took >120 s once)
+        out, err = outb.decode(errors="replace"), errb.decode(errors="replace")
     except subprocess.TimeoutExpired:
         p.kill()
         p.communicate()
         pytest.fail(f"{target}/{how}: SIGINT did not end the wait (the process hung until killed)")
-    assert "INTERRUPTED" in out, (out, err[-2000:])
     assert "RETURNED" not in out
+    if how == "exit":
+        assert "exiting without waiting" in err, err[-2000:]
+        assert p.returncode == 130, (p.returncode, err[-2000:])
+        return
+    assert "INTERRUPTED" in out, (out, err[-2000:])
     assert "KeyboardInterrupt" in err
     assert p.returncode != 0

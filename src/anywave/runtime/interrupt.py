@@ -13,7 +13,14 @@ a Ctrl-C from working, and this module handles both:
   per process, registers an exit hook: if an abandoned command is still running when the
   interpreter exits, it says so on stderr, flushes the standard streams and ends the process at
   once with status 130 (128 + SIGINT, the shell's convention for Ctrl-C), skipping the
-  destructors that would wait forever.
+  destructors that would wait forever;
+* a launch only enqueued (``sync=False``) may still be running when the interpreter exits, also
+  when no wait was interrupted: the Ctrl-C may have come just before the wait began, or the
+  program simply ended. Each runtime with asynchronous launches registers, with :func:`watch`, a
+  test of whether its queue still holds unfinished work. At exit, unfinished work after an
+  uncaught KeyboardInterrupt ends the process at once (status 130, as above); after any other
+  exit the hook says on stderr that it waits, and waits, polling -- a Ctrl-C then ends the
+  process at once (status 130) instead of the runtime's destructors blocking it for good.
 """
 
 from __future__ import annotations
@@ -23,11 +30,15 @@ import os
 import signal
 import sys
 import threading
+import time
+import weakref
 from collections.abc import Callable
 from typing import Any
 
 #: (what, still running?, kept alive) of each wait abandoned by Ctrl-C
 _ABANDONED: list[tuple[str, Callable[[], bool], Any]] = []
+#: (what, has unfinished work?) of each runtime queue that takes asynchronous launches
+_WATCHED: list[tuple[str, Callable[[], bool]]] = []
 _HOOKED = False
 _LOCK = threading.Lock()
 
@@ -50,12 +61,36 @@ def abandon(what: str, still_running: Callable[[], bool], keep: Any = None) -> N
     the process (a kernel or copy that finishes later never writes into freed memory), and the
     exit hook (module docs) ends the process without waiting for ``what`` if
     ``still_running()`` is then still true."""
-    global _HOOKED
     with _LOCK:
         _ABANDONED.append((what, still_running, keep))
-        if not _HOOKED:
-            _HOOKED = True
-            atexit.register(_exit_hook)
+        _hook()
+
+
+def watch(what: str, busy: Callable[[], bool]) -> None:
+    """Register a runtime queue for the exit hook (module docs): ``busy()`` is true while work
+    enqueued on it has not finished; it must never block, and may raise once the runtime is
+    torn down (then the queue counts as idle)."""
+    with _LOCK:
+        _WATCHED.append((what, busy))
+        _hook()
+
+
+class _Anchor:
+    """An object whose finalizer makes :mod:`weakref` register its own exit function now."""
+
+
+_ANCHOR = _Anchor()
+
+
+def _hook() -> None:
+    global _HOOKED
+    if not _HOOKED:  # (under _LOCK) once per process
+        _HOOKED = True
+        # exit functions run last-registered first: weakref.finalize's (which frees device arrays,
+        # and a runtime's free can wait for a kernel still using the memory) must run after ours,
+        # so it is registered first (a no-op finalizer forces that; it registers only once)
+        weakref.finalize(_ANCHOR, lambda: None)
+        atexit.register(_exit_hook)
 
 
 def abandoned() -> list[str]:
@@ -70,14 +105,50 @@ def abandoned() -> list[str]:
     return out
 
 
-def _exit_hook() -> None:
-    left = abandoned()
-    if not left:
-        return
+def busy_queues() -> list[str]:
+    """The watched queues (:func:`watch`) that still hold unfinished work."""
+    out = []
+    for what, busy in list(_WATCHED):
+        try:
+            if busy():
+                out.append(what)
+        except Exception:  # noqa: BLE001 - a runtime already torn down: treat as finished
+            continue
+    return out
+
+
+def _interrupted() -> bool:
+    """Whether the interpreter is exiting on an uncaught KeyboardInterrupt (``sys.last_exc``,
+    Python 3.12+, or ``sys.last_value``, set when the uncaught exception was printed)."""
+    return any(isinstance(getattr(sys, n, None), KeyboardInterrupt) for n in ("last_exc", "last_value"))
+
+
+def _exit_now(message: str) -> None:
     try:
-        sys.stderr.write(f"anywave: {len(left)} command(s) interrupted by Ctrl-C still running ({left[0]}); "
-                         "exiting without waiting for them\n")
+        sys.stderr.write(message)
         sys.stdout.flush()
         sys.stderr.flush()
     finally:
         os._exit(130)
+
+
+def _exit_hook() -> None:
+    left = abandoned()
+    if left:
+        _exit_now(f"anywave: {len(left)} command(s) interrupted by Ctrl-C still running ({left[0]}); "
+                  "exiting without waiting for them\n")
+    queues = busy_queues()
+    if not queues:
+        return
+    if _interrupted():
+        _exit_now(f"anywave: work enqueued on {', '.join(queues)} still running after Ctrl-C; "
+                  "exiting without waiting for it\n")
+    try:
+        sys.stderr.write(f"anywave: waiting for the work enqueued on {', '.join(queues)} to finish before "
+                         "exiting (Ctrl-C exits without waiting)\n")
+        sys.stderr.flush()
+        while busy_queues():
+            restore_sigint()  # a runtime's own handler would swallow the Ctrl-C
+            time.sleep(0.05)
+    except KeyboardInterrupt:
+        _exit_now("anywave: exiting without waiting for the enqueued work\n")

@@ -431,6 +431,7 @@ class OpenCLRunner(Driver):
             else:
                 sp = memory_space()
                 sp.pending = f"kernel {kernel!r} grid={g3} workgroup={wg}"
+                sp.last_event = ev
                 mark_used(sp)
         except Exception as e:  # noqa: BLE001
             raise OpenCLError(f"launch of {kernel!r} grid={g3} workgroup={wg} on {self.dev.name} failed: "
@@ -511,6 +512,18 @@ class OpenCLMemory:
         self.dev = get_device()
         #: the last launch enqueued without waiting (named when a later wait fails)
         self.pending = ""
+        #: its event (the in-order queue's last unwaited command), for the exit hook
+        self.last_event: Any = None
+        from anywave.runtime.interrupt import watch
+
+        watch(f"OpenCL ({self.dev.name})", self._busy)
+
+    def _busy(self) -> bool:
+        """Whether the last launch enqueued without waiting is unfinished (never blocks)."""
+        ev = self.last_event
+        if ev is None or getattr(self.dev, "_fork_error", None):
+            return False
+        return int(ev.command_execution_status) > 0  # CL_COMPLETE = 0, errors < 0
 
     def allocate(self, nbytes: int) -> tuple[Any, int, Any]:
         check_not_forked(self.dev, OpenCLError)

@@ -174,6 +174,7 @@ class SyclDevice:
         lib.aw_sycl_malloc.restype = ctypes.c_void_p
         lib.aw_sycl_malloc.argtypes = [ctypes.c_size_t]
         lib.aw_sycl_free.argtypes = [ctypes.c_void_p]
+        lib.aw_sycl_busy.restype = ctypes.c_int
         lib.aw_sycl_wait.argtypes = [ctypes.c_char_p, ctypes.c_int]
         lib.aw_sycl_memcpy.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p,
                                        ctypes.c_int]
@@ -193,6 +194,10 @@ class SyclDevice:
         self.local_memory = int(lib.aw_sycl_local_mem())
         self.max_workgroup = int(lib.aw_sycl_max_wg())
         self._bundles: dict[str, int] = {}
+        from anywave.runtime.interrupt import watch
+
+        # an enqueued launch still running at exit must not block the runtime's destructors
+        watch(f"SYCL ({self.name})", lambda: not getattr(self, "_fork_error", None) and lib.aw_sycl_busy() != 0)
 
     def capabilities(self) -> Capability:
         caps = Capability.F16 | Capability.BF16 | Capability.INT64 | Capability.OFFSET64 | Capability.ATOMIC_F32

@@ -17,6 +17,9 @@ static sycl::queue *g_q = nullptr;
 static std::string g_name;
 // errors of asynchronously enqueued launches, reported by the next aw_sycl_wait
 static std::string g_async_err;
+// the last command submitted to the in-order queue: while it runs, enqueued work is unfinished
+static sycl::event g_last;
+static bool g_any = false;
 
 static void on_async(sycl::exception_list errs) {
   for (auto &e : errs) {
@@ -143,7 +146,7 @@ int aw_sycl_launch(void *kbp, const char *name, const size_t *g, const size_t *l
         dev[i] = vals[i];
       }
     }
-    g_q->submit([&](sycl::handler &h) {
+    g_last = g_q->submit([&](sycl::handler &h) {
       for (int i = 0; i < nargs; ++i) {
         if (kinds[i] == 0 || kinds[i] == 3) h.set_arg(i, dev[i]);
         else if (kinds[i] == 1) h.set_arg(i, *static_cast<std::uint32_t *>(vals[i]));
@@ -151,6 +154,7 @@ int aw_sycl_launch(void *kbp, const char *name, const size_t *g, const size_t *l
       }
       h.parallel_for(sycl::nd_range<3>(sycl::range<3>(g[2], g[1], g[0]), sycl::range<3>(l[2], l[1], l[0])), k);
     });
+    g_any = true;
     if (blocking || copies) {
       g_q->wait_and_throw();
       for (int i = 0; i < nargs; ++i)
@@ -199,12 +203,25 @@ int aw_sycl_wait(char *err, int n) {
 // Copy n bytes after earlier work (USM or host pointers), then wait. Returns 0 or 1 (err).
 int aw_sycl_memcpy(void *dst, const void *src, size_t bytes, char *err, int n) {
   try {
-    g_q->memcpy(dst, src, bytes);
+    g_last = g_q->memcpy(dst, src, bytes);
+    g_any = true;
   } catch (const std::exception &e) {
     put(err, n, e.what());
     return 1;
   }
   return aw_sycl_wait(err, n);
+}
+
+// 1 while the last command submitted (so, on the in-order queue, any enqueued work) has not
+// finished, else 0; never waits. Read by the exit hook (anywave/runtime/interrupt.py).
+int aw_sycl_busy() {
+  if (!g_q || !g_any) return 0;
+  try {
+    return g_last.get_info<sycl::info::event::command_execution_status>() ==
+                   sycl::info::event_command_status::complete ? 0 : 1;
+  } catch (...) {
+    return 0;
+  }
 }
 
 }  // extern "C"
