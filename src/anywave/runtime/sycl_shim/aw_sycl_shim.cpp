@@ -18,8 +18,13 @@ static std::string g_name;
 // errors of asynchronously enqueued launches, reported by the next aw_sycl_wait
 static std::string g_async_err;
 // the last command submitted to the in-order queue: while it runs, enqueued work is unfinished
-static sycl::event g_last;
-static bool g_any = false;
+// (on the heap and never destroyed, like g_q: no static destructor runs after libsycl's)
+static sycl::event *g_last = nullptr;
+
+static void set_last(const sycl::event &e) {
+  if (g_last) *g_last = e;
+  else g_last = new sycl::event(e);
+}
 
 static void on_async(sycl::exception_list errs) {
   for (auto &e : errs) {
@@ -146,7 +151,7 @@ int aw_sycl_launch(void *kbp, const char *name, const size_t *g, const size_t *l
         dev[i] = vals[i];
       }
     }
-    g_last = g_q->submit([&](sycl::handler &h) {
+    sycl::event done = g_q->submit([&](sycl::handler &h) {
       for (int i = 0; i < nargs; ++i) {
         if (kinds[i] == 0 || kinds[i] == 3) h.set_arg(i, dev[i]);
         else if (kinds[i] == 1) h.set_arg(i, *static_cast<std::uint32_t *>(vals[i]));
@@ -154,7 +159,7 @@ int aw_sycl_launch(void *kbp, const char *name, const size_t *g, const size_t *l
       }
       h.parallel_for(sycl::nd_range<3>(sycl::range<3>(g[2], g[1], g[0]), sycl::range<3>(l[2], l[1], l[0])), k);
     });
-    g_any = true;
+    set_last(done);
     if (blocking || copies) {
       g_q->wait_and_throw();
       for (int i = 0; i < nargs; ++i)
@@ -203,8 +208,7 @@ int aw_sycl_wait(char *err, int n) {
 // Copy n bytes after earlier work (USM or host pointers), then wait. Returns 0 or 1 (err).
 int aw_sycl_memcpy(void *dst, const void *src, size_t bytes, char *err, int n) {
   try {
-    g_last = g_q->memcpy(dst, src, bytes);
-    g_any = true;
+    set_last(g_q->memcpy(dst, src, bytes));
   } catch (const std::exception &e) {
     put(err, n, e.what());
     return 1;
@@ -215,9 +219,9 @@ int aw_sycl_memcpy(void *dst, const void *src, size_t bytes, char *err, int n) {
 // 1 while the last command submitted (so, on the in-order queue, any enqueued work) has not
 // finished, else 0; never waits. Read by the exit hook (anywave/runtime/interrupt.py).
 int aw_sycl_busy() {
-  if (!g_q || !g_any) return 0;
+  if (!g_q || !g_last) return 0;
   try {
-    return g_last.get_info<sycl::info::event::command_execution_status>() ==
+    return g_last->get_info<sycl::info::event::command_execution_status>() ==
                    sycl::info::event_command_status::complete ? 0 : 1;
   } catch (...) {
     return 0;
