@@ -93,10 +93,11 @@ def _hook() -> None:
         atexit.register(_exit_hook)
 
 
-def abandoned() -> list[str]:
-    """Descriptions of the commands still running after an interrupted wait."""
+def _still_running(entries: list[tuple[str, Callable[[], bool]]]) -> list[str]:
+    """The ``what`` of each (what, test) whose test is true; a test that raises (a runtime
+    already torn down) counts as finished."""
     out = []
-    for what, running, _ in list(_ABANDONED):
+    for what, running in entries:
         try:
             if running():
                 out.append(what)
@@ -105,16 +106,14 @@ def abandoned() -> list[str]:
     return out
 
 
+def abandoned() -> list[str]:
+    """Descriptions of the commands still running after an interrupted wait."""
+    return _still_running([(what, running) for what, running, _ in list(_ABANDONED)])
+
+
 def busy_queues() -> list[str]:
     """The watched queues (:func:`watch`) that still hold unfinished work."""
-    out = []
-    for what, busy in list(_WATCHED):
-        try:
-            if busy():
-                out.append(what)
-        except Exception:  # noqa: BLE001 - a runtime already torn down: treat as finished
-            continue
-    return out
+    return _still_running(list(_WATCHED))
 
 
 def _interrupted() -> bool:
