@@ -7,6 +7,7 @@
 #include <sycl/sycl.hpp>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -20,10 +21,29 @@ static std::string g_async_err;
 // the last command submitted to the in-order queue: while it runs, enqueued work is unfinished
 // (on the heap and never destroyed, like g_q: no static destructor runs after libsycl's)
 static sycl::event *g_last = nullptr;
+// Python threads call the shim at once (ctypes drops the GIL): g_last and g_async_err are
+// shared, and a sycl::event assignment racing another one frees its impl twice (CI crashed a
+// worker in tests/test_threads_runtime.py). On the heap and never destroyed, like g_last.
+static std::mutex *g_mu = new std::mutex;
 
 static void set_last(const sycl::event &e) {
+  std::lock_guard<std::mutex> hold(*g_mu);
   if (g_last) *g_last = e;
   else g_last = new sycl::event(e);
+}
+
+// the first asynchronous error, kept until taken
+static void note_async_err(const char *what) {
+  std::lock_guard<std::mutex> hold(*g_mu);
+  if (g_async_err.empty()) g_async_err = what;
+}
+
+// the error noted so far (empty if none), cleared
+static std::string take_async_err() {
+  std::lock_guard<std::mutex> hold(*g_mu);
+  std::string e;
+  e.swap(g_async_err);
+  return e;
 }
 
 static void on_async(sycl::exception_list errs) {
@@ -31,7 +51,7 @@ static void on_async(sycl::exception_list errs) {
     try {
       std::rethrow_exception(e);
     } catch (const std::exception &x) {
-      if (g_async_err.empty()) g_async_err = x.what();
+      note_async_err(x.what());
     }
   }
 }
@@ -165,11 +185,12 @@ int aw_sycl_launch(void *kbp, const char *name, const size_t *g, const size_t *l
       for (int i = 0; i < nargs; ++i)
         if (kinds[i] == 0 && sizes[i]) g_q->memcpy(vals[i], dev[i], sizes[i]);
       g_q->wait_and_throw();
-      if (!g_async_err.empty()) throw std::runtime_error(g_async_err);
+      std::string late = take_async_err();
+      if (!late.empty()) throw std::runtime_error(late);
     }
   } catch (const std::exception &e) {
     for (int i = 0; i < nargs; ++i) if (kinds[i] == 0 && dev[i]) sycl::free(dev[i], *g_q);
-    g_async_err.clear();
+    take_async_err();
     put(err, n, e.what());
     return 1;
   }
@@ -195,11 +216,11 @@ int aw_sycl_wait(char *err, int n) {
   try {
     if (g_q) g_q->wait_and_throw();
   } catch (const std::exception &e) {
-    if (g_async_err.empty()) g_async_err = e.what();
+    note_async_err(e.what());
   }
-  if (!g_async_err.empty()) {
-    put(err, n, g_async_err);
-    g_async_err.clear();
+  std::string late = take_async_err();
+  if (!late.empty()) {
+    put(err, n, late);
     return 1;
   }
   return 0;
@@ -219,9 +240,14 @@ int aw_sycl_memcpy(void *dst, const void *src, size_t bytes, char *err, int n) {
 // 1 while the last command submitted (so, on the in-order queue, any enqueued work) has not
 // finished, else 0; never waits. Read by the exit hook (anywave/runtime/interrupt.py).
 int aw_sycl_busy() {
-  if (!g_q || !g_last) return 0;
+  sycl::event last;
+  {
+    std::lock_guard<std::mutex> hold(*g_mu);
+    if (!g_q || !g_last) return 0;
+    last = *g_last;
+  }
   try {
-    return g_last->get_info<sycl::info::event::command_execution_status>() ==
+    return last.get_info<sycl::info::event::command_execution_status>() ==
                    sycl::info::event_command_status::complete ? 0 : 1;
   } catch (...) {
     return 0;
