@@ -8,6 +8,7 @@ divergent barriers and Ctrl-C give clear errors and never touch the process's ot
 from __future__ import annotations
 
 import shutil
+import signal
 import threading
 
 import numpy as np
@@ -142,11 +143,17 @@ def test_ctrl_c_stops_an_endless_kernel(runner) -> None:  # noqa: ANN001
 
     mod = assemble(_SPIN)
     x = np.zeros(4, np.uint32)
-    t = threading.Timer(0.5, _thread.interrupt_main)
-    t.start()
-    with pytest.raises(KeyboardInterrupt):
-        runner(mod, "spin", (4, 1, 1), (8, 1, 1), {"x": x}, 8)
-    t.join()
+    # interrupt_main does nothing while SIGINT is ignored, as it is in a process started in the
+    # background by a non-interactive shell: then the kernel would spin for ever
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        t = threading.Timer(0.5, _thread.interrupt_main)
+        t.start()
+        with pytest.raises(KeyboardInterrupt):
+            runner(mod, "spin", (4, 1, 1), (8, 1, 1), {"x": x}, 8)
+        t.join()
+    finally:
+        signal.signal(signal.SIGINT, old)
     ok = assemble(_OOB)  # the target still works after the interrupt
     y = np.zeros(8, np.uint32)
     runner(ok, "oob", (1, 1, 1), (8, 1, 1), {"x": y, "n": 8}, 8)
