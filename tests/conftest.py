@@ -26,6 +26,34 @@ except ImportError:  # pragma: no cover - hypothesis is in the test extra
     pass
 
 
+# ANYWAVE_TEST_CRASH_LOG=DIR: every test process writes DIR/<pid>.log — the test it starts and
+# ends, a faulthandler dump on a fatal signal, and the Python stack of any os._exit — so a worker
+# that dies (xdist: "node down: Not properly terminated") leaves its cause where pytest's own fd
+# capture cannot swallow it.
+_CRASH_DIR = os.environ.get("ANYWAVE_TEST_CRASH_LOG")
+if _CRASH_DIR:
+    import faulthandler
+    import traceback
+
+    os.makedirs(_CRASH_DIR, exist_ok=True)
+    _CRASH_FILE = open(os.path.join(_CRASH_DIR, f"{os.getpid()}.log"), "a", buffering=1)  # noqa: SIM115
+    faulthandler.enable(_CRASH_FILE, all_threads=True)
+    _real_exit = os._exit
+
+    def _logged_exit(code: int) -> None:
+        _CRASH_FILE.write(f"os._exit({code}) from:\n{''.join(traceback.format_stack())}")
+        _CRASH_FILE.flush()
+        _real_exit(code)
+
+    os._exit = _logged_exit
+
+    def pytest_runtest_logstart(nodeid: str, location: tuple) -> None:  # noqa: ARG001
+        _CRASH_FILE.write(f"start {nodeid}\n")
+
+    def pytest_runtest_logfinish(nodeid: str, location: tuple) -> None:  # noqa: ARG001
+        _CRASH_FILE.write(f"end {nodeid}\n")
+
+
 class WorkBoundExceeded(AssertionError):
     """The code under test made more Python calls than the bound a test gave it."""
 
