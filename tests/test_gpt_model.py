@@ -1,7 +1,8 @@
 """The GPT of issue 26 (:mod:`anywave.models.gpt`): its loss and gradients against the same model
 in plain float64 PyTorch, bit-identical training on every CPU target and wave width (one pair in
 the default tier, the rest ``sweep``/``slow``), KV-cache generation against recomputation without
-a cache, batch-invariant decoding, checkpoints, and ``anywave train --model gpt``."""
+a cache, batch-invariant decoding, checkpoints, and ``anywave train --model gpt``; the same for the
+configuration options (rotary positions, SwiGLU, RMSNorm) against TorchGPT's float64 math."""
 
 from __future__ import annotations
 

@@ -15,8 +15,9 @@ instead (RoPE: J. Su et al., "RoFormer", 2021, the GPT-NeoX/LLaMA "rotate half" 
 ``fc2(silu(fc(x)) * fc3(x))`` without biases (N. Shazeer, "GLU Variants Improve Transformer",
 2020); ``norm="rms"`` uses RMSNorm (B. Zhang, R. Sennrich, 2019; gain only, no bias) for every norm.
 
-The ops (:mod:`anywave.torch.gpt`): linear (bias and GELU epilogues), LayerNorm, embeddings,
-softmax cross-entropy, AdamW, global-norm clipping; in ``exact`` mode every one is a fixed f32
+The ops (:mod:`anywave.torch.gpt`): linear (bias and GELU epilogues), LayerNorm (RMSNorm),
+embeddings, the rotary embedding, the SwiGLU gate, softmax cross-entropy, AdamW, global-norm
+clipping; in ``exact`` mode every one is a fixed f32
 sequence, so a training run gives the same per-step losses and final weights, bit for bit, on
 every target and wave width, and a prompt's completion does not depend on the batch it is decoded
 in. ``fast`` mode (CUDA) runs the linear layers on the bf16 fragment GEMM and the attention's fast
