@@ -1,7 +1,8 @@
 """The GPT of issue 26 (:mod:`anywave.models.gpt`): its loss and gradients against the same model
 in plain float64 PyTorch, bit-identical training on every CPU target and wave width (one pair in
 the default tier, the rest ``sweep``/``slow``), KV-cache generation against recomputation without
-a cache, batch-invariant decoding, checkpoints, and ``anywave train --model gpt``."""
+a cache, batch-invariant decoding, checkpoints, and ``anywave train --model gpt``; the same for the
+configuration options (rotary positions, SwiGLU, RMSNorm) against TorchGPT's float64 math."""
 
 from __future__ import annotations
 
@@ -153,3 +154,126 @@ def test_cli_train_gpt(tmp_path, capsys):
     except ImportError:
         return
     assert (out / "loss.png").read_bytes()[:4] == b"\x89PNG"
+
+
+#: the options of GPTConfig at the micro size: rotary positions, a SwiGLU MLP, RMSNorm
+VARIANT = M.GPTConfig(1, 16, 2, 24, pos="rotary", mlp="swiglu", norm="rms")
+#: the variant's training run: 4 steps of 1 window of 16 bytes, a rate at which 4 steps show the fall
+VARIANT_RUN = M.TrainSettings(steps=4, batch=1, context=16, lr=3e-2)
+
+
+def test_config_options_validate_and_default_shapes():
+    assert M.GPTConfig() == M.GPTConfig(pos="learned", mlp="gelu", norm="layer", hidden=None)
+    names = [n for n, _ in M.param_shapes(TINY)]
+    assert names[:2] == ["wte", "wpe"] and "h0.ln1_b" in names and "h0.fc_b" in names and "h0.fc3_w" not in names
+    assert dict(M.param_shapes(TINY))["h0.fc_w"] == (4 * TINY.width, TINY.width)
+    shapes = dict(M.param_shapes(VARIANT))
+    assert "wpe" not in shapes and "h0.ln1_b" not in shapes and "lnf_b" not in shapes and "h0.fc_b" not in shapes
+    hid = -(-8 * VARIANT.width // 3)
+    assert shapes["h0.fc_w"] == shapes["h0.fc3_w"] == (hid, 16) and shapes["h0.fc2_w"] == (16, hid)
+    assert dict(M.param_shapes(M.GPTConfig(1, 16, 2, 24, mlp="swiglu", hidden=40)))["h0.fc3_w"] == (40, 16)
+    for bad in ({"pos": "alibi"}, {"mlp": "relu"}, {"norm": "batch"}, {"hidden": 0}, {"hidden": 2.5}):
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            M.GPTConfig(1, 16, 2, 24, **bad)
+
+
+@pytest.mark.parametrize("cfg", [VARIANT, M.GPTConfig(1, 16, 2, 24, pos="rotary"),
+                                 M.GPTConfig(1, 16, 2, 24, mlp="swiglu", hidden=20),
+                                 M.GPTConfig(1, 16, 2, 24, norm="rms")],
+                         ids=["rotary-swiglu-rms", "rotary", "swiglu", "rms"])
+def test_options_loss_and_gradients_against_float64_torch(cfg):
+    """The options against TorchGPT's plain-PyTorch float64 math, the tolerance of the default model's test."""
+    _against_float64_torch(cfg, M.init_params(cfg, 3))
+
+
+def _against_float64_torch(cfg: M.GPTConfig, params: dict[str, np.ndarray]) -> None:
+    ours = M.GPT(cfg, params)
+    ref = M.TorchGPT(cfg, params).double()
+    data = np.frombuffer(M.stdlib_text(1 << 14), np.uint8)
+    x, y = (torch.from_numpy(a[0]) for a in M.batches(data, 1, 2, cfg.context, 0))
+    lo = ours.loss(x, y)
+    lo.backward()
+    lr = ref.loss(x, y)
+    lr.backward()
+    assert abs(lo.item() - lr.item()) < 1e-5
+    for n in ours.names:
+        g, gr = ours.param(n).grad.double(), ref.param(n).grad
+        assert (g - gr).abs().max().item() <= 1e-4 * (1 + gr.abs().max().item()), n
+
+
+def test_options_train_with_falling_loss():
+    """rotary + SwiGLU + RMSNorm on the default CPU path: the loss falls in 4 steps, and the trained
+    weights give TorchGPT's float64 loss and gradients (the default model's tolerance)."""
+    r = M.train(VARIANT, VARIANT_RUN, text=M.stdlib_text(1 << 16))
+    assert np.mean(r.losses[-2:]) < r.losses[0] - 0.3
+    _against_float64_torch(VARIANT, r.model.numpy_params())
+
+
+def test_options_identity_default_pair():
+    """rotary + SwiGLU + RMSNorm, 2 steps: the emulator at W=8 gives the losses and weights of the
+    default CPU path bit for bit."""
+    text = M.stdlib_text(1 << 16)
+    st = M.TrainSettings(steps=2, batch=1, context=16, lr=3e-2)
+    ref = M.train(VARIANT, st, text=text)
+    with ops.cpu_target("emulator", wave_width=8):
+        w8 = M.train(VARIANT, st, text=text)
+    _same((w8.losses, w8.model.numpy_params()), (ref.losses, ref.model.numpy_params()))
+
+
+@pytest.mark.slow
+def test_options_identity_every_cpu_target():
+    """rotary + SwiGLU + RMSNorm: the same losses and weights on the emulator at W = 8, 16, 32, 64 and
+    on OpenCL, SYCL, Vulkan."""
+    text = M.stdlib_text(1 << 16)
+
+    def run(target, w):
+        with ops.cpu_target(target, wave_width=w):
+            r = M.train(VARIANT, VARIANT_RUN, text=text)
+        return r.losses, r.model.numpy_params()
+
+    ref = run("emulator", 32)
+    for w in (8, 16, 64):
+        _same(run("emulator", w), ref)
+    for name in ("opencl", "sycl", "vulkan"):
+        if name in ops.cpu_target_names():
+            _same(run(name, DEFAULT_W[name]), ref)
+
+
+def test_checkpoint_round_trips_the_options(tmp_path):
+    cfg = M.GPTConfig(1, 16, 2, 24, pos="rotary", mlp="swiglu", norm="rms", hidden=20)
+    r = M.train(cfg, M.TrainSettings(steps=1, batch=1, context=8), text=M.stdlib_text(1 << 14))
+    path = M.save_checkpoint(tmp_path / "v.npz", r.model, r.optimizer)
+    model, opt = M.load_checkpoint(path)
+    assert model.cfg == cfg and opt["step"] == 1
+    for n in model.names:
+        assert torch.equal(model.param(n), r.model.param(n)), n
+    # a checkpoint written before the options existed (no such keys in its config) loads as the defaults
+    old = M.save_checkpoint(tmp_path / "old.npz", M.GPT(MICRO, M.init_params(MICRO, 2)))
+    with np.load(old) as z:
+        arrays = {k: z[k] for k in z.files}
+    meta = json.loads(bytes(arrays["meta"]).decode())
+    for k in ("pos", "mlp", "norm", "hidden"):
+        del meta["config"][k]
+    arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), np.uint8)
+    with open(old, "wb") as f:
+        np.savez(f, **arrays)
+    assert M.load_checkpoint(old)[0].cfg == MICRO
+
+
+@pytest.mark.parametrize("cfg", [MICRO, VARIANT], ids=["default", "rotary-swiglu-rms"])
+def test_generate_batch_invariant_logits_bits(cfg):
+    """A prompt's greedy completion and the logits behind each token have the same bits decoded alone
+    and in a batch with prompts of other lengths (each sequence its own cache and positions), and
+    equal a recomputation without a cache."""
+    model = M.GPT(cfg, M.init_params(cfg, 4))
+    text = M.stdlib_text(1 << 14)
+    target = list(text[60:67])
+    others = [list(text[10:11]), list(text[500:515]), list(text[900:903])]
+    alone, la = M.generate(model, [target], 5, return_logits=True)
+    batch, lb = M.generate(model, [others[0], target] + others[1:], 5, return_logits=True)
+    assert batch[1] == alone[0]
+    assert la[0].shape == (5, cfg.vocab) and la[0].dtype == np.float32
+    assert np.array_equal(lb[1].view(np.int32), la[0].view(np.int32))
+    assert alone[0] == _greedy_without_cache(model, target, 5)
+    for s, p in enumerate([others[0], target] + others[1:]):
+        assert batch[s] == M.generate(model, [p], 5)[0]

@@ -4,6 +4,7 @@ fake tensors, autograd registration), clear errors, and the same bits on another
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -189,3 +190,99 @@ def test_decode_attention_matches_the_attention_op():
     assert torch.equal(o, torch.ops.anywave.attention(q, k, v, False, None, "exact"))
     ref = F.scaled_dot_product_attention(q.double(), k.double(), v.double())
     _close(o, ref, 1e-5)
+
+
+def _rope_ref(x, offset, base=10000.0):
+    """Rotary embedding in float64 PyTorch, written from RoFormer's definition in the "rotate half"
+    layout: pair (i, i + D/2) at position p rotated by p * base^(-2i/D)."""
+    d = x.shape[-1]
+    h = d // 2
+    pos = torch.arange(offset, offset + x.shape[-2], dtype=torch.float64)
+    ang = pos[:, None] * base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)[None, :]
+    c, s = ang.cos(), ang.sin()
+    x1, x2 = x[..., :h], x[..., h:]
+    return torch.cat([x1 * c - x2 * s, x2 * c + x1 * s], dim=-1)
+
+
+@pytest.mark.parametrize("offset", [0, 5])
+def test_rotary_forward_backward_against_float64(offset):
+    g = _g(9)
+    x = torch.randn(2, 3, 7, 12, generator=g, dtype=torch.float64, requires_grad=True)
+    y = _rope_ref(x, offset)
+    gy = torch.randn(y.shape, generator=g, dtype=torch.float64)
+    y.backward(gy)
+    xf = x.detach().float().requires_grad_()
+    yf = T.rotary(xf, offset)
+    yf.backward(gy.float())
+    _close(yf, y, 1e-6)
+    _close(xf.grad, x.grad, 1e-6)
+    # the rotation keeps each pair's length (orthogonal), up to f32 rounding
+    _close(yf.norm(dim=-1), x.detach().norm(dim=-1), 1e-6)
+
+
+def test_rotary_tables_and_decode_offsets():
+    c, s = T.rotary_tables(40, 16)
+    assert c.dtype == s.dtype == np.float32 and c.shape == (40, 8)
+    ang = np.arange(40, dtype=np.float64)[:, None] * np.power(10000.0, -np.arange(0, 16, 2) / 16.0)[None]
+    assert np.abs(c - np.cos(ang)).max() <= 2**-24 and np.abs(s - np.sin(ang)).max() <= 2**-24
+    c2, s2 = T.rotary_tables(10, 16, offset=30)
+    assert np.array_equal(c2.view(np.uint32), c[30:].view(np.uint32))
+    assert np.array_equal(s2.view(np.uint32), s[30:].view(np.uint32))
+    # decoding row by row with the cache length as offset gives the bits of the whole sequence
+    x = torch.randn(2, 2, 9, 8, generator=_g(10))
+    full = T.rotary(x)
+    for t in range(9):
+        assert torch.equal(T.rotary(x[:, :, t:t + 1].contiguous(), t), full[:, :, t:t + 1])
+    assert torch.equal(T.rotary(x[1:2]), full[1:2])  # batch-invariant
+    with ops.cpu_target("emulator", wave_width=8):
+        assert torch.equal(T.rotary(x), full)
+
+
+def test_rotary_bad_input_errors():
+    with pytest.raises(ops.OpInputError, match="D even"):
+        T.rotary(torch.randn(1, 1, 2, 7))
+    with pytest.raises(ops.OpInputError, match="4-D"):
+        T.rotary(torch.randn(2, 8))
+    with pytest.raises(ops.OpDtypeError, match="float32"):
+        T.rotary(torch.randn(1, 1, 2, 8, dtype=torch.float64))
+    with pytest.raises(ops.OpInputError, match="offset"):
+        T.rotary(torch.randn(1, 1, 2, 8), -1)
+    with pytest.raises(ops.OpDtypeError, match="offset"):
+        T.rotary(torch.randn(1, 1, 2, 8), 1.5)
+    with pytest.raises(ValueError, match="even"):
+        T.rotary_tables(4, 5)
+
+
+def test_swiglu_forward_backward_against_float64():
+    g = _g(11)
+    a = torch.randn(5, 33, generator=g, dtype=torch.float64) * 4
+    a[0, :4] = torch.tensor([-120.0, -30.0, 30.0, 120.0], dtype=torch.float64)  # exp saturating both ways
+    a.requires_grad_()
+    b = torch.randn(5, 33, generator=g, dtype=torch.float64, requires_grad=True)
+    y = F.silu(a) * b
+    gy = torch.randn(y.shape, generator=g, dtype=torch.float64)
+    y.backward(gy)
+    af, bf = (t.detach().float().requires_grad_() for t in (a, b))
+    yf = T.swiglu(af, bf)
+    yf.backward(gy.float())
+    _close(yf, y, 1e-6)
+    _close(af.grad, a.grad, 1e-6)
+    _close(bf.grad, b.grad, 1e-6)
+    with ops.cpu_target("emulator", wave_width=8):
+        assert torch.equal(T.swiglu(af.detach(), bf.detach()), yf.detach())
+    with pytest.raises(ops.OpInputError, match="one shape"):
+        T.swiglu(af.detach(), bf.detach()[:, :3])
+    with pytest.raises(ops.OpDtypeError, match="float32"):
+        T.swiglu(a.detach(), b.detach())
+
+
+def test_opcheck_rotary_swiglu():
+    g = _g(12)
+    oc = torch.library.opcheck
+    x = torch.randn(2, 2, 3, 8, generator=g, requires_grad=True)
+    oc(torch.ops.anywave.gpt_rotary.default, (x, 0, 10000.0, False))
+    oc(torch.ops.anywave.gpt_rotary.default, (x, 4, 500.0, True))
+    a = torch.randn(4, 6, generator=g, requires_grad=True)
+    b = torch.randn(4, 6, generator=g, requires_grad=True)
+    oc(torch.ops.anywave.gpt_swiglu.default, (a, b))
+    oc(torch.ops.anywave.gpt_swiglu_backward.default, (torch.randn(4, 6, generator=g), a.detach(), b.detach()))

@@ -29,6 +29,16 @@ contracts a multiply and an add into an fma unless ``aw.fma`` is written):
 * ``xent_kernel`` (one thread per row): ``m = max_j x_j``, ``s = sum_j exp(x_j - m)`` (left to
   right), ``lse = m + log(s)``, ``loss = lse - x[label]``; ``xent_backward_kernel``:
   ``dx = (exp(x_j - lse) - [j == label]) * scale`` with ``scale = g / rows`` rounded once;
+* ``rotary_kernel`` (one thread per pair (i, i + D/2) of a row of D): the "rotate half" rotary
+  embedding (J. Su et al., "RoFormer: Enhanced Transformer with Rotary Position Embedding", 2021,
+  in the GPT-NeoX / LLaMA layout that pairs element i with element i + D/2, not 2i with 2i + 1):
+  ``y_i = x_i * c - x_{i+D/2} * s``, ``y_{i+D/2} = x_{i+D/2} * c + x_i * s`` (two rounded products,
+  then one rounded add) with ``c = cos[t, i]``, ``s = sin[t, i]`` read from host tables;
+  ``inverse`` rotates by the negated angle (``s`` negated, an exact operation): the backward;
+* ``swiglu_kernel``: ``sg = 1 / (1 + exp(-a))``, ``y = (a * sg) * b`` (silu(a) * b; N. Shazeer,
+  "GLU Variants Improve Transformer", 2020); ``swiglu_backward_kernel``:
+  ``db = g * (a * sg)``, ``da = (g * b) * (sg * (1 + a * (1 - sg)))`` (the derivative of
+  ``a * sigmoid(a)``);
 * ``adamw_kernel``: ``m' = b1 m + (1 - b1) g``, ``v' = b2 v + ((1 - b2) g) g``, ``p' = p - (lr wd) p``,
   ``p'' = p' - lr ((m' / c1) / (sqrt(v' / c2) + eps))`` with ``c1 = 1 - b1^t``, ``c2 = 1 - b2^t``
   (I. Loshchilov, F. Hutter, "Decoupled Weight Decay Regularization", ICLR 2019, Algorithm 2;
@@ -274,6 +284,47 @@ def xent_backward_kernel(grad: aw.In[aw.f32], x: aw.In[aw.f32], labels: aw.In[aw
         if lab < 0 or lab >= cols:
             p = aw.bitcast(aw.u32(QNAN_BITS), aw.f32)
         dx[i] = p * (grad[0] / aw.f32(rows))
+
+
+@aw.kernel
+def rotary_kernel(x: aw.In[aw.f32], cos: aw.In[aw.f32], sin: aw.In[aw.f32], y: aw.Out[aw.f32], pairs: aw.i32,
+                  t: aw.i32, half: aw.i32, *, inverse: bool = False):
+    # x, y (rows, 2 half) with rows = B H T (row r at position r mod t); cos, sin (t, half)
+    i = aw.global_id(0)
+    if i < pairs:
+        r = i // half
+        j = i - r * half
+        p = r - (r // t) * t
+        c = cos[p * half + j]
+        s = sin[p * half + j]
+        if inverse:
+            s = -s
+        lo = r * (2 * half) + j
+        x1 = x[lo]
+        x2 = x[lo + half]
+        y[lo] = x1 * c - x2 * s
+        y[lo + half] = x2 * c + x1 * s
+
+
+@aw.kernel
+def swiglu_kernel(a: aw.In[aw.f32], b: aw.In[aw.f32], y: aw.Out[aw.f32], n: aw.i32):
+    i = aw.global_id(0)
+    if i < n:
+        v = a[i]
+        sg = 1.0 / (1.0 + aw.exp(-v))
+        y[i] = (v * sg) * b[i]
+
+
+@aw.kernel
+def swiglu_backward_kernel(g: aw.In[aw.f32], a: aw.In[aw.f32], b: aw.In[aw.f32], da: aw.Out[aw.f32],
+                           db: aw.Out[aw.f32], n: aw.i32):
+    i = aw.global_id(0)
+    if i < n:
+        v = a[i]
+        gi = g[i]
+        sg = 1.0 / (1.0 + aw.exp(-v))
+        db[i] = gi * (v * sg)
+        da[i] = (gi * b[i]) * (sg * (1.0 + v * (1.0 - sg)))
 
 
 @aw.kernel

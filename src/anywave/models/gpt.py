@@ -8,8 +8,16 @@ causal multi-head attention (``torch.ops.anywave.attention``) and ``x = x + fc2(
 Initial weights: normal(0, 0.02) from NumPy's PCG64 with the seed, the residual projections
 scaled by ``1/sqrt(2 * layers)`` (GPT-2's rule), biases 0, LayerNorm gains 1.
 
-The ops (:mod:`anywave.torch.gpt`): linear (bias and GELU epilogues), LayerNorm, embeddings,
-softmax cross-entropy, AdamW, global-norm clipping; in ``exact`` mode every one is a fixed f32
+Options of :class:`GPTConfig` (the defaults are the GPT-2 model above, bit for bit):
+``pos="rotary"`` drops the position embedding ``wpe`` and rotates every block's queries and keys
+instead (RoPE: J. Su et al., "RoFormer", 2021, the GPT-NeoX/LLaMA "rotate half" layout,
+:func:`anywave.torch.gpt.rotary`); ``mlp="swiglu"`` replaces the GELU MLP by
+``fc2(silu(fc(x)) * fc3(x))`` without biases (N. Shazeer, "GLU Variants Improve Transformer",
+2020); ``norm="rms"`` uses RMSNorm (B. Zhang, R. Sennrich, 2019; gain only, no bias) for every norm.
+
+The ops (:mod:`anywave.torch.gpt`): linear (bias and GELU epilogues), LayerNorm (RMSNorm),
+embeddings, the rotary embedding, the SwiGLU gate, softmax cross-entropy, AdamW, global-norm
+clipping; in ``exact`` mode every one is a fixed f32
 sequence, so a training run gives the same per-step losses and final weights, bit for bit, on
 every target and wave width, and a prompt's completion does not depend on the batch it is decoded
 in. ``fast`` mode (CUDA) runs the linear layers on the bf16 fragment GEMM and the attention's fast
@@ -47,13 +55,34 @@ TEXT_BYTES = 1 << 21
 @dataclass(frozen=True)
 class GPTConfig:
     """Shape of the model: ``vocab`` tokens, ``layers`` blocks of width ``width`` with ``heads``
-    heads (``width % heads == 0``, head dim a multiple of 4 up to 256), context ``context`` tokens."""
+    heads (``width % heads == 0``, head dim a multiple of 4 up to 256), context ``context`` tokens.
+
+    Options (the defaults give GPT-2's block, the parameters and bits of earlier versions):
+
+    * ``pos``: ``"learned"`` (a position embedding ``wpe`` (context, width) added to the tokens'),
+      or ``"rotary"`` (no ``wpe``; each block rotates its queries and keys by their positions,
+      base 10000, "rotate half" layout: :func:`anywave.torch.gpt.rotary`);
+    * ``mlp``: ``"gelu"`` (``fc2(GELU(fc(x)))`` with biases) or ``"swiglu"``
+      (``fc2(silu(fc(x)) * fc3(x))``, no biases; Shazeer 2020);
+    * ``norm``: ``"layer"`` (LayerNorm, gain and bias) or ``"rms"`` (RMSNorm, gain only), eps 1e-5;
+    * ``hidden``: the MLP's hidden width; ``None`` gives :attr:`hidden_width`'s default (4 width
+      for GELU; ``ceil(8 width / 3)`` for SwiGLU, whose three matrices then hold about as many
+      weights as GELU's two, as in Shazeer 2020, section 2).
+
+    Raises:
+        ValueError: a size < 1, a head dim that is not a multiple of 4 up to 256, an option value
+            not listed above.
+    """
 
     layers: int = 2
     width: int = 64
     heads: int = 2
     context: int = 64
     vocab: int = 256
+    pos: str = "learned"
+    mlp: str = "gelu"
+    norm: str = "layer"
+    hidden: int | None = None
 
     def __post_init__(self) -> None:
         if min(self.layers, self.width, self.heads, self.context, self.vocab) < 1:
@@ -62,6 +91,24 @@ class GPTConfig:
         if r or d % 4 or d > 256:
             raise ValueError(f"GPTConfig: width {self.width} / heads {self.heads} must give a head dim that is a "
                              "multiple of 4 up to 256")
+        for name, allowed in (("pos", POS_OPTIONS), ("mlp", MLP_OPTIONS), ("norm", NORM_OPTIONS)):
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"GPTConfig: {name}={getattr(self, name)!r} is not one of {allowed}")
+        if self.hidden is not None and (isinstance(self.hidden, bool) or not isinstance(self.hidden, int)
+                                        or self.hidden < 1):
+            raise ValueError(f"GPTConfig: hidden must be None or an int >= 1, got {self.hidden!r}")
+
+    @property
+    def hidden_width(self) -> int:
+        """The MLP's hidden width: ``hidden``, else 4 width (GELU) or ``ceil(8 width / 3)`` (SwiGLU)."""
+        if self.hidden is not None:
+            return self.hidden
+        return 4 * self.width if self.mlp == "gelu" else -(-8 * self.width // 3)
+
+
+POS_OPTIONS = ("learned", "rotary")
+MLP_OPTIONS = ("gelu", "swiglu")
+NORM_OPTIONS = ("layer", "rms")
 
 
 #: the named configurations (tiny: the identity test's; gpt2: GPT-2 small's shape, 124M
@@ -75,14 +122,23 @@ CONFIGS = {
 
 def param_shapes(cfg: GPTConfig) -> list[tuple[str, tuple[int, ...]]]:
     """(name, shape) of every parameter in a fixed order (the optimizer's and the clip's)."""
-    c = cfg.width
-    out: list[tuple[str, tuple[int, ...]]] = [("wte", (cfg.vocab, c)), ("wpe", (cfg.context, c))]
+    c, hid = cfg.width, cfg.hidden_width
+
+    def norm(name: str) -> list[tuple[str, tuple[int, ...]]]:
+        return [(f"{name}_w", (c,))] + ([] if cfg.norm == "rms" else [(f"{name}_b", (c,))])
+
+    out: list[tuple[str, tuple[int, ...]]] = [("wte", (cfg.vocab, c))]
+    if cfg.pos == "learned":
+        out.append(("wpe", (cfg.context, c)))
     for i in range(cfg.layers):
-        out += [(f"h{i}.ln1_w", (c,)), (f"h{i}.ln1_b", (c,)), (f"h{i}.attn_w", (3 * c, c)),
-                (f"h{i}.attn_b", (3 * c,)), (f"h{i}.proj_w", (c, c)), (f"h{i}.proj_b", (c,)),
-                (f"h{i}.ln2_w", (c,)), (f"h{i}.ln2_b", (c,)), (f"h{i}.fc_w", (4 * c, c)), (f"h{i}.fc_b", (4 * c,)),
-                (f"h{i}.fc2_w", (c, 4 * c)), (f"h{i}.fc2_b", (c,))]
-    return out + [("lnf_w", (c,)), ("lnf_b", (c,))]
+        out += norm(f"h{i}.ln1") + [(f"h{i}.attn_w", (3 * c, c)), (f"h{i}.attn_b", (3 * c,)),
+                                    (f"h{i}.proj_w", (c, c)), (f"h{i}.proj_b", (c,))] + norm(f"h{i}.ln2")
+        if cfg.mlp == "gelu":
+            out += [(f"h{i}.fc_w", (hid, c)), (f"h{i}.fc_b", (hid,)), (f"h{i}.fc2_w", (c, hid)),
+                    (f"h{i}.fc2_b", (c,))]
+        else:
+            out += [(f"h{i}.fc_w", (hid, c)), (f"h{i}.fc3_w", (hid, c)), (f"h{i}.fc2_w", (c, hid))]
+    return out + norm("lnf")
 
 
 def init_params(cfg: GPTConfig, seed: int = 0) -> dict[str, np.ndarray]:
@@ -131,7 +187,18 @@ class GPT(torch.nn.Module):
         return ops.linear(x, self.param(w), None if b is None else self.param(b), gelu, self.mode)
 
     def _ln(self, x, name):
+        if self.cfg.norm == "rms":
+            return ops.norm(x, self.param(name + "_w"), None, rms=True)
         return ops.norm(x, self.param(name + "_w"), self.param(name + "_b"))
+
+    def _rope(self, t, pos):
+        # t (B, H, T, D); pos: the position of row 0 (int) or one such position per batch row
+        if isinstance(pos, int):
+            return ops.rotary(t, pos)
+        return torch.cat([ops.rotary(t[s:s + 1], p) for s, p in enumerate(pos)])
+
+    def _swiglu(self, a, b):
+        return ops.swiglu(a, b)
 
     def _attn(self, q, k, v, causal=True):
         fast = self.mode == "fast" and q.is_cuda
@@ -149,17 +216,33 @@ class GPT(torch.nn.Module):
         return t.reshape(b, s, h, -1).transpose(1, 2).contiguous()
 
     def embed(self, idx: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
+        if self.cfg.pos == "rotary":
+            return ops.embedding(self.param("wte"), idx)
         return ops.embedding(self.param("wte"), idx) + ops.embedding(self.param("wpe"), pos)
 
-    def block(self, i: int, x: torch.Tensor, kv: Callable | None = None) -> torch.Tensor:
+    def mlp(self, i: int, x: torch.Tensor) -> torch.Tensor:
+        """Block i's MLP of ``x`` (its input norm applied here): GELU or SwiGLU (``cfg.mlp``)."""
+        n = self._ln(x, f"h{i}.ln2")
+        if self.cfg.mlp == "swiglu":
+            h = self._swiglu(self._lin(n, f"h{i}.fc_w", None), self._lin(n, f"h{i}.fc3_w", None))
+            return self._lin(h, f"h{i}.fc2_w", None)
+        h = self._lin(n, f"h{i}.fc_w", f"h{i}.fc_b", gelu=True)
+        return self._lin(h, f"h{i}.fc2_w", f"h{i}.fc2_b")
+
+    def block(self, i: int, x: torch.Tensor, kv: Callable | None = None, pos: int | Sequence[int] = 0
+              ) -> torch.Tensor:
+        """Block i of ``x`` (B, T, width); ``kv(i, q, k, v)`` replaces the causal attention (a KV
+        cache); ``pos`` the position of x's first row (an int, or one per batch row), used by the
+        rotary embedding only."""
         b, s, c = x.shape
         qkv = self._lin(self._ln(x, f"h{i}.ln1"), f"h{i}.attn_w", f"h{i}.attn_b")
         q, k, v = (self._heads(t, b, s) for t in qkv.split(c, dim=-1))
+        if self.cfg.pos == "rotary":
+            q, k = self._rope(q, pos), self._rope(k, pos)
         o = self._attn(q, k, v) if kv is None else kv(i, q, k, v)
         a = o.transpose(1, 2).reshape(b, s, c)
         x = x + self._lin(a, f"h{i}.proj_w", f"h{i}.proj_b")
-        h = self._lin(self._ln(x, f"h{i}.ln2"), f"h{i}.fc_w", f"h{i}.fc_b", gelu=True)
-        return x + self._lin(h, f"h{i}.fc2_w", f"h{i}.fc2_b")
+        return x + self.mlp(i, x)
 
     def head(self, x: torch.Tensor) -> torch.Tensor:
         return self._lin(self._ln(x, "lnf"), "wte", None)
@@ -188,7 +271,23 @@ class TorchGPT(GPT):
         return torch.nn.functional.gelu(y, approximate="tanh") if gelu else y
 
     def _ln(self, x, name):
+        if self.cfg.norm == "rms":
+            return x * torch.rsqrt((x * x).mean(-1, keepdim=True) + 1e-5) * self.param(name + "_w")
         return torch.nn.functional.layer_norm(x, (x.shape[-1],), self.param(name + "_w"), self.param(name + "_b"))
+
+    def _rope(self, t, pos):
+        # rotate half (RoFormer's rotation, GPT-NeoX/LLaMA layout), angles and cos/sin in float64
+        b, _, s, d = t.shape
+        first = torch.tensor([pos] * b if isinstance(pos, int) else list(pos), dtype=torch.float64)
+        p = first[:, None] + torch.arange(s, dtype=torch.float64)[None, :]
+        inv = ops.ROPE_BASE ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+        ang = (p[:, None, :, None] * inv).to(t.device)
+        c, sn = ang.cos().to(t.dtype), ang.sin().to(t.dtype)
+        x1, x2 = t[..., :d // 2], t[..., d // 2:]
+        return torch.cat([x1 * c - x2 * sn, x2 * c + x1 * sn], dim=-1)
+
+    def _swiglu(self, a, b):
+        return torch.nn.functional.silu(a) * b
 
     def _attn(self, q, k, v, causal=True):
         return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
@@ -197,6 +296,8 @@ class TorchGPT(GPT):
         return torch.nn.functional.scaled_dot_product_attention(q, k, v)
 
     def embed(self, idx, pos):
+        if self.cfg.pos == "rotary":
+            return torch.nn.functional.embedding(idx, self.param("wte"))
         return torch.nn.functional.embedding(idx, self.param("wte")) + torch.nn.functional.embedding(
             pos, self.param("wpe"))
 
@@ -401,8 +502,8 @@ def _sample(logits: np.ndarray, temperature: float, top_k: int | None, rng: np.r
 
 @torch.no_grad()
 def generate(model: GPT, prompts: Sequence[Sequence[int] | bytes], max_new_tokens: int, *,
-             temperature: float = 0.0, top_k: int | None = None, seed: int | Sequence[int] | None = None
-             ) -> list[list[int]]:
+             temperature: float = 0.0, top_k: int | None = None, seed: int | Sequence[int] | None = None,
+             return_logits: bool = False) -> list[list[int]] | tuple[list[list[int]], list[np.ndarray]]:
     """Continue each prompt by ``max_new_tokens`` tokens with a KV cache.
 
     Each prompt is prefilled alone (causal attention over its tokens, keys and values kept per
@@ -410,17 +511,21 @@ def generate(model: GPT, prompts: Sequence[Sequence[int] | bytes], max_new_token
     together (one row each) and each sequence's attention in the decode form
     (:func:`anywave.torch.gpt.decode_attention`) over its own cache. Every op computes a row
     without reference to the other rows, so a prompt's completion is the same bits alone or in
-    any batch (exact mode).
+    any batch (exact mode). Prompts of different lengths need no padding: each sequence keeps its
+    own cache and its own position (the learned position embedding's row, or the rotary
+    embedding's offset: the sequence's cache length).
 
     Args:
         prompts: token lists (or ``bytes``), each 1..context tokens; prompt + new tokens must fit
-            the context.
+            the context; the lengths may differ.
         temperature: 0 (greedy: argmax, ties to the lowest id) or > 0 (sampling).
         top_k: with sampling, keep the k largest logits.
         seed: sampling seed: one int (prompt i uses ``seed + i``) or one per prompt.
+        return_logits: also return, per prompt, the float32 logits (max_new_tokens, vocab) from
+            which each new token was chosen.
 
     Returns:
-        The new tokens of each prompt (lists of ints).
+        The new tokens of each prompt (lists of ints); with ``return_logits``, ``(tokens, logits)``.
 
     Raises:
         ValueError: an empty prompt, a prompt that with the new tokens exceeds the context, a
@@ -443,8 +548,15 @@ def generate(model: GPT, prompts: Sequence[Sequence[int] | bytes], max_new_token
     dev = model.param("wte").device
     caches = [_Cache(cfg.layers) for _ in toks]
     out: list[list[int]] = [[] for _ in toks]
+    seen: list[list[np.ndarray]] = [[] for _ in toks]
+
+    def done():
+        if not return_logits:
+            return out
+        return out, [np.stack(r) if r else np.zeros((0, cfg.vocab), np.float32) for r in seen]
+
     if max_new_tokens == 0:
-        return out
+        return done()
     last = []
     for s, (t, cache) in enumerate(zip(toks, caches, strict=True)):
         idx = torch.tensor([t], dtype=torch.int64, device=dev)
@@ -456,13 +568,15 @@ def generate(model: GPT, prompts: Sequence[Sequence[int] | bytes], max_new_token
 
         for i in range(cfg.layers):
             x = model.block(i, x, prefill)
-        logits = model.head(x[:, -1:])
-        last.append(_sample(logits[0, -1].float().cpu().numpy(), temperature, top_k, rngs[s]))
+        logits = model.head(x[:, -1:])[0, -1].float().cpu().numpy()
+        seen[s].append(logits)
+        last.append(_sample(logits, temperature, top_k, rngs[s]))
     for s in range(len(toks)):
         out[s].append(last[s])
     for _ in range(max_new_tokens - 1):
         idx = torch.tensor([[t] for t in last], dtype=torch.int64, device=dev)
-        pos = torch.tensor([[c.length] for c in caches], dtype=torch.int64, device=dev)
+        first = [c.length for c in caches]
+        pos = torch.tensor([[p] for p in first], dtype=torch.int64, device=dev)
         x = model.embed(idx, pos)
 
         def step(i, q, k, v):
@@ -473,9 +587,10 @@ def generate(model: GPT, prompts: Sequence[Sequence[int] | bytes], max_new_token
             return torch.cat(rows)
 
         for i in range(cfg.layers):
-            x = model.block(i, x, step)
+            x = model.block(i, x, step, first)
         logits = model.head(x).float().cpu().numpy()
         last = [_sample(logits[s, -1], temperature, top_k, rngs[s]) for s in range(len(toks))]
         for s in range(len(toks)):
             out[s].append(last[s])
-    return out
+            seen[s].append(logits[s, -1].copy())
+    return done()

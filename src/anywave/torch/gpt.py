@@ -12,6 +12,9 @@ op                                                              meaning (float32
 ``gpt_linear_backward(g, x, weight, pre, bias?, gelu, mode)``   ``(dx, dweight, dbias)``
 ``gpt_norm(x, gamma, beta, eps, rms) -> (y, stats)``            LayerNorm (RMSNorm: ``rms``) over the last dim
 ``gpt_norm_backward(g, x, gamma, stats, rms)``                  ``(dx, dgamma, dbeta)``
+``gpt_rotary(x, offset, base, inverse) -> y``                  rotary embedding of (B, H, T, D), "rotate half"
+``gpt_swiglu(a, b) -> y``                                       ``silu(a) * b`` elementwise
+``gpt_swiglu_backward(g, a, b) -> (da, db)``                    its gradients
 ``gpt_embedding(table, idx) -> out``                            ``table[idx]`` (rows)
 ``gpt_embedding_backward(g, idx, vocab) -> dtable``             per-row gather in token order
 ``gpt_xent(logits, labels) -> (loss, lse)``                     mean softmax cross-entropy, per-row LSE
@@ -43,13 +46,15 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
 import torch
 
 from anywave.kernels import gpt_ops as G
 from anywave.torch import placement as P
 from anywave.torch.custom_ops import _cpu_choice
 
-__all__ = ["MODES", "adamw_", "clip_grad_norm_", "cross_entropy", "embedding", "linear", "norm"]
+__all__ = ["MODES", "ROPE_BASE", "adamw_", "clip_grad_norm_", "cross_entropy", "embedding", "linear", "norm",
+           "rotary", "rotary_tables", "swiglu"]
 
 MODES = ("exact", "fast")
 
@@ -360,6 +365,190 @@ def norm(x: torch.Tensor, gamma: torch.Tensor, beta: torch.Tensor | None = None,
     b = gamma if beta is None else beta
     y, _ = torch.ops.anywave.gpt_norm(x.reshape(-1, x.shape[-1]), gamma, b, eps, rms)
     return y.reshape(lead)
+
+
+# ----------------------------------------------------------------------------- rotary embedding
+
+#: the rotary base of RoFormer (Su et al. 2021, eq. 15: theta_i = 10000^(-2i/D))
+ROPE_BASE = 10000.0
+
+
+def rotary_tables(positions: int, dim: int, base: float = ROPE_BASE, offset: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """float32 ``(cos, sin)`` tables of shape (positions, dim // 2) for the positions
+    ``offset .. offset + positions - 1``: ``angle[p, i] = p * base^(-2i / dim)`` (RoFormer,
+    Su et al. 2021, eq. 15), computed by NumPy on the host in float64 (``np.power``, the product,
+    ``np.cos``/``np.sin``) and rounded once to float32. Every target reads these same bits (the
+    kernel never evaluates a trigonometric function), so the rotation is the same on all of them.
+    Float64 first rather than NumPy's float32 ``cos``/``sin``, whose SIMD paths may differ with the
+    CPU's instruction set. Raises ValueError for an odd or non-positive ``dim``, a negative
+    ``positions``/``offset`` or a base that is not finite and > 1."""
+    if isinstance(dim, bool) or not isinstance(dim, int) or dim < 2 or dim % 2:
+        raise ValueError(f"rotary_tables: dim must be an even int >= 2, got {dim!r}")
+    if positions < 0 or offset < 0:
+        raise ValueError(f"rotary_tables: positions and offset must be >= 0, got {positions}, {offset}")
+    if not (math.isfinite(base) and base > 1):
+        raise ValueError(f"rotary_tables: base must be finite and > 1, got {base!r}")
+    inv = np.power(np.float64(base), -np.arange(0, dim, 2, dtype=np.float64) / dim)
+    ang = np.arange(offset, offset + positions, dtype=np.float64)[:, None] * inv[None, :]
+    return np.cos(ang).astype(np.float32), np.sin(ang).astype(np.float32)
+
+
+#: device tables by (device, dim, base): (cos, sin) float32 (n, dim // 2) for positions 0 .. n-1,
+#: grown to the next power of two when a longer range is asked for (rows are positions, so a
+#: slice of a longer table has the same bits as a shorter table)
+_ROPE: dict[tuple[str, int, float], tuple[torch.Tensor, torch.Tensor]] = {}
+
+
+def _rope_tables(dev: torch.device, dim: int, base: float, offset: int, t: int) -> tuple[torch.Tensor, torch.Tensor]:
+    key = (str(dev), dim, float(base))
+    hit = _ROPE.get(key)
+    need = offset + t
+    if hit is None or hit[0].shape[0] < need:
+        n = max(64, 1 << (need - 1).bit_length())
+        c, s = rotary_tables(n, dim, base)
+        hit = (torch.from_numpy(c).to(dev), torch.from_numpy(s).to(dev))
+        _ROPE[key] = hit
+    return hit[0][offset:offset + t].contiguous(), hit[1][offset:offset + t].contiguous()
+
+
+def _check_rotary(x, offset, base, op="gpt_rotary"):
+    _t(x, op, "x", 4)
+    d = x.shape[3]
+    if d < 2 or d % 2:
+        raise P.OpInputError(f"anywave.{op}: x must be (B, H, T, D) with D even and >= 2, got shape "
+                             f"{tuple(x.shape)}")
+    if offset < 0:
+        raise P.OpInputError(f"anywave.{op}: offset must be >= 0 (the position of x's first row), got {offset}")
+    if not (math.isfinite(base) and base > 1):
+        raise P.OpInputError(f"anywave.{op}: base must be finite and > 1, got {base!r}")
+    if x.numel() >= 2**31:
+        raise P.OpInputError(f"anywave.{op}: tensors of 2^31 or more elements are not supported (32-bit indices)")
+
+
+@torch.library.custom_op("anywave::gpt_rotary", mutates_args=())
+def _rotary(x: torch.Tensor, offset: int = 0, base: float = ROPE_BASE, inverse: bool = False) -> torch.Tensor:
+    _check_rotary(x, offset, base)
+    b, h, t, d = x.shape
+    x = _d(x)
+    y = torch.empty_like(x)
+    if not x.numel():
+        return y
+    cos, sin = _rope_tables(x.device, d, base, offset, t)
+    half = d // 2
+    _run(G.rotary_kernel, b * h * t * half, x.device, x, cos, sin, y, b * h * t * half, t, half,
+         inverse=bool(inverse))
+    return y
+
+
+@_rotary.register_fake
+def _(x, offset=0, base=ROPE_BASE, inverse=False):
+    _check_rotary(x, offset, base)
+    return x.new_empty(x.shape)
+
+
+def _rotary_setup(ctx, inputs, output):
+    _x, ctx.offset, ctx.base, ctx.inverse = inputs
+
+
+def _rotary_grad(ctx, g):
+    # the rotation is orthogonal: its transpose is the rotation by the negated angle
+    return torch.ops.anywave.gpt_rotary(g.contiguous(), ctx.offset, ctx.base, not ctx.inverse), None, None, None
+
+
+_rotary.register_autograd(_rotary_grad, setup_context=_rotary_setup)
+
+
+def rotary(x: torch.Tensor, offset: int = 0, base: float = ROPE_BASE) -> torch.Tensor:
+    """Rotary position embedding (RoPE; J. Su et al., "RoFormer", 2021) of queries or keys.
+
+    Convention: GPT-NeoX / LLaMA "rotate half": element i of a head vector is paired with element
+    ``i + D/2`` (not with ``i + 1``) and the pair at position ``p`` is rotated by the angle
+    ``p * base^(-2i/D)``: ``y_i = x_i cos - x_{i+D/2} sin``, ``y_{i+D/2} = x_{i+D/2} cos + x_i sin``
+    (per element two rounded products and a rounded add; the tables from :func:`rotary_tables`).
+
+    Args:
+        x: float32 (B, H, T, D), D even; row t of every (batch, head) is at position ``offset + t``.
+        offset: the position of the first row (the cache length when decoding with a KV cache).
+        base: the angle base (10000, RoFormer's).
+
+    Returns:
+        float32 (B, H, T, D). Differentiable: the gradient is the rotation of ``g`` by the
+        negated angle (the same kernel, ``sin`` negated).
+
+    Raises:
+        OpDtypeError (a TypeError): not a float32 tensor. OpInputError (a ValueError): not 4-D, D
+        odd, a negative offset, a bad base.
+    """
+    if isinstance(offset, bool) or not isinstance(offset, int):
+        raise P.OpDtypeError(f"anywave.gpt_rotary: offset must be an int, got {type(offset).__name__}")
+    return torch.ops.anywave.gpt_rotary(x, offset, float(base), False)
+
+
+# ----------------------------------------------------------------------------- SwiGLU
+
+def _check_swiglu(a, b, op="gpt_swiglu"):
+    _t(a, op, "a"), _t(b, op, "b")
+    if a.shape != b.shape:
+        raise P.OpInputError(f"anywave.{op}: a {tuple(a.shape)} and b {tuple(b.shape)} must have one shape")
+    P._same_device(op, a=a, b=b)
+    if a.numel() >= 2**31:
+        raise P.OpInputError(f"anywave.{op}: tensors of 2^31 or more elements are not supported (32-bit indices)")
+
+
+@torch.library.custom_op("anywave::gpt_swiglu", mutates_args=())
+def _swiglu(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    _check_swiglu(a, b)
+    a, b = _d(a), _d(b)
+    y = torch.empty_like(a)
+    _run(G.swiglu_kernel, a.numel(), a.device, a, b, y, a.numel())
+    return y
+
+
+@_swiglu.register_fake
+def _(a, b):
+    _check_swiglu(a, b)
+    return a.new_empty(a.shape)
+
+
+@torch.library.custom_op("anywave::gpt_swiglu_backward", mutates_args=())
+def _swiglu_backward(grad: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    _check_swiglu(a, b, "gpt_swiglu_backward")
+    _t(grad, "gpt_swiglu_backward", "grad")
+    if grad.shape != a.shape:
+        raise P.OpInputError(f"anywave.gpt_swiglu_backward: grad {tuple(grad.shape)} must be a's shape "
+                             f"{tuple(a.shape)}")
+    P._same_device("gpt_swiglu_backward", grad=grad, a=a)
+    grad, a, b = _d(grad), _d(a), _d(b)
+    da, db = torch.empty_like(a), torch.empty_like(a)
+    _run(G.swiglu_backward_kernel, a.numel(), a.device, grad, a, b, da, db, a.numel())
+    return da, db
+
+
+@_swiglu_backward.register_fake
+def _(grad, a, b):
+    return a.new_empty(a.shape), a.new_empty(a.shape)
+
+
+def _swiglu_setup(ctx, inputs, output):
+    ctx.save_for_backward(*inputs)
+
+
+def _swiglu_grad(ctx, g):
+    a, b = ctx.saved_tensors
+    return torch.ops.anywave.gpt_swiglu_backward(g.contiguous(), a, b)
+
+
+_swiglu.register_autograd(_swiglu_grad, setup_context=_swiglu_setup)
+
+
+def swiglu(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """``silu(a) * b`` elementwise (the gate of SwiGLU, N. Shazeer, "GLU Variants Improve
+    Transformer", 2020: ``FFN(x) = (silu(x W1) * (x W3)) W2``), float32 tensors of one shape;
+    ``silu(a) = a * sigmoid(a)`` with ``sigmoid(a) = 1 / (1 + exp(-a))`` (the order of
+    :mod:`anywave.kernels.gpt_ops`). Differentiable: ``db = g * silu(a)``,
+    ``da = (g * b) * (sg * (1 + a * (1 - sg)))``. Raises OpDtypeError (a TypeError) for a dtype
+    other than float32, OpInputError (a ValueError) for shapes that differ."""
+    return torch.ops.anywave.gpt_swiglu(a, b)
 
 
 # ----------------------------------------------------------------------------- embedding
