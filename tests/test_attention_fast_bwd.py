@@ -11,6 +11,7 @@ import re
 
 import numpy as np
 import pytest
+import tiers
 
 from anywave.emu import floats as fl
 from anywave.kernels._launch import KernelInputError
@@ -251,7 +252,7 @@ def test_torch_op_backward_mode():
         torch.ops.anywave.attention_backward(go, gl, q, k, v, o, lse, True, None, "fastest")
 
 
-@pytest.mark.parametrize("W", [16, 32])
+@pytest.mark.parametrize("W", tiers.widths("opencl", (16, 32)))
 def test_opencl_at_w16_and_w32_matches_the_emulator(W):
     widths = _target_widths("opencl")
     if W not in widths:

@@ -205,3 +205,14 @@ def test_libraries_are_cached_on_disk(runner, tmp_path, monkeypatch) -> None:  #
     before = libs[0].stat().st_mtime_ns
     cpu.CpuRunner(dev2)(mod, "oob", (1, 1, 1), (8, 1, 1), {"x": x, "n": 8}, 8)
     assert libs[0].stat().st_mtime_ns == before and np.all(x == 2)
+
+
+def test_large_sources_compile_at_o1_and_small_ones_at_o3() -> None:
+    from anywave.runtime import cpu
+
+    small = "int f(void) { return 1; }\n"
+    big = small + "/*" + "x" * cpu.LARGE_SOURCE_BYTES + "*/\n"
+    assert cpu.cflags(small) == cpu.CFLAGS and "-O3" in cpu.CFLAGS
+    flags = cpu.cflags(big)
+    assert "-O1" in flags and "-O3" not in flags
+    assert [f for f in flags if f != "-O1"] == [f for f in cpu.CFLAGS if f != "-O3"]  # nothing else changes
