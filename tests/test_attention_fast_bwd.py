@@ -11,8 +11,8 @@ import re
 
 import numpy as np
 import pytest
-import tiers
 
+import tiers
 from anywave.emu import floats as fl
 from anywave.kernels._launch import KernelInputError
 from anywave.kernels.attention_fast import attention_numpy

@@ -147,7 +147,8 @@ class CpuDevice:
 
     def library(self, text: str) -> Any:
         """The loaded shared object of C ``text`` (compiled once, cached on disk)."""
-        key = hashlib.sha256("\0".join([text, self.cc_version, " ".join(cflags(text)), _cpu_flags()]).encode()).hexdigest()
+        parts = [text, self.cc_version, " ".join(cflags(text)), _cpu_flags()]
+        key = hashlib.sha256("\0".join(parts).encode()).hexdigest()
         with self._lock:
             lib = self._libs.get(key)
             if lib is None:
