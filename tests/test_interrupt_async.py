@@ -124,3 +124,25 @@ def test_sigint_interrupts_a_wait_on_an_async_launch(target: str, how: str, tmp_
     assert "INTERRUPTED" in out, (out, err[-2000:])
     assert "KeyboardInterrupt" in err
     assert p.returncode != 0
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_forked_child_exits_with_its_own_status(tmp_path: Path) -> None:
+    # the parent recorded a command still running (so its own exit would end at once, 130); a
+    # child forked from it inherits the record and the exit hook, and must exit as it asked (0)
+    script = tmp_path / "fork_exit.py"
+    script.write_text(textwrap.dedent("""
+        import os, sys
+        from anywave.runtime import interrupt
+        interrupt.abandon("a kernel that never ends", lambda: True)
+        pid = os.fork()
+        if pid == 0:
+            sys.exit(0)
+        _, status = os.waitpid(pid, 0)
+        print("child", os.waitstatus_to_exitcode(status), flush=True)
+        sys.exit(0)
+    """))
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, env=env)
+    assert "child 0" in r.stdout, (r.stdout, r.stderr)
+    assert r.returncode == 130 and "still running" in r.stderr, (r.returncode, r.stderr)  # the parent's own exit

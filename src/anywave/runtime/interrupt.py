@@ -41,6 +41,9 @@ _ABANDONED: list[tuple[str, Callable[[], bool], Any]] = []
 _WATCHED: list[tuple[str, Callable[[], bool]]] = []
 _HOOKED = False
 _LOCK = threading.Lock()
+#: the process whose queues the registry describes (a forked child inherits the registry and the
+#: exit hook, but not the runtimes' threads: its exit must neither query nor wait on them)
+_PID = os.getpid()
 
 
 def restore_sigint() -> None:
@@ -83,8 +86,9 @@ _ANCHOR = _Anchor()
 
 
 def _hook() -> None:
-    global _HOOKED
+    global _HOOKED, _PID
     if not _HOOKED:  # (under _LOCK) once per process
+        _PID = os.getpid()
         _HOOKED = True
         # exit functions run last-registered first: weakref.finalize's (which frees device arrays,
         # and a runtime's free can wait for a kernel still using the memory) must run after ours,
@@ -132,6 +136,8 @@ def _exit_now(message: str) -> None:
 
 
 def _exit_hook() -> None:
+    if os.getpid() != _PID:  # a forked child: the queues and waits recorded are its parent's
+        return
     left = abandoned()
     if left:
         _exit_now(f"anywave: {len(left)} command(s) interrupted by Ctrl-C still running ({left[0]}); "
