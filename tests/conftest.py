@@ -37,8 +37,12 @@ if _CRASH_DIR:
 
     os.makedirs(_CRASH_DIR, exist_ok=True)
     _CRASH_FILE = open(os.path.join(_CRASH_DIR, f"{os.getpid()}.log"), "a", buffering=1)  # noqa: SIM115
-    faulthandler.enable(_CRASH_FILE, all_threads=True)
     _real_exit = os._exit
+
+    def pytest_sessionstart(session: pytest.Session) -> None:  # noqa: ARG001
+        # here, not at import: pytest's faulthandler plugin points faulthandler at stderr in
+        # pytest_configure, after this module is imported
+        faulthandler.enable(_CRASH_FILE, all_threads=True)
 
     def _logged_exit(code: int) -> None:
         _CRASH_FILE.write(f"os._exit({code}) from:\n{''.join(traceback.format_stack())}")

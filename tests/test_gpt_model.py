@@ -45,19 +45,7 @@ def quick_ref():
 
 
 def test_loss_and_gradients_against_float64_torch():
-    params = M.init_params(MICRO, 3)
-    ours = M.GPT(MICRO, params)
-    ref = M.TorchGPT(MICRO, params).double()
-    data = np.frombuffer(M.stdlib_text(1 << 14), np.uint8)
-    x, y = (torch.from_numpy(a[0]) for a in M.batches(data, 1, 2, MICRO.context, 0))
-    lo = ours.loss(x, y)
-    lo.backward()
-    lr = ref.loss(x, y)
-    lr.backward()
-    assert abs(lo.item() - lr.item()) < 1e-5
-    for n in ours.names:
-        g, gr = ours.param(n).grad.double(), ref.param(n).grad
-        assert (g - gr).abs().max().item() <= 1e-4 * (1 + gr.abs().max().item()), n
+    _against_float64_torch(MICRO, M.init_params(MICRO, 3))
 
 
 def test_identity_default_pair(quick_ref):

@@ -520,10 +520,8 @@ class OpenCLMemory:
 
     def _busy(self) -> bool:
         """Whether the last launch enqueued without waiting is unfinished (never blocks)."""
-        ev = self.last_event
-        if ev is None or getattr(self.dev, "_fork_error", None):
-            return False
-        return int(ev.command_execution_status) > 0  # CL_COMPLETE = 0, errors < 0
+        ev = self.last_event  # (never asked in a forked child: the exit hook skips those)
+        return ev is not None and int(ev.command_execution_status) > 0  # CL_COMPLETE = 0, errors < 0
 
     def allocate(self, nbytes: int) -> tuple[Any, int, Any]:
         check_not_forked(self.dev, OpenCLError)

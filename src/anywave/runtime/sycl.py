@@ -197,7 +197,7 @@ class SyclDevice:
         from anywave.runtime.interrupt import watch
 
         # an enqueued launch still running at exit must not block the runtime's destructors
-        watch(f"SYCL ({self.name})", lambda: not getattr(self, "_fork_error", None) and lib.aw_sycl_busy() != 0)
+        watch(f"SYCL ({self.name})", lambda: lib.aw_sycl_busy() != 0)
 
     def capabilities(self) -> Capability:
         caps = Capability.F16 | Capability.BF16 | Capability.INT64 | Capability.OFFSET64 | Capability.ATOMIC_F32
