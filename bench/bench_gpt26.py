@@ -107,9 +107,64 @@ def part_identity(out: dict) -> None:
         "emulator_w32_losses_hex": [v.hex() for v in re.losses], "cuda_weights": weights_hash(rc.model),
         "emulator_weights": weights_hash(re.model),
         "identical": rc.losses == re.losses and weights_hash(rc.model) == weights_hash(re.model)}
+    # the configuration options (rotary positions, SwiGLU MLP, RMSNorm) at a small size, 2 steps:
+    # CUDA against the emulator at W = 32 and 8
+    cfg = M.GPTConfig(2, 64, 2, 64, pos="rotary", mlp="swiglu", norm="rms")
+    st = M.TrainSettings(steps=2, batch=2)
+    rc = M.train(cfg, st, mode="exact", device="cuda")
+    rec = {"settings": "2 layers, width 64, 2 heads, context 64, rotary+swiglu+rms, 2 steps, batch 2",
+           "cuda_losses_hex": [v.hex() for v in rc.losses], "cuda_weights": weights_hash(rc.model)}
+    same = True
+    for w in (32, 8):
+        with ops.cpu_target("emulator", wave_width=w):
+            re = M.train(cfg, st, mode="exact", device="cpu")
+        rec[f"emulator_w{w}_losses_hex"] = [v.hex() for v in re.losses]
+        rec[f"emulator_w{w}_weights"] = weights_hash(re.model)
+        same = same and rc.losses == re.losses and weights_hash(rc.model) == weights_hash(re.model)
+    rec["identical"] = same
+    out["identity_options_exact"] = rec
 
 
-def part_batch_invariance(out: dict) -> None:
+def part_ops(out: dict) -> None:
+    """Rotary (with an offset) and SwiGLU, forward and backward through autograd, at shapes that
+    leave partial workgroups: CUDA against the emulator at W = 32 and 8, bit for bit, with
+    special values (inf, nan, -0, subnormals) among the inputs."""
+    from anywave.torch import gpt as G
+
+    g = torch.Generator().manual_seed(3)
+    res = {}
+
+    def special(t):
+        f = t.reshape(-1)
+        f[:6] = torch.tensor([float("inf"), float("-inf"), float("nan"), -0.0, 1e-40, -3e38])
+        return t
+
+    cases = {
+        "rotary_offset7": ((3, 5, 37, 32), lambda x: G.rotary(x, 7)),
+        "rotary_d2": ((1, 1, 129, 2), lambda x: G.rotary(x, 0)),
+        "swiglu": ((100003,), None),
+    }
+    for name, (shape, fn) in cases.items():
+        xs = [special(torch.randn(shape, generator=g) * 4) for _ in range(1 if fn else 2)]
+        gy = torch.randn(shape, generator=g)
+
+        def run(dev, xs=xs, gy=gy, fn=fn):
+            ins = [x.to(dev).requires_grad_() for x in xs]
+            y = fn(ins[0]) if fn else G.swiglu(ins[0], ins[1])
+            y.backward(gy.to(dev))
+            return [t.detach().cpu().numpy().view(np.uint32) for t in [y] + [i.grad for i in ins]]
+
+        c = run("cuda")
+        same = {}
+        for w in (32, 8):
+            with ops.cpu_target("emulator", wave_width=w):
+                e = run("cpu")
+            same[f"w{w}"] = all(np.array_equal(a, b) for a, b in zip(c, e, strict=True))
+        res[name] = {"shape": list(shape), "identical_to_emulator": same}
+    out["ops_cuda_vs_emulator"] = res
+
+
+def part_batch_invariance(out: dict, seconds: float = 20.0) -> None:
     cfg = M.CONFIGS["small"]
     model = M.GPT(cfg, M.init_params(cfg, 1), "exact").cuda()
     rng = np.random.default_rng(0)
@@ -120,7 +175,7 @@ def part_batch_invariance(out: dict) -> None:
     distinct = {tuple(alone)}
     runs = 1
     t = time.perf_counter()
-    while time.perf_counter() - t < 20 and runs < 1000:
+    while time.perf_counter() - t < seconds and runs < 1000:
         k = int(rng.integers(0, 65))
         batch = others[:k] + [target] + others[k:]
         distinct.add(tuple(M.generate(model, batch, 24)[k]))
@@ -129,7 +184,7 @@ def part_batch_invariance(out: dict) -> None:
     sb = M.generate(model, others[:10] + [target], 24, temperature=1.0, seed=list(range(10)) + [7])[10]
     out["batch_invariance_cuda"] = {"config": "small (random init, seed 1)", "new_tokens": 24,
                                     "batch": "the prompt inside 64 others of 1..99 tokens, at a random place",
-                                    "runs": runs, "distinct_completions": len(distinct),
+                                    "runs": runs, "seconds": time.perf_counter() - t, "distinct_completions": len(distinct),
                                     "sampled_same_alone_and_in_batch": sa == sb}
 
 
@@ -238,6 +293,8 @@ def main() -> int:
     ap.add_argument("out", type=Path)
     ap.add_argument("--budget", type=float, default=220.0)
     ap.add_argument("--parts", default="all", help="comma list of parts to run (default all)")
+    ap.add_argument("--invariance-seconds", type=float, default=20.0,
+                    help="how long the batch-invariance part decodes batches (at most 1,000 runs)")
     args = ap.parse_args()
     out = {"issue": 26, "commit": commit(), "date": datetime.datetime.now(datetime.UTC).isoformat(),
            "device": torch.cuda.get_device_name(0), "torch": torch.__version__,
@@ -247,8 +304,8 @@ def main() -> int:
                                            capture_output=True, text=True, timeout=20).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         pass
-    parts = [("train_cuda", part_train_cuda, 40), ("identity", part_identity, 40), ("gemm", part_gemm, 30),
-             ("step", lambda o: part_step(o, args.budget), 60), ("batch_invariance", part_batch_invariance, 30),
+    parts = [("train_cuda", part_train_cuda, 40), ("identity", part_identity, 90), ("ops", part_ops, 30), ("gemm", part_gemm, 30),
+             ("step", lambda o: part_step(o, args.budget), 60), ("batch_invariance", lambda o: part_batch_invariance(o, args.invariance_seconds), 30),
              ("decode", part_decode, 20)]
     if args.parts != "all":
         parts = [p for p in parts if p[0] in args.parts.split(",")]
