@@ -21,6 +21,7 @@ from anywave.conformance import (
     group_names,
     group_source,
     load_cases,
+    run_batch,
     run_case,
     run_group,
     run_suite,
@@ -120,6 +121,68 @@ def test_runner_errors_are_reported() -> None:
 
     r = run_case(load_cases(names=["alu_add_i32"])[0], boom, 32)
     assert r.status == "error" and "device lost" in r.message
+
+
+class _CountingRunner:
+    """The emulator, counting the distinct modules it is handed; ``fail_kernel``: any module that
+    holds that kernel fails to build (every launch from it raises, as a runtime compiler's
+    error does for every kernel of the module)."""
+
+    def __init__(self, fail_kernel: str | None = None) -> None:
+        self.emu = emulator_runner(check=False)
+        self.modules: set[int] = set()
+        self.fail_kernel = fail_kernel
+
+    def __call__(self, module, kernel, grid, workgroup, args, wave_width):
+        self.modules.add(id(module))
+        if self.fail_kernel is not None and any(k.name == self.fail_kernel for k in module.kernels):
+            from anywave.errors import WaveError
+
+            raise WaveError(f"build failed: {self.fail_kernel}")
+        return self.emu(module, kernel, grid, workgroup, args, wave_width)
+
+
+_BATCHED = ["bitwise", "compare", "control", "integer", "move"]
+
+
+def _outcomes(report_results):
+    return [(r.case, r.group, r.wave_width, r.status) for r in report_results]
+
+
+@pytest.mark.parametrize("w", [8, 64])
+def test_batched_suite_gives_the_per_group_results_from_fewer_modules(w: int) -> None:
+    per_group, batched = _CountingRunner(), _CountingRunner()
+    a = run_suite(per_group, (w,), progress=False, groups=_BATCHED)
+    b = run_suite(batched, (w,), progress=False, groups=_BATCHED, batch_bytes=1 << 20)
+    assert _outcomes(a.results) == _outcomes(b.results)
+    assert {r.status for r in b.results} == {"pass"}
+    assert len(per_group.modules) == len(_BATCHED) and len(batched.modules) == 1
+    # a byte limit below two groups' size packs them in several modules, still in order
+    sizes = [len(group_source(g)) for g in _BATCHED]
+    some = _CountingRunner()
+    c = run_suite(some, (w,), progress=False, groups=_BATCHED, batch_bytes=max(sizes) + 1)
+    assert _outcomes(c.results) == _outcomes(a.results)
+    assert 1 < len(some.modules) < len(_BATCHED)
+
+
+def test_a_build_error_in_a_batch_is_reported_against_its_own_group() -> None:
+    from anywave.conformance.suite import kernel_name
+
+    victim = kernel_name(load_cases(["control"])[0])
+    r = _CountingRunner(fail_kernel=victim)
+    rs = run_batch(_BATCHED, r, 16)
+    bad = {x.group for x in rs if x.status == "error"}
+    assert bad == {"control"}, bad
+    assert all(x.status == "pass" for x in rs if x.group != "control")
+    assert [x.case for x in rs] == [c.name for g in _BATCHED for c in load_cases([g])]
+    assert any("build failed" in x.message for x in rs if x.group == "control")
+
+
+def test_batch_bytes_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="batch_bytes"):
+        run_suite(emulator_runner(), (8,), progress=False, groups=["bitwise"], batch_bytes=0)
+    with pytest.raises(ValueError, match="valid groups"):
+        run_suite(emulator_runner(), (8,), progress=False, groups=["no_such_group"], batch_bytes=1000)
 
 
 # ----------------------------------------------------------------------------- compare()

@@ -37,7 +37,8 @@ def runner():  # noqa: ANN201
 @pytest.mark.parametrize("W", tiers.widths("cpu"))
 def test_conformance(runner, W: int) -> None:  # noqa: ANN001
     caps = runner.dev.capabilities().spellings()
-    rep = suite.run_suite(runner, (W,), progress=False, capabilities=caps)
+    rep = suite.run_suite(runner, (W,), progress=False, capabilities=caps,
+                          batch_bytes=tiers.conformance_batch_bytes("cpu", W))
     bad = rep.failures()
     assert not bad, "\n".join(f"{r.case} W={r.wave_width}: {r.status}: {r.message[:400]}" for r in bad[:10])
     runnable = [c for g in suite.group_names() if set(suite.group_requires(g)) <= set(caps)

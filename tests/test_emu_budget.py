@@ -189,7 +189,10 @@ def test_terminating_loops_are_not_affected(clock: FakeClock) -> None:
 HANG_GUARD_S = 600
 
 _CHILD = textwrap.dedent("""
-    import sys, numpy as np
+    import signal, sys, numpy as np
+    # a process started from a non-interactive shell's background job inherits SIGINT ignored,
+    # and Python then keeps it ignored: take Python's own handler, as an interactive run has
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     from anywave.asm import assemble
     from anywave.runtime.targets import get_target, TargetUnavailable
     try:

@@ -37,7 +37,9 @@ SPIN = """.version 1.0
 """
 
 _CHILD = textwrap.dedent("""
-    import sys, numpy as np
+    import signal, sys, numpy as np
+    # a child of a non-interactive shell's background job inherits SIGINT ignored: take Python's handler
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     import anywave as aw
     from anywave.asm import assemble
     from anywave.runtime.targets import get_target, TargetUnavailable

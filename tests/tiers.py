@@ -56,6 +56,25 @@ SWEEP_GROUPS: dict[str, dict[str, str]] = {
 }
 
 
+#: conformance batching (``suite.run_suite(batch_bytes=...)``) a target's default-tier conformance
+#: test uses at its default W, beyond the runner's own (SYCL batches by itself: SyclRunner.batch_bytes).
+#: The cpu target: the C prelude (~100 KB) is compiled once per module, so one module per group
+#: costs 71 s at W = 64 and 64 KiB batches 39 s (2-core host, cold cache). A batch's C exceeds
+#: LARGE_SOURCE_BYTES and builds at -O1; the sweep tier runs the other widths one group per module,
+#: so the groups small enough for -O3 still run at -O3 there.
+CONFORMANCE_BATCH_BYTES: dict[str, int] = {"cpu": 64 << 10}
+
+
+def conformance_batch_bytes(target: str, wave_width: int) -> int | str | None:
+    """``batch_bytes`` for ``target``'s conformance test at ``wave_width``: the value above at the
+    target's default W, else ``"auto"`` (the runner's own choice)."""
+    if target not in DEFAULT_W:
+        raise ValueError(f"no default-tier wave width for target {target!r}; known: {sorted(DEFAULT_W)}")
+    if wave_width == DEFAULT_W[target] and target in CONFORMANCE_BATCH_BYTES:
+        return CONFORMANCE_BATCH_BYTES[target]
+    return "auto"
+
+
 def conformance_groups(target: str, wave_width: int) -> list[str]:
     """The conformance groups ``target``'s default-tier conformance test runs at ``wave_width``:
     every group, less :data:`SWEEP_GROUPS` of the target at its default W."""

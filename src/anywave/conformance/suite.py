@@ -23,8 +23,9 @@ class Runner(Protocol):
 
     ``args`` maps argument names to NumPy arrays (written in place) or NumPy scalars.
     Optional attributes: ``serial_atomics`` (True when atomics are serialised in the documented
-    order, as the emulator does) and ``accepts_check`` (True when it takes ``check=`` for the
-    emulator's checked mode)."""
+    order, as the emulator does), ``accepts_check`` (True when it takes ``check=`` for the
+    emulator's checked mode) and ``batch_bytes`` (:func:`run_suite`'s default for this runner:
+    how much ``.wave`` source to build as one module, for targets with a fixed cost per build)."""
 
     def __call__(
         self,
@@ -129,6 +130,27 @@ def assemble_group(group: str) -> Any:
     from anywave.asm import assemble
 
     return assemble(group_source(group), f"<conformance:{group}>")
+
+
+def assemble_groups(groups: Iterable[str]) -> Any:
+    """One module holding every kernel of several groups, each once (a target that builds a
+    module at a fixed cost builds them once: :func:`run_batch`, the HIP compile checks).
+
+    Raises:
+        ValueError: an unknown group, or two groups with a kernel of one name and two sources.
+        AsmError: as :func:`assemble_group`."""
+    from anywave.asm import assemble
+
+    groups = list(groups)
+    seen: dict[str, tuple[str, str]] = {}
+    for g in groups:
+        for c in load_cases([g]):
+            k = kernel_name(c)
+            first = seen.setdefault(k, (g, c.source))
+            if first[1] != c.source:
+                raise ValueError(f"kernel {k!r} has different sources in groups {first[0]!r} and {g!r}")
+    # a kernel two groups share (the same source) is in the module once
+    return assemble("\n".join(src for _g, src in seen.values()), f"<conformance:{'+'.join(groups)}>")
 
 
 @dataclass
@@ -265,6 +287,32 @@ class SuiteReport:
         )
 
 
+def run_batch(groups: Iterable[str], runner: Runner, wave_width: int) -> list[CaseResult]:
+    """Every case of several groups at one W, from **one** module holding every group's kernels,
+    so that a target with a fixed cost per build (a runtime compiler's start-up: ~1.5 s a module
+    for SYCL on the Intel OpenCL CPU runtime) pays it once rather than once a group.
+
+    A group whose cases end in ``error`` (a build error fails every kernel of the module) is run
+    again alone by :func:`run_group`, and its results replace the batch's, so an error is reported
+    against the group that causes it. Falls back to :func:`run_group` for each group when
+    :func:`assemble_groups` refuses them (a kernel name with two sources, an assembly error).
+
+    Returns:
+        the results in the order of ``groups``, then of each group's cases."""
+    groups = list(groups)
+    try:
+        mod = assemble_groups(groups)
+    except Exception:  # noqa: BLE001 - a clash or an assembly error: reported per group below
+        return [r for g in groups for r in run_group(g, runner, wave_width)]
+    out: list[CaseResult] = []
+    for g in groups:
+        rs = [run_case(c, runner, wave_width, module=mod) for c in load_cases([g])]
+        if any(r.status == "error" for r in rs):
+            rs = run_group(g, runner, wave_width)
+        out += rs
+    return out
+
+
 def run_suite(
     runner: Runner,
     wave_widths: Iterable[int] = (8, 16, 32, 64),
@@ -273,6 +321,7 @@ def run_suite(
     groups: Iterable[str] | None = None,
     capabilities: Iterable[str] | None = None,
     stream: Any = None,
+    batch_bytes: int | None | str = "auto",
 ) -> SuiteReport:
     """Run the suite (or some groups) on ``runner`` at each wave width.
 
@@ -282,31 +331,69 @@ def run_suite(
         progress: print one line per group and W (to ``stream``, default stderr).
         groups: restrict to these groups.
         capabilities: the target's capabilities; groups needing others are skipped.
+        batch_bytes: None: one module per group (:func:`run_group`). A number: consecutive groups
+            share one module of up to that many bytes of ``.wave`` source (:func:`run_batch`; a
+            group larger than it is a batch alone); the results are the same, built fewer times.
+            ``"auto"`` (default): the runner's ``batch_bytes`` attribute, else None.
 
     Returns:
         :class:`SuiteReport`.
+
+    Raises:
+        ValueError: an unknown group, or ``batch_bytes`` not positive.
     """
+    if batch_bytes == "auto":
+        batch_bytes = getattr(runner, "batch_bytes", None)
+    if batch_bytes is not None and (isinstance(batch_bytes, bool) or not isinstance(batch_bytes, int)
+                                    or batch_bytes <= 0):
+        raise ValueError(f"batch_bytes must be a positive int, None or 'auto', not {batch_bytes!r}")
     out = stream or sys.stderr
     t0 = time.perf_counter()
     caps = set(capabilities) if capabilities is not None else None
+    names = list(groups) if groups is not None else group_names()
+    load_cases(names)  # an unknown group raises here, before anything runs
     results: list[CaseResult] = []
-    for g in list(groups) if groups is not None else group_names():
-        need = set(group_requires(g))
-        for w in wave_widths:
-            if caps is not None and not need <= caps:
-                results += [
-                    CaseResult(c.name, g, w, "skip", f"needs {sorted(need - caps)}") for c in load_cases([g])
-                ]
-                continue
-            rs = run_group(g, runner, w)
-            results += rs
+
+    def report(rs: list[CaseResult]) -> None:
+        for g in dict.fromkeys(r.group for r in rs):
+            mine = [r for r in rs if r.group == g]
+            bad = [r for r in mine if not r.ok]
             if progress:
-                bad = [r for r in rs if not r.ok]
                 print(
-                    f"{g:>20} W={w:<2} {len(rs) - len(bad)}/{len(rs)} ok"
+                    f"{g:>20} W={mine[0].wave_width:<2} {len(mine) - len(bad)}/{len(mine)} ok"
                     + (f"  failing: {', '.join(r.case for r in bad[:4])}" if bad else ""),
                     file=out,
                 )
+
+    for w in wave_widths:
+        batch: list[str] = []
+        size = 0
+
+        def flush() -> None:
+            nonlocal batch, size
+            if batch:
+                rs = run_batch(batch, runner, w) if len(batch) > 1 else run_group(batch[0], runner, w)
+                results.extend(rs)
+                report(rs)
+            batch, size = [], 0
+
+        for g in names:
+            need = set(group_requires(g))
+            if caps is not None and not need <= caps:
+                skipped = [CaseResult(c.name, g, w, "skip", f"needs {sorted(need - caps)}") for c in load_cases([g])]
+                results.extend(skipped)
+                continue
+            if batch_bytes is None:
+                rs = run_group(g, runner, w)
+                results.extend(rs)
+                report(rs)
+                continue
+            n = len(group_source(g))
+            if batch and size + n > batch_bytes:
+                flush()
+            batch.append(g)
+            size += n
+        flush()
     return SuiteReport(results, time.perf_counter() - t0)
 
 

@@ -250,6 +250,12 @@ class SyclRunner(Driver):
     #: the shim's device is the Intel OpenCL CPU device with USM shared memory, i.e. host
     #: memory: bounds-checked builds by default (issue 31, item 1)
     check_default = True
+    #: conformance runs (:func:`anywave.conformance.run_suite`) build up to this much ``.wave``
+    #: source as one module: each build has a fixed cost of ~1.5 s on the Intel OpenCL CPU
+    #: runtime, and its time grows faster than the source beyond ~128 KiB. Measured on the 2-core
+    #: host, cold kernel cache, every default-tier group at W = 16: one module per group 117 s,
+    #: batches of 64 KiB 65 s, 128 KiB 62 s, 256 KiB 92 s, the whole suite at once 120 s
+    batch_bytes = 64 << 10
 
     def __init__(self, device: SyclDevice | None = None) -> None:
         super().__init__()
