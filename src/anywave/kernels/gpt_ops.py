@@ -1,7 +1,9 @@
-"""Kernels of a GPT's training step in the kernel language, ``exact`` variant: every kernel gives
-each thread whole outputs and computes each with a sequential loop in a fixed order, so the bits
+"""Kernels of a GPT's training step in the kernel language, ``exact`` variant: every reduction has
+an order fixed by the definition below — a sequential loop in one thread, or (the row kernels) a
+fixed split of a row over :data:`ROW_BLOCK` threads and a fixed tree in local memory — so the bits
 depend neither on the wave width W, nor on the target, nor on the batch (no wave operations, no
-float atomics, no split reductions: a row's result is the same alone or inside any batch).
+float atomics, no split across rows or the grid: a row's result is the same alone or inside any
+batch).
 
 Arithmetic order (each step an IEEE-754 f32 operation rounded to nearest even; WAVE never
 contracts a multiply and an add into an fma unless ``aw.fma`` is written):
@@ -12,13 +14,18 @@ contracts a multiply and an add into an fma unless ``aw.fma`` is written):
 * ``gelu_backward_kernel``: ``dx = g * (sg + (v * k(v)) * (sg * (1 - sg)))`` with
   ``sg = 1 / (1 + exp(t))``, ``t = -2 sqrt(2/pi) (v + 0.044715 v^3)`` clamped to [-88, 88] and
   ``k(v) = 2 sqrt(2/pi) (1 + 3 * 0.044715 v^2)`` — the derivative of ``v * sigmoid(-t)``;
-* ``layer_norm_kernel`` (one thread per row of C): ``mean = (sum_j x_j) / C`` (left to right from
-  +0), ``var = (fma-chain_j (x_j - mean)^2) / C``, ``rstd = 1 / sqrt(var + eps)``,
-  ``y_j = fma((x_j - mean) * rstd, gamma_j, beta_j)``; ``rms_norm_kernel``: ``rstd = 1 / sqrt(
-  (fma-chain_j x_j^2) / C + eps)``, ``y_j = (x_j * rstd) * gamma_j``;
+* **row sums** of the row kernels (a row of C; one workgroup of :data:`ROW_BLOCK` = B threads
+  per row): ``rowsum_j f_j`` is ``tree(p_0, ..., p_{B-1})`` where ``p_t`` is the sum (or fma-chain)
+  of ``f_t, f_{t+B}, f_{t+2B}, ...`` in that order from +0 and ``tree`` adds pairwise in a fixed
+  shape: ``p_t += p_{t+B/2}`` for t < B/2, then ``p_t += p_{t+B/4}`` for t < B/4, ..., down to
+  ``p_0`` (:func:`anywave.kernels.linalg._tree`, in local memory: no wave operation, so the same
+  for every W); ``rowmax`` likewise with ``max`` (its value does not depend on the order);
+* ``layer_norm_kernel``: ``mean = (rowsum_j x_j) / C``, ``var = (rowsum-fma_j (x_j - mean)^2) / C``,
+  ``rstd = 1 / sqrt(var + eps)``, ``y_j = fma((x_j - mean) * rstd, gamma_j, beta_j)``; RMSNorm
+  (``rms``): ``rstd = 1 / sqrt((rowsum-fma_j x_j^2) / C + eps)``, ``y_j = (x_j * rstd) * gamma_j``;
 * ``layer_norm_backward_kernel``: ``xh_j = (x_j - mean) * rstd``, ``gh_j = dy_j * gamma_j``,
-  ``a = (sum_j gh_j) / C``, ``b = (fma-chain_j gh_j xh_j) / C``, ``dx_j = ((gh_j - a) - xh_j * b) * rstd``
-  (RMS: ``a`` absent, ``xh_j = x_j * rstd``); ``norm_param_partial_kernel`` + ``colsum_finish_kernel``:
+  ``a = (rowsum_j gh_j) / C``, ``b = (rowsum-fma_j gh_j xh_j) / C``,
+  ``dx_j = ((gh_j - a) - xh_j * b) * rstd`` (RMS: ``a`` absent, ``xh_j = x_j * rstd``); ``norm_param_partial_kernel`` + ``colsum_finish_kernel``:
   ``dgamma_j = fma-chain_r dy[r, j] xh[r, j]`` and ``dbeta_j = sum_r dy[r, j]`` over each block of
   :data:`ROWS_PER_PART` rows in order from +0, then the blocks' partials added in block order from +0
   (the bias gradient of a linear layer, ``colsum_partial_kernel`` + ``colsum_finish_kernel``, likewise);
@@ -26,8 +33,8 @@ contracts a multiply and an add into an fma unless ``aw.fma`` is written):
   table); ``embedding_backward_kernel``: ``dtable[v, d] = sum over the tokens i with idx[i] = v, in
   increasing i, of grad[i, d]`` from +0 (the host passes those tokens as a stable sort: one
   thread per (v, d) walks its segment — a gather in a defined order, no atomics);
-* ``xent_kernel`` (one thread per row): ``m = max_j x_j``, ``s = sum_j exp(x_j - m)`` (left to
-  right), ``lse = m + log(s)``, ``loss = lse - x[label]``; ``xent_backward_kernel``:
+* ``xent_kernel``: ``m = rowmax_j x_j``, ``s = rowsum_j exp(x_j - m)``, ``lse = m + log(s)``,
+  ``loss = lse - x[label]``; ``xent_backward_kernel``:
   ``dx = (exp(x_j - lse) - [j == label]) * scale`` with ``scale = g / rows`` rounded once;
 * ``rotary_kernel`` (one thread per pair (i, i + D/2) of a row of D): the "rotate half" rotary
   embedding (J. Su et al., "RoFormer: Enhanced Transformer with Rotary Position Embedding", 2021,
@@ -57,9 +64,13 @@ from __future__ import annotations
 
 import anywave as aw
 from anywave.kernels.elementwise import SQRT_2_OVER_PI, gelu_tanh
+from anywave.kernels.linalg import _tree
 
 #: threads per workgroup (a multiple of every W in {8, 16, 32, 64})
 BLOCK = 64
+#: threads per row of the row kernels (norms, cross-entropy), a constant of their definition: thread
+#: t takes the columns t, t + ROW_BLOCK, t + 2 ROW_BLOCK, ... (a power of two, a multiple of every W)
+ROW_BLOCK = 128
 #: elements per partial sum of the global gradient norm (a constant of the definition)
 CHUNK = 4096
 #: rows per partial sum of a column sum (bias, LayerNorm gain and bias gradients; a constant of the
@@ -117,27 +128,28 @@ def gelu_backward_kernel(g: aw.In[aw.f32], x: aw.In[aw.f32], dx: aw.Out[aw.f32],
 @aw.kernel
 def layer_norm_kernel(x: aw.In[aw.f32], gamma: aw.In[aw.f32], beta: aw.In[aw.f32], y: aw.Out[aw.f32],
                       stats: aw.Out[aw.f32], rows: aw.i32, cols: aw.i32, eps: aw.f32, *, rms: bool = False):
-    # stats[2 r] = mean (0 for RMSNorm), stats[2 r + 1] = rstd
-    r = aw.global_id(0)
-    if r < rows:
-        base = r * cols
-        nf = aw.f32(cols)
-        mean = 0.0
-        if not rms:
-            s = 0.0
-            for j in aw.range(cols, unroll=4):
-                s = s + x[base + j]
-            mean = s / nf
-        q = 0.0
-        for j in aw.range(cols, unroll=4):
-            d = x[base + j] - mean
-            q = aw.fma(d, d, q)
-        rstd = 1.0 / aw.sqrt(q / nf + eps)
-        for j in aw.range(cols, unroll=4):
-            if rms:
-                y[base + j] = (x[base + j] * rstd) * gamma[j]
-            else:
-                y[base + j] = aw.fma((x[base + j] - mean) * rstd, gamma[j], beta[j])
+    # one workgroup of ROW_BLOCK threads per row; stats[2 r] = mean (0 for RMSNorm), stats[2 r + 1] = rstd
+    r = aw.workgroup_id(0)
+    t = aw.local_id(0)
+    base = r * cols
+    nf = aw.f32(cols)
+    mean = 0.0
+    if not rms:
+        s = 0.0
+        for j in range(t, cols, ROW_BLOCK):
+            s = s + x[base + j]
+        mean = _tree(s, "sum", ROW_BLOCK) / nf
+    q = 0.0
+    for j in range(t, cols, ROW_BLOCK):
+        d = x[base + j] - mean
+        q = aw.fma(d, d, q)
+    rstd = 1.0 / aw.sqrt(_tree(q, "sum", ROW_BLOCK) / nf + eps)
+    for j in range(t, cols, ROW_BLOCK):
+        if rms:
+            y[base + j] = (x[base + j] * rstd) * gamma[j]
+        else:
+            y[base + j] = aw.fma((x[base + j] - mean) * rstd, gamma[j], beta[j])
+    if t == 0:
         stats[2 * r] = mean
         stats[2 * r + 1] = rstd
 
@@ -145,27 +157,28 @@ def layer_norm_kernel(x: aw.In[aw.f32], gamma: aw.In[aw.f32], beta: aw.In[aw.f32
 @aw.kernel
 def layer_norm_backward_kernel(dy: aw.In[aw.f32], x: aw.In[aw.f32], gamma: aw.In[aw.f32], stats: aw.In[aw.f32],
                                dx: aw.Out[aw.f32], rows: aw.i32, cols: aw.i32, *, rms: bool = False):
-    r = aw.global_id(0)
-    if r < rows:
-        base = r * cols
-        nf = aw.f32(cols)
-        mean = stats[2 * r]
-        rstd = stats[2 * r + 1]
-        sa = 0.0
-        sb = 0.0
-        for j in aw.range(cols, unroll=4):
-            gh = dy[base + j] * gamma[j]
-            sa = sa + gh
-            sb = aw.fma(gh, (x[base + j] - mean) * rstd, sb)
-        a = sa / nf
-        b = sb / nf
-        for j in aw.range(cols, unroll=4):
-            gh = dy[base + j] * gamma[j]
-            xh = (x[base + j] - mean) * rstd
-            if rms:
-                dx[base + j] = (gh - xh * b) * rstd
-            else:
-                dx[base + j] = ((gh - a) - xh * b) * rstd
+    # one workgroup of ROW_BLOCK threads per row
+    r = aw.workgroup_id(0)
+    t = aw.local_id(0)
+    base = r * cols
+    nf = aw.f32(cols)
+    mean = stats[2 * r]
+    rstd = stats[2 * r + 1]
+    sa = 0.0
+    sb = 0.0
+    for j in range(t, cols, ROW_BLOCK):
+        gh = dy[base + j] * gamma[j]
+        sa = sa + gh
+        sb = aw.fma(gh, (x[base + j] - mean) * rstd, sb)
+    a = _tree(sa, "sum", ROW_BLOCK) / nf
+    b = _tree(sb, "sum", ROW_BLOCK) / nf
+    for j in range(t, cols, ROW_BLOCK):
+        gh = dy[base + j] * gamma[j]
+        xh = (x[base + j] - mean) * rstd
+        if rms:
+            dx[base + j] = (gh - xh * b) * rstd
+        else:
+            dx[base + j] = ((gh - a) - xh * b) * rstd
 
 
 @aw.kernel
@@ -243,16 +256,19 @@ def embedding_backward_kernel(grad: aw.In[aw.f32], order: aw.In[aw.i32], start: 
 @aw.kernel
 def xent_kernel(x: aw.In[aw.f32], labels: aw.In[aw.i32], loss: aw.Out[aw.f32], lse: aw.Out[aw.f32],
                 rows: aw.i32, cols: aw.i32):
-    r = aw.global_id(0)
-    if r < rows:
-        base = r * cols
-        mx = aw.bitcast(aw.u32(NEG_INF_BITS), aw.f32)
-        for j in aw.range(cols, unroll=4):
-            mx = max(mx, x[base + j])
-        s = 0.0
-        for j in aw.range(cols, unroll=4):
-            s = s + aw.exp(x[base + j] - mx)
-        ls = mx + aw.log(s)
+    # one workgroup of ROW_BLOCK threads per row
+    r = aw.workgroup_id(0)
+    t = aw.local_id(0)
+    base = r * cols
+    mx = aw.bitcast(aw.u32(NEG_INF_BITS), aw.f32)
+    for j in range(t, cols, ROW_BLOCK):
+        mx = max(mx, x[base + j])
+    mx = _tree(mx, "max", ROW_BLOCK)
+    s = 0.0
+    for j in range(t, cols, ROW_BLOCK):
+        s = s + aw.exp(x[base + j] - mx)
+    ls = mx + aw.log(_tree(s, "sum", ROW_BLOCK))
+    if t == 0:
         lab = labels[r]
         val = aw.bitcast(aw.u32(QNAN_BITS), aw.f32)
         if lab >= 0 and lab < cols:

@@ -76,6 +76,14 @@ def _run(kfn: Any, threads: int, dev: torch.device, *args: Any, **consts: Any) -
     kfn(*args, grid=-(-threads // G.BLOCK), workgroup=G.BLOCK, target=target, wave_width=w, **consts)
 
 
+def _run_rows(kfn: Any, rows: int, dev: torch.device, *args: Any, **consts: Any) -> None:
+    """One workgroup of :data:`~anywave.kernels.gpt_ops.ROW_BLOCK` threads per row (the row kernels)."""
+    if rows <= 0:
+        return
+    target, w = _where(dev)
+    kfn(*args, grid=rows, workgroup=G.ROW_BLOCK, target=target, wave_width=w, **consts)
+
+
 def _t(t: Any, op: str, name: str, ndim: int | None = None, dtype: torch.dtype = torch.float32) -> torch.Tensor:
     if not isinstance(t, torch.Tensor):
         raise P.OpDtypeError(f"anywave.{op}: {name} must be a torch.Tensor, got {type(t).__name__}")
@@ -303,7 +311,7 @@ def _norm(x: torch.Tensor, gamma: torch.Tensor, beta: torch.Tensor, eps: float =
     rows, cols = x.shape
     y = torch.empty_like(x)
     stats = x.new_empty((rows, 2))
-    _run(G.layer_norm_kernel, rows, x.device, x, gamma, beta, y, stats, rows, cols, float(eps), rms=bool(rms))
+    _run_rows(G.layer_norm_kernel, rows, x.device, x, gamma, beta, y, stats, rows, cols, float(eps), rms=bool(rms))
     return y, stats
 
 
@@ -324,7 +332,7 @@ def _norm_backward(grad: torch.Tensor, x: torch.Tensor, gamma: torch.Tensor, sta
     grad, x, gamma, stats = _d(grad), _d(x), _d(gamma), _d(stats)
     rows, cols = x.shape
     dx = torch.empty_like(x)
-    _run(G.layer_norm_backward_kernel, rows, x.device, grad, x, gamma, stats, dx, rows, cols, rms=bool(rms))
+    _run_rows(G.layer_norm_backward_kernel, rows, x.device, grad, x, gamma, stats, dx, rows, cols, rms=bool(rms))
     nb = max(1, -(-rows // G.ROWS_PER_PART))
     part = x.new_zeros((2 * nb, cols))
     _run(G.norm_param_partial_kernel, nb * cols, x.device, grad, x, stats, part, rows, cols)
@@ -358,7 +366,7 @@ def norm(x: torch.Tensor, gamma: torch.Tensor, beta: torch.Tensor | None = None,
          rms: bool = False) -> torch.Tensor:
     """LayerNorm (``rms=False``, Ba et al. 2016) or RMSNorm (``rms=True``, Zhang & Sennrich 2019)
     over the last dim of float32 ``x`` (..., C) with float32 ``gamma`` (and ``beta``, LayerNorm) (C,);
-    one thread per row, the order of :mod:`anywave.kernels.gpt_ops`. Differentiable (``dx``,
+    one workgroup per row, the order of :mod:`anywave.kernels.gpt_ops`. Differentiable (``dx``,
     ``dgamma``, ``dbeta``: column sums in blocks of rows, as :mod:`anywave.kernels.gpt_ops` states).
     Raises OpDtypeError / OpInputError."""
     lead = x.shape
@@ -655,7 +663,7 @@ def _xent(logits: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, tor
     per = x.new_empty((rows,))
     lse = x.new_empty((rows,))
     out = x.new_empty((1,))
-    _run(G.xent_kernel, rows, x.device, x, lab, per, lse, rows, cols)
+    _run_rows(G.xent_kernel, rows, x.device, x, lab, per, lse, rows, cols)
     _run(G.mean_kernel, 1, x.device, per, out, rows)
     return out.reshape(()), lse
 
