@@ -151,7 +151,7 @@ def part_ops(out: dict) -> None:
         gy = torch.randn(shape, generator=g)
 
         def run(dev, xs=xs, gy=gy, fn=fn):
-            ins = [x.to(dev).requires_grad_() for x in xs]
+            ins = [x.detach().clone().to(dev).requires_grad_() for x in xs]  # fresh leaves: grads never accumulate
             y = fn(ins[0]) if fn else G.swiglu(ins[0], ins[1])
             y.backward(gy.to(dev))
             return [t.detach().cpu().numpy().view(np.uint32) for t in [y] + [i.grad for i in ins]]
@@ -277,6 +277,42 @@ def part_step(out: dict, budget: float) -> None:
     out["step_124m"] = rec
 
 
+def part_step_graph(out: dict) -> None:
+    """Can the 124M fast-mode step be captured in a CUDA graph (no host round trip inside it)?
+    If so, the replay's time: the step without Python's launch costs. The replay repeats the
+    captured step's host scalars (AdamW's step count, learning rate), so it is a bound on what
+    the launch path costs, not a training loop."""
+    cfg = M.GPTConfig(12, 768, 12, 1024, 50304)
+    batch, ctx = 8, 1024
+    params = M.init_params(cfg, 0)
+    st = M.TrainSettings(steps=1, batch=batch, lr=1e-4)
+    x = torch.randint(0, cfg.vocab, (batch, ctx), device="cuda")
+    y = torch.randint(0, cfg.vocab, (batch, ctx), device="cuda")
+    ours = M.GPT(cfg, params, "fast").cuda()
+    opt = M._opt_state(ours)
+    rec: dict = {}
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(3):
+            M.train_step(ours, x, y, st, opt)
+    torch.cuda.current_stream().wait_stream(s)
+    torch.cuda.synchronize()
+    eager = cuda_time(lambda: M.train_step(ours, x, y, st, opt), reps=5)
+    rec["eager_loop_ms"] = eager
+    g = torch.cuda.CUDAGraph()
+    try:
+        with torch.cuda.graph(g):
+            M.train_step(ours, x, y, st, opt)
+        torch.cuda.synchronize()
+        rec["captured"] = True
+        rec["replay_ms"] = cuda_time(g.replay, reps=10)
+    except Exception as e:  # noqa: BLE001 - what blocks capture is the finding
+        rec["captured"] = False
+        rec["error"] = f"{type(e).__name__}: {str(e)[:600]}"
+    out["step_124m_cuda_graph"] = rec
+
+
 def part_decode(out: dict) -> None:
     cfg = M.GPTConfig(12, 768, 12, 1024, 50304)
     params = M.init_params(cfg, 0)
@@ -314,7 +350,7 @@ def main() -> int:
         pass
     parts = [("train_cuda", part_train_cuda, 40), ("identity", part_identity, 90), ("ops", part_ops, 30), ("gemm", part_gemm, 30),
              ("step", lambda o: part_step(o, args.budget), 60), ("batch_invariance", lambda o: part_batch_invariance(o, args.invariance_seconds), 30),
-             ("decode", part_decode, 20)]
+             ("decode", part_decode, 20), ("step_graph", part_step_graph, 40)]
     if args.parts != "all":
         parts = [p for p in parts if p[0] in args.parts.split(",")]
     for name, fn, need in parts:

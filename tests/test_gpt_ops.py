@@ -87,6 +87,25 @@ def test_embedding_and_its_backward_gather_in_token_order():
         T.embedding(tab, torch.tensor([0.0]))
 
 
+def test_token_ids_changed_in_place_are_checked_again():
+    """The ids' range is read once per tensor version (the backward reuses the forward's reading):
+    ids written in place after a check are read again, and an id outside the table is refused."""
+    tab = torch.randn(10, 4, generator=_g(4))
+    idx = torch.tensor([0, 3, 9])
+    T.embedding(tab, idx)
+    idx[1] = 10
+    with pytest.raises(ops.OpInputError, match=r"\[0, 10\).*\[0, 10\]"):
+        T.embedding(tab, idx)
+    view = idx[1:]
+    idx[1] = 3
+    T.embedding(tab, view)
+    idx[2] = -1  # through the base: the view's version counter is the base's
+    with pytest.raises(ops.OpInputError, match=r"\[-1, 3\]"):
+        T.embedding(tab, view)
+    with pytest.raises(ops.OpInputError, match="token ids"):
+        torch.ops.anywave.gpt_embedding_backward(torch.ones(2, 4), view, 10)
+
+
 def test_cross_entropy_against_float64():
     g = _g(3)
     x = torch.randn(6, 30, generator=g, dtype=torch.float64, requires_grad=True) * 4

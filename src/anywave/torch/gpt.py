@@ -44,6 +44,7 @@ bits on every device).
 from __future__ import annotations
 
 import math
+import weakref
 from typing import Any
 
 import numpy as np
@@ -569,9 +570,26 @@ def _check_emb(table, idx, op="gpt_embedding"):
         raise P.OpInputError(f"anywave.{op}: tensors of 2^31 or more elements are not supported (32-bit indices)")
 
 
+#: id(tensor) -> (weak reference, version, min, max) of index tensors already read: the
+#: embedding's backward gets the tensor its forward checked, and reading the range of a CUDA
+#: tensor waits for the device (at most 64 entries; a tensor changed in place has a new version)
+_ID_RANGES: dict[int, tuple[Any, int, int, int]] = {}
+
+
 def _check_values(idx: torch.Tensor, vocab: int, op: str) -> None:
+    """Token ids in [0, vocab): read once per tensor version (one device round trip on CUDA)."""
     if _real(idx) and idx.numel():
-        lo, hi = int(idx.min()), int(idx.max())
+        hit = _ID_RANGES.get(id(idx))
+        if hit is not None and hit[0]() is idx and hit[1] == idx._version:
+            lo, hi = hit[2], hit[3]
+        else:
+            lo, hi = (int(v) for v in torch.stack(torch.aminmax(idx)).tolist())
+            if len(_ID_RANGES) >= 64:
+                _ID_RANGES.clear()
+            try:
+                _ID_RANGES[id(idx)] = (weakref.ref(idx), idx._version, lo, hi)
+            except TypeError:  # no weak references to this tensor type: no cache
+                pass
         if lo < 0 or hi >= vocab:
             raise P.OpInputError(f"anywave.{op}: token ids must be in [0, {vocab}), got values in [{lo}, {hi}]")
 
@@ -607,10 +625,11 @@ def _embedding_backward(grad: torch.Tensor, idx: torch.Tensor, vocab: int) -> to
     ii = idx.to(torch.int64)
     # the tokens of each row v in increasing position: a stable sort (integers only) and the
     # segment starts; the kernel sums each segment in that order
-    order = _d(torch.argsort(ii, stable=True).to(torch.int32))
-    start = torch.zeros(vocab + 1, dtype=torch.int64, device=grad.device)
-    start[1:] = torch.cumsum(torch.bincount(ii, minlength=vocab), 0)
-    start = _d(start.to(torch.int32))
+    srt, order = torch.sort(ii, stable=True)
+    order = _d(order.to(torch.int32))
+    # start[v] = the number of tokens below v (bincount would wait for the device to size its output)
+    start = _d(torch.searchsorted(srt, torch.arange(vocab + 1, device=grad.device, dtype=torch.int64))
+               .to(torch.int32))
     out = grad.new_empty((vocab, dim))
     _run(G.embedding_backward_kernel, vocab * dim, grad.device, _d(grad), order, start, out, vocab, dim)
     return out
