@@ -300,6 +300,14 @@ def part_step_graph(out: dict) -> None:
     torch.cuda.synchronize()
     eager = cuda_time(lambda: M.train_step(ours, x, y, st, opt), reps=5)
     rec["eager_loop_ms"] = eager
+    host = []
+    for _ in range(5):  # the Python call alone: what the host spends issuing one step
+        torch.cuda.synchronize()
+        t = time.perf_counter()
+        M.train_step(ours, x, y, st, opt)
+        host.append((time.perf_counter() - t) * 1e3)
+    torch.cuda.synchronize()
+    rec["host_call_ms"] = statistics.median(host)
     g = torch.cuda.CUDAGraph()
     try:
         with torch.cuda.graph(g):
@@ -309,7 +317,11 @@ def part_step_graph(out: dict) -> None:
         rec["replay_ms"] = cuda_time(g.replay, reps=10)
     except Exception as e:  # noqa: BLE001 - what blocks capture is the finding
         rec["captured"] = False
+        import traceback
+
         rec["error"] = f"{type(e).__name__}: {str(e)[:600]}"
+        rec["where"] = [f"{f.filename.split('/src/')[-1]}:{f.lineno} {f.name}"
+                        for f in traceback.extract_tb(e.__traceback__)][-8:]
     out["step_124m_cuda_graph"] = rec
 
 

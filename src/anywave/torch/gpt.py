@@ -577,7 +577,12 @@ _ID_RANGES: dict[int, tuple[Any, int, int, int]] = {}
 
 
 def _check_values(idx: torch.Tensor, vocab: int, op: str) -> None:
-    """Token ids in [0, vocab): read once per tensor version (one device round trip on CUDA)."""
+    """Token ids in [0, vocab): read once per tensor version (one device round trip on CUDA).
+    Not read while a CUDA graph is being captured (the ids of a replay are not known yet, and a
+    read would end the capture): then an id outside the table gives a NaN row forward
+    (``embedding_kernel``) and adds to no row backward (no segment holds it)."""
+    if idx.is_cuda and torch.cuda.is_current_stream_capturing():
+        return
     if _real(idx) and idx.numel():
         hit = _ID_RANGES.get(id(idx))
         if hit is not None and hit[0]() is idx and hit[1] == idx._version:
