@@ -192,7 +192,8 @@ def part_batch_invariance(out: dict, seconds: float = 20.0) -> None:
     sb = M.generate(model, others[:10] + [target], 24, temperature=1.0, seed=list(range(10)) + [7])[10]
     out["batch_invariance_cuda"] = {"config": "small (random init, seed 1)", "new_tokens": 24,
                                     "batch": "the prompt inside 64 others of 1..99 tokens, at a random place",
-                                    "runs": runs, "seconds": time.perf_counter() - t, "distinct_completions": len(distinct),
+                                    "runs": runs, "seconds": time.perf_counter() - t,
+                                    "distinct_completions": len(distinct),
                                     "sampled_same_alone_and_in_batch": sa == sb}
 
 
@@ -360,8 +361,9 @@ def main() -> int:
                                            capture_output=True, text=True, timeout=20).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         pass
-    parts = [("train_cuda", part_train_cuda, 40), ("identity", part_identity, 90), ("ops", part_ops, 30), ("gemm", part_gemm, 30),
-             ("step", lambda o: part_step(o, args.budget), 60), ("batch_invariance", lambda o: part_batch_invariance(o, args.invariance_seconds), 30),
+    parts = [("train_cuda", part_train_cuda, 40), ("identity", part_identity, 90), ("ops", part_ops, 30),
+             ("gemm", part_gemm, 30), ("step", lambda o: part_step(o, args.budget), 60),
+             ("batch_invariance", lambda o: part_batch_invariance(o, args.invariance_seconds), 30),
              ("decode", part_decode, 20), ("step_graph", part_step_graph, 40)]
     if args.parts != "all":
         parts = [p for p in parts if p[0] in args.parts.split(",")]

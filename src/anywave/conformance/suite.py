@@ -369,7 +369,7 @@ def run_suite(
         batch: list[str] = []
         size = 0
 
-        def flush() -> None:
+        def flush(w: int = w) -> None:
             nonlocal batch, size
             if batch:
                 rs = run_batch(batch, runner, w) if len(batch) > 1 else run_group(batch[0], runner, w)

@@ -23,9 +23,9 @@ contracts a multiply and an add into an fma unless ``aw.fma`` is written):
 * ``layer_norm_kernel``: ``mean = (rowsum_j x_j) / C``, ``var = (rowsum-fma_j (x_j - mean)^2) / C``,
   ``rstd = 1 / sqrt(var + eps)``, ``y_j = fma((x_j - mean) * rstd, gamma_j, beta_j)``; RMSNorm
   (``rms``): ``rstd = 1 / sqrt((rowsum-fma_j x_j^2) / C + eps)``, ``y_j = (x_j * rstd) * gamma_j``;
-* ``layer_norm_backward_kernel``: ``xh_j = (x_j - mean) * rstd``, ``gh_j = dy_j * gamma_j``,
-  ``a = (rowsum_j gh_j) / C``, ``b = (rowsum-fma_j gh_j xh_j) / C``,
-  ``dx_j = ((gh_j - a) - xh_j * b) * rstd`` (RMS: ``a`` absent, ``xh_j = x_j * rstd``); ``norm_param_partial_kernel`` + ``colsum_finish_kernel``:
+* ``layer_norm_backward_kernel``: ``xh_j = (x_j - mean) * rstd``, ``gh_j = dy_j * gamma_j``, ``a = (rowsum_j gh_j)
+  / C``, ``b = (rowsum-fma_j gh_j xh_j) / C``, ``dx_j = ((gh_j - a) - xh_j * b) * rstd`` (RMS: ``a`` absent,
+  ``xh_j = x_j * rstd``); ``norm_param_partial_kernel`` + ``colsum_finish_kernel``:
   ``dgamma_j = fma-chain_r dy[r, j] xh[r, j]`` and ``dbeta_j = sum_r dy[r, j]`` over each block of
   :data:`ROWS_PER_PART` rows in order from +0, then the blocks' partials added in block order from +0
   (the bias gradient of a linear layer, ``colsum_partial_kernel`` + ``colsum_finish_kernel``, likewise);
