@@ -326,6 +326,57 @@ def part_step_graph(out: dict) -> None:
     out["step_124m_cuda_graph"] = rec
 
 
+def part_captured(out: dict) -> None:
+    """M.CapturedStep (the step captured once in a CUDA graph, AdamW's scalars written to the
+    device each step): the same losses and weights as train_step on the tiny model in exact mode
+    over 8 steps with warm-up and weight decay; then the 124M fast step's time, against the eager
+    loop and torch eager in the same run."""
+    cfg = M.CONFIGS["tiny"]
+    st = M.TrainSettings(steps=8, batch=4, lr=3e-3, warmup=4, weight_decay=0.1)
+    data = np.frombuffer(M.stdlib_text(1 << 16), np.uint8)
+    xs, ys = M.batches(data, 8, 4, cfg.context, 0)
+    runs = []
+    for captured in (False, True):
+        model = M.GPT(cfg, M.init_params(cfg, 0), "exact").cuda()
+        opt = M._opt_state(model)
+        cs = M.CapturedStep(model, st, opt) if captured else None
+        losses = []
+        for i in range(8):
+            x, y = torch.from_numpy(xs[i]).cuda(), torch.from_numpy(ys[i]).cuda()
+            loss, _ = cs(x, y) if cs else M.train_step(model, x, y, st, opt)
+            losses.append(float(loss))
+        runs.append((losses, weights_hash(model)))
+    rec = {"tiny_exact_8_steps": {"eager_losses_hex": [v.hex() for v in runs[0][0]],
+                                  "captured_losses_hex": [v.hex() for v in runs[1][0]],
+                                  "identical": runs[0] == runs[1]}}
+    out["captured_step"] = rec
+    cfg = M.GPTConfig(12, 768, 12, 1024, 50304)
+    st = M.TrainSettings(steps=1, batch=8, lr=1e-4)
+    params = M.init_params(cfg, 0)
+    x = torch.randint(0, cfg.vocab, (8, 1024), device="cuda")
+    y = torch.randint(0, cfg.vocab, (8, 1024), device="cuda")
+    ours = M.GPT(cfg, params, "fast").cuda()
+    cs = M.CapturedStep(ours, st, M._opt_state(ours))
+    for _ in range(4):
+        cs(x, y)
+    torch.cuda.synchronize()
+    ref = M.TorchGPT(cfg, params).cuda()
+    topt = torch.optim.AdamW(ref.parameters(), lr=1e-4, betas=(0.9, 0.95), weight_decay=0.1, fused=True)
+
+    def step_torch():
+        topt.zero_grad(set_to_none=True)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = ref.loss(x, y)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(ref.parameters(), 1.0)
+        topt.step()
+
+    t = interleaved({"captured": lambda: cs(x, y), "torch_eager": step_torch}, rounds=3, reps=3)
+    rec["step_124m_fast"] = {"captured_ms": t["captured"], "torch_eager_bf16_autocast_ms": t["torch_eager"],
+                             "ratio_vs_eager": t["torch_eager"] / t["captured"], "tokens_per_step": 8192}
+    out["captured_step"] = rec
+
+
 def part_decode(out: dict) -> None:
     cfg = M.GPTConfig(12, 768, 12, 1024, 50304)
     params = M.init_params(cfg, 0)
@@ -364,7 +415,8 @@ def main() -> int:
     parts = [("train_cuda", part_train_cuda, 40), ("identity", part_identity, 90), ("ops", part_ops, 30),
              ("gemm", part_gemm, 30), ("step", lambda o: part_step(o, args.budget), 60),
              ("batch_invariance", lambda o: part_batch_invariance(o, args.invariance_seconds), 30),
-             ("decode", part_decode, 20), ("step_graph", part_step_graph, 40)]
+             ("decode", part_decode, 20), ("step_graph", part_step_graph, 40),
+             ("captured", part_captured, 60)]
     if args.parts != "all":
         parts = [p for p in parts if p[0] in args.parts.split(",")]
     for name, fn, need in parts:

@@ -125,6 +125,39 @@ def test_checkpoint_resume_is_bit_exact(tmp_path):
         M.load_checkpoint(tmp_path / "bad.npz")
 
 
+def test_adamw_scalars_from_a_tensor_take_the_same_steps():
+    """train_step with ``hyper`` (AdamW's scalars read from a tensor, as a captured CUDA graph
+    needs) gives the losses and weights of the scalar path, bit for bit, over warm-up steps."""
+    from anywave.torch.gpt import adamw_hyper
+
+    st = M.TrainSettings(steps=3, batch=2, context=8, warmup=2, weight_decay=0.1)
+    data = np.frombuffer(M.stdlib_text(1 << 14), np.uint8)
+    xs, ys = M.batches(data, 3, 2, 8, 0)
+    runs = []
+    for use_hyper in (False, True):
+        model = M.GPT(MICRO, M.init_params(MICRO, 0), "exact")
+        opt = M._opt_state(model)
+        losses = []
+        for i in range(3):
+            hyper = None
+            if use_hyper:
+                t = opt["step"] + 1
+                hyper = torch.from_numpy(adamw_hyper(M.step_lr(st, t), st.betas, st.weight_decay, t))
+            loss, _ = M.train_step(model, torch.from_numpy(xs[i]), torch.from_numpy(ys[i]), st, opt, hyper=hyper)
+            losses.append(float(loss))
+        runs.append((losses, model.numpy_params()))
+    assert runs[0][0] == runs[1][0]
+    assert all(np.array_equal(runs[0][1][n].view(np.uint32), runs[1][1][n].view(np.uint32)) for n in runs[0][1])
+    assert runs[0][0][-1] != runs[0][0][0]  # the weights moved
+    with pytest.raises(ops.OpInputError, match="step >= 1"):
+        adamw_hyper(1e-3, (0.9, 0.95), 0.0, 0)
+    p = torch.zeros(4)
+    with pytest.raises(ops.OpInputError, match="hyper must hold"):
+        torch.ops.anywave.gpt_adamw_hyper_(p, p.clone(), p.clone(), p.clone(), torch.zeros(3), 0.9, 0.95, 1e-8, True)
+    with pytest.raises(ValueError, match="on CUDA"):
+        M.CapturedStep(M.GPT(MICRO, M.init_params(MICRO, 0), "exact"), st, {"step": 0})
+
+
 def test_cli_train_gpt(tmp_path, capsys):
     from anywave.cli import main
 

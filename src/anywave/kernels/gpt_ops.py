@@ -49,7 +49,8 @@ contracts a multiply and an add into an fma unless ``aw.fma`` is written):
 * ``adamw_kernel``: ``m' = b1 m + (1 - b1) g``, ``v' = b2 v + ((1 - b2) g) g``, ``p' = p - (lr wd) p``,
   ``p'' = p' - lr ((m' / c1) / (sqrt(v' / c2) + eps))`` with ``c1 = 1 - b1^t``, ``c2 = 1 - b2^t``
   (I. Loshchilov, F. Hutter, "Decoupled Weight Decay Regularization", ICLR 2019, Algorithm 2;
-  the scalars are rounded to f32 on the host);
+  the scalars are rounded to f32 on the host); ``adamw_hyper_kernel`` the same with ``lr``, ``c1``,
+  ``c2`` and ``lr wd`` read from a device buffer (the same f32 values: the same bits);
 * ``sumsq_partial_kernel`` + ``norm_finish_kernel``: the squared global norm as fma chains over
   consecutive chunks of :data:`CHUNK` elements of the gradients laid end to end (parameter
   order), then the chunk sums added in order by one thread; ``norm = sqrt(total)``,
@@ -343,20 +344,39 @@ def swiglu_backward_kernel(g: aw.In[aw.f32], a: aw.In[aw.f32], b: aw.In[aw.f32],
         da[i] = (gi * b[i]) * (sg * (1.0 + v * (1.0 - sg)))
 
 
+@aw.func
+def _adamw_at(i, p, g, m, v, lr, b1, omb1, b2, omb2, c1, c2, eps, lrwd):
+    gi = g[i]
+    mi = b1 * m[i] + omb1 * gi
+    vi = b2 * v[i] + (omb2 * gi) * gi
+    m[i] = mi
+    v[i] = vi
+    pi = p[i]
+    pi = pi - lrwd * pi
+    p[i] = pi - lr * ((mi / c1) / (aw.sqrt(vi / c2) + eps))
+
+
 @aw.kernel
 def adamw_kernel(p: aw.Buffer[aw.f32], g: aw.In[aw.f32], m: aw.Buffer[aw.f32], v: aw.Buffer[aw.f32],
                  lr: aw.f32, b1: aw.f32, omb1: aw.f32, b2: aw.f32, omb2: aw.f32, c1: aw.f32, c2: aw.f32,
                  eps: aw.f32, lrwd: aw.f32, n: aw.i32):
     i = aw.global_id(0)
     if i < n:
-        gi = g[i]
-        mi = b1 * m[i] + omb1 * gi
-        vi = b2 * v[i] + (omb2 * gi) * gi
-        m[i] = mi
-        v[i] = vi
-        pi = p[i]
-        pi = pi - lrwd * pi
-        p[i] = pi - lr * ((mi / c1) / (aw.sqrt(vi / c2) + eps))
+        _adamw_at(i, p, g, m, v, lr, b1, omb1, b2, omb2, c1, c2, eps, lrwd)
+
+
+@aw.kernel
+def adamw_hyper_kernel(p: aw.Buffer[aw.f32], g: aw.In[aw.f32], m: aw.Buffer[aw.f32], v: aw.Buffer[aw.f32],
+                       hyper: aw.In[aw.f32], b1: aw.f32, omb1: aw.f32, b2: aw.f32, omb2: aw.f32, eps: aw.f32,
+                       n: aw.i32, *, decay: bool = True):
+    # adamw_kernel with the step's scalars read from device memory: hyper = (lr, c1, c2, lr wd), so
+    # that a captured CUDA graph replays with the values written there before each replay
+    i = aw.global_id(0)
+    if i < n:
+        lrwd = 0.0
+        if decay:
+            lrwd = hyper[3]
+        _adamw_at(i, p, g, m, v, hyper[0], b1, omb1, b2, omb2, hyper[1], hyper[2], eps, lrwd)
 
 
 @aw.kernel

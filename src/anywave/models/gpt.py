@@ -46,7 +46,7 @@ import anywave.torch.ops  # noqa: F401  (registers torch.ops.anywave.*)
 from anywave.errors import WaveError
 from anywave.torch import gpt as ops
 
-__all__ = ["CONFIGS", "GPT", "GPTConfig", "TorchGPT", "TrainSettings", "generate", "load_checkpoint",
+__all__ = ["CONFIGS", "GPT", "CapturedStep", "GPTConfig", "TorchGPT", "TrainSettings", "generate", "load_checkpoint",
            "save_checkpoint", "stdlib_text", "train"]
 
 TEXT_BYTES = 1 << 21
@@ -368,9 +368,18 @@ def _opt_state(model: GPT) -> dict[str, Any]:
             "v": [torch.zeros_like(p) for p in model.ordered()]}
 
 
-def train_step(model: GPT, x: torch.Tensor, y: torch.Tensor, st: TrainSettings, opt: dict[str, Any]
-               ) -> tuple[torch.Tensor, torch.Tensor]:
-    """One step: loss, backward, clip, AdamW (all WAVE ops). Returns (loss, grad norm) tensors."""
+def step_lr(st: TrainSettings, t: int) -> float:
+    """The learning rate of step ``t`` (1-based): linear warm-up over ``st.warmup`` steps."""
+    return st.lr * min(1.0, t / st.warmup) if st.warmup else st.lr
+
+
+def train_step(model: GPT, x: torch.Tensor, y: torch.Tensor, st: TrainSettings, opt: dict[str, Any],
+               hyper: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """One step: loss, backward, clip, AdamW (all WAVE ops). Returns (loss, grad norm) tensors.
+
+    ``hyper``: a float32 (4,) tensor on the model's device holding this step's
+    :func:`anywave.torch.gpt.adamw_hyper` values (the caller writes them): AdamW then reads its
+    scalars from it (:class:`CapturedStep`); the same bits as without it."""
     params = model.ordered()
     for p in params:
         p.grad = None
@@ -380,12 +389,79 @@ def train_step(model: GPT, x: torch.Tensor, y: torch.Tensor, st: TrainSettings, 
     gn = ops.clip_grad_norm_(grads, st.clip)
     opt["step"] += 1
     t = opt["step"]
-    lr = st.lr * min(1.0, t / st.warmup) if st.warmup else st.lr
+    lr = step_lr(st, t)
     with torch.no_grad():
         for p, g, m, v in zip(params, grads, opt["m"], opt["v"], strict=True):
-            ops.adamw_(p, g, m, v, lr=lr, betas=st.betas, eps=st.eps,
-                       weight_decay=st.weight_decay if p.dim() == 2 else 0.0, step=t)
+            if hyper is not None:
+                torch.ops.anywave.gpt_adamw_hyper_(p, g, m, v, hyper, st.betas[0], st.betas[1], st.eps, p.dim() == 2)
+            else:
+                ops.adamw_(p, g, m, v, lr=lr, betas=st.betas, eps=st.eps,
+                           weight_decay=st.weight_decay if p.dim() == 2 else 0.0, step=t)
     return loss.detach(), gn.detach()
+
+
+class CapturedStep:
+    """:func:`train_step` on CUDA captured once in a CUDA graph (``torch.cuda.graph``) and
+    replayed for every later step: no Python and no launch cost per kernel after the capture.
+
+    The first ``warmup`` calls run eagerly (real steps; they also build every kernel), the next
+    call captures and replays. Each call copies the batch into the graph's static inputs and this
+    step's AdamW scalars (:func:`anywave.torch.gpt.adamw_hyper`) into a device tensor the graph
+    reads, so every step is the step :func:`train_step` would take: the same losses and weights,
+    bit for bit. Batches must keep one shape. Token ids are not range-checked inside the graph
+    (an id outside the vocabulary gives a NaN loss), so they are checked on the host here.
+
+    Raises:
+        ValueError: a model not on CUDA, or a batch of another shape than the first."""
+
+    def __init__(self, model: GPT, st: TrainSettings, opt: dict[str, Any], warmup: int = 2) -> None:
+        dev = model.param(model.names[0]).device
+        if dev.type != "cuda":
+            raise ValueError(f"CapturedStep needs a model on CUDA, not on {dev}")
+        self.model, self.st, self.opt, self.warmup = model, st, opt, warmup
+        self.hyper = torch.zeros(4, dtype=torch.float32, device=dev)
+        self.host = torch.zeros(4, dtype=torch.float32).pin_memory()
+        self.copied = torch.cuda.Event()  # the last copy out of ``host`` has run
+        self.graph: Any = None
+        self.calls = 0
+        self.x = self.y = self.out = None
+
+    def _write_hyper(self, t: int) -> None:
+        from anywave.torch.gpt import adamw_hyper
+
+        self.copied.synchronize()  # the previous step's copy has read the pinned buffer
+        self.host.numpy()[:] = adamw_hyper(step_lr(self.st, t), self.st.betas, self.st.weight_decay, t)
+        self.hyper.copy_(self.host, non_blocking=True)
+        self.copied.record()
+
+    def __call__(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """One step on batch ``(x, y)`` (int token ids (B, T), on CUDA). Returns (loss, grad norm)
+        tensors (the graph's outputs: copy them to keep them past the next call)."""
+        vocab = self.model.cfg.vocab
+        lo, hi = (int(v) for v in torch.stack(torch.aminmax(x)).tolist())
+        if lo < 0 or hi >= vocab:
+            raise ValueError(f"token ids must be in [0, {vocab}), got values in [{lo}, {hi}]")
+        if self.x is None:
+            self.x, self.y = x.clone(), y.clone()
+        elif x.shape != self.x.shape or y.shape != self.y.shape:
+            raise ValueError(f"CapturedStep replays batches of shape {tuple(self.x.shape)}, got {tuple(x.shape)}")
+        self.x.copy_(x)
+        self.y.copy_(y)
+        t = self.opt["step"] + 1
+        self._write_hyper(t)
+        self.calls += 1
+        if self.graph is None and self.calls <= self.warmup:
+            return train_step(self.model, self.x, self.y, self.st, self.opt, hyper=self.hyper)
+        if self.graph is None:
+            torch.cuda.synchronize()
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                self.out = train_step(self.model, self.x, self.y, self.st, self.opt, hyper=self.hyper)
+            self.opt["step"] -= 1  # the capture ran no step
+            self.graph = g
+        self.graph.replay()
+        self.opt["step"] += 1
+        return self.out
 
 
 def train(cfg: GPTConfig | str = "tiny", settings: TrainSettings | None = None, *, mode: str = "exact",

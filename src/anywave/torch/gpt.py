@@ -20,6 +20,7 @@ op                                                              meaning (float32
 ``gpt_xent(logits, labels) -> (loss, lse)``                     mean softmax cross-entropy, per-row LSE
 ``gpt_xent_backward(g, logits, labels, lse) -> dlogits``        ``(softmax - onehot) * g / rows``
 ``gpt_adamw_(p, g, m, v, lr, b1, b2, eps, wd, step)``           AdamW in place on ``p``, ``m``, ``v``
+``gpt_adamw_hyper_(p, g, m, v, hyper, b1, b2, eps, decay)``     the same, the step's scalars in a tensor
 ``gpt_grad_norm(flat, max_norm) -> (norm, scale)``              global norm, clip scale (shape (2,))
 ``gpt_scale(x, s) -> x * s[1]``                                  applies a clip scale
 ==============================================================  ============================================
@@ -54,7 +55,7 @@ from anywave.kernels import gpt_ops as G
 from anywave.torch import placement as P
 from anywave.torch.custom_ops import _cpu_choice
 
-__all__ = ["MODES", "ROPE_BASE", "adamw_", "clip_grad_norm_", "cross_entropy", "embedding", "linear", "norm",
+__all__ = ["MODES", "ROPE_BASE", "adamw_", "adamw_hyper", "clip_grad_norm_", "cross_entropy", "embedding", "linear", "norm",
            "rotary", "rotary_tables", "swiglu"]
 
 MODES = ("exact", "fast")
@@ -772,6 +773,48 @@ def adamw_(param: torch.Tensor, grad: torch.Tensor, exp_avg: torch.Tensor, exp_a
     moments ``exp_avg``, ``exp_avg_sq`` (all one shape, contiguous), step ``step`` >= 1; the
     scalars rounded to float32 on the host (``1 - beta^step`` from float64)."""
     torch.ops.anywave.gpt_adamw_(param, grad, exp_avg, exp_avg_sq, lr, betas[0], betas[1], eps, weight_decay, step)
+
+
+def adamw_hyper(lr: float, betas: tuple[float, float], weight_decay: float, step: int) -> np.ndarray:
+    """The step's AdamW scalars as :func:`gpt_adamw_hyper_` reads them: float32 ``(lr, 1 - b1^step,
+    1 - b2^step, lr * weight_decay)``, each computed in float64 and rounded once (as :func:`adamw_`
+    rounds them). Raises OpInputError for step < 1 or betas outside [0, 1)."""
+    b1, b2 = betas
+    if step < 1 or not (0 <= b1 < 1 and 0 <= b2 < 1):
+        raise P.OpInputError(f"anywave.adamw_hyper: step >= 1 and betas in [0, 1) expected, got step={step}, "
+                             f"betas=({b1}, {b2})")
+    return np.array([lr, 1.0 - b1 ** step, 1.0 - b2 ** step, float(lr) * float(weight_decay)], np.float32)
+
+
+@torch.library.custom_op("anywave::gpt_adamw_hyper_", mutates_args=("param", "exp_avg", "exp_avg_sq"))
+def _adamw_hyper(param: torch.Tensor, grad: torch.Tensor, exp_avg: torch.Tensor, exp_avg_sq: torch.Tensor,
+                 hyper: torch.Tensor, beta1: float, beta2: float, eps: float, decay: bool) -> None:
+    """:func:`adamw_` with the step's scalars in ``hyper`` (float32 (4,) on the param's device,
+    :func:`adamw_hyper`'s values; ``decay`` False ignores its weight decay): nothing of the step is
+    a host value, so a captured CUDA graph replays later steps (write ``hyper`` before each)."""
+    for name, t in (("param", param), ("grad", grad), ("exp_avg", exp_avg), ("exp_avg_sq", exp_avg_sq)):
+        _t(t, "gpt_adamw_hyper_", name)
+        if t.shape != param.shape:
+            raise P.OpInputError(f"anywave.gpt_adamw_hyper_: {name} has shape {tuple(t.shape)}, param "
+                                 f"{tuple(param.shape)}")
+        if name != "grad" and (not t.is_contiguous() or (t.is_cuda and t.data_ptr() % 16)):
+            raise P.OpInputError(f"anywave.gpt_adamw_hyper_: {name} must be contiguous (16-byte aligned on CUDA): "
+                                 "it is updated in place")
+    _t(hyper, "gpt_adamw_hyper_", "hyper", 1)
+    if hyper.numel() != 4:
+        raise P.OpInputError(f"anywave.gpt_adamw_hyper_: hyper must hold (lr, c1, c2, lr wd), got {hyper.numel()} "
+                             "values")
+    P._same_device("gpt_adamw_hyper_", param=param, grad=grad, exp_avg=exp_avg, exp_avg_sq=exp_avg_sq, hyper=hyper)
+    if not (0 <= beta1 < 1 and 0 <= beta2 < 1):
+        raise P.OpInputError(f"anywave.gpt_adamw_hyper_: betas in [0, 1) expected, got ({beta1}, {beta2})")
+    n = param.numel()
+    _run(G.adamw_hyper_kernel, n, param.device, param, _d(grad), exp_avg, exp_avg_sq, _d(hyper), float(beta1),
+         1.0 - beta1, float(beta2), 1.0 - beta2, float(eps), n, decay=bool(decay))
+
+
+@_adamw_hyper.register_fake
+def _(param, grad, exp_avg, exp_avg_sq, hyper, beta1, beta2, eps, decay):
+    return None
 
 
 # ----------------------------------------------------------------------------- gradient clipping
