@@ -55,7 +55,8 @@ from anywave.kernels import gpt_ops as G
 from anywave.torch import placement as P
 from anywave.torch.custom_ops import _cpu_choice
 
-__all__ = ["MODES", "ROPE_BASE", "adamw_", "adamw_hyper", "clip_grad_norm_", "cross_entropy", "embedding", "linear", "norm",
+__all__ = ["MODES", "ROPE_BASE", "adamw_", "adamw_hyper", "clip_grad_norm_",
+           "cross_entropy", "embedding", "linear", "norm",
            "rotary", "rotary_tables", "swiglu"]
 
 MODES = ("exact", "fast")
