@@ -350,6 +350,15 @@ def part_captured(out: dict) -> None:
                                   "captured_losses_hex": [v.hex() for v in runs[1][0]],
                                   "identical": runs[0] == runs[1]}}
     out["captured_step"] = rec
+    # train() itself, 30 steps, exact and fast, eager against cuda_graph=True
+    for mode in ("exact", "fast"):
+        st30 = M.TrainSettings(steps=30, batch=8, lr=3e-3)
+        a = M.train("tiny", st30, mode=mode, device="cuda")
+        b = M.train("tiny", st30, mode=mode, device="cuda", cuda_graph=True)
+        rec[f"train_tiny_{mode}_30_steps"] = {"identical": a.losses == b.losses and weights_hash(a.model)
+                                              == weights_hash(b.model), "eager_s": a.seconds, "graph_s": b.seconds,
+                                              "last_loss_hex": [a.losses[-1].hex(), b.losses[-1].hex()]}
+    out["captured_step"] = rec
     cfg = M.GPTConfig(12, 768, 12, 1024, 50304)
     st = M.TrainSettings(steps=1, batch=8, lr=1e-4)
     params = M.init_params(cfg, 0)

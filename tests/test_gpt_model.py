@@ -156,6 +156,13 @@ def test_adamw_scalars_from_a_tensor_take_the_same_steps():
         torch.ops.anywave.gpt_adamw_hyper_(p, p.clone(), p.clone(), p.clone(), torch.zeros(3), 0.9, 0.95, 1e-8, True)
     with pytest.raises(ValueError, match="on CUDA"):
         M.CapturedStep(M.GPT(MICRO, M.init_params(MICRO, 0), "exact"), st, {"step": 0})
+    with pytest.raises(ValueError, match="cuda_graph=True needs device='cuda'"):
+        M.train(MICRO, st, cuda_graph=True)
+    from anywave.cli import main
+    from anywave.errors import WaveError
+
+    with pytest.raises(WaveError, match="--cuda-graph needs --target cuda"):
+        main(["train", "--model", "gpt", "--steps", "1", "--cuda-graph"])
 
 
 def test_cli_train_gpt(tmp_path, capsys):

@@ -39,6 +39,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     g.add_argument("--gpt-batch", type=int, default=4, help="sequences per step (default 4)")
     g.add_argument("--gpt-lr", type=float, default=3e-3, help="AdamW learning rate (default 3e-3)")
     g.add_argument("--resume", type=Path, default=None, help="continue from a checkpoint.npz")
+    g.add_argument("--cuda-graph", action="store_true",
+                   help="on cuda: replay the step as one captured CUDA graph after two eager steps (the same "
+                        "losses, no per-launch host cost)")
     return p
 
 
@@ -63,6 +66,8 @@ def run_gpt(args: argparse.Namespace) -> int:
     if args.steps < 1:
         raise WaveError(f"anywave train: --steps must be >= 1, got {args.steps}")
     cuda = args.target.startswith("cuda")
+    if args.cuda_graph and not cuda:
+        raise WaveError(f"anywave train: --cuda-graph needs --target cuda, not {args.target!r}")
     if cuda:
         device, where = args.target, contextlib.nullcontext()
     else:
@@ -77,7 +82,7 @@ def run_gpt(args: argparse.Namespace) -> int:
             model, opt = M.load_checkpoint(args.resume, device)
         w = None if tgt is None else int(tgt.info.wave_width)
         res = M.train(model.cfg if model else args.config, st, mode=args.mode, device=device, model=model, opt=opt,
-                      progress=lambda i, v: print(f"step {i}: loss {v:.4f}", flush=True))
+                      progress=lambda i, v: print(f"step {i}: loss {v:.4f}", flush=True), cuda_graph=args.cuda_graph)
     info = {"model": "gpt", "config": args.config if model is None else "checkpoint", "mode": args.mode,
             "target": args.target, "wave_width": w, "steps": args.steps, "batch": st.batch, "lr": st.lr,
             "seed": st.seed, "seconds": res.seconds, "losses": [float(v).hex() for v in res.losses],

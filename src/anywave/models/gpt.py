@@ -466,11 +466,17 @@ class CapturedStep:
 
 def train(cfg: GPTConfig | str = "tiny", settings: TrainSettings | None = None, *, mode: str = "exact",
           device: str | torch.device = "cpu", text: bytes | None = None, model: GPT | None = None,
-          opt: dict[str, Any] | None = None, progress: Callable[[int, float], None] | None = None) -> TrainResult:
+          opt: dict[str, Any] | None = None, progress: Callable[[int, float], None] | None = None,
+          cuda_graph: bool = False) -> TrainResult:
     """Train a :class:`GPT` byte-level on :func:`stdlib_text` (or ``text``).
 
     CPU tensors run on the CPU target of :func:`anywave.torch.ops.cpu_target` (wrap the call in
     it); ``device="cuda"`` on the cuda target. ``model``/``opt`` continue a run (a loaded checkpoint).
+    ``cuda_graph`` (CUDA only): the steps after two eager ones replay one captured graph
+    (:class:`CapturedStep`): the same losses and weights, without the per-launch host cost.
+
+    Raises:
+        ValueError: ``cuda_graph`` on a device other than CUDA.
 
     Returns:
         :class:`TrainResult`; ``losses[i]`` is step i's batch loss before its update.
@@ -484,11 +490,18 @@ def train(cfg: GPTConfig | str = "tiny", settings: TrainSettings | None = None, 
     ctx = st.context or cfg.context
     data = np.frombuffer(text if text is not None else stdlib_text(), np.uint8)
     xs, ys = batches(data, st.steps + opt["step"], st.batch, ctx, st.seed)
+    if cuda_graph and dev.type != "cuda":
+        raise ValueError(f"cuda_graph=True needs device='cuda', not {str(dev)!r}")
+    captured = CapturedStep(model, st, opt) if cuda_graph else None
     losses, norms = [], []
     t0 = time.perf_counter()
     first = opt["step"]
     for i in range(first, first + st.steps):
-        loss, gn = train_step(model, torch.from_numpy(xs[i]).to(dev), torch.from_numpy(ys[i]).to(dev), st, opt)
+        x, y = torch.from_numpy(xs[i]).to(dev), torch.from_numpy(ys[i]).to(dev)
+        if captured is not None:
+            loss, gn = (t.clone() for t in captured(x, y))  # the graph's outputs change at each replay
+        else:
+            loss, gn = train_step(model, x, y, st, opt)
         losses.append(loss)
         norms.append(gn)
         if progress is not None:
