@@ -212,13 +212,37 @@ def part_gemm(out: dict) -> None:
         out["gemm_bf16"] = res
 
 
-def part_step(out: dict, budget: float) -> None:
+def gpt2_124m() -> tuple:
+    """The 124M GPT-2 configuration of the step parts: (cfg, params, x, y), a batch of 8 x 1024
+    random tokens on CUDA."""
     cfg = M.GPTConfig(12, 768, 12, 1024, 50304)
-    batch, ctx = 8, 1024
     params = M.init_params(cfg, 0)
+    x = torch.randint(0, cfg.vocab, (8, 1024), device="cuda")
+    y = torch.randint(0, cfg.vocab, (8, 1024), device="cuda")
+    return cfg, params, x, y
+
+
+def torch_step(cfg, params, x, y):
+    """The peer: the same model in plain PyTorch eager (bf16 autocast, fused AdamW, clipping).
+    Returns (model, step); ``step(loss_fn)`` takes another loss (``torch.compile`` of it)."""
+    ref = M.TorchGPT(cfg, params).cuda()
+    topt = torch.optim.AdamW(ref.parameters(), lr=1e-4, betas=(0.9, 0.95), weight_decay=0.1, fused=True)
+
+    def step(loss_fn=ref.loss):
+        topt.zero_grad(set_to_none=True)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = loss_fn(x, y)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(ref.parameters(), 1.0)
+        topt.step()
+
+    return ref, step
+
+
+def part_step(out: dict, budget: float) -> None:
+    cfg, params, x, y = gpt2_124m()
+    batch, ctx = x.shape
     st = M.TrainSettings(steps=1, batch=batch, lr=1e-4)
-    x = torch.randint(0, cfg.vocab, (batch, ctx), device="cuda")
-    y = torch.randint(0, cfg.vocab, (batch, ctx), device="cuda")
     ours = M.GPT(cfg, params, "fast").cuda()
     n_params = sum(p.numel() for p in ours.ordered())
     opt = M._opt_state(ours)
@@ -226,16 +250,7 @@ def part_step(out: dict, budget: float) -> None:
     def step_ours():
         M.train_step(ours, x, y, st, opt)
 
-    ref = M.TorchGPT(cfg, params).cuda()
-    topt = torch.optim.AdamW(ref.parameters(), lr=1e-4, betas=(0.9, 0.95), weight_decay=0.1, fused=True)
-
-    def step_torch(loss_fn=ref.loss):
-        topt.zero_grad(set_to_none=True)
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            loss = loss_fn(x, y)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(ref.parameters(), 1.0)
-        topt.step()
+    ref, step_torch = torch_step(cfg, params, x, y)
 
     t_first = time.perf_counter()
     step_ours()
@@ -278,54 +293,6 @@ def part_step(out: dict, budget: float) -> None:
     out["step_124m"] = rec
 
 
-def part_step_graph(out: dict) -> None:
-    """Can the 124M fast-mode step be captured in a CUDA graph (no host round trip inside it)?
-    If so, the replay's time: the step without Python's launch costs. The replay repeats the
-    captured step's host scalars (AdamW's step count, learning rate), so it is a bound on what
-    the launch path costs, not a training loop."""
-    cfg = M.GPTConfig(12, 768, 12, 1024, 50304)
-    batch, ctx = 8, 1024
-    params = M.init_params(cfg, 0)
-    st = M.TrainSettings(steps=1, batch=batch, lr=1e-4)
-    x = torch.randint(0, cfg.vocab, (batch, ctx), device="cuda")
-    y = torch.randint(0, cfg.vocab, (batch, ctx), device="cuda")
-    ours = M.GPT(cfg, params, "fast").cuda()
-    opt = M._opt_state(ours)
-    rec: dict = {}
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for _ in range(3):
-            M.train_step(ours, x, y, st, opt)
-    torch.cuda.current_stream().wait_stream(s)
-    torch.cuda.synchronize()
-    eager = cuda_time(lambda: M.train_step(ours, x, y, st, opt), reps=5)
-    rec["eager_loop_ms"] = eager
-    host = []
-    for _ in range(5):  # the Python call alone: what the host spends issuing one step
-        torch.cuda.synchronize()
-        t = time.perf_counter()
-        M.train_step(ours, x, y, st, opt)
-        host.append((time.perf_counter() - t) * 1e3)
-    torch.cuda.synchronize()
-    rec["host_call_ms"] = statistics.median(host)
-    g = torch.cuda.CUDAGraph()
-    try:
-        with torch.cuda.graph(g):
-            M.train_step(ours, x, y, st, opt)
-        torch.cuda.synchronize()
-        rec["captured"] = True
-        rec["replay_ms"] = cuda_time(g.replay, reps=10)
-    except Exception as e:  # noqa: BLE001 - what blocks capture is the finding
-        rec["captured"] = False
-        import traceback
-
-        rec["error"] = f"{type(e).__name__}: {str(e)[:600]}"
-        rec["where"] = [f"{f.filename.split('/src/')[-1]}:{f.lineno} {f.name}"
-                        for f in traceback.extract_tb(e.__traceback__)][-8:]
-    out["step_124m_cuda_graph"] = rec
-
-
 def part_captured(out: dict) -> None:
     """M.CapturedStep (the step captured once in a CUDA graph, AdamW's scalars written to the
     device each step): the same losses and weights as train_step on the tiny model in exact mode
@@ -359,27 +326,14 @@ def part_captured(out: dict) -> None:
                                               == weights_hash(b.model), "eager_s": a.seconds, "graph_s": b.seconds,
                                               "last_loss_hex": [a.losses[-1].hex(), b.losses[-1].hex()]}
     out["captured_step"] = rec
-    cfg = M.GPTConfig(12, 768, 12, 1024, 50304)
-    st = M.TrainSettings(steps=1, batch=8, lr=1e-4)
-    params = M.init_params(cfg, 0)
-    x = torch.randint(0, cfg.vocab, (8, 1024), device="cuda")
-    y = torch.randint(0, cfg.vocab, (8, 1024), device="cuda")
+    cfg, params, x, y = gpt2_124m()
+    st = M.TrainSettings(steps=1, batch=x.shape[0], lr=1e-4)
     ours = M.GPT(cfg, params, "fast").cuda()
     cs = M.CapturedStep(ours, st, M._opt_state(ours))
     for _ in range(4):
         cs(x, y)
     torch.cuda.synchronize()
-    ref = M.TorchGPT(cfg, params).cuda()
-    topt = torch.optim.AdamW(ref.parameters(), lr=1e-4, betas=(0.9, 0.95), weight_decay=0.1, fused=True)
-
-    def step_torch():
-        topt.zero_grad(set_to_none=True)
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            loss = ref.loss(x, y)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(ref.parameters(), 1.0)
-        topt.step()
-
+    _ref, step_torch = torch_step(cfg, params, x, y)
     t = interleaved({"captured": lambda: cs(x, y), "torch_eager": step_torch}, rounds=3, reps=3)
     rec["step_124m_fast"] = {"captured_ms": t["captured"], "torch_eager_bf16_autocast_ms": t["torch_eager"],
                              "ratio_vs_eager": t["torch_eager"] / t["captured"], "tokens_per_step": 8192}
@@ -424,8 +378,7 @@ def main() -> int:
     parts = [("train_cuda", part_train_cuda, 40), ("identity", part_identity, 90), ("ops", part_ops, 30),
              ("gemm", part_gemm, 30), ("step", lambda o: part_step(o, args.budget), 60),
              ("batch_invariance", lambda o: part_batch_invariance(o, args.invariance_seconds), 30),
-             ("decode", part_decode, 20), ("step_graph", part_step_graph, 40),
-             ("captured", part_captured, 60)]
+             ("decode", part_decode, 20), ("captured", part_captured, 60)]
     if args.parts != "all":
         parts = [p for p in parts if p[0] in args.parts.split(",")]
     for name, fn, need in parts:

@@ -412,7 +412,8 @@ class CapturedStep:
     (an id outside the vocabulary gives a NaN loss), so they are checked on the host here.
 
     Raises:
-        ValueError: a model not on CUDA, or a batch of another shape than the first."""
+        ValueError: a model not on CUDA, a batch of another shape than the first, or token ids
+        outside the vocabulary (OpInputError, a ValueError)."""
 
     def __init__(self, model: GPT, st: TrainSettings, opt: dict[str, Any], warmup: int = 2) -> None:
         dev = model.param(model.names[0]).device
@@ -427,20 +428,15 @@ class CapturedStep:
         self.x = self.y = self.out = None
 
     def _write_hyper(self, t: int) -> None:
-        from anywave.torch.gpt import adamw_hyper
-
         self.copied.synchronize()  # the previous step's copy has read the pinned buffer
-        self.host.numpy()[:] = adamw_hyper(step_lr(self.st, t), self.st.betas, self.st.weight_decay, t)
+        self.host.numpy()[:] = ops.adamw_hyper(step_lr(self.st, t), self.st.betas, self.st.weight_decay, t)
         self.hyper.copy_(self.host, non_blocking=True)
         self.copied.record()
 
     def __call__(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """One step on batch ``(x, y)`` (int token ids (B, T), on CUDA). Returns (loss, grad norm)
         tensors (the graph's outputs: copy them to keep them past the next call)."""
-        vocab = self.model.cfg.vocab
-        lo, hi = (int(v) for v in torch.stack(torch.aminmax(x)).tolist())
-        if lo < 0 or hi >= vocab:
-            raise ValueError(f"token ids must be in [0, {vocab}), got values in [{lo}, {hi}]")
+        ops._check_values(x, self.model.cfg.vocab, "CapturedStep")  # the graph reads no ids on the host
         if self.x is None:
             self.x, self.y = x.clone(), y.clone()
         elif x.shape != self.x.shape or y.shape != self.y.shape:
