@@ -172,29 +172,56 @@ def part_ops(out: dict) -> None:
     out["ops_cuda_vs_emulator"] = res
 
 
+def batch_invariance(model, runs: int, seconds: float, new_tokens: int = 24) -> dict:
+    """Item 3's demonstration: one prompt's greedy completion decoded alone, then ``runs`` times
+    inside 64 other prompts of 1..99 tokens at a random place (a new draw of the other prompts'
+    texts, lengths and the place each run), and seeded sampling alone against inside 10 others.
+    Counts the distinct completions (1 = batch-invariant). Stops early after ``seconds``."""
+    rng = np.random.default_rng(0)
+    text = np.frombuffer(M.stdlib_text(1 << 16), np.uint8)
+    target = [int(c) for c in text[100:140]]
+    alone = M.generate(model, [target], new_tokens)[0]
+    distinct = {tuple(alone)}
+    n = 0
+    t = time.perf_counter()
+    while n < runs and time.perf_counter() - t < seconds:
+        others = [[int(c) for c in text[o:o + m]]
+                  for o, m in zip(rng.integers(0, 60000, 64), rng.integers(1, 100, 64), strict=True)]
+        k = int(rng.integers(0, 65))
+        distinct.add(tuple(M.generate(model, others[:k] + [target] + others[k:], new_tokens)[k]))
+        n += 1
+    dt = time.perf_counter() - t
+    sa = M.generate(model, [target], new_tokens, temperature=1.0, seed=[7])[0]
+    sb = M.generate(model, [[1, 2, 3]] * 10 + [target], new_tokens, temperature=1.0,
+                    seed=list(range(10)) + [7])[10]
+    return {"new_tokens": new_tokens, "batch": "the prompt inside 64 others of 1..99 tokens (new texts, lengths and "
+            "place every run)", "runs": n, "seconds": dt, "distinct_completions": len(distinct),
+            "completion_alone": bytes(alone).hex(), "sampled_same_alone_and_in_batch": sa == sb}
+
+
 def part_batch_invariance(out: dict, seconds: float = 20.0) -> None:
     cfg = M.CONFIGS["small"]
     model = M.GPT(cfg, M.init_params(cfg, 1), "exact").cuda()
-    rng = np.random.default_rng(0)
-    text = np.frombuffer(M.stdlib_text(1 << 16), np.uint8)
-    target = list(text[100:140])
-    others = [list(text[o:o + n]) for o, n in zip(rng.integers(0, 60000, 64), rng.integers(1, 100, 64), strict=True)]
-    alone = M.generate(model, [target], 24)[0]
-    distinct = {tuple(alone)}
-    runs = 1
-    t = time.perf_counter()
-    while time.perf_counter() - t < seconds and runs < 1000:
-        k = int(rng.integers(0, 65))
-        batch = others[:k] + [target] + others[k:]
-        distinct.add(tuple(M.generate(model, batch, 24)[k]))
-        runs += 1
-    sa = M.generate(model, [target], 24, temperature=1.0, seed=[7])[0]
-    sb = M.generate(model, others[:10] + [target], 24, temperature=1.0, seed=list(range(10)) + [7])[10]
-    out["batch_invariance_cuda"] = {"config": "small (random init, seed 1)", "new_tokens": 24,
-                                    "batch": "the prompt inside 64 others of 1..99 tokens, at a random place",
-                                    "runs": runs, "seconds": time.perf_counter() - t,
-                                    "distinct_completions": len(distinct),
-                                    "sampled_same_alone_and_in_batch": sa == sb}
+    out["batch_invariance_cuda"] = {"config": "small (random init, seed 1), exact",
+                                    **batch_invariance(model, 1000, seconds)}
+
+
+def part_identity_vulkan(out: dict) -> None:
+    """Item 4 on Vulkan-on-NVIDIA: the tiny model's exact steps with its ops on the vulkan target
+    (this machine's Vulkan driver; CPU tensors copied to the device per launch) against the
+    emulator at W = 32: losses and weights, bit for bit."""
+    st = M.TrainSettings(steps=3, batch=2)
+    with ops.cpu_target("vulkan") as t:
+        dev, w = t.info.device, t.info.wave_width
+        rv = M.train("tiny", st, mode="exact", device="cpu")
+    with ops.cpu_target("emulator", wave_width=32):
+        re = M.train("tiny", st, mode="exact", device="cpu")
+    out["identity_tiny_exact_vulkan"] = {
+        "settings": "tiny, 3 steps, batch 2", "vulkan_device": dev, "vulkan_wave_width": w,
+        "vulkan_losses_hex": [v.hex() for v in rv.losses], "emulator_w32_losses_hex": [v.hex() for v in re.losses],
+        "vulkan_weights": weights_hash(rv.model), "emulator_weights": weights_hash(re.model),
+        "identical": rv.losses == re.losses and weights_hash(rv.model) == weights_hash(re.model),
+        "vulkan_seconds": rv.seconds}
 
 
 def part_gemm(out: dict) -> None:
@@ -354,9 +381,16 @@ def part_decode(out: dict) -> None:
         M.generate(model, prompt, 33)
         torch.cuda.synchronize()
         res[name] = {"tokens_per_s": 32 / (time.perf_counter() - t - 0.0)}
+        # 32 prompts of 16..79 tokens together (one ragged decode launch per layer)
+        batch = [list(range(1, 17 + 2 * i)) for i in range(32)]
+        t = time.perf_counter()
+        M.generate(model, batch, 17)
+        torch.cuda.synchronize()
+        res[name]["batch32_tokens_per_s"] = 32 * 17 / (time.perf_counter() - t)
         del model
     out["decode_124m_batch1"] = {"prompt": 64, "new_tokens": 33, "note": "the same KV-cache generate() for all "
-                                 "three; includes the 64-token prefill", **res}
+                                 "three; includes the 64-token prefill (batch32: 32 prompts of 16..78 tokens, 17 "
+                                 "new tokens each, prefills included)", **res}
 
 
 def main() -> int:
@@ -378,7 +412,8 @@ def main() -> int:
     parts = [("train_cuda", part_train_cuda, 40), ("identity", part_identity, 90), ("ops", part_ops, 30),
              ("gemm", part_gemm, 30), ("step", lambda o: part_step(o, args.budget), 60),
              ("batch_invariance", lambda o: part_batch_invariance(o, args.invariance_seconds), 30),
-             ("decode", part_decode, 20), ("captured", part_captured, 60)]
+             ("decode", part_decode, 20), ("captured", part_captured, 60),
+             ("identity_vulkan", part_identity_vulkan, 60)]
     if args.parts != "all":
         parts = [p for p in parts if p[0] in args.parts.split(",")]
     for name, fn, need in parts:

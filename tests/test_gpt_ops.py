@@ -211,6 +211,43 @@ def test_decode_attention_matches_the_attention_op():
     _close(o, ref, 1e-5)
 
 
+def test_ragged_decode_rows_are_each_sequence_alone():
+    """decode_attention with ``lengths``: row b the bits of its own sequence's truncated cache
+    decoded alone (the walk per sequence, chunks past its end skipped), whatever the rows past
+    its length hold (NaN here: never read); more keys than one chunk, grouped heads, Sq = 2,
+    a length of 0 (zeros), lengths as ints and as a tensor; bad lengths are refused."""
+    from anywave.kernels.attention import KV_CHUNK
+
+    g = _g(12)
+    cap = KV_CHUNK + 70
+    lens = [KV_CHUNK + 70, 1, 0, 200, KV_CHUNK]
+    b = len(lens)
+    q = torch.randn(b, 4, 2, 8, generator=g)
+    k = torch.randn(b, 2, cap, 8, generator=g)
+    v = torch.randn(b, 2, cap, 8, generator=g)
+    for s, n in enumerate(lens):
+        k[s, :, n:] = float("nan")
+        v[s, :, n:] = float("nan")
+    o = T.decode_attention(q, k, v, lengths=lens)
+    assert torch.equal(T.decode_attention(q, k, v, lengths=torch.tensor(lens)), o)
+    with ops.cpu_target("emulator", wave_width=8):  # and at another W
+        assert torch.equal(T.decode_attention(q, k, v, lengths=lens), o)
+    for s, n in enumerate(lens):
+        if n == 0:
+            assert torch.equal(o[s], torch.zeros_like(o[s]))
+            continue
+        alone = T.decode_attention(q[s:s + 1], k[s:s + 1, :, :n], v[s:s + 1, :, :n])
+        assert torch.equal(o[s:s + 1], alone), s
+        kk, vv = (t[s:s + 1, :, :n].double().repeat_interleave(2, dim=1) for t in (k, v))
+        _close(o[s:s + 1], F.scaled_dot_product_attention(q[s:s + 1].double(), kk, vv), 1e-5)
+    with pytest.raises(ops.OpInputError, match="lengths"):
+        T.decode_attention(q, k, v, lengths=[1, 2])
+    with pytest.raises(ops.OpInputError, match="lengths"):
+        T.decode_attention(q, k, v, lengths=[cap + 1] * b)
+    with pytest.raises(ops.OpInputError, match="lengths"):
+        T.decode_attention(q, k, v, lengths=torch.ones(b))
+
+
 def _rope_ref(x, offset, base=10000.0):
     """Rotary embedding in float64 PyTorch, written from RoFormer's definition in the "rotate half"
     layout: pair (i, i + D/2) at position p rotated by p * base^(-2i/D)."""

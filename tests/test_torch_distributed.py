@@ -24,6 +24,10 @@ from anywave.torch import train as T  # noqa: E402
 
 CFG = T.TrainConfig(steps=5, batch=64, lr=0.5, seed=3)
 
+#: every test that starts ranks (processes) is in the slow tier: the default tier runs no
+#: multi-rank run (issue 30); .ci/run runs them all
+multi_rank = pytest.mark.slow
+
 
 @pytest.fixture(scope="module", autouse=True)
 def _cache_dir(tmp_path_factory):
@@ -77,6 +81,7 @@ def test_ordered_mean_opcheck_and_errors():
         D.ordered_mean(torch.zeros(2, 3, dtype=torch.float64))
 
 
+@multi_rank
 def test_every_rank_holds_the_same_weights(two_ranks):
     assert [r.info["rank"] for r in two_ranks] == [0, 1]
     T.assert_identical(two_ranks)
@@ -85,6 +90,7 @@ def test_every_rank_holds_the_same_weights(two_ranks):
     assert two_ranks[0].losses.shape == (CFG.steps,)
 
 
+@multi_rank
 def test_ranks_equal_single_process_accumulation_at_another_width(data, two_ranks):
     # the ranks ran at W = 16; the single-process reference at W = 64 and W = 8
     for w in (64, 8):
@@ -93,6 +99,7 @@ def test_ranks_equal_single_process_accumulation_at_another_width(data, two_rank
         T.assert_identical([two_ranks[0], acc])
 
 
+@multi_rank
 def test_full_batch_run_differs_only_by_rounding(data, two_ranks):
     with ops.cpu_target("emulator", wave_width=32):
         full = T.train(data, CFG, label="full")
@@ -102,16 +109,15 @@ def test_full_batch_run_differs_only_by_rounding(data, two_ranks):
     assert two_ranks[0].losses[-1] < two_ranks[0].losses[0]
 
 
-# OpenCL in the default tier; SYCL (its kernels JIT-compiled in every rank) in the slow tier
-@pytest.mark.parametrize("name", [n if n == "opencl" else pytest.param(n, marks=pytest.mark.slow)
-                                  for n in _cpu_targets()])
+@multi_rank
+@pytest.mark.parametrize("name", _cpu_targets())
 def test_ranks_on_other_cpu_targets_same_bits(name, two_ranks):
     # run to run and target to target: a second 2-rank run, on OpenCL / SYCL
     again = D.run_distributed(CFG, D.DistributedConfig(2, "gloo", name))
     T.assert_identical([two_ranks[0], *again])
 
 
-@pytest.mark.slow  # the default tier keeps the smallest multi-rank runs (two ranks)
+@multi_rank
 def test_four_ranks_equal_accumulation(data):
     cfg = T.TrainConfig(steps=1, batch=64, lr=0.5, seed=1)
     runs = D.run_distributed(cfg, D.DistributedConfig(4, "gloo", "emulator", wave_width=32))
@@ -130,6 +136,7 @@ def test_bad_configurations():
             D.run_distributed(T.TrainConfig(steps=1, batch=64), D.DistributedConfig(2, backend="nccl"))
 
 
+@multi_rank
 def test_cli_nproc(tmp_path, capsys):
     png, js = tmp_path / "ddp.png", tmp_path / "ddp.json"
     from anywave.torch import cli_train
@@ -195,6 +202,7 @@ def _sleepy_rank(rank: int, seconds: float, out_dir: str) -> None:
         time.sleep(seconds)
 
 
+@multi_rank
 def test_a_stalled_rank_times_out_and_every_rank_is_stopped(tmp_path):
     import os
 

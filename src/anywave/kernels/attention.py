@@ -22,6 +22,9 @@ Shape of the computation (not part of the definition; nothing below changes a bi
 * decode (:func:`attention_decode`): the same kernel over chunks of :data:`KV_CHUNK` keys
   (the workgroups of one row run in parallel), writing the partial ``(m, l, acc)``; then
   :data:`attn_combine_kernel` merges the chunks in increasing order (§8.17 "Decode").
+  :data:`attn_decode_kernel` is that walk over a batch of caches of different lengths (one
+  thread per query row; a sequence's chunks past its length are empty), the decode step of
+  :func:`anywave.models.gpt.generate`: each row the bits of its sequence decoded alone.
 * backward: :data:`attn_bwd_dq_kernel` (one thread per query row and slice: ``Delta``, then
   dQ over the keys in order) and :data:`attn_bwd_dkdv_kernel` (one thread per key row and
   slice: dK and dV over the query heads of the key head's group and their rows, in order).
@@ -171,6 +174,66 @@ def attn_fwd_kernel(q: aw.In[aw.f32], k: aw.In[aw.f32], v: aw.In[aw.f32], o: aw.
                     o[qb + c0 + d] = aw.f32(0.0)
                 if sl == 0:
                     st[row] = _neg_inf()
+
+
+@aw.kernel
+def attn_decode_kernel(q: aw.In[aw.f32], k: aw.In[aw.f32], v: aw.In[aw.f32], part: aw.Out[aw.f32],
+                       st: aw.Out[aw.f32], lens: aw.In[aw.i32], rows: aw.i32, hq: aw.i32, hkv: aw.i32, sq: aw.i32,
+                       cap: aw.i32, scale: aw.f32, nch: aw.i32, *, D: int = 64, DS: int = 64):
+    # the decode form over a batch of caches of different lengths: sequence b's keys are rows
+    # 0..lens[b]-1 (clamped to the capacity cap) of its cache (B, hkv, cap, D), all visible to
+    # its query rows. One thread per query row r = (b * hq + h) * sq + i and column slice, chunk
+    # c = workgroup_id(1) of KV_CHUNK keys; the walk of attn_fwd_kernel's split form, statement
+    # for statement, so a row's partial (m, l, acc) are the bits of its sequence alone
+    # (attn_fwd_kernel with sk = lens[b]); chunks past a sequence's end are empty (m = -inf),
+    # which attn_combine_kernel skips
+    assert D % DS == 0 and DS % 4 == 0 and DS <= 64 and D <= 256, "attention: D, DS as slice_width(D)"
+    nsl = D // DS
+    t = aw.local_id(0)
+    sb = aw.local_array(aw.f32, (WG, BC))
+    sl = aw.workgroup_id(0) % nsl
+    r = (aw.workgroup_id(0) // nsl) * WG + t
+    c = aw.workgroup_id(1)
+    if r < rows:
+        bh = r // sq
+        b = bh // hq
+        g = (bh % hq) // (hq // hkv)
+        qb = r * D
+        kvb = (b * hkv + g) * cap
+        c0 = sl * DS
+        acc = aw.register_array(aw.f32, DS)
+        j0 = c * KV_CHUNK
+        lim = min(min(lens[b], cap), j0 + KV_CHUNK)
+        m = _neg_inf()
+        l = aw.f32(0.0)
+        for jb in range(j0, lim, BC):
+            je = min(jb + BC, lim)
+            mn = m
+            for j in range(jb, je):
+                s = _dot(q, k, qb, (kvb + j) * D, D) * scale
+                sb[t, j - jb] = s
+                mn = max(mn, s)
+            alpha = aw.f32(0.0)
+            if m > _neg_inf():
+                alpha = aw.exp(m - mn)
+            l = l * alpha
+            for d in aw.static_range(DS):
+                acc[d] = acc[d] * alpha
+            for j in range(jb, je):
+                p = aw.exp(sb[t, j - jb] - mn)
+                l = l + p
+                vb = (kvb + j) * D + c0
+                for d4 in aw.static_range(DS // 4):
+                    vv = aw.load4(v, vb + 4 * d4)
+                    for e in aw.static_range(4):
+                        acc[4 * d4 + e] = aw.fma(p, vv[e], acc[4 * d4 + e])
+            m = mn
+        pr = (bh * nch + c) * sq + r % sq
+        for d4 in aw.static_range(DS // 4):
+            aw.store4(part, pr * D + c0 + 4 * d4, (acc[4 * d4], acc[4 * d4 + 1], acc[4 * d4 + 2], acc[4 * d4 + 3]))
+        if sl == 0:
+            st[2 * pr] = m
+            st[2 * pr + 1] = l
 
 
 @aw.kernel

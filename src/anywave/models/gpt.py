@@ -207,9 +207,9 @@ class GPT(torch.nn.Module):
         o = torch.ops.anywave.attention(q, k, v, causal, None, self.mode)
         return o.float() if fast else o
 
-    def _decode(self, q, k, v):
-        # one new query row against its sequence's whole cache (every key visible)
-        return ops.decode_attention(q, k, v)
+    def _decode(self, q, k, v, lengths):
+        # each sequence's new query row against rows 0..lengths[b]-1 of its cache (all visible)
+        return ops.decode_attention(q, k, v, lengths=lengths)
 
     def _heads(self, t, b, s):
         h = self.cfg.heads
@@ -292,8 +292,9 @@ class TorchGPT(GPT):
     def _attn(self, q, k, v, causal=True):
         return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
 
-    def _decode(self, q, k, v):
-        return torch.nn.functional.scaled_dot_product_attention(q, k, v)
+    def _decode(self, q, k, v, lengths):
+        mask = torch.arange(k.shape[2], device=k.device) < lengths[:, None].to(k.device)
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask[:, None, None, :])
 
     def embed(self, idx, pos):
         if self.cfg.pos == "rotary":
@@ -553,23 +554,32 @@ def load_checkpoint(path: str | Path, device: str | torch.device = "cpu") -> tup
 # ----------------------------------------------------------------------------- inference
 
 class _Cache:
-    """One sequence's keys and values per layer: float32 (1, H, length, D), grown by one row a step."""
+    """Every sequence's keys and values per layer: float32 (B, H, capacity, D), zeros past each
+    sequence's length; sequence s fills rows 0..length[s]-1 of its own row of the batch."""
 
-    def __init__(self, layers: int) -> None:
+    def __init__(self, layers: int, lengths: Sequence[int], capacity: int) -> None:
         self.k: list[torch.Tensor | None] = [None] * layers
         self.v: list[torch.Tensor | None] = [None] * layers
+        self.lengths = list(lengths)
+        self.capacity = capacity
 
-    def append(self, i: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def _alloc(self, i: int, k: torch.Tensor) -> None:
         if self.k[i] is None:
-            self.k[i], self.v[i] = k.contiguous(), v.contiguous()
-        else:
-            self.k[i] = torch.cat([self.k[i], k], dim=2)
-            self.v[i] = torch.cat([self.v[i], v], dim=2)
-        return self.k[i], self.v[i]
+            shape = (len(self.lengths), k.shape[1], self.capacity, k.shape[3])
+            self.k[i], self.v[i] = k.new_zeros(shape), k.new_zeros(shape)
 
-    @property
-    def length(self) -> int:
-        return 0 if self.k[0] is None else int(self.k[0].shape[2])
+    def prefill(self, i: int, s: int, k: torch.Tensor, v: torch.Tensor) -> None:
+        """Sequence s's keys and values (1, H, length[s], D) of layer i."""
+        self._alloc(i, k)
+        self.k[i][s, :, :k.shape[2]] = k[0]
+        self.v[i][s, :, :v.shape[2]] = v[0]
+
+    def append(self, i: int, k: torch.Tensor, v: torch.Tensor, at: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Every sequence's newest key and value (B, H, 1, D) of layer i at rows ``at`` (B,)."""
+        rows = torch.arange(len(self.lengths), device=k.device)
+        self.k[i][rows, :, at] = k[:, :, 0]
+        self.v[i][rows, :, at] = v[:, :, 0]
+        return self.k[i], self.v[i]
 
 
 def _sample(logits: np.ndarray, temperature: float, top_k: int | None, rng: np.random.Generator | None) -> int:
@@ -593,12 +603,13 @@ def generate(model: GPT, prompts: Sequence[Sequence[int] | bytes], max_new_token
 
     Each prompt is prefilled alone (causal attention over its tokens, keys and values kept per
     layer); then every decode step runs the batch's newest tokens through the linear layers
-    together (one row each) and each sequence's attention in the decode form
-    (:func:`anywave.torch.gpt.decode_attention`) over its own cache. Every op computes a row
-    without reference to the other rows, so a prompt's completion is the same bits alone or in
-    any batch (exact mode). Prompts of different lengths need no padding: each sequence keeps its
-    own cache and its own position (the learned position embedding's row, or the rotary
-    embedding's offset: the sequence's cache length).
+    together (one row each) and every sequence's attention in one launch of the decode form
+    (:func:`anywave.torch.gpt.decode_attention` with ``lengths``: a row reads only its own
+    sequence's cache rows). Every op computes a row without reference to the other rows, so a
+    prompt's completion is the same bits alone or in any batch (exact mode). Prompts of different
+    lengths share one cache tensor per layer, (B, heads, longest prompt + new tokens, head dim);
+    each sequence has its own length and position (the learned position embedding's row, or the
+    rotary embedding's offset), and the rows past its length are never read.
 
     Args:
         prompts: token lists (or ``bytes``), each 1..context tokens; prompt + new tokens must fit
@@ -631,7 +642,7 @@ def generate(model: GPT, prompts: Sequence[Sequence[int] | bytes], max_new_token
     else:
         rngs = [None] * len(toks)
     dev = model.param("wte").device
-    caches = [_Cache(cfg.layers) for _ in toks]
+    cache = _Cache(cfg.layers, [len(t) for t in toks], max(len(t) for t in toks) + max_new_tokens - 1)
     out: list[list[int]] = [[] for _ in toks]
     seen: list[list[np.ndarray]] = [[] for _ in toks]
 
@@ -643,12 +654,12 @@ def generate(model: GPT, prompts: Sequence[Sequence[int] | bytes], max_new_token
     if max_new_tokens == 0:
         return done()
     last = []
-    for s, (t, cache) in enumerate(zip(toks, caches, strict=True)):
+    for s, t in enumerate(toks):
         idx = torch.tensor([t], dtype=torch.int64, device=dev)
         x = model.embed(idx, torch.arange(len(t), device=dev)[None])
 
-        def prefill(i, q, k, v, cache=cache):
-            cache.append(i, k, v)
+        def prefill(i, q, k, v, s=s):
+            cache.prefill(i, s, k, v)
             return model._attn(q, k, v, True)
 
         for i in range(cfg.layers):
@@ -660,19 +671,18 @@ def generate(model: GPT, prompts: Sequence[Sequence[int] | bytes], max_new_token
         out[s].append(last[s])
     for _ in range(max_new_tokens - 1):
         idx = torch.tensor([[t] for t in last], dtype=torch.int64, device=dev)
-        first = [c.length for c in caches]
-        pos = torch.tensor([[p] for p in first], dtype=torch.int64, device=dev)
-        x = model.embed(idx, pos)
+        first = list(cache.lengths)
+        at = torch.tensor(first, dtype=torch.int64, device=dev)
+        lengths = (at + 1).to(torch.int32)
+        x = model.embed(idx, at[:, None])
 
-        def step(i, q, k, v):
-            rows = []
-            for s, cache in enumerate(caches):
-                kc, vc = cache.append(i, k[s:s + 1], v[s:s + 1])
-                rows.append(model._decode(q[s:s + 1].contiguous(), kc, vc))
-            return torch.cat(rows)
+        def step(i, q, k, v, at=at, lengths=lengths):
+            kc, vc = cache.append(i, k, v, at)
+            return model._decode(q.contiguous(), kc, vc, lengths)
 
         for i in range(cfg.layers):
             x = model.block(i, x, step, first)
+        cache.lengths = [n + 1 for n in first]
         logits = model.head(x).float().cpu().numpy()
         last = [_sample(logits[s, -1], temperature, top_k, rngs[s]) for s in range(len(toks))]
         for s in range(len(toks)):

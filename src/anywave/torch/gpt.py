@@ -45,7 +45,9 @@ bits on every device).
 from __future__ import annotations
 
 import math
+import numbers
 import weakref
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -876,14 +878,24 @@ def clip_grad_norm_(grads: list[torch.Tensor], max_norm: float) -> torch.Tensor:
 
 # ----------------------------------------------------------------------------- decode attention
 
-def decode_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float | None = None) -> torch.Tensor:
+def decode_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float | None = None,
+                     lengths: Sequence[int] | torch.Tensor | None = None) -> torch.Tensor:
     """The decode form of exact attention (docs/spec.md §8.17 "Decode";
     :func:`anywave.kernels.attention.attention_decode` on tensors): float32 ``q`` (B, H, Sq, D)
     against a KV cache ``k``, ``v`` (B, Hkv, Sk, D), every key visible to every query row (the
     cache holds only the past and the current token); the keys split in chunks of
     :data:`~anywave.kernels.attention.KV_CHUNK` walked in parallel and combined in increasing
-    order. A fixed sequence: batch-invariant, the same bits on every target. Returns float32
-    (B, H, Sq, D). Raises OpDtypeError / OpInputError (shapes as the attention op)."""
+    order. A fixed sequence: batch-invariant, the same bits on every target.
+
+    ``lengths`` (B ints, or an int32/int64 tensor of B values on q's device) makes the cache
+    ragged: sequence b's keys are rows ``0 .. lengths[b] - 1`` of its cache, the rows past them
+    unread (:data:`~anywave.kernels.attention.attn_decode_kernel`). Row b's result is then the
+    bits of ``decode_attention(q[b:b+1], k[b:b+1, :, :lengths[b]], v[b:b+1, :, :lengths[b]])``
+    whatever the other sequences hold; a length of 0 gives zeros. Tensor values are clamped to
+    0..Sk on the device (no host read); a sequence is checked.
+
+    Returns float32 (B, H, Sq, D). Raises OpDtypeError / OpInputError (shapes as the attention
+    op; ``lengths`` not B values in 0..Sk)."""
     from anywave.kernels import attention as A
     from anywave.kernels._launch import KernelInputError
 
@@ -895,21 +907,42 @@ def decode_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: f
     except KernelInputError as e:
         raise P.OpInputError(str(e)) from None
     dev = P._same_device("decode_attention", q=q, k=k, v=v)
+    lens = None if lengths is None else _decode_lengths(lengths, b, sk, dev)
     sc = A.default_scale(d) if scale is None else float(scale)
     o = q.new_zeros((b, hq, sq, d))
     if not (b and sq and sk):
         return o
     nch = -(-sk // A.KV_CHUNK)
-    chunk = min(A.KV_CHUNK, -(-sk // A.BC) * A.BC)
     part = q.new_zeros((b, hq, nch, sq, d))
     st = q.new_zeros((b, hq, nch, sq, 2))
     lse = q.new_empty((b, hq, sq))
     target, w = _where(dev)
-    grid, wg = A.fwd_launch(b, hq, sq, d, nch)
-    A.attn_fwd_kernel(_d(q), _d(k), _d(v), part, st, hq, hkv, sq, sk, sc, 0, nch, chunk, D=d, DS=A.slice_width(d),
-                      split=True, grid=grid, workgroup=wg, target=target, wave_width=w)
     rows = b * hq * sq
-    A.attn_combine_kernel(part, st, o, lse, rows, sq, nch, D=d, DS=A.slice_width(d),
-                          grid=-(-rows // A.WG) * (d // A.slice_width(d)), workgroup=A.WG, target=target,
-                          wave_width=w)
+    ds = A.slice_width(d)
+    if lens is None:
+        chunk = min(A.KV_CHUNK, -(-sk // A.BC) * A.BC)
+        grid, wg = A.fwd_launch(b, hq, sq, d, nch)
+        A.attn_fwd_kernel(_d(q), _d(k), _d(v), part, st, hq, hkv, sq, sk, sc, 0, nch, chunk, D=d, DS=ds,
+                          split=True, grid=grid, workgroup=wg, target=target, wave_width=w)
+    else:
+        A.attn_decode_kernel(_d(q), _d(k), _d(v), part, st, lens, rows, hq, hkv, sq, sk, sc, nch, D=d, DS=ds,
+                             grid=(-(-rows // A.WG) * (d // ds), nch), workgroup=A.WG, target=target, wave_width=w)
+    A.attn_combine_kernel(part, st, o, lse, rows, sq, nch, D=d, DS=ds,
+                          grid=-(-rows // A.WG) * (d // ds), workgroup=A.WG, target=target, wave_width=w)
     return o
+
+
+def _decode_lengths(lengths: Any, b: int, sk: int, dev: torch.device) -> torch.Tensor:
+    if isinstance(lengths, torch.Tensor):
+        if lengths.dtype not in (torch.int32, torch.int64) or tuple(lengths.shape) != (b,):
+            raise P.OpInputError(f"anywave.decode_attention: lengths must be an int32/int64 tensor of shape ({b},), "
+                                 f"got {lengths.dtype} {tuple(lengths.shape)}")
+        if lengths.device != dev:
+            raise P.OpInputError(f"anywave.decode_attention: lengths is on {lengths.device}, q on {dev}")
+        return lengths.to(torch.int32).contiguous()
+    vals = list(lengths)
+    if len(vals) != b or any(isinstance(x, bool) or not isinstance(x, numbers.Integral) or not 0 <= x <= sk
+                             for x in vals):
+        raise P.OpInputError(f"anywave.decode_attention: lengths must be {b} ints in 0..{sk} (the cache's rows), "
+                             f"got {vals[:8]!r}{' ...' if len(vals) > 8 else ''}")
+    return torch.tensor([int(x) for x in vals], dtype=torch.int32, device=dev)
