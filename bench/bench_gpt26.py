@@ -172,29 +172,39 @@ def part_ops(out: dict) -> None:
     out["ops_cuda_vs_emulator"] = res
 
 
-def batch_invariance(model, runs: int, seconds: float, new_tokens: int = 24) -> dict:
+def batch_invariance(model, runs: int, seconds: float, new_tokens: int = 24, prompt: int = 40,
+                     longest_other: int = 99, progress=None) -> dict:
     """Item 3's demonstration: one prompt's greedy completion decoded alone, then ``runs`` times
-    inside 64 other prompts of 1..99 tokens at a random place (a new draw of the other prompts'
-    texts, lengths and the place each run), and seeded sampling alone against inside 10 others.
-    Counts the distinct completions (1 = batch-invariant). Stops early after ``seconds``."""
+    inside 64 other prompts of 1..``longest_other`` tokens at a random place (a new draw of the
+    other prompts' texts, lengths and the place each run), and seeded sampling alone against
+    inside 10 others. Counts the distinct completions (1 = batch-invariant). Stops early after
+    ``seconds``; ``progress(n, distinct)`` is called after every run. The prompt is ``prompt``
+    bytes of the standard library's text; the longest sequence (``longest_other + new_tokens``)
+    must fit the model's context."""
+    if max(prompt, longest_other) + new_tokens > model.cfg.context:
+        raise ValueError(f"batch_invariance: {max(prompt, longest_other)} + {new_tokens} tokens exceed the "
+                         f"context of {model.cfg.context}")
     rng = np.random.default_rng(0)
     text = np.frombuffer(M.stdlib_text(1 << 16), np.uint8)
-    target = [int(c) for c in text[100:140]]
+    target = [int(c) for c in text[100:100 + prompt]]
     alone = M.generate(model, [target], new_tokens)[0]
     distinct = {tuple(alone)}
     n = 0
     t = time.perf_counter()
     while n < runs and time.perf_counter() - t < seconds:
         others = [[int(c) for c in text[o:o + m]]
-                  for o, m in zip(rng.integers(0, 60000, 64), rng.integers(1, 100, 64), strict=True)]
+                  for o, m in zip(rng.integers(0, 60000, 64), rng.integers(1, longest_other + 1, 64), strict=True)]
         k = int(rng.integers(0, 65))
         distinct.add(tuple(M.generate(model, others[:k] + [target] + others[k:], new_tokens)[k]))
         n += 1
+        if progress is not None:
+            progress(n, len(distinct))
     dt = time.perf_counter() - t
     sa = M.generate(model, [target], new_tokens, temperature=1.0, seed=[7])[0]
     sb = M.generate(model, [[1, 2, 3]] * 10 + [target], new_tokens, temperature=1.0,
                     seed=list(range(10)) + [7])[10]
-    return {"new_tokens": new_tokens, "batch": "the prompt inside 64 others of 1..99 tokens (new texts, lengths and "
+    return {"new_tokens": new_tokens, "prompt": bytes(target).decode("latin-1"),
+            "batch": f"the prompt inside 64 others of 1..{longest_other} tokens (new texts, lengths and "
             "place every run)", "runs": n, "seconds": dt, "distinct_completions": len(distinct),
             "completion_alone": bytes(alone).hex(), "sampled_same_alone_and_in_batch": sa == sb}
 
