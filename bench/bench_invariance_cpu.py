@@ -7,9 +7,10 @@ model's ops on a CPU runtime target (OpenCL on the CPU by default; any name of
 The model is the tiny configuration (2 layers, width 64, context 64) trained first in plain
 PyTorch on the CPU (float32, AdamW; ``--train-steps``) on the standard library's text, so that its
 greedy completion is text-like rather than one repeated byte, then decoded in ``exact`` mode
-through the target: one prompt of 24 bytes, 16 new tokens, alone and then inside 64 other prompts
-of 1..48 tokens (a new draw each run). OUT.json is rewritten every 25 runs (a run cut short keeps
-what it saw) and says the target, its device and wave width, the commit and the date.
+through the target: one prompt of 24 bytes, ``--new-tokens`` (12) new tokens, alone and then inside
+64 other prompts of 1..``--longest-other`` (24) tokens (a new draw each run).
+OUT.json is rewritten every 25 runs (a run cut short keeps what it saw) and says the target, its
+device and wave width, the commit and the date.
 """
 
 from __future__ import annotations
@@ -56,6 +57,8 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=1000)
     ap.add_argument("--seconds", type=float, default=6 * 3600.0)
     ap.add_argument("--train-steps", type=int, default=400)
+    ap.add_argument("--new-tokens", type=int, default=12)
+    ap.add_argument("--longest-other", type=int, default=24, help="the other prompts have 1..N tokens")
     args = ap.parse_args()
     t0 = time.perf_counter()
     ref, losses = train_reference(args.train_steps)
@@ -77,7 +80,8 @@ def main() -> int:
                 args.out.write_text(json.dumps(out, indent=1))
                 print(f"{n} runs, {distinct} distinct, {time.perf_counter() - t0:.0f} s", flush=True)
 
-        res = batch_invariance(model, args.runs, args.seconds, new_tokens=16, prompt=24, longest_other=48,
+        res = batch_invariance(model, args.runs, args.seconds, new_tokens=args.new_tokens, prompt=24,
+                               longest_other=args.longest_other,
                                progress=progress)
     out.pop("progress", None)
     out["batch_invariance"] = res
