@@ -1,6 +1,6 @@
 """Issue 26, item 3 on a CPU target: the batch-invariance demonstration of bench_gpt26.py with the
 model's ops on a CPU runtime target (OpenCL on the CPU by default; any name of
-``anywave.torch.ops.cpu_target``).
+``anywave.torch.ops.cpu_target``; ``--target cuda`` runs the same on the GPU).
 
     python bench/bench_invariance_cpu.py OUT.json [--target opencl] [--runs 1000]
 
@@ -16,6 +16,7 @@ device and wave width, the commit and the date.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import json
 import platform
@@ -68,9 +69,17 @@ def main() -> int:
            "training": {"steps": args.train_steps, "batch": 16, "optimizer": "torch AdamW lr 3e-3, float32 CPU",
                         "first_loss": losses[0], "last_loss": losses[-1], "seconds": time.perf_counter() - t0}}
     kw = {} if args.wave_width is None else {"wave_width": args.wave_width}
-    with ops.cpu_target(args.target, **kw) as t:
-        out.update(target=t.info.name, device=t.info.device, wave_width=t.info.wave_width)
+    if args.target == "cuda":  # the same model and batches on the GPU (CUDA tensors: the cuda target)
+        ctx = contextlib.nullcontext()
+        out.update(target="cuda", device=torch.cuda.get_device_name(0))
+    else:
+        ctx = ops.cpu_target(args.target, **kw)
+    with ctx as t:
+        if t is not None:
+            out.update(target=t.info.name, device=t.info.device, wave_width=t.info.wave_width)
         model = M.GPT(ref.cfg, ref.numpy_params(), "exact")
+        if args.target == "cuda":
+            model = model.cuda()
         out["weights"] = weights_hash(model)
 
         def progress(n: int, distinct: int) -> None:
