@@ -2,6 +2,8 @@
 
 Usage: python tools/wbin_digests.py --write FILE    (record the digests of this tree)
        python tools/wbin_digests.py --check FILE    (compare; exit 1 on any difference)
+       ... --code-only                               (without the debug table: a refactor that
+                                                      moves source lines keeps these digests)
 
 Compiles every ``@aw.kernel`` of ``anywave.kernels`` (the defaults and the variants that
 bench/bench_compile.py times, every GEMM config of ``kernels.gemm.CONFIGS`` among them) with the
@@ -22,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def digests() -> dict[str, str]:
+def digests(code_only: bool = False) -> dict[str, str]:
     os.environ["ANYWAVE_NO_DISK_CACHE"] = "1"
     sys.path.insert(0, str(ROOT / "bench"))
     import dataclasses
@@ -38,6 +40,8 @@ def digests() -> dict[str, str]:
 
     def relative(ins):  # the debug table names files: hash them relative to the package's root
         loc = ins.loc
+        if code_only:
+            return dataclasses.replace(ins, loc=None)
         if loc is None or not loc.file.startswith(pkg):
             return ins
         return dataclasses.replace(ins, loc=SourceLoc(loc.file[len(pkg):], loc.line, loc.col))
@@ -58,8 +62,10 @@ def main(digest_fn=None, what: str = "kernels", doc: str | None = None) -> int: 
     g = ap.add_mutually_exclusive_group(required=True)
     g.add_argument("--write", metavar="FILE")
     g.add_argument("--check", metavar="FILE")
+    if digest_fn is None:
+        ap.add_argument("--code-only", action="store_true", help="leave the debug table (source locations) out")
     a = ap.parse_args()
-    got = (digest_fn or digests)()
+    got = digest_fn() if digest_fn is not None else digests(a.code_only)
     if a.write:
         Path(a.write).write_text(json.dumps(got, indent=1, sort_keys=True) + "\n")
         print(f"wrote {len(got)} digests to {a.write}")

@@ -109,6 +109,42 @@ def _dot(x, y, xb, yb, D):
     return s
 
 
+@aw.func
+def _walk(q, k, v, sb, t, qb, kvb, c0, j0, lim, scale, acc, ml, D, DS):
+    # the online-softmax walk of one query row (at qb in q) over keys j0..lim-1 (rows kvb + j of
+    # k and v) in blocks of BC: the scores of a block into this thread's row t of local sb, its
+    # running maximum m, the rescale of l and of acc (columns c0..c0+DS-1 of v) by exp(m_old - m),
+    # then p = exp(s - m) added to l and p * v to acc, each key in order. Returns m in ml[0] and
+    # l in ml[1] (m = -inf, l = 0 for an empty range). attn_fwd_kernel and attn_decode_kernel
+    # share it, so a decoded row's partial is the bits of the forward's split form
+    m = _neg_inf()
+    l = aw.f32(0.0)
+    for jb in range(j0, lim, BC):
+        je = min(jb + BC, lim)
+        mn = m
+        for j in range(jb, je):
+            s = _dot(q, k, qb, (kvb + j) * D, D) * scale
+            sb[t, j - jb] = s
+            mn = max(mn, s)
+        alpha = aw.f32(0.0)
+        if m > _neg_inf():
+            alpha = aw.exp(m - mn)
+        l = l * alpha
+        for d in aw.static_range(DS):
+            acc[d] = acc[d] * alpha
+        for j in range(jb, je):
+            p = aw.exp(sb[t, j - jb] - mn)
+            l = l + p
+            vb = (kvb + j) * D + c0
+            for d4 in aw.static_range(DS // 4):
+                vv = aw.load4(v, vb + 4 * d4)
+                for e in aw.static_range(4):
+                    acc[4 * d4 + e] = aw.fma(p, vv[e], acc[4 * d4 + e])
+        m = mn
+    ml[0] = m
+    ml[1] = l
+
+
 @aw.kernel
 def attn_fwd_kernel(q: aw.In[aw.f32], k: aw.In[aw.f32], v: aw.In[aw.f32], o: aw.Out[aw.f32], st: aw.Out[aw.f32],
                     hq: aw.i32, hkv: aw.i32, sq: aw.i32, sk: aw.i32, scale: aw.f32, causal: aw.i32,
@@ -131,30 +167,10 @@ def attn_fwd_kernel(q: aw.In[aw.f32], k: aw.In[aw.f32], v: aw.In[aw.f32], o: aw.
         acc = aw.register_array(aw.f32, DS)
         j0 = c * chunk
         lim = _visible_end(i, j0 + chunk, sq, sk, causal)
-        m = _neg_inf()
-        l = aw.f32(0.0)
-        for jb in range(j0, lim, BC):
-            je = min(jb + BC, lim)
-            mn = m
-            for j in range(jb, je):
-                s = _dot(q, k, qb, (kvb + j) * D, D) * scale
-                sb[t, j - jb] = s
-                mn = max(mn, s)
-            alpha = aw.f32(0.0)
-            if m > _neg_inf():
-                alpha = aw.exp(m - mn)
-            l = l * alpha
-            for d in aw.static_range(DS):
-                acc[d] = acc[d] * alpha
-            for j in range(jb, je):
-                p = aw.exp(sb[t, j - jb] - mn)
-                l = l + p
-                vb = (kvb + j) * D + c0
-                for d4 in aw.static_range(DS // 4):
-                    vv = aw.load4(v, vb + 4 * d4)
-                    for e in aw.static_range(4):
-                        acc[4 * d4 + e] = aw.fma(p, vv[e], acc[4 * d4 + e])
-            m = mn
+        ml = aw.register_array(aw.f32, 2)
+        _walk(q, k, v, sb, t, qb, kvb, c0, j0, lim, scale, acc, ml, D, DS)
+        m = ml[0]
+        l = ml[1]
         if split:
             pr = ((b * hq + h) * nch + c) * sq + i
             for d4 in aw.static_range(DS // 4):
@@ -183,8 +199,8 @@ def attn_decode_kernel(q: aw.In[aw.f32], k: aw.In[aw.f32], v: aw.In[aw.f32], par
     # the decode form over a batch of caches of different lengths: sequence b's keys are rows
     # 0..lens[b]-1 (clamped to the capacity cap) of its cache (B, hkv, cap, D), all visible to
     # its query rows. One thread per query row r = (b * hq + h) * sq + i and column slice, chunk
-    # c = workgroup_id(1) of KV_CHUNK keys; the walk of attn_fwd_kernel's split form, statement
-    # for statement, so a row's partial (m, l, acc) are the bits of its sequence alone
+    # c = workgroup_id(1) of KV_CHUNK keys; the walk of attn_fwd_kernel's split form (_walk),
+    # so a row's partial (m, l, acc) are the bits of its sequence alone
     # (attn_fwd_kernel with sk = lens[b]); chunks past a sequence's end are empty (m = -inf),
     # which attn_combine_kernel skips
     assert D % DS == 0 and DS % 4 == 0 and DS <= 64 and D <= 256, "attention: D, DS as slice_width(D)"
@@ -204,30 +220,10 @@ def attn_decode_kernel(q: aw.In[aw.f32], k: aw.In[aw.f32], v: aw.In[aw.f32], par
         acc = aw.register_array(aw.f32, DS)
         j0 = c * KV_CHUNK
         lim = min(min(lens[b], cap), j0 + KV_CHUNK)
-        m = _neg_inf()
-        l = aw.f32(0.0)
-        for jb in range(j0, lim, BC):
-            je = min(jb + BC, lim)
-            mn = m
-            for j in range(jb, je):
-                s = _dot(q, k, qb, (kvb + j) * D, D) * scale
-                sb[t, j - jb] = s
-                mn = max(mn, s)
-            alpha = aw.f32(0.0)
-            if m > _neg_inf():
-                alpha = aw.exp(m - mn)
-            l = l * alpha
-            for d in aw.static_range(DS):
-                acc[d] = acc[d] * alpha
-            for j in range(jb, je):
-                p = aw.exp(sb[t, j - jb] - mn)
-                l = l + p
-                vb = (kvb + j) * D + c0
-                for d4 in aw.static_range(DS // 4):
-                    vv = aw.load4(v, vb + 4 * d4)
-                    for e in aw.static_range(4):
-                        acc[4 * d4 + e] = aw.fma(p, vv[e], acc[4 * d4 + e])
-            m = mn
+        ml = aw.register_array(aw.f32, 2)
+        _walk(q, k, v, sb, t, qb, kvb, c0, j0, lim, scale, acc, ml, D, DS)
+        m = ml[0]
+        l = ml[1]
         pr = (bh * nch + c) * sq + r % sq
         for d4 in aw.static_range(DS // 4):
             aw.store4(part, pr * D + c0 + 4 * d4, (acc[4 * d4], acc[4 * d4 + 1], acc[4 * d4 + 2], acc[4 * d4 + 3]))
