@@ -61,9 +61,11 @@ def main() -> int:
     ap.add_argument("--new-tokens", type=int, default=12)
     ap.add_argument("--longest-other", type=int, default=24, help="the other prompts have 1..N tokens")
     args = ap.parse_args()
+    if args.target == "cuda" and args.wave_width is not None:
+        ap.error("--wave-width applies to the CPU targets; CUDA runs at the device's own wave width")
     t0 = time.perf_counter()
     ref, losses = train_reference(args.train_steps)
-    out = {"issue": 26, "part": "batch invariance on a CPU target", "commit": commit(),
+    out = {"issue": 26, "part": f"batch invariance on {args.target}", "commit": commit(),
            "date": datetime.datetime.now(datetime.UTC).isoformat(), "host": platform.processor() or platform.machine(),
            "torch": torch.__version__, "model": "tiny (2 layers, width 64, context 64), exact mode",
            "training": {"steps": args.train_steps, "batch": 16, "optimizer": "torch AdamW lr 3e-3, float32 CPU",
