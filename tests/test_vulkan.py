@@ -421,17 +421,91 @@ print("alive")
 '''
 
 
-def test_a_dispatch_that_times_out_is_an_error_not_a_crash(runner, tmp_path) -> None:  # noqa: ANN001
-    # A fence timeout used to free the buffers while the dispatch was still running, and the
-    # process died (SIGSEGV in the driver). In a child process (the device stays wedged there).
+def _run_child(tmp_path, source: str, name: str):  # noqa: ANN001, ANN202
+    """Run ``source`` as a script in a new Python process (kernels must live in a file: their
+    source is read); returns the CompletedProcess."""
     import os
     import subprocess
     import sys
 
     env = dict(os.environ, ANYWAVE_CACHE_DIR=str(tmp_path / "cache"))
-    script = tmp_path / "timeout_child.py"  # kernels must live in a file (their source is read)
-    script.write_text(_TIMEOUT_SCRIPT)
-    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env,
-                       timeout=600)  # hang guard
+    script = tmp_path / name
+    script.write_text(source)
+    return subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env,
+                          timeout=600)  # hang guard
+
+
+def test_a_dispatch_that_times_out_is_an_error_not_a_crash(runner, tmp_path) -> None:  # noqa: ANN001
+    # A fence timeout used to free the buffers while the dispatch was still running, and the
+    # process died (SIGSEGV in the driver). In a child process (the device stays wedged there).
+    # The dispatch ends soon after the timeout (lavapipe cuts the loop): the exit waits for it
+    # (saying so) instead of running the driver's exit-time destructors under it, which killed the
+    # process after its last line now and then (SIGSEGV or abort, rc -11 / -6).
+    r = _run_child(tmp_path, _TIMEOUT_SCRIPT, "timeout_child.py")
     assert r.returncode == 0, (r.returncode, r.stdout[-2000:], r.stderr[-2000:])
     assert "first: VulkanError" in r.stdout and "second: refused" in r.stdout and "alive" in r.stdout, r.stdout
+    assert "ran past its time limit, before exiting" in r.stderr, r.stderr
+
+
+_OVERDUE_SCRIPT = r"""
+import numpy as np
+import anywave as aw
+from anywave.runtime import interrupt, vulkan
+from anywave.errors import WaveError
+
+vulkan.FENCE_TIMEOUT_NS = 1_000  # 1 us
+interrupt.OVERDUE_EXIT_WAIT_S = 0.0  # do not wait at exit: the dispatch below runs for minutes
+
+@aw.kernel
+def long(out: aw.Out[aw.f32], x: aw.In[aw.f32], n: aw.i32):
+    acc = x[aw.global_id(0)]
+    for i in range(n):
+        acc = aw.sqrt(aw.fma(acc, acc, 1.0))
+        acc = aw.sqrt(aw.fma(acc, acc, 2.0))
+    out[aw.global_id(0)] = acc
+
+out = np.zeros(64 * 4096, np.float32)
+try:
+    long(out, np.ones_like(out), 60_000, grid=4096, workgroup=64, target="vulkan")
+except WaveError as e:
+    print("timeout:", type(e).__name__)
+print("alive", flush=True)
+"""
+
+
+def test_a_dispatch_still_running_at_exit_ends_the_process_cleanly(runner, tmp_path) -> None:  # noqa: ANN001
+    # Still running when the exit's wait for it ends: the process ends at once with status 1 and
+    # a message, without the driver's exit-time destructors (which crashed about a third of such
+    # exits here: SIGSEGV or "double free or corruption").
+    r = _run_child(tmp_path, _OVERDUE_SCRIPT, "overdue_child.py")
+    assert r.returncode == 1, (r.returncode, r.stdout[-2000:], r.stderr[-2000:])
+    assert "timeout: VulkanError" in r.stdout and "alive" in r.stdout, r.stdout
+    assert "is still running 0 s after the program ended; exiting without waiting for it" in r.stderr, r.stderr
+
+
+_PENDING_SCRIPT = r"""
+import numpy as np
+import anywave as aw
+
+@aw.kernel
+def work(out: aw.Out[aw.f32], n: aw.i32):
+    acc = 1.0
+    for i in range(n):
+        acc = aw.sqrt(aw.fma(acc, acc, 1.0))
+    out[aw.global_id(0)] = acc
+
+out = aw.zeros(64 * 64, aw.f32, target="vulkan")
+work(out, 1, grid=64, workgroup=64, target="vulkan")
+aw.synchronize()
+work(out, 30_000, grid=64, workgroup=64, target="vulkan")  # enqueued only: still running at the end
+print("enqueued", flush=True)
+"""
+
+
+def test_dispatches_still_running_at_the_end_are_waited_for(runner, tmp_path) -> None:  # noqa: ANN001
+    # A program that ends right after asynchronous launches on device arrays: the exit waits for
+    # them (saying so on stderr) before the driver's destructors run.
+    r = _run_child(tmp_path, _PENDING_SCRIPT, "pending_child.py")
+    assert r.returncode == 0, (r.returncode, r.stdout[-2000:], r.stderr[-2000:])
+    assert "enqueued" in r.stdout, r.stdout
+    assert "waiting for the work enqueued on Vulkan" in r.stderr, r.stderr

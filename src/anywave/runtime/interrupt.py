@@ -20,7 +20,15 @@ a Ctrl-C from working, and this module handles both:
   test of whether its queue still holds unfinished work. At exit, unfinished work after an
   uncaught KeyboardInterrupt ends the process at once (status 130, as above); after any other
   exit the hook says on stderr that it waits, and waits, polling -- a Ctrl-C then ends the
-  process at once (status 130) instead of the runtime's destructors blocking it for good.
+  process at once (status 130) instead of the runtime's destructors blocking it for good;
+* a command that ran past its time limit (a Vulkan dispatch whose fence wait timed out: the
+  runtime raised an error and refuses further work) may still be running in the driver's threads.
+  Exiting while it runs is not safe: the C library's exit-time destructors (the driver's, LLVM's
+  in Mesa's lavapipe) run while a driver thread still uses what they free, and the process dies
+  of SIGSEGV or an abort after the program's last line (seen on lavapipe in about a third of such
+  exits under load). :func:`overdue` records such a command; at exit the hook waits for it at
+  most :data:`OVERDUE_EXIT_WAIT_S` (saying so on stderr; Ctrl-C ends the wait), and if it is still
+  running then, ends the process at once with status 1, skipping those destructors.
 """
 
 from __future__ import annotations
@@ -39,6 +47,13 @@ from typing import Any
 _ABANDONED: list[tuple[str, Callable[[], bool], Any]] = []
 #: (what, has unfinished work?) of each runtime queue that takes asynchronous launches
 _WATCHED: list[tuple[str, Callable[[], bool]]] = []
+#: (what, still running?, kept alive) of each command that ran past its time limit
+_OVERDUE: list[tuple[str, Callable[[], bool], Any]] = []
+#: how long the exit hook waits for an overdue command (:func:`overdue`) before it ends the
+#: process without it (seconds)
+OVERDUE_EXIT_WAIT_S = 60.0
+#: how often the exit hook polls what it waits for (seconds)
+_POLL_S = 0.05
 _HOOKED = False
 _LOCK = threading.Lock()
 #: the process whose queues the registry describes (a forked child inherits the registry and the
@@ -66,6 +81,17 @@ def abandon(what: str, still_running: Callable[[], bool], keep: Any = None) -> N
     ``still_running()`` is then still true."""
     with _LOCK:
         _ABANDONED.append((what, still_running, keep))
+        _hook()
+
+
+def overdue(what: str, still_running: Callable[[], bool], keep: Any = None) -> None:
+    """Record a command that ran past its time limit and may still be running (module docs):
+    ``keep`` stays alive for the rest of the process, and at exit the hook waits for
+    ``still_running()`` to turn false at most :data:`OVERDUE_EXIT_WAIT_S`, then ends the process
+    (status 1) without the exit-time destructors that would race the command.
+    ``still_running`` must never block; one that raises counts as finished."""
+    with _LOCK:
+        _OVERDUE.append((what, still_running, keep))
         _hook()
 
 
@@ -126,13 +152,42 @@ def _interrupted() -> bool:
     return any(isinstance(getattr(sys, n, None), KeyboardInterrupt) for n in ("last_exc", "last_value"))
 
 
-def _exit_now(message: str) -> None:
+def overdue_running() -> list[str]:
+    """Descriptions of the commands recorded by :func:`overdue` that are still running."""
+    return _still_running([(what, running) for what, running, _ in list(_OVERDUE)])
+
+
+def _exit_now(message: str, status: int = 130) -> None:
     try:
         sys.stderr.write(message)
         sys.stdout.flush()
         sys.stderr.flush()
     finally:
-        os._exit(130)
+        os._exit(status)
+
+
+def _wait_overdue() -> None:
+    """The exit hook's bounded wait for overdue commands (module docs)."""
+    late = overdue_running()
+    if not late:
+        return
+    if _interrupted():
+        _exit_now(f"anywave: {late[0]} (past its time limit) still running after Ctrl-C; exiting without waiting "
+                  "for it\n")
+    try:
+        sys.stderr.write(f"anywave: waiting up to {OVERDUE_EXIT_WAIT_S:g} s for {late[0]}, which ran past its time "
+                         "limit, before exiting (Ctrl-C exits without waiting)\n")
+        sys.stderr.flush()
+        t_end = time.monotonic() + OVERDUE_EXIT_WAIT_S
+        while late and time.monotonic() < t_end:
+            restore_sigint()
+            time.sleep(min(_POLL_S, max(0.0, t_end - time.monotonic())))
+            late = overdue_running()
+    except KeyboardInterrupt:
+        _exit_now("anywave: exiting without waiting for the command past its time limit\n")
+    if late:
+        _exit_now(f"anywave: {late[0]} is still running {OVERDUE_EXIT_WAIT_S:g} s after the program ended; exiting "
+                  "without waiting for it (status 1)\n", status=1)
 
 
 def _exit_hook() -> None:
@@ -142,6 +197,7 @@ def _exit_hook() -> None:
     if left:
         _exit_now(f"anywave: {len(left)} command(s) interrupted by Ctrl-C still running ({left[0]}); "
                   "exiting without waiting for them\n")
+    _wait_overdue()
     queues = busy_queues()
     if not queues:
         return
@@ -154,6 +210,6 @@ def _exit_hook() -> None:
         sys.stderr.flush()
         while busy_queues():
             restore_sigint()  # a runtime's own handler would swallow the Ctrl-C
-            time.sleep(0.05)
+            time.sleep(_POLL_S)
     except KeyboardInterrupt:
         _exit_now("anywave: exiting without waiting for the enqueued work\n")

@@ -63,6 +63,7 @@ import numpy as np
 from anywave.backends.spirv import WAVE_WIDTHS, SpirvKernel, SpirvProgram, VulkanFeatures
 from anywave.errors import WaveError
 from anywave.isa.types import Access, Capability
+from anywave.runtime import interrupt
 from anywave.runtime.driver import Driver
 from anywave.runtime.targets import ProcessDevice, RunnerTarget
 
@@ -233,6 +234,17 @@ class VulkanDevice:
         #: the shapes and types of VK_KHR_cooperative_matrix (empty where it is not offered)
         self.cooperative_matrix = self._cooperative_matrix_properties()
         atexit.register(self.save_pipeline_cache)
+        # a program that ends (or is interrupted) with dispatches still running must not exit under
+        # them: the driver's exit-time destructors would race its threads (anywave.runtime.interrupt)
+        interrupt.watch(f"Vulkan ({self.name})", self._busy)
+
+    def _busy(self) -> bool:
+        """Whether a submitted command buffer has not finished (never blocks; the exit hook's test)."""
+        return any(self._running(slot) for slot in list(self._pending))
+
+    def _running(self, slot: _Slot) -> bool:
+        """Whether ``slot``'s fence has not signalled yet (never blocks; a lost device raises)."""
+        return self.vk.lib.vkGetFenceStatus(self.device, slot.fence) == self.vk.VK_NOT_READY
 
     def _cooperative_matrix_properties(self) -> list[dict[str, Any]]:
         """What ``vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR`` reports: one dict per
@@ -714,6 +726,7 @@ class VulkanDevice:
             # descriptor pool) now is a use-after-free in the driver that kills the process.
             # Keep everything in flight (leaked) and refuse further work on this device.
             self.wedged = f"{slot.label} did not finish within {FENCE_TIMEOUT_NS / 1e9:g} s"
+            interrupt.overdue(f"{slot.label} on Vulkan ({self.name})", lambda: self._running(slot), slot)
             raise VulkanError(f"Vulkan on {self.name}: {self.wedged}; its buffers are kept (not freed) and this "
                               "process's Vulkan device refuses further launches. Restart the process to use "
                               "Vulkan again (a kernel that loops forever, or one too slow for this CPU/GPU, "
