@@ -16,6 +16,12 @@ os.environ.setdefault("ANYWAVE_TARGET", "emulator")
 # that need a bound on an emulated launch pass max_instructions= (a count of work); see
 # tests/test_emu_budget.py. Set, not defaulted: a developer's own setting must not change results.
 os.environ["ANYWAVE_EMU_BUDGET"] = "none"
+# Vulkan declares a device wedged when one dispatch takes longer than 60 s of wall-clock time: on
+# lavapipe under a loaded test run a small exact GEMM took longer (test_vulkan_arrays'
+# torch-ops test: 21 s idle, over 60 s beside three other test processes on 2 cores), and every
+# later Vulkan test in that worker failed. In tests the limit is a hang guard, like the 600 s of
+# the child processes; the tests of the timeout itself set FENCE_TIMEOUT_NS.
+os.environ["ANYWAVE_VULKAN_TIMEOUT"] = "600"
 
 try:  # Hypothesis' default 200 ms deadline per example is a wall-clock verdict: off for every test
     from hypothesis import settings as _hypothesis_settings

@@ -509,3 +509,14 @@ def test_dispatches_still_running_at_the_end_are_waited_for(runner, tmp_path) ->
     assert r.returncode == 0, (r.returncode, r.stdout[-2000:], r.stderr[-2000:])
     assert "enqueued" in r.stdout, r.stdout
     assert "waiting for the work enqueued on Vulkan" in r.stderr, r.stderr
+
+
+def test_the_fence_timeout_comes_from_the_environment() -> None:
+    # parsed without a device: seconds as a positive number, 60 s when unset, anything else named
+    from anywave.runtime.vulkan import _fence_timeout_ns
+
+    assert _fence_timeout_ns(None) == _fence_timeout_ns("") == 60 * 10**9
+    assert _fence_timeout_ns("600") == 600 * 10**9 and _fence_timeout_ns("0.5") == 5 * 10**8
+    for bad in ("0", "-3", "nan", "inf", "ten", "1e12"):
+        with pytest.raises(ValueError, match=f"ANYWAVE_VULKAN_TIMEOUT .*{bad!r}"):
+            _fence_timeout_ns(bad)

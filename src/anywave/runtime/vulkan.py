@@ -67,8 +67,28 @@ from anywave.runtime import interrupt
 from anywave.runtime.driver import Driver
 from anywave.runtime.targets import ProcessDevice, RunnerTarget
 
-#: how long a dispatch may take before the device is declared wedged (nanoseconds)
-FENCE_TIMEOUT_NS = 60 * 10**9
+
+def _fence_timeout_ns(text: str | None) -> int:
+    """:data:`FENCE_TIMEOUT_NS` from ``ANYWAVE_VULKAN_TIMEOUT`` (seconds, a positive number),
+    60 s where it is unset.
+
+    Raises:
+        ValueError: the variable is set to anything else (named, with the value)."""
+    if text is None or not text.strip():
+        return 60 * 10**9
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = float("nan")
+    if not 0 < seconds < 1e9:
+        raise ValueError(f"ANYWAVE_VULKAN_TIMEOUT must be a positive number of seconds, not {text!r}")
+    return int(seconds * 1e9)
+
+
+#: how long a dispatch may take before the device is declared wedged (nanoseconds): 60 s, or
+#: ``ANYWAVE_VULKAN_TIMEOUT`` seconds (the test suite sets a hang guard of 600 s, so that no test's
+#: outcome depends on how loaded the machine is)
+FENCE_TIMEOUT_NS = _fence_timeout_ns(os.environ.get("ANYWAVE_VULKAN_TIMEOUT"))
 #: submissions in flight before a launch waits for the oldest
 MAX_IN_FLIGHT = 64
 #: descriptor sets of device-array launches kept for reuse (beyond: one per launch)
