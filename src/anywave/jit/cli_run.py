@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from anywave.abi import dims3
 from anywave.binary.module import Kernel
 from anywave.cli import UsageError
 from anywave.errors import WaveError
@@ -114,14 +115,17 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     return p
 
 
-def _dims(text: str, what: str) -> tuple[int, ...]:
+def _dims(text: str, what: str) -> tuple[int, int, int]:
+    """``--grid``/``--workgroup`` text ``X[,Y[,Z]]`` as 3 ints, checked by the one geometry
+    parser (:func:`anywave.abi.dims3`). Raises CliError naming the option and the value."""
     try:
         vals = tuple(int(v) for v in text.split(","))
     except ValueError:
         raise CliError(f"--{what} {text!r}: expected X[,Y[,Z]] positive integers") from None
-    if not 1 <= len(vals) <= 3 or min(vals) < 1:
-        raise CliError(f"--{what} {text!r}: expected 1-3 positive integers")
-    return vals
+    try:
+        return dims3(vals, what)
+    except (TypeError, ValueError) as e:
+        raise CliError(f"--{what} {text!r}: {e}") from None
 
 
 def _split(item: str, opt: str) -> tuple[str, str]:
@@ -274,8 +278,7 @@ def run(args: argparse.Namespace) -> int:
             missing = [a.name for a in k.args if a.name not in buffers]
             if missing:
                 raise CliError(f"kernel {k.name!r}: missing --arg for {missing}")
-            compiler_target(target).launch(module, args.kernel, grid=tuple(grid) + (1,) * (3 - len(grid)),
-                                           workgroup=tuple(wg) + (1,) * (3 - len(wg)),
+            compiler_target(target).launch(module, args.kernel, grid=grid, workgroup=tuple(wg),
                                            args=[buffers[a.name] for a in k.args], wave_width=wave_width)
             stats = None
         if pbuf is not None:

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from anywave.abi import dims3 as _parse_dims
+from anywave.abi import dims3
 from anywave.errors import WaveError
 from anywave.isa.types import Access, Capability
 from anywave.runtime.cuda_fake import FakeDriver  # noqa: F401 - re-exported (it lived here)
@@ -418,13 +418,6 @@ def _param_buffers(n: int) -> tuple[Any, Any, Any, int]:
     return u64, u32, ptrs, (ctypes.addressof(ptrs) if n else 0)
 
 
-def _dims(value: int | Sequence[int], what: str) -> tuple[int, int, int]:
-    """Launch geometry by the one parser (:func:`anywave.abi.dims3`; every dimension >= 1)."""
-    if type(value) is int and value >= 1:
-        return (value, 1, 1)
-    return _parse_dims(value, what)
-
-
 def _stream_handle(stream: Any) -> int:
     if stream is None:
         return 0
@@ -810,7 +803,7 @@ class CudaTarget:
         Raises:
             CudaError: the device refuses the geometry."""
         plan = self._plan_for(module, kernel)
-        g, wg = _dims(grid, "grid"), _dims(workgroup, "workgroup")
+        g, wg = dims3(grid, "grid"), dims3(workgroup, "workgroup")
         shape = plan.shape(g, wg)
         self._check_launch(plan.k, plan.lk, g, wg, shape)
         drv = _DRV or _driver()
@@ -875,7 +868,7 @@ class CudaTarget:
             plan = self._plan(module, kernel)
         else:
             plan = entry[1]
-        g, wg = _dims(grid, "grid"), _dims(workgroup, "workgroup")
+        g, wg = dims3(grid, "grid"), dims3(workgroup, "workgroup")
         if (g, wg) not in plan.checked:
             shape = f"kernel {kernel!r} grid={g} workgroup={wg}"
             self._check_launch(plan.k, plan.lk, g, wg, shape)

@@ -31,8 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from anywave.abi import check_arg_names, scalar_word
-from anywave.abi import dims3 as _parse_dims
+from anywave.abi import check_arg_names, dims3, scalar_word
 from anywave.errors import LaunchConfigError, WaveError
 from anywave.isa.types import ArgKind
 from anywave.runtime.targets import ID_LIMIT_U32, check_launch_rules, check_not_forked
@@ -64,17 +63,6 @@ def resolve_check(check: bool | None, default: bool = False) -> bool:
         env = env_check()
         return default if env is None else env
     return bool(check)
-
-
-def dims3(value: int | Sequence[int], what: str, error: type[Exception] = WaveError) -> Dims:
-    """``value`` (an int or 1-3 ints) as 3 ints, missing dimensions 1, by the one geometry
-    parser (:func:`anywave.abi.dims3`, dimensions of 0 allowed: an empty grid runs nothing).
-    Raises ``error`` with that parser's message for anything else (a float, more than 3
-    dimensions, a negative one)."""
-    try:
-        return _parse_dims(value, what, empty_ok=True)
-    except (TypeError, ValueError) as e:
-        raise error(str(e)) from None
 
 
 def buffer_nbytes(v: Any) -> int:
@@ -162,18 +150,19 @@ def marshal_args(kernel: Any, info: Any, args: Mapping[str, Any], error: type[Ex
     return out
 
 
-def launch_dims(info: Any, grid: Sequence[int], workgroup: Sequence[int], W: int, max_workgroup: int | None,
+def launch_dims(info: Any, grid: Dims, workgroup: Dims, W: int, max_workgroup: int | None,
                 error: type[Exception] = WaveError) -> tuple[Dims, Dims] | None:
     """(global, local) NDRange sizes of a launch as one dimension of ``P`` threads per workgroup
     (``x*y*z``, padded to a multiple of W when ``info.wave_mode``: the padding lanes never
-    become active), or None for an empty grid.
+    become active), or None for an empty grid. ``grid`` and ``workgroup`` are 3 ints each, as
+    the one geometry parser (:func:`anywave.abi.dims3`) makes them.
 
     Raises:
-        error: bad sizes or P above ``max_workgroup`` (None: no device limit checked here).
+        error: a workgroup dimension of 0, or P above ``max_workgroup`` (None: no device limit
+            checked here).
         LaunchConfigError: more than 2^32 threads along a dimension (global ids are u32).
     """
-    g = dims3(grid, "grid", error)
-    wg = dims3(workgroup, "workgroup", error)
+    g, wg = grid, workgroup
     if any(v < 0 for v in g) or any(v < 1 for v in wg):
         raise error(f"grid {g} and workgroup {wg} must be non-negative / positive")
     if 0 in g:
@@ -304,7 +293,10 @@ class Driver:
             raise self.error(f"kernel {kernel!r} needs {info.local_memory} bytes of local memory; "
                              f"{name} has {local_memory}")
         margs = marshal_args(k, info, args, self.error, self.buffer_ok)
-        g3, wg = dims3(grid, "grid", self.error), dims3(workgroup, "workgroup", self.error)
+        try:  # the one geometry parser; dimensions of 0 allowed (an empty grid runs nothing)
+            g3, wg = dims3(grid, "grid", empty_ok=True), dims3(workgroup, "workgroup", empty_ok=True)
+        except (TypeError, ValueError) as e:
+            raise self.error(str(e)) from None
         if min(g3) >= 1 and min(wg) >= 1:
             check_launch_rules(k, g3, wg)
         dims = launch_dims(info, g3, wg, wave_width, max_workgroup, self.error)
