@@ -19,6 +19,11 @@ What every compiled launch does before the device-specific part (spec §2.1, §2
 Each driver then moves buffers and launches. Errors are the driver's own
 :class:`~anywave.errors.WaveError` subclass (``Driver.error``), except the launch rules'
 :class:`~anywave.errors.LaunchConfigError`.
+
+The launch layer above (:mod:`anywave.jit.launch`) reaches a driver through two hooks besides
+its ``launch``: :meth:`Driver.plan_launcher`, the driver's own launcher for a launch plan whose
+arguments the layer has checked once (CUDA's native launcher; None elsewhere: the plan calls
+``launch``), and :meth:`Driver.stream_handle` for drivers with streams (:attr:`Driver.streams`).
 """
 
 from __future__ import annotations
@@ -37,6 +42,10 @@ from anywave.isa.types import ArgKind
 from anywave.runtime.targets import ID_LIMIT_U32, check_launch_rules, check_not_forked
 
 Dims = tuple[int, int, int]
+
+#: what a plan launcher (:meth:`Driver.plan_launcher`) returns for arguments that do not fit its
+#: layout: nothing was launched, and the caller takes its full path, which raises the detailed error
+MISS = object()
 
 
 #: ``ANYWAVE_CHECK`` values that turn the bounds-checked build off (an explicit opt-out)
@@ -183,6 +192,37 @@ def padded_size(info: Any, workgroup: Sequence[int], W: int) -> int:
     return -(-n // W) * W if info.wave_mode else n
 
 
+@dataclass(frozen=True)
+class PlanLayout:
+    """What a launch plan's launcher checks per call (:meth:`Driver.plan_launcher`), as the launch
+    layer recorded it at the first call of an argument layout, after checking every argument once.
+
+    Attributes:
+        specs: one tuple per ABI argument, in ABI order. A buffer:
+            ``(index, name, "buffer", quick, written, how)`` -- ``index`` its position in a call's
+            arguments, ``quick(value)`` the per-call check (``(base, address, nbytes, value)``, or
+            None for a value of another layout), ``how`` ``("array", space, dtype)`` (an anywave
+            array), ``("torch", dtype, device)`` (a CUDA tensor) or another tag (use ``quick``).
+            A scalar: ``(index, name, "scalar", dtype, (lo, hi), mask, conversion)`` -- ``dtype``
+            the language type (``is_int``), ``(lo, hi)``/``mask`` its integer range and bit mask
+            (None for floats), ``conversion`` ``(exact type, to number)`` for a NumPy scalar or 0-d
+            array (None: a Python number).
+        nargs: the number of positional arguments of a call.
+        stream: the stream handle of the launches (0: the default stream).
+        torch_device: launch on torch's current stream of this CUDA device (None: ``stream``).
+        guards: the kernel fingerprint's dependencies to re-check per call
+            (:class:`anywave.compiler.fingerprint.Fingerprint`), or None.
+        undefined: the fingerprint's marker of a name that was unbound.
+    """
+
+    specs: list[tuple[Any, ...]]
+    nargs: int
+    stream: int = 0
+    torch_device: int | None = None
+    guards: tuple[tuple[Any, ...], ...] | None = None
+    undefined: Any = None
+
+
 @dataclass
 class Launch:
     """One checked launch, ready for the device-specific part.
@@ -228,6 +268,8 @@ class Driver:
 
     error: type[WaveError] = WaveError
     serial_atomics = False
+    #: launches take ``stream=`` (see :meth:`stream_handle`)
+    streams = False
     #: the bounds-checked build is the default (``check=None``): set by drivers whose kernels
     #: address host memory (an unchecked overrun there corrupts the user's process)
     check_default = False
@@ -247,6 +289,23 @@ class Driver:
 
     def check_kernel(self, kernel: Any, info: Any) -> None:
         """Checks of this device beyond local memory and the launch sizes (raise ``error``)."""
+
+    def stream_handle(self, stream: Any) -> int:
+        """The driver's handle of a stream given to a launch (drivers with :attr:`streams`).
+
+        Raises:
+            error: this driver's launches take no stream."""
+        raise self.error(f"{type(self).__name__} launches take no stream=")
+
+    def plan_launcher(self, module: Any, kernel: str, grid: Dims, workgroup: Dims, layout: PlanLayout) -> Any:
+        """The driver's own launcher for a launch plan: ``launcher(args)`` launches ``kernel``
+        with the positional arguments ``args`` of a call laid out as ``layout`` (checked per call
+        by its ``specs``) and returns None, or returns :data:`MISS` with nothing launched. The
+        caller has checked the kernel, geometry and arguments once, and asks only for plans
+        whose buffers are all device memory and whose build is unchecked.
+
+        Returns None (this default): the driver has none, and the plan calls ``launch``."""
+        return None
 
     def buffer_ok(self, value: Any) -> bool:
         """Whether this driver takes ``value`` as a buffer argument (default: NumPy arrays and
