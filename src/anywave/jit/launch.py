@@ -18,7 +18,6 @@ plan does not recognise falls back to the full path, which raises the detailed e
 
 from __future__ import annotations
 
-import inspect
 import sys
 import threading
 from collections.abc import Mapping, Sequence
@@ -34,7 +33,7 @@ from anywave.runtime.driver import MISS, PlanLayout  # MISS: a plan did not reco
 from anywave.runtime.targets import ID_LIMIT_I32, check_launch_rules
 
 from . import capture as _capture
-from .targets import check_default_wave_width, get_target
+from .targets import check_default_wave_width, drive, get_target, launch_options
 
 _INT_RANGES: dict[str, tuple[int, int]] = {}
 
@@ -54,14 +53,6 @@ def _int_range(t: Any) -> tuple[int, int]:
         info = np.iinfo(t.np_dtype)
         r = _INT_RANGES[t.name] = (int(info.min), int(info.max))
     return r
-
-
-def _accepts(fn: Any, name: str) -> bool:
-    try:
-        ps = inspect.signature(fn).parameters
-    except (TypeError, ValueError):
-        return False
-    return name in ps or any(p.kind is p.VAR_KEYWORD for p in ps.values())
 
 
 def resolve_target(kname: str, target: str | None, mems: Sequence[tuple[str, A.Memory]]) -> tuple[str, int]:
@@ -449,27 +440,12 @@ def launch(kf: Any, args: Sequence[Any], kwargs: Mapping[str, Any], grid: Any, w
                                          for n, m in checked.items()):
                 torch_dev = tdev
             cuda_stream = producer if producer is not None else 0
-        options = {"stream": cuda_stream, "sync": not dev_only}
-    elif stream is not None:
-        raise LaunchError(f"kernel {kf.name!r}: stream= is for the cuda target, not {tname!r}")
-    elif _accepts(tgt.launch, "sync"):
-        options = {"sync": not dev_only}
-    if check:
-        if not _accepts(tgt.launch, "check"):
-            raise LaunchError(f"kernel {kf.name!r}: target {tname!r} has no bounds-checked mode (check=True / "
-                              "ANYWAVE_CHECK=1)")
-        options["check"] = True
-        if "sync" in options:
-            options["sync"] = True  # a checked launch reports its errors at once, not at the next wait
-    elif check is False and getattr(tgt, "check_default", False):
-        options["check"] = False  # the explicit opt-out of a target's checked default
+    else:
+        cuda_stream = stream  # (refused by launch_options when given)
+    options = launch_options(tgt, tname, f"kernel {kf.name!r}", check=check, stream=cuda_stream, sync=not dev_only)
     names = [a.name for a in k.args]
-    pbuf = None
-    if debugprint.has_prints(k):  # aw.print: a fresh host buffer each launch, read after it (no plan)
-        pbuf = debugprint.new_buffer()
-        values = [*values, pbuf]
-        if "sync" in options or _accepts(tgt.launch, "sync"):
-            options["sync"] = True
+    if debugprint.has_prints(k):  # aw.print: a fresh host buffer each launch (drive), read after it: no plan
+        names.pop()
         key = None
     torch = sys.modules.get("torch")
     if torch is not None:
@@ -477,9 +453,7 @@ def launch(kf: Any, args: Sequence[Any], kwargs: Mapping[str, Any], grid: Any, w
                    and isinstance(bound[p.name], torch.Tensor)]
         if written:
             A.bump_versions(written)  # autograd sees the write, as after torch's in-place ops
-    result = tgt.launch(module, kf.name, g, wg, dict(zip(names, values, strict=True)), **options)
-    if pbuf is not None:
-        debugprint.flush(k, pbuf)
+    result = drive(tgt, module, k, g, wg, dict(zip(names, values, strict=True)), options)
     if dev_only and tname != "emulator" and tname in A._SPACE_FACTORIES:
         A.mark_used(A.memory_space(f"{tname}:{tdev}" if tdev else tname))
     if key is not None and len(kf._calls) < 256:
