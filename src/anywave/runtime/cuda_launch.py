@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from anywave.abi import SCALAR_INT, scalar_word
+from anywave.abi import SCALAR_INT, Dims3, scalar_word
 from anywave.isa.types import ScalarType
 from anywave.runtime import arrays as A
 from anywave.runtime.driver import MISS
@@ -231,8 +231,9 @@ def bind_launcher(plan: LaunchPlan, g: tuple[int, int, int], wg: tuple[int, int,
 
 
 def exact_dims(value: Any) -> bool:
-    """``value`` is an int or a tuple of ints (exact types): safe as part of a fast-path key."""
-    return type(value) is int or (type(value) is tuple and all(type(x) is int for x in value))
+    """``value`` is an int, a tuple of ints (exact types) or a checked :class:`~anywave.abi.Dims3`:
+    safe as part of a fast-path key."""
+    return type(value) is int or type(value) is Dims3 or (type(value) is tuple and all(type(x) is int for x in value))
 
 
 
