@@ -33,7 +33,6 @@ from anywave.binary.module import w_invariant
 from anywave.compiler import debugprint
 from anywave.errors import LaunchError, WaveError
 from anywave.runtime import targets as rt
-from anywave.runtime.driver import env_check
 
 
 class TargetError(WaveError, ValueError):
@@ -122,7 +121,8 @@ class Target:
         if wave_width is None:
             check_default_wave_width(self.name, module, k, ran)
         values = _by_name(k, args)
-        opts = launch_options(inst, self.name, f"kernel {kernel!r}", check=env_check() if check is None else check,
+        # check=None stays None: the target resolves ANYWAVE_CHECK and its own default
+        opts = launch_options(inst, self.name, f"kernel {kernel!r}", check=check,
                               stream=None if stream is None else _stream_of(inst, self.name, kernel, stream),
                               sync=sync)
         opts.update(options)
@@ -135,12 +135,13 @@ class Target:
 def _by_name(k: Any, args: Sequence[Any] | Mapping[str, Any]) -> dict[str, Any]:
     """``args`` by ABI name: a mapping as given (the driver checks its names), a sequence in ABI
     order (the print buffer of a kernel that prints may be left out)."""
-    if isinstance(args, Mapping):
+    if type(args) is dict or isinstance(args, Mapping):
         return dict(args)
+    if type(args) is not list and type(args) is not tuple:
+        args = list(args)
     names = [a.name for a in k.args]
-    args = list(args)
-    if debugprint.has_prints(k) and len(args) == len(names) - 1:
-        names = names[:-1]
+    if len(args) == len(names) - 1 and debugprint.has_prints(k):
+        names.pop()
     if len(args) != len(names):
         raise LaunchError(f"kernel {k.name!r} takes {len(names)} arguments {names}, got {len(args)}")
     return dict(zip(names, args, strict=True))
@@ -152,19 +153,30 @@ def _stream_of(inst: Any, tname: str, kernel: str, stream: Any) -> int:
     return int(inst.stream_handle(stream))
 
 
+_ACCEPTS: dict[tuple[Any, str], bool] = {}
+
+
 def _accepts(fn: Any, name: str) -> bool:
-    try:
-        ps = inspect.signature(fn).parameters
-    except (TypeError, ValueError):
-        return False
-    return name in ps or any(p.kind is p.VAR_KEYWORD for p in ps.values())
+    """Whether ``fn`` (a target's ``launch``) takes keyword ``name``; by its signature, read once
+    per function."""
+    key = (getattr(fn, "__func__", fn), name)
+    hit = _ACCEPTS.get(key)
+    if hit is None:
+        try:
+            ps = inspect.signature(fn).parameters
+            hit = name in ps or any(p.kind is p.VAR_KEYWORD for p in ps.values())
+        except (TypeError, ValueError):
+            hit = False
+        if len(_ACCEPTS) < 256:
+            _ACCEPTS[key] = hit
+    return hit
 
 
 def launch_options(inst: Any, tname: str, who: str, *, check: bool | None, stream: int | None,
                    sync: bool) -> dict[str, Any]:
     """The options of a runtime target's ``launch`` for one launch, decided in one place for every
     door: ``stream`` (the driver's handle; targets with streams, :attr:`Driver.streams
-    <anywave.runtime.driver.Driver.streams>`: default stream 0), ``sync`` (False: a launch whose
+    <anywave.runtime.driver.Driver.streams>`; None: the default stream), ``sync`` (False: a launch whose
     buffers are all device memory may return before it ends; targets that take it), ``check``
     (True: the bounds-checked build, which always waits; False: the explicit opt-out of a
     target's checked default; None: the target's default).
@@ -174,7 +186,7 @@ def launch_options(inst: Any, tname: str, who: str, *, check: bool | None, strea
             without a bounds-checked build (``who`` names the kernel)."""
     options: dict[str, Any] = {}
     if getattr(inst, "streams", False):
-        options = {"stream": 0 if stream is None else stream, "sync": sync}
+        options = {"sync": sync} if stream is None else {"stream": stream, "sync": sync}  # None: the default stream
     elif stream is not None:
         raise LaunchError(f"{who}: stream= is for the cuda target, not {tname!r}")
     elif _accepts(inst.launch, "sync"):
