@@ -106,9 +106,11 @@ def _kind_text(k: str) -> str:
 class CallPlan:
     """A recorded launch of one argument layout (see the module docstring). ``run(args)``
     launches and returns the target's result, or :data:`MISS` when ``args`` do not match the
-    layout (nothing launched). CUDA plans whose buffers are all device memory run a launcher
-    generated for the layout (:func:`_cuda_fast`), which writes the argument words straight
-    into its own kernelParams block (plans are per thread, so the block is never shared)."""
+    layout (nothing launched). Where the target's driver has its own launcher for a plan
+    (:meth:`anywave.runtime.driver.Driver.plan_launcher`: CUDA's native or generated Python
+    launcher, for plans whose buffers are all device memory), that launcher is the plan instead:
+    it writes the argument words straight into its own kernelParams block (plans are per
+    thread, so the block is never shared)."""
 
     def __init__(self, kf: Any, module: Any, tgt: Any, tname: str, grid: tuple[int, int, int],
                  wg: tuple[int, int, int], specs: list[tuple[Any, ...]], options: dict[str, Any]) -> None:
