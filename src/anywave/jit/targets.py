@@ -135,15 +135,17 @@ class Target:
 def _by_name(k: Any, args: Sequence[Any] | Mapping[str, Any]) -> dict[str, Any]:
     """``args`` by ABI name: a mapping as given (the driver checks its names), a sequence in ABI
     order (the print buffer of a kernel that prints may be left out)."""
-    if type(args) is dict or isinstance(args, Mapping):
-        return dict(args)
-    if type(args) is not list and type(args) is not tuple:
+    ta = type(args)
+    if ta is not list and ta is not tuple:
+        if ta is dict or isinstance(args, Mapping):
+            return dict(args)
         args = list(args)
     names = [a.name for a in k.args]
-    if len(args) == len(names) - 1 and debugprint.has_prints(k):
-        names.pop()
     if len(args) != len(names):
-        raise LaunchError(f"kernel {k.name!r} takes {len(names)} arguments {names}, got {len(args)}")
+        if len(args) == len(names) - 1 and debugprint.has_prints(k):
+            names.pop()
+        else:
+            raise LaunchError(f"kernel {k.name!r} takes {len(names)} arguments {names}, got {len(args)}")
     return dict(zip(names, args, strict=True))
 
 
