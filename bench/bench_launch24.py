@@ -230,7 +230,7 @@ def run_gpu(args: argparse.Namespace) -> dict[str, Any]:
             torch.add(tx, 1.0, out=ty)
 
     # the same kernel with the generated Python launcher (the fallback without a C compiler), in the same run
-    from anywave.jit import native as _native
+    from anywave.runtime import cuda_native as _native
 
     saved = _native._STATE
     _native._STATE = (None, "forced by the benchmark")
@@ -276,7 +276,7 @@ def run_gpu(args: argparse.Namespace) -> dict[str, Any]:
     add1(dx, dy, 1.0, 32, grid=1, workgroup=32)
     sync()
     fast = next(iter(add1._calls.values()))
-    from anywave.jit import native
+    from anywave.runtime import cuda_native as native
 
     res["native_launcher"] = native.explain()
     res["plan_path"] = getattr(fast, "path", "?")

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from anywave.runtime import cuda
+from anywave.runtime import cuda, cuda_launch
 
 _OK, _WHY = cuda.driver_status()
 gpu = pytest.mark.skipif(not _OK, reason=f"no CUDA: {_WHY}")
@@ -420,6 +420,6 @@ def test_cai_contiguous_matches_numpy() -> None:
     for a in (np.zeros((3, 4), np.float32), np.zeros((3, 4), np.float32).T, np.zeros((5, 1, 2), np.int64),
               np.zeros((4, 6), np.uint8)[:, ::2], np.zeros((1, 1), np.float32)):
         cai = {"shape": a.shape, "typestr": a.dtype.str, "strides": a.strides, "data": (0, False)}
-        assert cuda._cai_contiguous(cai) == (a.flags.c_contiguous or a.size <= 1), (a.shape, a.strides)
-    assert cuda._cai_contiguous({"shape": (4,), "typestr": "<f4", "strides": None})
-    assert not cuda._cai_contiguous({"shape": (1, 4), "typestr": "<f4", "strides": (999, 4)})
+        assert cuda_launch.cai_contiguous(cai) == (a.flags.c_contiguous or a.size <= 1), (a.shape, a.strides)
+    assert cuda_launch.cai_contiguous({"shape": (4,), "typestr": "<f4", "strides": None})
+    assert not cuda_launch.cai_contiguous({"shape": (1, 4), "typestr": "<f4", "strides": (999, 4)})

@@ -104,9 +104,9 @@ def test_a_0d_tensor_scalar_is_refused_with_the_reason():
 
 @pytest.fixture(params=["native", "python"])
 def launcher_path(request, monkeypatch):
-    """Each CUDA test runs through both launchers of a plan: the native one (jit/native.py, C)
+    """Each CUDA test runs through both launchers of a plan: the native one (runtime/cuda_native.py, C)
     and the generated Python one (its fallback when no C compiler or Python headers exist)."""
-    from anywave.jit import native
+    from anywave.runtime import cuda_native as native
 
     if request.param == "native":
         ok, why = native.status()
@@ -227,7 +227,7 @@ def test_a_native_plan_follows_the_kernels_globals(fake_cuda, full_launches, mon
 
 
 def test_the_native_launcher_says_why_it_is_not_used(monkeypatch, tmp_path):
-    from anywave.jit import native
+    from anywave.runtime import cuda_native as native
 
     monkeypatch.setenv("ANYWAVE_CACHE_DIR", str(tmp_path / "cache"))
     try:

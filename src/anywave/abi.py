@@ -174,18 +174,31 @@ def load_program(program: Module | bytes | bytearray | str | os.PathLike[str]) -
     raise ValueError(f"program path {str(p)!r}: expected a .wbin or .wave file")
 
 
+class Dims3(tuple):  # type: ignore[type-arg]
+    """Launch geometry as :func:`dims3` returns it: a tuple of 3 ints, already checked, so that a
+    layer below the one that parsed it (a driver under the launch layer) takes it unchanged
+    instead of checking it again. Equal to (and hashing as) the plain tuple."""
+
+    __slots__ = ()
+
+
 def dims3(v: Any, what: str, *, empty_ok: bool = False) -> tuple[int, int, int]:
     """``v`` (an int or 1-3 ints, Python or NumPy) as 3 dims: the one parser of launch geometry
     (grid, workgroup) for the kernel language, the drivers and the CLI. A float, bool or other
     non-integer is refused, never truncated. ``empty_ok``: a dimension may be 0 (an empty grid,
     which the runtimes' ``launch`` accepts and runs nothing for).
 
+    Returns a :class:`Dims3`; a :class:`Dims3` given is returned as it is (checked once, where it
+    was made), unless it has a 0 and ``empty_ok`` is False.
+
     Raises:
         LaunchError (a TypeError): not an int or 1-3 ints (``grid=(2.7,)`` names 2.7).
         LaunchValueError (a ValueError): 0 or more than 3 dimensions, or a dimension < 1 (< 0
             with ``empty_ok``)."""
+    if type(v) is Dims3 and (empty_ok or 0 not in v):
+        return v
     if type(v) is int and v >= 1:
-        return (v, 1, 1)
+        return Dims3((v, 1, 1))
     if isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)):
         v = (int(v),)
     try:
@@ -201,4 +214,4 @@ def dims3(v: Any, what: str, *, empty_ok: bool = False) -> tuple[int, int, int]:
     if not 1 <= len(vals) <= 3 or any(x < least for x in vals):
         raise LaunchValueError(f"{what} must be 1-3 {'non-negative' if empty_ok else 'positive'} ints, got "
                                f"{tuple(vals)}")
-    return tuple(vals + [1] * (3 - len(vals)))  # type: ignore[return-value]
+    return Dims3(vals + [1] * (3 - len(vals)))

@@ -25,7 +25,7 @@ import numpy as np
 
 from anywave.abi import SCALAR_INT as _SCALAR_INT  # noqa: F401 - re-exported (moved)
 from anywave.abi import abi_text as _abi_text
-from anywave.abi import load_program
+from anywave.abi import dims3, load_program
 from anywave.abi import scalar_word as _scalar_word
 from anywave.binary.module import Instruction, Kernel, Module
 from anywave.binary.structure import If, Loop
@@ -347,18 +347,6 @@ def _bind(kernel: Kernel, args: Mapping[str, Any] | Sequence[Any],
         else:
             scalars[i] = _scalar_word(kernel, a.name, a.type, v)
     return buffers, scalars
-
-
-def _dims(value: int | Sequence[int], what: str) -> tuple[int, int, int]:
-    if isinstance(value, (int, np.integer)):
-        value = (int(value),)
-    try:
-        vals = [int(v) for v in value]
-    except (TypeError, ValueError):
-        raise TypeError(f"{what} must be an int or 1-3 ints, got {value!r}") from None
-    if not 1 <= len(vals) <= 3 or any(v < 1 for v in vals):
-        raise LaunchConfigError(f"{what} must be 1-3 positive ints, got {tuple(vals)}")
-    return tuple(vals + [1] * (3 - len(vals)))  # type: ignore[return-value]
 
 
 # ----------------------------------------------------------------------------- launch
@@ -948,8 +936,8 @@ def emulate(program: Module | bytes | str | os.PathLike[str], kernel: str, *,
         raise ValueError(str(e.args[0])) from None
     if wave_width not in LIMITS.wave_widths:
         raise LaunchConfigError(f"wave_width {wave_width!r} is not supported; valid: {LIMITS.wave_widths}")
-    g = _dims(grid, "grid")
-    wg = _dims(workgroup, "workgroup")
+    g = dims3(grid, "grid")  # the one geometry parser: a float is refused, never truncated
+    wg = dims3(workgroup, "workgroup")
     T = wg[0] * wg[1] * wg[2]
     lim = limits if limits is not None else DEFAULT_LIMITS
     if max_workgroup_size is not None or max_local_memory is not None:

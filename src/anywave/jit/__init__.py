@@ -4,7 +4,10 @@
   makes: a compiler :class:`~anywave.compiler.kernel.KernelDef` that can be called);
 * :mod:`anywave.jit.launch` — the full launch path (every check, once) and the launch plans
   recorded per argument layout;
-* :mod:`anywave.jit.targets` — the targets a launch runs on (a view of the runtime registry);
+* :mod:`anywave.jit.targets` — the targets a launch runs on (a view of the runtime registry),
+  the module-level door (:meth:`~anywave.jit.targets.Target.launch`: a compiled module's kernel
+  by name, for the CLI, the conformance report and the torch ops' CPU GEMM) and
+  :func:`~anywave.jit.targets.drive`, the one call into a driver that both doors end in;
 * :mod:`anywave.jit.capture` — CUDA graphs (``aw.graph``);
 * :mod:`anywave.jit.autotune` — ``@aw.autotune``;
 * :mod:`anywave.jit.cli_run` — the CLI's ``run`` command.

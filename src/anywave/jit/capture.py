@@ -56,6 +56,7 @@ class Graph:
         self.kernels = 0
         self._capture: Any = None
         self._graph: Any = None
+        self._target: Any = None
 
     def __enter__(self) -> Graph:
         global ACTIVE
@@ -65,7 +66,7 @@ class Graph:
             raise RuntimeError("aw.graph: this graph was already captured; make a new aw.graph(...) to capture again")
         from anywave.jit.targets import get_target
 
-        tgt = get_target("cuda").instance(None, self.device or None)
+        tgt = self._target = get_target("cuda").instance(None, self.device or None)
         self._capture = tgt.begin_capture()
         _LOCAL.capture = self._capture
         with _COUNT_LOCK:
@@ -98,9 +99,7 @@ class Graph:
         if g is None:
             raise RuntimeError("aw.graph: replay() before the capture ended (call it after the with block)")
         if stream is not None:
-            from anywave.runtime.cuda import _stream_handle
-
-            stream = _stream_handle(stream)
+            stream = self._target.stream_handle(stream)
         g.launch(stream)
         from anywave.runtime import arrays as A
 

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from anywave.abi import dims3
 from anywave.binary.module import Kernel
 from anywave.cli import UsageError
 from anywave.errors import WaveError
@@ -114,14 +115,17 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     return p
 
 
-def _dims(text: str, what: str) -> tuple[int, ...]:
+def _dims(text: str, what: str) -> tuple[int, int, int]:
+    """``--grid``/``--workgroup`` text ``X[,Y[,Z]]`` as 3 ints, checked by the one geometry
+    parser (:func:`anywave.abi.dims3`). Raises CliError naming the option and the value."""
     try:
         vals = tuple(int(v) for v in text.split(","))
     except ValueError:
         raise CliError(f"--{what} {text!r}: expected X[,Y[,Z]] positive integers") from None
-    if not 1 <= len(vals) <= 3 or min(vals) < 1:
-        raise CliError(f"--{what} {text!r}: expected 1-3 positive integers")
-    return vals
+    try:
+        return dims3(vals, what)
+    except (TypeError, ValueError) as e:
+        raise CliError(f"--{what} {text!r}: {e}") from None
 
 
 def _split(item: str, opt: str) -> tuple[str, str]:
@@ -195,7 +199,7 @@ def _check_value(kernel: Kernel, name: str, text: str, value: Any, allow_mismatc
 
 
 def run(args: argparse.Namespace) -> int:
-    from anywave.emu.machine import emulate, emulate_flat, load_program
+    from anywave.emu.machine import emulate_flat, load_program
 
     module = load_program(args.file)
     if args.kernel is None:
@@ -262,24 +266,22 @@ def run(args: argparse.Namespace) -> int:
                                f"{', '.join(a.name for a in k.args if a.is_buffer) or 'none'})")
             _check_out_path(f"--out {name}", _split(item, "--out")[1])
         from anywave.compiler import debugprint
+        from anywave.jit.targets import get_target as compiler_target
 
-        pbuf = None
-        if debugprint.has_prints(k) and k.args[-1].name not in buffers:
-            pbuf = buffers[k.args[-1].name] = debugprint.new_buffer()
+        # the launch's front door (the emulator's too): it gives a kernel that prints its print
+        # buffer and prints its lines after the launch
+        abi = k.args[:-1] if debugprint.has_prints(k) and k.args[-1].name not in buffers else k.args
+        door = compiler_target(target)
         if target == "emulator":
-            stats = emulate(module, args.kernel, args=buffers, **common)
+            stats = door.launch(module, args.kernel, grid=grid, workgroup=tuple(wg), args=buffers,
+                                wave_width=wave_width, check=args.check, trace_lane=args.trace)
         else:
-            from anywave.jit.targets import get_target as compiler_target
-
-            missing = [a.name for a in k.args if a.name not in buffers]
+            missing = [a.name for a in abi if a.name not in buffers]
             if missing:
                 raise CliError(f"kernel {k.name!r}: missing --arg for {missing}")
-            compiler_target(target).launch(module, args.kernel, grid=tuple(grid) + (1,) * (3 - len(grid)),
-                                           workgroup=tuple(wg) + (1,) * (3 - len(wg)),
-                                           args=[buffers[a.name] for a in k.args], wave_width=wave_width)
+            door.launch(module, args.kernel, grid=grid, workgroup=tuple(wg), args=[buffers[a.name] for a in abi],
+                        wave_width=wave_width)
             stats = None
-        if pbuf is not None:
-            debugprint.flush(k, pbuf)
     for item in args.out:
         name, path = _split(item, "--out")
         if name not in buffers:

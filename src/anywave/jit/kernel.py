@@ -50,7 +50,7 @@ class KernelFunction(KernelDef):
         #: the last native launch plan of a kernel without constants, for a call with the same
         #: grid, workgroup, target, wave width, check flag and stream from the same thread:
         #: ((grid, workgroup, target, wave_width, check, stream), thread id, launcher). The
-        #: launcher itself checks every argument and the kernel's fingerprint (jit/native.py)
+        #: launcher itself checks every argument and the kernel's fingerprint (runtime/cuda_native.py)
         self._fast: tuple[Any, int, Any] | None = None
 
     def _plans_valid(self) -> bool:

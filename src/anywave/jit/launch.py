@@ -18,7 +18,6 @@ plan does not recognise falls back to the full path, which raises the detailed e
 
 from __future__ import annotations
 
-import inspect
 import sys
 import threading
 from collections.abc import Mapping, Sequence
@@ -29,15 +28,12 @@ import numpy as np
 from anywave.abi import dims3 as _dims3
 from anywave.compiler import debugprint
 from anywave.errors import LaunchError, LaunchValueError
-from anywave.isa.types import ScalarType
 from anywave.runtime import arrays as A
+from anywave.runtime.driver import MISS, PlanLayout  # MISS: a plan did not recognise its arguments
 from anywave.runtime.targets import ID_LIMIT_I32, check_launch_rules
 
 from . import capture as _capture
-from .targets import check_default_wave_width, get_target
-
-#: returned by a plan that does not recognise its arguments (the full path runs instead)
-MISS = object()
+from .targets import check_default_wave_width, drive, get_target, launch_options
 
 _INT_RANGES: dict[str, tuple[int, int]] = {}
 
@@ -57,14 +53,6 @@ def _int_range(t: Any) -> tuple[int, int]:
         info = np.iinfo(t.np_dtype)
         r = _INT_RANGES[t.name] = (int(info.min), int(info.max))
     return r
-
-
-def _accepts(fn: Any, name: str) -> bool:
-    try:
-        ps = inspect.signature(fn).parameters
-    except (TypeError, ValueError):
-        return False
-    return name in ps or any(p.kind is p.VAR_KEYWORD for p in ps.values())
 
 
 def resolve_target(kname: str, target: str | None, mems: Sequence[tuple[str, A.Memory]]) -> tuple[str, int]:
@@ -118,9 +106,11 @@ def _kind_text(k: str) -> str:
 class CallPlan:
     """A recorded launch of one argument layout (see the module docstring). ``run(args)``
     launches and returns the target's result, or :data:`MISS` when ``args`` do not match the
-    layout (nothing launched). CUDA plans whose buffers are all device memory run a launcher
-    generated for the layout (:func:`_cuda_fast`), which writes the argument words straight
-    into its own kernelParams block (plans are per thread, so the block is never shared)."""
+    layout (nothing launched). Where the target's driver has its own launcher for a plan
+    (:meth:`anywave.runtime.driver.Driver.plan_launcher`: CUDA's native or generated Python
+    launcher, for plans whose buffers are all device memory), that launcher is the plan instead:
+    it writes the argument words straight into its own kernelParams block (plans are per
+    thread, so the block is never shared)."""
 
     def __init__(self, kf: Any, module: Any, tgt: Any, tname: str, grid: tuple[int, int, int],
                  wg: tuple[int, int, int], specs: list[tuple[Any, ...]], options: dict[str, Any]) -> None:
@@ -223,127 +213,6 @@ def scalar_conversion(v: Any, t: Any) -> tuple[type, Any] | None:
     return None
 
 
-def _cuda_fast(parts: dict[str, Any], specs: list[tuple[Any, ...]], nargs: int, stream: int,
-               torch_dev: int | None) -> Any:
-    """The generated launcher of a CUDA plan: ``fast(args)`` → None (launched) or MISS.
-    Per buffer it re-checks the layout's type, dtype, device and contiguity and takes the
-    address; per scalar the type and range; then the overlap rule on the address ranges,
-    then the words go into the block and ``cuLaunchKernel`` runs on the stream."""
-    torch = sys.modules.get("torch")
-    # cuLaunchKernel through cuda.bindings: a ctypes call of the same entry with the same pre-packed
-    # block measured slower on the H200 host (5.2 us against 3.8 us, bench/results/launch24_h200_7213634.json)
-    raw = getattr(getattr(torch, "_C", None), "_cuda_getCurrentRawStream", None) if torch is not None else None
-    ns: dict[str, Any] = {"MISS": MISS, "DA": A.Array, "T": torch.Tensor if torch is not None else None,
-                          "u64": parts["u64"], "u32": parts["u32"], "kp": parts["kp"],
-                          "fn": parts["fn"], "launch": parts["launch"],
-                          "set_ctx": parts["set_ctx"], "ctx": parts["ctx"],
-                          "fail": parts["fail"], "space": parts["space"], "shape": parts["shape"],
-                          "scalar": parts["scalar"], "RAW": raw if raw is not None else A._torch_stream,
-                          "f32": parts.get("f32"), "f64": parts.get("f64")}
-    kinds = parts["kinds"]
-    abi = {a.name: a for a in parts["args"]}
-    src = ["def fast(args):", f"    if len(args) != {nargs}:", "        return MISS"]
-    bufs: list[tuple[int, bool, str]] = []
-    bumps: list[str] = []
-    for slot, spec in enumerate(specs):
-        i, name, what = spec[0], spec[1], spec[2]
-        v = f"v{slot}"
-        src.append(f"    {v} = args[{i}]")
-        if what == "buffer":
-            how = spec[5]
-            if how[0] == "array":
-                ns[f"S{slot}"], ns[f"D{slot}"] = how[1], how[2]
-                src += [f"    if type({v}) is not DA or {v}.space is not S{slot} or {v}.dtype is not D{slot}:",
-                        "        return MISS",
-                        f"    p{slot} = {v}.ptr",
-                        f"    n{slot} = {v}.nbytes",
-                        f"    b{slot} = {v}.base"]
-            elif how[0] == "torch":
-                ns[f"D{slot}"] = how[1]
-                grad = f" or {v}.requires_grad" if spec[4] else ""
-                src += [f"    if type({v}) is not T or {v}.dtype is not D{slot}:",
-                        "        return MISS",
-                        "    try:",
-                        f"        if {v}.get_device() != {how[2]} or not {v}.is_contiguous(){grad}:",
-                        "            return MISS",
-                        f"        p{slot} = {v}.data_ptr()",
-                        "    except Exception:",
-                        "        return MISS",
-                        f"    if p{slot} & 15:",
-                        "        return MISS",
-                        f"    n{slot} = {v}.nbytes",
-                        f"    b{slot} = 0"]
-            else:
-                ns[f"Q{slot}"] = spec[3]
-                src += [f"    q = Q{slot}({v})", "    if q is None:", "        return MISS",
-                        f"    b{slot}, p{slot}, n{slot}, _ = q"]
-            bufs.append((slot, bool(spec[4]), name))
-            if spec[4] and how[0] != "array":
-                bumps.append(v)
-            src.append(f"    u64[{slot}] = p{slot}")
-        else:
-            t = spec[3]
-            dst = f"u32[{2 * slot}]" if kinds[slot] == 1 else f"u64[{slot}]"
-            conv = spec[6]
-            if conv is not None:  # a NumPy scalar / 0-d array: its exact type, then the Python number
-                ns[f"K{slot}"], ns[f"C{slot}"] = conv
-                src += [f"    if type({v}) is not K{slot}:", "        return MISS",
-                        f"    {v} = C{slot}({v})", f"    if {v} is MISS:", "        return MISS"]
-            if t.is_int:
-                lo, hi = spec[4]
-                word = v if lo == 0 else f"{v} & {spec[5]}"
-                src += [f"    if type({v}) is not int or not {lo} <= {v} <= {hi}:", "        return MISS",
-                        f"    {dst} = {word}"]
-            else:
-                ns[f"A{slot}"] = abi[name]
-                src += [f"    if type({v}) is not float and type({v}) is not int:", "        return MISS"]
-                bits = abi[name].type.bits
-                fl = abi[name].type in (ScalarType.F32, ScalarType.F64)
-                if fl and ns["f32"] is not None:
-                    # a C cast of a finite double is IEEE round-to-nearest-even, as abi.scalar_word
-                    # (tests/test_launch_plan.py checks the words); ints and NaNs take scalar()
-                    # finite values that round to a finite f32 (|v| < FLT_MAX + half an ulp, the
-                    # tie rounding up to 2^128); inf, NaN and overflow (refused) take scalar()
-                    fdst = f"f32[{2 * slot}]" if bits == 32 else f"f64[{slot}]"
-                    lim = "3.4028235677973366e38" if bits == 32 else "1.8e308"
-                    src += [f"    if type({v}) is float and -{lim} < {v} < {lim}:", f"        {fdst} = {v}",
-                            "    else:", f"        {dst} = scalar(A{slot}, {v})"]
-                else:
-                    src.append(f"    {dst} = scalar(A{slot}, {v})")
-    for x in range(len(bufs)):
-        for y in range(x + 1, len(bufs)):
-            (i, wi, _), (j, wj, _) = bufs[x], bufs[y]
-            if wi or wj:
-                src += [f"    if n{i} and n{j} and b{i} == b{j} and p{i} < p{j} + n{j} and p{j} < p{i} + n{i}:",
-                        "        return MISS"]
-    if bumps:  # autograd sees the kernel's writes (as after torch's in-place ops)
-        ns["BUMP"], ns["TT"] = A.bump_versions, ns["T"] if ns["T"] is not None else ()
-        src.append(f"    BUMP([t for t in ({', '.join(bumps)},) if isinstance(t, TT)])")
-    hs = f"RAW({torch_dev})" if torch_dev is not None else str(int(stream))
-    g, wg = parts["grid"], parts["workgroup"]
-    call = f"launch(fn, {g[0]}, {g[1]}, {g[2]}, {wg[0]}, {wg[1]}, {wg[2]}, {parts['shared']}, {hs}, kp, 0)[0]"
-    # the context is made current only when the launch needs it (a thread's first launch, or
-    # after another context was made current): the driver refuses a launch without it
-    # (CUDA_ERROR_INVALID_CONTEXT) or with another (CUDA_ERROR_INVALID_HANDLE), and nothing
-    # has run then; one retry after cuCtxSetCurrent, whose failure is reported as before
-    src += [f"    r = {call}",
-            "    if r:",
-            "        e = set_ctx(ctx)" + ("[0]" if parts["ctx_tuple"] else ""),
-            "        if e:",
-            "            fail('cuCtxSetCurrent', e)",
-            f"        r = {call}",
-            "        if r:",
-            "            fail('cuLaunchKernel', r)",
-            "    space.pending = shape",
-            "    return None"]
-    text = "\n".join(src) + "\n"
-    exec(compile(text, f"<anywave kernel launcher: {parts['shape']}>", "exec"), ns)  # noqa: S102 - our own text
-    fast = ns["fast"]
-    fast.source = text  # type: ignore[attr-defined]
-    fast.keep = parts  # type: ignore[attr-defined]  # the block and the module stay alive with the plan
-    return fast
-
-
 def _guards_of(kf: Any, module: Any) -> tuple[tuple[Any, ...], ...] | None:
     """The dependencies of the fingerprint under which ``module`` was compiled (what
     :meth:`~anywave.compiler.fingerprint.Fingerprint.still_valid` re-checks), for a native
@@ -357,76 +226,6 @@ def _guards_of(kf: Any, module: Any) -> tuple[tuple[Any, ...], ...] | None:
                 return None
             return tuple((d[0], d[1], d[2], tuple(d[3]), d[4]) for d in fp.deps)
     return None
-
-
-def _native_fast(parts: dict[str, Any], specs: list[tuple[Any, ...]], nargs: int, stream: int,
-                 torch_dev: int | None, guards: tuple[tuple[Any, ...], ...] | None) -> tuple[Any, str]:
-    """The native launcher of a CUDA plan (:mod:`anywave.jit.native`: the checks of
-    :func:`_cuda_fast`, done in C, and ``cuLaunchKernel`` called directly), or (None, why not)."""
-    from . import native
-
-    entries = parts.get("native")
-    if not isinstance(entries, dict):
-        return None, str(entries or "the target gives no native driver entries")
-    ok, why = native.status()
-    if not ok:
-        return None, why
-    import builtins
-
-    from anywave.compiler.fingerprint import UNDEFINED
-
-    torch = sys.modules.get("torch")
-    kinds = parts["kinds"]
-    abi = {a.name: a for a in parts["args"]}
-    slots: list[tuple[Any, ...]] = []
-    bufs: list[tuple[int, bool]] = []
-    bump: list[int] = []
-    for slot, spec in enumerate(specs):
-        i, name, what = spec[0], spec[1], spec[2]
-        width = 4 if kinds[slot] == 1 else 8
-        if what == "buffer":
-            how, written = spec[5], bool(spec[4])
-            if how[0] == "array":
-                slots.append((0, i, written, A.Array, how[1], how[2], None, 0, 0, 0, 0, 8, False, False))
-            elif how[0] == "torch":
-                slots.append((1, i, written, torch.Tensor, how[1], None, None, int(how[2]), 0, 0, 0, 8, False, False))
-            else:
-                slots.append((2, i, written, None, spec[3], None, None, 0, 0, 0, 0, 8, False, False))
-            bufs.append((slot, written))
-            if written and how[0] != "array":
-                bump.append(slot)
-            continue
-        t, conv = spec[3], spec[6]
-        ctype, cfn = conv if conv is not None else (None, None)
-        if t.is_int:
-            lo, hi = spec[4]
-            slots.append((3, i, False, ctype, cfn, None, None, 0, int(lo), int(hi), int(spec[5]), width, lo < 0,
-                          False))
-        else:
-            a = abi[name]
-            view = a.type in (ScalarType.F32, ScalarType.F64) and a.type.bits == 8 * width
-            slots.append((4, i, False, ctype, cfn, parts["scalar"], a, 0, 0, 0, 0, width, False, view))
-    pairs = tuple((x, y) for n, (x, wx) in enumerate(bufs) for (y, wy) in bufs[n + 1:] if wx or wy)
-    raw = None
-    if torch_dev is not None:
-        raw = getattr(getattr(torch, "_C", None), "_cuda_getCurrentRawStream", None) or A._torch_stream
-    desc = {"nargs": nargs, "slots": tuple(slots), "pairs": pairs, "bump": tuple(bump), "guards": guards or (),
-            "launch": entries["launch"], "ctx_set": entries["ctx_set"], "fn": entries["fn"], "ctx": entries["ctx"],
-            "grid": tuple(parts["grid"]), "block": tuple(parts["workgroup"]), "shared": int(parts["shared"]),
-            "stream": int(stream), "stream_fn": raw, "stream_arg": torch_dev, "fail": parts["fail"],
-            "space": parts["space"], "shape": parts["shape"], "miss": MISS, "bump_fn": A.bump_versions,
-            "tensor_type": torch.Tensor if torch is not None else None, "builtins": builtins,
-            "undefined": UNDEFINED, "keep": (parts, entries.get("keep"))}
-    try:
-        fast = native.make_launcher(desc)
-    except Exception as e:  # noqa: BLE001 - the Python launcher is used instead
-        return None, f"the native launcher refused the plan: {type(e).__name__}: {e}"
-    if fast is None:
-        return None, native.status()[1]
-    fast.path = "native"
-    fast.guarded = guards is not None
-    fast.parts = parts  # what it was made from (the driver function, the geometry ...)
-    return fast, ""
 
 
 # ------------------------------------------------------------------ per-kind quick checks
@@ -633,11 +432,9 @@ def launch(kf: Any, args: Sequence[Any], kwargs: Mapping[str, Any], grid: Any, w
     options: dict[str, Any] = {}
     cuda_stream: Any = None
     torch_dev: int | None = None
-    if tname == "cuda":
-        from anywave.runtime.cuda import _stream_handle
-
+    if getattr(tgt, "streams", False):  # a driver with streams (cuda): its handle of the launch's stream
         if stream is not None:
-            cuda_stream = _stream_handle(stream)
+            cuda_stream = tgt.stream_handle(stream)
         else:
             producer = next((m.stream for m in checked.values() if m.stream is not None), None)
             torch = sys.modules.get("torch")
@@ -645,27 +442,12 @@ def launch(kf: Any, args: Sequence[Any], kwargs: Mapping[str, Any], grid: Any, w
                                          for n, m in checked.items()):
                 torch_dev = tdev
             cuda_stream = producer if producer is not None else 0
-        options = {"stream": cuda_stream, "sync": not dev_only}
-    elif stream is not None:
-        raise LaunchError(f"kernel {kf.name!r}: stream= is for the cuda target, not {tname!r}")
-    elif _accepts(tgt.launch, "sync"):
-        options = {"sync": not dev_only}
-    if check:
-        if not _accepts(tgt.launch, "check"):
-            raise LaunchError(f"kernel {kf.name!r}: target {tname!r} has no bounds-checked mode (check=True / "
-                              "ANYWAVE_CHECK=1)")
-        options["check"] = True
-        if "sync" in options:
-            options["sync"] = True  # a checked launch reports its errors at once, not at the next wait
-    elif check is False and getattr(tgt, "check_default", False):
-        options["check"] = False  # the explicit opt-out of a target's checked default
+    else:
+        cuda_stream = stream  # (refused by launch_options when given)
+    options = launch_options(tgt, tname, f"kernel {kf.name!r}", check=check, stream=cuda_stream, sync=not dev_only)
     names = [a.name for a in k.args]
-    pbuf = None
-    if debugprint.has_prints(k):  # aw.print: a fresh host buffer each launch, read after it (no plan)
-        pbuf = debugprint.new_buffer()
-        values = [*values, pbuf]
-        if "sync" in options or _accepts(tgt.launch, "sync"):
-            options["sync"] = True
+    if debugprint.has_prints(k):  # aw.print: a fresh host buffer each launch (drive), read after it: no plan
+        names.pop()
         key = None
     torch = sys.modules.get("torch")
     if torch is not None:
@@ -673,9 +455,7 @@ def launch(kf: Any, args: Sequence[Any], kwargs: Mapping[str, Any], grid: Any, w
                    and isinstance(bound[p.name], torch.Tensor)]
         if written:
             A.bump_versions(written)  # autograd sees the write, as after torch's in-place ops
-    result = tgt.launch(module, kf.name, g, wg, dict(zip(names, values, strict=True)), **options)
-    if pbuf is not None:
-        debugprint.flush(k, pbuf)
+    result = drive(tgt, module, k, g, wg, dict(zip(names, values, strict=True)), options)
     if dev_only and tname != "emulator" and tname in A._SPACE_FACTORIES:
         A.mark_used(A.memory_space(f"{tname}:{tdev}" if tdev else tname))
     if key is not None and len(kf._calls) < 256:
@@ -715,15 +495,13 @@ def _make_plan(kf: Any, module: Any, tgt: Any, tname: str, tdev: int, g: tuple[i
                 specs.append((i, p.name, "scalar", t, (lo, hi), (1 << t.bits) - 1, conv))
             else:
                 specs.append((i, p.name, "scalar", t, None, None, conv))
-    if tname == "cuda" and dev_only and not check and hasattr(tgt, "launch_parts"):
-        parts = tgt.launch_parts(module, kf.name, g, wg)
-        guards = _guards_of(kf, module)
-        fast, why = _native_fast(parts, specs, len(args), int(stream or 0), torch_dev, guards)
-        if fast is None:
-            fast = _cuda_fast(parts, specs, len(args), int(stream or 0), torch_dev)
-            fast.path = f"python: {why}"  # type: ignore[attr-defined]
-            fast.guarded = False  # type: ignore[attr-defined]
-        A.mark_used(parts["space"])
-        return fast
+    hook = getattr(tgt, "plan_launcher", None)  # the driver's own launcher (anywave.runtime.driver.Driver)
+    if hook is not None and dev_only and not check:
+        from anywave.compiler.fingerprint import UNDEFINED
+
+        layout = PlanLayout(specs, len(args), int(stream or 0), torch_dev, _guards_of(kf, module), UNDEFINED)
+        fast = hook(module, kf.name, g, wg, layout)
+        if fast is not None:
+            return fast
     plan = CallPlan(kf, module, tgt, tname, g, wg, specs, options)
     return plan.run

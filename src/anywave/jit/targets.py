@@ -1,6 +1,13 @@
 """Where compiled kernels launch: a thin view of the runtime's target registry
 (:mod:`anywave.runtime.targets`), so the compiler, the demo, the torch ops and the CLI all
-see the same targets.
+see the same targets, and the front door to their drivers.
+
+Every launch reaches a driver through :meth:`Target.launch` (a compiled module's kernel by name:
+the CLI's ``anywave run``, the conformance report's runners, the torch ops' CPU GEMM) or
+through ``kernel(...)`` (:mod:`anywave.jit.launch`, which checks the kernel language's rules
+first); both end in :func:`drive`, with the options of :func:`launch_options` (a launch plan
+recorded by ``kernel(...)`` then calls the driver's ``launch``, or its own launcher, directly).
+The driver checks the arguments against the ABI (:meth:`anywave.runtime.driver.Driver.prepare`).
 
 ``get_target(None)`` is the target named by the environment variable ``ANYWAVE_TARGET`` if
 set, else the best available one (:data:`anywave.runtime.targets.PREFERENCE`: a GPU, then a
@@ -17,12 +24,14 @@ stats).
 
 from __future__ import annotations
 
+import inspect
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from anywave.binary.module import w_invariant
-from anywave.errors import WaveError
+from anywave.compiler import debugprint
+from anywave.errors import LaunchError, WaveError
 from anywave.runtime import targets as rt
 
 
@@ -80,23 +89,137 @@ class Target:
             inst = self._instances[key] = rt.get_target(self.name, **options)
         return inst
 
-    def launch(self, module: Any, kernel: str, *, grid: tuple[int, int, int], workgroup: tuple[int, int, int],
-               args: Sequence[Any], wave_width: int | None = None, **options: Any) -> Any:
-        """Run ``kernel`` of ``module`` (buffers in ``args`` are updated in place); ``options``
-        (``stream=``, ``sync=``, ``check=``) go to the runtime target's ``launch``. Returns the
-        target's launch result, which has the ``wave_width`` that ran; warns
+    def launch(self, module: Any, kernel: str, *, grid: Any, workgroup: Any,
+               args: Sequence[Any] | Mapping[str, Any], wave_width: int | None = None, device: int | None = None,
+               check: bool | None = None, sync: bool = True, stream: Any = None, **options: Any) -> Any:
+        """The front door of a launch of a compiled module's kernel: run ``kernel`` of ``module``
+        on this target (buffers in ``args`` are updated in place).
+
+        Args:
+            module: a :class:`~anywave.binary.module.Module`.
+            grid, workgroup: an int or 1-3 ints, checked by the driver with the one geometry
+                parser (:func:`anywave.abi.dims3`).
+            args: in ABI order, or by name. A kernel that prints (``aw.print``) gets its print
+                buffer here when it is not given, and its lines are printed after the launch.
+            wave_width: W (None: the target's default; see the module docs); device: the
+                device ordinal of a multi-device target (``cuda``).
+            check, sync, stream: see :func:`launch_options`; ``options``: the target's own
+                (e.g. the emulator's ``budget=``, ``max_instructions=``, ``trace_lane=``).
+
+        Returns the target's launch result, which has the ``wave_width`` that ran; warns
         (:class:`WaveWidthWarning`) when a kernel that may depend on W runs, without a given
-        ``wave_width``, at another W than the default."""
+        ``wave_width``, at another W than the default.
+
+        Raises:
+            TargetError: a wave width the target does not run; LaunchError: ``stream=`` for a
+                target without streams, ``check=True`` for one without a checked build, a
+                sequence of arguments of another length than the ABI's; and the driver's errors
+                (arguments against the ABI, geometry, launch rules, the device's limits)."""
         k = module.kernel(kernel)
-        names = [a.name for a in k.args]
-        inst = self.instance(wave_width)
+        inst = self.instance(wave_width, device)
         ran = inst.info.wave_width
         if wave_width is None:
             check_default_wave_width(self.name, module, k, ran)
-        res = inst.launch(module, kernel, grid, workgroup, dict(zip(names, args, strict=True)), **options)
+        values = _by_name(k, args)
+        # check=None stays None: the target resolves ANYWAVE_CHECK and its own default
+        opts = launch_options(inst, self.name, f"kernel {kernel!r}", check=check,
+                              stream=None if stream is None else _stream_of(inst, self.name, kernel, stream),
+                              sync=sync)
+        opts.update(options)
+        res = drive(inst, module, k, grid, workgroup, values, opts)
         if getattr(res, "wave_width", None) is None:
             res = rt.LaunchResult(kernel, self.name, inst.info.device, ran)
         return res
+
+
+def _by_name(k: Any, args: Sequence[Any] | Mapping[str, Any]) -> dict[str, Any]:
+    """``args`` by ABI name: a mapping as given (the driver checks its names), a sequence in ABI
+    order (the print buffer of a kernel that prints may be left out)."""
+    ta = type(args)
+    if ta is not list and ta is not tuple:
+        if ta is dict or isinstance(args, Mapping):
+            return dict(args)
+        args = list(args)
+    names = [a.name for a in k.args]
+    if len(args) != len(names):
+        if len(args) == len(names) - 1 and debugprint.has_prints(k):
+            names.pop()
+        else:
+            raise LaunchError(f"kernel {k.name!r} takes {len(names)} arguments {names}, got {len(args)}")
+    return dict(zip(names, args, strict=True))
+
+
+def _stream_of(inst: Any, tname: str, kernel: str, stream: Any) -> int:
+    if not getattr(inst, "streams", False):
+        raise LaunchError(f"kernel {kernel!r}: stream= is for the cuda target, not {tname!r}")
+    return int(inst.stream_handle(stream))
+
+
+_ACCEPTS: dict[tuple[Any, str], bool] = {}
+
+
+def _accepts(fn: Any, name: str) -> bool:
+    """Whether ``fn`` (a target's ``launch``) takes keyword ``name``; by its signature, read once
+    per function."""
+    key = (getattr(fn, "__func__", fn), name)
+    hit = _ACCEPTS.get(key)
+    if hit is None:
+        try:
+            ps = inspect.signature(fn).parameters
+            hit = name in ps or any(p.kind is p.VAR_KEYWORD for p in ps.values())
+        except (TypeError, ValueError):
+            hit = False
+        if len(_ACCEPTS) < 256:
+            _ACCEPTS[key] = hit
+    return hit
+
+
+def launch_options(inst: Any, tname: str, who: str, *, check: bool | None, stream: int | None,
+                   sync: bool) -> dict[str, Any]:
+    """The options of a runtime target's ``launch`` for one launch, decided in one place for every
+    door: ``stream`` (the driver's handle; targets with streams, :attr:`Driver.streams
+    <anywave.runtime.driver.Driver.streams>`; None: the default stream), ``sync`` (False: a launch whose
+    buffers are all device memory may return before it ends; targets that take it), ``check``
+    (True: the bounds-checked build, which always waits; False: the explicit opt-out of a
+    target's checked default; None: the target's default).
+
+    Raises:
+        LaunchError: ``stream`` for a target without streams, ``check=True`` for a target
+            without a bounds-checked build (``who`` names the kernel)."""
+    options: dict[str, Any] = {}
+    if getattr(inst, "streams", False):
+        options = {"sync": sync} if stream is None else {"stream": stream, "sync": sync}  # None: the default stream
+    elif stream is not None:
+        raise LaunchError(f"{who}: stream= is for the cuda target, not {tname!r}")
+    elif _accepts(inst.launch, "sync"):
+        options = {"sync": sync}
+    if check:
+        if not _accepts(inst.launch, "check"):
+            raise LaunchError(f"{who}: target {tname!r} has no bounds-checked mode (check=True / "
+                              "ANYWAVE_CHECK=1)")
+        options["check"] = True
+        if "sync" in options:
+            options["sync"] = True  # a checked launch reports its errors at once, not at the next wait
+    elif check is False and getattr(inst, "check_default", False):
+        options["check"] = False  # the explicit opt-out of a target's checked default
+    return options
+
+
+def drive(inst: Any, module: Any, k: Any, grid: Any, workgroup: Any, values: dict[str, Any],
+          options: dict[str, Any]) -> Any:
+    """Launch ``k`` of ``module`` on the runtime target ``inst`` with ``values`` by ABI name and
+    ``options`` (:func:`launch_options`): the one call from the launch layer into a driver. A
+    kernel that prints (``aw.print``) and was given no print buffer gets a fresh one (the launch
+    then waits) and its lines are printed after the launch. Returns the target's result."""
+    pbuf = None
+    if debugprint.has_prints(k) and k.args[-1].name not in values:
+        pbuf = values[k.args[-1].name] = debugprint.new_buffer()
+        if "sync" in options:
+            options["sync"] = True
+    res = inst.launch(module, k.name, grid, workgroup, values, **options)
+    if pbuf is not None:
+        debugprint.flush(k, pbuf)
+    return res
 
 
 def check_default_wave_width(target: str, module: Any, k: Any, ran: int) -> None:

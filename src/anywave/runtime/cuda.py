@@ -11,6 +11,10 @@
   stream.
 * Resource checks before launch (workgroup shape, registers, shared memory, grid) and driver
   errors as :class:`CudaError` naming the kernel and launch shape.
+* :class:`CudaTarget` is a :class:`~anywave.runtime.driver.Driver` like every other runtime's:
+  the base's program cache, kernel lookup, check default and runner protocol; its launchers
+  (bound launchers, a launch plan's native or Python launcher, stream handles) are the driver's
+  hooks, in :mod:`anywave.runtime.cuda_launch` and :mod:`anywave.runtime.cuda_native`.
 
 The optional dependency is ``cuda-python`` (``pip install 'anywave[cuda]'``).
 """
@@ -29,10 +33,21 @@ from typing import Any
 
 import numpy as np
 
-from anywave.abi import dims3 as _parse_dims
-from anywave.errors import WaveError
+from anywave.abi import dims3
+from anywave.errors import LaunchConfigError, WaveError
 from anywave.isa.types import Access, Capability
 from anywave.runtime.cuda_fake import FakeDriver  # noqa: F401 - re-exported (it lived here)
+from anywave.runtime.cuda_launch import (
+    LaunchPlan,
+    bind_launcher,
+    cai_contiguous,
+    exact_dims,
+    native_launcher,
+    param_buffers,
+    python_launcher,
+    stream_handle,
+)
+from anywave.runtime.driver import Dims, Driver, PlanLayout, buffer_nbytes, resolve_check
 
 #: the NVIDIA warp: the one W the PTX backend and HIP on NVIDIA run
 WAVE_WIDTH = 32
@@ -321,6 +336,8 @@ class LoadedModule:
             raise CudaError(f"loading the PTX of kernels {list(self.program.kernels)} for "
                             f"{device.props.arch} failed: {e}") from None
         self.kernels: dict[str, LoadedKernel] = {}
+        #: kernels the backend refused here, with the reason (none: PTX raises at translation)
+        self.refused: dict[str, str] = {}
         a = drv.CUfunction_attribute
         for name, info in self.program.kernels.items():
             fn = _check(drv.cuModuleGetFunction(self.handle, name.encode()), f"cuModuleGetFunction({name})")
@@ -339,8 +356,6 @@ class LoadedModule:
 
 _DRV: Any = None  # cuda.bindings.driver once imported (see _driver)
 _TORCH_TENSOR: Any = None  # torch.Tensor once torch has been imported by someone
-_SCALAR_INT: Any = None  # anywave.abi's tables, imported on first use
-_scalar_word: Any = None
 
 
 def _torch_tensor_type() -> Any:
@@ -349,140 +364,6 @@ def _torch_tensor_type() -> Any:
     torch = sys.modules.get("torch")
     _TORCH_TENSOR = getattr(torch, "Tensor", None) if torch is not None else None
     return _TORCH_TENSOR
-
-
-class _LaunchPlan:
-    """Everything about one loaded kernel that does not change between launches: the ABI,
-    the driver function, and a parameter buffer (one 8-byte slot per argument, and the array
-    of slot pointers that ``cuLaunchKernel`` takes), refilled under ``lock`` at each launch."""
-
-    def __init__(self, lk: LoadedKernel, k: Any) -> None:
-        self.lk = lk
-        self.k = k
-        self.function = lk.function
-        self.dynamic_shared = lk.info.dynamic_shared
-        self.args = list(k.args)
-        self.names = [a.name for a in self.args]
-        #: 0 buffer (u64 pointer), 1 32-bit scalar, 2 64-bit scalar
-        self.kinds = [0 if a.is_buffer else (2 if a.type.bits == 64 else 1) for a in self.args]
-        from anywave.abi import SCALAR_INT as ints
-
-        #: (index, kind, arg, lo, hi, mask): Python ints in [lo, hi] pass as ``v & mask``
-        self.slots = []
-        for i, (kind, a) in enumerate(zip(self.kinds, self.args, strict=True)):
-            lo, hi = ints.get(a.type, (1, 0)) if kind else (1, 0)
-            self.slots.append((i, kind, a, lo, hi, (1 << a.type.bits) - 1 if kind else 0))
-        self.u64, self.u32, self.ptrs, self.kp = _param_buffers(len(self.args))
-        self.lock = threading.Lock()
-        self.checked: set[tuple[tuple[int, int, int], tuple[int, int, int]]] = set()
-        self._words: dict[tuple[str, type, str], int] = {}
-
-    def shape(self, g: tuple[int, int, int], wg: tuple[int, int, int]) -> str:
-        return f"kernel {self.k.name!r} grid={g} workgroup={wg}"
-
-    def scalar(self, a: Any, v: Any) -> int:
-        """The ABI word of scalar argument ``a`` = ``v``, exactly as the emulator converts it
-        (numbers through a small cache keyed by type and repr, which is exact for the number
-        types the emulator accepts; other values and NaNs uncached)."""
-        global _SCALAR_INT, _scalar_word
-        if _scalar_word is None:
-            from anywave import abi
-
-            _SCALAR_INT, _scalar_word = abi.SCALAR_INT, abi.scalar_word
-        tv = type(v)
-        if tv is int or tv is float or isinstance(v, np.generic):
-            try:
-                key = (a.name, tv, repr(v))
-            except Exception:  # noqa: BLE001 - an unprintable value just skips the cache
-                key = None
-            if key is not None and v == v:  # NaNs keep their payload: never cached
-                w = self._words.get(key)
-                if w is None:
-                    w = _scalar_word(self.k, a.name, a.type, v)
-                    if len(self._words) < 256:
-                        self._words[key] = w
-                return w
-        return _scalar_word(self.k, a.name, a.type, v)
-
-
-
-def _param_buffers(n: int) -> tuple[Any, Any, Any, int]:
-    """A kernelParams block for ``n`` arguments: (u64 slots, the same memory as u32 (slot i's
-    32-bit value is u32[2i]), the array of slot pointers, its address for ``cuLaunchKernel``
-    (0 when there are no arguments))."""
-    m = max(n, 1)
-    u64 = (ctypes.c_uint64 * m)()
-    u32 = (ctypes.c_uint32 * (2 * m)).from_buffer(u64)
-    base = ctypes.addressof(u64)
-    ptrs = (ctypes.c_void_p * m)(*[base + 8 * i for i in range(m)])
-    return u64, u32, ptrs, (ctypes.addressof(ptrs) if n else 0)
-
-
-def _dims(value: int | Sequence[int], what: str) -> tuple[int, int, int]:
-    """Launch geometry by the one parser (:func:`anywave.abi.dims3`; every dimension >= 1)."""
-    if type(value) is int and value >= 1:
-        return (value, 1, 1)
-    return _parse_dims(value, what)
-
-
-def _stream_handle(stream: Any) -> int:
-    if stream is None:
-        return 0
-    for attr in ("cuda_stream", "ptr", "handle"):
-        if hasattr(stream, attr):
-            return int(getattr(stream, attr))
-    return int(stream)
-
-
-# ------------------------------------------------------------------------ the launch fast path
-#
-# A launch whose (module object, kernel, grid, workgroup) this thread has already launched
-# successfully with device arrays only (twice: one-off launches never pay for the binding)
-# goes through a *bound launcher*: a function generated for that plan and geometry with the
-# kernelParams block, the driver function, the grid, the scalar ranges and masks prebuilt, so
-# that a call does one dict lookup, one type check per argument, writes each argument's
-# value into the block, sets the context and calls cuLaunchKernel. Anything the launcher does
-# not recognise (another argument count or container, a NumPy array that must be copied, a
-# non-contiguous or misaligned device array) makes it return False before any driver call,
-# and the checked path runs and raises its usual errors. Scalars are converted by the same
-# code as the checked path, so the same values pass and the same errors are raised.
-#
-# Thread safety: bound launchers are keyed by thread id and each owns its kernelParams block,
-# so concurrent launches of one kernel from several threads never share a block and need no
-# lock (the checked path still fills the plan's shared block under the plan's lock); the
-# caches are plain dicts whose get/set are atomic.
-
-class _NoTensor:
-    """Stands in for ``torch.Tensor`` in a bound launcher when torch is not imported."""
-
-    is_cuda = False
-
-
-def _cai_contiguous(cai: Mapping[str, Any]) -> bool:
-    """A ``__cuda_array_interface__`` dict describes a C-contiguous array (strides None, or
-    exactly the C strides, or at most one element)."""
-    strides = cai.get("strides")
-    if strides is None:
-        return True
-    acc = np.dtype(cai["typestr"]).itemsize
-    expect: list[int] = []
-    for n in reversed(cai["shape"]):
-        expect.insert(0, acc)
-        acc *= n
-    return tuple(strides) == tuple(expect) or int(np.prod(cai["shape"])) <= 1
-
-
-def _cai_pointer(v: Any) -> int | None:
-    """The device address of ``v`` when it exposes ``__cuda_array_interface__``, is C-contiguous
-    and 16-byte aligned; None otherwise (the checked path then decides and explains)."""
-    try:
-        cai = v.__cuda_array_interface__
-        if not _cai_contiguous(cai):
-            return None
-        ptr = int(cai["data"][0])
-    except Exception:  # noqa: BLE001 - anything odd: the checked path raises the proper error
-        return None
-    return None if ptr & 15 else ptr
 
 
 def _bindings_context_setter(context: Any) -> tuple[Any, Any, bool, str]:
@@ -517,87 +398,6 @@ def _ctypes_context_setter(context: Any) -> tuple[Any, Any, bool, str] | None:
     return (set_ctx, ctypes.c_void_p(want), False, "ctypes cuCtxSetCurrent (libcuda loaded by cuda.bindings)")
 
 
-def _bind_launcher(target: CudaTarget, plan: _LaunchPlan, g: tuple[int, int, int],
-                   wg: tuple[int, int, int], module: Any) -> Any:
-    """A bound launcher ``fast(args, stream, sync) -> bool`` for one plan and geometry (see the
-    comment above): True when it launched, False when the checked path must run instead.
-    Driver failures raise CudaError naming the kernel and launch shape, as the checked path."""
-    drv = _driver()
-    u64, u32, ptrs, kp = _param_buffers(len(plan.args))
-    set_ctx, ctx_arg, ctx_tuple, _ = target._context_setter
-    shape = plan.shape(g, wg)
-
-    def fail(call: str, err: Any) -> None:
-        if type(err) is int and hasattr(drv, "CUresult"):  # a ctypes status: name it as the bindings do
-            try:
-                err = drv.CUresult(err)
-            except Exception:  # noqa: BLE001
-                pass
-        raise CudaError(f"{shape}: {call} failed: {_err_text(err)}")
-
-    def synchronize(hstream: int) -> None:
-        r = drv.cuStreamSynchronize(hstream)
-        if r[0]:
-            fail("cuStreamSynchronize", r[0])
-
-    ns: dict[str, Any] = {
-        "T": _TORCH_TENSOR or _torch_tensor_type() or _NoTensor, "cai_ptr": _cai_pointer, "scalar": plan.scalar,
-        "u64": u64, "u32": u32, "ptrs": ptrs, "kp": kp, "fn": plan.function, "launch": drv.cuLaunchKernel,
-        "set_ctx": set_ctx, "ctx": ctx_arg, "stream_handle": _stream_handle, "fail": fail,
-        "synchronize": synchronize, "DA": _array_type(), "DS": memory_space(target.device.props.ordinal)}
-    n = len(plan.args)
-    vs = [f"v{i}" for i in range(n)]
-    src = ["def fast(args, stream, sync):",
-           "    ta = type(args)",
-           "    if ta is list or ta is tuple:"]
-    if n:
-        src += ["        try:", f"            {', '.join(vs)}, = args", "        except ValueError:",
-                "            return False"]
-    else:
-        src += ["        if args:", "            return False"]
-    src += ["    elif ta is dict:",
-            f"        if len(args) != {n}:",
-            "            return False",
-            "        try:"]
-    src += [f"            {v} = args[{name!r}]" for v, name in zip(vs, plan.names, strict=True)]
-    src += ["            pass", "        except KeyError:", "            return False",
-            "    else:", "        return False"]
-    for (i, kind, a, lo, hi, mask), v in zip(plan.slots, vs, strict=True):
-        ns[f"a{i}"] = a
-        if kind == 0:
-            src += [f"    if type({v}) is DA and {v}.space is DS:",
-                    f"        p = {v}.ptr",
-                    f"    elif isinstance({v}, T) and {v}.is_cuda and {v}.is_contiguous():",
-                    f"        p = {v}.data_ptr()",
-                    "        if p & 15:",
-                    "            return False",
-                    "    else:",
-                    f"        p = cai_ptr({v})",
-                    "        if p is None:",
-                    "            return False",
-                    f"    u64[{i}] = p"]
-        else:
-            dst = f"u32[{2 * i}]" if kind == 1 else f"u64[{i}]"
-            word = v if lo == 0 else f"{v} & {mask}"  # v & mask == v on [0, hi]
-            src.append(f"    {dst} = {word} if type({v}) is int and {lo} <= {v} <= {hi} else scalar(a{i}, {v})")
-    src += ["    hs = 0 if stream is None else stream_handle(stream)",
-            "    e = set_ctx(ctx)" + ("[0]" if ctx_tuple else ""),
-            "    if e:",
-            "        fail('cuCtxSetCurrent', e)",
-            f"    r = launch(fn, {g[0]}, {g[1]}, {g[2]}, {wg[0]}, {wg[1]}, {wg[2]}, {plan.dynamic_shared}, hs, kp, 0)",
-            "    if r[0]:",
-            "        fail('cuLaunchKernel', r[0])",
-            "    if sync:",
-            "        synchronize(hs)",
-            "    return True"]
-    text = "\n".join(src) + "\n"
-    exec(compile(text, f"<anywave bound launcher: {shape}>", "exec"), ns)  # noqa: S102 - our own text
-    fast = ns["fast"]
-    fast.source = text  # for reading what a launch does
-    fast.module = module  # keeps id(module) in the launcher's key unique
-    return fast
-
-
 _get_ident = threading.get_ident
 
 
@@ -612,35 +412,30 @@ def _missing(names: list[str], args: Mapping[str, Any]) -> Any:
     raise TypeError(f"arguments missing {missing}, unknown {unknown}; ABI: {names}")
 
 
-def _nbytes(v: Any) -> int:
-    """Bytes of a buffer argument (:func:`anywave.runtime.driver.buffer_nbytes`)."""
-    from anywave.runtime.driver import buffer_nbytes
-
-    return buffer_nbytes(v)
-
-
-def _exact_dims(value: Any) -> bool:
-    """``value`` is an int or a tuple of ints (exact types): safe as part of a fast-path key."""
-    return type(value) is int or (type(value) is tuple and all(type(x) is int for x in value))
-
-
-class CudaTarget:
-    """The PTX backend on one CUDA device (W = 32).
+class CudaTarget(Driver):
+    """The PTX backend on one CUDA device (W = 32), on the runtimes' :class:`Driver` base.
 
     ``launch(module, kernel, grid, workgroup, args, stream=None)`` runs a kernel; modules are
-    translated and loaded once per module object (kept alive by the target)."""
+    translated and loaded once per module object (the base's program cache: :meth:`translate`
+    makes a :class:`LoadedModule`). As a conformance runner (:meth:`__call__`, what
+    :func:`cuda_runner` returns) it takes ``runner(module, kernel, grid, workgroup, args, W)``
+    like every other driver. Its launchers are the driver's hooks: :meth:`plan_launcher` (a
+    kernel-language launch plan's native or generated Python launcher,
+    :mod:`anywave.runtime.cuda_launch`) and :meth:`stream_handle`; ``launch`` keeps its own
+    bound launchers for repeated launches of a module."""
+
+    error = CudaError
+    streams = True
 
     def __init__(self, device: int = 0, *, use_cache: bool = True, wave_width: int | None = None) -> None:
         if wave_width is not None and wave_width != WAVE_WIDTH:
-            from anywave.errors import LaunchConfigError
-
             raise LaunchConfigError(f"wave_width {wave_width!r} is not offered by the cuda target; it runs "
                                     f"[{WAVE_WIDTH}]")
+        super().__init__()
         self.device = CudaDevice(device)
         self.info = self.device.target_info()
         self.use_cache = use_cache
-        self._modules: dict[int, tuple[Any, LoadedModule]] = {}
-        self._plans: dict[tuple[int, str], tuple[Any, _LaunchPlan]] = {}
+        self._plans: dict[tuple[Any, ...], tuple[Any, LaunchPlan]] = {}
         #: how launches make the device's context current (see _ctypes_context_setter)
         self._context_setter = (_ctypes_context_setter(self.device.context)
                                 or _bindings_context_setter(self.device.context))
@@ -649,17 +444,77 @@ class CudaTarget:
         self._fast: dict[tuple[Any, ...], Any] = {}
         self._fast_seen: set[tuple[Any, ...]] = set()
 
-    def load(self, module: Any) -> LoadedModule:
-        """Translate + link + load ``module`` (cached per module object and on disk)."""
-        hit = self._modules.get(id(module))
-        if hit is not None and hit[0] is module:
-            return hit[1]
+    # ---- the Driver base's hooks
+    def translate(self, module: Any, wave_width: int, checked: bool) -> LoadedModule:
+        """``module`` (a Module, ``.wbin`` bytes or a path) as PTX at W = 32, linked and loaded
+        on the device (the cubin cached on disk); ``checked``: the bounds-checked build."""
         from anywave.abi import load_program
 
-        mod = load_program(module)
-        lm = LoadedModule(self.device, mod, use_cache=self.use_cache)
-        self._modules[id(module)] = (module, lm)
-        return lm
+        return LoadedModule(self.device, load_program(module), use_cache=self.use_cache, checked=checked)
+
+    def device_limits(self) -> tuple[str, int | None, int | None]:
+        p = self.device.props
+        return p.name, p.shared_memory_per_block_optin, p.max_threads_per_block
+
+    def buffer_ok(self, value: Any) -> bool:
+        return True  # NumPy arrays (copied), device arrays, __cuda_array_interface__ objects: see launch
+
+    def stream_handle(self, stream: Any) -> int:
+        """The driver's handle of ``stream`` (:func:`anywave.runtime.cuda_launch.stream_handle`)."""
+        return stream_handle(stream)
+
+    def plan_launcher(self, module: Any, kernel: str, grid: Dims, workgroup: Dims, layout: PlanLayout) -> Any:
+        """The launcher of a kernel-language launch plan (every buffer device memory, unchecked
+        build): the native one (:func:`~anywave.runtime.cuda_launch.native_launcher`), else the
+        generated Python one with the reason in its ``path`` (``"python: <reason>"``). Its
+        ``parts`` (native) / ``keep`` (Python) are :meth:`launch_parts`.
+
+        Raises:
+            CudaError: the device refuses the geometry."""
+        parts = self.launch_parts(module, kernel, grid, workgroup)
+        fast, why = native_launcher(parts, layout.specs, layout.nargs, layout.stream, layout.torch_device,
+                                    layout.guards, layout.undefined)
+        if fast is None:
+            fast = python_launcher(parts, layout.specs, layout.nargs, layout.stream, layout.torch_device)
+            fast.path = f"python: {why}"
+            fast.guarded = False
+        from anywave.runtime.arrays import mark_used
+
+        mark_used(parts["space"])
+        return fast
+
+    def __call__(self, module: Any, kernel: str, grid: Any, workgroup: Any, args: Mapping[str, Any] | Sequence[Any],
+                 wave_width: int = WAVE_WIDTH, *, sync: bool = True, check: bool | None = None, stream: Any = None,
+                 **_: Any) -> None:
+        """The conformance runner's call (``runner(module, kernel, grid, workgroup, args, W)``):
+        :meth:`launch` at W = 32.
+
+        Raises:
+            LaunchConfigError: W != 32; and what :meth:`launch` raises."""
+        if wave_width != WAVE_WIDTH:
+            raise LaunchConfigError(f"the CUDA target has W = {WAVE_WIDTH}, asked for W = {wave_width}")
+        self.launch(module, kernel, grid, workgroup, args, stream=stream, sync=sync, check=check)
+
+    # ---- loading and launching
+    def load(self, module: Any, checked: bool = False) -> LoadedModule:
+        """Translate + link + load ``module`` (cached per module object and on disk;
+        ``checked``: the bounds-checked build, cached apart)."""
+        return self.program(module, WAVE_WIDTH, checked)
+
+    def _failer(self, shape: str) -> Any:
+        """``fail(call, status)``: raises CudaError naming ``shape`` (kernel and launch sizes), the
+        driver call and its error (a ctypes status is named as the bindings name it)."""
+        drv = _DRV or _driver()
+
+        def fail(call: str, err: Any) -> None:
+            if type(err) is int and hasattr(drv, "CUresult"):  # a ctypes status: name it as the bindings do
+                try:
+                    err = drv.CUresult(err)
+                except Exception:  # noqa: BLE001
+                    pass
+            raise CudaError(f"{shape}: {call} failed: {_err_text(err)}")
+
+        return fail
 
     def launch(self, module: Any, kernel: str, grid: int | Sequence[int],
                workgroup: int | Sequence[int], args: Mapping[str, Any] | Sequence[Any], *,
@@ -688,9 +543,10 @@ class CudaTarget:
             TypeError / ValueError: bad arguments (the message lists the ABI).
 
         The per-kernel work (module lookup, ABI, parameter buffers) is prepared once and cached
-        (:class:`_LaunchPlan`); a launch geometry is checked once per plan. A repeated launch
-        (same module object, kernel, grid and workgroup, same thread) whose buffers are all
-        device arrays goes through a bound launcher (:func:`_bind_launcher`) that writes the
+        (:class:`~anywave.runtime.cuda_launch.LaunchPlan`); a launch geometry is checked once per
+        plan. A repeated launch (same module object, kernel, grid and workgroup, same thread) whose
+        buffers are all device arrays goes through a bound launcher
+        (:func:`~anywave.runtime.cuda_launch.bind_launcher`) that writes the
         argument values into a prebuilt parameter block and calls ``cuLaunchKernel``, so that it
         costs little more than the driver call; anything else takes the checked path.
 
@@ -699,9 +555,7 @@ class CudaTarget:
         The device's context is made current on the calling thread at every launch.
         """
         if check is not None or _CHECK_ENV:
-            from anywave.runtime.driver import resolve_check
-
-            if resolve_check(check):
+            if resolve_check(check, self.check_default):
                 self._launch_bounds_checked(module, kernel, grid, workgroup, args, stream)
                 return self._result(kernel)
         # a bound launcher keeps its module alive, so id(module) in its key cannot be reused
@@ -712,11 +566,14 @@ class CudaTarget:
         if bound is not None and bound(args, stream, sync):
             return self._result(kernel)
         plan, g, wg = self._launch_checked(module, kernel, grid, workgroup, args, stream, sync)
-        if plan is not None and _exact_dims(grid) and _exact_dims(workgroup):
+        if plan is not None and exact_dims(grid) and exact_dims(workgroup):
             key = (id(module), kernel, grid, type(grid), workgroup, type(workgroup), _get_ident())
             if key in self._fast_seen:
                 if len(self._fast) < 1024:
-                    self._fast[key] = _bind_launcher(self, plan, g, wg, module)
+                    self._fast[key] = bind_launcher(
+                        plan, g, wg, module, drv=_DRV or _driver(), context_setter=self._context_setter,
+                        fail=self._failer(plan.shape(g, wg)), tensor_type=_TORCH_TENSOR or _torch_tensor_type(),
+                        array_type=_array_type(), space=memory_space(self.device.props.ordinal))
             elif len(self._fast_seen) < 4096:
                 self._fast_seen.add(key)
         return self._result(kernel)
@@ -746,20 +603,13 @@ class CudaTarget:
         key = (id(module), kernel, "bounds-checked")
         entry = self._plans.get(key)
         if entry is None or entry[0] is not module:
-            hit = self._modules.get(key)  # type: ignore[call-overload]
-            if hit is None or hit[0] is not module:
-                from anywave.abi import load_program
-
-                hit = (module, LoadedModule(self.device, load_program(module), use_cache=self.use_cache, checked=True))
-                self._modules[key] = hit  # type: ignore[index]
-            lm = hit[1]
-            if kernel not in lm.kernels:
-                raise ValueError(f"module has no kernel {kernel!r}; its kernels are {list(lm.kernels)}")
+            lm = self.load(module, checked=True)
+            self.kernel_info(lm, lm.module, kernel)  # refused or absent: the driver's error
             k = lm.module.kernel(kernel)
             hidden = [Arg(f"__wa_n{i}", ArgKind.SCALAR, ScalarType.U64) for i, a in enumerate(k.args) if a.is_buffer]
             hidden.append(Arg("__wa_err", ArgKind.BUFFER, ScalarType.U32, Access.READWRITE))
-            plan = _LaunchPlan(lm.kernels[kernel], dataclasses.replace(k, args=list(k.args) + hidden))
-            self._plans[key] = (module, plan)  # type: ignore[index]
+            plan = LaunchPlan(lm.kernels[kernel], dataclasses.replace(k, args=list(k.args) + hidden))
+            self._plans[key] = (module, plan)
         else:
             plan = entry[1]
         k = plan.lk.info  # PtxKernel: sites, local memory
@@ -773,7 +623,7 @@ class CudaTarget:
             values = list(args)
         if len(values) != len(names):
             raise TypeError(f"kernel {kernel!r} takes {len(names)} arguments {names}, got {len(values)}")
-        sizes = [_nbytes(v) if a.is_buffer else 0 for a, v in zip(wave_args, values, strict=True)]
+        sizes = [buffer_nbytes(v) if a.is_buffer else 0 for a, v in zip(wave_args, values, strict=True)]
         record = new_error_record()
         ext = values + [int(n) for a, n in zip(wave_args, sizes, strict=True) if a.is_buffer] + [record]
         self._launch_checked(module, kernel, grid, workgroup, ext, stream, True, plan=plan)
@@ -803,28 +653,19 @@ class CudaTarget:
         ``set_ctx``/``ctx``/``ctx_tuple`` (make the context current), ``shared`` bytes,
         ``f32``/``f64`` (the block as floats: slot i's f32 is ``f32[2i]``, its f64 ``f64[i]``),
         ``fail(call, status)`` (raises CudaError naming the kernel and shape), ``space`` (the
-        device's memory space) and ``shape``. The kernel language's launch plans
-        (:mod:`anywave.jit.launch`) generate their launcher from these; the block must
-        be used by one thread at a time.
+        device's memory space) and ``shape``. :meth:`plan_launcher` generates a launch plan's
+        launcher from these; the block must be used by one thread at a time.
 
         Raises:
             CudaError: the device refuses the geometry."""
         plan = self._plan_for(module, kernel)
-        g, wg = _dims(grid, "grid"), _dims(workgroup, "workgroup")
+        g, wg = dims3(grid, "grid"), dims3(workgroup, "workgroup")
         shape = plan.shape(g, wg)
         self._check_launch(plan.k, plan.lk, g, wg, shape)
         drv = _DRV or _driver()
-        u64, u32, ptrs, kp = _param_buffers(len(plan.args))
+        u64, u32, ptrs, kp = param_buffers(len(plan.args))
         set_ctx, ctx_arg, ctx_tuple, _ = self._context_setter
-
-        def fail(call: str, err: Any) -> None:
-            if type(err) is int and hasattr(drv, "CUresult"):
-                try:
-                    err = drv.CUresult(err)
-                except Exception:  # noqa: BLE001
-                    pass
-            raise CudaError(f"{shape}: {call} failed: {_err_text(err)}")
-
+        fail = self._failer(shape)
         return {"u64": u64, "u32": u32, "ptrs": ptrs, "kp": kp, "kinds": list(plan.kinds), "args": plan.args,
                 "f32": (ctypes.c_float * (2 * max(len(plan.args), 1))).from_buffer(u64),
                 "f64": (ctypes.c_double * max(len(plan.args), 1)).from_buffer(u64),
@@ -834,7 +675,7 @@ class CudaTarget:
                 "module": module, "native": self._native_entries(plan.function)}
 
     def _native_entries(self, function: Any) -> dict[str, Any] | str:
-        """The driver entries a native launcher (:mod:`anywave.jit.native`) calls: ``launch``
+        """The driver entries a native launcher (:mod:`anywave.runtime.cuda_native`) calls: ``launch``
         and ``ctx_set`` (addresses of ``cuLaunchKernel`` and ``cuCtxSetCurrent`` in the
         ``libcuda.so.1`` that cuda.bindings loaded), ``fn`` and ``ctx`` (the handles as
         integers), ``keep`` (objects to keep alive); or the reason there are none (a string).
@@ -856,7 +697,7 @@ class CudaTarget:
             return f"the driver entries are not reachable: {type(e).__name__}: {e}"
         return {"launch": launch, "ctx_set": ctx_set, "fn": fn, "ctx": ctx, "keep": (lib, function)}
 
-    def _plan_for(self, module: Any, kernel: str) -> _LaunchPlan:
+    def _plan_for(self, module: Any, kernel: str) -> LaunchPlan:
         entry = self._plans.get((id(module), kernel))
         if entry is None or entry[0] is not module:
             return self._plan(module, kernel)
@@ -865,7 +706,7 @@ class CudaTarget:
     def _launch_checked(self, module: Any, kernel: str, grid: int | Sequence[int],
                         workgroup: int | Sequence[int], args: Mapping[str, Any] | Sequence[Any],
                         stream: Any, sync: bool,
-                        plan: _LaunchPlan | None = None) -> tuple[_LaunchPlan | None, Any, Any]:
+                        plan: LaunchPlan | None = None) -> tuple[LaunchPlan | None, Any, Any]:
         """:meth:`launch` with every check. Returns (plan, grid, workgroup) when a bound launcher
         could repeat this launch (arguments in a list, tuple or dict, and device arrays only),
         else (None, ...). ``plan``: use this plan (the bounds-checked build's) instead of the
@@ -875,7 +716,7 @@ class CudaTarget:
             plan = self._plan(module, kernel)
         else:
             plan = entry[1]
-        g, wg = _dims(grid, "grid"), _dims(workgroup, "workgroup")
+        g, wg = dims3(grid, "grid"), dims3(workgroup, "workgroup")
         if (g, wg) not in plan.checked:
             shape = f"kernel {kernel!r} grid={g} workgroup={wg}"
             self._check_launch(plan.k, plan.lk, g, wg, shape)
@@ -898,7 +739,7 @@ class CudaTarget:
             if len(values) != len(names):
                 raise TypeError(f"{plan.shape(g, wg)}: takes {len(names)} arguments {names}, got {len(values)}")
         drv = _DRV or _driver()
-        hstream = 0 if stream is None else _stream_handle(stream)
+        hstream = 0 if stream is None else stream_handle(stream)
         allocations: list[int] = []
         copy_back: list[tuple[np.ndarray, int, int]] = []
         tensor = _TORCH_TENSOR or _torch_tensor_type()
@@ -943,11 +784,10 @@ class CudaTarget:
         repeatable = not allocations and (type(args) is list or type(args) is tuple or type(args) is dict)
         return (plan if repeatable else None), g, wg
 
-    def _plan(self, module: Any, kernel: str) -> _LaunchPlan:
+    def _plan(self, module: Any, kernel: str) -> LaunchPlan:
         lm = self.load(module)
-        if kernel not in lm.kernels:
-            raise ValueError(f"module has no kernel {kernel!r}; its kernels are {list(lm.kernels)}")
-        plan = _LaunchPlan(lm.kernels[kernel], lm.module.kernel(kernel))
+        self.kernel_info(lm, lm.module, kernel)  # refused or absent: the driver's error
+        plan = LaunchPlan(lm.kernels[kernel], lm.module.kernel(kernel))
         self._plans[(id(module), kernel)] = (module, plan)
         return plan
 
@@ -991,7 +831,7 @@ class CudaTarget:
                 return v.ptr
         cai = getattr(v, "__cuda_array_interface__", None)
         if cai is not None:
-            if not _cai_contiguous(cai):
+            if not cai_contiguous(cai):
                 raise ValueError(f"{shape}: buffer argument {a.name!r} must be C-contiguous")
             ptr = int(cai["data"][0])
             if ptr % 16:
@@ -1212,16 +1052,9 @@ def register() -> None:
     register_target("cuda", probe, lambda **options: CudaTarget(**options))
 
 
-def cuda_runner(target: CudaTarget | None = None) -> Any:
-    """A conformance-suite runner (``runner(module, kernel, grid, workgroup, args, W)``) on CUDA.
+def cuda_runner(target: CudaTarget | None = None) -> CudaTarget:
+    """A conformance-suite runner (``runner(module, kernel, grid, workgroup, args, W)``) on CUDA:
+    the driver itself (:meth:`CudaTarget.__call__`), as ``opencl_runner()`` is OpenCL's.
 
-    Raises (when called) ValueError for W != 32."""
-    tgt = target or CudaTarget()
-
-    def run(module: Any, kernel: str, grid: Any, workgroup: Any, args: dict[str, Any], wave_width: int) -> None:
-        if wave_width != WAVE_WIDTH:
-            raise ValueError(f"the CUDA target has W = {WAVE_WIDTH}, asked for W = {wave_width}")
-        tgt.launch(module, kernel, grid, workgroup, args)
-
-    run.target = tgt  # type: ignore[attr-defined]
-    return run
+    Raises (when called) LaunchConfigError (a ValueError) for W != 32."""
+    return target or CudaTarget()

@@ -74,7 +74,7 @@ class FakeDriver:
         """C-callable stand-ins for ``cuLaunchKernel`` and ``cuCtxSetCurrent`` (ctypes callbacks
         that call this fake's own, so ``on_launch``, the statuses and graph capture behave as
         for the Python launcher) and integer handles for ``function`` and ``context``, for the
-        native launcher (:mod:`anywave.jit.native`). An exception inside a callback is kept in
+        native launcher (:mod:`anywave.runtime.cuda_native`). An exception inside a callback is kept in
         ``native_error`` and reported to the launcher as CUDA_ERROR_UNKNOWN (999)."""
         import ctypes
 

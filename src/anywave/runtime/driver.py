@@ -19,6 +19,11 @@ What every compiled launch does before the device-specific part (spec §2.1, §2
 Each driver then moves buffers and launches. Errors are the driver's own
 :class:`~anywave.errors.WaveError` subclass (``Driver.error``), except the launch rules'
 :class:`~anywave.errors.LaunchConfigError`.
+
+The launch layer above (:mod:`anywave.jit.launch`) reaches a driver through two hooks besides
+its ``launch``: :meth:`Driver.plan_launcher`, the driver's own launcher for a launch plan whose
+arguments the layer has checked once (CUDA's native launcher; None elsewhere: the plan calls
+``launch``), and :meth:`Driver.stream_handle` for drivers with streams (:attr:`Driver.streams`).
 """
 
 from __future__ import annotations
@@ -31,13 +36,16 @@ from typing import Any
 
 import numpy as np
 
-from anywave.abi import check_arg_names, scalar_word
-from anywave.abi import dims3 as _parse_dims
+from anywave.abi import check_arg_names, dims3, scalar_word
 from anywave.errors import LaunchConfigError, WaveError
 from anywave.isa.types import ArgKind
 from anywave.runtime.targets import ID_LIMIT_U32, check_launch_rules, check_not_forked
 
 Dims = tuple[int, int, int]
+
+#: what a plan launcher (:meth:`Driver.plan_launcher`) returns for arguments that do not fit its
+#: layout: nothing was launched, and the caller takes its full path, which raises the detailed error
+MISS = object()
 
 
 #: ``ANYWAVE_CHECK`` values that turn the bounds-checked build off (an explicit opt-out)
@@ -64,17 +72,6 @@ def resolve_check(check: bool | None, default: bool = False) -> bool:
         env = env_check()
         return default if env is None else env
     return bool(check)
-
-
-def dims3(value: int | Sequence[int], what: str, error: type[Exception] = WaveError) -> Dims:
-    """``value`` (an int or 1-3 ints) as 3 ints, missing dimensions 1, by the one geometry
-    parser (:func:`anywave.abi.dims3`, dimensions of 0 allowed: an empty grid runs nothing).
-    Raises ``error`` with that parser's message for anything else (a float, more than 3
-    dimensions, a negative one)."""
-    try:
-        return _parse_dims(value, what, empty_ok=True)
-    except (TypeError, ValueError) as e:
-        raise error(str(e)) from None
 
 
 def buffer_nbytes(v: Any) -> int:
@@ -162,18 +159,19 @@ def marshal_args(kernel: Any, info: Any, args: Mapping[str, Any], error: type[Ex
     return out
 
 
-def launch_dims(info: Any, grid: Sequence[int], workgroup: Sequence[int], W: int, max_workgroup: int | None,
+def launch_dims(info: Any, grid: Dims, workgroup: Dims, W: int, max_workgroup: int | None,
                 error: type[Exception] = WaveError) -> tuple[Dims, Dims] | None:
     """(global, local) NDRange sizes of a launch as one dimension of ``P`` threads per workgroup
     (``x*y*z``, padded to a multiple of W when ``info.wave_mode``: the padding lanes never
-    become active), or None for an empty grid.
+    become active), or None for an empty grid. ``grid`` and ``workgroup`` are 3 ints each, as
+    the one geometry parser (:func:`anywave.abi.dims3`) makes them.
 
     Raises:
-        error: bad sizes or P above ``max_workgroup`` (None: no device limit checked here).
+        error: a workgroup dimension of 0, or P above ``max_workgroup`` (None: no device limit
+            checked here).
         LaunchConfigError: more than 2^32 threads along a dimension (global ids are u32).
     """
-    g = dims3(grid, "grid", error)
-    wg = dims3(workgroup, "workgroup", error)
+    g, wg = grid, workgroup
     if any(v < 0 for v in g) or any(v < 1 for v in wg):
         raise error(f"grid {g} and workgroup {wg} must be non-negative / positive")
     if 0 in g:
@@ -192,6 +190,37 @@ def padded_size(info: Any, workgroup: Sequence[int], W: int) -> int:
     (``info.wave_mode``)."""
     n = int(workgroup[0]) * int(workgroup[1]) * int(workgroup[2])
     return -(-n // W) * W if info.wave_mode else n
+
+
+@dataclass(frozen=True)
+class PlanLayout:
+    """What a launch plan's launcher checks per call (:meth:`Driver.plan_launcher`), as the launch
+    layer recorded it at the first call of an argument layout, after checking every argument once.
+
+    Attributes:
+        specs: one tuple per ABI argument, in ABI order. A buffer:
+            ``(index, name, "buffer", quick, written, how)`` -- ``index`` its position in a call's
+            arguments, ``quick(value)`` the per-call check (``(base, address, nbytes, value)``, or
+            None for a value of another layout), ``how`` ``("array", space, dtype)`` (an anywave
+            array), ``("torch", dtype, device)`` (a CUDA tensor) or another tag (use ``quick``).
+            A scalar: ``(index, name, "scalar", dtype, (lo, hi), mask, conversion)`` -- ``dtype``
+            the language type (``is_int``), ``(lo, hi)``/``mask`` its integer range and bit mask
+            (None for floats), ``conversion`` ``(exact type, to number)`` for a NumPy scalar or 0-d
+            array (None: a Python number).
+        nargs: the number of positional arguments of a call.
+        stream: the stream handle of the launches (0: the default stream).
+        torch_device: launch on torch's current stream of this CUDA device (None: ``stream``).
+        guards: the kernel fingerprint's dependencies to re-check per call
+            (:class:`anywave.compiler.fingerprint.Fingerprint`), or None.
+        undefined: the fingerprint's marker of a name that was unbound.
+    """
+
+    specs: list[tuple[Any, ...]]
+    nargs: int
+    stream: int = 0
+    torch_device: int | None = None
+    guards: tuple[tuple[Any, ...], ...] | None = None
+    undefined: Any = None
 
 
 @dataclass
@@ -239,6 +268,8 @@ class Driver:
 
     error: type[WaveError] = WaveError
     serial_atomics = False
+    #: launches take ``stream=`` (see :meth:`stream_handle`)
+    streams = False
     #: the bounds-checked build is the default (``check=None``): set by drivers whose kernels
     #: address host memory (an unchecked overrun there corrupts the user's process)
     check_default = False
@@ -258,6 +289,23 @@ class Driver:
 
     def check_kernel(self, kernel: Any, info: Any) -> None:
         """Checks of this device beyond local memory and the launch sizes (raise ``error``)."""
+
+    def stream_handle(self, stream: Any) -> int:
+        """The driver's handle of a stream given to a launch (drivers with :attr:`streams`).
+
+        Raises:
+            error: this driver's launches take no stream."""
+        raise self.error(f"{type(self).__name__} launches take no stream=")
+
+    def plan_launcher(self, module: Any, kernel: str, grid: Dims, workgroup: Dims, layout: PlanLayout) -> Any:
+        """The driver's own launcher for a launch plan: ``launcher(args)`` launches ``kernel``
+        with the positional arguments ``args`` of a call laid out as ``layout`` (checked per call
+        by its ``specs``) and returns None, or returns :data:`MISS` with nothing launched. The
+        caller has checked the kernel, geometry and arguments once, and asks only for plans
+        whose buffers are all device memory and whose build is unchecked.
+
+        Returns None (this default): the driver has none, and the plan calls ``launch``."""
+        return None
 
     def buffer_ok(self, value: Any) -> bool:
         """Whether this driver takes ``value`` as a buffer argument (default: NumPy arrays and
@@ -304,7 +352,10 @@ class Driver:
             raise self.error(f"kernel {kernel!r} needs {info.local_memory} bytes of local memory; "
                              f"{name} has {local_memory}")
         margs = marshal_args(k, info, args, self.error, self.buffer_ok)
-        g3, wg = dims3(grid, "grid", self.error), dims3(workgroup, "workgroup", self.error)
+        try:  # the one geometry parser; dimensions of 0 allowed (an empty grid runs nothing)
+            g3, wg = dims3(grid, "grid", empty_ok=True), dims3(workgroup, "workgroup", empty_ok=True)
+        except (TypeError, ValueError) as e:
+            raise self.error(str(e)) from None
         if min(g3) >= 1 and min(wg) >= 1:
             check_launch_rules(k, g3, wg)
         dims = launch_dims(info, g3, wg, wave_width, max_workgroup, self.error)

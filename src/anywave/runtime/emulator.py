@@ -40,7 +40,7 @@ class EmulatorTarget:
 
     def launch(self, module: Any, kernel: str, grid: Any, workgroup: Any, args: Any, *,
                check: bool | None = None, budget: float | None | str = "default",
-               max_instructions: int | None = None) -> Any:
+               max_instructions: int | None = None, trace_lane: int | None = None) -> Any:
         """Run ``kernel`` on the emulator (see :func:`anywave.emu.emulate`).
 
         ``check``: the emulator's checked mode (race and uninitialised-local-memory detection;
@@ -49,12 +49,14 @@ class EmulatorTarget:
         :class:`~anywave.emu.machine.BudgetExceeded` (None: unbounded; default 10 s or
         ``ANYWAVE_EMU_BUDGET``; depends on the machine's speed and load).
         ``max_instructions``: the launch's bound in wave-instructions issued, a count of work
-        independent of the machine (None: unbounded); see :func:`anywave.emu.emulate`."""
+        independent of the machine (None: unbounded); see :func:`anywave.emu.emulate`.
+        ``trace_lane``: record the register changes of this global thread number (the stats'
+        ``trace``)."""
         from anywave.emu import emulate
 
         return emulate(module, kernel, grid=grid, workgroup=workgroup, args=args,
                        wave_width=self.info.wave_width, check=self.check if check is None else bool(check),
-                       budget=budget, max_instructions=max_instructions)
+                       budget=budget, max_instructions=max_instructions, trace_lane=trace_lane)
 
 
 def _probe() -> tuple[bool, str, Sequence[TargetInfo]]:

@@ -18,11 +18,13 @@ import torch
 import torch.nn.functional as F
 
 from anywave.backends import ptx_mma
+from anywave.jit.targets import get_target
 from anywave.kernels.gemm_group import BN as GROUP_BN
 from anywave.kernels.gemm_group import gemm_group_kernel
 from anywave.kernels.gemm_mma import gemm_frag_kernel, gemm_tiled_kernel
 from anywave.runtime.cuda import WAVE_WIDTH as CUDA_WAVE_WIDTH
 from anywave.torch import placement as O
+from anywave.torch.custom_ops import _cpu_choice
 
 #: tiling of the CUDA launches (gemm_tiled_kernel): 8 waves of 32 lanes, 128 x 256 per workgroup,
 #: each wave 64 x 64, K slices of 32 copied with aw.async_copy (cp.async) into a ring of 4 local
@@ -102,7 +104,10 @@ def gemm_mma(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = None,
         view = torch.int32 if tiled else torch.int16
         host = {"a": ap.view(view).numpy(), "b": bp.view(view).numpy(), "bias": bv.numpy(), "c": out.numpy(),
                 "m": mp, "n": np_, "k": kp}
-        O.current_cpu_target().launch(kern.compile(**consts), kern.name, grid, (waves * w, 1, 1), host)
+        # the packed operands are int views of the u32/u16 words: the module-level front door
+        # (anywave.jit.targets.Target.launch), where the driver checks the ABI, not the kernel call's dtypes
+        get_target(_cpu_choice(None, None)[0]).launch(kern.compile(**consts), kern.name, grid=grid,
+                                                      workgroup=(waves * w, 1, 1), args=host, wave_width=w)
     return out[:m, :n].contiguous() if (mp, np_) != (m, n) else out
 
 

@@ -1,5 +1,5 @@
 /* anywave's native kernel launcher (issue 24 item 1): one CPython extension type, Launcher,
- * built at first use by anywave.jit.native with the system C compiler and cached in the anywave
+ * built at first use by anywave.runtime.cuda_native with the system C compiler and cached in the anywave
  * cache. A Launcher is made per launch plan (kernel, argument layout, grid, workgroup, stream);
  * calling it with the tuple of a kernel call's positional arguments re-checks each argument
  * against the layout (exact type, dtype, memory space / device, contiguity, alignment, scalar
@@ -560,7 +560,7 @@ static void launcher_dealloc(Launcher *L) {
     Py_TYPE(L)->tp_free((PyObject *)L);
 }
 
-/* Launcher(description: dict): see anywave/jit/native.py (make_launcher) for the keys */
+/* Launcher(description: dict): see anywave/runtime/cuda_native.py (make_launcher) for the keys */
 static int launcher_init(Launcher *L, PyObject *args, PyObject *kw) {
     PyObject *d;
     if (!PyArg_ParseTuple(args, "O!", &PyDict_Type, &d))
@@ -725,7 +725,7 @@ static PyMethodDef launcher_methods[] = {
 
 static PyTypeObject LauncherType = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "anywave.jit._aw_launch.Launcher",
+    .tp_name = "anywave.runtime._aw_launch.Launcher",
     .tp_basicsize = sizeof(Launcher),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
     .tp_doc = "A native launcher of one launch plan: launcher(args) -> None (launched) or MISS.",

@@ -1,5 +1,6 @@
-"""The native launcher: a small CPython extension (``aw_launch.c`` beside this file) that does a
-CUDA launch plan's per-call work in C and calls ``cuLaunchKernel`` directly (issue 24 item 1).
+"""The CUDA driver's native launcher: a small CPython extension (``aw_launch.c`` beside this file)
+that does a CUDA launch plan's per-call work in C and calls ``cuLaunchKernel`` directly (issue 24
+item 1; made by :func:`anywave.runtime.cuda_launch.native_launcher`).
 
 The extension is compiled at first use -- the first CUDA launch plan of a process -- with the
 system C compiler (``$CC``, else the compiler Python was built with, else ``cc``/``gcc``/
@@ -11,12 +12,13 @@ and checked before it is loaded (:mod:`anywave.cache`'s rules for native code).
 
 When it cannot be built or loaded (no compiler, no ``Python.h``, a compile error, an untrusted
 cache, ``ANYWAVE_NATIVE_LAUNCH=0``), launch plans use the generated Python launcher instead
-(:func:`anywave.jit.launch._cuda_fast`), with the same checks and the same words; the reason is
-:func:`status`'s second element, and each CUDA plan says which path it took in its ``path``
-attribute (``"native"`` or ``"python: <reason>"``); ``anywave.jit.native.explain()`` prints both.
+(:func:`anywave.runtime.cuda_launch.python_launcher`), with the same checks and the same words;
+the reason is :func:`status`'s second element, and each CUDA plan says which path it took in its
+``path`` attribute (``"native"`` or ``"python: <reason>"``);
+``anywave.runtime.cuda_native.explain()`` prints both.
 
-    >>> from anywave.jit import native
-    >>> native.status()  # doctest: +SKIP
+    >>> from anywave.runtime import cuda_native
+    >>> cuda_native.status()  # doctest: +SKIP
     (True, 'built /home/me/.cache/anywave/launch/_aw_launch-....so')
 """
 
@@ -115,8 +117,8 @@ def _build() -> tuple[Any, str]:
         how = "built"
     try:
         check_file(out)
-        loader = importlib.machinery.ExtensionFileLoader("anywave.jit._aw_launch", str(out))
-        spec = importlib.util.spec_from_file_location("anywave.jit._aw_launch", str(out), loader=loader)
+        loader = importlib.machinery.ExtensionFileLoader("anywave.runtime._aw_launch", str(out))
+        spec = importlib.util.spec_from_file_location("anywave.runtime._aw_launch", str(out), loader=loader)
         if spec is None:
             return None, f"cannot load {out}"
         mod = importlib.util.module_from_spec(spec)
