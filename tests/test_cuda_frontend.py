@@ -248,8 +248,6 @@ REFUSED = [
     ("unknown call", "__global__ void k(float* o) {\n  o[0] = expf(o[0]);\n}", "call of 'expf'", 2, 10),
     ("local array", "__global__ void k(float* o) {\n  float t[4];\n  o[0] = 0;\n}", "a local (per-thread) array",
      2, 9),
-    ("warp shuffle", "__global__ void k(int* o) {\n  o[0] = __shfl_down_sync(0xffffffffu, o[1], 1);\n}",
-     "call of '__shfl_down_sync'", 2, 10),
     ("printf", "__global__ void k(int* o) {\n  printf(\"%d\\n\", o[0]);\n}", "call of 'printf'", 2, 3),
     ("extern shared", "__global__ void k(float* o) {\n  extern __shared__ float s[];\n  o[0] = s[0];\n}",
      "a variable of type 'float[]'", 2, 27),

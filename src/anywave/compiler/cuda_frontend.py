@@ -40,6 +40,7 @@ from anywave.isa.table import BY_MNEMONIC
 from anywave.isa.types import Access, ArgKind, MemoryOrder, Scope, SpecialRegister
 
 from . import codegen, ir, passes, spill
+from . import cuda_warp as _warp
 from . import typerules as tr
 from . import types as ty
 from .constants import literal_bits
@@ -72,9 +73,12 @@ __device__ float expf(float); __device__ double exp(double); __device__ float lo
 __device__ double log(double); __device__ float powf(float, float); __device__ double pow(double, double);
 __device__ float sinf(float); __device__ float cosf(float); __device__ float tanhf(float);
 __device__ float __expf(float); __device__ float __logf(float); __device__ float __powf(float, float);
-__device__ float rsqrtf(float); __device__ void __syncwarp(unsigned = 0xffffffffu);
-__device__ float __shfl_sync(unsigned, float, int, int = 32);
-""" + "".join(f"__device__ {t} {f}({t}*, {t});\n" for f, ts in (
+__device__ float rsqrtf(float);
+__device__ int __popc(unsigned); __device__ int __popcll(unsigned long long);
+__device__ int __clz(int); __device__ int __clzll(long long);
+__device__ int __ffs(int); __device__ int __ffsll(long long);
+__device__ unsigned __brev(unsigned); __device__ unsigned long long __brevll(unsigned long long);
+""" + _warp.PRELUDE + "".join(f"__device__ {t} {f}({t}*, {t});\n" for f, ts in (
     ("atomicAdd", ("int", "unsigned", "float")), ("atomicSub", ("int", "unsigned")),
     ("atomicMin", ("int", "unsigned")), ("atomicMax", ("int", "unsigned")), ("atomicAnd", ("int", "unsigned")),
     ("atomicOr", ("int", "unsigned")), ("atomicXor", ("int", "unsigned")),
@@ -82,9 +86,6 @@ __device__ float __shfl_sync(unsigned, float, int, int = 32);
 __device__ int atomicCAS(int*, int, int); __device__ unsigned atomicCAS(unsigned*, unsigned, unsigned);
 __device__ float __ldg(const float*); __device__ double __ldg(const double*);
 __device__ int __ldg(const int*); __device__ unsigned __ldg(const unsigned*);
-__device__ float __shfl_down_sync(unsigned, float, unsigned, int = 32);
-__device__ int __shfl_down_sync(unsigned, int, unsigned, int = 32);
-__device__ unsigned __ballot_sync(unsigned, int);
 extern "C" __device__ int printf(const char*, ...);
 """
 #: the prelude is put before the user's source in one buffer: its lines come first
@@ -99,6 +100,8 @@ _MATH = {  # C name -> (ALU operation, arity)
     "ceilf": ("ceil", 1), "ceil": ("ceil", 1), "truncf": ("trunc", 1), "trunc": ("trunc", 1),
     "rintf": ("rint", 1), "rint": ("rint", 1),
 }
+_BITS = {"__popc": "popc", "__popcll": "popc", "__clz": "clz", "__clzll": "clz", "__ffs": "ffs",
+         "__ffsll": "ffs", "__brev": "brev", "__brevll": "brev"}
 _ATOMIC = {"atomicAdd": "add", "atomicSub": "sub", "atomicMin": "min", "atomicMax": "max", "atomicAnd": "and",
            "atomicOr": "or", "atomicXor": "xor", "atomicExch": "exch", "atomicCAS": "cas"}
 _SR = {
@@ -230,6 +233,8 @@ class CudaLowering:
         self.ret_stack: list[Any] = []
         self.loop_kinds: list[Value | None] = []  # per loop: the break flag of a continue body
         self._inline_depth = 0
+        #: a warp built-in (or warpSize) was used: the kernel's results may depend on W
+        self.wave_dependent = False
 
     # ------------------------------------------------------------------ helpers
     def err(self, c: Any, msg: str) -> CompileError:
@@ -517,8 +522,8 @@ class CudaLowering:
             p = self.rvalue(init[-1])[0]
             if not isinstance(p, _Ptr):
                 raise self.refuse(d, "this pointer initialiser")
-            var = Value(ty.u64, d.spelling, is_var=True)
-            self.mov(var, self._off64(p))
+            var = Value(ty.u32 if p.space == "local" else ty.u64, d.spelling, is_var=True)
+            self.mov(var, self._offv(p))
             self.scopes[-1][d.spelling] = _PtrVar(p.space, p.buf, var, p.pointee)
             return
         var = Value(_vt(t), d.spelling, is_var=True)
@@ -575,6 +580,10 @@ class CudaLowering:
         if k == K.CXX_BOOL_LITERAL_EXPR:
             return self.const(next(c.get_tokens()).spelling == "true", ty.pred), ty.bool_
         if k == K.DECL_REF_EXPR:
+            ref = c.referenced
+            if c.spelling == "warpSize" and ref is not None and _in_prelude(ref.location, self.path):
+                self.wave_dependent = True
+                return _warp.warp_size(self), ty.i32
             b = self.lookup(c.spelling, c)
             if isinstance(b, _Ptr):
                 return b, ("ptr", b.pointee)
@@ -593,6 +602,7 @@ class CudaLowering:
                 return r, ty.u32
             raise self.refuse(c, "a struct member")
         if k == K.ARRAY_SUBSCRIPT_EXPR:
+            self._not_volatile(c)
             base, idx = c.get_children()
             p = self.pointer(base)
             return ("lv", ("mem", self.offset(p, idx, c)), p.pointee)
@@ -623,6 +633,14 @@ class CudaLowering:
         if k == K.CALL_EXPR:
             return self.call(c, discard)
         raise self.refuse(c)
+
+    def _not_volatile(self, c: Any) -> None:
+        """Refuse a ``volatile`` access: in CUDA it is the warp-synchronous idiom (lanes of a warp
+        communicating through memory with no barrier), which has no meaning in WAVE's memory
+        model (spec §5.3) without a wave-level barrier."""
+        if c.type.is_volatile_qualified():
+            raise self.refuse(c, "a volatile memory access (warp-synchronous code needs a wave-level barrier "
+                              "that WAVE lacks: use __syncthreads() or the __shfl*_sync built-ins)")
 
     def _capture(self, f: Any) -> list[ir.Node]:
         saved = self.body
@@ -686,6 +704,13 @@ class CudaLowering:
         v64 = self.convert(v, t, ty.i64 if t.is_signed else ty.u64, c)
         term = self.alu("mul", ty.u64, self.convert(v64, v64.type, ty.u64, c), self.const(es, ty.u64))
         return _Ptr(p.space, p.buf, self.alu("add", ty.u64, self._off64(p), term), 0, p.pointee)
+
+    def _offv(self, p: _Ptr) -> Value:
+        """The byte offset of ``p`` as one value: u32 in local memory, u64 in a buffer."""
+        if p.space != "local":
+            return self._off64(p)
+        o = p.off if p.off is not None else self.const(0, ty.u32)
+        return self.alu("add", ty.u32, o, self.const(p.imm, ty.u32)) if p.imm else o
 
     def _off64(self, p: _Ptr) -> Value:
         if p.space == "local":
@@ -765,6 +790,7 @@ class CudaLowering:
             del vt
             return (old, t) if op.startswith("post") else (new, t)
         if op == "*":
+            self._not_volatile(c)
             p = self.pointer(x)
             return ("lv", ("mem", p), p.pointee)
         if op == "&":
@@ -798,7 +824,7 @@ class CudaLowering:
             if place[0] == "ptrvar":
                 if not isinstance(v, _Ptr) or v.buf != place[1].buf or v.space != place[1].space:
                     raise self.refuse(c, "a pointer local assigned a pointer into another buffer")
-                self.mov(place[1].var, self._off64(v))
+                self.mov(place[1].var, self._offv(v))
                 return _Ptr(v.space, v.buf, place[1].var, 0, v.pointee), t
             if isinstance(v, _Ptr):
                 raise self.refuse(c, "a pointer stored as a number")
@@ -870,7 +896,7 @@ class CudaLowering:
                 raise self.refuse(c, f"{op} on a pointer")
             pv = place[1]
             p = self.offset(_Ptr(pv.space, pv.buf, pv.var, 0, pv.pointee), b, c, negate=op == "-=")
-            self.mov(pv.var, self._off64(p))
+            self.mov(pv.var, self._offv(p))
             return _Ptr(pv.space, pv.buf, pv.var, 0, pv.pointee), t
         old = self.load(place, c)
         vb, tb = self.rvalue(b)
@@ -915,6 +941,62 @@ class CudaLowering:
         self.emit(mnemonic("atom", f"{p.space}.{op}", tname), r, addr, *vals, *so)
         return r, t
 
+    def bits(self, c: Any, name: str, args: list[Any]) -> Any:
+        """``__popc``/``__clz``/``__ffs``/``__brev`` and their ``ll`` forms (CUDA Math API,
+        integer intrinsics): the ``ll`` forms on the two 32-bit halves."""
+        v, t = self.rvalue(args[0])
+        wide = name.endswith("ll")
+        op = _BITS[name]
+        at = ty.u64 if wide else ty.u32
+        v = self.convert(v, t, at, c)
+        if not wide:
+            halves = [v]
+        else:
+            halves = [self.convert(v, ty.u64, ty.u32, c),
+                      self.convert(self.alu("shr", ty.u64, v, self.const(32, ty.u32)), ty.u64, ty.u32, c)]
+
+        def one(x: Value, m: str) -> Value:
+            r = Value(ty.u32)
+            self.emit(f"{m}.b32", r, x)
+            return r
+
+        if op == "brev":
+            if not wide:
+                return one(v, "brev"), ty.u32
+            lo, hi = (self.convert(one(h, "brev"), ty.u32, ty.u64, c) for h in halves)
+            return self.alu("or", ty.u64, self.alu("shl", ty.u64, lo, self.const(32, ty.u32)), hi), ty.u64
+        if op == "popc":
+            r = one(halves[0], "popc")
+            if wide:
+                r = self.alu("add", ty.u32, r, one(halves[1], "popc"))
+        elif op == "clz":
+            r = one(halves[-1], "clz")
+            if wide:  # the high half's count, plus the low half's when the high half is 0
+                p = Value(ty.pred)
+                self.emit("setp.eq.u32", p, halves[1], self.const(0, ty.u32))
+                both = self.alu("add", ty.u32, r, one(halves[0], "clz"))
+                sel = Value(ty.u32)
+                self.emit("selp.b32", sel, both, r, PredUse(p))
+                r = sel
+        else:  # __ffs: 1 + index of the least significant set bit, 0 for 0 (ctz gives 32 / 64)
+            r = one(halves[0], "ctz")
+            if wide:
+                p = Value(ty.pred)
+                self.emit("setp.eq.u32", p, halves[0], self.const(0, ty.u32))
+                both = self.alu("add", ty.u32, r, one(halves[1], "ctz"))
+                sel = Value(ty.u32)
+                self.emit("selp.b32", sel, both, r, PredUse(p))
+                r = sel
+            r1 = self.alu("add", ty.u32, r, self.const(1, ty.u32))
+            z = Value(ty.pred)
+            self.emit("setp.eq.u32", z, r, self.const(64 if wide else 32, ty.u32))
+            sel = Value(ty.u32)
+            self.emit("selp.b32", sel, self.const(0, ty.u32), r1, PredUse(z))
+            r = sel
+        out = Value(ty.i32)
+        self.mov(out, r)
+        return out, ty.i32
+
     def call(self, c: Any, discard: bool) -> Any:
         K = _cx.CursorKind
         ch = list(c.get_children())
@@ -936,6 +1018,14 @@ class CudaLowering:
             return self.alu(opn, t, *vals), t
         if name in _ATOMIC and callee is not None and _in_prelude(callee.location, self.path):
             return self.atomic(c, _ATOMIC[name], args, discard)
+        if callee is not None and _in_prelude(callee.location, self.path):
+            if name in _warp.WARP_BUILTINS:
+                return _warp.lower(self, c, name, args)
+            if name == "__syncwarp":
+                raise self.refuse(c, "__syncwarp (WAVE has no wave-level barrier yet, issue 28 item 2: "
+                                  "exchange values with the __shfl*_sync built-ins, or use __syncthreads())")
+            if name in _BITS:
+                return self.bits(c, name, args)
         if name == "__ldg" and callee is not None and _in_prelude(callee.location, self.path):
             p = self.pointer(args[0])
             return self.load(("mem", p), c), p.pointee
@@ -1116,7 +1206,8 @@ def compile_cuda(source: str, name: str, path: str = "kernel.cu", *, workgroup: 
             args.append(Arg(n, ArgKind.SCALAR, ann.scalar))
     k = Kernel(name, args=args, registers=alloc.registers, local_memory=info.local_memory,
                workgroup_size=workgroup, max_workgroup_size=info.max_workgroup_size,
-               capabilities=caps, code=code, flags=KERNEL_FLAG_W_INVARIANT, prints=[])
+               capabilities=caps, code=code, flags=0 if low.wave_dependent else KERNEL_FLAG_W_INVARIANT,
+               prints=[])
     return k, low.params, info
 
 
