@@ -80,32 +80,42 @@ class CudaKernel(KernelFunction):
         self._params: list[Param] | None = None
         self._compile_lock = threading.Lock()
 
+    def _compile(self, shared_bytes: int) -> CudaCompiled:
+        """The front end's result for ``shared_bytes`` (cached; lock held by the caller)."""
+        first = self._compiled.get(0)
+        if first is not None and not first.dynamic_shared:
+            shared_bytes = 0  # no extern __shared__: the size changes nothing
+        r = self._compiled.get(shared_bytes)
+        if r is None:
+            r = compile_cuda(self.source, self.cuda_name, self.path, workgroup=self.workgroup,
+                             optimize=self.optimize, clang_args=self.clang_args, shared_bytes=shared_bytes)
+            self._compiled[shared_bytes] = r
+            if self._params is None:
+                self._params = [*r.params, Param(SHARED_BYTES, "const", int, 0)]
+        return r
+
     def _build(self, shared_bytes: int = 0) -> Module:
         with self._compile_lock:
-            first = self._compiled.get(0)
-            if first is not None and not first.dynamic_shared:
-                shared_bytes = 0  # no extern __shared__: the size changes nothing
-            m = self._modules.get(shared_bytes)
+            r = self._compile(shared_bytes)
+            if r.dynamic_shared and shared_bytes == 0:
+                raise LaunchError(f"kernel {self.cuda_name!r} uses extern __shared__ memory: give its size in bytes "
+                                  f"at launch, {SHARED_BYTES}=N (CUDA's third launch argument)")
+            key = shared_bytes if r.dynamic_shared else 0
+            m = self._modules.get(key)
             if m is None:
-                r = compile_cuda(self.source, self.cuda_name, self.path, workgroup=self.workgroup,
-                                 optimize=self.optimize, clang_args=self.clang_args, shared_bytes=shared_bytes)
                 m = Module(kernels=[r.kernel])
                 verify_cached(m)
-                self._compiled[shared_bytes] = r
-                self._modules[shared_bytes] = m
-                if self._params is None:
-                    self._params = [*r.params, Param(SHARED_BYTES, "const", int, 0)]
+                self._modules[key] = m
             return m
 
     def _first(self) -> CudaCompiled:
-        if not self._compiled:
-            self._build(0)
-        return next(iter(self._compiled.values()))
+        with self._compile_lock:
+            return self._compile(0)
 
     @property
     def params(self) -> list[Any]:  # type: ignore[override]
         if self._params is None:
-            self._build(0)
+            self._first()
         return self._params  # type: ignore[return-value]
 
     def compile(self, **constants: Any) -> Module:
@@ -125,8 +135,8 @@ class CudaKernel(KernelFunction):
 
     def resources(self, **constants: Any) -> dict[str, Any]:
         """Registers and spills of the kernel (as :meth:`KernelDef.resources`)."""
-        self.compile(**constants)
         sb = int(constants.get(SHARED_BYTES, 0))
+        self.compile(**constants)
         r = self._compiled.get(sb) or self._compiled[0]
         return r.info.as_dict()
 
