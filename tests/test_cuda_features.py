@@ -468,6 +468,10 @@ def test_half_and_bfloat16(target, w):
 REFUSED = [
     ("address arithmetic", "__global__ void k(float* o) {\n  float v = 1;\n  float* p = &v;\n  o[0] = p[1];\n}",
      "arithmetic or indexing on the address of a local variable", 4, 10),
+    ("64-bit atomic", "__global__ void k(unsigned long long* o) {\n  atomicAdd(o, 1ull);\n}",
+     "a u64 atomic (the 32-bit ones only", 2, 3),
+    ("double atomic", "__global__ void k(double* o) {\n  atomicAdd(o, 1.0);\n}", "a f64 atomic", 2, 3),
+    ("atomicInc", "__global__ void k(unsigned* o) {\n  atomicInc(o, 7u);\n}", "call of 'atomicInc'", 2, 3),
     ("syncthreads_count", "__global__ void k(int* o) {\n  o[0] = __syncthreads_count(1);\n}",
      "call of '__syncthreads_count'", 2, 10),
     ("bad printf arity", "__global__ void k(int* o) {\n  printf(\"%d %d\", o[0]);\n}",

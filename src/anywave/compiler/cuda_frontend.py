@@ -1209,6 +1209,9 @@ class CudaLowering:
         (spec §8.6 ``atom``/``red``); the old value is returned."""
         p = self.pointer(args[0])
         t = p.pointee
+        if t not in (ty.i32, ty.u32, ty.f32):
+            raise self.refuse(c, f"a {t.name if isinstance(t, DType) else 'non-scalar'} atomic (the 32-bit ones only: "
+                              "WAVE's atomics are 32-bit)")
         if p.space == "device" and self.args[p.buf][1].access is not Access.READWRITE:
             raise self.err(c, f"atomic on read-only buffer {self.args[p.buf][0]!r}")
         vals = []
