@@ -17,8 +17,10 @@ from tiers import DEFAULT_W
 
 pytest.importorskip("clang.cindex", reason="libclang is not installed (pip install 'anywave[cuda-frontend]')")
 
-#: the emulator at 8 and 64 (the features are W-invariant), each compiled CPU target at its default W
-TARGETS = [pytest.param("emulator", 8, id="emulator-W8"), pytest.param("emulator", 64, id="emulator-W64")] + [
+#: the emulator at W = 8 (and 64 in the sweep tier: the features are W-invariant), each compiled CPU
+#: target at its default-tier W
+TARGETS = [pytest.param("emulator", 8, id="emulator-W8"),
+           pytest.param("emulator", 64, id="emulator-W64", marks=pytest.mark.sweep)] + [
     pytest.param(t, DEFAULT_W[t], id=f"{t}-W{DEFAULT_W[t]}") for t in ("opencl", "cpu")
     if t in aw.available_targets()]
 

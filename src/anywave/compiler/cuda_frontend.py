@@ -1,26 +1,28 @@
-"""CUDA C++ front end (first slice): ``__global__``/``__device__`` functions → the typed IR.
+"""CUDA C++ front end: ``__global__``/``__device__`` functions → the typed IR.
 
 The source is parsed by clang (the ``libclang`` wheel, ``pip install 'anywave[cuda-frontend]'``)
-in CUDA mode, host side only (``-x cuda --cuda-host-only -nocudainc -nocudalib``), with a small
-prelude of this module's own (:data:`PRELUDE`) declaring the built-in variables, ``__syncthreads``
-and the math functions, since the CUDA SDK headers are not needed. The AST clang builds already
-holds C's conversions (the usual arithmetic conversions, integer promotions, float→double
-promotion of double literals) as implicit-cast nodes, so the lowering converts exactly where
-clang says and computes each operation in the type clang gives it: ``2.0f * x`` is f32,
-``2.0 * x`` is f64, ``u - 1u`` wraps modulo 2^32. No contraction: ``a*b+c`` is a ``mul`` and an
-``add`` (two roundings); ``fmaf`` is one ``fma``.
+in CUDA mode, host side only (``-x cuda --cuda-host-only -nocudainc -nocudalib -nostdinc``), with
+a prelude of our own (:mod:`anywave.compiler.cuda_prelude`) declaring the built-in variables,
+the numeric limits, the math library, the intrinsics, the vector and half types, since the CUDA
+SDK headers are not needed (the usual system and CUDA headers exist as empty virtual files, and
+``#include "x.h"`` is found in the source file's folder). The AST clang builds already holds C's
+conversions (the usual arithmetic conversions, integer promotions, float→double promotion of
+double literals) as implicit-cast nodes, so the lowering converts exactly where clang says and
+computes each operation in the type clang gives it: ``2.0f * x`` is f32, ``2.0 * x`` is f64,
+``u - 1u`` wraps modulo 2^32. No contraction: ``a*b+c`` is a ``mul`` and an ``add`` (two
+roundings); ``fmaf`` is one ``fma``.
 
-Supported in this slice: parameters of type int/unsigned/long long/unsigned long long/float/
-double and pointers to those and to (un)signed char/short (a pointer parameter is a buffer);
-locals of the scalar types, bool and char/short; pointer locals into one buffer; ``p[i]``,
-``*p``, ``p + i``; static ``__shared__`` arrays (any rank); ``if``/``for``/``while``/
-``do``/``break``/``continue``; ``return`` (anywhere in a
-kernel; as the last statement of a ``__device__`` function, inlined); ``?:``, ``&&``, ``||``
-(short-circuit), compound assignment, ``++``/``--``; ``threadIdx``/``blockIdx``/``blockDim``/
-``gridDim`` ``.x/.y/.z``; ``__syncthreads()``; ``sqrtf``/``sqrt``, ``fabsf``/``fabs``,
-``fminf``/``fmaxf``/``fmin``/``fmax``, ``fmaf``/``fma``, ``floorf``/``ceilf``/``truncf``/
-``rintf`` (each one correctly rounded WAVE instruction, spec §8.2); the 32-bit atomics
-(``atomicAdd`` ... ``atomicCAS``, relaxed, device scope) and ``__ldg``. Anything else raises
+Lowered (docs/guide/cuda.md has the full list): scalar and pointer parameters (a pointer is a
+buffer; a pointer to a struct a buffer of its bytes or of its one scalar type), the built-in
+variables, locals (scalars, structs field by field, pointers into one buffer or shared array,
+the address of a local as an out-parameter), static and ``extern __shared__`` memory (the
+latter sized at compile time by ``shared_bytes``, at offset 0), ``__constant__`` variables
+(read-only buffers after the parameters), structured control flow, every C operator, casts
+(pointer casts between element types included), ``__device__`` functions and template
+instances inlined (early returns, default arguments), template kernels instantiated from the
+name (``reduce<float, 256>``), the 32-bit atomics, the warp built-ins
+(:mod:`anywave.compiler.cuda_warp`), the math library, intrinsics, ``half``/``__nv_bfloat16``
+and ``printf`` (:mod:`anywave.compiler.cuda_builtins`). Anything else raises
 :class:`~anywave.compiler.errors.CompileError` naming the construct, file, line and column.
 
 Results where C leaves them undefined take the WAVE instruction's defined result (integer
