@@ -1,26 +1,28 @@
-"""CUDA C++ front end (first slice): ``__global__``/``__device__`` functions → the typed IR.
+"""CUDA C++ front end: ``__global__``/``__device__`` functions → the typed IR.
 
 The source is parsed by clang (the ``libclang`` wheel, ``pip install 'anywave[cuda-frontend]'``)
-in CUDA mode, host side only (``-x cuda --cuda-host-only -nocudainc -nocudalib``), with a small
-prelude of this module's own (:data:`PRELUDE`) declaring the built-in variables, ``__syncthreads``
-and the math functions, since the CUDA SDK headers are not needed. The AST clang builds already
-holds C's conversions (the usual arithmetic conversions, integer promotions, float→double
-promotion of double literals) as implicit-cast nodes, so the lowering converts exactly where
-clang says and computes each operation in the type clang gives it: ``2.0f * x`` is f32,
-``2.0 * x`` is f64, ``u - 1u`` wraps modulo 2^32. No contraction: ``a*b+c`` is a ``mul`` and an
-``add`` (two roundings); ``fmaf`` is one ``fma``.
+in CUDA mode, host side only (``-x cuda --cuda-host-only -nocudainc -nocudalib -nostdinc``), with
+a prelude of our own (:mod:`anywave.compiler.cuda_prelude`) declaring the built-in variables,
+the numeric limits, the math library, the intrinsics, the vector and half types, since the CUDA
+SDK headers are not needed (the usual system and CUDA headers exist as empty virtual files, and
+``#include "x.h"`` is found in the source file's folder). The AST clang builds already holds C's
+conversions (the usual arithmetic conversions, integer promotions, float→double promotion of
+double literals) as implicit-cast nodes, so the lowering converts exactly where clang says and
+computes each operation in the type clang gives it: ``2.0f * x`` is f32, ``2.0 * x`` is f64,
+``u - 1u`` wraps modulo 2^32. No contraction: ``a*b+c`` is a ``mul`` and an ``add`` (two
+roundings); ``fmaf`` is one ``fma``.
 
-Supported in this slice: parameters of type int/unsigned/long long/unsigned long long/float/
-double and pointers to those and to (un)signed char/short (a pointer parameter is a buffer);
-locals of the scalar types, bool and char/short; pointer locals into one buffer; ``p[i]``,
-``*p``, ``p + i``; static ``__shared__`` arrays (any rank); ``if``/``for``/``while``/
-``do``/``break``/``continue``; ``return`` (anywhere in a
-kernel; as the last statement of a ``__device__`` function, inlined); ``?:``, ``&&``, ``||``
-(short-circuit), compound assignment, ``++``/``--``; ``threadIdx``/``blockIdx``/``blockDim``/
-``gridDim`` ``.x/.y/.z``; ``__syncthreads()``; ``sqrtf``/``sqrt``, ``fabsf``/``fabs``,
-``fminf``/``fmaxf``/``fmin``/``fmax``, ``fmaf``/``fma``, ``floorf``/``ceilf``/``truncf``/
-``rintf`` (each one correctly rounded WAVE instruction, spec §8.2); the 32-bit atomics
-(``atomicAdd`` ... ``atomicCAS``, relaxed, device scope) and ``__ldg``. Anything else raises
+Lowered (docs/guide/cuda.md has the full list): scalar and pointer parameters (a pointer is a
+buffer; a pointer to a struct a buffer of its bytes or of its one scalar type), the built-in
+variables, locals (scalars, structs field by field, pointers into one buffer or shared array,
+the address of a local as an out-parameter), static and ``extern __shared__`` memory (the
+latter sized at compile time by ``shared_bytes``, at offset 0), ``__constant__`` variables
+(read-only buffers after the parameters), structured control flow, every C operator, casts
+(pointer casts between element types included), ``__device__`` functions and template
+instances inlined (early returns, default arguments), template kernels instantiated from the
+name (``reduce<float, 256>``), the 32-bit atomics, the warp built-ins
+(:mod:`anywave.compiler.cuda_warp`), the math library, intrinsics, ``half``/``__nv_bfloat16``
+and ``printf`` (:mod:`anywave.compiler.cuda_builtins`). Anything else raises
 :class:`~anywave.compiler.errors.CompileError` naming the construct, file, line and column.
 
 Results where C leaves them undefined take the WAVE instruction's defined result (integer
@@ -30,16 +32,21 @@ division by zero, shift counts >= the width, float→int out of range: spec §8.
 from __future__ import annotations
 
 import ctypes
+import inspect
+import re
 import threading
 from dataclasses import dataclass
 from typing import Any
 
-from anywave.binary.module import KERNEL_FLAG_W_INVARIANT, Arg, Kernel, Module
+from anywave.binary.module import KERNEL_FLAG_W_INVARIANT, PRINT_ARG, Arg, Kernel, Module
 from anywave.isa import mnemonic
 from anywave.isa.table import BY_MNEMONIC
 from anywave.isa.types import Access, ArgKind, MemoryOrder, Scope, SpecialRegister
 
 from . import codegen, ir, passes, spill
+from . import cuda_builtins as _builtins
+from . import cuda_prelude as _prelude
+from . import cuda_warp as _warp
 from . import typerules as tr
 from . import types as ty
 from .constants import literal_bits
@@ -48,57 +55,13 @@ from .ir import DevAddr, LocAddr, Op, PredUse, Value
 from .kernel import Param
 from .types import DType
 
-#: declarations clang needs in place of the CUDA headers (our own text)
-PRELUDE = r"""
-#define __global__ __attribute__((global))
-#define __device__ __attribute__((device))
-#define __host__ __attribute__((host))
-#define __shared__ __attribute__((shared))
-#define __forceinline__ __attribute__((always_inline)) inline
-struct __aw_dim3 { unsigned int x, y, z; };
-extern const __device__ __aw_dim3 threadIdx, blockIdx, blockDim, gridDim;
-__device__ void __syncthreads(void);
-__device__ float sqrtf(float); __device__ double sqrt(double);
-__device__ float fabsf(float); __device__ double fabs(double);
-__device__ float fminf(float, float); __device__ double fmin(double, double);
-__device__ float fmaxf(float, float); __device__ double fmax(double, double);
-__device__ float fmaf(float, float, float); __device__ double fma(double, double, double);
-__device__ float floorf(float); __device__ double floor(double);
-__device__ float ceilf(float); __device__ double ceil(double);
-__device__ float truncf(float); __device__ double trunc(double);
-__device__ float rintf(float); __device__ double rint(double);
-// declared so that a kernel using them is refused by name (not lowered in this slice)
-__device__ float expf(float); __device__ double exp(double); __device__ float logf(float);
-__device__ double log(double); __device__ float powf(float, float); __device__ double pow(double, double);
-__device__ float sinf(float); __device__ float cosf(float); __device__ float tanhf(float);
-__device__ float __expf(float); __device__ float __logf(float); __device__ float __powf(float, float);
-__device__ float rsqrtf(float); __device__ void __syncwarp(unsigned = 0xffffffffu);
-__device__ float __shfl_sync(unsigned, float, int, int = 32);
-""" + "".join(f"__device__ {t} {f}({t}*, {t});\n" for f, ts in (
-    ("atomicAdd", ("int", "unsigned", "float")), ("atomicSub", ("int", "unsigned")),
-    ("atomicMin", ("int", "unsigned")), ("atomicMax", ("int", "unsigned")), ("atomicAnd", ("int", "unsigned")),
-    ("atomicOr", ("int", "unsigned")), ("atomicXor", ("int", "unsigned")),
-    ("atomicExch", ("int", "unsigned", "float"))) for t in ts) + r"""
-__device__ int atomicCAS(int*, int, int); __device__ unsigned atomicCAS(unsigned*, unsigned, unsigned);
-__device__ float __ldg(const float*); __device__ double __ldg(const double*);
-__device__ int __ldg(const int*); __device__ unsigned __ldg(const unsigned*);
-__device__ float __shfl_down_sync(unsigned, float, unsigned, int = 32);
-__device__ int __shfl_down_sync(unsigned, int, unsigned, int = 32);
-__device__ unsigned __ballot_sync(unsigned, int);
-extern "C" __device__ int printf(const char*, ...);
-"""
-#: the prelude is put before the user's source in one buffer: its lines come first
-PRELUDE_LINES = PRELUDE.count("\n") + 1
-CLANG_ARGS = ("-x", "cuda", "--cuda-host-only", "-nocudainc", "-nocudalib", "-std=c++17",
-              "-Wno-unknown-cuda-version")
+PRELUDE = _prelude.PRELUDE
+PRELUDE_LINES = _prelude.PRELUDE_LINES
+CLANG_ARGS = ("-x", "cuda", "--cuda-host-only", "-nocudainc", "-nocudalib", "-nostdinc", "-std=c++17",
+              "-Wno-unknown-cuda-version", "-isystem", _prelude.INCLUDE_DIR)
 
-_MATH = {  # C name -> (ALU operation, arity)
-    "sqrtf": ("sqrt", 1), "sqrt": ("sqrt", 1), "fabsf": ("abs", 1), "fabs": ("abs", 1),
-    "fminf": ("min", 2), "fmin": ("min", 2), "fmaxf": ("max", 2), "fmax": ("max", 2),
-    "fmaf": ("fma", 3), "fma": ("fma", 3), "floorf": ("floor", 1), "floor": ("floor", 1),
-    "ceilf": ("ceil", 1), "ceil": ("ceil", 1), "truncf": ("trunc", 1), "trunc": ("trunc", 1),
-    "rintf": ("rint", 1), "rint": ("rint", 1),
-}
+_BITS = {"__popc": "popc", "__popcll": "popc", "__clz": "clz", "__clzll": "clz", "__ffs": "ffs",
+         "__ffsll": "ffs", "__brev": "brev", "__brevll": "brev"}
 _ATOMIC = {"atomicAdd": "add", "atomicSub": "sub", "atomicMin": "min", "atomicMax": "max", "atomicAnd": "and",
            "atomicOr": "or", "atomicXor": "xor", "atomicExch": "exch", "atomicCAS": "cas"}
 _SR = {
@@ -158,21 +121,116 @@ _SCALAR = {"int": ty.i32, "unsigned int": ty.u32, "long": ty.i64, "unsigned long
            "unsigned short": ty.u16, "bool": ty.bool_}
 
 
+@dataclass(frozen=True)
+class _Struct:
+    """A C struct laid out by clang: ``fields`` (name, C type, byte offset), ``size`` and
+    ``align`` in bytes (clang's, the C ABI's; the same as nvcc's for these types)."""
+
+    name: str
+    size: int
+    align: int
+    fields: tuple[tuple[str, Any, int], ...]
+
+    def field(self, name: str) -> tuple[Any, int]:
+        for n, t, off in self.fields:
+            if n == name:
+                return t, off
+        raise KeyError(name)
+
+    def scalars(self) -> list[tuple[DType, int]]:
+        """(scalar type, byte offset) of every scalar in the struct, nested ones flattened."""
+        out: list[tuple[DType, int]] = []
+        for _n, t, off in self.fields:
+            out.extend((st, off + o) for st, o in _flat(t))
+        return out
+
+
+@dataclass
+class _SVal:
+    """A struct value: its fields' values (Values, or _SVal for nested structs)."""
+
+    st: _Struct
+    vals: dict[str, Any]
+
+
+#: the half-precision classes of the prelude: scalars of these WAVE types
+_HALF_TYPES = {"__half": ty.f16, "__nv_bfloat16": ty.bf16}
+
+
 def _ctype(t: Any) -> Any:
-    """The canonical clang type ``t`` as a DType (scalars), ('ptr', DType) or ('arr', elem, n):
-    None when not supported."""
+    """The canonical clang type ``t`` as a DType (scalars), ('ptr', T), ('arr', T, n) (n = 0: an
+    array of unknown size) or ('struct', _Struct); None when not supported."""
     cx = _cx
     t = t.get_canonical()
     k = t.kind
     if k == cx.TypeKind.POINTER:
         e = _ctype(t.get_pointee())
-        ok = (isinstance(e, DType) and e is not ty.bool_) or (isinstance(e, tuple) and e[0] == "arr")
-        return ("ptr", e) if ok else None
-    if k == cx.TypeKind.CONSTANTARRAY:
+        return ("ptr", e) if e is not None and not (isinstance(e, tuple) and e[0] == "ptr") else None
+    if k in (cx.TypeKind.CONSTANTARRAY, cx.TypeKind.INCOMPLETEARRAY):
         e = _ctype(t.get_array_element_type())
-        return ("arr", e, t.get_array_size()) if e is not None else None
+        n = t.get_array_size() if k == cx.TypeKind.CONSTANTARRAY else 0
+        return ("arr", e, n) if e is not None and not (isinstance(e, tuple) and e[0] == "ptr") else None
+    if k == cx.TypeKind.ENUM:
+        return _ctype(t.get_declaration().enum_type)
+    if k == cx.TypeKind.RECORD:
+        decl = t.get_declaration()
+        if decl.spelling in _HALF_TYPES:
+            return _HALF_TYPES[decl.spelling]
+        fields = []
+        for f in t.get_fields():
+            ft = _ctype(f.type)
+            if ft is None or f.is_bitfield() or (isinstance(ft, tuple) and ft[0] in ("ptr",)):
+                return None
+            if isinstance(ft, tuple) and ft[0] == "arr" and ft[2] == 0:
+                return None
+            fields.append((f.spelling, ft, t.get_offset(f.spelling) // 8))
+        if not fields or decl.spelling == "__aw_dim3":
+            return None
+        return ("struct", _Struct(decl.spelling or "(anonymous)", t.get_size(), t.get_align(), tuple(fields)))
     name = t.spelling.replace("const ", "").replace("volatile ", "").strip()
     return _SCALAR.get(name)
+
+
+def _flat(t: Any) -> list[tuple[DType, int]]:
+    if isinstance(t, DType):
+        return [(t, 0)]
+    if t[0] == "struct":
+        return t[1].scalars()
+    if t[0] == "arr":
+        es = _size(t[1])
+        return [(st, i * es + o) for i in range(t[2]) for st, o in _flat(t[1])]
+    return []
+
+
+def _buffer_elem(t: Any) -> DType:
+    """The ABI element type of a buffer of C type ``t``: a scalar's own type (bool: u8); a
+    struct's when all its scalars have one type and no padding (``float4``: f32), else u8."""
+    if isinstance(t, DType):
+        return ty.u8 if t is ty.bool_ else t
+    flat = _flat(t)
+    kinds = {st for st, _ in flat}
+    if len(kinds) == 1:
+        (st,) = kinds
+        if st is not ty.bool_ and len(flat) * _size(st) == _size(t):
+            return st
+    return ty.u8
+
+
+def _align(t: Any) -> int:
+    if isinstance(t, DType):
+        return _size(t)
+    if t[0] == "arr":
+        return _align(t[1])
+    if t[0] == "struct":
+        return t[1].align
+    return 8
+
+
+def _is_const(t: Any) -> bool:
+    t = t.get_canonical()
+    while t.kind in (_cx.TypeKind.CONSTANTARRAY, _cx.TypeKind.INCOMPLETEARRAY):
+        t = t.get_array_element_type()
+    return t.is_const_qualified()
 
 
 def _vt(t: DType) -> DType:
@@ -184,9 +242,11 @@ def _vt(t: DType) -> DType:
 
 def _size(t: Any) -> int:
     if isinstance(t, DType):
-        return t.scalar.nbytes
+        return 1 if t is ty.bool_ else t.scalar.nbytes
     if t[0] == "arr":
         return _size(t[1]) * t[2]
+    if t[0] == "struct":
+        return t[1].size
     return 8
 
 
@@ -212,14 +272,19 @@ class _PtrVar:
     pointee: Any
 
 
-class _Return(Exception):
-    pass
+@dataclass
+class _VarRef:
+    """The address of a local variable (``&x``), as a pointer that is only dereferenced:
+    ``place`` the variable's place, ``pointee`` its C type."""
+
+    place: Any
+    pointee: Any
 
 
 class CudaLowering:
     """Lowers one ``__global__`` function (and the ``__device__`` functions it calls, inlined)."""
 
-    def __init__(self, tu: Any, fn: Any, path: str) -> None:
+    def __init__(self, tu: Any, fn: Any, path: str, dynamic_shared: int = 0) -> None:
         self.tu, self.fn, self.path = tu, fn, path
         self.body: list[ir.Node] = []
         self.args: list[tuple[str, Any]] = []
@@ -230,6 +295,19 @@ class CudaLowering:
         self.ret_stack: list[Any] = []
         self.loop_kinds: list[Value | None] = []  # per loop: the break flag of a continue body
         self._inline_depth = 0
+        #: a warp built-in (or warpSize) was used: the kernel's results may depend on W
+        self.wave_dependent = False
+        #: the C element type of each buffer parameter (struct layouts for the launch's checks)
+        self.buffer_ctypes: dict[str, Any] = {}
+        #: file-scope variables by USR: the __constant__ buffers
+        self.globals: dict[str, Any] = {}
+        #: bytes of dynamic shared memory (``extern __shared__``, sized at launch): offset 0
+        self.dynamic_shared = dynamic_shared
+        self.uses_dynamic_shared = False
+        self.local_memory = -(-dynamic_shared // 16) * 16
+        #: printf call sites (PrintFormat) and the print buffer's argument index
+        self.prints: list[Any] = []
+        self.print_arg: int | None = None
 
     # ------------------------------------------------------------------ helpers
     def err(self, c: Any, msg: str) -> CompileError:
@@ -314,13 +392,14 @@ class CudaLowering:
         for i, p in enumerate(self.fn.get_arguments()):
             t = _ctype(p.type)
             name = p.spelling or f"arg{i}"
-            if isinstance(t, tuple) and t[0] == "ptr" and isinstance(t[1], DType):
+            if isinstance(t, tuple) and t[0] == "ptr" and not (isinstance(t[1], tuple) and t[1][0] == "arr"):
                 elem = t[1]
                 const = p.type.get_canonical().get_pointee().is_const_qualified()
                 acc = Access.READ if const else Access.READWRITE
-                ann = ty.BufferType(elem, acc)
+                ann = ty.BufferType(_buffer_elem(elem), acc)
                 self.params.append(Param(name, "buffer", ann))
                 self.args.append((name, ann))
+                self.buffer_ctypes[name] = elem
                 self.scopes[0][name] = _Ptr("device", len(self.args) - 1, None, 0, elem)
             elif isinstance(t, DType) and t in (ty.i32, ty.u32, ty.i64, ty.u64, ty.f32, ty.f64):
                 self.params.append(Param(name, "scalar", t))
@@ -330,6 +409,20 @@ class CudaLowering:
                 self.scopes[0][name] = ("var", var, t)
             else:
                 raise self.refuse(p, f"a parameter of type {p.type.spelling!r}")
+        # the __constant__ variables the kernel reads: read-only buffers after the parameters
+        for v in _constant_vars(self.fn, self.path):
+            t = _ctype(v.type)
+            if t is None:
+                raise self.refuse(v, f"a __constant__ variable of type {v.type.spelling!r}")
+            elem = t[1] if isinstance(t, tuple) and t[0] == "arr" else t
+            if v.spelling in self.scopes[0]:
+                raise self.refuse(v, f"__constant__ variable {v.spelling!r} named like a kernel parameter")
+            ann = ty.BufferType(_buffer_elem(elem), Access.READ)
+            init = _constant_init(v, t, ann.elem)
+            self.params.append(Param(v.spelling, "buffer", ann, init if init is not None else inspect.Parameter.empty))
+            self.args.append((v.spelling, ann))
+            self.buffer_ctypes[v.spelling] = elem
+            self.globals[v.get_usr()] = ("place", _Ptr("device", len(self.args) - 1, None, 0, t), t)
         body = next((ch for ch in self.fn.get_children() if ch.kind == cx.CursorKind.COMPOUND_STMT), None)
         if body is None:
             raise self.err(self.fn, f"kernel {self.fn.spelling!r} has no body")
@@ -401,11 +494,25 @@ class CudaLowering:
             self.body.append(ir.Halt())
             return
         slot = self.ret_stack[-1]
-        if slot["last"] != c:
-            raise self.refuse(c, "a return before the end of a __device__ function")
+        if slot["flag"] is None:  # the function's last statement: its value is the call's
+            if ch:
+                slot["value"] = self.rvalue(ch[0])
+            return
+        # an early return: the value to the result variable, then out of the function's one-pass
+        # loop (every loop of the function is followed by a break on the flag, see _after_loop)
         if ch:
             v, t = self.rvalue(ch[0])
-            slot["value"] = (v, t)
+            if not isinstance(slot["t"], DType) or isinstance(v, (_Ptr, _SVal)):
+                raise self.refuse(c, "an early return of a pointer or struct from a __device__ function")
+            self.mov(slot["var"], self.convert(v, t, slot["t"], ch[0]))
+        self.mov(slot["flag"], self.const(True, ty.pred))
+        self.body.append(ir.Break())
+
+    def _after_loop(self) -> None:
+        """After a loop inside a ``__device__`` function with early returns: leave the enclosing
+        loop too when a return was taken."""
+        if self.ret_stack and self.ret_stack[-1]["flag"] is not None:
+            self.body.append(ir.Break(PredUse(self.ret_stack[-1]["flag"])))
 
     def loop(self, c: Any) -> None:
         K = _cx.CursorKind
@@ -444,6 +551,7 @@ class CudaLowering:
             self.body = saved
             self.scopes.pop()
         self.body.append(node)
+        self._after_loop()
 
     def _body(self, body: Any) -> None:
         """The body of a for or do loop. With a ``continue`` of its own it runs inside a one-pass
@@ -464,6 +572,7 @@ class CudaLowering:
         finally:
             self.loop_kinds.pop()
         self.body.append(ir.Loop([*inner, ir.Break()]))
+        self._after_loop()
         self.body.append(ir.Break(PredUse(flag)))
 
     def _for_parts(self, c: Any, ch: list[Any]) -> tuple[Any, Any, Any, Any]:
@@ -498,36 +607,70 @@ class CudaLowering:
         else:
             init = [x for x in ch if x.kind.is_expression() or x.kind == K.UNEXPOSED_EXPR]
         if shared:
-            if not (isinstance(t, tuple) and t[0] == "arr") and not isinstance(t, DType):
-                raise self.refuse(d, "this __shared__ declaration")
-            if init:
+            if init and not (init[-1].kind == K.CALL_EXPR and not list(init[-1].get_children())):
                 raise self.refuse(d, "an initialised __shared__ variable")
-            size = _size(t)
-            align = 8
+            if isinstance(t, tuple) and t[0] == "arr" and t[2] == 0:
+                # extern __shared__ T name[]: the dynamic shared memory sized at launch, at offset 0
+                # (every such declaration names the same bytes, as in CUDA)
+                if not d.storage_class == _cx.StorageClass.EXTERN:
+                    raise self.refuse(d, "a __shared__ array of unknown size that is not extern")
+                self.uses_dynamic_shared = True
+                self.scopes[-1][d.spelling] = ("place", _Ptr("local", 0, None, 0, t), t)
+                return
+            align = max(8, _align(t))
             self.local_memory = (self.local_memory + align - 1) // align * align
             base = self.local_memory
-            self.local_memory += size
-            self.scopes[-1][d.spelling] = ("shared", base, t)
+            self.local_memory += _size(t)
+            self.scopes[-1][d.spelling] = ("place", _Ptr("local", 0, None, base, t), t)
             return
+        if d.storage_class == _cx.StorageClass.STATIC and not _is_const(d.type):
+            raise self.refuse(d, "a static local variable")
         if isinstance(t, tuple) and t[0] == "arr":
             raise self.refuse(d, "a local (per-thread) array")
-        if isinstance(t, tuple):  # a pointer local
+        if isinstance(t, tuple) and t[0] == "ptr":  # a pointer local
             if not init:
                 raise self.refuse(d, "a pointer local without an initialiser")
             p = self.rvalue(init[-1])[0]
+            if isinstance(p, _VarRef):  # float* q = &x: q names x
+                self.scopes[-1][d.spelling] = p
+                return
             if not isinstance(p, _Ptr):
                 raise self.refuse(d, "this pointer initialiser")
-            var = Value(ty.u64, d.spelling, is_var=True)
-            self.mov(var, self._off64(p))
+            var = Value(ty.u32 if p.space == "local" else ty.u64, d.spelling, is_var=True)
+            self.mov(var, self._offv(p))
             self.scopes[-1][d.spelling] = _PtrVar(p.space, p.buf, var, p.pointee)
+            return
+        if isinstance(t, tuple) and t[0] == "struct":
+            v = None
+            if init and not (init[-1].kind == K.CALL_EXPR and not list(init[-1].get_children())):
+                v, _ = self.rvalue(init[-1])
+                if not isinstance(v, _SVal):
+                    raise self.refuse(init[-1], "this struct initialiser")
+            self.scopes[-1][d.spelling] = self.new_struct_var(t[1], d.spelling, v, d)
             return
         var = Value(_vt(t), d.spelling, is_var=True)
         if init:
             v, vt = self.rvalue(init[-1])
-            if isinstance(v, _Ptr):
-                raise self.refuse(init[-1], "a pointer used as a number")
+            if isinstance(v, (_Ptr, _SVal)):
+                raise self.refuse(init[-1], "a pointer or struct used as a number")
             self.mov(var, self.convert(v, vt, t, d))
         self.scopes[-1][d.spelling] = ("var", var, t)
+
+    def new_struct_var(self, st: _Struct, name: str, init: _SVal | None, c: Any = None) -> Any:
+        """A struct local: one variable per scalar field (nested structs nested), set from
+        ``init`` when given."""
+        fields: dict[str, Any] = {}
+        for fn, ft, _off in st.fields:
+            if isinstance(ft, DType):
+                fields[fn] = ("var", Value(_vt(ft), f"{name}.{fn}", is_var=True), ft)
+            elif ft[0] == "struct":
+                fields[fn] = self.new_struct_var(ft[1], f"{name}.{fn}", None, c)
+            else:
+                raise self.refuse(c or self.cur, f"a struct local with an array member ({st.name}.{fn})")
+        place = ("svar", fields, ("struct", st))
+        if init is not None:
+            self.store(place, init, c or self.cur)
+        return place
 
     # ------------------------------------------------------------------ expressions
     def cond(self, c: Any) -> PredUse:
@@ -575,24 +718,13 @@ class CudaLowering:
         if k == K.CXX_BOOL_LITERAL_EXPR:
             return self.const(next(c.get_tokens()).spelling == "true", ty.pred), ty.bool_
         if k == K.DECL_REF_EXPR:
-            b = self.lookup(c.spelling, c)
-            if isinstance(b, _Ptr):
-                return b, ("ptr", b.pointee)
-            if isinstance(b, _PtrVar):
-                return _Ptr(b.space, b.buf, b.var, 0, b.pointee), ("ptr", b.pointee)
-            if b[0] == "var":
-                return ("lv", b, b[2])
-            if b[0] == "shared":
-                return ("lv", ("mem", _Ptr("local", 0, None, b[1], b[2])), b[2])
-            raise self.refuse(c)
+            return self.decl_ref(c)
         if k == K.MEMBER_REF_EXPR:
-            ch = list(c.get_children())
-            if len(ch) == 1 and ch[0].kind == K.DECL_REF_EXPR and ch[0].spelling in _SR and c.spelling in "xyz":
-                r = Value(ty.u32)
-                self.emit("mov.sr", r, _SR[ch[0].spelling]["xyz".index(c.spelling)])
-                return r, ty.u32
-            raise self.refuse(c, "a struct member")
+            return self.member(c)
+        if k == K.INIT_LIST_EXPR:
+            return self.init_list(c)
         if k == K.ARRAY_SUBSCRIPT_EXPR:
+            self._not_volatile(c)
             base, idx = c.get_children()
             p = self.pointer(base)
             return ("lv", ("mem", self.offset(p, idx, c)), p.pointee)
@@ -602,18 +734,32 @@ class CudaLowering:
             return self.binary(c)
         if k == K.COMPOUND_ASSIGNMENT_OPERATOR:
             return self.compound(c)
-        if k in (K.CSTYLE_CAST_EXPR, K.CXX_STATIC_CAST_EXPR, K.CXX_FUNCTIONAL_CAST_EXPR):
-            ch = [x for x in c.get_children() if x.kind != K.TYPE_REF]
+        if k in (K.CSTYLE_CAST_EXPR, K.CXX_STATIC_CAST_EXPR, K.CXX_FUNCTIONAL_CAST_EXPR,
+                 K.CXX_REINTERPRET_CAST_EXPR, K.CXX_CONST_CAST_EXPR):
+            ch = [x for x in c.get_children() if x.kind not in (K.TYPE_REF, K.TEMPLATE_REF, K.NAMESPACE_REF)]
             t = self.ctype_of(c)
+            if not ch:  # T(): value-initialised
+                return self._zero(t, c), t
             v, st = self.rvalue(ch[-1])
-            if isinstance(v, _Ptr) or isinstance(t, tuple):
-                raise self.refuse(c, "a pointer cast")
+            if isinstance(t, tuple) and t[0] == "ptr":
+                if not isinstance(v, _Ptr):
+                    raise self.refuse(c, "a number cast to a pointer")
+                if (v.space == "device" and _is_const(ch[-1].type.get_canonical().get_pointee())
+                        and not _is_const(c.type.get_canonical().get_pointee())):
+                    raise self.refuse(c, "a pointer cast that drops const")
+                return _Ptr(v.space, v.buf, v.off, v.imm, t[1]), t
+            if isinstance(v, _Ptr) or k == K.CXX_REINTERPRET_CAST_EXPR:
+                raise self.refuse(c, "a pointer cast to a number")
+            if isinstance(t, tuple):
+                if isinstance(v, _SVal) and t == st:
+                    return v, t
+                raise self.refuse(c, "a cast to this type")
             return self.convert(v, st, t, c), t
         if k == K.CONDITIONAL_OPERATOR:
             cnd, a, b = c.get_children()
             t = self.ctype_of(c)
             if isinstance(t, tuple):
-                raise self.refuse(c, "?: on pointers")
+                raise self.refuse(c, "?: on pointers or structs")
             p = self.cond(cnd)
             var = Value(_vt(t), "sel", is_var=True)
             then = self._capture(lambda: self.mov(var, self.convert(*self.rvalue(a), t, a)))
@@ -623,6 +769,117 @@ class CudaLowering:
         if k == K.CALL_EXPR:
             return self.call(c, discard)
         raise self.refuse(c)
+
+    def decl_ref(self, c: Any) -> Any:
+        """A name: a local, a parameter, a ``__constant__`` variable, an enumerator, a template's
+        value parameter, a constant at file scope, ``warpSize``."""
+        K = _cx.CursorKind
+        ref = c.referenced
+        if ref is None:  # a value template parameter, substituted: its value is the child
+            ch = list(c.get_children())
+            if len(ch) == 1:
+                return self.expr(ch[0])
+            raise self.refuse(c, "this name")
+        if ref.kind == K.ENUM_CONSTANT_DECL:
+            t = self.ctype_of(c)
+            return self.const(ref.enum_value, _vt(t)), t
+        if ref.kind == K.VAR_DECL and not any(c.spelling in sc for sc in self.scopes):
+            if c.spelling == "warpSize" and _in_prelude(ref.location, self.path):
+                self.wave_dependent = True
+                return _warp.warp_size(self), ty.i32
+            g = self.globals.get(ref.get_usr())
+            if g is not None:
+                return ("lv", ("mem", g[1]), g[2])
+            if ref.semantic_parent is not None and ref.semantic_parent.kind in (K.TRANSLATION_UNIT, K.NAMESPACE):
+                # a constant at file scope (const int N = 256; constexpr float K = 0.5f): its value
+                t = _ctype(ref.type)
+                init = [x for x in ref.get_children() if x.kind.is_expression() or x.kind == K.UNEXPOSED_EXPR]
+                if isinstance(t, DType) and _is_const(ref.type) and init:
+                    return self.const(_evaluate(init[-1], t), _vt(t)), t
+                raise self.refuse(c, f"reference to {c.spelling!r} (a variable at file scope: only "
+                                  "__constant__ variables and constants)")
+        b = self.lookup(c.spelling, c)
+        if isinstance(b, (_Ptr, _VarRef)):
+            return b, ("ptr", b.pointee)
+        if isinstance(b, _PtrVar):
+            return _Ptr(b.space, b.buf, b.var, 0, b.pointee), ("ptr", b.pointee)
+        if b[0] in ("var", "svar"):
+            return ("lv", b, b[2])
+        if b[0] == "place":
+            return ("lv", ("mem", b[1]), b[2])
+        raise self.refuse(c)
+
+    def member(self, c: Any) -> Any:
+        """``s.f`` and ``p->f``; ``threadIdx.x`` and the other built-in variables."""
+        K = _cx.CursorKind
+        ch = list(c.get_children())
+        if len(ch) == 1 and ch[0].kind == K.DECL_REF_EXPR and ch[0].spelling in _SR and c.spelling in "xyz" \
+                and ch[0].referenced is not None and _in_prelude(ch[0].referenced.location, self.path):
+            r = Value(ty.u32)
+            self.emit("mov.sr", r, _SR[ch[0].spelling]["xyz".index(c.spelling)])
+            return r, ty.u32
+        if len(ch) != 1 or c.referenced is None or c.referenced.kind != K.FIELD_DECL:
+            raise self.refuse(c, "a member function or this member")
+        base = ch[0]
+        if base.type.get_canonical().kind == _cx.TypeKind.POINTER:  # p->f
+            place: Any = self.deref(base)
+            st = _ctype(base.type.get_canonical().get_pointee())
+        else:
+            r = self.expr(base)
+            if isinstance(r, tuple) and r and r[0] == "lv":
+                place, st = r[1], r[2]
+            elif isinstance(r, tuple) and r and isinstance(r[0], _SVal):
+                ft, _ = r[0].st.field(c.spelling)
+                return r[0].vals[c.spelling], ft
+            else:
+                raise self.refuse(c, "a member of this expression")
+        if not (isinstance(st, tuple) and st[0] == "struct"):
+            raise self.refuse(c, "a member of this type")
+        ft, off = st[1].field(c.spelling)
+        if place[0] == "mem":
+            self._not_volatile(c)
+            p = place[1]
+            return ("lv", ("mem", _Ptr(p.space, p.buf, p.off, p.imm + off, ft)), ft)
+        if place[0] == "svar":
+            return ("lv", place[1][c.spelling], ft)
+        raise self.refuse(c, "a member of this expression")
+
+    def init_list(self, c: Any) -> Any:
+        """``{a, b, ...}`` for a struct (fields in order, the rest zero) or a scalar."""
+        t = self.ctype_of(c)
+        ch = list(c.get_children())
+        if isinstance(t, DType):
+            if len(ch) > 1:
+                raise self.refuse(c, "this initialiser list")
+            if not ch:
+                return self._zero(t, c), t
+            v, vt = self.rvalue(ch[0])
+            return self.convert(v, vt, t, c), t
+        if not (isinstance(t, tuple) and t[0] == "struct") or len(ch) > len(t[1].fields):
+            raise self.refuse(c, "this initialiser list")
+        vals: dict[str, Any] = {}
+        for i, (fn, ft, _off) in enumerate(t[1].fields):
+            if i < len(ch):
+                v, vt = self.rvalue(ch[i])
+                vals[fn] = v if isinstance(ft, tuple) else self.convert(v, vt, ft, ch[i])
+            else:
+                vals[fn] = self._zero(ft, c)
+        return _SVal(t[1], vals), t
+
+    def _zero(self, t: Any, c: Any) -> Any:
+        if isinstance(t, DType):
+            return self.const(False if t is ty.bool_ else 0, _vt(t))
+        if t[0] == "struct":
+            return _SVal(t[1], {fn: self._zero(ft, c) for fn, ft, _ in t[1].fields})
+        raise self.refuse(c, "a value-initialised array or pointer")
+
+    def _not_volatile(self, c: Any) -> None:
+        """Refuse a ``volatile`` access: in CUDA it is the warp-synchronous idiom (lanes of a warp
+        communicating through memory with no barrier), which has no meaning in WAVE's memory
+        model (spec §5.3) without a wave-level barrier."""
+        if c.type.is_volatile_qualified():
+            raise self.refuse(c, "a volatile memory access (warp-synchronous code needs a wave-level barrier "
+                              "that WAVE lacks: use __syncthreads() or the __shfl*_sync built-ins)")
 
     def _capture(self, f: Any) -> list[ir.Node]:
         saved = self.body
@@ -645,24 +902,39 @@ class CudaLowering:
                     raise self.refuse(c)
                 p = place[1]
                 return _Ptr(p.space, p.buf, p.off, p.imm, src_t[1]), dst
-            if isinstance(r, tuple) and r and isinstance(r[0], _Ptr):
+            if isinstance(r, tuple) and r and isinstance(r[0], (_Ptr, _VarRef)):
                 return r
             raise self.refuse(c, "this pointer conversion")
         if dst is None:
             raise self.refuse(c, f"a value of type {c.type.spelling!r}")
         if isinstance(r, tuple) and r and r[0] == "lv":
+            if isinstance(dst, tuple) and dst[0] == "struct" and dst == r[2]:
+                return r  # a struct lvalue through a no-op cast (to const): still an lvalue
             v, st = self.load(r[1], c), r[2]
         else:
             v, st = r
         if isinstance(v, _Ptr):
             raise self.refuse(c, "a pointer converted to a number")
+        if isinstance(v, _SVal) or isinstance(dst, tuple):
+            if isinstance(v, _SVal) and dst == st:
+                return v, dst
+            raise self.refuse(c, "this struct conversion")
         return self.convert(v, st, dst, c), dst
 
     def pointer(self, c: Any) -> _Ptr:
         v, _ = self.rvalue(c)
+        if isinstance(v, _VarRef):
+            raise self.refuse(c, "arithmetic or indexing on the address of a local variable (only *p and p->f)")
         if not isinstance(v, _Ptr):
             raise self.refuse(c, "subscript of a non-pointer")
         return v
+
+    def deref(self, c: Any) -> Any:
+        """The place pointer expression ``c`` points at (memory, or a local whose address it is)."""
+        v, _ = self.rvalue(c)
+        if isinstance(v, _VarRef):
+            return v.place
+        return ("mem", self.pointer(c))
 
     def offset(self, p: _Ptr, idx_c: Any, c: Any, negate: bool = False) -> _Ptr:
         """``p + idx`` (elements of ``p.pointee``)."""
@@ -681,11 +953,21 @@ class CudaLowering:
             off = term if p.off is None else self.alu("add", ty.u32, p.off, term)
             return _Ptr(p.space, p.buf, off, p.imm, p.pointee)
         if p.off is None and p.imm == 0 and vt.bits == 32:
-            term = self.alu("shl", vt, v, self.const(es.bit_length() - 1, ty.u32)) if es != 1 else v
+            if es & (es - 1) == 0:
+                term = self.alu("shl", vt, v, self.const(es.bit_length() - 1, ty.u32)) if es != 1 else v
+            else:
+                term = self.alu("mul", vt, v, self.const(es, vt))
             return _Ptr(p.space, p.buf, term, 0, p.pointee)
         v64 = self.convert(v, t, ty.i64 if t.is_signed else ty.u64, c)
         term = self.alu("mul", ty.u64, self.convert(v64, v64.type, ty.u64, c), self.const(es, ty.u64))
         return _Ptr(p.space, p.buf, self.alu("add", ty.u64, self._off64(p), term), 0, p.pointee)
+
+    def _offv(self, p: _Ptr) -> Value:
+        """The byte offset of ``p`` as one value: u32 in local memory, u64 in a buffer."""
+        if p.space != "local":
+            return self._off64(p)
+        o = p.off if p.off is not None else self.const(0, ty.u32)
+        return self.alu("add", ty.u32, o, self.const(p.imm, ty.u32)) if p.imm else o
 
     def _off64(self, p: _Ptr) -> Value:
         if p.space == "local":
@@ -706,30 +988,62 @@ class CudaLowering:
         off = p.off if p.off is not None else self.const(0, ty.u32)
         return DevAddr(p.buf, off, p.imm), off.type.bits == 64
 
-    def load(self, place: Any, c: Any) -> Value:
+    def load(self, place: Any, c: Any) -> Any:
+        """The value at ``place``: a Value (scalars), or an _SVal (structs)."""
         if place[0] == "var":
             return place[1]
+        if place[0] == "svar":
+            return _SVal(place[2][1], {fn: self.load(b, c) for fn, b in place[1].items()})
         p: _Ptr = place[1]
         elem = p.pointee
+        if isinstance(elem, tuple) and elem[0] == "struct":
+            vals = {}
+            for fn, ft, off in elem[1].fields:
+                if isinstance(ft, tuple) and ft[0] == "arr":
+                    raise self.refuse(c, f"a struct value with an array member ({elem[1].name}.{fn})")
+                vals[fn] = self.load(("mem", _Ptr(p.space, p.buf, p.off, p.imm + off, ft)), c)
+            return _SVal(elem[1], vals)
         if not isinstance(elem, DType):
             raise self.refuse(c, "an array value")
         addr, wide = self._addr(p)
+        if elem is ty.bool_:  # one byte, true when not 0 (C's bool in memory)
+            r = Value(ty.u32)
+            self.emit(mnemonic("ld", p.space, "u8", addr64=wide), r, addr)
+            return self.as_pred(r).value
         nb = elem.scalar.nbytes
-        kind = {8: "b64", 4: "b32"}.get(nb) or (("i16" if elem.is_signed else "u16") if nb == 2
-                                                else ("i8" if elem.is_signed else "u8"))
+        kind = {8: "b64", 4: "b32"}.get(nb) or (("i16" if elem is ty.i16 else "u16") if nb == 2
+                                                else ("i8" if elem is ty.i8 else "u8"))
         r = Value(_vt(elem))
         self.emit(mnemonic("ld", p.space, kind, addr64=wide), r, addr)
         return r
 
-    def store(self, place: Any, v: Value, c: Any) -> None:
+    def store(self, place: Any, v: Any, c: Any) -> None:
         if place[0] == "var":
             self.mov(place[1], v)
+            return
+        if place[0] == "svar":
+            for fn, b in place[1].items():
+                self.store(b, v.vals[fn], c)
             return
         p: _Ptr = place[1]
         if p.space == "device" and self.args[p.buf][1].access is Access.READ:
             raise self.err(c, f"store through a pointer to const (parameter {self.args[p.buf][0]!r})")
+        elem = p.pointee
+        if isinstance(elem, tuple) and elem[0] == "struct":
+            for fn, ft, off in elem[1].fields:
+                if isinstance(ft, tuple) and ft[0] == "arr":
+                    raise self.refuse(c, f"a struct value with an array member ({elem[1].name}.{fn})")
+                self.store(("mem", _Ptr(p.space, p.buf, p.off, p.imm + off, ft)), v.vals[fn], c)
+            return
+        if not isinstance(elem, DType):
+            raise self.refuse(c, "an array assignment")
         addr, wide = self._addr(p)
-        nb = p.pointee.scalar.nbytes
+        if elem is ty.bool_:
+            b = Value(ty.u32)
+            self.emit("selp.b32", b, self.const(1, ty.u32), self.const(0, ty.u32), PredUse(v))
+            self.emit(mnemonic("st", p.space, "b8", addr64=wide), addr, b)
+            return
+        nb = elem.scalar.nbytes
         self.emit(mnemonic("st", p.space, f"b{nb * 8}", addr64=wide), addr, v)
 
     def lvalue(self, c: Any) -> tuple[Any, Any]:
@@ -765,12 +1079,18 @@ class CudaLowering:
             del vt
             return (old, t) if op.startswith("post") else (new, t)
         if op == "*":
+            self._not_volatile(c)
+            v, _ = self.rvalue(x)
+            if isinstance(v, _VarRef):
+                return ("lv", v.place, v.pointee)
             p = self.pointer(x)
             return ("lv", ("mem", p), p.pointee)
         if op == "&":
             r = self.expr(x)
             if isinstance(r, tuple) and r and r[0] == "lv" and r[1][0] == "mem":
                 return r[1][1], ("ptr", r[2])
+            if isinstance(r, tuple) and r and r[0] == "lv" and r[1][0] in ("var", "svar"):
+                return _VarRef(r[1], r[2]), ("ptr", r[2])  # the address of a local: only dereferenced
             raise self.refuse(c, "& of this expression")
         v, t = self.rvalue(x)
         if isinstance(v, _Ptr):
@@ -798,7 +1118,7 @@ class CudaLowering:
             if place[0] == "ptrvar":
                 if not isinstance(v, _Ptr) or v.buf != place[1].buf or v.space != place[1].space:
                     raise self.refuse(c, "a pointer local assigned a pointer into another buffer")
-                self.mov(place[1].var, self._off64(v))
+                self.mov(place[1].var, self._offv(v))
                 return _Ptr(v.space, v.buf, place[1].var, 0, v.pointee), t
             if isinstance(v, _Ptr):
                 raise self.refuse(c, "a pointer stored as a number")
@@ -870,7 +1190,7 @@ class CudaLowering:
                 raise self.refuse(c, f"{op} on a pointer")
             pv = place[1]
             p = self.offset(_Ptr(pv.space, pv.buf, pv.var, 0, pv.pointee), b, c, negate=op == "-=")
-            self.mov(pv.var, self._off64(p))
+            self.mov(pv.var, self._offv(p))
             return _Ptr(pv.space, pv.buf, pv.var, 0, pv.pointee), t
         old = self.load(place, c)
         vb, tb = self.rvalue(b)
@@ -891,6 +1211,9 @@ class CudaLowering:
         (spec §8.6 ``atom``/``red``); the old value is returned."""
         p = self.pointer(args[0])
         t = p.pointee
+        if t not in (ty.i32, ty.u32, ty.f32):
+            raise self.refuse(c, f"a {t.name if isinstance(t, DType) else 'non-scalar'} atomic (the 32-bit ones only: "
+                              "WAVE's atomics are 32-bit)")
         if p.space == "device" and self.args[p.buf][1].access is not Access.READWRITE:
             raise self.err(c, f"atomic on read-only buffer {self.args[p.buf][0]!r}")
         vals = []
@@ -915,81 +1238,322 @@ class CudaLowering:
         self.emit(mnemonic("atom", f"{p.space}.{op}", tname), r, addr, *vals, *so)
         return r, t
 
+    def bits(self, c: Any, name: str, args: list[Any]) -> Any:
+        """``__popc``/``__clz``/``__ffs``/``__brev`` and their ``ll`` forms (CUDA Math API,
+        integer intrinsics): the ``ll`` forms on the two 32-bit halves."""
+        v, t = self.rvalue(args[0])
+        wide = name.endswith("ll")
+        op = _BITS[name]
+        at = ty.u64 if wide else ty.u32
+        v = self.convert(v, t, at, c)
+        if not wide:
+            halves = [v]
+        else:
+            halves = [self.convert(v, ty.u64, ty.u32, c),
+                      self.convert(self.alu("shr", ty.u64, v, self.const(32, ty.u32)), ty.u64, ty.u32, c)]
+
+        def one(x: Value, m: str) -> Value:
+            r = Value(ty.u32)
+            self.emit(f"{m}.b32", r, x)
+            return r
+
+        if op == "brev":
+            if not wide:
+                return one(v, "brev"), ty.u32
+            lo, hi = (self.convert(one(h, "brev"), ty.u32, ty.u64, c) for h in halves)
+            return self.alu("or", ty.u64, self.alu("shl", ty.u64, lo, self.const(32, ty.u32)), hi), ty.u64
+        if op == "popc":
+            r = one(halves[0], "popc")
+            if wide:
+                r = self.alu("add", ty.u32, r, one(halves[1], "popc"))
+        elif op == "clz":
+            r = one(halves[-1], "clz")
+            if wide:  # the high half's count, plus the low half's when the high half is 0
+                p = Value(ty.pred)
+                self.emit("setp.eq.u32", p, halves[1], self.const(0, ty.u32))
+                both = self.alu("add", ty.u32, r, one(halves[0], "clz"))
+                sel = Value(ty.u32)
+                self.emit("selp.b32", sel, both, r, PredUse(p))
+                r = sel
+        else:  # __ffs: 1 + index of the least significant set bit, 0 for 0 (ctz gives 32 / 64)
+            r = one(halves[0], "ctz")
+            if wide:
+                p = Value(ty.pred)
+                self.emit("setp.eq.u32", p, halves[0], self.const(0, ty.u32))
+                both = self.alu("add", ty.u32, r, one(halves[1], "ctz"))
+                sel = Value(ty.u32)
+                self.emit("selp.b32", sel, both, r, PredUse(p))
+                r = sel
+            r1 = self.alu("add", ty.u32, r, self.const(1, ty.u32))
+            z = Value(ty.pred)
+            self.emit("setp.eq.u32", z, r, self.const(64 if wide else 32, ty.u32))
+            sel = Value(ty.u32)
+            self.emit("selp.b32", sel, self.const(0, ty.u32), r1, PredUse(z))
+            r = sel
+        out = Value(ty.i32)
+        self.mov(out, r)
+        return out, ty.i32
+
+    @property
+    def cx(self) -> Any:
+        return _cx
+
+    def user_line(self, c: Any) -> int:
+        return int(_where(c.location, self.path).rsplit(":", 2)[1])
+
+    def print_buffer(self) -> int:
+        """The argument index of printf's hidden record buffer (the kernel's last argument)."""
+        if self.print_arg is None:
+            self.args.append((PRINT_ARG, ty.BufferType(ty.u32, Access.READWRITE)))
+            self.print_arg = len(self.args) - 1
+        return self.print_arg
+
     def call(self, c: Any, discard: bool) -> Any:
         K = _cx.CursorKind
-        ch = list(c.get_children())
         callee = c.referenced
         name = c.spelling
-        args = ch[1:]
-        if name == "__syncthreads" and not args:
-            self.emit("barrier")
-            return self.const(0, ty.i32), ty.i32
-        if name in _MATH and callee is not None and _in_prelude(callee.location, self.path):
-            opn, n = _MATH[name]
+        args = _call_args(c)
+        if callee is not None and callee.kind == K.CONSTRUCTOR:
+            return self.construct(c, callee, args)
+        if callee is not None and callee.kind == K.CONVERSION_FUNCTION:  # half -> float
+            obj = next((x for x in c.get_children() if x.kind == K.MEMBER_REF_EXPR), None)
+            base = list(obj.get_children()) if obj is not None else []
             t = self.ctype_of(c)
-            vals = []
-            for a in args:
-                v, at = self.rvalue(a)
-                vals.append(self.convert(v, at, t, a))
-            if len(vals) != n:
-                raise self.refuse(c, f"{name} with {len(vals)} arguments")
-            return self.alu(opn, t, *vals), t
-        if name in _ATOMIC and callee is not None and _in_prelude(callee.location, self.path):
-            return self.atomic(c, _ATOMIC[name], args, discard)
-        if name == "__ldg" and callee is not None and _in_prelude(callee.location, self.path):
-            p = self.pointer(args[0])
-            return self.load(("mem", p), c), p.pointee
+            if len(base) != 1 or not isinstance(t, DType):
+                raise self.refuse(c, f"the conversion {name!r}")
+            v, vt = self.rvalue(base[0])
+            return self.convert(v, vt, t, c), t
+        if callee is not None and callee.kind == K.CXX_METHOD and name == "operator=" and len(args) == 2:
+            place, t = self.lvalue(args[0])
+            v, vt = self.rvalue(args[1])
+            if isinstance(t, DType):
+                v = self.convert(v, vt, t, c)
+            elif not (isinstance(v, _SVal) and vt == t):
+                raise self.refuse(c, "this assignment")
+            self.store(place, v, c)
+            return ("lv", place, t)
+        if callee is not None and callee.kind == K.CXX_METHOD and not _in_prelude(callee.location, self.path):
+            raise self.refuse(c, f"a member function call ({name!r})")
+        if name.startswith("__builtin_"):  # INFINITY, NAN ...: a constant clang evaluates
+            t = self.ctype_of(c)
+            if isinstance(t, DType) and _cx.conf.lib.clang_Cursor_Evaluate(c):
+                return self.const(_evaluate(c, t), _vt(t)), t
+            raise self.refuse(c, f"call of {name!r}")
+        if callee is not None and _in_prelude(callee.location, self.path):
+            if name == "__syncthreads" and not args:
+                self.emit("barrier")
+                return self.const(0, ty.i32), ty.i32
+            if name in ("__threadfence", "__threadfence_block"):
+                self.emit("fence", Scope.DEVICE if name == "__threadfence" else Scope.WORKGROUP, MemoryOrder.SEQ_CST)
+                return self.const(0, ty.i32), ty.i32
+            if name in _ATOMIC:
+                return self.atomic(c, _ATOMIC[name], args, discard)
+            if name in _warp.WARP_BUILTINS:
+                return _warp.lower(self, c, name, args)
+            if name == "__syncwarp":
+                raise self.refuse(c, "__syncwarp (WAVE has no wave-level barrier yet, issue 28 item 2: "
+                                  "exchange values with the __shfl*_sync built-ins, or use __syncthreads())")
+            if name in _BITS:
+                return self.bits(c, name, args)
+            if name == "__ldg":
+                p = self.pointer(args[0])
+                return self.load(("mem", p), c), p.pointee
+            r = _builtins.lower(self, c, name, args)
+            if r is not None:
+                return r
+            if not name.startswith("make_"):
+                raise self.refuse(c, f"call of {name!r}")
         if callee is None or callee.kind != K.FUNCTION_DECL:
             raise self.refuse(c, f"call of {name!r}")
-        attrs = {x.kind for x in callee.get_children()}
+        return self.inline(c, callee, name, args)
+
+    def construct(self, c: Any, ctor: Any, args: list[Any]) -> Any:
+        """A constructor call: a struct's implicit copy (or default) constructor, or a
+        ``half``/``__nv_bfloat16`` made from a number."""
+        t = self.ctype_of(c)
+        if not args:
+            return self._zero(t, c), t
+        if len(args) == 1:
+            v, vt = self.rvalue(args[0])
+            if isinstance(t, DType) and isinstance(vt, DType):
+                return self.convert(v, vt, t, c), t
+            if isinstance(v, _SVal) and vt == t:
+                return v, t
+        raise self.refuse(c, f"constructor {ctor.displayname!r} (only a struct's implicit ones)")
+
+    def inline(self, c: Any, callee: Any, name: str, args: list[Any]) -> Any:
+        """A call of a ``__device__`` function defined in the source (a template's instance
+        included), inlined: the arguments evaluated in the caller's scope and bound as the
+        callee's locals; an early ``return`` leaves a one-pass loop around the body."""
+        K = _cx.CursorKind
         defn = callee.get_definition()
-        if (defn is not None and defn.kind != K.FUNCTION_DECL) or callee.get_num_template_arguments() > 0:
-            raise self.refuse(c, f"call of template function {name!r}")
+        if defn is None and callee.kind == K.FUNCTION_DECL and callee.is_definition():
+            defn = callee
+        attrs = {x.kind for x in callee.get_children()} | ({x.kind for x in defn.get_children()} if defn else set())
         if K.CUDADEVICE_ATTR not in attrs or defn is None:
             raise self.refuse(c, f"call of {name!r} (only __device__ functions defined in the source, "
-                              "__syncthreads and the math functions listed in the docs)")
+                              "and the built-ins listed in the docs)")
+        if _in_prelude(callee.location, self.path) and not name.startswith("make_"):
+            raise self.refuse(c, f"call of {name!r}")
         if self._inline_depth > 32:
             raise self.err(c, f"call of {name!r}: __device__ functions nested more than 32 deep (recursion?)")
-        # evaluate the arguments in the caller's scope, then bind them as the callee's locals
         params = list(defn.get_arguments())
         bound: dict[str, Any] = {}
-        for p, a in zip(params, args, strict=True):
+        for i, p in enumerate(params):
+            a = args[i] if i < len(args) else None
+            if a is None or (a.kind == K.UNEXPOSED_EXPR and not list(a.get_children())):
+                a = _default_arg(p)  # a default argument: the parameter's own expression
+                if a is None:
+                    raise self.refuse(c, f"the default argument of parameter {p.spelling!r}")
             pt = _ctype(p.type)
             if pt is None:
                 raise self.refuse(p, f"a parameter of type {p.type.spelling!r}")
             v, at = self.rvalue(a)
-            if isinstance(pt, tuple):
+            if isinstance(pt, tuple) and pt[0] == "ptr":
+                if isinstance(v, _VarRef):  # &local: the callee reads and writes the caller's variable
+                    bound[p.spelling] = v
+                    continue
                 if not isinstance(v, _Ptr):
                     raise self.refuse(a, "this pointer argument")
-                bound[p.spelling] = v
+                var = Value(ty.u32 if v.space == "local" else ty.u64, p.spelling, is_var=True)
+                self.mov(var, self._offv(v))
+                bound[p.spelling] = _PtrVar(v.space, v.buf, var, v.pointee)
+                continue
+            if isinstance(pt, tuple) and pt[0] == "struct":
+                if not isinstance(v, _SVal):
+                    raise self.refuse(a, "this struct argument")
+                bound[p.spelling] = self.new_struct_var(pt[1], p.spelling, v)
                 continue
             var = Value(_vt(pt), p.spelling, is_var=True)
             self.mov(var, self.convert(v, at, pt, a))
             bound[p.spelling] = ("var", var, pt)
         body = next(x for x in defn.get_children() if x.kind == K.COMPOUND_STMT)
         stmts = list(body.get_children())
-        slot = {"last": stmts[-1] if stmts else None, "value": None}
+        rt = _ctype(c.type) if c.type.get_canonical().kind != _cx.TypeKind.VOID else None
+        early = any(x.kind == K.RETURN_STMT for s in stmts[:-1] for x in s.walk_preorder()) or any(
+            x.kind == K.RETURN_STMT for x in list(stmts[-1].walk_preorder())[1:]) if stmts else False
+        slot: dict[str, Any] = {"value": None, "flag": None, "var": None, "t": rt}
+        if early:
+            slot["flag"] = Value(ty.pred, "ret", is_var=True)
+            self.mov(slot["flag"], self.const(False, ty.pred))
+            if rt is not None:
+                if not isinstance(rt, DType):
+                    raise self.refuse(c, f"__device__ function {name!r}: an early return of a pointer or struct")
+                slot["var"] = Value(_vt(rt), "retval", is_var=True)
         saved_scopes = self.scopes
-        self.scopes = [saved_scopes[0] if False else {}, bound]
+        self.scopes = [{}, bound]
         self.ret_stack.append(slot)
         saved_loops = self.loop_kinds
         self.loop_kinds = []
         self._inline_depth += 1
+        saved_body = self.body
+        if early:
+            self.body = []
         try:
-            for s in stmts:
-                self.stmt(s)
+            for st in stmts:
+                self.stmt(st)
         finally:
             self._inline_depth -= 1
             self.loop_kinds = saved_loops
             self.ret_stack.pop()
             self.scopes = saved_scopes
-        rt = _ctype(c.type) if c.type.kind != _cx.TypeKind.VOID else None
+            if early:
+                inner, self.body = self.body, saved_body
+        if early:
+            self.body.append(ir.Loop([*inner, ir.Break()]))
+            if rt is None:
+                return self.const(0, ty.i32), ty.i32
+            return slot["var"], rt
         if rt is None:
             return self.const(0, ty.i32), ty.i32
         if slot["value"] is None:
             raise self.err(c, f"__device__ function {name!r} does not end in a return")
         v, vt = slot["value"]
+        if isinstance(rt, tuple):
+            return v, rt
         return self.convert(v, vt, rt, c), rt
+
+
+def _constant_vars(fn: Any, path: str) -> list[Any]:
+    """The ``__constant__`` variables that kernel ``fn`` and the functions it calls refer to, in
+    declaration order."""
+    K = _cx.CursorKind
+    found: dict[str, Any] = {}
+    seen: set[int] = set()
+    todo = [fn]
+    while todo:
+        f = todo.pop()
+        for x in f.walk_preorder():
+            if x.kind not in (K.DECL_REF_EXPR, K.CALL_EXPR):
+                continue
+            r = x.referenced
+            if r is None:
+                continue
+            if r.kind == K.VAR_DECL and any(ch.kind == K.CUDACONSTANT_ATTR for ch in r.get_children()):
+                found[r.get_usr()] = r
+            elif r.kind == K.FUNCTION_DECL and not _in_prelude(r.location, path):
+                d = r.get_definition() or (r if r.is_definition() else None)
+                if d is not None and d.hash not in seen:
+                    seen.add(d.hash)
+                    todo.append(d)
+    return sorted(found.values(), key=lambda r: (r.location.file.name if r.location.file else "", r.location.offset))
+
+
+def _constant_init(v: Any, t: Any, elem: DType) -> Any:
+    """The initial contents of ``__constant__`` variable ``v`` (C type ``t``) as a read-only
+    NumPy array of the buffer's element type ``elem``; None when it has no initialiser."""
+    import numpy as np
+
+    K = _cx.CursorKind
+    lits = [x for x in v.get_children() if x.kind.is_expression() or x.kind == K.UNEXPOSED_EXPR]
+    if isinstance(t, tuple) and t[0] == "arr":  # the other expressions are the sizes
+        lits = [x for x in lits if x.kind == K.INIT_LIST_EXPR]
+    if not lits:
+        return None
+    flat = _flat(t)
+    leaves: list[Any] = []
+
+    def walk(c: Any) -> None:
+        if c.kind == K.INIT_LIST_EXPR:
+            for x in c.get_children():
+                walk(x)
+        else:
+            leaves.append(c)
+
+    walk(lits[-1])
+    if len(leaves) > len(flat):
+        raise CompileError(f"{v.location.line}: __constant__ {v.spelling!r}: more initialisers than elements")
+    data = bytearray(_size(t))
+    for (st, off), leaf in zip(flat, leaves, strict=False):
+        val = _evaluate(leaf, st)
+        bits = literal_bits(val, st) if st is not ty.bool_ else int(bool(val))
+        data[off:off + _size(st)] = int(bits).to_bytes(_size(st), "little")
+    arr = np.frombuffer(bytes(data), dtype=elem.np_dtype if elem is not ty.u8 else np.uint8).copy()
+    arr.flags.writeable = False
+    return arr
+
+
+def _call_args(c: Any) -> list[Any]:
+    """The argument cursors of call ``c`` (the callee's own reference left out; an operator's
+    operands in source order)."""
+    out = []
+    for x in c.get_children():
+        tk = x.type.get_canonical()
+        if tk.kind == _cx.TypeKind.FUNCTIONPROTO or (
+                tk.kind == _cx.TypeKind.POINTER and tk.get_pointee().kind == _cx.TypeKind.FUNCTIONPROTO):
+            continue
+        out.append(x)
+    return out
+
+
+def _default_arg(p: Any) -> Any:
+    """The default-argument expression of parameter declaration ``p`` (None: none)."""
+    K = _cx.CursorKind
+    for x in p.get_children():
+        if x.kind not in (K.TYPE_REF, K.TEMPLATE_REF, K.NAMESPACE_REF) and (x.kind.is_expression()
+                                                                             or x.kind == K.UNEXPOSED_EXPR):
+            return x
+    return None
 
 
 def _has_own_continue(c: Any) -> bool:
@@ -1050,13 +1614,38 @@ def _common(a: DType, b: DType) -> DType:
 
 # ----------------------------------------------------------------------------- parse and compile
 
-def parse(source: str, path: str = "kernel.cu", args: tuple[str, ...] = ()) -> Any:
-    """The clang translation unit of CUDA ``source``; CompileError listing clang's errors."""
+#: the variable the front end appends to take the address of a template kernel's instance
+_INSTANCE_VAR = "__anywave_instance"
+
+
+def kernel_symbol(name: str) -> str:
+    """The WAVE kernel name of CUDA kernel ``name``: the name itself, or for a template
+    instance (``reduce<float, 256>``) an identifier made of its parts (``reduce_float_256``)."""
+    if "<" not in name:
+        return name
+    out = re.sub(r"[^A-Za-z0-9_]+", "_", name).strip("_")
+    return out if out and not out[0].isdigit() else f"k_{out}"
+
+
+def parse(source: str, path: str = "kernel.cu", args: tuple[str, ...] = (), instance: str | None = None) -> Any:
+    """The clang translation unit of CUDA ``source`` (``#include "..."`` relative to ``path``'s
+    folder, the usual system and CUDA headers empty: the prelude declares their names);
+    ``instance``: a template kernel's instance (``reduce<float, 256>``) to instantiate.
+    CompileError listing clang's errors."""
     cx = _clang()
     index = cx.Index.create()
-    tu = index.parse(path, args=[*CLANG_ARGS, *args], unsaved_files=[(path, PRELUDE + "\n" + source)])
+    text = PRELUDE + "\n" + source
+    if instance is not None:
+        text += f"\nstatic void* {_INSTANCE_VAR} = (void*)&{instance};\n"
+    unsaved = [(path, text)] + [(f"{_prelude.INCLUDE_DIR}/{h}", "") for h in _prelude.HEADERS]
+    tu = index.parse(path, args=[*CLANG_ARGS, *args], unsaved_files=unsaved)
     errors = [d for d in tu.diagnostics if d.severity >= cx.Diagnostic.Error]
     if errors:
+        user_lines = source.count("\n") + 1
+        if instance is not None and any(d.location.file is not None and d.location.file.name == path
+                                        and d.location.line - PRELUDE_LINES > user_lines for d in errors):
+            msgs = "; ".join(d.spelling for d in errors[:3])
+            raise CompileError(f"{path}: cannot instantiate the kernel {instance!r}: {msgs}")
         lines = [f"{_where(d.location, path)}: {d.spelling}" for d in errors[:10]]
         raise CompileError("the CUDA source does not compile:\n" + "\n".join(lines))
     return tu
@@ -1068,33 +1657,64 @@ def kernel_names(source: str, path: str = "kernel.cu", clang_args: tuple[str, ..
     tu = parse(source, path, clang_args)
     return [c.spelling for c in tu.cursor.walk_preorder()
             if c.kind == cx.CursorKind.FUNCTION_DECL and c.is_definition()
-            and any(x.kind == cx.CursorKind.CUDAGLOBAL_ATTR for x in c.get_children())]
+            and any(x.kind == cx.CursorKind.CUDAGLOBAL_ATTR for x in c.get_children())
+            and c.get_num_template_arguments() <= 0]
 
 
 def find_kernel(tu: Any, name: str, path: str) -> Any:
     cx = _cx
+    K = cx.CursorKind
+    if "<" in name:  # a template's instance: the function the appended variable points at
+        for c in tu.cursor.get_children():
+            if c.kind == K.VAR_DECL and c.spelling == _INSTANCE_VAR:
+                for x in c.walk_preorder():
+                    r = x.referenced if x.kind == K.DECL_REF_EXPR else None
+                    if r is not None and r.kind == K.FUNCTION_DECL:
+                        if not any(y.kind == K.CUDAGLOBAL_ATTR for y in r.get_children()):
+                            raise CompileError(f"{path}: {name!r} is not a __global__ function")
+                        return r
+        raise CompileError(f"{path}: no __global__ template instance {name!r}")
     found = []
     for c in tu.cursor.walk_preorder():
-        if c.kind == cx.CursorKind.FUNCTION_DECL and c.is_definition():
-            if any(x.kind == cx.CursorKind.CUDAGLOBAL_ATTR for x in c.get_children()):
+        if c.kind == K.FUNCTION_DECL and c.is_definition():
+            if any(x.kind == K.CUDAGLOBAL_ATTR for x in c.get_children()) and c.get_num_template_arguments() <= 0:
                 found.append(c)
                 if c.spelling == name:
                     return c
-        elif c.kind == cx.CursorKind.FUNCTION_TEMPLATE and c.spelling == name:
-            raise CompileError(f"{_where(c.location, path)}: not supported by the CUDA front end "
-                               f"yet: template kernel {name!r}")
+        elif c.kind == K.FUNCTION_TEMPLATE and c.spelling == name:
+            raise CompileError(f"{_where(c.location, path)}: template kernel {name!r}: name one of its instances, "
+                               f"such as '{name}<float>' (its template arguments)")
     names = ", ".join(repr(c.spelling) for c in found) or "none"
     raise CompileError(f"{path}: no __global__ function {name!r} (the __global__ functions: {names})")
 
 
+@dataclass
+class CudaCompiled:
+    """A compiled CUDA kernel: the WAVE ``kernel`` (named :func:`kernel_symbol`), its
+    ``params`` (the CUDA parameters, then the ``__constant__`` variables it reads, each a
+    read-only buffer whose default is its initialiser when it has one), the allocator's report
+    ``info``, the C element type of each buffer parameter (``buffer_ctypes``: struct layouts
+    for the launch's checks) and whether it uses ``extern __shared__`` memory."""
+
+    kernel: Kernel
+    params: list[Param]
+    info: Any
+    buffer_ctypes: dict[str, Any]
+    dynamic_shared: bool
+
+
 def compile_cuda(source: str, name: str, path: str = "kernel.cu", *, workgroup: Any = None,
-                 optimize: bool = True, clang_args: tuple[str, ...] = ()) -> tuple[Kernel, list[Param], Any]:
-    """The WAVE Kernel of ``__global__`` function ``name`` in ``source``, its parameters
-    (buffers for pointers, scalars) and the allocator's register report, through the compiler's
-    passes, allocator and codegen."""
-    tu = parse(source, path, clang_args)
+                 optimize: bool = True, clang_args: tuple[str, ...] = (), shared_bytes: int = 0) -> CudaCompiled:
+    """The WAVE Kernel of ``__global__`` function ``name`` in ``source`` (a template's instance
+    such as ``"reduce<float, 256>"``), through the compiler's passes, allocator and codegen;
+    ``shared_bytes``: the bytes of ``extern __shared__`` memory (CUDA's dynamic shared memory,
+    the launch's third argument), laid out at offset 0 before the static ``__shared__``
+    variables."""
+    if not isinstance(shared_bytes, int) or isinstance(shared_bytes, bool) or shared_bytes < 0:
+        raise CompileError(f"shared_bytes must be a non-negative int (bytes), got {shared_bytes!r}")
+    tu = parse(source, path, clang_args, instance=name if "<" in name else None)
     fn = find_kernel(tu, name, path)
-    low = CudaLowering(tu, fn, path)
+    low = CudaLowering(tu, fn, path, dynamic_shared=shared_bytes)
     try:
         low.build()
     except tr.TypeRuleError as e:  # an operation the instruction set lacks for this type
@@ -1105,7 +1725,8 @@ def compile_cuda(source: str, name: str, path: str = "kernel.cu", *, workgroup: 
     if optimize:
         passes.optimize(body)
     threads = None if workgroup is None else workgroup[0] * workgroup[1] * workgroup[2]
-    alloc, info = spill.allocate(body, name, local_memory=low.local_memory, threads=threads,
+    symbol = kernel_symbol(name)
+    alloc, info = spill.allocate(body, symbol, local_memory=low.local_memory, threads=threads,
                                  max_workgroup_size=None)
     code, caps = codegen.emit(body, alloc)
     args = []
@@ -1114,10 +1735,11 @@ def compile_cuda(source: str, name: str, path: str = "kernel.cu", *, workgroup: 
             args.append(Arg(n, ArgKind.BUFFER, ann.elem.scalar, ann.access))
         else:
             args.append(Arg(n, ArgKind.SCALAR, ann.scalar))
-    k = Kernel(name, args=args, registers=alloc.registers, local_memory=info.local_memory,
+    k = Kernel(symbol, args=args, registers=alloc.registers, local_memory=info.local_memory,
                workgroup_size=workgroup, max_workgroup_size=info.max_workgroup_size,
-               capabilities=caps, code=code, flags=KERNEL_FLAG_W_INVARIANT, prints=[])
-    return k, low.params, info
+               capabilities=caps, code=code, flags=0 if low.wave_dependent else KERNEL_FLAG_W_INVARIANT,
+               prints=list(low.prints))
+    return CudaCompiled(k, low.params, info, low.buffer_ctypes, low.uses_dynamic_shared)
 
 
 class CudaKernelDef:
@@ -1132,8 +1754,8 @@ class CudaKernelDef:
 
     def _build(self) -> tuple[Module, list[Param], Any]:
         if self._built is None:
-            k, params, info = compile_cuda(self.source, self.name, self.path, clang_args=self.clang_args)
-            self._built = (Module(kernels=[k]), params, info)
+            r = compile_cuda(self.source, self.name, self.path, clang_args=self.clang_args)
+            self._built = (Module(kernels=[r.kernel]), r.params, r.info)
         return self._built
 
     @property
