@@ -68,14 +68,26 @@ def test_constants_by_keyword_take_the_launch_plan(W: int, full_launches, monkey
     assert len(full_launches) == 3  # k=5/add=0.5 in two orders (two keys), k=3 from its plan
 
 
-def test_a_buffer_by_keyword_takes_the_full_path_and_keeps_no_plan(full_launches, monkeypatch) -> None:
+def test_buffers_and_scalars_by_keyword_take_the_launch_plan(full_launches, monkeypatch) -> None:
+    # (a CUDA kernel's __constant__ buffers come by keyword: issue 28's k-means took the full path
+    # on every launch before)
     monkeypatch.setattr(scale, "_calls", {})
     x = np.linspace(-1, 1, 32, dtype=np.float32)
-    for _ in range(2):
-        out = np.zeros(32, np.float32)
-        scale(x, out=out, n=32, k=2, grid=1, workgroup=32, target="emulator")
-        np.testing.assert_array_equal(out, x * np.float32(2))
-    assert len(full_launches) == 2 and scale._calls == {}  # no plan holds the arrays
+    for i in range(3):
+        out = np.zeros(32, np.float32)  # a fresh array each time: the plan reads this call's
+        scale(x, out=out, n=32, k=2 + (i == 2), grid=1, workgroup=32, target="emulator")
+        np.testing.assert_array_equal(out, x * np.float32(2 + (i == 2)))
+    assert len(full_launches) == 2  # k=2 once (then its plan), k=3 once
+    out = np.zeros(32, np.float32)
+    scale(n=32, out=out, x=x, grid=1, workgroup=32, target="emulator")  # any order of keywords
+    np.testing.assert_array_equal(out, x * np.float32(2))
+    # what the full path refuses is still refused, with its message
+    with pytest.raises(aw.LaunchError, match="missing arguments"):
+        scale(x, n=32, grid=1, workgroup=32, target="emulator")
+    with pytest.raises(aw.LaunchError, match="given twice"):
+        scale(x, out, x=x, n=32, grid=1, workgroup=32, target="emulator")
+    with pytest.raises(aw.LaunchError, match="no parameter 'm'"):
+        scale(x, out, m=32, grid=1, workgroup=32, target="emulator")
 
 
 def test_cpu_tensors_take_a_plan_without_describing_them_again(full_launches, monkeypatch) -> None:

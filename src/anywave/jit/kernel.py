@@ -132,6 +132,10 @@ class KernelFunction(KernelDef):
             self._const_names = frozenset(p.name for p in self.params if p.kind == "const")
             # the usual layout: the constants are the last parameters (keyword-only ones)
             self._const_tail = cp[0] if cp and cp == tuple(range(cp[0], len(self.params))) else None
+        if kwargs and not kwargs.keys() <= self._const_names:
+            # buffers and scalars by keyword (a CUDA kernel's __constant__ buffers): as positional
+            # arguments where they continue the positional ones, so the launch has a plan
+            args, kwargs = _positional(self.params, self._const_names, args, kwargs)
         # constants may come by keyword (``bm=128``): they are part of the layout's key, with
         # their types (True == 1 and 1 == 1.0, but they select different specialisations)
         if not kwargs or kwargs.keys() <= self._const_names:
@@ -204,6 +208,25 @@ class KernelFunction(KernelDef):
                                        f"{t.name} ({info.min}..{info.max})")
             return v
         return float(v)
+
+
+def _positional(params: Sequence[Param], const_names: frozenset[str], args: tuple[Any, ...],
+                kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """``(args, kwargs)`` with the non-constant keyword arguments moved to the positions of their
+    parameters, when they fill the positions right after ``args`` (parameter order, constants
+    skipped); otherwise unchanged, so that the full launch path binds (and reports) them."""
+    extra = {k: v for k, v in kwargs.items() if k not in const_names}
+    n = len(args)
+    moved: list[Any] = []
+    for p in params[n:]:
+        if not extra:
+            break
+        if p.kind == "const" or p.name not in extra:
+            return args, kwargs  # a gap (a default, a constant in between): the full path
+        moved.append(extra.pop(p.name))
+    if extra:  # a name that is not a parameter after the positional ones: the full path says which
+        return args, kwargs
+    return args + tuple(moved), {k: v for k, v in kwargs.items() if k in const_names}
 
 
 def kernel(fn: Callable[..., Any] | None = None, *, workgroup: Sequence[int] | int | None = None,
