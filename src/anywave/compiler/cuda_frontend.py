@@ -525,6 +525,11 @@ class CudaLowering:
                 init, cond, inc, body = self._for_parts(c, ch)
                 if init is not None:
                     self.stmt(init)
+                plan = self._unroll_plan(cond, inc, body)
+                if plan is not None:
+                    self.body = []
+                    self._unrolled(plan, cond, inc, body)
+                    saved.append(ir.Loop(self.body))
                 self.body = []
                 if cond is not None:
                     p = self.cond(cond)
@@ -552,6 +557,179 @@ class CudaLowering:
             self.scopes.pop()
         self.body.append(node)
         self._after_loop()
+
+    # ------------------------------------------------------------------ loop unrolling
+    def _unroll_plan(self, cond: Any, inc: Any, body: Any) -> tuple[int, Any] | None:
+        """``(factor, step)`` when the ``for`` loop ``(...; cond; inc) body`` is a counted loop that
+        can run ``factor`` iterations per test (see :meth:`_unrolled`), else None.
+
+        The shape: ``cond`` is ``k < E`` or ``k <= E`` on an integer local ``k``; ``inc`` is ``k++``,
+        ``++k``, ``k += s`` with ``s`` a positive integer constant or ``warpSize``; ``E`` is
+        invariant in the loop (literals, parameters and locals the loop does not write, the built-in
+        variables, arithmetic on them, elements of read-only buffers at such indices); the body
+        writes neither ``k`` nor what ``E`` reads, holds no loop of its own (innermost loops only),
+        no ``break``/``continue``/``return``, and calls (directly or through ``__device__``
+        functions) no barrier, fence, warp built-in or ``printf`` (lanes whose loops run different
+        numbers of unrolled steps must not meet at different collective instructions). The factor
+        grows as the body shrinks (:data:`_UNROLL_FACTORS`)."""
+        K = _cx.CursorKind
+        if cond is None or inc is None or cond.kind != K.BINARY_OPERATOR:
+            return None
+        if _BIN.get(_cx.conf.lib.clang_getCursorBinaryOperatorKind(cond)) not in ("<", "<="):
+            return None
+        lhs, rhs = cond.get_children()
+        if _ctype(lhs.type) not in (ty.i32, ty.u32, ty.i64, ty.u64) or _ctype(rhs.type) != _ctype(lhs.type):
+            return None  # the comparison's type (after C's conversions): an integer one
+        iv = _strip(lhs)
+        if iv.kind != K.DECL_REF_EXPR or iv.referenced is None or iv.referenced.kind != K.VAR_DECL:
+            return None
+        var = iv.referenced
+        entry = next((sc[var.spelling] for sc in reversed(self.scopes) if var.spelling in sc), None)
+        if not (isinstance(entry, tuple) and entry[0] == "var" and entry[2] in (ty.i32, ty.u32, ty.i64, ty.u64)):
+            return None
+        # the increment: k++ / ++k / k += s
+        step: Any = 1
+        if inc.kind == K.UNARY_OPERATOR:
+            if _UN.get(_cx.conf.lib.clang_getCursorUnaryOperatorKind(inc)) not in ("++", "post++"):
+                return None
+            target = list(inc.get_children())[0]
+        elif inc.kind == K.COMPOUND_ASSIGNMENT_OPERATOR:
+            if _BIN.get(_cx.conf.lib.clang_getCursorBinaryOperatorKind(inc)) != "+=":
+                return None
+            target, amount = inc.get_children()
+            a = _strip(amount)
+            if (a.kind == K.DECL_REF_EXPR and a.spelling == "warpSize" and a.referenced is not None
+                    and _in_prelude(a.referenced.location, self.path)):
+                step = amount
+            else:
+                v = _int_constant(amount)
+                if v is None or not 0 < v < 1 << 20:
+                    return None
+                step = v
+        else:
+            return None
+        t = _strip(target)
+        if t.kind != K.DECL_REF_EXPR or t.referenced != var:
+            return None
+        # the body: innermost, no early exits, no collective or ordered calls, writes neither k nor E
+        nodes = 0
+        seen: set[str] = set()
+        for x in body.walk_preorder():
+            nodes += 1
+            if x.kind in (K.FOR_STMT, K.WHILE_STMT, K.DO_STMT, K.BREAK_STMT, K.CONTINUE_STMT, K.RETURN_STMT,
+                          K.GOTO_STMT, K.SWITCH_STMT, K.ASM_STMT, K.MS_ASM_STMT):
+                return None
+            if x.kind == K.CALL_EXPR and not self._unroll_call_ok(x, seen):
+                return None
+        factor = next((f for f, most in _UNROLL_FACTORS if nodes <= most), 0)
+        if not factor:
+            return None
+        written = _written(body)
+        if var in written or not self._invariant(rhs, written | _written(inc) | {var}):
+            return None
+        return factor, step
+
+    def _unroll_call_ok(self, call: Any, seen: set[str]) -> bool:
+        """Whether ``call`` (and the ``__device__`` functions it reaches) runs no barrier, fence,
+        warp built-in or ``printf``."""
+        K = _cx.CursorKind
+        name = call.spelling
+        if name in _warp.WARP_BUILTINS or name in _UNROLL_BLOCKERS:
+            return False
+        callee = call.referenced
+        if callee is None or _in_prelude(callee.location, self.path):
+            return True
+        d = callee.get_definition()
+        if d is None:
+            return True  # a constructor or a declaration without a body: nothing to run
+        usr = d.get_usr()
+        if usr in seen:
+            return True
+        seen.add(usr)
+        for x in d.walk_preorder():
+            if x.kind == K.CALL_EXPR and x != call and not self._unroll_call_ok(x, seen):
+                return False
+        return True
+
+    def _invariant(self, c: Any, written: set[Any]) -> bool:
+        """Whether expression ``c`` has one value in every iteration of a loop that writes the
+        variables ``written`` (and no memory ``c`` reads)."""
+        K = _cx.CursorKind
+        k = c.kind
+        ch = list(c.get_children())
+        if k in (K.INTEGER_LITERAL, K.CXX_BOOL_LITERAL_EXPR, K.CHARACTER_LITERAL):
+            return True
+        if k in (K.UNEXPOSED_EXPR, K.PAREN_EXPR, K.CSTYLE_CAST_EXPR, K.CXX_STATIC_CAST_EXPR,
+                 K.CXX_FUNCTIONAL_CAST_EXPR, K.CONDITIONAL_OPERATOR):
+            return bool(ch) and all(self._invariant(x, written) for x in ch
+                                    if x.kind not in (K.TYPE_REF, K.TEMPLATE_REF, K.NAMESPACE_REF))
+        if k == K.DECL_REF_EXPR:
+            ref = c.referenced
+            if ref is None:  # a substituted template value parameter
+                return all(self._invariant(x, written) for x in ch)
+            return ref.kind in (K.PARM_DECL, K.VAR_DECL, K.ENUM_CONSTANT_DECL) and ref not in written
+        if k == K.MEMBER_REF_EXPR:  # threadIdx.x ... (the built-in variables)
+            return (len(ch) == 1 and ch[0].kind == K.DECL_REF_EXPR and ch[0].spelling in _SR
+                    and ch[0].referenced is not None and _in_prelude(ch[0].referenced.location, self.path))
+        if k == K.BINARY_OPERATOR:
+            op = _BIN.get(_cx.conf.lib.clang_getCursorBinaryOperatorKind(c))
+            return op is not None and op not in ("=", ",") and all(self._invariant(x, written) for x in ch)
+        if k == K.UNARY_OPERATOR:
+            op = _UN.get(_cx.conf.lib.clang_getCursorUnaryOperatorKind(c))
+            return op in ("+", "-", "~", "!") and all(self._invariant(x, written) for x in ch)
+        if k == K.ARRAY_SUBSCRIPT_EXPR and len(ch) == 2:
+            # an element of a read-only buffer (a const pointer parameter or a __constant__
+            # array: the kernel writes no such memory, and buffers do not alias, spec §4.2)
+            base = _strip(ch[0])
+            if base.kind != K.DECL_REF_EXPR or base.referenced is None:
+                return False
+            ref = base.referenced
+            if ref.kind == K.PARM_DECL:
+                pt = ref.type.get_canonical()
+                ro = pt.kind == _cx.TypeKind.POINTER and pt.get_pointee().is_const_qualified()
+            else:
+                ro = ref.get_usr() in self.globals
+            return ro and ref not in written and self._invariant(ch[1], written)
+        return False
+
+    def _unrolled(self, plan: tuple[int, Any], cond: Any, inc: Any, body: Any) -> None:
+        """The body of the unrolled loop that runs before the original one (``self.body``):
+
+            while (k < E && E - k > (factor - 1) * s) { factor times: body; k += s }
+
+        ``E - k`` is computed in the comparison's unsigned type: where ``k < E`` holds it is the
+        exact distance, so the test says that ``k + j*s < E`` for every ``j < factor``; every step
+        then runs an iteration that the original loop runs too, the original loop (after it)
+        runs the rest, and the two together make exactly the original's iterations, in order.
+        (``<=``: ``E - k >= (factor - 1) * s``.) The condition has no side effects (invariant
+        operands: ``_unroll_plan``), so testing it once for ``factor`` iterations changes
+        nothing else."""
+        factor, step = plan
+        le = _BIN.get(_cx.conf.lib.clang_getCursorBinaryOperatorKind(cond)) == "<="
+        lhs, rhs = cond.get_children()
+        a, ta = self.rvalue(lhs)
+        b, tb = self.rvalue(rhs)
+        p = Value(ty.pred)
+        self.emit(tr.compare_mnemonic("le" if le else "lt", _vt(ta)), p, a, b)
+        ut = ty.u64 if _vt(ta).bits == 64 else ty.u32
+        dist = self.alu("sub", ut, self.convert(b, tb, ut, rhs), self.convert(a, ta, ut, lhs))
+        if isinstance(step, int):
+            need = self.const((factor - 1) * step, ut)
+        else:
+            s, st = self.rvalue(step)
+            need = self.alu("mul", ut, self.convert(s, st, ut, step), self.const(factor - 1, ut))
+        q = Value(ty.pred)
+        self.emit(tr.compare_mnemonic("ge" if le else "gt", ut), q, dist, need)
+        go = Value(ty.pred)
+        self.emit("and.pred", go, PredUse(p), PredUse(q))
+        self.body.append(ir.Break(PredUse(go, True)))
+        for _ in range(factor):
+            self.loop_kinds.append(None)
+            try:
+                self.body.extend(self.block(body))
+            finally:
+                self.loop_kinds.pop()
+            self.expr(inc, discard=True)
 
     def _body(self, body: Any) -> None:
         """The body of a for or do loop. With a ``continue`` of its own it runs inside a one-pass
@@ -1554,6 +1732,54 @@ def _default_arg(p: Any) -> Any:
                                                                              or x.kind == K.UNEXPOSED_EXPR):
             return x
     return None
+
+
+#: (factor, most clang cursors in the body) of the unrolled counted loops, first match: about the
+#: budget of LLVM's runtime unrolling (a body times the factor within a few hundred instructions),
+#: which NVRTC applies (its matvec loop: 16 iterations per test)
+_UNROLL_FACTORS = ((16, 16), (8, 32), (4, 160))
+#: calls a loop body must not make to be unrolled (besides the warp built-ins)
+_UNROLL_BLOCKERS = frozenset({"__syncthreads", "__syncwarp", "__threadfence", "__threadfence_block", "printf",
+                              "__syncthreads_count", "__syncthreads_and", "__syncthreads_or"})
+
+
+def _strip(c: Any) -> Any:
+    """``c`` without the implicit casts and parentheses around it."""
+    K = _cx.CursorKind
+    while c.kind in (K.UNEXPOSED_EXPR, K.PAREN_EXPR):
+        ch = list(c.get_children())
+        if len(ch) != 1:
+            break
+        c = ch[0]
+    return c
+
+
+def _int_constant(c: Any) -> int | None:
+    """The value of integer constant expression ``c`` as clang evaluates it, or None."""
+    K = _cx.CursorKind
+    inner = _strip(c)
+    if inner.kind not in (K.INTEGER_LITERAL, K.CHARACTER_LITERAL) or _ctype(c.type) not in (
+            ty.i32, ty.u32, ty.i64, ty.u64):
+        return None
+    return int(_evaluate(c, _ctype(c.type)))
+
+
+def _written(c: Any) -> set[Any]:
+    """The variables (declaration cursors) that the statement or expression ``c`` may write: the
+    targets of assignments, ``++``/``--`` and ``&``, and every variable named other than as a
+    plain value (an implicit lvalue-to-rvalue conversion around it), e.g. bound to a reference."""
+    K = _cx.CursorKind
+    out: set[Any] = set()
+
+    def walk(x: Any, parent: Any) -> None:
+        if x.kind == K.DECL_REF_EXPR and x.referenced is not None and x.referenced.kind in (K.VAR_DECL, K.PARM_DECL):
+            if parent is None or parent.kind != K.UNEXPOSED_EXPR:
+                out.add(x.referenced)
+        for y in x.get_children():
+            walk(y, x)
+
+    walk(c, None)
+    return out
 
 
 def _has_own_continue(c: Any) -> bool:
