@@ -6,6 +6,10 @@ host program (tests/cuda_suite/cases.py) with the same launch geometry, data on 
     PYTHONPATH=src python3 bench/bench_cuda_suite.py [--reps 7] [--cases a,b] [--size bench|test]
     PYTHONPATH=src python3 bench/bench_cuda_suite.py --nvrtc-only    # no GPU: NVRTC builds to PTX only
 
+After the suite (unless ``--no-add``): issue 28's element-wise add over 2^28 floats written the
+plain way (one element per thread), timed as torch.add, NVRTC's build of the CUDA source,
+anywave's build of the same source and the Python-language kernel (``plain_add_2_28`` in the JSON).
+
 Per case:
 
 1. correctness at the ``test`` size: both builds against the case's NumPy reference at W = 32
@@ -253,12 +257,84 @@ def timed(torch: Any, case: Any, runner: Any, inputs: dict[str, Any]) -> tuple[f
     return e0.elapsed_time(e1), out
 
 
+ADD_CU = r"""
+__global__ void add_plain(const float* x, const float* y, float* out, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = x[i] + y[i];
+}
+"""
+
+
+def plain_add(torch: Any, aw: Any, arch: str, include: str, reps: int) -> dict[str, Any]:
+    """Issue 28's element-wise add over 2^28 floats written the plain way (one element per
+    thread, 256 threads per workgroup): torch.add, the CUDA source built by NVRTC, the same source
+    by anywave's CUDA front end, and the Python-language kernel; medians of ``reps`` interleaved
+    runs (CUDA events around each launch), each result compared bit for bit with torch's."""
+    n = 1 << 28
+    g = torch.Generator(device="cuda").manual_seed(28)
+    x = torch.randn(n, device="cuda", generator=g)
+    y = torch.randn(n, device="cuda", generator=g)
+    out = torch.empty_like(x)
+
+    @aw.kernel
+    def add_py(x: aw.In[aw.f32], y: aw.In[aw.f32], out: aw.Out[aw.f32], n: aw.i32):
+        i = aw.global_id(0)
+        if i < n:
+            out[i] = x[i] + y[i]
+
+    with tempfile.TemporaryDirectory() as d:
+        src = Path(d, "add_plain.cu")
+        src.write_text(ADD_CU)
+        ptx, lowered = nvrtc_ptx(src, ["add_plain"], arch, include)
+    from cuda.bindings import driver
+
+    image = np.frombuffer(ptx, dtype=np.uint8).copy()
+    mod = _check(driver.cuModuleLoadData(image.ctypes.data), "cuModuleLoadData")
+    fn = _check(driver.cuModuleGetFunction(mod, lowered["add_plain"].encode()), "cuModuleGetFunction")
+    awc = aw.cuda_kernel(ADD_CU, "add_plain")
+    grid = (n + 255) // 256
+
+    def nvrtc() -> None:
+        stream = torch.cuda.current_stream().cuda_stream
+        _check(driver.cuLaunchKernel(fn, grid, 1, 1, 256, 1, 1, 0, driver.CUstream(stream),
+                                     ((x.data_ptr(), y.data_ptr(), out.data_ptr(), n),
+                                      (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int)), 0),
+               "cuLaunchKernel")
+
+    runs = {"torch_add": lambda: torch.add(x, y, out=out), "nvrtc": nvrtc,
+            "anywave_cuda": lambda: awc(x, y, out, n, grid=grid, workgroup=256, target="cuda"),
+            "anywave_python": lambda: add_py(x, y, out, n, grid=grid, workgroup=256, target="cuda")}
+    ref = x + y
+    row: dict[str, Any] = {"n": n, "workgroup": 256}
+    times: dict[str, list[float]] = {k: [] for k in runs}
+    for k, f in runs.items():  # warm-up (compiles), and the bits
+        out.zero_()
+        f()
+        torch.cuda.synchronize()
+        row[f"{k}_same_bits_as_torch"] = bool(torch.equal(out.view(torch.int32), ref.view(torch.int32)))
+    for _ in range(reps):
+        for k, f in runs.items():
+            e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            e0.record()
+            f()
+            e1.record()
+            torch.cuda.synchronize()
+            times[k].append(e0.elapsed_time(e1))
+    med = {k: statistics.median(v) for k, v in times.items()}
+    row.update({f"{k}_ms": v for k, v in med.items()})
+    row.update({f"{k}_over_torch": med["torch_add"] / med[k] for k in runs if k != "torch_add"})
+    row["tb_per_s"] = {k: 12 * n / (v * 1e-3) / 1e12 for k, v in med.items()}
+    return row
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--reps", type=int, default=7)
     ap.add_argument("--cases", default="", help="comma-separated case names (default: all)")
     ap.add_argument("--size", default="bench", choices=("bench", "test"))
     ap.add_argument("--nvrtc-only", action="store_true", help="build every file with NVRTC to PTX and stop")
+    ap.add_argument("--no-add", dest="add", action="store_false",
+                    help="skip the plain element-wise add over 2^28 floats (torch.add, NVRTC, anywave)")
     a = ap.parse_args()
     include = tempfile.mkdtemp(prefix="aw_nvrtc_include_")
     for name, text in NVRTC_HEADERS.items():
@@ -319,6 +395,13 @@ def main() -> int:
             row["error"] = f"{type(e).__name__}: {e}"
         print(json.dumps({k: v for k, v in row.items() if not k.endswith("_all_ms")}), flush=True)
         results.append(row)
+    add_row: dict[str, Any] = {}
+    if a.add:
+        try:
+            add_row = plain_add(torch, aw, arch, include, max(a.reps, 10))
+        except Exception as e:  # noqa: BLE001 - recorded, the suite's figures still count
+            add_row = {"error": f"{type(e).__name__}: {e}"}
+        print(json.dumps(add_row), flush=True)
     speeds = [r["speed"] for r in results if "speed" in r]
     try:
         commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True,
@@ -333,6 +416,7 @@ def main() -> int:
         "min_speed": min(speeds) if speeds else None,
         "all_same_bits": all(r.get("same_bits") for r in results),
         "cases": results,
+        "plain_add_2_28": add_row,
     }
     out_dir = Path(os.environ.get("OUT") or ROOT / "bench" / "results")
     out_dir.mkdir(parents=True, exist_ok=True)

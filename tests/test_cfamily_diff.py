@@ -50,23 +50,40 @@ def _instr(draw) -> str:  # noqa: ANN001
     return f"    {guard}{d.mnemonic} {ops}"
 
 
+#: wave operations of the mask-stack variant (exact, deterministic): (template, needs r9 = lane operand)
+WAVE_OPS = ["    shfl.xor.b32 r{d}, r{s}, r9", "    shfl.down.b32 r{d}, r{s}, r9", "    shfl.idx.b32 r{d}, r{s}, r9",
+            "    wred.add.u32 r{d}, r{s}", "    wscan.incl.add.u32 r{d}, r{s}", "    wred.max.i32 r{d}, r{s}",
+            "    any.pred p{pd}, p{ps}", "    bcast.b32 r{d}, r{s}, r9"]
+
+
+def _wave_instr(draw) -> list[str]:  # noqa: ANN001
+    t = draw(st.sampled_from(WAVE_OPS))
+    line = t.format(d=draw(st.integers(0, NREG - 1)), s=draw(st.integers(0, NREG - 1)), pd=draw(st.integers(0, 6)),
+                    ps=draw(st.integers(0, 6)))
+    return [f"    movi.b32 r9, {draw(st.integers(0, 40))}", line]
+
+
 @st.composite
-def block(draw, depth: int = 0) -> list[str]:  # noqa: ANN001
+def block(draw, depth: int = 0, wave: bool = False) -> list[str]:  # noqa: ANN001
     out: list[str] = []
     for _ in range(draw(st.integers(1, 6))):
-        choice = draw(st.integers(0, 9)) if depth < 2 else 0
-        if choice == 8:
+        choice = draw(st.integers(0, 11 if wave else 9)) if depth < 2 else draw(st.integers(0, 3 if wave else 0))
+        if wave and choice in (1, 10):
+            out += _wave_instr(draw)
+        elif wave and choice == 11:
+            out.append(f"    mov.sr r{draw(st.integers(0, NREG - 1))}, sr_wave_width")
+        elif choice == 8:
             out.append(f"    if {'!' if draw(st.booleans()) else ''}p{draw(st.integers(0, 6))}")
-            out += draw(block(depth + 1))
+            out += draw(block(depth + 1, wave))
             if draw(st.booleans()):
                 out.append("    else")
-                out += draw(block(depth + 1))
+                out += draw(block(depth + 1, wave))
             out.append("    endif")
         elif choice == 9 and depth == 0:
             # a divergent loop: 0..3 iterations by the low bits of a data register
             out += ["    movi.b32 r9, 3", f"    and.b32 r8, r{draw(st.integers(0, NREG - 1))}, r9",
                     "    loop", "    movi.b32 r9, 0", "    setp.eq.u32 p7, r8, r9", "    break p7"]
-            out += draw(block(depth + 1))
+            out += draw(block(depth + 1, wave))
             out += ["    movi.b32 r9, 1", "    sub.i32 r8, r8, r9", "    endloop"]
         else:
             out.append(_instr(draw))
@@ -87,9 +104,13 @@ def _kernel(name: str, body: list[str]) -> str:
 
 
 @st.composite
-def program(draw) -> tuple[str, np.ndarray]:  # noqa: ANN001
+def program(draw, wave: bool = False) -> tuple[str, np.ndarray]:  # noqa: ANN001
     n = draw(st.integers(2, 5))
-    src = "\n".join(_kernel(f"k{i}", draw(block())) for i in range(n))
+    # the mask-stack variant: wave operations anywhere, and one at the end, so every kernel takes
+    # the mask-stack lowering (per-thread islands, register-only instructions left unpredicated
+    # where no inactive lane reads them: lowering.need)
+    src = "\n".join(_kernel(f"k{i}", draw(block(0, wave)) + (_wave_instr(draw) if wave else []))
+                    for i in range(n))
     seed = draw(st.integers(0, 2**32 - 1))
     rng = np.random.default_rng(seed)
     x = rng.integers(0, 2**32, size=GROUP * GRID * 8, dtype=np.uint64).astype(np.uint32)
@@ -141,6 +162,19 @@ def test_pool_is_drawn_from_the_table() -> None:
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(prog=program(), W=st.sampled_from([8, 16, 32, 64]))
 def test_emulator_vs_opencl(prog: tuple[str, np.ndarray], W: int) -> None:
+    from anywave.runtime import opencl
+
+    ok, why = opencl.status()
+    if not ok:
+        pytest.skip(f"OpenCL unavailable: {why}")
+    _check(opencl.OpenCLRunner(opencl.get_device()), *prog, W)
+
+
+@pytest.mark.opencl
+@settings(max_examples=_n(6), deadline=None, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(prog=program(wave=True), W=st.sampled_from([8, 16, 32, 64]))
+def test_emulator_vs_opencl_mask_stack(prog: tuple[str, np.ndarray], W: int) -> None:
     from anywave.runtime import opencl
 
     ok, why = opencl.status()

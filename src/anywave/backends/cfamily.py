@@ -49,6 +49,7 @@ from anywave.backends.cfamily_ops import C_DISPATCH, handler
 from anywave.backends.cfamily_prelude import PRELUDE, gen_name
 from anywave.backends.lowering.arith import needs_f64
 from anywave.backends.lowering.control import ControlWalk, Frame, Mask, uses_wave_ops
+from anywave.backends.lowering.need import Need, unpredicated
 from anywave.binary.module import DeviceAddr, Instruction, Kernel, LocalAddr, Module, Pred, kernel_bodies
 from anywave.errors import WaveError
 from anywave.isa.table import Flag, InstrDef
@@ -247,6 +248,13 @@ class _KernelRenderer:
         self.scal = {i: gen_name("s", i) for i, a in enumerate(kernel.args) if a.kind is ArgKind.SCALAR}
         self.locations = False
         self.last_loc: object = None
+        #: the walk (lowering.control): constructs without wave operations or barriers are
+        #: per-thread islands of a mask-stack kernel; conditions of W and constants are folded
+        self.wave_width = W
+        self.in_island = False
+        self.pos = -1
+        self.need: Need | None = None
+        self.walk: ControlWalk | None = None
 
     # ---- small helpers
     def emit(self, line: str) -> None:
@@ -343,7 +351,10 @@ class _KernelRenderer:
             self.emit("bool act = aw_tl < aw_n;")  # padding lanes are never active
             self.emit(f"const u32 aw_lane = aw_tl % {W}u;")
         at = len(self.lines)
-        walk = ControlWalk(self.m, self, self.wave, goto_free=d.goto_free)
+        if self.wave:
+            self.need = Need(self.m, k.code, islands=self.islands, wave_width=W,
+                             island_barriers=self.island_barriers)
+        walk = self.walk = ControlWalk(self.m, self, self.wave, goto_free=d.goto_free)
         walk.run(k.code)
         if self.wave:  # the mask-stack frames (lowering.control), one set per depth
             names = ["aw_x"] + [gen_name(v, i) for i in range(walk.max_depth) for v in ("fo", "fp", "fc")]
@@ -371,11 +382,15 @@ class _KernelRenderer:
 
     def exec_cond(self, ins: Instruction) -> str | None:
         g = self.p(ins.guard) if ins.guard is not None else None
-        if self.wave:
+        if self.wave and not self.in_island:
+            assert self.walk is not None
+            if unpredicated(ins, self.walk, self.need, self.pos):  # lowering.need
+                return g
             return f"act && {g}" if g else "act"
         return g
 
     def instruction(self, ins: Instruction) -> None:
+        self.pos += 1
         sem = ins.defn.sem
         if sem == "sync.barrier":
             self.emit(self.d.barrier)
@@ -512,6 +527,19 @@ class _KernelRenderer:
 
     def loop_close(self, f: Frame) -> None:
         self._close(f"}} while ({self.d.any_lane('act')});")
+        self._close()
+
+    #: per-thread islands (lowering.control), without barriers: a C barrier must be reached by
+    #: every work-item of the workgroup, and the mask stack emits it for all of them
+    islands = True
+    island_barriers = False
+
+    def island_begin(self, tag: str) -> None:
+        self._open("if (act) {")
+        self.in_island = True
+
+    def island_end(self, tag: str) -> None:
+        self.in_island = False
         self._close()
 
 

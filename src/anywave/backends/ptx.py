@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 from anywave.backends import ptx_alu, ptx_memory, ptx_mma, ptx_wave
 from anywave.backends.lowering.bodies import body_keys
 from anywave.backends.lowering.control import ControlWalk, Frame, Mask, of_pred, uses_wave_ops
+from anywave.backends.lowering.need import Need, unpredicated
 from anywave.backends.ptx_block import WAVE_WIDTH, Block  # noqa: F401 - WAVE_WIDTH is public here
 from anywave.binary.module import Instruction, Kernel, Module, Pred
 from anywave.errors import WaveError
@@ -68,7 +69,6 @@ PTX_VERSIONS: dict[int, str] = {
 _PREDICATE_LINES = 12
 #: static shared memory above this needs the dynamic (extern) form
 STATIC_SHARED_LIMIT = 48 * 1024
-
 
 
 class PtxError(WaveError):
@@ -243,6 +243,9 @@ class _KernelEmitter:
         self.flat = self.uniform and ptx_mma.warp_uniform_control(module, kernel)
         self.uniform = self.uniform and not self.flat
         self.body: list[str] = []
+        #: %emA holds the warp's ballot of %A (written by a wave operation's lowering, ptx_wave):
+        #: valid until A changes (a mask update) or control flow joins (a label)
+        self.em_a = False
         self.nlabel = 0
         self.max_depth = 0
         self._segs: list[str | None] = []
@@ -275,6 +278,8 @@ class _KernelEmitter:
 
     # emission
     def out(self, line: str, indent: int = 1) -> None:
+        if indent == 0:  # a label: control flow joins here, A may differ
+            self.em_a = False
         self.body.append("    " * indent + line)
 
     # ---------------------------------------------------------------- the walk (lowering.Spelling)
@@ -326,9 +331,15 @@ class _KernelEmitter:
     def frame_tag(self, kind: str) -> str:
         return self.new_label(kind)
 
-    def exec_pred(self, guard: Pred | None) -> str | None:
-        """Predicate string of the executing lanes (None: every thread that runs this)."""
+    def exec_pred(self, guard: Pred | None, ins: Instruction | None = None) -> str | None:
+        """Predicate string of the executing lanes (None: every thread that runs this).
+
+        Mask stack: a register-only instruction runs unpredicated where no lane inactive there
+        can observe its result (:func:`anywave.backends.lowering.need.unpredicated`), so that
+        ptxas folds and propagates it (the CUDA warp's geometry, ``warpSize``)."""
         if not self.uniform:
+            return None if guard is None else Block_pred(guard)
+        if ins is not None and unpredicated(ins, self.walk, self.need, self.pos):
             return None if guard is None else Block_pred(guard)
         if guard is None:
             return "%A"
@@ -336,6 +347,7 @@ class _KernelEmitter:
         return "%pe"
 
     def instruction(self, ins: Instruction) -> None:
+        self.pos += 1
         if ins.defn.category is Category.CONTROL:  # nop: nothing to write
             return
         emit = emitter_for(ins.defn)
@@ -351,7 +363,7 @@ class _KernelEmitter:
             emit(b, ins)
             self.block(b, None)
             return
-        pe = self.exec_pred(ins.guard)
+        pe = self.exec_pred(ins.guard, ins)
         emit(b, ins)
         if self.checked and ins.defn.flags & (Flag.LOAD | Flag.STORE):
             from anywave.backends.bounds import guard_ptx
@@ -446,6 +458,7 @@ class _KernelEmitter:
         return ("!" if m.neg else "") + name
 
     def mask(self, op: str, dst: Mask, a: Mask, b: Mask | None = None) -> None:
+        self.em_a = False
         if op == "mov":
             self.out(f"mov.pred {self._m(dst)}, {'0' if a.kind == 'false' else self._m(a)};")
         else:
@@ -480,6 +493,19 @@ class _KernelEmitter:
         self.out(f"@%pany bra {f.tag}_top;")
         self.out(f"{f.tag}_exit:", 0)
 
+    #: constructs without wave operations run as per-thread islands (lowering.control)
+    islands = True
+    #: every NVIDIA target runs W = 32: conditions of W and constants are folded (lowering.control)
+    wave_width = WAVE_WIDTH
+
+    def island_begin(self, tag: str) -> None:
+        self.out(f"@!%A bra {tag}_end;")
+        self.uniform = False
+
+    def island_end(self, tag: str) -> None:
+        self.out(f"{tag}_end:", 0)
+        self.uniform = True
+
     # ---------------------------------------------------------------- whole kernel
     def params(self) -> tuple[PtxParam, ...]:
         out = []
@@ -493,7 +519,9 @@ class _KernelEmitter:
 
     def run(self) -> tuple[str, PtxKernel]:
         k = self.k
-        walk = ControlWalk(self.m, self, self.uniform)
+        self.need = Need(self.m, k.code, islands=self.islands, wave_width=self.wave_width) if self.uniform else None
+        self.pos = -1
+        walk = self.walk = ControlWalk(self.m, self, self.uniform)
         walk.run(k.code)
         self.max_depth = walk.max_depth
         params = self.params()
@@ -520,7 +548,7 @@ class _KernelEmitter:
         pro = [f".reg .b32 %r<{max(k.registers, 1)}>;", ".reg .pred %p<8>;",
                ".reg .pred %pe, %pany, %px, %A;",
                ".reg .b32 %sr_tx, %sr_ty, %sr_tz, %sr_nx, %sr_ny, %sr_nz, %sr_cx, %sr_cy, %sr_cz;",
-               ".reg .b32 %sr_gx, %sr_gy, %sr_gz, %sr_tl, %sr_lane, %sr_wave, %sr_nwaves, %exist;",
+               ".reg .b32 %sr_gx, %sr_gy, %sr_gz, %sr_tl, %sr_lane, %sr_wave, %sr_nwaves, %exist, %emA;",
                ".reg .b64 %lmbase;"]
         if self.max_depth:
             dd = self.max_depth

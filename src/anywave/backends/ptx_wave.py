@@ -15,6 +15,14 @@ T = ScalarType
 
 # --- wave operations (uniform lowering only: every existing lane executes these lines)
 def _ballot_e(b: Block) -> str:
+    """The warp's ballot of the executing lanes. For the lanes active with no guard (``%A``) it
+    is kept in ``%emA`` and reused by the next wave operations while ``A`` is unchanged
+    (``b.kx.em_a``), so a run of shuffles votes once."""
+    if b.pe == "%A":
+        if not b.kx.em_a:
+            b("vote.sync.ballot.b32 %emA, %A, %exist;")
+            b.kx.em_a = True
+        return "%emA"
     em = b.t()
     b(f"vote.sync.ballot.b32 {em}, {b.pe}, %exist;")
     return em

@@ -305,6 +305,10 @@ class CudaLowering:
         self.dynamic_shared = dynamic_shared
         self.uses_dynamic_shared = False
         self.local_memory = -(-dynamic_shared // 16) * 16
+        #: ``warpSize`` as a compile-time constant (the body lowered for W = 32, see build), or None
+        self.warp_const: int | None = None
+        #: byte offset of each static __shared__ variable, by declaration
+        self.shared_at: dict[tuple[Any, ...], int] = {}
         #: printf call sites (PrintFormat) and the print buffer's argument index
         self.prints: list[Any] = []
         self.print_arg: int | None = None
@@ -426,7 +430,33 @@ class CudaLowering:
         body = next((ch for ch in self.fn.get_children() if ch.kind == cx.CursorKind.COMPOUND_STMT), None)
         if body is None:
             raise self.err(self.fn, f"kernel {self.fn.spelling!r} has no body")
+        head = len(self.body)
         self.stmt(body)
+        if self.wave_dependent and not self.prints:
+            self._specialise_w32(body, head)
+
+    def _specialise_w32(self, body: Any, head: int) -> None:
+        """A kernel that uses the warp built-ins or ``warpSize``: its body once more for W = 32,
+        where the CUDA warp is the whole wave (``warpSize`` the constant 32, shuffles WAVE's own,
+        loops over ``warpSize`` unrolled), chosen at run time by ``if W == 32`` (one uniform branch
+        at the start; a backend that knows W drops the other body, :mod:`anywave.backends.
+        lowering.control`). Both bodies compute what CUDA defines (docs/guide/cuda.md, "Warps at
+        every W"), so the results are the same at every W; the generic body stays for the others."""
+        generic = self.body[head:]
+        del self.body[head:]
+        saved = self.body
+        self.body = []
+        self.warp_const = 32
+        try:
+            self.stmt(body)
+        finally:
+            self.warp_const = None
+            special, self.body = self.body, saved
+        w = Value(ty.u32)
+        self.emit("mov.sr", w, SpecialRegister.WAVE_WIDTH)
+        p = Value(ty.pred)
+        self.emit("setp.eq.u32", p, w, self.const(32, ty.u32))
+        self.body.append(ir.If(PredUse(p), special, generic))
 
     # ------------------------------------------------------------------ statements
     def block(self, c: Any) -> list[ir.Node]:
@@ -523,6 +553,10 @@ class CudaLowering:
             if c.kind == K.FOR_STMT:
                 # children: [init] [cond] [inc] body, absent parts left out: read them by token
                 init, cond, inc, body = self._for_parts(c, ch)
+                trips = self._full_unroll_plan(init, cond, inc, body)
+                if trips is not None:
+                    self._fully_unrolled(*trips, body)
+                    return
                 if init is not None:
                     self.stmt(init)
                 plan = self._unroll_plan(cond, inc, body)
@@ -559,6 +593,155 @@ class CudaLowering:
         self._after_loop()
 
     # ------------------------------------------------------------------ loop unrolling
+    def _full_unroll_plan(self, init: Any, cond: Any, inc: Any, body: Any) -> tuple[Any, list[int], Any] | None:
+        """``(variable, values, C type)`` when ``for (T k = C0; cond; inc) body`` runs a trip count
+        known at compile time: ``k`` declared by the loop (an integer), its start, the bound and
+        the step integer constant expressions (literals, macros, enumerators, template values,
+        constants at file scope, ``warpSize`` where it is a constant: :attr:`warp_const`), ``cond``
+        a comparison of ``k`` with the bound, ``inc`` ``++``/``--`` or ``k op= c`` (``+ - * / <<
+        >>``); the body writes no ``k`` and has no ``break``/``continue``/``return`` of its own.
+        ``values`` are the values of ``k`` in order, computed with C's arithmetic for the types
+        clang gives (at most :data:`FULL_UNROLL_TRIPS` of them, their number times the body's size
+        within :data:`FULL_UNROLL_BUDGET` clang cursors). Every lane runs the same trips, so the
+        body may hold barriers and warp built-ins."""
+        K = _cx.CursorKind
+        if init is None or cond is None or inc is None or init.kind != K.DECL_STMT:
+            return None
+        decls = list(init.get_children())
+        if len(decls) != 1 or decls[0].kind != K.VAR_DECL:
+            return None
+        var = decls[0]
+        vt = _ctype(var.type)
+        if vt not in (ty.i32, ty.u32, ty.i64, ty.u64):
+            return None
+        ini = [x for x in var.get_children() if x.kind.is_expression() or x.kind == K.UNEXPOSED_EXPR]
+        start = self._cint(ini[-1], {}) if ini else None
+        if start is None:
+            return None
+        nodes = 0
+        for x in body.walk_preorder():
+            nodes += 1
+            if x.kind in (K.RETURN_STMT, K.GOTO_STMT, K.SWITCH_STMT):
+                return None
+        if _has_own_jump(body) or var in _written(body):
+            return None
+        k = _wrap(start[0], vt)
+        values: list[int] = []
+        while True:
+            c = self._cint(cond, {var: (k, vt)})
+            if c is None:
+                return None
+            if not c[0]:
+                break
+            values.append(k)
+            if len(values) > FULL_UNROLL_TRIPS or len(values) * nodes > FULL_UNROLL_BUDGET:
+                return None
+            nk = self._step(inc, var, k, vt)
+            if nk is None:
+                return None
+            k = nk
+        return var, values, vt
+
+    def _step(self, inc: Any, var: Any, k: int, vt: DType) -> int | None:
+        """The value of ``k`` after the increment expression ``inc`` (C's arithmetic), or None
+        for another form."""
+        K = _cx.CursorKind
+        if inc.kind == K.UNARY_OPERATOR:
+            op = _UN.get(_cx.conf.lib.clang_getCursorUnaryOperatorKind(inc))
+            target = _strip(list(inc.get_children())[0])
+            if op not in ("++", "post++", "--", "post--") or target.kind != K.DECL_REF_EXPR or target.referenced != var:
+                return None
+            return _wrap(k + (1 if "++" in op else -1), vt)
+        if inc.kind != K.COMPOUND_ASSIGNMENT_OPERATOR:
+            return None
+        op = _BIN.get(_cx.conf.lib.clang_getCursorBinaryOperatorKind(inc))
+        target, amount = inc.get_children()
+        t = _strip(target)
+        if op not in ("+=", "-=", "*=", "/=", "<<=", ">>=") or t.kind != K.DECL_REF_EXPR or t.referenced != var:
+            return None
+        a = self._cint(amount, {})
+        if a is None:
+            return None
+        bop = op[:-1]
+        ct = _promote(vt) if bop in ("<<", ">>") else _common(_promote(vt), _promote(a[1]))
+        r = _arith_const(bop, _wrap(k, ct), _wrap(a[0], ct) if bop not in ("<<", ">>") else a[0], ct)
+        return None if r is None else _wrap(r, vt)
+
+    def _cint(self, c: Any, env: dict[Any, tuple[int, DType]]) -> tuple[int, DType] | None:
+        """``(value, C type)`` of integer expression ``c`` when it is a compile-time constant (the
+        variables in ``env`` bound to values), with C's conversions and arithmetic; else None."""
+        K = _cx.CursorKind
+        k = c.kind
+        t = _ctype(c.type)
+        ch = [x for x in c.get_children() if x.kind not in (K.TYPE_REF, K.TEMPLATE_REF, K.NAMESPACE_REF)]
+        ints = (ty.i32, ty.u32, ty.i64, ty.u64, ty.bool_, ty.i8, ty.u8, ty.i16, ty.u16)
+        if t not in ints:
+            return None
+        if k == K.PAREN_EXPR and len(ch) == 1:
+            return self._cint(ch[0], env)
+        if k in (K.INTEGER_LITERAL, K.CHARACTER_LITERAL):
+            return int(_evaluate(c, t)), t
+        if k == K.CXX_BOOL_LITERAL_EXPR:
+            return int(next(c.get_tokens()).spelling == "true"), t
+        if k in (K.UNEXPOSED_EXPR, K.CSTYLE_CAST_EXPR, K.CXX_STATIC_CAST_EXPR, K.CXX_FUNCTIONAL_CAST_EXPR):
+            if len(ch) != 1:
+                return None
+            v = self._cint(ch[-1], env)
+            if v is None:
+                return None
+            return (int(v[0] != 0) if t is ty.bool_ else _wrap(v[0], t)), t
+        if k == K.DECL_REF_EXPR:
+            ref = c.referenced
+            if ref is None:  # a substituted template value parameter
+                return self._cint(ch[0], env) if len(ch) == 1 else None
+            if ref in env:
+                return env[ref]
+            if ref.kind == K.ENUM_CONSTANT_DECL:
+                return _wrap(ref.enum_value, t), t
+            if (ref.kind == K.VAR_DECL and c.spelling == "warpSize" and self.warp_const is not None
+                    and _in_prelude(ref.location, self.path)):
+                return self.warp_const, ty.i32
+            if (ref.kind == K.VAR_DECL and _is_const(ref.type) and ref.semantic_parent is not None
+                    and ref.semantic_parent.kind in (K.TRANSLATION_UNIT, K.NAMESPACE)):
+                ini = [x for x in ref.get_children() if x.kind.is_expression() or x.kind == K.UNEXPOSED_EXPR]
+                v = self._cint(ini[-1], {}) if ini else None
+                return None if v is None else (_wrap(v[0], t), t)
+            return None
+        if k == K.UNARY_OPERATOR and len(ch) == 1:
+            op = _UN.get(_cx.conf.lib.clang_getCursorUnaryOperatorKind(c))
+            v = self._cint(ch[0], env)
+            if v is None or op not in ("+", "-", "~", "!"):
+                return None
+            r = {"+": v[0], "-": -v[0], "~": ~v[0], "!": int(v[0] == 0)}[op]
+            return _wrap(r, t) if t is not ty.bool_ else (r, t)
+        if k == K.BINARY_OPERATOR and len(ch) == 2:
+            op = _BIN.get(_cx.conf.lib.clang_getCursorBinaryOperatorKind(c))
+            a, b = self._cint(ch[0], env), self._cint(ch[1], env)
+            if a is None or b is None or op is None:
+                return None
+            if op in _CMP_OF:
+                ct = a[1]
+                x, y = _wrap(a[0], ct), _wrap(b[0], ct)
+                return int({"<": x < y, ">": x > y, "<=": x <= y, ">=": x >= y, "==": x == y, "!=": x != y}[op]), t
+            if op in ("&&", "||"):
+                return int(bool(a[0]) and bool(b[0]) if op == "&&" else bool(a[0]) or bool(b[0])), t
+            if op not in _ALU_OF:
+                return None
+            r = _arith_const(op, a[0], b[0], t)
+            return None if r is None else (_wrap(r, t), t)
+        return None
+
+    def _fully_unrolled(self, var: Any, values: list[int], vt: DType, body: Any) -> None:
+        """The body once per value of the loop variable, which each copy reads as a constant."""
+        for v in values:
+            self.scopes.append({var.spelling: ("var", self.const(v, _vt(vt)), vt)})
+            self.loop_kinds.append(None)
+            try:
+                self.body.extend(self.block(body))
+            finally:
+                self.loop_kinds.pop()
+                self.scopes.pop()
+
     def _unroll_plan(self, cond: Any, inc: Any, body: Any) -> tuple[int, Any] | None:
         """``(factor, step)`` when the ``for`` loop ``(...; cond; inc) body`` is a counted loop that
         can run ``factor`` iterations per test (see :meth:`_unrolled`), else None.
@@ -795,10 +978,15 @@ class CudaLowering:
                 self.uses_dynamic_shared = True
                 self.scopes[-1][d.spelling] = ("place", _Ptr("local", 0, None, 0, t), t)
                 return
-            align = max(8, _align(t))
-            self.local_memory = (self.local_memory + align - 1) // align * align
-            base = self.local_memory
-            self.local_memory += _size(t)
+            # one object per declaration (static storage, as in CUDA), however often its scope is
+            # lowered: a loop body copied by unrolling, a __device__ function inlined twice
+            key = (d.hash, d.type.spelling, d.location.line, d.location.column, d.spelling)
+            base = self.shared_at.get(key)
+            if base is None:
+                align = max(8, _align(t))
+                self.local_memory = (self.local_memory + align - 1) // align * align
+                base = self.shared_at[key] = self.local_memory
+                self.local_memory += _size(t)
             self.scopes[-1][d.spelling] = ("place", _Ptr("local", 0, None, base, t), t)
             return
         if d.storage_class == _cx.StorageClass.STATIC and not _is_const(d.type):
@@ -1732,6 +1920,50 @@ def _default_arg(p: Any) -> Any:
                                                                              or x.kind == K.UNEXPOSED_EXPR):
             return x
     return None
+
+
+#: most iterations of a loop unrolled in full (a trip count known at compile time), and most clang
+#: cursors of its body times its trip count
+FULL_UNROLL_TRIPS = 32
+FULL_UNROLL_BUDGET = 1024
+
+
+def _wrap(v: int, t: DType) -> int:
+    """``v`` as a value of integer type ``t`` (two's complement wrap-around)."""
+    if t is ty.bool_:
+        return int(v != 0)
+    bits = t.bits
+    v &= (1 << bits) - 1
+    return v - (1 << bits) if t.is_signed and v >> (bits - 1) else v
+
+
+def _arith_const(op: str, a: int, b: int, t: DType) -> int | None:
+    """C's ``a op b`` in integer type ``t`` (operands already of ``t``; the shift count ``b`` of
+    the promoted left type), or None where C leaves it undefined (division by zero, a shift
+    count out of range)."""
+    if op in ("<<", ">>"):
+        if not 0 <= b < t.bits:
+            return None
+        if op == "<<":
+            return a << b
+        return a >> b if t.is_signed else (a & ((1 << t.bits) - 1)) >> b
+    if op in ("/", "%"):
+        if b == 0:
+            return None
+        q = abs(a) // abs(b) * (1 if (a >= 0) == (b >= 0) else -1)
+        return q if op == "/" else a - q * b
+    return {"+": a + b, "-": a - b, "*": a * b, "&": a & b, "|": a | b, "^": a ^ b}.get(op)
+
+
+def _has_own_jump(c: Any) -> bool:
+    """A ``break`` or ``continue`` in ``c`` that belongs to the loop around ``c``."""
+    K = _cx.CursorKind
+    for x in c.get_children():
+        if x.kind in (K.CONTINUE_STMT, K.BREAK_STMT):
+            return True
+        if x.kind not in (K.FOR_STMT, K.WHILE_STMT, K.DO_STMT) and _has_own_jump(x):
+            return True
+    return False
 
 
 #: (factor, most clang cursors in the body) of the unrolled counted loops, first match: about the

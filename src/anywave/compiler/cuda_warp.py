@@ -73,7 +73,11 @@ def _sr(low: Any, r: SpecialRegister) -> Value:
 
 def warp_geometry(low: Any) -> tuple[Value, Value, Value]:
     """(Wc, l, base) as u32: the warp's lanes ``min(W, 32)``, the lane in the warp, the warp's
-    first wave lane."""
+    first wave lane. Where the lowering knows that W = 32 (``low.warp_const``: the kernel's body
+    for W = 32, see :func:`anywave.compiler.cuda_frontend.CudaLowering.build`) the warp is the
+    wave: (32, the wave lane, 0)."""
+    if low.warp_const is not None:
+        return low.const(low.warp_const, ty.u32), _sr(low, SpecialRegister.LANE_ID), low.const(0, ty.u32)
     wc = low.alu("min", ty.u32, _sr(low, SpecialRegister.WAVE_WIDTH), low.const(32, ty.u32))
     lane = _sr(low, SpecialRegister.LANE_ID)
     l_ = low.alu("and", ty.u32, lane, low.alu("sub", ty.u32, wc, low.const(1, ty.u32)))
@@ -81,7 +85,9 @@ def warp_geometry(low: Any) -> tuple[Value, Value, Value]:
 
 
 def warp_size(low: Any) -> Value:
-    """``warpSize`` as the i32 value ``min(W, 32)``."""
+    """``warpSize`` as the i32 value ``min(W, 32)`` (a constant where the lowering knows W)."""
+    if low.warp_const is not None:
+        return low.const(low.warp_const, ty.i32)
     wc = low.alu("min", ty.u32, _sr(low, SpecialRegister.WAVE_WIDTH), low.const(32, ty.u32))
     r = Value(ty.i32)
     low.mov(r, wc)
@@ -126,6 +132,10 @@ def lower(low: Any, c: Any, name: str, args: list[Any]) -> tuple[Value, Any]:
     v = low.convert(v, vt, t, args[1])
     b, bt = low.rvalue(args[2])
     b = _u32(low, b, bt, args[2])
+    if low.warp_const is not None and len(args) == 3:
+        # the warp is the wave (W = 32, the whole width): WAVE's own shuffle of the same mode has
+        # the same source lane, l + b' / l - b' / l ^ b' / b', valid in the same cases (spec §8.8)
+        return _native(low, mode, v, low.alu("and", ty.u32, b, low.const(low.warp_const - 1, ty.u32)), t, c), t
     wc, l_, base = warp_geometry(low)
     one = low.const(1, ty.u32)
     if len(args) > 3:
@@ -173,3 +183,27 @@ def lower(low: Any, c: Any, name: str, args: list[Any]) -> tuple[Value, Any]:
     r = Value(vt_reg)
     low.emit("mov.b64", r, out)
     return r, t
+
+
+def _native(low: Any, mode: str, v: Value, b: Value, t: Any, c: Any) -> Value:
+    """WAVE's ``shfl.<mode>.b32`` of ``v`` (32 or 64 bits: two halves) with lane operand ``b``."""
+    vt_reg = v.type
+    if vt_reg.bits == 32:
+        r = Value(vt_reg)
+        low.emit(f"shfl.{mode}.b32", r, v, b)
+        return r
+    bits = v if vt_reg is ty.u64 else Value(ty.u64)
+    if bits is not v:
+        low.emit("mov.b64", bits, v)
+    lo32 = low.convert(bits, ty.u64, ty.u32, c)
+    hi32 = low.convert(low.alu("shr", ty.u64, bits, low.const(32, ty.u32)), ty.u64, ty.u32, c)
+    rl, rh = Value(ty.u32), Value(ty.u32)
+    low.emit(f"shfl.{mode}.b32", rl, lo32, b)
+    low.emit(f"shfl.{mode}.b32", rh, hi32, b)
+    out = low.alu("or", ty.u64, low.alu("shl", ty.u64, low.convert(rh, ty.u32, ty.u64, c), low.const(32, ty.u32)),
+                  low.convert(rl, ty.u32, ty.u64, c))
+    if vt_reg is ty.u64:
+        return out
+    r = Value(vt_reg)
+    low.emit("mov.b64", r, out)
+    return r

@@ -61,8 +61,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from anywave.binary.module import Instruction, Module, Pred
-from anywave.binary.structure import If, Loop, parse
-from anywave.isa.table import Flag
+from anywave.binary.structure import If, Loop, parse, walk
+from anywave.isa.table import Category, Flag, Operand
 
 
 @dataclass
@@ -185,6 +185,14 @@ class Spelling(Protocol):
     def loop_close(self, f: Frame) -> None:
         """End an iteration of ``f``: repeat while some lane of the wave is active."""
 
+    # mask-stack strategy with islands (a spelling whose ``islands`` attribute is true)
+    def island_begin(self, tag: str) -> None:
+        """A per-thread island starts (:meth:`ControlWalk._island`): lanes whose ``A`` is false
+        skip to its end; the lanes that enter run the island's constructs through the
+        ``thread_*`` hooks, each instruction for the lane alone."""
+    def island_end(self, tag: str) -> None:
+        """The island started by the matching :meth:`island_begin` ends."""
+
 
 def uses_wave_ops(module: Module, code: Sequence[Instruction], seen: set[int] | None = None) -> bool:
     """Whether ``code`` (or a function it calls, transitively) contains a wave-collective
@@ -200,6 +208,160 @@ def uses_wave_ops(module: Module, code: Sequence[Instruction], seen: set[int] | 
                 if uses_wave_ops(module, module.functions[f].code, seen):
                     return True
     return False
+
+
+#: the categories of the instructions a per-thread island of a mask-stack kernel may hold
+#: (:meth:`ControlWalk._island`), besides the workgroup ``barrier`` and ``fence``
+ISLAND_CATEGORIES = frozenset({Category.INTEGER, Category.FLOAT, Category.BITWISE, Category.COMPARE,
+                               Category.LOCAL_MEMORY, Category.DEVICE_MEMORY, Category.ATOMIC, Category.CONVERT,
+                               Category.MOVE})
+
+
+def _island_instruction(ins: Instruction, barriers: bool = True) -> bool:
+    """Whether an island may hold ``ins`` (an instruction without a structural role); the
+    workgroup ``barrier`` only where ``barriers``."""
+    d = ins.defn
+    if d.flags & Flag.WAVE_COLLECTIVE:
+        return False
+    return d.category in ISLAND_CATEGORIES or (d.category is Category.SYNC and (
+        d.op == "fence" or (d.op == "barrier" and barriers)))
+
+
+def _inside(inner: Any, outer: Any) -> bool:
+    """Whether region node ``inner`` is ``outer`` or lies inside it."""
+    n = inner
+    while n is not None:
+        if n is outer:
+            return True
+        n = n.parent
+    return False
+
+
+def _dests(ins: Instruction) -> tuple[set[int], set[int]]:
+    """(registers, predicates) that ``ins`` writes (a wide register operand: all its words)."""
+    regs: set[int] = set()
+    preds: set[int] = set()
+    d = ins.defn
+    for i in d.dests:
+        kind = d.operands[i]
+        v = ins.operands[i]
+        if kind is Operand.PD:
+            preds.add(int(v))
+        elif kind in (Operand.RD, Operand.RD64, Operand.RD128):
+            words = {Operand.RD64: 2, Operand.RD128: 4}.get(kind, 1)
+            if d.type is not None:
+                words = max(words, d.type.bits // 32)
+            regs.update(range(int(v), int(v) + words))
+    return regs, preds
+
+
+def _writes_any(module: Module, node: Any, regs: set[int], preds: set[int], seen: set[int] | None = None) -> bool:
+    """Whether the construct or leaf ``node`` (calls followed) may write one of ``regs``/``preds``."""
+    seen = set() if seen is None else seen
+    for n in walk([node]):
+        if isinstance(n, (If, Loop)):
+            continue
+        if n.role == "call":
+            f = int(n.ins.operands[0])
+            if f not in seen:
+                seen.add(f)
+                body = parse(module.functions[f].code).nodes
+                if any(_writes_any(module, x, regs, preds, seen) for x in body):
+                    return True
+            continue
+        r, p = _dests(n.ins)
+        if r & regs or p & preds:
+            return True
+    return False
+
+
+_CMP = {"eq": lambda a, b: a == b, "ne": lambda a, b: a != b, "lt": lambda a, b: a < b,
+        "le": lambda a, b: a <= b, "gt": lambda a, b: a > b, "ge": lambda a, b: a >= b}
+_INT_OPS = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "and": lambda a, b: a & b,
+            "or": lambda a, b: a | b, "xor": lambda a, b: a ^ b, "min": min, "max": max}
+
+
+def condition_value(module: Module, nodes: Sequence[Any], pos: int, wave_width: int) -> bool | None:
+    """The value of the predicate of the ``if`` at ``nodes[pos]`` when a target that runs wave
+    width ``wave_width`` can know it before the launch, else None.
+
+    It can when the predicate's definition is found in the same region before the ``if`` (an
+    unguarded instruction, with no write to the register in between, nested constructs and
+    called functions included), computed by ``setp``/``min``/``max``/``add``/``sub``/bitwise
+    operations on 32-bit integers, predicate logic and moves from ``movi`` and ``mov.sr
+    sr_wave_width`` (= ``wave_width``), each operand found the same way. Then every lane that
+    reaches the ``if`` ran those definitions (they are in its region, before it: a lane that is
+    active at the ``if`` was active at each of them), so the predicate has that one value in
+    all of them. The CUDA front end's W = 32 body is chosen by such an ``if``."""
+    from anywave.isa.types import ScalarType, SpecialRegister
+
+    def value(j: int, reg: int, pred: bool, depth: int) -> int | None:
+        if depth > 32:
+            return None
+        want_r = set() if pred else {reg}
+        want_p = {reg} if pred else set()
+        for k in range(j - 1, -1, -1):
+            n = nodes[k]
+            if isinstance(n, (If, Loop)) or n.role == "call":
+                if _writes_any(module, n, want_r, want_p):
+                    return None
+                continue
+            if n.role is not None:  # break/continue/ret/halt: lanes leave, nothing is written
+                continue
+            r, p = _dests(n.ins)
+            if not (r & want_r or p & want_p):
+                continue
+            return evaluate(k, n.ins, depth)
+        return None
+
+    def operand(k: int, x: Any, kind: Any, depth: int) -> int | None:
+        if kind is Operand.RS:
+            return value(k, int(x), False, depth + 1)
+        if kind is Operand.PS:
+            v = value(k, int(x.index), True, depth + 1)
+            return None if v is None else int(bool(v) != bool(x.negated))
+        if kind is Operand.IMM32:
+            return int(x) & 0xFFFFFFFF
+        return None
+
+    def evaluate(k: int, ins: Instruction, depth: int) -> int | None:
+        d = ins.defn
+        if ins.guard is not None:
+            return None
+        t = d.type
+        if d.op == "movi" and t is not None and t.bits == 32:
+            return int(ins.operands[1]) & 0xFFFFFFFF
+        if d.op == "mov_sr":
+            return wave_width if ins.operands[1] == SpecialRegister.WAVE_WIDTH else None
+        if d.op == "setp_const":
+            return int(d.variant == "true") if d.variant in ("true", "false") else None
+        srcs = [operand(k, x, kind, depth) for x, kind in zip(ins.operands, d.operands, strict=True)
+                if not kind.is_dest]
+        if any(v is None for v in srcs):
+            return None
+        if t is ScalarType.PRED and d.op in ("and", "or", "xor", "mov"):
+            a = [bool(v) for v in srcs]
+            return int(a[0] if d.op == "mov" else a[0] and a[1] if d.op == "and" else
+                       a[0] or a[1] if d.op == "or" else a[0] != a[1])
+        if t not in (ScalarType.B32, ScalarType.U32, ScalarType.I32):
+            return None
+        signed = t is ScalarType.I32
+
+        def sv(v: int) -> int:
+            return v - (1 << 32) if signed and v >> 31 else v
+
+        if d.op == "setp" and d.variant in _CMP and len(srcs) == 2:
+            return int(_CMP[d.variant](sv(srcs[0]), sv(srcs[1])))
+        if d.op == "mov" and len(srcs) == 1:
+            return srcs[0]
+        if d.op in _INT_OPS and len(srcs) == 2:
+            return _INT_OPS[d.op](sv(srcs[0]), sv(srcs[1])) & 0xFFFFFFFF
+        return None
+
+    node = nodes[pos]
+    p = node.ins.operands[0]
+    v = value(pos, int(p.index), True, 0)
+    return None if v is None else bool(v) != bool(p.negated)
 
 
 def loop_may_exit(loop: Loop) -> bool:
@@ -246,12 +408,68 @@ class ControlWalk:
         self.goto_free = goto_free
         self.frames: list[Frame] = []
         self.max_depth = 0
+        #: the wave width the target runs (the spelling's ``wave_width``; None: not one fixed W): an
+        #: ``if`` whose condition depends only on it and on constants is folded (:func:`condition_value`)
+        self.wave_width: int | None = getattr(spelling, "wave_width", None)
+        #: the mask stack with per-thread islands (the spelling's ``islands``; see :meth:`_island`)
+        self.islands = bool(getattr(spelling, "islands", False))
+        #: islands may hold the workgroup barrier (the spelling's ``island_barriers``, default yes:
+        #: a lane inactive at the island does not reach the barrier, as in the mask stack's own
+        #: predicated barrier; no for a target whose mask stack runs barriers in every lane)
+        self.island_barriers = bool(getattr(spelling, "island_barriers", True))
+        self._island_memo: dict[int, bool] = {}
 
     def run(self, code: Sequence[Instruction]) -> None:
         """Lower one body (the kernel's code); the spelling receives everything."""
         self.s.body_begin(code)
         self._nodes(code, parse(code).nodes)
         self.s.body_end(code)
+
+    # ---------------------------------------------------------------- islands
+    def _island(self, node: Any) -> bool:
+        """Mask stack, with a spelling that has ``islands``: whether ``node`` (an ``if`` or a
+        loop) may run as a per-thread island. It may when nothing in it (calls followed) is a
+        wave-collective instruction or anything outside :data:`ISLAND_CATEGORIES` (the workgroup
+        ``barrier`` and ``fence`` allowed), and no control leaves it: no ``halt``, no ``ret`` of
+        the body it is in, no ``break``/``continue`` of a loop around it. Then the lanes that are
+        active where it starts run it with the target's own branches (:meth:`Spelling.island_begin`
+        skips it in the others) and leave it together at its end: inside, each lane behaves as if
+        it ran alone, which is what the spec asks of code without wave operations (§7.8), and no
+        mask variable changes. The wave's next collective instruction, whose lowering waits for
+        every existing lane (``vote.sync``/``shfl.sync`` with the warp's mask on PTX), joins the
+        lanes again."""
+        for n in walk([node]):
+            if isinstance(n, (If, Loop)):
+                continue
+            role = n.role
+            if role in ("halt", "ret"):
+                return False
+            if role in ("break", "continue") and (n.loop is None or not _inside(n.loop, node)):
+                return False
+            if role == "call":
+                if not self._function_island_ok(int(n.ins.operands[0])):
+                    return False
+            elif role is None and not _island_instruction(n.ins, self.island_barriers):
+                return False
+        return True
+
+    def _function_island_ok(self, index: int) -> bool:
+        """Whether function ``index`` (and what it calls) holds only instructions an island may
+        run and no ``halt``."""
+        memo = self._island_memo
+        if index not in memo:
+            memo[index] = True  # (no recursion in verified code; a placeholder while visiting)
+            ok = True
+            for ins in self.m.functions[index].code:
+                d = ins.defn
+                if d.category is Category.CONTROL:  # its own structure, ret included, stays inside
+                    ok = d.op != "halt" and (d.op != "call" or self._function_island_ok(int(ins.operands[0])))
+                else:
+                    ok = _island_instruction(ins, self.island_barriers)
+                if not ok:
+                    break
+            memo[index] = ok
+        return memo[index]
 
     # ---------------------------------------------------------------- frames
     def push(self, kind: str) -> Frame:
@@ -270,7 +488,25 @@ class ControlWalk:
     # ---------------------------------------------------------------- the walk
     def _nodes(self, code: Sequence[Instruction], nodes: Sequence[Any]) -> None:
         s = self.s
-        for n in nodes:
+        for pos, n in enumerate(nodes):
+            if isinstance(n, If) and self.wave_width is not None:
+                known = condition_value(self.m, nodes, pos, self.wave_width)
+                if known is not None:
+                    # a condition of W and constants: the same in every lane (the target runs one
+                    # W), so the construct is its one live region; the other is never entered
+                    s.at(code, n.index)
+                    self._nodes(code, n.then if known else n.orelse)
+                    continue
+            if self.mask_stack and self.islands and isinstance(n, (If, Loop)) and self._island(n):
+                tag = s.frame_tag("island")
+                s.island_begin(tag)
+                self.mask_stack = False
+                try:
+                    self._nodes(code, [n])
+                finally:
+                    self.mask_stack = True
+                s.island_end(tag)
+                continue
             if isinstance(n, If):
                 s.at(code, n.index)
                 self._if(n.ins.operands[0])
