@@ -74,6 +74,8 @@ def block(draw, depth: int = 0, wave: bool = False) -> list[str]:  # noqa: ANN00
             out.append(f"    mov.sr r{draw(st.integers(0, NREG - 1))}, sr_wave_width")
         elif choice == 8:
             out.append(f"    if {'!' if draw(st.booleans()) else ''}p{draw(st.integers(0, 6))}")
+            if wave and draw(st.booleans()):  # a wave operation inside: the if keeps the mask stack
+                out += _wave_instr(draw)
             out += draw(block(depth + 1, wave))
             if draw(st.booleans()):
                 out.append("    else")
@@ -90,10 +92,12 @@ def block(draw, depth: int = 0, wave: bool = False) -> list[str]:  # noqa: ANN00
     return out
 
 
-def _kernel(name: str, body: list[str]) -> str:
+def _kernel(name: str, body: list[str], wave: bool = False) -> str:
     load = ["    mov.sr r10, sr_global_id_x", "    movi.b32 r9, 6", "    shl.b32 r11, r10, r9",
             "    movi.b32 r9, 5", "    shl.b32 r10, r10, r9"]
     load += [f"    ld.device.b32 r{i}, x[r10+{4 * i}]" for i in range(NREG)]
+    if wave:  # predicates that differ between lanes, so that constructs split waves
+        load += [f"    setp.lt.u32 p{i}, r{i}, r{i + 1}" for i in range(7)]
     store = [f"    st.device.b32 y[r11+{4 * i}], r{i}" for i in range(NREG)]
     preds = []
     for p in range(7):
@@ -109,7 +113,7 @@ def program(draw, wave: bool = False) -> tuple[str, np.ndarray]:  # noqa: ANN001
     # the mask-stack variant: wave operations anywhere, and one at the end, so every kernel takes
     # the mask-stack lowering (per-thread islands, register-only instructions left unpredicated
     # where no inactive lane reads them: lowering.need)
-    src = "\n".join(_kernel(f"k{i}", draw(block(0, wave)) + (_wave_instr(draw) if wave else []))
+    src = "\n".join(_kernel(f"k{i}", draw(block(0, wave)) + (_wave_instr(draw) if wave else []), wave)
                     for i in range(n))
     seed = draw(st.integers(0, 2**32 - 1))
     rng = np.random.default_rng(seed)

@@ -193,6 +193,9 @@ class CpuKernel(CKernel):
 class _CpuRenderer(_KernelRenderer):
     """The C-family kernel renderer with every value an array of lanes (module docs)."""
 
+    #: no per-thread islands (lowering.control): the workgroup walks every construct in lock step
+    islands = False
+
     def __init__(self, module: Module, kernel, W: int, checked: bool) -> None:  # noqa: ANN001
         super().__init__(CPU, CPU_FEATURES, module, kernel, W, checked)
         self.wave = True  # always the mask-stack machine: the workgroup walks in lock step
