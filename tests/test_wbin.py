@@ -11,7 +11,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from anywave.asm import assemble
-from anywave.binary.module import Arg, DeviceAddr, Function, Instruction, Kernel, LocalAddr, Module, Pred
+from anywave.binary.module import (
+    Arg,
+    DeviceAddr,
+    Function,
+    Instruction,
+    Kernel,
+    LocalAddr,
+    Module,
+    Pred,
+    settle_version,
+)
 from anywave.binary.wbin import load, read_wbin, save, write_wbin
 from anywave.errors import BinaryFormatError, SourceLoc, VerifyError, WaveError
 from anywave.isa.table import BY_MNEMONIC, INSTRUCTIONS, MAX_ASYNC_WAIT, Category, Flag, Operand
@@ -257,7 +267,43 @@ def test_wrong_magic():
 def test_unsupported_version():
     data = write_wbin(saxpy_module())
     rejects(patch(data, 4, "<H", 2), "version 2.0", offset=4)
-    rejects(patch(data, 6, "<H", 1), "version 1.1", offset=4)
+    rejects(patch(data, 6, "<H", 2), "version 1.2", offset=4)
+
+
+_WAVE_BARRIER_TEXT = """
+.kernel k
+.arg out buffer u32 write
+.registers 2
+    mov.sr r0, sr_lane_id
+    barrier.wave
+    st.device.b32 out[r0], r0
+.end
+"""
+
+
+def test_versions_1_0_and_1_1():
+    """WAVE 1.1 adds barrier.wave (spec §1.4, §7.10): a module is written as the lowest version its
+    instructions allow, so a module without it keeps its 1.0 bytes; a 1.0 file holding it, or a
+    module declaring 1.0, is refused; a 1.1 file without it is read as 1.1 and written back the
+    same (canonical)."""
+    old = write_wbin(saxpy_module())
+    assert struct.unpack_from("<HH", old, 4) == (1, 0)
+    m = assemble(_WAVE_BARRIER_TEXT)
+    assert m.version == (1, 1)
+    data = write_wbin(m)
+    assert struct.unpack_from("<HH", data, 4) == (1, 1)
+    back = read_wbin(data)
+    assert back.version == (1, 1) and write_wbin(back) == data
+    rejects(patch(data, 6, "<H", 0), "declares WAVE 1.0 but uses barrier.wave", offset=4)
+    with pytest.raises(BinaryFormatError, match="declares WAVE 1.0 but uses barrier.wave"):
+        write_wbin(dataclasses.replace(m, version=(1, 0)), verify=False)
+    with pytest.raises(VerifyError, match="declares WAVE 1.0 but uses barrier.wave"):
+        write_wbin(dataclasses.replace(m, version=(1, 0)))
+    newer = write_wbin(dataclasses.replace(saxpy_module(), version=(1, 1)))
+    assert read_wbin(newer).version == (1, 1) and write_wbin(read_wbin(newer)) == newer
+    with pytest.raises(WaveError, match=r"declares WAVE 1.0 but uses barrier.wave.*\.version 1\.1"):
+        assemble(".version 1.0\n" + _WAVE_BARRIER_TEXT)
+    assert assemble(".version 1.1\n" + _WAVE_BARRIER_TEXT).version == (1, 1)
 
 
 def test_bad_checksum():
@@ -451,7 +497,8 @@ _u32 = st.integers(1, 2**32 - 1)
 
 @st.composite
 def any_module(draw: st.DrawFn) -> Module:
-    """Encodable modules (not necessarily valid): for the container round trip."""
+    """Encodable modules (not necessarily valid): for the container round trip; each declares the
+    lowest WAVE version that has its instructions (spec §1.4)."""
     kernels = []
     for _ in range(draw(st.integers(0, 3))):
         args = draw(st.lists(st.builds(Arg, _NAME, st.sampled_from(list(ArgKind)),
@@ -464,7 +511,7 @@ def any_module(draw: st.DrawFn) -> Module:
             draw(st.integers(0, 1))))
     functions = [Function(draw(_NAME), draw(st.lists(any_instruction(), max_size=6)))
                  for _ in range(draw(st.integers(0, 2)))]
-    return Module(kernels, functions)
+    return settle_version(Module(kernels, functions))
 
 
 # straight-line instructions whose operands are only registers/predicates/immediates

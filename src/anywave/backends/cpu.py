@@ -171,6 +171,7 @@ CPU = Dialect(
     popcount="__builtin_popcount", clz="aw_clz", ctz="aw_ctz",
     shuffle=_no_spelling, ballot=_no_spelling, any_lane=_no_spelling,
     wave_barrier="",
+    wave_sync="",
 )
 
 #: what the CPU target renders: everything but the matrix fragments (mma / fragment
@@ -238,6 +239,11 @@ class _CpuRenderer(_KernelRenderer):
             self.flush()
             if ins.operands[1] is not MemoryOrder.RELAXED:
                 self.emit("__atomic_thread_fence(__ATOMIC_SEQ_CST);")
+            return
+        if sem == "sync.wave_barrier":
+            # every lane's accesses before it complete before any lane's after it (the lane loop
+            # ends here): the wave barrier of spec §7.10, for every wave of the workgroup at once
+            self.flush()
             return
         if ins.defn.flags & Flag.WAVE_COLLECTIVE:
             self.flush()

@@ -60,7 +60,6 @@ from collections.abc import Sequence
 
 from anywave.binary.encoding import encode_instruction
 from anywave.binary.module import (
-    FORMAT_VERSION,
     KERNEL_FLAG_FLAT,
     KERNEL_FLAG_W_INVARIANT,
     OPERAND_VALUE_TYPES,
@@ -73,6 +72,7 @@ from anywave.binary.module import (
     Module,
     Pred,
     reachable_functions,
+    version_problem,
 )
 from anywave.binary.structure import parse as parse_structure
 from anywave.errors import SourceLoc, VerifyError
@@ -249,9 +249,9 @@ class _Verifier:
         if len(kernels) != len(m.kernels) or len(functions) != len(m.functions):
             self.p("module lists objects that are not Kernel/Function instances")
             return
-        if tuple(m.version) != FORMAT_VERSION:
-            self.p(f"module format version {'.'.join(map(str, m.version))} is not supported; this "
-                   f"toolchain implements {FORMAT_VERSION[0]}.{FORMAT_VERSION[1]}")
+        why = version_problem(m)
+        if why is not None:
+            self.p(why)
         self._names()
         for k in kernels:
             self._kernel_header(k)

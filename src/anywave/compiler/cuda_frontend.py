@@ -38,7 +38,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from anywave.binary.module import KERNEL_FLAG_W_INVARIANT, PRINT_ARG, Arg, Kernel, Module
+from anywave.binary.module import KERNEL_FLAG_W_INVARIANT, PRINT_ARG, Arg, Kernel, Module, settle_version
 from anywave.isa import mnemonic
 from anywave.isa.table import BY_MNEMONIC
 from anywave.isa.types import Access, ArgKind, MemoryOrder, Scope, SpecialRegister
@@ -1755,7 +1755,7 @@ class CudaKernelDef:
     def _build(self) -> tuple[Module, list[Param], Any]:
         if self._built is None:
             r = compile_cuda(self.source, self.name, self.path, clang_args=self.clang_args)
-            self._built = (Module(kernels=[r.kernel]), r.params, r.info)
+            self._built = (settle_version(Module(kernels=[r.kernel])), r.params, r.info)
         return self._built
 
     @property

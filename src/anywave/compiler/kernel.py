@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from anywave.abi import dims3 as _dims3
-from anywave.binary.module import KERNEL_FLAG_W_INVARIANT, Arg, Kernel, Module
+from anywave.binary.module import KERNEL_FLAG_W_INVARIANT, Arg, Kernel, Module, settle_version
 from anywave.binary.verify import verify_cached
 from anywave.errors import LaunchError, LaunchValueError, VerifyError  # noqa: F401 - re-exported
 from anywave.isa.types import LIMITS, ArgKind
@@ -262,7 +262,7 @@ class KernelDef(KernelDefinition):
                 self._warned_unkeyable = True
                 warnings.warn(f"kernel {self.name!r} is compiled on every call and never cached: {e}",
                               CacheWarning, stacklevel=3)
-            m = Module(kernels=[self.compile_kernel(consts)])
+            m = settle_version(Module(kernels=[self.compile_kernel(consts)]))
             _verify_output(m, self.name)
             return m
         fp = self._shared_fingerprint(fp)
@@ -273,7 +273,7 @@ class KernelDef(KernelDefinition):
             m = _DISK.load(digest, self._entry_matches)
             if m is None:
                 kernel = self.compile_kernel(consts)
-                m = Module(kernels=[kernel])
+                m = settle_version(Module(kernels=[kernel]))
                 _verify_output(m, self.name)
                 _DISK.store(digest, m)
         with self._lock:

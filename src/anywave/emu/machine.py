@@ -27,13 +27,14 @@ from anywave.abi import SCALAR_INT as _SCALAR_INT  # noqa: F401 - re-exported (m
 from anywave.abi import abi_text as _abi_text
 from anywave.abi import dims3, load_program
 from anywave.abi import scalar_word as _scalar_word
-from anywave.binary.module import Instruction, Kernel, Module
+from anywave.binary.module import Instruction, Kernel, Module, kernel_bodies
 from anywave.binary.structure import If, Loop
 from anywave.binary.structure import parse as parse_structure
-from anywave.emu import alu, async_copy, fragments, memory, waveops
+from anywave.emu import alu, async_copy, fragments, memory, waveops, wavesync
 from anywave.emu.alu import Run
 from anywave.emu.async_copy import finish_batch
 from anywave.emu.memory import RaceShadow
+from anywave.emu.wavesync import WaveRaceShadow
 from anywave.errors import EmulationError, LaunchConfigError
 from anywave.isa import dispatch
 from anywave.isa.mma import MMA_SREG_VALUES
@@ -53,7 +54,7 @@ _ROLE_KIND = {Role.IF: IF, Role.ELSE: ELSE, Role.ENDIF: ENDIF, Role.LOOP: LOOP, 
 #: per ordinary instruction; None for those the walk executes (control flow, the barrier)
 EMULATOR = dispatch.consumer("emulator", error=EmulationError)
 EMULATOR.register({**alu.SEMANTICS, **memory.SEMANTICS, **waveops.SEMANTICS, **fragments.SEMANTICS,
-                   **async_copy.SEMANTICS})
+                   **async_copy.SEMANTICS, **wavesync.SEMANTICS})
 EMULATOR.register([f"ctl.{r.value}" for r in Role], None)
 EMULATOR.register("sync.barrier", None)
 
@@ -301,8 +302,10 @@ class _Buffer:
         if not self.check:
             return None
         if self._shadow is None:
-            self._shadow = RaceShadow(self.u8.size, "device memory", False,
-                                      lambda b, n=self.name: f"argument {n!r} byte offset {b}")
+            def describe(b: int, n: str = self.name) -> str:
+                return f"argument {n!r} byte offset {b}"
+            self._shadow = (WaveRaceShadow(self.u8.size, "device memory", False, describe, st.W)
+                            if st.launch.wave_sync else RaceShadow(self.u8.size, "device memory", False, describe))
         return self._shadow
 
 
@@ -365,6 +368,9 @@ class _Launch:
         self.buffers = buffers
         self.scalars = scalars
         self.check = check
+        #: checked mode with wave barriers: per-lane clocks order the lanes of a wave (emu/wavesync)
+        self.wave_sync = check and any(ins.defn.sem == "sync.wave_barrier" for _o, body in
+                                       kernel_bodies(module, kernel) for ins in body)
         self.max_loop_iterations = DEFAULT_MAX_LOOP_ITERATIONS
         self.max_instructions: int | None = None
         self.budget: float | None = DEFAULT_LOOP_BUDGET
@@ -509,8 +515,14 @@ class Batch:
         self.halted = np.zeros(N, bool)
         self.local_bytes = launch.kernel.local_memory
         self.local = np.zeros(nwg * self.local_bytes, np.uint8)
-        self.local_shadow = (RaceShadow(self.local.size, "local memory", True, self._local_byte)
-                             if launch.check else None)
+        self.local_shadow: RaceShadow | None = None
+        #: checked mode with wave barriers: the lanes' vector clocks (emu/wavesync), else None
+        self.wclock: np.ndarray | None = None
+        if launch.wave_sync:
+            self.wclock = wavesync.new_clocks(N, W)
+            self.local_shadow = WaveRaceShadow(self.local.size, "local memory", True, self._local_byte, W)
+        elif launch.check:
+            self.local_shadow = RaceShadow(self.local.size, "local memory", True, self._local_byte)
         self.frames: list[list[Any]] = []
         self.depth = 0
         self.cur_id = 0
@@ -729,6 +741,8 @@ class Batch:
                 f"arrived (threads {ex_(here)}) and {gone.size} did not (threads {ex_(gone)}"
                 f"{f'; {halted} of them had halted' if halted else ''}); every thread of a "
                 f"workgroup must reach the same barrier")
+        if self.wclock is not None:  # a workgroup barrier orders every lane of each wave too
+            wavesync.join(self.wclock, self.active, self.W)
         if self.local_shadow is not None and self.local_bytes:
             for w in np.flatnonzero(arrived).tolist():
                 self.local_shadow.reset(w * self.local_bytes, (w + 1) * self.local_bytes)
