@@ -69,6 +69,10 @@ num_waves = Intrinsic("num_waves", "num_waves() -> i32: waves in this workgroup"
 # sync and memory
 barrier = Intrinsic("barrier", "barrier(): workgroup execution barrier (+ workgroup acq_rel fence)",
                     lower=_threads.lower_barrier)
+wave_barrier = Intrinsic("wave_barrier", "wave_barrier(): barrier of the lanes of this wave that execute it (CUDA's "
+                        "__syncwarp()): their memory accesses before it happen before their accesses after it; "
+                        "nothing is ordered between waves (spec §7.10)",
+                        lower=_threads.lower_wave_barrier)
 fence = Intrinsic("fence", "fence(scope='device', order='acq_rel'): memory fence",
                   lower=_threads.lower_fence)
 local_array = Intrinsic("local_array", "local_array(dtype, shape) -> local array: per-workgroup memory, 1-D or 2-D, "

@@ -58,6 +58,13 @@ def lower_barrier(bld: Builder, node: ast.Call, discard: bool) -> None:
     bld.emit("barrier")
 
 
+def lower_wave_barrier(bld: Builder, node: ast.Call, discard: bool) -> None:
+    """``aw.wave_barrier()``: ``barrier.wave`` (spec §7.10), the barrier of the lanes of the wave
+    that execute it: their memory accesses before it happen before their accesses after it."""
+    bld.call_args(node, 0, 0, "aw.wave_barrier()")
+    bld.emit("barrier.wave")
+
+
 def lower_fence(bld: Builder, node: ast.Call, discard: bool) -> None:
     bld.call_args(node, 0, 2, "aw.fence()", ("scope", "order"))
     scope, order = _scope_order(bld, node, "device", "acq_rel", positional=True)
