@@ -21,9 +21,11 @@ Why lock step over the whole workgroup is the spec's machine: the emulator (the 
 every lane of a batch of workgroups the same way (one mask per lane, a region skipped when no
 lane is active, a loop repeated while any lane remains); a barrier is reached by every lane of
 the workgroup or is an error (§7.9, "divergent barrier", detected here too), so every access
-before a barrier is complete before any after it; lanes of one wave without a fence are
+before a barrier is complete before any after it; lanes of one wave without a barrier are
 unordered (§5.3), so fusing consecutive instructions into one lane loop is allowed. Fences,
-atomics and barriers end a lane loop, so they act in lane order, like the emulator.
+atomics, barriers and wave barriers (``barrier.wave``, §7.10) end a lane loop, so they act in
+lane order, like the emulator, and every lane's accesses before a wave barrier are complete
+before any lane's after it.
 
 Bounds checks (the default, as on every host-memory target): an access outside its buffer (or
 local memory) is skipped, a load gives 0, and the lane records the site and offset; after the
