@@ -38,7 +38,7 @@ from . import frontend_inline as _inline
 from . import ir
 from . import language as L
 from . import types as ty
-from .astscan import assign_counts, assigned_names, construct_name, fn_has_early_return, supported_hint
+from .astscan import assign_counts, assigned_names, construct_name, fn_has_early_return, supported_hint, unrolled_names
 from .bindings import (
     UNBOUND,
     BufferArg,
@@ -163,12 +163,18 @@ class Frontend(ast.NodeVisitor):
 
     def _prescan(self, fd: ast.FunctionDef) -> None:
         """Names assigned exactly once, at the function's top level, from a Python constant
-        expression become compile-time constants; everything else assigned is a variable."""
+        expression become compile-time constants, and so do names assigned only in straight-line
+        code and unrolled loops (``off = 1 << k`` in an ``aw.static_range`` body:
+        :func:`~anywave.compiler.astscan.unrolled_names`) while what they are assigned is known at
+        compile time: like a literal, such an int takes the type of the operand it meets (a
+        ``u32`` with ``t < off``). Everything else assigned is a variable."""
         counts = assign_counts(fd)
         for stmt in fd.body:
             if (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1
                     and isinstance(stmt.targets[0], ast.Name) and counts.get(stmt.targets[0].id) == 1):
                 self.ctx.const_names.add(stmt.targets[0].id)
+        if any(isinstance(n, ast.For) for n in ast.walk(fd)):
+            self.ctx.const_names.update(unrolled_names(fd, self._is_static_range))
         for a in fd.args.args + fd.args.kwonlyargs:
             if counts.get(a.arg, 0) > 0:
                 self.ctx.const_names.discard(a.arg)
@@ -258,7 +264,7 @@ class Frontend(ast.NodeVisitor):
         ctx = self.ctx
         if isinstance(value, PredUse):
             value = self.b.pred_value(value)
-        if name in ctx.const_names and not isinstance(value, Value) and ann is None:
+        if name in ctx.const_names and not isinstance(value, Value) and ann is None and name not in ctx.var_values:
             ctx.consts[name] = value
             return
         if not isinstance(value, Value):
@@ -623,6 +629,16 @@ class Frontend(ast.NodeVisitor):
             self._loop(build, node)
         finally:
             self._unroll_copies = outer_copies
+
+    def _is_static_range(self, it: ast.expr) -> bool:
+        """Whether a loop's iterable is a call of ``aw.static_range`` (resolved like any callee;
+        anything that cannot be resolved at compile time is not)."""
+        if not isinstance(it, ast.Call):
+            return False
+        try:
+            return self.static_eval(it.func) is L.INTRINSICS["static_range"]
+        except CompileError:
+            return False
 
     def _static_for(self, node: ast.For, it: ast.Call, name: str) -> None:
         args = [self.static_eval(a) for a in it.args]

@@ -38,6 +38,7 @@ from . import lower_threads as _threads
 from . import lower_wave as _wave
 from . import mma_lang as _mma
 from .bindings import Intrinsic
+from .numlimits import finfo, iinfo  # noqa: F401 - intrinsics that are host functions too
 
 # name = Intrinsic(name, documentation, lowering); the names that shadow Python builtins
 # (range, print) are exported under their own name only

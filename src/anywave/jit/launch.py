@@ -380,6 +380,8 @@ def launch(kf: Any, args: Sequence[Any], kwargs: Mapping[str, Any], grid: Any, w
     check = env_check() if check is None else bool(check)  # None: the target's default
     bound = kf._bind(args, kwargs)
     module = kf.compile(**{p.name: bound[p.name] for p in kf.params if p.kind == "const" and p.name in bound})
+    # the parameters with the kernel's type parameters (if any) replaced by their dtypes
+    params = kf.params_for(kf._consts_from(bound)) if kf.type_params else kf.params
     k = module.kernel(kf.name)
     try:
         check_launch_rules(k, g, wg, id_limit=ID_LIMIT_I32, id_type="i32 (aw.global_id)")
@@ -389,7 +391,7 @@ def launch(kf: Any, args: Sequence[Any], kwargs: Mapping[str, Any], grid: Any, w
         raise LaunchValueError(str(e)) from None
     # buffers first (they may choose the target), then scalars
     mems: list[tuple[str, A.Memory]] = []
-    for p in kf.params:
+    for p in params:
         if p.kind == "buffer":
             try:
                 m = A.describe(bound[p.name], f"kernel {kf.name!r}: argument {p.name!r}")
@@ -403,7 +405,7 @@ def launch(kf: Any, args: Sequence[Any], kwargs: Mapping[str, Any], grid: Any, w
     values: list[Any] = []
     checked: dict[str, A.Memory] = {}
     described = dict(mems)
-    for p in kf.params:
+    for p in params:
         if p.kind == "const":
             continue
         if p.kind == "buffer":
@@ -413,7 +415,7 @@ def launch(kf: Any, args: Sequence[Any], kwargs: Mapping[str, Any], grid: Any, w
         else:
             values.append(kf._check_arg(p, bound[p.name]))
     try:
-        A.check_aliasing([(p.name, checked[p.name], bool(p.ann.access & 2)) for p in kf.params
+        A.check_aliasing([(p.name, checked[p.name], bool(p.ann.access & 2)) for p in params
                           if p.kind == "buffer"], kf.name)
     except A.ArgumentError as e:
         raise LaunchError(str(e)) from None
@@ -451,7 +453,7 @@ def launch(kf: Any, args: Sequence[Any], kwargs: Mapping[str, Any], grid: Any, w
         key = None
     torch = sys.modules.get("torch")
     if torch is not None:
-        written = [bound[p.name] for p in kf.params if p.kind == "buffer" and p.ann.access & 2
+        written = [bound[p.name] for p in params if p.kind == "buffer" and p.ann.access & 2
                    and isinstance(bound[p.name], torch.Tensor)]
         if written:
             A.bump_versions(written)  # autograd sees the write, as after torch's in-place ops
@@ -460,7 +462,7 @@ def launch(kf: Any, args: Sequence[Any], kwargs: Mapping[str, Any], grid: Any, w
         A.mark_used(A.memory_space(f"{tname}:{tdev}" if tdev else tname))
     if key is not None and len(kf._calls) < 256:
         plan = kf._calls[key] = _make_plan(kf, module, tgt, tname, tdev, g, wg, bound, checked, options, dev_only,
-                                           check, cuda_stream, torch_dev, args)
+                                           check, cuda_stream, torch_dev, args, params)
         if (getattr(plan, "guarded", False) and not kwargs and kf._const_pos == () and cap is None
                 and not _capture.ACTIVE):
             kf._fast = ((grid, workgroup_arg, target, wave_width, check_arg, stream), threading.get_ident(), plan)
@@ -475,10 +477,11 @@ def dev_only_of(checked: Mapping[str, A.Memory]) -> bool:
 def _make_plan(kf: Any, module: Any, tgt: Any, tname: str, tdev: int, g: tuple[int, int, int],
                wg: tuple[int, int, int], bound: Mapping[str, Any], checked: Mapping[str, A.Memory],
                options: dict[str, Any], dev_only: bool, check: bool, stream: Any, torch_dev: int | None,
-               args: Sequence[Any]) -> Any:
-    pos = {p.name: i for i, p in enumerate(kf.params)}
+               args: Sequence[Any], params: Sequence[Any] | None = None) -> Any:
+    params = kf.params if params is None else params
+    pos = {p.name: i for i, p in enumerate(params)}
     specs: list[tuple[Any, ...]] = []
-    for p in kf.params:
+    for p in params:
         if p.kind == "const":
             continue
         i = pos[p.name]
