@@ -389,7 +389,7 @@ class IRBuilder:
     def _pow(self, a: Any, b: Any, node: ast.AST) -> Value:
         if isinstance(b, Value) or not isinstance(b, int) or isinstance(b, bool) or not 0 <= b <= 8:
             raise self.err(node, "** needs a compile-time integer exponent 0..8 (computed by repeated "
-                           "multiplication, left to right); use aw.exp/aw.log for other powers")
+                           "multiplication, left to right); use aw.pow(x, y) for other powers")
         if not isinstance(a, Value):
             raise self.err(node, "** with a constant base and runtime exponent is not supported")
         if b == 0:
