@@ -267,3 +267,60 @@ def test_compile_time_ints_keep_the_literal_range_checks():
 
     with pytest.raises(aw.CompileError, match="different types u32 and i32"):
         runtime_var.compile()
+
+
+# ------------------------------------------------------------------ local memory sized at launch
+
+@aw.kernel
+def reverse_blocks(x: aw.Buffer[aw.f32], bits: aw.Out[aw.u32]):
+    """Each workgroup reverses its block of x through local memory sized at launch; a second
+    aw.dynamic array views the same bytes as u32 (as every extern __shared__ array does)."""
+    s = aw.local_array(aw.f32, aw.dynamic)
+    u = aw.local_array(aw.u32, aw.dynamic)
+    flag = aw.local_array(aw.i32, 4)  # a static array: after the dynamic bytes
+    t = aw.local_id(0)
+    n = s.shape[0]
+    base = aw.workgroup_id(0) * n
+    if t == 0:
+        flag[0] = 7
+    s[t] = x[base + t]
+    aw.barrier()
+    v = s[n - 1 - t]
+    b = u[n - 1 - t]
+    aw.barrier()
+    x[base + t] = v + aw.f32(flag[0] - 7)
+    bits[base + t] = b
+
+
+@pytest.mark.parametrize(("target", "W"), RUNTIMES)
+def test_local_memory_sized_at_launch(target, W):
+    _skip_unavailable(target)
+    for block in (32, 64):
+        x = np.random.default_rng(block).standard_normal(4 * block).astype(np.float32)
+        x0 = x.copy()
+        bits = np.zeros(4 * block, np.uint32)
+        reverse_blocks(x, bits, grid=4, workgroup=block, target=target, wave_width=W, local_bytes=4 * block,
+                       **({"check": True} if target == "emulator" else {}))
+        exp = x0.reshape(4, block)[:, ::-1].ravel()
+        assert np.array_equal(x, exp)
+        assert np.array_equal(bits, exp.view(np.uint32))
+
+
+def test_local_memory_sized_at_launch_compiles_per_size_and_errors():
+    assert [p.name for p in reverse_blocks.params] == ["x", "bits", "local_bytes"]
+    m1, m2 = reverse_blocks.compile(local_bytes=128), reverse_blocks.compile(local_bytes=256)
+    assert (m1.kernels[0].local_memory, m2.kernels[0].local_memory) == (128 + 16, 256 + 16)
+    with pytest.raises(aw.CompileError, match="give the bytes with local_bytes=N"):
+        reverse_blocks(np.zeros(32, np.float32), np.zeros(32, np.uint32), grid=1, workgroup=32, target="emulator")
+
+    @aw.func
+    def helper():
+        return aw.local_array(aw.f32, aw.dynamic)
+
+    @aw.kernel
+    def via_func(x: aw.Out[aw.f32]):
+        s = helper()
+        x[0] = s[0]
+
+    with pytest.raises(aw.CompileError, match="declared in the kernel's own body"):
+        via_func.compile()

@@ -35,6 +35,7 @@ from anywave.compiler import (  # noqa: E402
     bf16,
     bool_,
     constexpr,
+    dynamic,
     f16,
     f32,
     f64,
@@ -69,7 +70,7 @@ __all__ = [
     "Array", "Graph", "array", "empty", "graph", "from_dlpack", "from_torch", "synchronize", "to_torch", "zeros",
     "Buffer", "CompileError", "Const", "autotune", "In", "LaunchError", "Out", "available_targets", "bf16", "bool_",
     "emulate", "f16", "f32", "f64", "func", "i8", "i16", "i32", "i64", "kernel", "register_target", "u8", "u16",
-    "u32", "u64", "cuda_kernel", "constexpr",
+    "u32", "u64", "cuda_kernel", "constexpr", "dynamic",
 ]
 
 #: ``aw.bool`` is ``aw.bool_`` (as NumPy 2 spells ``np.bool``); not in ``__all__``, so that

@@ -21,6 +21,7 @@ from .types import (
     bf16,
     bool_,
     constexpr,
+    dynamic,
     f16,
     f32,
     f64,
@@ -36,7 +37,8 @@ from .types import (
 
 __all__ = [
     "COMPILER_VERSION", "Buffer", "BufferType", "CacheWarning", "CompileError", "Const", "ConstType", "DType",
-    "Func", "In", "KernelDef", "LaunchError", "LaunchValueError", "Out", "bf16", "bool_", "constexpr", "f16", "f32",
+    "Func", "In", "KernelDef", "LaunchError", "LaunchValueError", "Out", "bf16", "bool_", "constexpr", "dynamic",
+    "f16", "f32",
     "f64",
     "func", "i8", "i16", "i32", "i64", "language", "u8", "u16", "u32", "u64",
 ]

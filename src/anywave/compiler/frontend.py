@@ -144,6 +144,11 @@ class Frontend(ast.NodeVisitor):
     def build(self, params: Sequence[tuple[str, Any]]) -> list[ir.Node]:
         """Translate the kernel body. ``params``: (name, annotation) of runtime parameters."""
         fd = self.src.tree
+        dyn = self.ctx.consts.get(ty.DYNAMIC_LOCAL)
+        if isinstance(dyn, int) and not isinstance(dyn, bool):
+            # local memory sized at launch (aw.dynamic): its bytes first, at offset 0
+            self.b.dynamic_local = dyn
+            self.b.local_memory = -(-dyn // 16) * 16
         for name, ann in params:
             if name == PRINT_ARG:
                 raise self.b.err(fd, f"parameter name {PRINT_ARG!r} is reserved for aw.print's buffer")

@@ -84,6 +84,9 @@ class IRBuilder:
         self.args: list[tuple[str, Any]] = []
         #: bytes of local memory laid out so far
         self.local_memory = 0
+        #: the launch's bytes of local memory sized at launch (aw.dynamic), or None when the
+        #: kernel has none
+        self.dynamic_local: int | None = None
         #: fragment slots taken (aw.fragment; compiler/mma_lang.py)
         self.nfrag = 0
         #: aw.print call sites (PrintFormat) and the index of the hidden print buffer argument

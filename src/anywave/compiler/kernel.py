@@ -10,6 +10,7 @@ Launching (``saxpy(2.0, x, y, n, grid=..., workgroup=...)``) is not the compiler
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import gc
 import hashlib
@@ -142,6 +143,14 @@ def _eval_annotations(fn: Callable[..., Any]) -> dict[str, Any]:
     return out
 
 
+def _uses_dynamic(tree: ast.AST) -> bool:
+    """Whether a function body names ``dynamic`` (``aw.dynamic``, or the name imported): the
+    kernel then takes the launch keyword ``local_bytes`` (a spelling that turns out to be another
+    ``dynamic`` only adds an unused keyword)."""
+    return any((isinstance(n, ast.Attribute) and n.attr == "dynamic") or (isinstance(n, ast.Name) and n.id == "dynamic")
+               for n in ast.walk(tree))
+
+
 def _closure_vars(fn: Callable[..., Any]) -> dict[str, Any]:
     """The values of ``fn``'s closure cells by name (empty cells left out)."""
     code = getattr(fn, "__code__", None)
@@ -230,6 +239,11 @@ class KernelDef(KernelDefinition):
                 what = "has no annotation" if ann is None else f"is annotated {ann!r}"
                 raise src.error(node, f"kernel parameter {p.name!r} {what}; valid annotations: {valid} "
                                 "(or make it keyword-only for a compile-time constant)")
+        if _uses_dynamic(src.tree):  # aw.local_array(dtype, aw.dynamic): the launch gives its bytes
+            if any(p.name == ty.DYNAMIC_LOCAL for p in out):
+                raise src.error(src.tree, f"kernel parameter {ty.DYNAMIC_LOCAL!r}: the name is the launch keyword of "
+                                "the kernel's aw.dynamic local memory; rename the parameter")
+            out.append(Param(ty.DYNAMIC_LOCAL, "const", ty.ConstType(int), 0))
         consts = {p.name for p in out if p.kind == "const"}
         for p in out:  # every type parameter an annotation names is a compile-time parameter
             tp = p.ann.elem if isinstance(p.ann, ty.BufferType) else p.ann

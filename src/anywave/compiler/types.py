@@ -219,6 +219,25 @@ class Const:
 PY_CONST = (bool, int, float)
 
 
+class _Dynamic:
+    """The shape ``aw.dynamic`` of a local array sized at launch (:data:`dynamic`)."""
+
+    def __repr__(self) -> str:
+        return "aw.dynamic"
+
+    def __reduce__(self) -> str:
+        return "dynamic"
+
+
+#: ``aw.local_array(dtype, aw.dynamic)``: a 1-D local array whose size comes from the launch
+#: (``kernel(..., local_bytes=N)``, CUDA's ``extern __shared__`` with its third launch argument):
+#: ``N // itemsize`` elements at offset 0 of local memory, before the kernel's other local
+#: arrays; every such array of a kernel names the same bytes. The kernel compiles once per N.
+dynamic = _Dynamic()
+#: the launch keyword (a compile-time parameter every kernel that uses ``aw.dynamic`` gets)
+DYNAMIC_LOCAL = "local_bytes"
+
+
 class constexpr:  # noqa: N801 - spelt as Triton spells it
     """``T: aw.constexpr``: a compile-time parameter of any kind (an int, a float, a bool, a str,
     a tuple, a dtype), like a keyword-only parameter. A parameter so annotated whose name appears
