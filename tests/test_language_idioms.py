@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import anywave as aw
+from anywave.errors import WaveError
 from tiers import cases
 
 WS = (8, 16, 32, 64)
@@ -324,3 +325,52 @@ def test_local_memory_sized_at_launch_compiles_per_size_and_errors():
 
     with pytest.raises(aw.CompileError, match="declared in the kernel's own body"):
         via_func.compile()
+
+
+# ------------------------------------------------------------------ constant buffers
+
+@aw.kernel
+def nearest_centre(x: aw.In[aw.f32], centres: aw.Constant[aw.f32], label: aw.Out[aw.i32], k: aw.i32):
+    """k-means' assignment step: every thread reads every centre (the uniform access constant
+    memory serves well)."""
+    i = aw.global_id(0)
+    best = aw.finfo(aw.f32).max
+    arg = 0
+    for c in range(k):
+        d = abs(x[i] - centres[c])
+        if d < best:
+            best = d
+            arg = c
+    label[i] = arg
+
+
+@pytest.mark.parametrize(("target", "W"), RUNTIMES)
+def test_constant_buffers(target, W):
+    _skip_unavailable(target)
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal(128).astype(np.float32)
+    centres = np.sort(rng.standard_normal(7)).astype(np.float32)
+    label = np.zeros(128, np.int32)
+    nearest_centre(x, centres, label, 7, grid=4, workgroup=32, target=target, wave_width=W)
+    exp = np.argmin(np.abs(x[:, None] - centres[None, :]), axis=1)  # first index on ties, as the kernel
+    assert np.array_equal(label, exp)
+
+
+def test_constant_buffer_abi_limit_and_errors():
+    m = nearest_centre.compile()
+    a = m.kernels[0].args[1]
+    assert (a.name, a.access.spelling, a.constant) == ("centres", "read", True)
+    assert m.version == (1, 1)  # the constant hint is WAVE 1.1 (spec §1.4, §12)
+    assert repr(nearest_centre.params[1].ann) == "aw.Constant[aw.f32]"
+    x = np.zeros(32, np.float32)
+    for target in ["emulator"] + [t for t in ("cpu",) if t in aw.available_targets()]:
+        with pytest.raises(WaveError, match="constant buffers .* hold 65540 bytes; .* at most 65536"):
+            nearest_centre(x, np.zeros(16385, np.float32), np.zeros(32, np.int32), 1, grid=1, workgroup=32,
+                           target=target)
+
+    @aw.kernel
+    def writes(c: aw.Constant[aw.f32]):
+        c[0] = 1.0
+
+    with pytest.raises(aw.CompileError, match=r"declared aw.Constant\[f32\] \(read only\)"):
+        writes.compile()

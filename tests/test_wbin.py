@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from anywave.asm import assemble
+from anywave.asm import assemble, disassemble
 from anywave.binary.module import (
     Arg,
     DeviceAddr,
@@ -306,6 +306,36 @@ def test_versions_1_0_and_1_1():
     assert assemble(".version 1.1\n" + _WAVE_BARRIER_TEXT).version == (1, 1)
 
 
+
+_CONSTANT_TEXT = """
+.kernel k
+.arg c buffer f32 constant
+.arg out buffer f32 write
+.registers 4
+    mov.sr r0, sr_thread_linear_id
+    movi.u32 r1, 2
+    shl.b32 r0, r0, r1
+    ld.device.b32 r2, c[r0]
+    st.device.b32 out[r0], r2
+.end
+"""
+
+
+def test_constant_buffer_hint():
+    """A read buffer may carry the constant hint (WAVE 1.1, spec §12): argument record byte +7,
+    bit 0; the assembler spells it as the access ``constant``; it changes no result."""
+    m = assemble(_CONSTANT_TEXT)
+    a = m.kernels[0].args[0]
+    assert (a.access, a.constant, m.version) == (Access.READ, True, (1, 1))
+    data = write_wbin(m)
+    assert read_wbin(data) == m and write_wbin(read_wbin(data)) == data
+    assert data[kernel_field(data, 52 + 7)] == 1
+    assert assemble(disassemble(m)) == m
+    with pytest.raises(VerifyError, match="only a buffer of access read can be constant"):
+        write_wbin(dataclasses.replace(m, kernels=[dataclasses.replace(
+            m.kernels[0], args=[Arg("c", ArgKind.BUFFER, ScalarType.F32, Access.READWRITE, True), m.kernels[0].args[1]])]))
+
+
 def test_bad_checksum():
     data = write_wbin(saxpy_module())
     b = bytearray(data)
@@ -321,7 +351,9 @@ def test_nonzero_flags_and_reserved():
     rejects(patch(data, entry + 12, "<I", 1), "reserved", offset=entry + 12)
     rejects(patch(data, kernel_field(data, 44), "<I", 1), "reserved", offset=kernel_field(data, 44))
     arg_res = kernel_field(data, 52 + 7)
-    rejects(patch(data, arg_res, "<B", 1), "argument 'a'", "reserved", offset=arg_res)
+    rejects(patch(data, arg_res, "<B", 2), "argument 'a'", "hints", offset=arg_res)
+    # bit 0, a constant buffer, is WAVE 1.1 (spec §12): not in a 1.0 file
+    rejects(patch(data, arg_res, "<B", 1), "declares WAVE 1.0 but uses a constant buffer argument", offset=4)
 
 
 def test_section_table_errors():

@@ -60,6 +60,21 @@ def check_arg_names(kernel: Kernel, given: Iterable[str], error: type[Exception]
         raise error(f"kernel {kernel.name!r} takes arguments {names}; missing {missing}, unexpected {extra}")
 
 
+def check_constant_bytes(kernel: Kernel, nbytes: Iterable[tuple[str, int]], error: type[Exception]) -> None:
+    """The launch rule of constant buffers (docs/spec.md §12, WAVE 1.1): their bytes (``nbytes``:
+    (argument name, bytes) of each constant buffer argument) total at most
+    ``LIMITS.max_constant_bytes``; ``error(message)`` otherwise, naming them."""
+    from anywave.isa.types import LIMITS
+
+    sizes = list(nbytes)
+    total = sum(n for _, n in sizes)
+    if total > LIMITS.max_constant_bytes:
+        each = ", ".join(f"{name!r} {n} B" for name, n in sizes)
+        raise error(f"kernel {kernel.name!r}: its constant buffers ({each}) hold {total} bytes; a launch's constant "
+                    f"buffers total at most {LIMITS.max_constant_bytes} bytes (docs/spec.md §12): pass a larger "
+                    "table as an ordinary read-only buffer (aw.In)")
+
+
 def exact_value(value: Any) -> tuple[Fraction | None, bool, bool]:
     """(exact rational value or None for inf/NaN, sign bit, is NaN) of a real number."""
     if isinstance(value, (int, np.integer)):

@@ -548,13 +548,15 @@ class _Assembler:
                                 f"{', '.join(spellings)}, got {type_tok.text!r}", type_tok)
         access_names = {a.spelling: a for a in Access}
         rest = words[3:]
+        constant = False
         if kind is ArgKind.BUFFER:
             if not rest:
-                raise line.error("a buffer argument needs its access: read, write or readwrite",
+                raise line.error("a buffer argument needs its access: read, write, readwrite or constant",
                                  type_tok.col + len(type_tok.text) + 1)
-            access = access_names.get(rest[0].text)
+            constant = rest[0].text == "constant"  # a read buffer with the constant hint (WAVE 1.1)
+            access = Access.READ if constant else access_names.get(rest[0].text)
             if access is None:
-                raise line.error_at(f"expected access read, write or readwrite, got {rest[0].text!r}",
+                raise line.error_at(f"expected access read, write, readwrite or constant, got {rest[0].text!r}",
                                     rest[0])
         else:
             access = Access.READ
@@ -563,7 +565,7 @@ class _Assembler:
                                     f"got {rest[0].text!r}", rest[0])
         if len(rest) > 1:
             raise line.error_at(f"unexpected {rest[1].text!r}; " + usage, rest[1])
-        return Arg(name.text, kind, t, access)
+        return Arg(name.text, kind, t, access, constant)
 
     # ------------------------------------------------------------------ driver
     def run(self) -> Module:

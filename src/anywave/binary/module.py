@@ -105,12 +105,15 @@ class Arg:
     """One kernel argument of the ABI.
 
     ``type`` is the element type for buffers and the value type for scalars; scalars are
-    always ``Access.READ``."""
+    always ``Access.READ``. ``constant`` (WAVE 1.1, docs/spec.md §12): a ``read`` buffer the
+    target may place in constant/uniform memory; the launch's constant buffers total at most
+    ``LIMITS.max_constant_bytes``. It changes no result."""
 
     name: str
     kind: ArgKind
     type: ScalarType
     access: Access = Access.READ
+    constant: bool = False
 
     @property
     def is_buffer(self) -> bool:
@@ -213,11 +216,14 @@ def version_text(v: Sequence[int]) -> str:
 
 
 def required_version(module: Module) -> tuple[int, int]:
-    """The lowest WAVE version that has every instruction of ``module``: the largest
-    ``InstrDef.since`` of its kernels' and functions' instructions, at least
-    :data:`FORMAT_VERSION` (docs/spec.md §1.4). Instructions are read through ``defn``; anything
-    else in a code list is skipped (unverified modules are walked safely)."""
+    """The lowest WAVE version that has every instruction and argument kind of ``module``: the
+    largest ``InstrDef.since`` of its kernels' and functions' instructions, 1.1 for a constant
+    buffer argument, at least :data:`FORMAT_VERSION` (docs/spec.md §1.4). Instructions are read
+    through ``defn``; anything else in a code list is skipped (unverified modules are walked
+    safely)."""
     need = FORMAT_VERSION
+    if any(getattr(a, "constant", False) for k in module.kernels for a in getattr(k, "args", ())):
+        need = (1, 1)
     for body in [k.code for k in module.kernels] + [f.code for f in module.functions]:
         for ins in body:
             since = getattr(getattr(ins, "defn", None), "since", FORMAT_VERSION)
@@ -235,8 +241,9 @@ def version_problem(module: Module) -> str | None:
                 f"{', '.join(version_text(x) for x in FORMAT_VERSIONS)}")
     need = required_version(module)
     if v < need:
-        first = next(ins.mnemonic for body in [k.code for k in module.kernels] + [f.code for f in module.functions]
-                     for ins in body if getattr(getattr(ins, "defn", None), "since", FORMAT_VERSION) > v)
+        first = next((ins.mnemonic for body in [k.code for k in module.kernels] + [f.code for f in module.functions]
+                      for ins in body if getattr(getattr(ins, "defn", None), "since", FORMAT_VERSION) > v),
+                     "a constant buffer argument")
         return (f"module declares WAVE {version_text(v)} but uses {first}, an instruction of WAVE "
                 f"{version_text(need)} (docs/spec.md §1.4): declare .version {version_text(need)}")
     return None

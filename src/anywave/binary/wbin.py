@@ -93,7 +93,9 @@ offset size field             meaning
                               +4 u8 kind (0 buffer, 1 scalar);
                               +5 u8 type (``ScalarType`` value);
                               +6 u8 access (1 read, 2 write, 3 readwrite);
-                              +7 u8 reserved, 0
+                              +7 u8 hints: bit 0 ``constant`` (WAVE 1.1: a read
+                              buffer the target may place in constant memory);
+                              other bits 0
 ====== ==== ================= ===========================================================
 
 The section ends right after the last record.
@@ -163,6 +165,8 @@ HEADER_SIZE = 32
 SECTION_ENTRY_SIZE = 16
 KERNEL_RECORD_SIZE = 52
 ARG_RECORD_SIZE = 8
+#: argument record hints (+7): bit 0, a constant buffer (WAVE 1.1, docs/spec.md §12)
+ARG_HINT_CONSTANT = 1
 FUNC_RECORD_SIZE = 12
 DEBUG_ENTRY_SIZE = 16
 CRC_OFFSET = 20
@@ -288,7 +292,7 @@ def write_wbin(module: Module, *, verify: bool = True) -> bytes:
             kernels += _u8(int(a.kind), f"{what} argument {a.name!r} kind")
             kernels += _u8(int(a.type), f"{what} argument {a.name!r} type")
             kernels += _u8(int(a.access), f"{what} argument {a.name!r} access")
-            kernels += b"\0"
+            kernels += b"\1" if a.constant else b"\0"
 
     funcs = bytearray(_u32(len(module.functions), "function count"))
     for f in module.functions:
@@ -787,10 +791,10 @@ def _read_kernel(cur: _Cursor, strings: _Strings, ki: int,
         type_ = _enum(ScalarType, type_v, f"{field} type", at)
         access_v, at = cur.u8(f"{field} access")
         access = _enum(Access, access_v, f"{field} access", at)
-        res, at = cur.u8(f"{field} reserved")
-        if res:
-            raise BinaryFormatError(f"{field}: field reserved is {res:#x}, must be 0", at)
-        args.append(Arg(aname, kind, type_, access))  # type: ignore[arg-type]
+        hints, at = cur.u8(f"{field} hints")
+        if hints & ~ARG_HINT_CONSTANT:
+            raise BinaryFormatError(f"{field}: field hints is {hints:#x}; defined: bit 0 constant", at)
+        args.append(Arg(aname, kind, type_, access, bool(hints & ARG_HINT_CONSTANT)))  # type: ignore[arg-type]
     return Kernel(name=name, args=args, registers=registers, local_memory=local,
                   workgroup_size=tuple(wg) if wg[0] else None,  # type: ignore[arg-type]
                   max_workgroup_size=max_wg or None, capabilities=Capability(caps),

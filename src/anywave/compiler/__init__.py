@@ -14,6 +14,7 @@ from .types import (
     Buffer,
     BufferType,
     Const,
+    Constant,
     ConstType,
     DType,
     In,
@@ -36,7 +37,8 @@ from .types import (
 )
 
 __all__ = [
-    "COMPILER_VERSION", "Buffer", "BufferType", "CacheWarning", "CompileError", "Const", "ConstType", "DType",
+    "COMPILER_VERSION", "Buffer", "BufferType", "CacheWarning", "CompileError", "Const", "Constant", "ConstType",
+    "DType",
     "Func", "In", "KernelDef", "LaunchError", "LaunchValueError", "Out", "bf16", "bool_", "constexpr", "dynamic",
     "f16", "f32",
     "f64",

@@ -421,7 +421,7 @@ class CudaLowering:
             elem = t[1] if isinstance(t, tuple) and t[0] == "arr" else t
             if v.spelling in self.scopes[0]:
                 raise self.refuse(v, f"__constant__ variable {v.spelling!r} named like a kernel parameter")
-            ann = ty.BufferType(_buffer_elem(elem), Access.READ)
+            ann = ty.BufferType(_buffer_elem(elem), Access.READ, constant=True)  # the ABI's constant hint
             init = _constant_init(v, t, ann.elem)
             self.params.append(Param(v.spelling, "buffer", ann, init if init is not None else inspect.Parameter.empty))
             self.args.append((v.spelling, ann))
@@ -1749,7 +1749,7 @@ def compile_cuda(source: str, name: str, path: str = "kernel.cu", *, workgroup: 
     args = []
     for n, ann in low.args:
         if isinstance(ann, ty.BufferType):
-            args.append(Arg(n, ArgKind.BUFFER, ann.elem.scalar, ann.access))
+            args.append(Arg(n, ArgKind.BUFFER, ann.elem.scalar, ann.access, ann.constant))
         else:
             args.append(Arg(n, ArgKind.SCALAR, ann.scalar))
     k = Kernel(symbol, args=args, registers=alloc.registers, local_memory=info.local_memory,

@@ -153,7 +153,7 @@ class Frontend(ast.NodeVisitor):
             if name == PRINT_ARG:
                 raise self.b.err(fd, f"parameter name {PRINT_ARG!r} is reserved for aw.print's buffer")
             if isinstance(ann, ty.BufferType):
-                self.ctx.consts[name] = BufferArg(name, len(self.b.args), ann.elem, ann.access)
+                self.ctx.consts[name] = BufferArg(name, len(self.b.args), ann.elem, ann.access, ann.constant)
                 self.b.args.append((name, ann))
             else:
                 self.b.args.append((name, ann))
@@ -1146,8 +1146,8 @@ class Frontend(ast.NodeVisitor):
             self._register_store(base, target, value)
         elif isinstance(base, BufferArg):
             if base.access is Access.READ:
-                raise self.b.err(target, f"buffer {base.name!r} is declared aw.In[{base.elem.name}] (read only) "
-                                 f"and cannot be written; declare it aw.Buffer[{base.elem.name}] or "
+                raise self.b.err(target, f"buffer {base.name!r} is declared {base.spelling}[{base.elem.name}] (read "
+                                 f"only) and cannot be written; declare it aw.Buffer[{base.elem.name}] or "
                                  f"aw.Out[{base.elem.name}]")
             idx = self.visit(target.slice)
             self.b.node = target
@@ -1228,8 +1228,8 @@ class Frontend(ast.NodeVisitor):
     def _view_store(self, view: BufferView, target: ast.Subscript, value: Any) -> None:
         buf = view.buffer
         if buf.access is Access.READ:
-            raise self.b.err(target, f"buffer {buf.name!r} is declared aw.In[{buf.elem.name}] (read only) and cannot "
-                             "be written")
+            raise self.b.err(target, f"buffer {buf.name!r} is declared {buf.spelling}[{buf.elem.name}] (read only) and "
+                             "cannot be written")
         lin = self.b.view_index(view, self.visit(target.slice), target)
         self.b.node = target
         off, wide = self.b.index_offset(lin, buf.elem.scalar.nbytes, target.slice)

@@ -406,7 +406,7 @@ class KernelDef(KernelDefinition):
         out: list[tuple[Any, ...]] = []
         for p in self.params_for(consts or {}):
             if p.kind == "buffer":
-                out.append((p.name, ArgKind.BUFFER, p.ann.elem.scalar, p.ann.access))
+                out.append((p.name, ArgKind.BUFFER, p.ann.elem.scalar, p.ann.access, p.ann.constant))
             elif p.kind == "scalar":
                 out.append((p.name, ArgKind.SCALAR, p.ann.scalar))
         return out
@@ -417,7 +417,7 @@ class KernelDef(KernelDefinition):
         if len(m.kernels) != 1:
             return False
         k = m.kernels[0]
-        abi = [(a.name, a.kind, a.type, a.access) if a.kind is ArgKind.BUFFER else (a.name, a.kind, a.type)
+        abi = [(a.name, a.kind, a.type, a.access, a.constant) if a.kind is ArgKind.BUFFER else (a.name, a.kind, a.type)
                for a in k.args]
         wg = tuple(k.workgroup_size) if k.workgroup_size is not None else None
         # a kernel that spills declares its own max_workgroup_size (compiler/spill.py)
@@ -468,7 +468,7 @@ class KernelDef(KernelDefinition):
         args = []
         for name, ann in fe.b.args:
             if isinstance(ann, ty.BufferType):
-                args.append(Arg(name, ArgKind.BUFFER, ann.elem.scalar, ann.access))
+                args.append(Arg(name, ArgKind.BUFFER, ann.elem.scalar, ann.access, ann.constant))
             else:
                 args.append(Arg(name, ArgKind.SCALAR, ann.scalar))
         # the W-dependence flag (docs/spec.md §14.3): no W-observing intrinsic outside the

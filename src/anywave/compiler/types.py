@@ -148,33 +148,39 @@ class BufferType:
 
     elem: DType
     access: Access
+    #: a constant buffer (``aw.Constant[T]``): read only, with the ABI's constant hint (the target
+    #: may place it in constant memory; docs/spec.md §12)
+    constant: bool = False
 
     def resolved(self, dtypes: dict[str, DType]) -> BufferType:
         """This annotation with a type parameter replaced by its dtype (``bool_``: one byte per
         element, as ``aw.In[aw.bool_]``)."""
         if isinstance(self.elem, TypeParam):
             t = dtypes[self.elem.name]
-            return BufferType(bool8 if t is bool_ else t, self.access)
+            return BufferType(bool8 if t is bool_ else t, self.access, self.constant)
         return self
 
     def __repr__(self) -> str:
-        head = {Access.READ: "In", Access.WRITE: "Out", Access.READWRITE: "Buffer"}[self.access]
+        head = "Constant" if self.constant else {Access.READ: "In", Access.WRITE: "Out",
+                                                 Access.READWRITE: "Buffer"}[self.access]
         return f"aw.{head}[{'aw.bool_' if self.elem is bool8 else repr(self.elem)}]"
 
 
 class _BufferSpelling:
     access = Access.READWRITE
 
+    constant = False
+
     def __class_getitem__(cls, elem: Any) -> BufferType:
         if elem is bool_ or elem is bool:  # one byte per element (NumPy's bool arrays)
-            return BufferType(bool8, cls.access)
+            return BufferType(bool8, cls.access, cls.constant)
         tp = type_param_of(elem)
         if tp is not None:  # a dtype given at compile time (a type parameter)
-            return BufferType(tp, cls.access)  # type: ignore[arg-type]
+            return BufferType(tp, cls.access, cls.constant)  # type: ignore[arg-type]
         if not isinstance(elem, DType) or elem in (pred, bool8) or elem.np_dtype is None:
             raise TypeError(f"aw.{cls.__name__}[...] takes an element type such as aw.f32, got {elem!r}; "
                             f"valid: {', '.join(t.name for t in (*VALUE_TYPES, *NARROW_TYPES))}")
-        return BufferType(elem, cls.access)
+        return BufferType(elem, cls.access, cls.constant)
 
 
 class Buffer(_BufferSpelling):
@@ -193,6 +199,16 @@ class Out(_BufferSpelling):
     """``aw.Out[aw.f32]``: a buffer the kernel only writes (reading it is a compile error)."""
 
     access = Access.WRITE
+
+
+class Constant(_BufferSpelling):
+    """``aw.Constant[aw.f32]``: a small read-only table (CUDA's ``__constant__`` memory): an
+    ``aw.In`` buffer with the ABI's constant hint (docs/spec.md §12, WAVE 1.1), which lets a
+    target place it in constant/uniform memory; a launch's constant buffers total at most 64 KiB.
+    Results are those of ``aw.In``."""
+
+    access = Access.READ
+    constant = True
 
 
 @dataclass(frozen=True)

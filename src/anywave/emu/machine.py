@@ -25,7 +25,7 @@ import numpy as np
 
 from anywave.abi import SCALAR_INT as _SCALAR_INT  # noqa: F401 - re-exported (moved)
 from anywave.abi import abi_text as _abi_text
-from anywave.abi import dims3, load_program
+from anywave.abi import check_constant_bytes, dims3, load_program
 from anywave.abi import scalar_word as _scalar_word
 from anywave.binary.module import Instruction, Kernel, Module, kernel_bodies
 from anywave.binary.structure import If, Loop
@@ -349,6 +349,9 @@ def _bind(kernel: Kernel, args: Mapping[str, Any] | Sequence[Any],
             buffers[i] = _Buffer(a.name, u8, writable, check)
         else:
             scalars[i] = _scalar_word(kernel, a.name, a.type, v)
+    if any(a.constant for a in kernel.args):
+        check_constant_bytes(kernel, [(a.name, buffers[i].u8.size) for i, a in enumerate(kernel.args) if a.constant],
+                             LaunchConfigError)
     return buffers, scalars
 
 

@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from anywave.abi import check_arg_names, dims3, scalar_word
+from anywave.abi import check_arg_names, check_constant_bytes, dims3, scalar_word
 from anywave.errors import LaunchConfigError, WaveError
 from anywave.isa.types import ArgKind
 from anywave.runtime.targets import ID_LIMIT_U32, check_launch_rules, check_not_forked
@@ -156,6 +156,8 @@ def marshal_args(kernel: Any, info: Any, args: Mapping[str, Any], error: type[Ex
         else:
             word = scalar_word(kernel, a.name, a.type, v)
             out.append((kind, np.uint64(word) if kind == "u64" else np.uint32(word), a))
+    if any(a.constant for a in kernel.args):
+        check_constant_bytes(kernel, [(a.name, buffer_nbytes(v)) for kind, v, a in out if a.constant], error)
     return out
 
 
