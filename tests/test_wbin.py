@@ -332,8 +332,8 @@ def test_constant_buffer_hint():
     assert data[kernel_field(data, 52 + 7)] == 1
     assert assemble(disassemble(m)) == m
     with pytest.raises(VerifyError, match="only a buffer of access read can be constant"):
-        write_wbin(dataclasses.replace(m, kernels=[dataclasses.replace(
-            m.kernels[0], args=[Arg("c", ArgKind.BUFFER, ScalarType.F32, Access.READWRITE, True), m.kernels[0].args[1]])]))
+        bad = Arg("c", ArgKind.BUFFER, ScalarType.F32, Access.READWRITE, True)
+        write_wbin(dataclasses.replace(m, kernels=[dataclasses.replace(m.kernels[0], args=[bad, m.kernels[0].args[1]])]))
 
 
 def test_bad_checksum():

@@ -8,7 +8,7 @@ it). Called outside a kernel they raise :class:`~anywave.compiler.errors.Compile
 This module is also the registry: each marker is declared with its documentation and the
 function that lowers a call of it to IR (``lower(builder, call_node, discard)``, the builder a
 :class:`~anywave.compiler.builder.Builder`), in the module of its subject: ``lower_threads``,
-``lower_wave``, ``lower_math``, ``frontend_perf``, ``mma_lang``, ``debugprint``. A marker without
+``lower_wave``, ``lower_math``, ``frontend_perf``, ``mma_lang``, ``debugprint``, ``numlimits``. A marker without
 a lowering is a CompileError at the call.
 
 Ids and sizes are ``i32`` (the special registers are u32, but every id fits in 31 bits and a
