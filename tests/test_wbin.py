@@ -333,7 +333,8 @@ def test_constant_buffer_hint():
     assert assemble(disassemble(m)) == m
     with pytest.raises(VerifyError, match="only a buffer of access read can be constant"):
         bad = Arg("c", ArgKind.BUFFER, ScalarType.F32, Access.READWRITE, True)
-        write_wbin(dataclasses.replace(m, kernels=[dataclasses.replace(m.kernels[0], args=[bad, m.kernels[0].args[1]])]))
+        k = dataclasses.replace(m.kernels[0], args=[bad, m.kernels[0].args[1]])
+        write_wbin(dataclasses.replace(m, kernels=[k]))
 
 
 def test_bad_checksum():
