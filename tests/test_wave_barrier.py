@@ -154,3 +154,28 @@ def test_generated_code_spells_the_barrier():
     assert "bar.warp.sync %exist;" in ptx.translate(m, "sm_80").text
     assert "sub_group_barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);" in opencl.translate(m, 16).text
     assert "sycl::group_barrier(aw_sg);" in sycl.translate(m, 16).text
+
+
+@aw.kernel
+def reload_after_barrier(out: aw.Buffer[aw.i32]):
+    s = aw.local_array(aw.i32, 64)
+    t = aw.local_id(0)
+    s[t] = t
+    aw.wave_barrier()
+    a = s[t ^ 1]
+    aw.wave_barrier()
+    s[t] = a * 10
+    aw.wave_barrier()
+    b = s[t ^ 1]  # the same address as a's load: a load after a barrier is never reused from before it
+    out[t] = a + b
+
+
+def test_no_load_is_reused_across_the_barrier():
+    code = reload_after_barrier.compile().kernels[0].code
+    assert sum(1 for i in code if i.mnemonic == "ld.local.b32") == 2
+    assert sum(1 for i in code if i.mnemonic == "barrier.wave") == 3
+    for W in WS:
+        out = np.zeros(64, np.int32)
+        reload_after_barrier(out, grid=1, workgroup=64, target="emulator", wave_width=W, check=True)
+        t = np.arange(64)
+        assert np.array_equal(out, (t ^ 1) + 10 * t)  # b = s[t^1] = (t^1^1) * 10
