@@ -145,7 +145,8 @@ def main() -> int:
     try:
         from anywave.jit.targets import get_target
 
-        device = str(get_target(TARGET).instance(W, None).info.name)
+        info = get_target(TARGET).instance(W, None).info
+        device = f"{info.device} {info.details}"
     except Exception as e:  # noqa: BLE001
         device = f"unknown ({type(e).__name__}: {e})"
     report = {"target": TARGET, "device": device, "commit": _commit(),
