@@ -164,3 +164,49 @@ def _device(wg: int = 128, grid: int = 2) -> Case:
 
 def cases() -> list[Case]:
     return [_tail(), _divergent(), _device()]
+
+
+# ----------------------------------------------------------------------------- constant buffers
+
+CONSTANT_GROUP = "constant_buffers"
+#: what the refusal of too many constant bytes must say (every target's message names the rule)
+CONSTANT_REFUSAL = r"(?is)constant buffers"
+
+
+def _constant_kernel(name: str) -> str:
+    return kernel_text(name, [("tab", "buffer", "u32", "constant"), ("idx", "buffer", "u32", "read"),
+                              ("out", "buffer", "u32", "write")], [
+        "mov.sr r0, sr_global_id_x",
+        "movi.u32 r1, 2",
+        "shl.b32 r2, r0, r1",
+        "ld.device.b32 r3, idx[r2]",  # a per-thread index into the table
+        "shl.b32 r3, r3, r1",
+        "ld.device.b32 r4, tab[r3]",
+        "movi.u32 r5, 0",
+        "ld.device.b32 r6, tab[r5+4]",  # the same element in every thread (a uniform address)
+        "add.i32 r4, r4, r6",
+        "st.device.b32 out[r2], r4",
+    ], registers=8)
+
+
+def constant_cases() -> list[Case]:
+    """A constant buffer (WAVE 1.1, docs/spec.md §12) read at per-thread and uniform addresses:
+    the results of a read buffer; and a launch whose constant buffer exceeds 64 KiB, refused
+    before it runs (the output keeps its sentinel)."""
+    from anywave.conformance.build import SENTINEL
+
+    rng = rng_for("constant_table")
+    n = 128
+    tab = rng.integers(0, 1 << 32, 1000, dtype=np.uint64).astype(np.uint32)
+    idx = rng.integers(0, tab.size, n, dtype=np.uint64).astype(np.uint32)
+    exp = ((tab[idx].astype(np.uint64) + int(tab[1])) & M32).astype(np.uint32)
+    ok = Case("constant_table", CONSTANT_GROUP, _constant_kernel("constant_table"), (2, 1, 1), (64, 1, 1),
+              {"tab": tab, "idx": idx, "out": out_buffer(n, 32)}, {"out": exp},
+              description="constant buffer read at per-thread and at uniform addresses")
+    big = np.zeros(16385, np.uint32)  # 65,540 bytes: past LIMITS.max_constant_bytes
+    sent = np.full(n, SENTINEL[32], np.uint32)
+    refused = Case("constant_too_big", CONSTANT_GROUP, _constant_kernel("constant_too_big"), (2, 1, 1), (64, 1, 1),
+                   {"tab": big, "idx": np.zeros(n, np.uint32), "out": sent.copy()}, {"out": sent.copy()},
+                   expect_refusal=CONSTANT_REFUSAL,
+                   description="a constant buffer of 65,540 bytes: the launch is refused, the output untouched")
+    return [ok, refused]
