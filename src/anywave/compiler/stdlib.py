@@ -35,10 +35,7 @@ tests/test_compiler_math.py:
 * ``sin``, ``cos``: absolute error <= 2^-22 for |x| <= 10^4 (Cody–Waite reduction by π/2
   in three parts; beyond that the error grows with |x|); inf/NaN → NaN;
 * ``tanh``: <= 4 ulp; ``erf``: absolute error <= 4e-7 (Taylor series below 0.5,
-  Abramowitz & Stegun 7.1.26 above);
-* ``pow(x, y)``: < 1 ulp for finite results (faithfully rounded: ``2^(y log2|x|)`` with the
-  logarithm and the product carried as pairs of f32, then ``exp2``'s polynomial), C99 Annex F's
-  special cases; its sequence is docs/spec.md §8.18.
+  Abramowitz & Stegun 7.1.26 above); ``pow``: < 1 ulp (the end of this module, spec §8.18).
 
 The ``fast_*`` intrinsics map to ``*.approx.f32`` instead (faster; results may differ
 between targets within the spec's bounds).
@@ -404,6 +401,9 @@ def erf(x: aw.f32):
 
 
 # ----------------------------------------------------------------------------- pow (docs/spec.md §8.18)
+# pow(x, y): below 1 ulp for finite results (faithfully rounded: 2^(y log2|x|) with the logarithm
+# and the product carried as pairs of f32, then exp2's polynomial), C99 Annex F's special cases;
+# its sequence is docs/spec.md §8.18.
 
 #: f32 head and tail of the constants pow carries as double-f32 pairs (head: the constant rounded
 #: to f32; tail: the rest rounded to f32)
