@@ -324,7 +324,10 @@ class Driver:
     A driver sets ``error`` (its WaveError subclass) and implements :meth:`translate`; it
     gives its device's limits through :meth:`device_limits` (default: ``self.dev``'s
     ``name``, ``local_memory`` and ``max_workgroup``), may add checks in
-    :meth:`check_kernel`, and calls :meth:`prepare` at the start of each launch.
+    :meth:`check_kernel`, :meth:`check_launch` and :meth:`check_args`, and implements
+    :meth:`run`, the device-specific part. Its direct launch (runner call, ``launch``) is
+    :meth:`prepare` then :meth:`run`; :meth:`bind` gives the launch layer the same launch with
+    the argument checks left to that layer.
     """
 
     error: type[WaveError] = WaveError
