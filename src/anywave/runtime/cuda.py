@@ -421,7 +421,9 @@ class CudaTarget(Driver):
     :func:`cuda_runner` returns) it takes ``runner(module, kernel, grid, workgroup, args, W)``
     like every other driver. Its launchers are the driver's hooks: :meth:`plan_launcher` (a
     kernel-language launch plan's native or generated Python launcher,
-    :mod:`anywave.runtime.cuda_launch`) and :meth:`stream_handle`; ``launch`` keeps its own
+    :mod:`anywave.runtime.cuda_launch`), :meth:`bind` (a launch whose arguments the kernel
+    language checked: a layout's first call, plans with NumPy arguments or the bounds-checked
+    build) and :meth:`stream_handle`; ``launch`` (which checks every argument) keeps its own
     bound launchers for repeated launches of a module."""
 
     error = CudaError

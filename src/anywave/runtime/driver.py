@@ -385,7 +385,8 @@ class Driver:
         caller has checked the kernel, geometry and arguments once, and asks only for plans
         whose buffers are all device memory and whose build is unchecked.
 
-        Returns None (this default): the driver has none, and the plan calls ``launch``."""
+        Returns None (this default): the driver has none, and the plan does its per-call checks
+        itself and calls the driver's bound launch (:meth:`bind`)."""
         return None
 
     def buffer_ok(self, value: Any) -> bool:
