@@ -182,6 +182,7 @@ def main() -> int:
     p.add_argument("--pairs", type=int, default=5, help="process pairs with --ab")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--out", default=os.environ.get("OUT", "."))
+    p.add_argument("--name", help="the JSON's file name (default launch24_fake_host[_ab].json)")
     a = p.parse_args()
     if a.worker:
         print(json.dumps(worker(a.calls, a.rounds)))
@@ -208,7 +209,7 @@ def main() -> int:
         res["head_over_base"] = {k: round(res["us_per_call"]["head"][k]["median_us"]
                                           / res["us_per_call"]["base"][k]["median_us"], 3)
                                  for k in res["us_per_call"]["head"] if k in res["us_per_call"]["base"]}
-    out = Path(a.out) / ("launch24_fake_host_ab.json" if a.ab else "launch24_fake_host.json")
+    out = Path(a.out) / (a.name or ("launch24_fake_host_ab.json" if a.ab else "launch24_fake_host.json"))
     out.write_text(json.dumps(res, indent=1))
     for t, d in res["us_per_call"].items():
         print(t)
