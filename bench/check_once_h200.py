@@ -4,8 +4,8 @@
 
 1. The launch layer's CUDA tests (``pytest -m cuda -n 0`` of test_check_once_cuda.py,
    test_launch_plan.py, test_front_door.py, test_cuda.py, test_arrays_cuda.py, test_graph.py,
-   test_torch_custom_op.py, test_torch_buffers.py) and the FakeDriver tests of
-   test_check_once.py: their summary lines in the JSON, the whole log in
+   test_torch_custom_op.py, test_torch_buffers.py), the FakeDriver tests of test_check_once.py
+   and test_print.py's CUDA case: their summary lines in the JSON, the whole log in
    ``$OUT/check_once_cuda_tests.log``.
 2. Host time per call on the device, the loops interleaved in one process (a burst of ``--calls``
    calls, ``--rounds`` rounds in a new order each; median and min, microseconds per call) for
@@ -79,8 +79,11 @@ def run_tests(out: Path) -> dict[str, Any]:
                          *TESTS], env=env, text=True, capture_output=True)
     r2 = subprocess.run([sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider",
                          "tests/test_check_once.py"], env=env, text=True, capture_output=True)
+    r3 = subprocess.run([sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider",
+                         "tests/test_print.py", "-k", "cuda"], env=env, text=True, capture_output=True)
     log = (f"$ pytest -q -n 0 -m cuda {' '.join(TESTS)}\n{r1.stdout}{r1.stderr}\n"
-           f"$ pytest -q -n 0 tests/test_check_once.py\n{r2.stdout}{r2.stderr}")
+           f"$ pytest -q -n 0 tests/test_check_once.py\n{r2.stdout}{r2.stderr}\n"
+           f"$ pytest -q -n 0 tests/test_print.py -k cuda\n{r3.stdout}{r3.stderr}")
     (out / "check_once_cuda_tests.log").write_text(log)
 
     def last(s: str) -> str:
@@ -88,7 +91,9 @@ def run_tests(out: Path) -> dict[str, Any]:
         return lines[-1] if lines else ""
 
     return {"cuda tests": {"rc": r1.returncode, "summary": last(r1.stdout)},
-            "test_check_once.py": {"rc": r2.returncode, "summary": last(r2.stdout)}}
+            "test_check_once.py": {"rc": r2.returncode, "summary": last(r2.stdout)},
+            "test_print.py -k cuda (a printing kernel's call on cuda)": {"rc": r3.returncode,
+                                                                         "summary": last(r3.stdout)}}
 
 
 def timings(calls: int, rounds: int) -> dict[str, Any]:
