@@ -358,3 +358,44 @@ def test_cuda_called_directly_checks_every_argument_and_a_plan_refuses_a_read_on
     with pytest.raises(aw.LaunchError, match="is written by the kernel, but the memory is read-only"):
         axpb(x, y, 0.5, 50, grid=2, workgroup=32, target="cuda")
     assert checks["language: buffer"] >= 1 and "cuda: bound launch (no argument check)" not in checks
+
+
+# ------------------------------------------------------------------ the bound launch's conversion
+
+def test_the_word_converter_gives_scalar_words_bits():
+    # abi.word_converter (struct packing; what a bound launch uses) against abi.scalar_word (exact
+    # rational rounding; what a driver called directly uses): the same bits, the same refusals
+    from anywave.abi import scalar_word, word_converter
+    from anywave.isa.types import ScalarType
+
+    k = axpb.compile().kernel("axpb")
+    rng = np.random.default_rng(24)
+    values = [0.0, -0.0, 1.0, 0.1, float("inf"), float("-inf"), float("nan"), -float("nan"), 5e-324, 1e-45, 7e-46,
+              2.0 ** -149, 2.0 ** -150, 2.0 ** -126, 2.0 ** -126 * (1 - 2.0 ** -30), 2.0 ** -24, 2.0 ** -25,
+              3 * 2.0 ** -26, 65504.0, 65519.99, 65520.0, 3.4028234663852886e38, 3.4028235677973362e38,
+              3.4028235677973366e38, 1e300, 16777217.0, 1 + 2.0 ** -24, 1 + 3 * 2.0 ** -24]
+    values += [float(v) for v in rng.standard_normal(2000) * 2.0 ** rng.integers(-160, 140, 2000)]
+    values += [float(v) for v in rng.integers(0, 2**63, 2000, dtype=np.uint64).view(np.float64)]
+    # exact halfway points between neighbouring f32 / f16 values (ties to even)
+    values += [float((2 * int(m) + 1) * 2.0 ** int(e)) for m, e in zip(rng.integers(1, 2**24, 500),
+                                                                          rng.integers(-175, 100, 500), strict=True)]
+    values += [float((2 * int(m) + 1) * 2.0 ** int(e)) for m, e in zip(rng.integers(1, 2**11, 500),
+                                                                          rng.integers(-36, 5, 500), strict=True)]
+    for t in (ScalarType.F32, ScalarType.F16, ScalarType.F64, ScalarType.BF16):
+        conv = word_converter(k, "a", t)
+        for v in values if t is not ScalarType.BF16 else values[:400]:
+            try:
+                want: object = scalar_word(k, "a", t, v)
+            except ValueError as e:
+                want = str(e)
+            try:
+                got: object = conv(v)
+            except ValueError as e:
+                got = str(e)
+            assert got == want, (t, v)
+    for t in (ScalarType.I32, ScalarType.U32, ScalarType.I64, ScalarType.U64):
+        conv = word_converter(k, "n", t)
+        lo, hi = {ScalarType.I32: (-2**31, 2**31 - 1), ScalarType.U32: (0, 2**32 - 1),
+                  ScalarType.I64: (-2**63, 2**63 - 1), ScalarType.U64: (0, 2**64 - 1)}[t]
+        for v in (lo, hi, 0, 1, -1 if lo else 7, lo + 12345, hi - 999):
+            assert conv(v) == scalar_word(k, "n", t, v) == v % (1 << t.bits)
