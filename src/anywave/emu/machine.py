@@ -974,7 +974,9 @@ class PreparedLaunch:
         if isinstance(max_loop_iterations, bool) or not isinstance(max_loop_iterations, (int, np.integer)) \
                 or max_loop_iterations < 1:
             raise ValueError(f"max_loop_iterations must be a positive int, got {max_loop_iterations!r}")
-        if isinstance(budget, str) and budget == "default":
+        #: the default budget is read from ANYWAVE_EMU_BUDGET at each run (as emulate() does)
+        self._default_budget = isinstance(budget, str) and budget == "default"
+        if self._default_budget:
             budget = _default_budget()
         elif budget is not None and (isinstance(budget, bool) or not isinstance(budget, (int, float, np.integer,
                                                                                         np.floating))
@@ -1029,7 +1031,8 @@ class PreparedLaunch:
         T = wg[0] * wg[1] * wg[2]
         launch = _Launch(self.module, k, wave_width, g, wg, buffers, scalars, self.check)
         launch.max_loop_iterations = self.max_loop_iterations
-        launch.budget = self.budget
+        seconds = _default_budget() if self._default_budget else self.budget
+        launch.budget = None if seconds is None else float(seconds)
         launch.max_instructions = self.max_instructions
         nwg = g[0] * g[1] * g[2]
         stats = EmulationStats(kernel=k.name, wave_width=wave_width, workgroups=nwg, threads=nwg * T,
