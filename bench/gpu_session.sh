@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One device call of an integration (device time is scarce): the CUDA-marked tests, then the
-# benchmarks named in PHASES, one at a time. OUT=dir ANYWAVE_COMMIT=hash PHASES="tests attn launch conf vk" bash bench/gpu_session.sh
-# Optional VULKAN_DIR: a folder holding .gl/*.deb and .whl/*.whl (the Vulkan loader and binding).
+# benchmarks named in PHASES, one at a time. OUT=dir ANYWAVE_COMMIT=hash PHASES="tests attn launch conf vk suite" bash bench/gpu_session.sh
+# Optional VULKAN_DIR: a folder holding .gl/*.deb and .whl/*.whl (the Vulkan loader and binding, and
+# the libclang wheel the CUDA front end needs for the suite phase and its tests).
 set -u
 export PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}$PWD/src" PYTHONUNBUFFERED=1
 : "${OUT:?set OUT}"
@@ -32,5 +33,6 @@ wait
 export ANYWAVE_CACHE_DIR=/tmp/awc-f
 [[ $P == *" attn "* ]] && step attention "${ATTN_LIMIT:-200}" env OUT="$R" python3 bench/bench_attention.py
 [[ $P == *" launch "* ]] && step launch "${LAUNCH_LIMIT:-120}" python3 bench/bench_launch24.py --out "$R"
+[[ $P == *" suite "* ]] && step cuda-suite "${SUITE_LIMIT:-200}" env OUT="$R" python3 bench/bench_cuda_suite.py
 tar czf "$OUT/results.tgz" -C "$OUT" r && rm -rf "$R"
 cat "$log"; exit "$failed"

@@ -260,9 +260,31 @@ class CpuRunner(Driver):
             CpuError: a divergent barrier, a compile failure, a refused kernel, bad arguments.
             KeyboardInterrupt: Ctrl-C during the launch (the launch is stopped)."""
         launch = self.prepare(module, kernel, grid, workgroup, args, wave_width, check)
+        self.run(launch, launch.margs, sync)
+
+    def check_args(self, launch: Any) -> None:
+        """A buffer that is not a NumPy array, or read-only memory for a written buffer (CpuError)."""
+        if launch.dims is None:
+            return  # an empty grid runs nothing
+        kernel = launch.kernel.name
+        for kind, v, a in launch.margs:
+            if kind != "buffer":
+                continue
+            if not isinstance(v, np.ndarray):
+                raise CpuError(f"buffer argument {a.name!r} of kernel {kernel!r} is a {type(v).__name__}; the cpu "
+                               "target takes NumPy arrays or host-memory arrays")
+            # (a strided array is copied by the launch: only a contiguous one is used in place)
+            if a.access is not Access.READ and v.size > 0 and v.flags.c_contiguous and not v.flags.writeable:
+                raise CpuError(f"buffer argument {a.name!r} of kernel {kernel!r} is written but the array is "
+                               "read-only")
+
+    def run(self, launch: Any, margs: list[tuple[str, Any, Any]], sync: bool) -> None:
+        """Launch ``launch`` with ``margs`` (checked: :meth:`check_args`, or by the layer that bound
+        it); synchronous. See :meth:`__call__`."""
         if launch.dims is None:
             return
-        info, k, margs = launch.info, launch.kernel, launch.margs
+        kernel = launch.kernel.name
+        info, k = launch.info, launch.kernel
         P = launch.threads
         if info.frame_bytes(P) > STACK_BYTES // 2:
             raise CpuError(f"kernel {kernel!r} needs {info.frame_bytes(P)} bytes of lane state per workgroup of {P} "
@@ -281,14 +303,8 @@ class CpuRunner(Driver):
             if kind != "buffer":
                 scal[i] = int(v)
                 continue
-            if not isinstance(v, np.ndarray):
-                raise CpuError(f"buffer argument {a.name!r} of kernel {kernel!r} is a {type(v).__name__}; the cpu "
-                               "target takes NumPy arrays or host-memory arrays")
             written = a.access is not Access.READ and v.size > 0
             host = v if v.flags.c_contiguous else np.ascontiguousarray(v)
-            if written and not host.flags.writeable:
-                raise CpuError(f"buffer argument {a.name!r} of kernel {kernel!r} is written but the array is "
-                               "read-only")
             if host is not v and written:
                 back.append((v, host))
             keep.append(host)
@@ -330,7 +346,7 @@ class CpuRunner(Driver):
         if int(err[0]) == 1:
             from anywave.backends.bounds import raise_if_failed
 
-            raise_if_failed(err, k, info.sites, launch.bounds_sizes(), info.local_memory, f"cpu ({self.dev.name})")
+            raise_if_failed(err, k, info.sites, launch.bounds_sizes(margs), info.local_memory, f"cpu ({self.dev.name})")
         if any(rc == 1 for rc in rcs):  # pragma: no cover - only with a stop and no exception
             raise KeyboardInterrupt
 
