@@ -291,7 +291,7 @@ class BoundLaunch:
         calls: launches made through it.
     """
 
-    __slots__ = ("driver", "launch", "slots", "sync", "result", "calls")
+    __slots__ = ("driver", "launch", "slots", "sync", "result", "calls", "constant")
 
     def __init__(self, driver: Driver, launch: Launch, sync: bool) -> None:
         self.driver, self.launch, self.sync = driver, launch, sync
@@ -311,8 +311,14 @@ class BoundLaunch:
                 box = np.uint64 if kind == "u64" else np.uint32
                 slots.append((kind, a, (lambda v, word=word, box=box: box(word(v)))))
         self.slots = slots
+        #: ABI indices of the constant buffers (WAVE 1.1): their bytes are checked at each call
+        self.constant = [i for i, a in enumerate(k.args) if a.constant]
 
     def __call__(self, values: Any) -> Any:
+        if self.constant:
+            k = self.launch.kernel
+            check_constant_bytes(k, [(k.args[i].name, buffer_nbytes(values[i])) for i in self.constant],
+                                 self.driver.error)
         margs = [(kind, v if conv is None else conv(v), a)
                  for (kind, a, conv), v in zip(self.slots, values, strict=True)]
         self.calls += 1
