@@ -33,8 +33,9 @@ lane loop the first failure (lowest site, then lowest lane) goes to the error re
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from anywave.backends.bounds import LOCAL_ARG, Site, accesses_of
 from anywave.backends.cfamily import (
@@ -202,6 +203,7 @@ class _CpuRenderer(_KernelRenderer):
         self.site_rows: list[tuple[int, ...]] = []
         self.hoisted: list[str] = []  # loop-invariant bounds of the guarded accesses (per call)
         self.site_tab = "aw_sites_" + c_name(kernel.name)
+        self.loop_depth = 0
 
     # ---- lane blocks
     def lane(self, line: str) -> None:
@@ -210,16 +212,9 @@ class _CpuRenderer(_KernelRenderer):
     def flush(self) -> None:
         if not self.block:
             return
-        self.emit("#pragma GCC ivdep")
-        self.emit("for (u32 aw_l = 0; aw_l < aw_nl; ++aw_l) {")
-        for line in self.block:
-            self.emit("  " + line)
-        self.emit("}")
+        self.lines.append(_Block(self.block, self.ind, self.loop_depth, self.block_guarded))  # type: ignore[arg-type]
         self.block = []
-        if self.block_guarded:
-            self.emit(f"if (aw_failed(awg_ES, aw_nl)) "
-                      f"aw_report(aw_err, awg_ES, awg_EL, awg_EH, aw_nl, {self.site_tab});")
-            self.block_guarded = False
+        self.block_guarded = False
 
     # ---- instructions
     def instruction(self, ins: Instruction) -> None:
@@ -335,11 +330,11 @@ class _CpuRenderer(_KernelRenderer):
                 lim = f"(({n}) - {size}ul > 0xFFFFFFFFul ? 0xFFFFFFFFu : (u32)(({n}) - {size}ul))"
                 self.hoisted.append(f"const u32 aw_lim{site} = {lim}, aw_ok{site} = (u32)(({n}) >= {size}ul);")
                 pre.append(f"const u32 {ok} = aw_ok{site} & ({r} >= {-off}u) & ({r} - {-off}u <= aw_lim{site});")
-            pre += [f"const u32 {bad} = aw_e & !{ok} & (awg_ES[aw_l] > {site}u);",
-                    f"awg_EL[aw_l] = {bad} ? {r} : awg_EL[aw_l];"]
+            pre += [f"const u32 {bad} = aw_e & !{ok} & (aw_es > {site}u);",
+                    f"aw_el = {bad} ? {r} : aw_el;"]
             if wide:
-                pre.append(f"awg_EH[aw_l] = {bad} ? r{addr.reg + 1} : awg_EH[aw_l];")
-            pre.append(f"awg_ES[aw_l] = {bad} ? {site}u : awg_ES[aw_l];")
+                pre.append(f"aw_eh = {bad} ? r{addr.reg + 1} : aw_eh;")
+            pre.append(f"aw_es = {bad} ? {site}u : aw_es;")
             oks.append(ok)
             self.block_guarded = True
         return pre, "(aw_e & " + " & ".join(oks) + ")"
@@ -473,6 +468,7 @@ class _CpuRenderer(_KernelRenderer):
 
     def loop_open(self, f: Frame) -> None:
         self.flush()
+        self.loop_depth += 1
         self._open("if (aw_any(awg_A, aw_nl)) {")
         self._open("do {")
 
@@ -481,6 +477,7 @@ class _CpuRenderer(_KernelRenderer):
         self.emit(f"if (*aw_stop) return {RC_STOPPED};")
         self._close("} while (aw_any(awg_A, aw_nl));")
         self._close()
+        self.loop_depth -= 1
 
     # ---- the kernel
     def render_cpu(self) -> tuple[str, CpuKernel]:
@@ -496,10 +493,10 @@ class _CpuRenderer(_KernelRenderer):
         walk = ControlWalk(self.m, self, True)
         walk.run(k.code)
         self.flush()
-        body = self.lines
         nreg = max(1, k.registers)
         self.masks |= {gen_name(v, i) for i in range(walk.max_depth) for v in ("fo", "fp", "fc")}
         masks = sorted(self.masks)
+        body, arrays_used = _place(self.lines, self.checked, self.site_tab)
         out = [f"#define r{i} awg_R{i}[aw_l]" for i in range(nreg)]
         out += [f"#define p{i} awg_P{i}[aw_l]" for i in range(8)]
         out += ["#define act awg_A[aw_l]", "#define aw_x awg_X[aw_l]", "#define aw_tl aw_l",
@@ -522,12 +519,14 @@ class _CpuRenderer(_KernelRenderer):
                 ct = "u64" if a.type.bits == 64 else "u32"
                 pre.append(f"const {ct} {self.scal[i]} = ({ct})aw_scal[{i}]; (void){self.scal[i]};")
         pre += self.hoisted
-        arrays = [f"awg_R{i}" for i in range(nreg)]
-        bools = [f"awg_P{i}" for i in range(8)] + ["awg_A", "awg_X", "awg_EX"] + [f"awg_M_{m}" for m in masks]
-        pre.append("u32 " + ", ".join(f"{n}[aw_nl]" for n in arrays) + ";")
-        # predicates and masks are u32 (0/1) like the registers: one vector shape in the lane loops
-        pre.append("u32 " + ", ".join(f"{n}[aw_nl]" for n in bools) + ";")
-        lane_bytes = 4 * nreg + 4 * len(bools)
+        # lane state kept in memory between lane loops: only the values some other lane loop, a
+        # wave operation or a loop test reads (the rest are C locals of one lane loop: _place)
+        regs = [f"awg_R{i}" for i in range(nreg) if f"r{i}" in arrays_used]
+        bools = [_ARRAY[n] for n in [f"p{i}" for i in range(8)] + ["act", "aw_x"] + masks if n in arrays_used]
+        arrays = regs + bools
+        decl = arrays + ["awg_EX"]
+        pre.append("u32 " + ", ".join(f"{n}[aw_nl]" for n in decl) + ";")
+        lane_bytes = 4 * len(decl)
         if self.checked:
             pre += ["u32 awg_ES[aw_nl], awg_EL[aw_nl], awg_EH[aw_nl];",
                     "for (u32 aw_l = 0; aw_l < aw_nl; ++aw_l) awg_ES[aw_l] = 0xFFFFFFFFu;"]
@@ -543,9 +542,9 @@ class _CpuRenderer(_KernelRenderer):
                 "aw_gid2 = aw_g / (aw_ng0 * aw_ng1);",
                 "  (void)aw_gid0; (void)aw_gid1; (void)aw_gid2;",
                 "  if (*aw_stop) return 1;",
-                *[f"  memset({n}, 0, sizeof(u32) * aw_nl);" for n in arrays],
-                *[f"  memset({n}, 0, sizeof(u32) * aw_nl);" for n in bools],
-                "  for (u32 aw_l = 0; aw_l < aw_nl; ++aw_l) awg_A[aw_l] = aw_l < aw_n;"]
+                *[f"  memset({n}, 0, sizeof(u32) * aw_nl);" for n in arrays if n != "awg_A"]]
+        if "act" in arrays_used:
+            pre.append("  for (u32 aw_l = 0; aw_l < aw_nl; ++aw_l) awg_A[aw_l] = aw_l < aw_n;")
         if k.local_memory:
             pre.append("  memset(aw_lm, 0, sizeof aw_lm);")
         text = "\n".join(out + ["  " + p for p in pre] + body + ["  }", "  return 0;", "}"]
@@ -555,6 +554,114 @@ class _CpuRenderer(_KernelRenderer):
         info = CpuKernel(k.name, cn, tuple(pinfo), True, k.local_memory, self.checked, tuple(self.sites),
                          lane_bytes=lane_bytes)
         return text, info
+
+
+@dataclass
+class _Block:
+    """The straight-line lane code between two points that need every lane at once: one lane
+    loop. ``depth``: loops around it (0: it runs once per workgroup)."""
+
+    lines: list[str]
+    ind: int
+    depth: int
+    guarded: bool
+    names: set[str] = field(default_factory=set)
+
+
+#: the lane-state names of a lane block's text (registers, predicates, the active bit, the
+#: leaving lanes, the mask-stack frames), and their arrays' names in the other code
+_NAME = re.compile(r"(?<![\w])(r\d+|p\d+|act|aw_x|awg_f[a-z]\d+)(?![\w])")
+_ARRAY_NAME = re.compile(r"(?<![\w])awg_(R\d+|P\d+|A|X|M_awg_f[a-z]\d+)(?![\w])")
+
+
+def _canon(array: str) -> str:
+    """The lane-state name of an array name's tail (``R5`` -> ``r5``, ``A`` -> ``act``)."""
+    if array[0] in "RP":
+        return array[0].lower() + array[1:]
+    return {"A": "act", "X": "aw_x"}.get(array) or array[2:]
+
+
+class _Arrays(dict):
+    def __missing__(self, n: str) -> str:
+        if n[0] in "rp" and n[1:].isdigit():
+            return f"awg_{n[0].upper()}{n[1:]}"
+        return {"act": "awg_A", "aw_x": "awg_X"}.get(n) or f"awg_M_{n}"
+
+
+#: the array of a lane-state name (``r5`` -> ``awg_R5``, ``awg_fo0`` -> ``awg_M_awg_fo0``)
+_ARRAY = _Arrays()
+
+
+def _local(n: str) -> str:
+    """The C local of a lane-state name inside a lane loop (``r5`` -> ``awg_lr5``)."""
+    return gen_name("l", {"act": "act", "aw_x": "x"}.get(n, n.removeprefix("awg_")))
+
+
+def _written(line: str, n: str) -> bool:
+    """Whether ``line`` may assign lane-state name ``n`` (any assignment form, ``++``/``--``,
+    or its address taken: conservative)."""
+    return re.search(rf"(?<![\w]){n}\s*(?:[-+*/%&|^]|<<|>>)?=(?!=)|(?:\+\+|--|&)\s*{n}(?![\w])|"
+                     rf"(?<![\w]){n}\s*(?:\+\+|--)", line) is not None
+
+
+def _place(lines: list, checked: bool, site_tab: str) -> tuple[list[str], set[str]]:
+    """Render the lane blocks of ``lines`` (strings and :class:`_Block`) as lane loops, each
+    lane-state name a C local of the loop where that is exact.
+
+    A name is kept in its ``[P]`` array when some other code reads it (a wave operation, a
+    barrier's count, a loop test: any non-block line), when two lane loops use it, or when its
+    one lane loop is inside a loop (its value then crosses iterations). Otherwise it lives in
+    one lane loop that runs once per workgroup, and that loop starts from the value every lane
+    has there: 0 (the zeroed state), ``aw_l < aw_n`` for the active bit. In a lane loop, each
+    array name is read into a local at the start and written back at the end when assigned, so
+    the C compiler keeps the lane's values in (vector) registers: stores through the kernel's
+    buffers may alias nothing of them.
+
+    Returns (the C lines, the names that need arrays)."""
+    used_outside: set[str] = set()
+    where: dict[str, int] = {}
+    for x in lines:
+        if isinstance(x, _Block):
+            x.names = {m.group(1) for line in x.lines for m in _NAME.finditer(line)}
+            for n in x.names:
+                where[n] = where.get(n, 0) + 1
+        else:
+            used_outside |= {m.group(1) for m in _NAME.finditer(x)}
+            used_outside |= {_canon(m.group(1)) for m in _ARRAY_NAME.finditer(x)}
+    arrays = set(used_outside)
+    for x in lines:
+        if isinstance(x, _Block):
+            arrays |= {n for n in x.names if where[n] > 1 or x.depth > 0}
+    out: list[str] = []
+    for x in lines:
+        if not isinstance(x, _Block):
+            out.append(x)
+            continue
+        pad = "  " * x.ind
+        if x.guarded:
+            out.append(pad + "{ u32 aw_bad = 0u;")
+        out.append(pad + "#pragma GCC ivdep")
+        out.append(pad + "for (u32 aw_l = 0; aw_l < aw_nl; ++aw_l) {")
+        head, tail = [], []
+        for n in sorted(x.names):
+            v = _local(n)
+            if n in arrays:
+                head.append(f"u32 {v} = {_ARRAY[n]}[aw_l];")
+                if any(_written(line, n) for line in x.lines):
+                    tail.append(f"{_ARRAY[n]}[aw_l] = {v};")
+            else:
+                head.append(f"u32 {v} = {'aw_l < aw_n' if n == 'act' else '0u'};")
+        if x.guarded:
+            head.append("u32 aw_es = 0xFFFFFFFFu, aw_el = 0u, aw_eh = 0u;")
+            tail += ["if (aw_es != 0xFFFFFFFFu) { awg_ES[aw_l] = aw_es; awg_EL[aw_l] = aw_el; awg_EH[aw_l] = aw_eh; }",
+                     "aw_bad |= aw_es != 0xFFFFFFFFu;"]
+        out += [pad + "  " + h for h in head]
+        out += [pad + "  " + _NAME.sub(lambda m: _local(m.group(1)), line) for line in x.lines]
+        out += [pad + "  " + t for t in tail]
+        out.append(pad + "}")
+        if x.guarded:
+            out.append(pad + f"if (aw_bad) aw_report(aw_err, awg_ES, awg_EL, awg_EH, aw_nl, {site_tab}); }}")
+    return out, arrays
 
 
 def _unsupported(module: Module, kernel) -> list[str]:  # noqa: ANN001
