@@ -37,6 +37,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from anywave.backends import cpu_vector
 from anywave.backends.bounds import LOCAL_ARG, Site, accesses_of
 from anywave.backends.cfamily import (
     CFamilyError,
@@ -68,8 +69,8 @@ RC_STOPPED, RC_BARRIER = 1, 2
 
 #: the thread-id special registers, from the per-lane tables ``awg_TX/TY/TZ``
 _IDS = {
-    S.THREAD_ID_X: "(aw_1d ? aw_l : awg_TX[aw_l])", S.THREAD_ID_Y: "awg_TY[aw_l]", S.THREAD_ID_Z: "awg_TZ[aw_l]",
-    S.GLOBAL_ID_X: "aw_gid0 * aw_wgx + (aw_1d ? aw_l : awg_TX[aw_l])",
+    S.THREAD_ID_X: "aw_pick(aw_1d, aw_l, awg_TX[aw_l])", S.THREAD_ID_Y: "awg_TY[aw_l]", S.THREAD_ID_Z: "awg_TZ[aw_l]",
+    S.GLOBAL_ID_X: "aw_gid0 * aw_wgx + aw_pick(aw_1d, aw_l, awg_TX[aw_l])",
     S.GLOBAL_ID_Y: "aw_gid1 * aw_wgy + awg_TY[aw_l]", S.GLOBAL_ID_Z: "aw_gid2 * aw_wgz + awg_TZ[aw_l]",
 }
 
@@ -87,6 +88,8 @@ AW_FN double AW_F64(u64 u) { double f; memcpy(&f, &u, 8); return f; }
 AW_FN u64 AW_U64(double f) { u64 u; memcpy(&u, &f, 8); return u; }
 #define AW_RINT rint
 #define AW_HAS_F64 1
+/* c ? a : b with both evaluated (no conditional load: the lane loop stays branch-free) */
+AW_FN u32 aw_pick(u32 c, u32 a, u32 b) { return c ? a : b; }
 AW_FN u32 aw_clz(u32 x) { return x ? (u32)__builtin_clz(x) : 32u; }
 AW_FN u32 aw_ctz(u32 x) { return x ? (u32)__builtin_ctz(x) : 32u; }
 AW_FN u32 aw_ctz64(u64 x) { return x ? (u32)__builtin_ctzll(x) : 64u; }
@@ -197,7 +200,7 @@ class _CpuRenderer(_KernelRenderer):
     def __init__(self, module: Module, kernel, W: int, checked: bool) -> None:  # noqa: ANN001
         super().__init__(CPU, CPU_FEATURES, module, kernel, W, checked)
         self.wave = True  # always the mask-stack machine: the workgroup walks in lock step
-        self.block: list[str] = []
+        self.block: list[tuple[str, list[str]]] = []
         self.block_guarded = False
         self.masks: set[str] = set()
         self.site_rows: list[tuple[int, ...]] = []
@@ -205,9 +208,18 @@ class _CpuRenderer(_KernelRenderer):
         self.site_tab = "aw_sites_" + c_name(kernel.name)
         self.loop_depth = 0
 
-    # ---- lane blocks
+    # ---- lane blocks: items of scalar statements (run per lane) and vector statements (per chunk)
     def lane(self, line: str) -> None:
-        self.block.append(line)
+        if self.block and self.block[-1][0] == "s":
+            self.block[-1][1].append(line)
+        else:
+            self.block.append(("s", [line]))
+
+    def vlane(self, lines: list[str]) -> None:
+        if self.block and self.block[-1][0] == "v":
+            self.block[-1][1].extend(lines)
+        else:
+            self.block.append(("v", list(lines)))
 
     def flush(self) -> None:
         if not self.block:
@@ -238,6 +250,19 @@ class _CpuRenderer(_KernelRenderer):
             self.flush()
             self.collective(ins)
             return
+        if sem in ("mem.ld", "mem.st") and cpu_vector.vector_access(ins):
+            self.vaccess(ins)
+            return
+        if not sem.startswith("atomic."):
+            try:
+                vals = cpu_vector.spell(self, ins)
+            except cpu_vector.NoVector:
+                vals = None
+            if vals is not None:
+                out = ["{", f"  const aw_vu aw_e = {self.vcond(ins)};"]
+                out += [f"  {d} = aw_vsel(aw_e, {e}, {d});" for d, e in vals.items()]
+                self.vlane([*out, "}"])
+                return
         sr = SpecialRegister(ins.operands[1]) if sem == "move.mov_sr" else None
         if sr in _IDS:
             # thread ids come from per-lane tables made once per call (no division in the lane
@@ -279,6 +304,37 @@ class _CpuRenderer(_KernelRenderer):
         if atomic:
             self.flush()
 
+    def vcond(self, ins: Instruction) -> str:
+        """The lanes that execute ``ins`` (0/1 per lane of the chunk)."""
+        return "act" if ins.guard is None else f"(act & {cpu_vector.pred(ins.guard)})"
+
+    def vaccess(self, ins: Instruction) -> None:
+        """A load or store of 4, 8 or 16 bytes on the chunk's lanes (:func:`cpu_vector.access`);
+        the bounds checks of :meth:`guard` on vectors."""
+        out = ["{", f"  const aw_vu aw_e = {self.vcond(ins)};"]
+        go = "aw_e"
+        if self.checked:
+            pre, go = self.vguard(ins)
+            out += ["  " + x for x in pre]
+        out += ["  " + x for x in cpu_vector.access(self, ins, go)]
+        self.vlane([*out, "}"])
+
+    def vguard(self, ins: Instruction) -> tuple[list[str], str]:
+        """:meth:`guard` on the chunk's lanes (one 32-bit offset: :func:`cpu_vector.vector_access`)."""
+        (addr, size, _wrote), = accesses_of(ins)
+        site = self.site(ins, addr, size, _wrote)
+        r, off = f"r{addr.reg}", int(addr.offset)
+        ok = f"aw_in{site}"
+        if off >= 0:
+            pre = [f"const aw_vu {ok} = aw_ok{site} & AW_B({r} <= aw_lim{site});"]
+        else:
+            pre = [f"const aw_vu {ok} = aw_ok{site} & AW_B({r} >= {-off}u) & AW_B(({r} - {-off}u) <= aw_lim{site});"]
+        bad = f"aw_f{site}"
+        pre += [f"const aw_vu {bad} = aw_e & ({ok} ^ 1u) & AW_B(aw_es > {site}u);",
+                f"aw_el = aw_vsel({bad}, {r}, aw_el);", f"aw_es = aw_vsel({bad}, AW_VB({site}u), aw_es);"]
+        self.block_guarded = True
+        return pre, f"(aw_e & {ok})"
+
     def dests(self, ins: Instruction) -> list[tuple[str, str]]:
         """The registers and predicates ``ins`` may write, as (C lvalue, C type)."""
         out: list[tuple[str, str]] = []
@@ -295,40 +351,54 @@ class _CpuRenderer(_KernelRenderer):
                 out += [(f"r{int(v) + i}", "u32") for i in range(n) if int(v) + i < nreg]
         return out
 
+    def site(self, ins: Instruction, addr: object, size: int, wrote: bool) -> int:
+        """Register one guarded access (its row of the site table; for a 32-bit offset its
+        loop-invariant bound ``aw_lim<site>`` and ``aw_ok<site>``, buffer large enough);
+        returns its site number."""
+        site = len(self.sites)
+        self.sites.append(Site(*self.cur, ins))
+        if isinstance(addr, DeviceAddr):
+            n, arg = gen_name("n", addr.buffer), addr.buffer
+        else:
+            n, arg = f"{int(self.k.local_memory)}ul", LOCAL_ARG
+        off = int(addr.offset)  # type: ignore[attr-defined]
+        wide = isinstance(addr, DeviceAddr) and Operand.DADDR64 in ins.defn.operands
+        self.site_rows.append((arg & 0xFFFFFFFF, size, int(wrote), int(wide), off & 0xFFFFFFFF,
+                               (off >> 32) & 0xFFFFFFFF))
+        if wide:
+            pass
+        elif off >= 0:
+            # u32 register + constant: the bound is a loop-invariant u32, the test one u32 compare
+            lim = f"(({n}) >= {size + off}ul ? (({n}) - {size + off}ul > 0xFFFFFFFFul ? 0xFFFFFFFFu : " \
+                  f"(u32)(({n}) - {size + off}ul)) : 0u)"
+            self.hoisted.append(f"const u32 aw_lim{site} = {lim}, aw_ok{site} = (u32)(({n}) >= {size + off}ul);")
+        else:
+            lim = f"(({n}) - {size}ul > 0xFFFFFFFFul ? 0xFFFFFFFFu : (u32)(({n}) - {size}ul))"
+            self.hoisted.append(f"const u32 aw_lim{site} = {lim}, aw_ok{site} = (u32)(({n}) >= {size}ul);")
+        return site
+
     def guard(self, ins: Instruction) -> tuple[list[str], str]:
         """Bounds tests of a memory instruction: (statements run in every lane, the condition
         under which the access runs). A failing executing lane records its site and offset."""
         pre: list[str] = []
         oks = []
         for addr, size, wrote in accesses_of(ins):
-            site = len(self.sites)
-            self.sites.append(Site(*self.cur, ins))
+            site = self.site(ins, addr, size, wrote)
             if isinstance(addr, DeviceAddr):
-                wide = Operand.DADDR64 in ins.defn.operands
-                base = self.u64(addr.reg) if wide else f"(u64)r{addr.reg}"
-                n, arg = gen_name("n", addr.buffer), addr.buffer
+                n = gen_name("n", addr.buffer)
             else:
-                base = f"(u64)r{addr.reg}"
-                n, arg = f"{int(self.k.local_memory)}ul", LOCAL_ARG
+                n = f"{int(self.k.local_memory)}ul"
             off = int(addr.offset)
             wide = isinstance(addr, DeviceAddr) and Operand.DADDR64 in ins.defn.operands
-            self.site_rows.append((arg & 0xFFFFFFFF, size, int(wrote), int(wide), off & 0xFFFFFFFF,
-                                   (off >> 32) & 0xFFFFFFFF))
             ok, bad = f"aw_in{site}", f"aw_f{site}"
             r = f"r{addr.reg}"
             if wide:  # a 64-bit offset: 64-bit arithmetic
                 o = f"aw_o{site}"
-                pre += [f"const u64 {o} = {base} + (u64)(i64){off};",
+                pre += [f"const u64 {o} = {self.u64(addr.reg)} + (u64)(i64){off};",
                         f"const u32 {ok} = ({n} >= {size}ul) & ({o} <= {n} - {size}ul);"]
             elif off >= 0:
-                # u32 register + constant: the bound is a loop-invariant u32, the test one u32 compare
-                lim = f"(({n}) >= {size + off}ul ? (({n}) - {size + off}ul > 0xFFFFFFFFul ? 0xFFFFFFFFu : " \
-                      f"(u32)(({n}) - {size + off}ul)) : 0u)"
-                self.hoisted.append(f"const u32 aw_lim{site} = {lim}, aw_ok{site} = (u32)(({n}) >= {size + off}ul);")
                 pre.append(f"const u32 {ok} = aw_ok{site} & ({r} <= aw_lim{site});")
             else:
-                lim = f"(({n}) - {size}ul > 0xFFFFFFFFul ? 0xFFFFFFFFu : (u32)(({n}) - {size}ul))"
-                self.hoisted.append(f"const u32 aw_lim{site} = {lim}, aw_ok{site} = (u32)(({n}) >= {size}ul);")
                 pre.append(f"const u32 {ok} = aw_ok{site} & ({r} >= {-off}u) & ({r} - {-off}u <= aw_lim{site});")
             pre += [f"const u32 {bad} = aw_e & !{ok} & (aw_es > {site}u);",
                     f"aw_el = {bad} ? {r} : aw_el;"]
@@ -447,17 +517,25 @@ class _CpuRenderer(_KernelRenderer):
             self.masks.add(name)
         return ("!" if m.neg else "") + name
 
+    def _vm(self, m: Mask) -> str:
+        """A mask operand on the chunk's lanes (0/1 each)."""
+        t = self._m(m)
+        neg = t.startswith("!")
+        t = t.removeprefix("!")
+        if t in ("true", "false"):
+            return "1u" if (t == "true") != neg else "0u"
+        return f"({t} ^ 1u)" if neg else t
+
     def mask(self, op: str, dst: Mask, a: Mask, b: Mask | None = None) -> None:
         if op == "mov":
-            self.lane(f"{self._m(dst)} = {self._m(a)};")
+            self.vlane([f"{self._m(dst)} = AW_VB({self._vm(a)});"])
         else:
             assert b is not None
-            # bitwise & | on bools: no short-circuit branches in the lane loop (vectorisable)
-            self.lane(f"{self._m(dst)} = {self._m(a)} {'&' if op == 'and' else '|'} {self._m(b)};")
+            self.vlane([f"{self._m(dst)} = AW_VB({self._vm(a)} {'&' if op == 'and' else '|'} {self._vm(b)});"])
 
     def condition(self, cond: Pred) -> Mask:
         name = gen_name("c", self.fresh())
-        self.lane(f"const u32 {name} = {self.p(cond)};")  # used by the mask updates that follow at once
+        self.vlane([f"const aw_vu {name} = AW_VB({cpu_vector.pred(cond)});"])  # used by the mask updates that follow
         return Mask("raw", name=name)
 
     def enter(self, f: Frame, part: str) -> None:
@@ -558,19 +636,26 @@ class _CpuRenderer(_KernelRenderer):
 
 @dataclass
 class _Block:
-    """The straight-line lane code between two points that need every lane at once: one lane
-    loop. ``depth``: loops around it (0: it runs once per workgroup)."""
+    """The straight-line lane code between two points that need every lane at once: one loop
+    over the workgroup's lanes, chunk by chunk. ``depth``: loops around it (0: it runs once per
+    workgroup)."""
 
-    lines: list[str]
+    items: list[tuple[str, list[str]]]  # ("v", vector statements) / ("s", statements run per lane)
     ind: int
     depth: int
     guarded: bool
     names: set[str] = field(default_factory=set)
 
+    @property
+    def lines(self) -> list[str]:
+        return [line for _kind, lines in self.items for line in lines]
+
 
 #: the lane-state names of a lane block's text (registers, predicates, the active bit, the
 #: leaving lanes, the mask-stack frames), and their arrays' names in the other code
 _NAME = re.compile(r"(?<![\w])(r\d+|p\d+|act|aw_x|awg_f[a-z]\d+)(?![\w])")
+#: in a scalar statement: a lane-state name, or the lane's error record
+_ELEM = re.compile(r"(?<![\w])(?:(r\d+|p\d+|act|aw_x|awg_f[a-z]\d+)|(aw_es|aw_el|aw_eh))(?![\w])")
 _ARRAY_NAME = re.compile(r"(?<![\w])awg_(R\d+|P\d+|A|X|M_awg_f[a-z]\d+)(?![\w])")
 
 
@@ -640,23 +725,31 @@ def _place(lines: list, checked: bool, site_tab: str) -> tuple[list[str], set[st
         pad = "  " * x.ind
         if x.guarded:
             out.append(pad + "{ u32 aw_bad = 0u;")
-        out.append(pad + "#pragma GCC ivdep")
-        out.append(pad + "for (u32 aw_l = 0; aw_l < aw_nl; ++aw_l) {")
-        head, tail = [], []
+        out.append(pad + f"for (u32 aw_c = 0; aw_c < aw_nl; aw_c += {cpu_vector.V}u) {{")
+        head, tail = ["const aw_vu aw_lv = aw_c + AW_IOTA; (void)aw_lv;"], []
         for n in sorted(x.names):
             v = _local(n)
             if n in arrays:
-                head.append(f"u32 {v} = {_ARRAY[n]}[aw_l];")
+                head.append(f"aw_vu {v} = aw_vld(&{_ARRAY[n]}[aw_c]);")
                 if any(_written(line, n) for line in x.lines):
-                    tail.append(f"{_ARRAY[n]}[aw_l] = {v};")
+                    tail.append(f"aw_vst(&{_ARRAY[n]}[aw_c], {v});")
             else:
-                head.append(f"u32 {v} = {'aw_l < aw_n' if n == 'act' else '0u'};")
+                head.append(f"aw_vu {v} = {'AW_B(aw_lv < aw_n)' if n == 'act' else 'AW_VB(0u)'};")
         if x.guarded:
-            head.append("u32 aw_es = 0xFFFFFFFFu, aw_el = 0u, aw_eh = 0u;")
-            tail += ["if (aw_es != 0xFFFFFFFFu) { awg_ES[aw_l] = aw_es; awg_EL[aw_l] = aw_el; awg_EH[aw_l] = aw_eh; }",
-                     "aw_bad |= aw_es != 0xFFFFFFFFu;"]
+            head.append("aw_vu aw_es = AW_VB(0xFFFFFFFFu), aw_el = AW_VB(0u), aw_eh = AW_VB(0u);")
+            tail += ["aw_vst(&awg_ES[aw_c], aw_es); aw_vst(&awg_EL[aw_c], aw_el); aw_vst(&awg_EH[aw_c], aw_eh);",
+                     "aw_bad |= aw_vany((aw_vu)(aw_es != 0xFFFFFFFFu));"]
         out += [pad + "  " + h for h in head]
-        out += [pad + "  " + _NAME.sub(lambda m: _local(m.group(1)), line) for line in x.lines]
+        for kind, body in x.items:
+            if kind == "v":
+                out += [pad + "  " + _NAME.sub(lambda m: _local(m.group(1)), line) for line in body]
+                continue
+            # the scalar statements, once per lane of the chunk: each name is that lane's element
+            out.append(pad + f"  for (u32 aw_j = 0; aw_j < {cpu_vector.V}u; ++aw_j) {{")
+            out.append(pad + "    const u32 aw_l = aw_c + aw_j; (void)aw_l;")
+            out += [pad + "    " + _ELEM.sub(lambda m: _local(m.group(1)) + "[aw_j]" if m.group(1) else
+                                            m.group(2) + "[aw_j]", line) for line in body]
+            out.append(pad + "  }")
         out += [pad + "  " + t for t in tail]
         out.append(pad + "}")
         if x.guarded:
@@ -714,7 +807,7 @@ def translate(module: Module, wave_width: int, kernels: Sequence[str] | None = N
         if bad:
             raise CFamilyError("cpu", [f"no kernel {bad[0]!r}; the module has {names}"])
     problems = check_supported(module, CPU_FEATURES, CPU)
-    parts = [_HEADER, PRELUDE, _AUX]
+    parts = [_HEADER, PRELUDE, _AUX, cpu_vector.VEC_HEADER]
     out: dict[str, CKernel] = {}
     refused: dict[str, str] = {}
     for k in module.kernels:

@@ -52,7 +52,8 @@ from anywave.runtime.driver import Driver
 from anywave.runtime.targets import RunnerTarget
 
 #: flags every kernel library is compiled with (module docs)
-CFLAGS = ("-O3", "-march=native", "-ffp-contract=off", "-fno-fast-math", "-fno-math-errno", "-fwrapv",
+CFLAGS = ("-O3", "-march=native", "-ffp-contract=off", "-fno-fast-math", "-fno-math-errno", "-fno-trapping-math",
+          "-fwrapv",
           "-fno-strict-aliasing", "-fPIC", "-shared", "-w")
 #: C text larger than this (bytes) compiles at -O1 (module docs)
 LARGE_SOURCE_BYTES = 256 << 10
