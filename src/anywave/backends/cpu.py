@@ -207,9 +207,50 @@ class _CpuRenderer(_KernelRenderer):
         self.hoisted: list[str] = []  # loop-invariant bounds of the guarded accesses (per call)
         self.site_tab = "aw_sites_" + c_name(kernel.name)
         self.loop_depth = 0
+        # what the lane block reads and writes, in order (_place drops the selects that keep the
+        # old value in lanes no later read looks at): ("r", name, cond) / ("w", name, cond, select
+        # id); cond = (active-set version, guard) or None (unknown)
+        self.events: list[tuple] = []
+        self.vparent: dict[int, int | None] = {}
+        self.nsel = 0
+        self.ver = self._newver(None)
+        self.mver: dict[tuple[str, int], int] = {}  # frame masks holding a known active-set version
+
+    def _newver(self, parent: int | None) -> int:
+        """A new version of the active set, a subset of ``parent``'s (None: unrelated)."""
+        v = len(self.vparent)
+        self.vparent[v] = parent
+        return v
+
+    def _cond(self, ins: Instruction) -> tuple[int, str | None]:
+        return (self.ver, None if ins.guard is None else cpu_vector.pred(ins.guard))
+
+    def _reads(self, text: str, cond: tuple | None) -> None:
+        for n in dict.fromkeys(m.group(1) for m in _NAME.finditer(text)):
+            if n[0] in "rp" and n[1:].isdigit():
+                self.events.append(("r", n, cond))
+
+    def _selects(self, lines: list[str], cond: tuple) -> list[str]:
+        """Number the ``@SEL@`` selects of ``lines`` (``d = @SEL@(aw_e, value, d);``) and record
+        their writes."""
+        out = []
+        for line in lines:
+            m = _SEL_LINE.match(line)
+            if m and "@SEL@" in line:
+                sid = self.nsel
+                self.nsel += 1
+                self.events.append(("w", m.group(2), cond, sid))
+                line = line.replace("@SEL@", f"@SEL{sid}@", 1)
+            out.append(line)
+        return out
 
     # ---- lane blocks: items of scalar statements (run per lane) and vector statements (per chunk)
     def lane(self, line: str) -> None:
+        # a scalar statement: every name it mentions is read, in lanes not known here
+        self._reads(line, None)
+        for n in dict.fromkeys(m.group(1) for m in _NAME.finditer(line)):
+            if n[0] in "rp" and n[1:].isdigit() and _written(line, n):
+                self.events.append(("w", n, None, None))
         if self.block and self.block[-1][0] == "s":
             self.block[-1][1].append(line)
         else:
@@ -224,9 +265,13 @@ class _CpuRenderer(_KernelRenderer):
     def flush(self) -> None:
         if not self.block:
             return
-        self.lines.append(_Block(self.block, self.ind, self.loop_depth, self.block_guarded))  # type: ignore[arg-type]
+        self.lines.append(_Block(self.block, self.ind, self.loop_depth, self.block_guarded,  # type: ignore[arg-type]
+                                 events=self.events))
         self.block = []
         self.block_guarded = False
+        self.events = []
+        self.ver = self._newver(None)
+        self.mver = {}
 
     # ---- instructions
     def instruction(self, ins: Instruction) -> None:
@@ -259,8 +304,10 @@ class _CpuRenderer(_KernelRenderer):
             except cpu_vector.NoVector:
                 vals = None
             if vals is not None:
+                cond = self._cond(ins)
+                self._reads(" ".join(vals.values()) + " " + (cond[1] or ""), cond)
                 out = ["{", f"  const aw_vu aw_e = {self.vcond(ins)};"]
-                out += [f"  {d} = aw_vsel(aw_e, {e}, {d});" for d, e in vals.items()]
+                out += self._selects([f"  {d} = @SEL@(aw_e, {e}, {d});" for d, e in vals.items()], cond)
                 self.vlane([*out, "}"])
                 return
         sr = SpecialRegister(ins.operands[1]) if sem == "move.mov_sr" else None
@@ -316,7 +363,14 @@ class _CpuRenderer(_KernelRenderer):
         if self.checked:
             pre, go = self.vguard(ins)
             out += ["  " + x for x in pre]
-        out += ["  " + x for x in cpu_vector.access(self, ins, go)]
+        cond = self._cond(ins)
+        body = cpu_vector.access(self, ins, go)
+        # reads: the address, a store's value, the guard, the bounds tests (a load's destinations
+        # are the selects' targets and third operands, not reads)
+        sel = [_SEL_LINE.match(x) for x in body]
+        self._reads(" ".join(m.group(4) if m and "@SEL@" in x else x for x, m in zip(body, sel, strict=True))
+                    + " " + " ".join(out) + " " + (cond[1] or ""), cond)
+        out += ["  " + x for x in self._selects(body, cond)]
         self.vlane([*out, "}"])
 
     def vguard(self, ins: Instruction) -> tuple[list[str], str]:
@@ -330,8 +384,10 @@ class _CpuRenderer(_KernelRenderer):
         else:
             pre = [f"const aw_vu {ok} = aw_ok{site} & AW_B({r} >= {-off}u) & AW_B(({r} - {-off}u) <= aw_lim{site});"]
         bad = f"aw_f{site}"
-        pre += [f"const aw_vu {bad} = aw_e & ({ok} ^ 1u) & AW_B(aw_es > {site}u);",
-                f"aw_el = aw_vsel({bad}, {r}, aw_el);", f"aw_es = aw_vsel({bad}, AW_VB({site}u), aw_es);"]
+        # the record is updated only in a chunk where some lane fails (rare: one test otherwise)
+        pre += [f"const aw_vu {bad} = aw_e & ({ok} ^ 1u);",
+                f"if (aw_vany({bad})) {{ const aw_vu aw_first = {bad} & AW_B(aw_es > {site}u); "
+                f"aw_el = aw_vsel(aw_first, {r}, aw_el); aw_es = aw_vsel(aw_first, AW_VB({site}u), aw_es); }}"]
         self.block_guarded = True
         return pre, f"(aw_e & {ok})"
 
@@ -526,7 +582,33 @@ class _CpuRenderer(_KernelRenderer):
             return "1u" if (t == "true") != neg else "0u"
         return f"({t} ^ 1u)" if neg else t
 
+    def _track(self, op: str, dst: Mask, a: Mask, b: Mask | None) -> None:
+        """Keep :attr:`ver` (and the frame masks' versions) through a mask update."""
+        ops = [a] + ([b] if b is not None else [])
+        plain_a = any(m.kind == "A" and not m.neg for m in ops)
+        if dst.kind == "A":
+            if op == "mov" and not a.neg and (a.kind, a.depth) in self.mver:
+                self.ver = self.mver[(a.kind, a.depth)]
+            elif op == "and" and plain_a:
+                self.ver = self._newver(self.ver)
+            elif op == "and" and any(not m.neg and (m.kind, m.depth) in self.mver for m in ops):
+                known = next(m for m in ops if not m.neg and (m.kind, m.depth) in self.mver)
+                self.ver = self._newver(self.mver[(known.kind, known.depth)])
+            else:
+                self.ver = self._newver(None)
+            return
+        key = (dst.kind, dst.depth)
+        if op == "mov" and a.kind == "A" and not a.neg:
+            self.mver[key] = self.ver
+        elif op == "and" and plain_a:
+            self.mver[key] = self._newver(self.ver)
+        elif op == "mov" and not a.neg and (a.kind, a.depth) in self.mver:
+            self.mver[key] = self.mver[(a.kind, a.depth)]
+        else:
+            self.mver.pop(key, None)
+
     def mask(self, op: str, dst: Mask, a: Mask, b: Mask | None = None) -> None:
+        self._track(op, dst, a, b)
         if op == "mov":
             self.vlane([f"{self._m(dst)} = AW_VB({self._vm(a)});"])
         else:
@@ -535,6 +617,7 @@ class _CpuRenderer(_KernelRenderer):
 
     def condition(self, cond: Pred) -> Mask:
         name = gen_name("c", self.fresh())
+        self._reads(cpu_vector.pred(cond), (self.ver, None))
         self.vlane([f"const aw_vu {name} = AW_VB({cpu_vector.pred(cond)});"])  # used by the mask updates that follow
         return Mask("raw", name=name)
 
@@ -574,7 +657,7 @@ class _CpuRenderer(_KernelRenderer):
         nreg = max(1, k.registers)
         self.masks |= {gen_name(v, i) for i in range(walk.max_depth) for v in ("fo", "fp", "fc")}
         masks = sorted(self.masks)
-        body, arrays_used = _place(self.lines, self.checked, self.site_tab)
+        body, arrays_used = _place(self.lines, self.checked, self.site_tab, self.vparent)
         out = [f"#define r{i} awg_R{i}[aw_l]" for i in range(nreg)]
         out += [f"#define p{i} awg_P{i}[aw_l]" for i in range(8)]
         out += ["#define act awg_A[aw_l]", "#define aw_x awg_X[aw_l]", "#define aw_tl aw_l",
@@ -602,9 +685,12 @@ class _CpuRenderer(_KernelRenderer):
         regs = [f"awg_R{i}" for i in range(nreg) if f"r{i}" in arrays_used]
         bools = [_ARRAY[n] for n in [f"p{i}" for i in range(8)] + ["act", "aw_x"] + masks if n in arrays_used]
         arrays = regs + bools
-        decl = arrays + ["awg_EX"]
-        pre.append("u32 " + ", ".join(f"{n}[aw_nl]" for n in decl) + ";")
-        lane_bytes = 4 * len(decl)
+        # each array a vector per chunk (the lane loops use them in place), seen by the other code
+        # as u32 per lane
+        for n in arrays:
+            pre.append(f"aw_vu {_vec(n)}[aw_nl / AW_V]; u32 *const {n} = (u32*){_vec(n)};")
+        pre.append("u32 awg_EX[aw_nl];")
+        lane_bytes = 4 * len(arrays) + 4
         if self.checked:
             pre += ["u32 awg_ES[aw_nl], awg_EL[aw_nl], awg_EH[aw_nl];",
                     "for (u32 aw_l = 0; aw_l < aw_nl; ++aw_l) awg_ES[aw_l] = 0xFFFFFFFFu;"]
@@ -645,6 +731,7 @@ class _Block:
     depth: int
     guarded: bool
     names: set[str] = field(default_factory=set)
+    events: list[tuple] = field(default_factory=list)
 
     @property
     def lines(self) -> list[str]:
@@ -654,6 +741,8 @@ class _Block:
 #: the lane-state names of a lane block's text (registers, predicates, the active bit, the
 #: leaving lanes, the mask-stack frames), and their arrays' names in the other code
 _NAME = re.compile(r"(?<![\w])(r\d+|p\d+|act|aw_x|awg_f[a-z]\d+)(?![\w])")
+#: a select whose old-value operand may be dropped (``d = @SEL<id>@(aw_e, value, d);``)
+_SEL_LINE = re.compile(r"^(\s*)(\w+) = @SEL(\d*)@\(aw_e, (.*), \2\);$")
 #: in a scalar statement: a lane-state name, or the lane's error record
 _ELEM = re.compile(r"(?<![\w])(?:(r\d+|p\d+|act|aw_x|awg_f[a-z]\d+)|(aw_es|aw_el|aw_eh))(?![\w])")
 _ARRAY_NAME = re.compile(r"(?<![\w])awg_(R\d+|P\d+|A|X|M_awg_f[a-z]\d+)(?![\w])")
@@ -677,6 +766,11 @@ class _Arrays(dict):
 _ARRAY = _Arrays()
 
 
+def _vec(array: str) -> str:
+    """The vector-per-chunk view of a lane-state array (``awg_R5`` -> ``awg_VR5``)."""
+    return "awg_V" + array.removeprefix("awg_")
+
+
 def _local(n: str) -> str:
     """The C local of a lane-state name inside a lane loop (``r5`` -> ``awg_lr5``)."""
     return gen_name("l", {"act": "act", "aw_x": "x"}.get(n, n.removeprefix("awg_")))
@@ -689,7 +783,48 @@ def _written(line: str, n: str) -> bool:
                      rf"(?<![\w]){n}\s*(?:\+\+|--)", line) is not None
 
 
-def _place(lines: list, checked: bool, site_tab: str) -> tuple[list[str], set[str]]:
+def _contains(w: tuple | None, r: tuple | None, vparent: dict[int, int | None]) -> bool:
+    """Whether every lane of condition ``r`` is in condition ``w`` (both ``(active-set version,
+    guard)``; a guarded ``w`` or an unknown one covers nothing)."""
+    if w is None or r is None or w[1] is not None:
+        return False
+    v: int | None = r[0]
+    while v is not None:
+        if v == w[0]:
+            return True
+        v = vparent.get(v)
+    return False
+
+
+def _private(x: _Block, n: str, vparent: dict[int, int | None]) -> tuple[bool, set[int]]:
+    """For a name only lane block ``x`` mentions: (whether it can live in the lane loop alone,
+    the selects of its writes that may drop their old-value operand).
+
+    In a block that runs once per workgroup, the name starts from 0 each time: it lives in the
+    loop. In a loop, it does when every read is covered by an earlier write of the same run (the
+    write's lanes include the read's): no value crosses iterations. A write's select keeps the
+    old value in the lanes that do not execute it; it is dropped when every later read either
+    reads only lanes of the write or is covered by a write in between."""
+    if n[0] not in "rp" or not n[1:].isdigit():
+        return x.depth == 0, set()
+    ev = [(i, e) for i, e in enumerate(x.events) if e[1] == n]
+    writes = [(i, e[2], e[3]) for i, e in ev if e[0] == "w"]
+    reads = [(i, e[2]) for i, e in ev if e[0] == "r"]
+    if x.depth > 0 and not all(any(iw < ir and _contains(cw, cr, vparent) for iw, cw, _s in writes)
+                               for ir, cr in reads):
+        return False, set()
+    drop = set()
+    for iw, cw, sid in writes:
+        if sid is None:
+            continue
+        if all(_contains(cw, cr, vparent) or any(iw < i3 < ir and _contains(c3, cr, vparent) for i3, c3, _s in writes)
+               for ir, cr in reads if ir > iw):
+            drop.add(sid)
+    return True, drop
+
+
+def _place(lines: list, checked: bool, site_tab: str,
+           vparent: dict[int, int | None]) -> tuple[list[str], set[str]]:
     """Render the lane blocks of ``lines`` (strings and :class:`_Block`) as lane loops, each
     lane-state name a C local of the loop where that is exact.
 
@@ -714,9 +849,18 @@ def _place(lines: list, checked: bool, site_tab: str) -> tuple[list[str], set[st
             used_outside |= {m.group(1) for m in _NAME.finditer(x)}
             used_outside |= {_canon(m.group(1)) for m in _ARRAY_NAME.finditer(x)}
     arrays = set(used_outside)
+    drop: set[int] = set()  # selects whose old values no read looks at
     for x in lines:
         if isinstance(x, _Block):
-            arrays |= {n for n in x.names if where[n] > 1 or x.depth > 0}
+            for n in x.names:
+                if n in used_outside or where[n] > 1:
+                    arrays.add(n)
+                    continue
+                private, dropped = _private(x, n, vparent)
+                if not private:
+                    arrays.add(n)
+                else:
+                    drop |= dropped
     out: list[str] = []
     for x in lines:
         if not isinstance(x, _Block):
@@ -725,16 +869,15 @@ def _place(lines: list, checked: bool, site_tab: str) -> tuple[list[str], set[st
         pad = "  " * x.ind
         if x.guarded:
             out.append(pad + "{ u32 aw_bad = 0u;")
-        out.append(pad + f"for (u32 aw_c = 0; aw_c < aw_nl; aw_c += {cpu_vector.V}u) {{")
-        head, tail = ["const aw_vu aw_lv = aw_c + AW_IOTA; (void)aw_lv;"], []
+        out.append(pad + f"for (u32 aw_ci = 0; aw_ci < aw_nl / {cpu_vector.V}u; ++aw_ci) {{")
+        head, tail = [f"const u32 aw_c = aw_ci * {cpu_vector.V}u; const aw_vu aw_lv = aw_c + AW_IOTA; (void)aw_lv;"], []
         for n in sorted(x.names):
-            v = _local(n)
-            if n in arrays:
-                head.append(f"aw_vu {v} = aw_vld(&{_ARRAY[n]}[aw_c]);")
-                if any(_written(line, n) for line in x.lines):
-                    tail.append(f"aw_vst(&{_ARRAY[n]}[aw_c], {v});")
-            else:
-                head.append(f"aw_vu {v} = {'AW_B(aw_lv < aw_n)' if n == 'act' else 'AW_VB(0u)'};")
+            if n not in arrays:
+                head.append(f"aw_vu {_local(n)} = {'AW_B(aw_lv < aw_n)' if n == 'act' else 'AW_VB(0u)'};")
+
+        def name(m: re.Match, arrays: set[str] = arrays) -> str:
+            n = m.group(1)
+            return f"{_vec(_ARRAY[n])}[aw_ci]" if n in arrays else _local(n)
         if x.guarded:
             head.append("aw_vu aw_es = AW_VB(0xFFFFFFFFu), aw_el = AW_VB(0u), aw_eh = AW_VB(0u);")
             tail += ["aw_vst(&awg_ES[aw_c], aw_es); aw_vst(&awg_EL[aw_c], aw_el); aw_vst(&awg_EH[aw_c], aw_eh);",
@@ -742,13 +885,16 @@ def _place(lines: list, checked: bool, site_tab: str) -> tuple[list[str], set[st
         out += [pad + "  " + h for h in head]
         for kind, body in x.items:
             if kind == "v":
-                out += [pad + "  " + _NAME.sub(lambda m: _local(m.group(1)), line) for line in body]
+                body = [_SEL_LINE.sub(lambda m: f"{m.group(1)}{m.group(2)} = {m.group(4)};" if int(m.group(3)) in drop
+                                      else f"{m.group(1)}{m.group(2)} = aw_vsel(aw_e, {m.group(4)}, {m.group(2)});",
+                                      line) if "@SEL" in line else line for line in body]
+                out += [pad + "  " + _NAME.sub(name, line) for line in body]
                 continue
             # the scalar statements, once per lane of the chunk: each name is that lane's element
             out.append(pad + f"  for (u32 aw_j = 0; aw_j < {cpu_vector.V}u; ++aw_j) {{")
             out.append(pad + "    const u32 aw_l = aw_c + aw_j; (void)aw_l;")
-            out += [pad + "    " + _ELEM.sub(lambda m: _local(m.group(1)) + "[aw_j]" if m.group(1) else
-                                            m.group(2) + "[aw_j]", line) for line in body]
+            out += [pad + "    " + _ELEM.sub(lambda m: (name(m) if m.group(1) else m.group(2)) + "[aw_j]", line)
+                    for line in body]
             out.append(pad + "  }")
         out += [pad + "  " + t for t in tail]
         out.append(pad + "}")

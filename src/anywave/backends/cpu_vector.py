@@ -64,7 +64,14 @@ static const aw_vu AW_IOTA = {0u, 1u, 2u, 3u, 4u, 5u, 6u, 7u};
 #define AW_VB(x) ((aw_vu){0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u} + (x))
 /* a vector compare's lanes (0 or all ones) as 0 / 1 */
 #define AW_B(m) ((aw_vu)(m) & 1u)
-AW_FN aw_vu aw_vsel(aw_vu c, aw_vu a, aw_vu b) { const aw_vu m = -c; return (a & m) | (b & ~m); }
+/* c ? a : b per lane (c: 0 / 1) */
+AW_FN aw_vu aw_vsel(aw_vu c, aw_vu a, aw_vu b) {
+#if defined(__AVX__)
+  return (aw_vu)_mm256_blendv_ps((__m256)b, (__m256)a, (__m256)(c << 31));
+#else
+  const aw_vu m = -c; return (a & m) | (b & ~m);
+#endif
+}
 AW_FN aw_vu aw_vld(const u32 *p) { aw_vu v; memcpy(&v, p, sizeof v); return v; }
 AW_FN void aw_vst(u32 *p, aw_vu v) { memcpy(p, &v, sizeof v); }
 /* every lane of c non-zero / some lane non-zero */
@@ -83,7 +90,14 @@ AW_FN u32 aw_vany(aw_vu c) {
 #endif
 }
 #define AW_VF(u) ((aw_vf)(u))
-AW_FN aw_vu aw_vc32(aw_vf x) { const aw_vu m = (aw_vu)(x != x); return ((aw_vu)x & ~m) | (m & 0x7FC00000u); }
+AW_FN aw_vu aw_vc32(aw_vf x) {
+#if defined(__AVX__)
+  const __m256 nan = _mm256_cmp_ps((__m256)x, (__m256)x, _CMP_UNORD_Q);
+  return (aw_vu)_mm256_blendv_ps((__m256)x, (__m256)AW_VB(0x7FC00000u), nan);
+#else
+  const aw_vu m = (aw_vu)(x != x); return ((aw_vu)x & ~m) | (m & 0x7FC00000u);
+#endif
+}
 AW_FN aw_vf aw_vfma(aw_vf a, aw_vf b, aw_vf c) {
 #if defined(__FMA__)
   return (aw_vf)_mm256_fmadd_ps((__m256)a, (__m256)b, (__m256)c);
@@ -407,7 +421,9 @@ def _special(x: Any, sr: SpecialRegister) -> str | None:
 
 def access(x: Any, ins: Instruction, go: str) -> list[str]:
     """Vector statements of a load or store whose lanes execute where ``go`` (0/1 per lane:
-    executing and in bounds). Raises :class:`NoVector` for 64-bit offsets."""
+    executing and in bounds); a load's destinations are written as ``d = @SEL@(aw_e, value, d);``
+    (the renderer's select: the old value where the lane does not execute). Raises
+    :class:`NoVector` for 64-bit offsets."""
     load = ins.defn.sem == "mem.ld"
     addr = ins.operands[1] if load else ins.operands[0]
     if Operand.DADDR64 in ins.defn.operands:
@@ -425,10 +441,10 @@ def access(x: Any, ins: Instruction, go: str) -> list[str]:
     if load:
         dreg = int(ins.operands[0])
         if words == 1:
-            return [f"r{dreg} = aw_vsel(aw_e, aw_vld4({base}, {go}, {o}, {c}), r{dreg});"]
+            return [f"r{dreg} = @SEL@(aw_e, aw_vld4({base}, {go}, {o}, {c}), r{dreg});"]
         ts = [f"aw_t{i}" for i in range(words)]
         return [f"aw_vu {', '.join(ts)};",
                 f"aw_vld{size}({base}, {go}, {o}, {c}, {', '.join('&' + t_ for t_ in ts)});",
-                *[f"r{dreg + i} = aw_vsel(aw_e, {ts[i]}, r{dreg + i});" for i in range(words)]]
+                *[f"r{dreg + i} = @SEL@(aw_e, {ts[i]}, r{dreg + i});" for i in range(words)]]
     sreg = int(ins.operands[1])
     return [f"aw_vst{size}({base}, {go}, {o}, {c}, {', '.join(f'r{sreg + i}' for i in range(words))});"]
