@@ -189,6 +189,8 @@ class CpuKernel(CKernel):
     bytes of lane state one workgroup of P lanes needs on the stack (``frame_bytes(P)``)."""
 
     lane_bytes: int = 0
+    #: the kernel has a loop (its run time is not bounded by its size)
+    loops: bool = True
 
     def frame_bytes(self, lanes: int) -> int:
         return self.lane_bytes * lanes + self.local_memory + 4096
@@ -207,6 +209,7 @@ class _CpuRenderer(_KernelRenderer):
         self.hoisted: list[str] = []  # loop-invariant bounds of the guarded accesses (per call)
         self.site_tab = "aw_sites_" + c_name(kernel.name)
         self.loop_depth = 0
+        self.has_loop = False
         # what the lane block reads and writes, in order (_place drops the selects that keep the
         # old value in lanes no later read looks at): ("r", name, cond) / ("w", name, cond, select
         # id); cond = (active-set version, guard) or None (unknown)
@@ -630,6 +633,7 @@ class _CpuRenderer(_KernelRenderer):
     def loop_open(self, f: Frame) -> None:
         self.flush()
         self.loop_depth += 1
+        self.has_loop = True
         self._open("if (aw_any(awg_A, aw_nl)) {")
         self._open("do {")
 
@@ -716,7 +720,7 @@ class _CpuRenderer(_KernelRenderer):
                          + ["#undef act", "#undef aw_x", "#undef aw_tl", "#undef aw_lane"]
                          + [f"#undef {m}" for m in masks] + [""])
         info = CpuKernel(k.name, cn, tuple(pinfo), True, k.local_memory, self.checked, tuple(self.sites),
-                         lane_bytes=lane_bytes)
+                         lane_bytes=lane_bytes, loops=self.has_loop)
         return text, info
 
 

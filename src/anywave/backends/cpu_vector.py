@@ -154,6 +154,25 @@ AW_FN aw_vu aw_vf2u32(aw_vf x) {
   const aw_vu t = (aw_vu)__builtin_convertvector(low, aw_vi) ^ (big & 0x80000000u);
   return (t & ~(zero | hi)) | hi;
 }
+/* 32-bit division (the body keeps a zero divisor and MIN / -1 out): through double, exact -- the
+   double quotient of integers below 2^53 never rounds across an integer, so its truncation is
+   the integer quotient */
+typedef double aw_vd __attribute__((vector_size(64)));
+AW_FN aw_vu aw_vsdiv(aw_vu a, aw_vu b) {
+  const aw_vd q = __builtin_convertvector((aw_vi)a, aw_vd) / __builtin_convertvector((aw_vi)b, aw_vd);
+  return (aw_vu)__builtin_convertvector(q, aw_vi);
+}
+typedef long long aw_vl __attribute__((vector_size(64)));
+AW_FN aw_vu aw_vudiv(aw_vu a, aw_vu b) {
+  const aw_vd q = __builtin_convertvector(a, aw_vd) / __builtin_convertvector(b, aw_vd);
+  /* q in [0, 2^32): its part from 2^31 up (exact) goes in the top bit, the rest converts as i32 */
+  const aw_vd two31 = (aw_vd){0, 0, 0, 0, 0, 0, 0, 0} + 2147483648.0;
+  const aw_vl hi = q >= two31;
+  const aw_vd low = q - (aw_vd)((aw_vl)two31 & hi);
+  return (aw_vu)__builtin_convertvector(low, aw_vi) ^ ((aw_vu)__builtin_convertvector(hi, aw_vi) & 0x80000000u);
+}
+#define aw_vsrem(a, b) ((a) - aw_vsdiv(a, b) * (b))
+#define aw_vurem(a, b) ((a) - aw_vudiv(a, b) * (b))
 #define aw_vi2f(v) ((aw_vu)__builtin_convertvector((aw_vi)(v), aw_vf))
 #define aw_vu2f(v) ((aw_vu)__builtin_convertvector((aw_vu)(v), aw_vf))
 /* memory: a lane's byte address is base + (u64)o + (u64)c (o: the lane's u32 register, c the
@@ -277,6 +296,14 @@ def _vnot(x: Any, n: Expr, v: list[str]) -> str:
     return f"(~{_v(v[0])})"
 
 
+def _vdiv(name: str):  # noqa: ANN202
+    def f(x: Any, n: Expr, v: list[str]) -> str:
+        if n.ty != "b32":
+            raise NoVector(n.op)
+        return f"aw_v{name}({_v(v[0])}, {_v(v[1])})"
+    return f
+
+
 def _vconst(x: Any, v: int, ty: str) -> str:
     if ty == "pred":
         return "1u" if v else "0u"
@@ -294,7 +321,8 @@ def _vselect(x: Any, n: Expr, v: list[str]) -> str:
 _VPRIMS = {"add": _vbin("+"), "sub": _vbin("-"), "mul": _vbin("*"), "and": _vbin("&"), "or": _vbin("|"),
            "xor": _vbin("^"), "not": _vnot, "shl": _vshift("shl"), "lshr": _vshift("lshr"), "ashr": _vshift("ashr"),
            "eq": _vbin("=="), "ne": _vbin("!="), "ult": _vbin("<"), "ule": _vbin("<="),
-           "slt": _vbin("<", True), "sle": _vbin("<=", True), "select": _vselect}
+           "slt": _vbin("<", True), "sle": _vbin("<=", True), "select": _vselect,
+           "udiv": _vdiv("udiv"), "sdiv": _vdiv("sdiv"), "urem": _vdiv("urem"), "srem": _vdiv("srem")}
 
 #: integer and predicate bodies on 32-bit lanes, spelt with vector operators
 VEC_SPELLING = BodySpelling(

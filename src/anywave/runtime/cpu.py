@@ -38,18 +38,19 @@ import shutil
 import subprocess
 import tempfile
 import threading
+import weakref
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
-from concurrent.futures import wait as fwait
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from anywave.abi import scalar_word
 from anywave.errors import WaveError
 from anywave.isa.types import Access, Capability
-from anywave.runtime.driver import Driver
-from anywave.runtime.targets import RunnerTarget
+from anywave.runtime.driver import Driver, resolve_check
+from anywave.runtime.targets import RunnerTarget, check_not_forked
 
 #: flags every kernel library is compiled with (module docs)
 CFLAGS = ("-O3", "-march=native", "-ffp-contract=off", "-fno-fast-math", "-fno-math-errno", "-fno-trapping-math",
@@ -73,6 +74,103 @@ MAX_WORKGROUP = 1024
 LOCAL_MEMORY = 65536
 #: stack of each worker thread (lane state lives there: registers x lanes)
 STACK_BYTES = 64 << 20
+
+
+#: the worker pool (C, compiled and cached like a kernel library): the workgroups of a launch are
+#: claimed in grains by the pool's threads through an atomic counter; the launching thread waits
+#: in C in slices of ``timeout_ms`` and comes back to Python between them, so Ctrl-C is seen
+POOL_C = r"""
+#include <pthread.h>
+#include <stdint.h>
+#include <time.h>
+#include <errno.h>
+typedef int (*aw_kfn)(uint8_t **, const uint64_t *, const uint64_t *, const uint32_t *, uint32_t, uint32_t,
+                      uint32_t *, volatile int *);
+typedef struct {
+  aw_kfn fn; uint8_t **bufs; const uint64_t *sizes; const uint64_t *scal; const uint32_t *dims;
+  uint32_t *err; volatile int *stop; uint32_t G, grain;
+  uint32_t next, done; int rc, users;
+} aw_job;
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cv_work = PTHREAD_COND_INITIALIZER, cv_done = PTHREAD_COND_INITIALIZER;
+static aw_job *cur; static uint64_t gen; static int nthreads;
+static void child(void) {
+  pthread_mutex_init(&mu, 0); pthread_cond_init(&cv_work, 0); pthread_cond_init(&cv_done, 0);
+  cur = 0; nthreads = 0;
+}
+static void run_job(aw_job *j) {
+  for (;;) {
+    uint32_t lo = __atomic_fetch_add(&j->next, j->grain, __ATOMIC_RELAXED);
+    if (lo >= j->G) return;
+    uint32_t hi = lo + j->grain < j->G ? lo + j->grain : j->G;
+    int rc = j->fn(j->bufs, j->sizes, j->scal, j->dims, lo, hi, j->err, j->stop);
+    if (rc) __atomic_or_fetch(&j->rc, 1 << rc, __ATOMIC_RELAXED);
+    if (__atomic_add_fetch(&j->done, hi - lo, __ATOMIC_ACQ_REL) == j->G) {
+      pthread_mutex_lock(&mu); pthread_cond_broadcast(&cv_done); pthread_mutex_unlock(&mu);
+    }
+  }
+}
+static void *worker(void *arg) {
+  (void)arg;
+  uint64_t seen = 0;
+  pthread_mutex_lock(&mu);
+  for (;;) {
+    while (gen == seen) pthread_cond_wait(&cv_work, &mu);
+    seen = gen;
+    aw_job *j = cur;
+    if (j) ++j->users;  /* the launching thread waits for users to leave before freeing the job */
+    pthread_mutex_unlock(&mu);
+    if (j) run_job(j);
+    pthread_mutex_lock(&mu);
+    if (j && --j->users == 0) pthread_cond_broadcast(&cv_done);
+  }
+  return 0;
+}
+/* start the pool's threads (once); 0 on success */
+int aw_pool_init(int n, uint64_t stack) {
+  static int registered = 0;
+  if (!registered) { pthread_atfork(0, 0, child); registered = 1; }
+  if (nthreads) return 0;
+  pthread_attr_t at; pthread_attr_init(&at); pthread_attr_setstacksize(&at, stack);
+  pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+  for (int i = 0; i < n; ++i) {
+    pthread_t t;
+    if (pthread_create(&t, &at, worker, 0)) { pthread_attr_destroy(&at); return -1; }
+  }
+  pthread_attr_destroy(&at);
+  nthreads = n;
+  return 0;
+}
+/* offer the job to the pool's threads (wake: wake them; else they take it only if already awake) */
+void aw_pool_start(aw_job *j, int wake) {
+  pthread_mutex_lock(&mu); cur = j; ++gen; if (wake) pthread_cond_broadcast(&cv_work); pthread_mutex_unlock(&mu);
+}
+/* the launching thread claims grains too */
+void aw_pool_help(aw_job *j) { run_job(j); }
+/* wait for the job up to timeout_ms: 1 done, 0 not yet */
+int aw_pool_wait(aw_job *j, int timeout_ms) {
+  struct timespec ts; clock_gettime(CLOCK_REALTIME, &ts);
+  ts.tv_nsec += (long)timeout_ms * 1000000L; ts.tv_sec += ts.tv_nsec / 1000000000L; ts.tv_nsec %= 1000000000L;
+  pthread_mutex_lock(&mu);
+  int r = 0;
+  while (__atomic_load_n(&j->done, __ATOMIC_ACQUIRE) < j->G || j->users) {
+    if (cur == j && __atomic_load_n(&j->done, __ATOMIC_ACQUIRE) >= j->G) cur = 0;  /* no new worker joins */
+    if (pthread_cond_timedwait(&cv_done, &mu, &ts) == ETIMEDOUT) break;
+  }
+  r = __atomic_load_n(&j->done, __ATOMIC_ACQUIRE) >= j->G && !j->users;
+  if (r && cur == j) cur = 0;
+  pthread_mutex_unlock(&mu);
+  return r;
+}
+"""
+
+
+class _Job(ctypes.Structure):
+    _fields_ = [("fn", ctypes.c_void_p), ("bufs", ctypes.c_void_p), ("sizes", ctypes.c_void_p),
+                ("scal", ctypes.c_void_p), ("dims", ctypes.c_void_p), ("err", ctypes.c_void_p),
+                ("stop", ctypes.c_void_p), ("G", ctypes.c_uint32), ("grain", ctypes.c_uint32),
+                ("next", ctypes.c_uint32), ("done", ctypes.c_uint32), ("rc", ctypes.c_int),
+                ("users", ctypes.c_int)]
 
 
 class CpuError(WaveError):
@@ -117,24 +215,26 @@ class CpuDevice:
         self._libs: dict[str, Any] = {}
         self._by_program: dict[int, tuple[Any, Any]] = {}
         self._lock = threading.Lock()
-        self._pool: ThreadPoolExecutor | None = None
+        self._pool: Any = None
         self._pool_lock = threading.Lock()
+        self._launch_lock = threading.Lock()  # one launch at a time on the pool
 
     def capabilities(self) -> Capability:
         return (Capability.F16 | Capability.BF16 | Capability.INT64 | Capability.OFFSET64 | Capability.ATOMIC_F32
                 | Capability.F64 | Capability.WAVE_OPS)
 
-    def pool(self) -> ThreadPoolExecutor:
+    def pool(self) -> Any:
+        """The worker pool (:data:`POOL_C`): its functions, the threads started once."""
         with self._pool_lock:
             if self._pool is None:
-                old = threading.stack_size()
-                threading.stack_size(STACK_BYTES)
-                try:
-                    self._pool = ThreadPoolExecutor(self.cores, thread_name_prefix="anywave-cpu")
-                    # start the threads now, while the stack size holds
-                    fwait([self._pool.submit(lambda: None) for _ in range(self.cores)])
-                finally:
-                    threading.stack_size(old)
+                lib = self.library(POOL_C)
+                lib.aw_pool_init.argtypes, lib.aw_pool_init.restype = [ctypes.c_int, ctypes.c_uint64], ctypes.c_int
+                lib.aw_pool_start.argtypes, lib.aw_pool_start.restype = [ctypes.c_void_p, ctypes.c_int], None
+                lib.aw_pool_help.argtypes, lib.aw_pool_help.restype = [ctypes.c_void_p], None
+                lib.aw_pool_wait.argtypes, lib.aw_pool_wait.restype = [ctypes.c_void_p, ctypes.c_int], ctypes.c_int
+                if lib.aw_pool_init(self.cores, STACK_BYTES) != 0:
+                    raise CpuError(f"the cpu target could not start {self.cores} worker threads")
+                self._pool = lib
             return self._pool
 
     def library_of(self, program: Any) -> Any:
@@ -234,6 +334,23 @@ _ARGTYPES = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
              ctypes.c_void_p, ctypes.c_void_p]
 
 
+@dataclass
+class _Plan:
+    """A launch's reusable part (:meth:`CpuRunner._plan`)."""
+
+    module: Any  # () -> the module (a weak reference where it can be)
+    names: frozenset
+    kernel: Any
+    info: Any
+    fn: int
+    dims: Any
+    G: int
+    params: list
+
+
+_PAD = (ctypes.c_uint8 * 16)()  # what an empty buffer points at
+
+
 class CpuRunner(Driver):
     """The ``cpu`` target's driver and a conformance runner:
     ``runner(module, kernel, grid, workgroup, args, wave_width)`` runs ``kernel`` with NumPy
@@ -245,6 +362,7 @@ class CpuRunner(Driver):
     def __init__(self, device: CpuDevice | None = None) -> None:
         super().__init__()
         self.dev = device or get_device()
+        self._plans: dict[tuple, _Plan] = {}
 
     def translate(self, module: Any, wave_width: int, checked: bool) -> Any:
         from anywave.backends.cpu import translate
@@ -256,70 +374,127 @@ class CpuRunner(Driver):
                  **_: Any) -> None:
         """Run ``kernel`` (synchronous; ``sync`` is accepted for the target protocol).
 
+        The checks that depend only on (module, kernel, grid, workgroup, W, build) run on the
+        first launch of that combination (:meth:`Driver.prepare`); later launches check the
+        arguments only (:meth:`_words`), falling back to the full path for anything unusual.
+
         Raises:
             OutOfBoundsError: (checked build, the default) a memory access left its buffer.
             CpuError: a divergent barrier, a compile failure, a refused kernel, bad arguments.
             KeyboardInterrupt: Ctrl-C during the launch (the launch is stopped)."""
-        launch = self.prepare(module, kernel, grid, workgroup, args, wave_width, check)
-        if launch.dims is None:
-            return
-        info, k, margs = launch.info, launch.kernel, launch.margs
+        check_not_forked(self.dev, self.error)
+        checked = resolve_check(check, self.check_default)
+        try:
+            key = (id(module), kernel, grid, workgroup, wave_width, checked)
+            plan = self._plans.get(key)
+        except TypeError:  # a grid or workgroup that does not hash (a list): the full path
+            key, plan = None, None
+        words = None
+        if plan is not None and plan.module() is module and args.keys() == plan.names:
+            words = self._words(plan, args)
+        if words is None:
+            launch = self.prepare(module, kernel, grid, workgroup, args, wave_width, checked)
+            if launch.dims is None:
+                return
+            plan = self._plan(module, launch)
+            if key is not None:
+                self._plans[key] = plan
+            words = self._words(plan, args, launch.margs)
+        self._run(plan, *words)
+
+    def _plan(self, module: Any, launch: Any) -> _Plan:
+        """What a launch of this (module, kernel, sizes, W, build) reuses: the function, the
+        launch sizes, the ABI."""
+        info, k = launch.info, launch.kernel
         P = launch.threads
         if info.frame_bytes(P) > STACK_BYTES // 2:
-            raise CpuError(f"kernel {kernel!r} needs {info.frame_bytes(P)} bytes of lane state per workgroup of {P} "
+            raise CpuError(f"kernel {k.name!r} needs {info.frame_bytes(P)} bytes of lane state per workgroup of {P} "
                            f"threads; the cpu target's worker stacks hold {STACK_BYTES // 2}")
         lib = self.dev.library_of(launch.program)
-        fn = getattr(lib, info.c_name)
-        fn.argtypes, fn.restype = _ARGTYPES, ctypes.c_int
-        nb = len(k.args)
-        ptrs = (ctypes.c_void_p * max(nb, 1))()
-        sizes = np.zeros(max(nb, 1), np.uint64)
-        scal = np.zeros(max(nb, 1), np.uint64)
+        fn = ctypes.cast(getattr(lib, info.c_name), ctypes.c_void_p).value
+        g3, wg = launch.grid, launch.workgroup
+        dims = (ctypes.c_uint32 * 7)(wg[0], wg[1], wg[2], g3[0], g3[1], g3[2], P)
+        try:
+            ref: Any = weakref.ref(module)
+        except TypeError:
+            ref = (lambda m: lambda: m)(module)
+        params = [(a.name, kind == "buffer", a) for (kind, _v, a) in launch.margs]
+        return _Plan(ref, frozenset(a.name for a in k.args), k, info, fn, dims, g3[0] * g3[1] * g3[2], params)
+
+    def _words(self, plan: _Plan, args: dict[str, Any], margs: list | None = None) -> tuple | None:
+        """The launch's argument words: (pointer array, sizes, scalars, arrays to keep alive,
+        copies to write back), or None when an argument needs the full path's checks."""
+        n = max(len(plan.params), 1)
+        ptrs = (ctypes.c_void_p * n)()
+        sizes = (ctypes.c_uint64 * n)()
+        scal = (ctypes.c_uint64 * n)()
+        keep: list[Any] = []
         back: list[tuple[np.ndarray, np.ndarray]] = []
-        keep: list[np.ndarray] = []
-        pad = np.zeros(16, np.uint8)
-        for i, (kind, v, a) in enumerate(margs):
-            if kind != "buffer":
-                scal[i] = int(v)
-                continue
-            if not isinstance(v, np.ndarray):
-                raise CpuError(f"buffer argument {a.name!r} of kernel {kernel!r} is a {type(v).__name__}; the cpu "
-                               "target takes NumPy arrays or host-memory arrays")
+        for i, (name, is_buf, a) in enumerate(plan.params):
+            v = args[name] if margs is None else margs[i][1]
+            if not is_buf:
+                if margs is not None:
+                    scal[i] = int(v)
+                    continue
+                t = type(v)
+                if t is int or t is float or isinstance(v, (np.integer, np.floating)):
+                    scal[i] = scalar_word(plan.kernel, name, a.type, v)
+                    continue
+                return None
+            if type(v) is not np.ndarray or v.dtype.hasobject:
+                if margs is None:
+                    return None  # device arrays, other objects: the full path's checks and messages
+                if not isinstance(v, np.ndarray):
+                    raise CpuError(f"buffer argument {name!r} of kernel {plan.kernel.name!r} is a {type(v).__name__}; "
+                                   "the cpu target takes NumPy arrays or host-memory arrays")
             written = a.access is not Access.READ and v.size > 0
             host = v if v.flags.c_contiguous else np.ascontiguousarray(v)
             if written and not host.flags.writeable:
-                raise CpuError(f"buffer argument {a.name!r} of kernel {kernel!r} is written but the array is "
+                raise CpuError(f"buffer argument {name!r} of kernel {plan.kernel.name!r} is written but the array is "
                                "read-only")
             if host is not v and written:
                 back.append((v, host))
             keep.append(host)
-            ptrs[i] = host.ctypes.data if host.size else pad.ctypes.data
+            ptrs[i] = host.__array_interface__["data"][0] if host.size else ctypes.addressof(_PAD)
             sizes[i] = host.nbytes
-        g3, wg = launch.grid, launch.workgroup
-        dims = np.array([wg[0], wg[1], wg[2], g3[0], g3[1], g3[2], P], np.uint32)
-        err = np.zeros(8, np.uint32)
-        stop = np.zeros(1, np.int32)
-        G = g3[0] * g3[1] * g3[2]
-        parts = min(G, self.dev.cores * 4) if G > 1 else 1
-        bounds = [G * j // parts for j in range(parts + 1)]
-        call_args = (ctypes.cast(ptrs, ctypes.c_void_p), sizes.ctypes.data, scal.ctypes.data, dims.ctypes.data)
+        return ptrs, sizes, scal, keep, back
 
-        def run(lo: int, hi: int) -> int:
-            return int(fn(*call_args, lo, hi, err.ctypes.data, stop.ctypes.data))
-
+    def _run(self, plan: _Plan, ptrs: Any, sizes: Any, scal: Any, keep: list, back: list) -> None:
+        """Run the plan's workgroups on the pool; then errors, copies back."""
         pool = self.dev.pool()
-        futs = [pool.submit(run, bounds[j], bounds[j + 1]) for j in range(parts) if bounds[j + 1] > bounds[j]]
-        try:
-            pending = set(futs)
-            while pending:
-                _done, pending = fwait(pending, timeout=0.05)
-        except BaseException:
-            stop[0] = 1  # every loop back-edge and workgroup start polls it
-            fwait(futs)
-            raise
-        rcs = [f.result() for f in futs]
+        err = (ctypes.c_uint32 * 8)()
+        stop = ctypes.c_int(0)
+        G = plan.G
+        job = _Job(plan.fn, ctypes.addressof(ptrs), ctypes.addressof(sizes), ctypes.addressof(scal),
+                   ctypes.addressof(plan.dims), ctypes.addressof(err), ctypes.addressof(stop), G,
+                   max(1, G // (self.dev.cores * 8)), 0, 0, 0, 0)
+        jp = ctypes.addressof(job)
+        # a kernel without loops ends in a bounded time: the launching thread runs grains too (a
+        # launch of one workgroup runs there alone, with no thread to wake); a kernel with loops
+        # runs on the pool only, and this thread waits in slices, so Ctrl-C stops it
+        help_ = not plan.info.loops
+        with self.dev._launch_lock:
+            pool.aw_pool_start(jp, int(G > 1 or not help_))
+            if help_:
+                pool.aw_pool_help(jp)
+            try:
+                while not pool.aw_pool_wait(jp, 50):
+                    pass
+            except BaseException:
+                stop.value = 1  # every loop back-edge and workgroup start polls it
+                while not pool.aw_pool_wait(jp, 50):
+                    pass
+                raise
         for orig, host in back:
             orig[...] = host
+        if err[0]:
+            self._errors(plan, err, [int(sizes[i]) if is_buf else 0 for i, (_n, is_buf, _a) in enumerate(plan.params)])
+        if job.rc & (1 << 1):  # pragma: no cover - only with a stop and no exception
+            raise KeyboardInterrupt
+
+    def _errors(self, plan: _Plan, err: Any, sizes: list[int]) -> None:
+        info, k = plan.info, plan.kernel
+        kernel = k.name
         if int(err[0]) == 2:
             from anywave.backends.cpu import ERR_DIVERGENT_BARRIER  # noqa: F401 - the code's meaning
 
@@ -331,9 +506,7 @@ class CpuRunner(Driver):
         if int(err[0]) == 1:
             from anywave.backends.bounds import raise_if_failed
 
-            raise_if_failed(err, k, info.sites, launch.bounds_sizes(), info.local_memory, f"cpu ({self.dev.name})")
-        if any(rc == 1 for rc in rcs):  # pragma: no cover - only with a stop and no exception
-            raise KeyboardInterrupt
+            raise_if_failed(err, k, info.sites, sizes, info.local_memory, f"cpu ({self.dev.name})")
 
 
 def cpu_runner() -> CpuRunner:
