@@ -218,6 +218,14 @@ class _CpuRenderer(_KernelRenderer):
         self.nsel = 0
         self.ver = self._newver(None)
         self.mver: dict[tuple[str, int], int] = {}  # frame masks holding a known active-set version
+        # a chunk whose lanes are all inactive at the block's start may skip the block when every
+        # mask the block writes is a subset of the active set there (it then stays empty): the
+        # masks it writes are set to 0 instead
+        self.regions: list[tuple[int, int]] = []
+        self.closed: set[int] = set()
+        self.root = self.ver
+        self.skip_ok = True
+        self.mask_writes: set[str] = set()
 
     def _newver(self, parent: int | None) -> int:
         """A new version of the active set, a subset of ``parent``'s (None: unrelated)."""
@@ -269,12 +277,20 @@ class _CpuRenderer(_KernelRenderer):
         if not self.block:
             return
         self.lines.append(_Block(self.block, self.ind, self.loop_depth, self.block_guarded,  # type: ignore[arg-type]
-                                 events=self.events))
+                                 events=self.events, skip=self.mask_writes if self.skip_ok else None))
         self.block = []
         self.block_guarded = False
         self.events = []
         self.ver = self._newver(None)
         self.mver = {}
+        self.root, self.skip_ok, self.mask_writes = self.ver, True, set()
+
+    def _under_root(self, v: int | None) -> bool:
+        while v is not None:
+            if v == self.root:
+                return True
+            v = self.vparent.get(v)
+        return False
 
     # ---- instructions
     def instruction(self, ins: Instruction) -> None:
@@ -284,7 +300,8 @@ class _CpuRenderer(_KernelRenderer):
             site = len(self.sites)
             self.sites.append(Site(*self.cur, ins))
             self.site_rows.append((0, 0, 0, 0, 0, 0))
-            self.emit("{ u32 aw_na = 0u; for (u32 aw_l = 0; aw_l < aw_n; ++aw_l) aw_na += act ? 1u : 0u;")
+            # the active lanes, counted on the chunks (padding lanes are never active)
+            self.emit("{ const u32 aw_na = aw_vcount(awg_VA, aw_nl / AW_V); (void)awg_A;")
             self.emit(f"  if (aw_na != 0u && aw_na != aw_n) {{ u32 z = 0u; if (__atomic_compare_exchange_n(&aw_err[0], "
                       f"&z, {ERR_DIVERGENT_BARRIER}u, 0, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED)) {{ aw_err[1] = aw_na; "
                       f"aw_err[2] = aw_n; aw_err[3] = aw_g; aw_err[4] = {site}u; }} return {RC_BARRIER}; }} }}")
@@ -612,6 +629,10 @@ class _CpuRenderer(_KernelRenderer):
 
     def mask(self, op: str, dst: Mask, a: Mask, b: Mask | None = None) -> None:
         self._track(op, dst, a, b)
+        self.mask_writes.add(self._m(dst))
+        v = self.ver if dst.kind == "A" else self.mver.get((dst.kind, dst.depth))
+        if not self._under_root(v):
+            self.skip_ok = False
         if op == "mov":
             self.vlane([f"{self._m(dst)} = AW_VB({self._vm(a)});"])
         else:
@@ -625,10 +646,18 @@ class _CpuRenderer(_KernelRenderer):
         return Mask("raw", name=name)
 
     def enter(self, f: Frame, part: str) -> None:
-        pass  # no skip: masks make an empty region a no-op, and the lane loop goes on
+        # a region of an if: a chunk with no active lane skips it when it ends in the same lane
+        # block (its instructions do nothing there; the masks it writes belong to constructs
+        # inside it, which set them again on entry)
+        k = self.fresh()
+        self.regions.append((k, len(self.lines)))
+        self.vlane([f"@OPEN{k}@"])
 
     def leave(self, f: Frame, part: str) -> None:
-        pass
+        k, at = self.regions.pop()
+        if at == len(self.lines):  # no lane block ended inside the region
+            self.vlane([f"@CLOSE{k}@"])
+            self.closed.add(k)
 
     def loop_open(self, f: Frame) -> None:
         self.flush()
@@ -661,7 +690,7 @@ class _CpuRenderer(_KernelRenderer):
         nreg = max(1, k.registers)
         self.masks |= {gen_name(v, i) for i in range(walk.max_depth) for v in ("fo", "fp", "fc")}
         masks = sorted(self.masks)
-        body, arrays_used = _place(self.lines, self.checked, self.site_tab, self.vparent)
+        body, arrays_used = _place(self.lines, self.checked, self.site_tab, self.vparent, self.closed)
         out = [f"#define r{i} awg_R{i}[aw_l]" for i in range(nreg)]
         out += [f"#define p{i} awg_P{i}[aw_l]" for i in range(8)]
         out += ["#define act awg_A[aw_l]", "#define aw_x awg_X[aw_l]", "#define aw_tl aw_l",
@@ -736,6 +765,7 @@ class _Block:
     guarded: bool
     names: set[str] = field(default_factory=set)
     events: list[tuple] = field(default_factory=list)
+    skip: set[str] | None = None  # the masks to clear when a chunk skips the block (None: never skips)
 
     @property
     def lines(self) -> list[str]:
@@ -827,8 +857,22 @@ def _private(x: _Block, n: str, vparent: dict[int, int | None]) -> tuple[bool, s
     return True, drop
 
 
-def _place(lines: list, checked: bool, site_tab: str,
-           vparent: dict[int, int | None]) -> tuple[list[str], set[str]]:
+_REGION = re.compile(r"^@(OPEN|CLOSE)(\d+)@$")
+
+
+def _region(line: str, closed: set[int], act: str) -> str:
+    """A region marker as C: ``if (some lane active) {`` / ``}``, or nothing when the region
+    spans lane blocks."""
+    m = _REGION.match(line)
+    if m is None:
+        return line
+    if int(m.group(2)) not in closed:
+        return ""
+    return f"if (aw_vany({act})) {{" if m.group(1) == "OPEN" else "}"
+
+
+def _place(lines: list, checked: bool, site_tab: str, vparent: dict[int, int | None],
+           closed: set[int]) -> tuple[list[str], set[str]]:
     """Render the lane blocks of ``lines`` (strings and :class:`_Block`) as lane loops, each
     lane-state name a C local of the loop where that is exact.
 
@@ -879,16 +923,23 @@ def _place(lines: list, checked: bool, site_tab: str,
             if n not in arrays:
                 head.append(f"aw_vu {_local(n)} = {'AW_B(aw_lv < aw_n)' if n == 'act' else 'AW_VB(0u)'};")
 
-        def name(m: re.Match, arrays: set[str] = arrays) -> str:
-            n = m.group(1)
+        def name_of(n: str, arrays: set[str] = arrays) -> str:
             return f"{_vec(_ARRAY[n])}[aw_ci]" if n in arrays else _local(n)
+
+        def name(m: re.Match) -> str:
+            return name_of(m.group(1))
         if x.guarded:
             head.append("aw_vu aw_es = AW_VB(0xFFFFFFFFu), aw_el = AW_VB(0u), aw_eh = AW_VB(0u);")
             tail += ["aw_vst(&awg_ES[aw_c], aw_es); aw_vst(&awg_EL[aw_c], aw_el); aw_vst(&awg_EH[aw_c], aw_eh);",
                      "aw_bad |= aw_vany((aw_vu)(aw_es != 0xFFFFFFFFu));"]
         out += [pad + "  " + h for h in head]
+        if x.skip is not None and "act" in x.names:
+            # no active lane in this chunk: the block does nothing here but clear its masks
+            clear = [f"{name_of(m)} = AW_VB(0u);" for m in sorted(x.skip) if m != "act" and m in arrays]
+            out.append(pad + f"  if (!aw_vany({name_of('act')})) {{ {' '.join(clear)} continue; }}")
         for kind, body in x.items:
             if kind == "v":
+                body = [_region(line, closed, name_of("act")) for line in body]
                 body = [_SEL_LINE.sub(lambda m: f"{m.group(1)}{m.group(2)} = {m.group(4)};" if int(m.group(3)) in drop
                                       else f"{m.group(1)}{m.group(2)} = aw_vsel(aw_e, {m.group(4)}, {m.group(2)});",
                                       line) if "@SEL" in line else line for line in body]

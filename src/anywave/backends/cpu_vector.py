@@ -89,6 +89,13 @@ AW_FN u32 aw_vany(aw_vu c) {
   u32 r = 0u; for (int j = 0; j < AW_V; ++j) r |= c[j]; return r != 0u;
 #endif
 }
+/* lanes set (0 / 1 each) in n chunks */
+AW_FN u32 aw_vcount(const aw_vu *a, u32 n) {
+  aw_vu s = AW_VB(0u);
+  for (u32 i = 0; i < n; ++i) s += a[i];
+  u32 t = 0u; for (int j = 0; j < AW_V; ++j) t += s[j];
+  return t;
+}
 #define AW_VF(u) ((aw_vf)(u))
 AW_FN aw_vu aw_vc32(aw_vf x) {
 #if defined(__AVX__)
@@ -121,7 +128,23 @@ AW_FN aw_vf aw_vround_(aw_vf a, float (*f)(float)) { aw_vf r; for (int j = 0; j 
 #define aw_vceil(a) AW_VROUND(a, _MM_FROUND_TO_POS_INF, ceilf)
 #define aw_vtrunc(a) AW_VROUND(a, _MM_FROUND_TO_ZERO, truncf)
 #define aw_vrint(a) AW_VROUND(a, _MM_FROUND_TO_NEAREST_INT, rintf)
-/* minNum / maxNum as aw_minnum / aw_maxnum (a NaN operand gives the other; -0 < +0) */
+/* minNum / maxNum as aw_minnum / aw_maxnum (a NaN operand gives the other; -0 < +0): the x86
+   min/max give their second operand for a NaN or for equal values; equal values take a | b (min)
+   or a & b (max) -- the same value, or -0 / +0 for a signed-zero pair; a NaN b gives a */
+#if defined(__AVX__)
+AW_FN aw_vf aw_vminnum(aw_vf a, aw_vf b) {
+  const __m256 A = (__m256)a, B = (__m256)b;
+  __m256 r = _mm256_min_ps(A, B);
+  r = _mm256_blendv_ps(r, _mm256_or_ps(A, B), _mm256_cmp_ps(A, B, _CMP_EQ_OQ));
+  return (aw_vf)_mm256_blendv_ps(r, A, _mm256_cmp_ps(B, B, _CMP_UNORD_Q));
+}
+AW_FN aw_vf aw_vmaxnum(aw_vf a, aw_vf b) {
+  const __m256 A = (__m256)a, B = (__m256)b;
+  __m256 r = _mm256_max_ps(A, B);
+  r = _mm256_blendv_ps(r, _mm256_and_ps(A, B), _mm256_cmp_ps(A, B, _CMP_EQ_OQ));
+  return (aw_vf)_mm256_blendv_ps(r, A, _mm256_cmp_ps(B, B, _CMP_UNORD_Q));
+}
+#else
 AW_FN aw_vf aw_vminnum(aw_vf a, aw_vf b) {
   const aw_vu na = (aw_vu)(a != a), nb = (aw_vu)(b != b), lt = (aw_vu)(a < b), gt = (aw_vu)(b < a);
   const aw_vu ua = (aw_vu)a, ub = (aw_vu)b, sa = -(ua >> 31);
@@ -138,6 +161,7 @@ AW_FN aw_vf aw_vmaxnum(aw_vf a, aw_vf b) {
   r = (nb & ua) | (~nb & r); r = (na & ub) | (~na & r);
   return (aw_vf)r;
 }
+#endif
 /* f32 -> i32 / u32: truncate toward zero, saturate, NaN -> 0 (aw_f2i32 / aw_f2u32); the value
    converted is first put in range, so every conversion is defined */
 AW_FN aw_vu aw_vf2i32(aw_vf x) {
@@ -173,6 +197,33 @@ AW_FN aw_vu aw_vudiv(aw_vu a, aw_vu b) {
 }
 #define aw_vsrem(a, b) ((a) - aw_vsdiv(a, b) * (b))
 #define aw_vurem(a, b) ((a) - aw_vudiv(a, b) * (b))
+/* ex2.approx.f32 as the emulator computes it: 2^x in double, rounded once to float. 2^x = 2^k *
+   2^f, k = rint(x), f = x - k in [-1/2, 1/2] (exact); 2^f by its Taylor series in f to degree 13
+   (truncation below 5e-18); the scaling by 2^k is exact; then one rounding to float (overflow
+   to inf, underflow through the subnormals to 0 as IEEE rounds). x is clamped to [-160, 130]
+   first (the same float results); NaN stays NaN (canonical after aw_vc32). */
+AW_FN aw_vf aw_vex2(aw_vf x) {
+  const aw_vd z = (aw_vd){0, 0, 0, 0, 0, 0, 0, 0};
+  aw_vd d = __builtin_convertvector(x, aw_vd);
+  const aw_vl nan = d != d, lo = d < -160.0, hi = d > 130.0;
+  d = (aw_vd)(((aw_vl)d & ~(nan | lo | hi)) | ((aw_vl)(z - 160.0) & lo) | ((aw_vl)(z + 130.0) & hi));
+  const aw_vd magic = z + 6755399441055744.0; /* 1.5 * 2^52: adding it rounds to an integer (to even) */
+  const aw_vd km = d + magic;
+  const aw_vd f = d - (km - magic);
+  /* ln(2)^n / n!, n = 13 .. 0 */
+  aw_vd p = z + 1.3691488853904128e-12;
+  p = p * f + 2.5678435993488206e-11; p = p * f + 4.4455382718708116e-10; p = p * f + 7.054911620801123e-09;
+  p = p * f + 1.01780860092397e-07; p = p * f + 1.321548679014431e-06; p = p * f + 1.5252733804059841e-05;
+  p = p * f + 0.0001540353039338161; p = p * f + 0.0013333558146428443; p = p * f + 0.009618129107628477;
+  p = p * f + 0.05550410866482158; p = p * f + 0.24022650695910072; p = p * f + 0.6931471805599453;
+  p = p * f + 1.0;
+  /* 2^k from k's bits in km (low bits: k + 1.5 * 2^52's integer part) */
+  const aw_vl k = (aw_vl)km - (aw_vl)magic;
+  const aw_vd r = p * (aw_vd)((k + 1023) << 52);
+  const aw_vf out = __builtin_convertvector(r, aw_vf);
+  const aw_vu nan32 = (aw_vu)__builtin_convertvector(nan, aw_vi);
+  return (aw_vf)(((aw_vu)out & ~nan32) | ((aw_vu)x & nan32));
+}
 #define aw_vi2f(v) ((aw_vu)__builtin_convertvector((aw_vi)(v), aw_vf))
 #define aw_vu2f(v) ((aw_vu)__builtin_convertvector((aw_vu)(v), aw_vf))
 /* memory: a lane's byte address is base + (u64)o + (u64)c (o: the lane's u32 register, c the
@@ -392,6 +443,9 @@ def spell(x: Any, ins: Instruction) -> dict[str, str]:
         else:
             raise NoVector(op)
         return {f"r{dreg}": f"aw_vc32({e})"}
+    if h is ops._approx and d.op == "ex2":
+        dreg, a = ins.operands
+        return {f"r{dreg}": f"aw_vc32(aw_vex2({_f(a)}))"}
     if h is ops._sign_op and t is T.F32:
         dreg, a = ins.operands
         return {f"r{dreg}": f"(r{a} ^ 0x80000000u)" if d.op == "neg" else f"(r{a} & 0x7FFFFFFFu)"}

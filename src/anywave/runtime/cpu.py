@@ -467,7 +467,7 @@ class CpuRunner(Driver):
         G = plan.G
         job = _Job(plan.fn, ctypes.addressof(ptrs), ctypes.addressof(sizes), ctypes.addressof(scal),
                    ctypes.addressof(plan.dims), ctypes.addressof(err), ctypes.addressof(stop), G,
-                   max(1, G // (self.dev.cores * 8)), 0, 0, 0, 0)
+                   max(1, G // (self.dev.cores * 32)), 0, 0, 0, 0)
         jp = ctypes.addressof(job)
         # a kernel without loops ends in a bounded time: the launching thread runs grains too (a
         # launch of one workgroup runs there alone, with no thread to wake); a kernel with loops
