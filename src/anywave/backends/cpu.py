@@ -36,6 +36,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from anywave.backends import cpu_vector
 from anywave.backends.bounds import LOCAL_ARG, Site, accesses_of
@@ -216,6 +217,7 @@ class _CpuRenderer(_KernelRenderer):
         self.events: list[tuple] = []
         self.vparent: dict[int, int | None] = {}
         self.nsel = 0
+        self.plain_sel: set[int] = set()
         self.ver = self._newver(None)
         self.mver: dict[tuple[str, int], int] = {}  # frame masks holding a known active-set version
         # a chunk whose lanes are all inactive at the block's start may skip the block when every
@@ -251,6 +253,8 @@ class _CpuRenderer(_KernelRenderer):
                 sid = self.nsel
                 self.nsel += 1
                 self.events.append(("w", m.group(2), cond, sid))
+                if cond[1] is None:
+                    self.plain_sel.add(sid)  # executes where the active bit is set: nothing else
                 line = line.replace("@SEL@", f"@SEL{sid}@", 1)
             out.append(line)
         return out
@@ -301,7 +305,7 @@ class _CpuRenderer(_KernelRenderer):
             self.sites.append(Site(*self.cur, ins))
             self.site_rows.append((0, 0, 0, 0, 0, 0))
             # the active lanes, counted on the chunks (padding lanes are never active)
-            self.emit("{ const u32 aw_na = aw_vcount(awg_VA, aw_nl / AW_V); (void)awg_A;")
+            self.emit("{ const u32 aw_na = aw_vcount_s(awg_S, AW_NS, AWS_A, aw_nl / AW_V);")
             self.emit(f"  if (aw_na != 0u && aw_na != aw_n) {{ u32 z = 0u; if (__atomic_compare_exchange_n(&aw_err[0], "
                       f"&z, {ERR_DIVERGENT_BARRIER}u, 0, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED)) {{ aw_err[1] = aw_na; "
                       f"aw_err[2] = aw_n; aw_err[3] = aw_g; aw_err[4] = {site}u; }} return {RC_BARRIER}; }} }}")
@@ -517,7 +521,7 @@ class _CpuRenderer(_KernelRenderer):
                "xor": f"(i64)(j ^ r{b})"}[ins.defn.variant]
         return [*self._mask_of("awg_EX[aw_l]"), f"u32 v[{W}];",
                 self._each(f"const i64 s = {src}; const bool ok = s >= 0 && s < {W} && ((m >> (u32)(s < 0 ? 0 : "
-                           f"s >= {W} ? 0 : s)) & 1u); v[j] = ok ? awg_R{a}[aw_w + (u32)s] : r{a};"),
+                           f"s >= {W} ? 0 : s)) & 1u); v[j] = ok ? AWL(AWS_R{a}, aw_w + (u32)s) : r{a};"),
                 self._each(f"if (awg_EX[aw_l]) r{dreg} = v[j];")]
 
     def _bcast(self, ins: Instruction) -> list[str]:
@@ -525,9 +529,9 @@ class _CpuRenderer(_KernelRenderer):
         W = self.W
         return [*self._mask_of("awg_EX[aw_l]"),
                 "const u32 low = m == 0u ? 0u : aw_ctz64(m);",
-                f"const u32 L = awg_R{b}[aw_w + low];",
+                f"const u32 L = AWL(AWS_R{b}, aw_w + low);",
                 f"const u32 src = (L < {W}u && ((m >> L) & 1u)) ? L : low;",
-                f"const u32 v = awg_R{a}[aw_w + src];",
+                f"const u32 v = AWL(AWS_R{a}, aw_w + src);",
                 self._each(f"if (awg_EX[aw_l]) r{dreg} = v;")]
 
     def _ballot(self, ins: Instruction) -> list[str]:
@@ -663,13 +667,13 @@ class _CpuRenderer(_KernelRenderer):
         self.flush()
         self.loop_depth += 1
         self.has_loop = True
-        self._open("if (aw_any(awg_A, aw_nl)) {")
+        self._open("if (aw_any_s(awg_S, AW_NS, AWS_A, aw_nl / AW_V)) {")
         self._open("do {")
 
     def loop_close(self, f: Frame) -> None:
         self.flush()
         self.emit(f"if (*aw_stop) return {RC_STOPPED};")
-        self._close("} while (aw_any(awg_A, aw_nl));")
+        self._close("} while (aw_any_s(awg_S, AW_NS, AWS_A, aw_nl / AW_V));")
         self._close()
         self.loop_depth -= 1
 
@@ -690,12 +694,18 @@ class _CpuRenderer(_KernelRenderer):
         nreg = max(1, k.registers)
         self.masks |= {gen_name(v, i) for i in range(walk.max_depth) for v in ("fo", "fp", "fc")}
         masks = sorted(self.masks)
-        body, arrays_used = _place(self.lines, self.checked, self.site_tab, self.vparent, self.closed)
-        out = [f"#define r{i} awg_R{i}[aw_l]" for i in range(nreg)]
-        out += [f"#define p{i} awg_P{i}[aw_l]" for i in range(8)]
-        out += ["#define act awg_A[aw_l]", "#define aw_x awg_X[aw_l]", "#define aw_tl aw_l",
+        body, slots = _place(self.lines, self.checked, self.site_tab, self.vparent, self.closed, self.plain_sel)
+        # lane state kept in memory between lane loops (the values some other lane loop, a wave
+        # operation or a loop test reads; the rest are C locals of one lane loop: _place): one
+        # block of vectors per chunk, a slot per value (awg_S[chunk * AW_NS + slot]); the other
+        # code sees lane l of a slot as AWL(slot, l)
+        out = [f"#define AW_NS {len(slots)}u"]
+        out += [f"#define {_slot(n)} {i}u" for n, i in sorted(slots.items(), key=lambda t: t[1])]
+        out += [f"#define r{i} AWL(AWS_R{i}, aw_l)" for i in range(nreg)]
+        out += [f"#define p{i} AWL(AWS_P{i}, aw_l)" for i in range(8)]
+        out += ["#define act AWL(AWS_A, aw_l)", "#define aw_x AWL(AWS_X, aw_l)", "#define aw_tl aw_l",
                 f"#define aw_lane (aw_l & {W - 1}u)"]
-        out += [f"#define {m} awg_M_{m}[aw_l]" for m in masks]
+        out += [f"#define {m} AWL(AWS_M_{m}, aw_l)" for m in masks]
         tab = self.site_rows or [(0,) * 6]  # (argument, size, wrote, wide, offset lo, hi) by site number
         out.append(f"static const u32 {self.site_tab}[][6] = {{"
                    + ", ".join("{" + ", ".join(f"{v}u" for v in r) + "}" for r in tab) + "};")
@@ -713,17 +723,9 @@ class _CpuRenderer(_KernelRenderer):
                 ct = "u64" if a.type.bits == 64 else "u32"
                 pre.append(f"const {ct} {self.scal[i]} = ({ct})aw_scal[{i}]; (void){self.scal[i]};")
         pre += self.hoisted
-        # lane state kept in memory between lane loops: only the values some other lane loop, a
-        # wave operation or a loop test reads (the rest are C locals of one lane loop: _place)
-        regs = [f"awg_R{i}" for i in range(nreg) if f"r{i}" in arrays_used]
-        bools = [_ARRAY[n] for n in [f"p{i}" for i in range(8)] + ["act", "aw_x"] + masks if n in arrays_used]
-        arrays = regs + bools
-        # each array a vector per chunk (the lane loops use them in place), seen by the other code
-        # as u32 per lane
-        for n in arrays:
-            pre.append(f"aw_vu {_vec(n)}[aw_nl / AW_V]; u32 *const {n} = (u32*){_vec(n)};")
+        pre.append("aw_vu awg_S[(aw_nl / AW_V) * AW_NS + 1u];")
         pre.append("u32 awg_EX[aw_nl];")
-        lane_bytes = 4 * len(arrays) + 4
+        lane_bytes = 4 * len(slots) + 4
         if self.checked:
             pre += ["u32 awg_ES[aw_nl], awg_EL[aw_nl], awg_EH[aw_nl];",
                     "for (u32 aw_l = 0; aw_l < aw_nl; ++aw_l) awg_ES[aw_l] = 0xFFFFFFFFu;"]
@@ -739,14 +741,16 @@ class _CpuRenderer(_KernelRenderer):
                 "aw_gid2 = aw_g / (aw_ng0 * aw_ng1);",
                 "  (void)aw_gid0; (void)aw_gid1; (void)aw_gid2;",
                 "  if (*aw_stop) return 1;",
-                *[f"  memset({n}, 0, sizeof(u32) * aw_nl);" for n in arrays if n != "awg_A"]]
-        if "act" in arrays_used:
-            pre.append("  for (u32 aw_l = 0; aw_l < aw_nl; ++aw_l) awg_A[aw_l] = aw_l < aw_n;")
+                "  memset(awg_S, 0, sizeof(aw_vu) * (aw_nl / AW_V) * AW_NS);"]
+        if "act" in slots:
+            pre.append("  for (u32 aw_ci = 0; aw_ci < aw_nl / AW_V; ++aw_ci) "
+                       "awg_S[aw_ci * AW_NS + AWS_A] = AW_B(aw_ci * AW_V + AW_IOTA < aw_n);")
         if k.local_memory:
             pre.append("  memset(aw_lm, 0, sizeof aw_lm);")
         text = "\n".join(out + ["  " + p for p in pre] + body + ["  }", "  return 0;", "}"]
                          + [f"#undef r{i}" for i in range(nreg)] + [f"#undef p{i}" for i in range(8)]
-                         + ["#undef act", "#undef aw_x", "#undef aw_tl", "#undef aw_lane"]
+                         + ["#undef act", "#undef aw_x", "#undef aw_tl", "#undef aw_lane", "#undef AW_NS"]
+                         + [f"#undef {_slot(n)}" for n in slots]
                          + [f"#undef {m}" for m in masks] + [""])
         info = CpuKernel(k.name, cn, tuple(pinfo), True, k.local_memory, self.checked, tuple(self.sites),
                          lane_bytes=lane_bytes, loops=self.has_loop)
@@ -779,7 +783,7 @@ _NAME = re.compile(r"(?<![\w])(r\d+|p\d+|act|aw_x|awg_f[a-z]\d+)(?![\w])")
 _SEL_LINE = re.compile(r"^(\s*)(\w+) = @SEL(\d*)@\(aw_e, (.*), \2\);$")
 #: in a scalar statement: a lane-state name, or the lane's error record
 _ELEM = re.compile(r"(?<![\w])(?:(r\d+|p\d+|act|aw_x|awg_f[a-z]\d+)|(aw_es|aw_el|aw_eh))(?![\w])")
-_ARRAY_NAME = re.compile(r"(?<![\w])awg_(R\d+|P\d+|A|X|M_awg_f[a-z]\d+)(?![\w])")
+_ARRAY_NAME = re.compile(r"(?<![\w])(?:awg_|AWS_)(R\d+|P\d+|A|X|M_awg_f[a-z]\d+)(?![\w])")
 
 
 def _canon(array: str) -> str:
@@ -800,9 +804,9 @@ class _Arrays(dict):
 _ARRAY = _Arrays()
 
 
-def _vec(array: str) -> str:
-    """The vector-per-chunk view of a lane-state array (``awg_R5`` -> ``awg_VR5``)."""
-    return "awg_V" + array.removeprefix("awg_")
+def _slot(n: str) -> str:
+    """The C name of a lane-state name's slot (``r5`` -> ``AWS_R5``, ``act`` -> ``AWS_A``)."""
+    return "AWS_" + _ARRAY[n].removeprefix("awg_")
 
 
 def _local(n: str) -> str:
@@ -871,8 +875,123 @@ def _region(line: str, closed: set[int], act: str) -> str:
     return f"if (aw_vany({act})) {{" if m.group(1) == "OPEN" else "}"
 
 
+#: a line of a lane block where the active set may change or a name is declared: segments of
+#: the block between such lines run with one active set (_render_items)
+_BOUNDARY = re.compile(r"^\s*(act = |const aw_vu awg_c\d+ = |@OPEN|@CLOSE)")
+def _bit_use(line: str, n: str, target: str | None) -> bool:
+    """Whether ``line`` reads name ``n`` other than as ``AW_VF(n)`` (a float operand) or as the
+    target of its assignment."""
+    for m in re.finditer(rf"(?<![\w]){n}(?![\w])", line):
+        if line[:m.start()].endswith("AW_VF("):
+            continue
+        if n == target and re.match(rf"^\s*{n} = ", line) and m.start() == line.index(n):
+            continue
+        return True
+    return False
+
+
+def _balanced(e: str) -> bool:
+    """Whether parentheses balance in ``e`` (so ``aw_vc32(e)`` wraps all of it)."""
+    depth = 0
+    for ch in e:
+        depth += ch == "("
+        depth -= ch == ")"
+        if depth < 0:
+            return False
+    return depth == 0
+
+
+#: selects a segment needs before it is worth a copy for chunks whose lanes are all active
+VERSION_MIN_SELECTS = 16
+
+
+def _render_items(x: _Block, pad: str, closed: set[int], drop: set[int], plain_sel: set[int],
+                  name: Any, name_of: Any) -> list[str]:
+    """The C of a block's items (vector statements with their names, scalar statements in a loop
+    over the chunk's lanes). In a block inside a loop, a segment with many selects of writes that
+    execute where the active bit is set runs in two copies: for a chunk whose lanes are all
+    active, the copy whose selects keep no old value."""
+    units: list[tuple[str, Any]] = []
+    for kind, body in x.items:
+        if kind == "v":
+            units += [("v", line) for line in body]
+        else:
+            units.append(("s", body))
+    segs: list[tuple[bool, list]] = []
+    for u in units:
+        if u[0] == "v" and _BOUNDARY.match(u[1]):
+            segs.append((True, [u]))
+        elif segs and not segs[-1][0]:
+            segs[-1][1].append(u)
+        else:
+            segs.append((False, [u]))
+
+    def sel_ids(seg: list) -> set[int]:
+        return {int(m.group(3)) for k, line in seg if k == "v" for m in [_SEL_LINE.match(line)] if m and m.group(3)}
+
+    def render(seg: list, dropped: set[int], fast: bool = False) -> list[str]:
+        out: list[str] = []
+        # the copy for fully active chunks: a float result written in every lane stays raw (x86's
+        # NaN, not yet the canonical one) until something other than a float operation reads it
+        # (AW_VF(r) reads are NaN-payload blind: the float operations, compares, conversions) or
+        # the segment ends; then it is made canonical, as each operation does in the other copy
+        raw: set[str] = set()
+
+        def canon(names: set[str]) -> None:
+            for n in sorted(names):
+                out.append(pad + "  " + _NAME.sub(name, f"{n} = aw_vc32(AW_VF({n}));"))
+            raw.difference_update(names)
+
+        for kind, body in seg:
+            if kind == "v":
+                line = _region(body, closed, name_of("act"))
+                m = _SEL_LINE.match(line) if "@SEL" in line else None
+                made_raw = None
+                if m is not None:
+                    sid, d, val = int(m.group(3)), m.group(2), m.group(4)
+                    if sid in dropped:
+                        if fast and val.startswith("aw_vc32(") and val.endswith(")") and _balanced(val[8:-1]):
+                            line, made_raw = f"{m.group(1)}{d} = (aw_vu)({val[8:-1]});", d
+                        else:
+                            line = f"{m.group(1)}{d} = {val};"
+                    else:
+                        line = f"{m.group(1)}{d} = aw_vsel(aw_e, {val}, {d});"
+                if fast and raw:
+                    target = m.group(2) if m is not None and int(m.group(3)) in dropped else None
+                    canon({n for n in raw if _bit_use(line, n, target)})
+                if m is not None and int(m.group(3)) in dropped:
+                    raw.discard(m.group(2))  # written in every lane
+                if made_raw:
+                    raw.add(made_raw)
+                out.append(pad + "  " + _NAME.sub(name, line))
+                continue
+            if fast and raw:
+                canon({n for n in raw if any(_bit_use(line, n, None) for line in body)})
+            # the scalar statements, once per lane of the chunk: each name is that lane's element
+            out.append(pad + f"  for (u32 aw_j = 0; aw_j < {cpu_vector.V}u; ++aw_j) {{")
+            out.append(pad + "    const u32 aw_l = aw_c + aw_j; (void)aw_l;")
+            out += [pad + "    " + _ELEM.sub(lambda m: (name(m) if m.group(1) else m.group(2)) + "[aw_j]", line)
+                    for line in body]
+            out.append(pad + "  }")
+        canon(set(raw))
+        return out
+
+    out: list[str] = []
+    for boundary, seg in segs:
+        full = (sel_ids(seg) & plain_sel) - drop
+        if boundary or x.depth == 0 or len(full) < VERSION_MIN_SELECTS:
+            out += render(seg, drop)
+            continue
+        out.append(pad + f"  if (aw_vall({name_of('act')})) {{")
+        out += render(seg, drop | full, fast=True)
+        out.append(pad + "  } else {")
+        out += render(seg, drop)
+        out.append(pad + "  }")
+    return out
+
+
 def _place(lines: list, checked: bool, site_tab: str, vparent: dict[int, int | None],
-           closed: set[int]) -> tuple[list[str], set[str]]:
+           closed: set[int], plain_sel: set[int]) -> tuple[list[str], dict[str, int]]:
     """Render the lane blocks of ``lines`` (strings and :class:`_Block`) as lane loops, each
     lane-state name a C local of the loop where that is exact.
 
@@ -909,6 +1028,7 @@ def _place(lines: list, checked: bool, site_tab: str, vparent: dict[int, int | N
                     arrays.add(n)
                 else:
                     drop |= dropped
+    slots = {n: i for i, n in enumerate(sorted(arrays))}
     out: list[str] = []
     for x in lines:
         if not isinstance(x, _Block):
@@ -918,13 +1038,14 @@ def _place(lines: list, checked: bool, site_tab: str, vparent: dict[int, int | N
         if x.guarded:
             out.append(pad + "{ u32 aw_bad = 0u;")
         out.append(pad + f"for (u32 aw_ci = 0; aw_ci < aw_nl / {cpu_vector.V}u; ++aw_ci) {{")
-        head, tail = [f"const u32 aw_c = aw_ci * {cpu_vector.V}u; const aw_vu aw_lv = aw_c + AW_IOTA; (void)aw_lv;"], []
+        head, tail = [f"const u32 aw_c = aw_ci * {cpu_vector.V}u; const aw_vu aw_lv = aw_c + AW_IOTA; (void)aw_lv;",
+                      "aw_vu *const aw_st = awg_S + aw_ci * AW_NS; (void)aw_st;"], []
         for n in sorted(x.names):
             if n not in arrays:
                 head.append(f"aw_vu {_local(n)} = {'AW_B(aw_lv < aw_n)' if n == 'act' else 'AW_VB(0u)'};")
 
-        def name_of(n: str, arrays: set[str] = arrays) -> str:
-            return f"{_vec(_ARRAY[n])}[aw_ci]" if n in arrays else _local(n)
+        def name_of(n: str, slots: dict[str, int] = slots) -> str:
+            return f"aw_st[{slots[n]}]" if n in slots else _local(n)
 
         def name(m: re.Match) -> str:
             return name_of(m.group(1))
@@ -937,25 +1058,12 @@ def _place(lines: list, checked: bool, site_tab: str, vparent: dict[int, int | N
             # no active lane in this chunk: the block does nothing here but clear its masks
             clear = [f"{name_of(m)} = AW_VB(0u);" for m in sorted(x.skip) if m != "act" and m in arrays]
             out.append(pad + f"  if (!aw_vany({name_of('act')})) {{ {' '.join(clear)} continue; }}")
-        for kind, body in x.items:
-            if kind == "v":
-                body = [_region(line, closed, name_of("act")) for line in body]
-                body = [_SEL_LINE.sub(lambda m: f"{m.group(1)}{m.group(2)} = {m.group(4)};" if int(m.group(3)) in drop
-                                      else f"{m.group(1)}{m.group(2)} = aw_vsel(aw_e, {m.group(4)}, {m.group(2)});",
-                                      line) if "@SEL" in line else line for line in body]
-                out += [pad + "  " + _NAME.sub(name, line) for line in body]
-                continue
-            # the scalar statements, once per lane of the chunk: each name is that lane's element
-            out.append(pad + f"  for (u32 aw_j = 0; aw_j < {cpu_vector.V}u; ++aw_j) {{")
-            out.append(pad + "    const u32 aw_l = aw_c + aw_j; (void)aw_l;")
-            out += [pad + "    " + _ELEM.sub(lambda m: (name(m) if m.group(1) else m.group(2)) + "[aw_j]", line)
-                    for line in body]
-            out.append(pad + "  }")
+        out += _render_items(x, pad, closed, drop, plain_sel, name, name_of)
         out += [pad + "  " + t for t in tail]
         out.append(pad + "}")
         if x.guarded:
             out.append(pad + f"if (aw_bad) aw_report(aw_err, awg_ES, awg_EL, awg_EH, aw_nl, {site_tab}); }}")
-    return out, arrays
+    return out, slots
 
 
 def _unsupported(module: Module, kernel) -> list[str]:  # noqa: ANN001

@@ -89,12 +89,19 @@ AW_FN u32 aw_vany(aw_vu c) {
   u32 r = 0u; for (int j = 0; j < AW_V; ++j) r |= c[j]; return r != 0u;
 #endif
 }
-/* lanes set (0 / 1 each) in n chunks */
-AW_FN u32 aw_vcount(const aw_vu *a, u32 n) {
-  aw_vu s = AW_VB(0u);
-  for (u32 i = 0; i < n; ++i) s += a[i];
-  u32 t = 0u; for (int j = 0; j < AW_V; ++j) t += s[j];
-  return t;
+/* lane state: chunk c's vector of a slot is s[c * ns + slot]; lane l of it as u32 */
+#define AWL(slot, l) (((u32 *)awg_S)[((l) / AW_V) * (AW_NS * AW_V) + (slot) * AW_V + ((l) % AW_V)])
+/* lanes set (0 / 1 each) in a slot over nc chunks; whether any is */
+AW_FN u32 aw_vcount_s(const aw_vu *s, u32 ns, u32 slot, u32 nc) {
+  aw_vu t = AW_VB(0u);
+  for (u32 i = 0; i < nc; ++i) t += s[i * ns + slot];
+  u32 r = 0u; for (int j = 0; j < AW_V; ++j) r += t[j];
+  return r;
+}
+AW_FN u32 aw_any_s(const aw_vu *s, u32 ns, u32 slot, u32 nc) {
+  aw_vu t = AW_VB(0u);
+  for (u32 i = 0; i < nc; ++i) t |= s[i * ns + slot];
+  return aw_vany(t);
 }
 #define AW_VF(u) ((aw_vf)(u))
 AW_FN aw_vu aw_vc32(aw_vf x) {
@@ -234,30 +241,44 @@ AW_FN u32 aw_vcontig(aw_vu go, aw_vu o, u32 size) {
   return aw_vall(go) & (u32)(o[0] <= 0xFFFFFFFFu - size * (AW_V - 1u)) & aw_vall(AW_B(o == o[0] + size * AW_IOTA));
 }
 AW_FN u32 aw_vsame(aw_vu go, aw_vu o) { return aw_vall(go) & aw_vall(AW_B(o == o[0])); }
+/* the per-lane paths (lanes that do not all execute, or scattered offsets): out of line, so the
+   inline fast paths keep the block's values in registers */
+#define AW_COLD static __attribute__((noinline, cold))
+AW_COLD void aw_vld_lanes(const u8 *b, aw_vu go, aw_vu o, i64 c, u32 words, aw_vu *d) {
+  for (int j = 0; j < AW_V; ++j) {
+    u32 s[4] = {0u, 0u, 0u, 0u};
+    if (go[j]) memcpy(s, AW_AT(b, o[j], c), 4u * words);
+    for (u32 w = 0; w < words; ++w) d[w][j] = s[w];
+  }
+}
+AW_COLD void aw_vst_lanes(u8 *b, aw_vu go, aw_vu o, i64 c, u32 words, const aw_vu *v) {
+  for (int j = 0; j < AW_V; ++j) {
+    if (!go[j]) continue;
+    u32 s[4];
+    for (u32 w = 0; w < words; ++w) s[w] = v[w][j];
+    memcpy(AW_AT(b, o[j], c), s, 4u * words);
+  }
+}
 AW_FN aw_vu aw_vld4(const u8 *b, aw_vu go, aw_vu o, i64 c) {
   aw_vu v;
-  if (aw_vcontig(go, o, 4u)) { memcpy(&v, AW_AT(b, o[0], c), sizeof v); return v; }
+  if (__builtin_expect(aw_vcontig(go, o, 4u), 1)) { memcpy(&v, AW_AT(b, o[0], c), sizeof v); return v; }
   if (!aw_vany(go)) return AW_VB(0u);
   if (aw_vsame(go, o)) { u32 s; memcpy(&s, AW_AT(b, o[0], c), 4); return AW_VB(s); }
-  for (int j = 0; j < AW_V; ++j) { u32 s = 0u; if (go[j]) memcpy(&s, AW_AT(b, o[j], c), 4); v[j] = s; }
+  aw_vld_lanes(b, go, o, c, 1u, &v);
   return v;
 }
 AW_FN void aw_vld8(const u8 *b, aw_vu go, aw_vu o, i64 c, aw_vu *d0, aw_vu *d1) {
-  if (aw_vcontig(go, o, 8u)) {
+  if (__builtin_expect(aw_vcontig(go, o, 8u), 1)) {
     aw_vu x0, x1; memcpy(&x0, AW_AT(b, o[0], c), 32); memcpy(&x1, AW_AT(b, o[0], c) + 32, 32);
     *d0 = AW_SHUF(x0, x1, 0, 2, 4, 6, 8, 10, 12, 14); *d1 = AW_SHUF(x0, x1, 1, 3, 5, 7, 9, 11, 13, 15);
     return;
   }
   if (!aw_vany(go)) { *d0 = AW_VB(0u); *d1 = AW_VB(0u); return; }
   if (aw_vsame(go, o)) { u32 s[2]; memcpy(s, AW_AT(b, o[0], c), 8); *d0 = AW_VB(s[0]); *d1 = AW_VB(s[1]); return; }
-  aw_vu v0, v1;
-  for (int j = 0; j < AW_V; ++j) {
-    u32 s[2] = {0u, 0u}; if (go[j]) memcpy(s, AW_AT(b, o[j], c), 8); v0[j] = s[0]; v1[j] = s[1];
-  }
-  *d0 = v0; *d1 = v1;
+  aw_vu v[2]; aw_vld_lanes(b, go, o, c, 2u, v); *d0 = v[0]; *d1 = v[1];
 }
 AW_FN void aw_vld16(const u8 *b, aw_vu go, aw_vu o, i64 c, aw_vu *d0, aw_vu *d1, aw_vu *d2, aw_vu *d3) {
-  if (aw_vcontig(go, o, 16u)) {
+  if (__builtin_expect(aw_vcontig(go, o, 16u), 1)) {
     const u8 *p = AW_AT(b, o[0], c);
     aw_vu x0, x1, x2, x3; memcpy(&x0, p, 32); memcpy(&x1, p + 32, 32); memcpy(&x2, p + 64, 32); memcpy(&x3, p + 96, 32);
     const aw_vu t0 = AW_SHUF(x0, x1, 0, 4, 8, 12, 1, 5, 9, 13), t1 = AW_SHUF(x0, x1, 2, 6, 10, 14, 3, 7, 11, 15);
@@ -271,28 +292,23 @@ AW_FN void aw_vld16(const u8 *b, aw_vu go, aw_vu o, i64 c, aw_vu *d0, aw_vu *d1,
     u32 s[4]; memcpy(s, AW_AT(b, o[0], c), 16);
     *d0 = AW_VB(s[0]); *d1 = AW_VB(s[1]); *d2 = AW_VB(s[2]); *d3 = AW_VB(s[3]); return;
   }
-  aw_vu v0, v1, v2, v3;
-  for (int j = 0; j < AW_V; ++j) {
-    u32 s[4] = {0u, 0u, 0u, 0u}; if (go[j]) memcpy(s, AW_AT(b, o[j], c), 16);
-    v0[j] = s[0]; v1[j] = s[1]; v2[j] = s[2]; v3[j] = s[3];
-  }
-  *d0 = v0; *d1 = v1; *d2 = v2; *d3 = v3;
+  aw_vu v[4]; aw_vld_lanes(b, go, o, c, 4u, v); *d0 = v[0]; *d1 = v[1]; *d2 = v[2]; *d3 = v[3];
 }
 AW_FN void aw_vst4(u8 *b, aw_vu go, aw_vu o, i64 c, aw_vu v) {
-  if (aw_vcontig(go, o, 4u)) { memcpy(AW_AT(b, o[0], c), &v, sizeof v); return; }
+  if (__builtin_expect(aw_vcontig(go, o, 4u), 1)) { memcpy(AW_AT(b, o[0], c), &v, sizeof v); return; }
   if (!aw_vany(go)) return;
-  for (int j = 0; j < AW_V; ++j) if (go[j]) { const u32 s = v[j]; memcpy(AW_AT(b, o[j], c), &s, 4); }
+  aw_vst_lanes(b, go, o, c, 1u, &v);
 }
 AW_FN void aw_vst8(u8 *b, aw_vu go, aw_vu o, i64 c, aw_vu v0, aw_vu v1) {
-  if (aw_vcontig(go, o, 8u)) {
+  if (__builtin_expect(aw_vcontig(go, o, 8u), 1)) {
     const aw_vu x0 = AW_SHUF(v0, v1, 0, 8, 1, 9, 2, 10, 3, 11), x1 = AW_SHUF(v0, v1, 4, 12, 5, 13, 6, 14, 7, 15);
     memcpy(AW_AT(b, o[0], c), &x0, 32); memcpy(AW_AT(b, o[0], c) + 32, &x1, 32); return;
   }
   if (!aw_vany(go)) return;
-  for (int j = 0; j < AW_V; ++j) if (go[j]) { const u32 s[2] = {v0[j], v1[j]}; memcpy(AW_AT(b, o[j], c), s, 8); }
+  const aw_vu v[2] = {v0, v1}; aw_vst_lanes(b, go, o, c, 2u, v);
 }
 AW_FN void aw_vst16(u8 *b, aw_vu go, aw_vu o, i64 c, aw_vu v0, aw_vu v1, aw_vu v2, aw_vu v3) {
-  if (aw_vcontig(go, o, 16u)) {
+  if (__builtin_expect(aw_vcontig(go, o, 16u), 1)) {
     const aw_vu t0 = AW_SHUF(v0, v1, 0, 8, 1, 9, 2, 10, 3, 11), t1 = AW_SHUF(v0, v1, 4, 12, 5, 13, 6, 14, 7, 15);
     const aw_vu t2 = AW_SHUF(v2, v3, 0, 8, 1, 9, 2, 10, 3, 11), t3 = AW_SHUF(v2, v3, 4, 12, 5, 13, 6, 14, 7, 15);
     const aw_vu x0 = AW_SHUF(t0, t2, 0, 1, 8, 9, 2, 3, 10, 11), x1 = AW_SHUF(t0, t2, 4, 5, 12, 13, 6, 7, 14, 15);
@@ -301,8 +317,7 @@ AW_FN void aw_vst16(u8 *b, aw_vu go, aw_vu o, i64 c, aw_vu v0, aw_vu v1, aw_vu v
     memcpy(p, &x0, 32); memcpy(p + 32, &x1, 32); memcpy(p + 64, &x2, 32); memcpy(p + 96, &x3, 32); return;
   }
   if (!aw_vany(go)) return;
-  for (int j = 0; j < AW_V; ++j)
-    if (go[j]) { const u32 s[4] = {v0[j], v1[j], v2[j], v3[j]}; memcpy(AW_AT(b, o[j], c), s, 16); }
+  const aw_vu v[4] = {v0, v1, v2, v3}; aw_vst_lanes(b, go, o, c, 4u, v);
 }
 """
 
