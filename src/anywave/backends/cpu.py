@@ -138,13 +138,29 @@ _RMW = {"add": "__atomic_fetch_add", "sub": "__atomic_fetch_sub", "and": "__atom
         "or": "__atomic_fetch_or", "xor": "__atomic_fetch_xor", "exch": "__atomic_exchange_n"}
 
 
+_PLAIN = {"add": "aw_o + aw_v", "sub": "aw_o - aw_v", "and": "aw_o & aw_v", "or": "aw_o | aw_v",
+          "xor": "aw_o ^ aw_v", "exch": "aw_v"}
+
+
 def _rmw(space: str, op: str, ctype: str, addr: str, val: str, scope: Scope, order: MemoryOrder) -> str:
+    if space == "local":
+        # local memory belongs to one workgroup, and one thread runs a whole workgroup: the
+        # lanes' read-modify-writes run one after another in lane order, as the emulator's
+        if op in ("min", "max"):
+            cmp = "<" if op == "min" else ">"
+            new = f"(({ctype})aw_o {cmp} ({ctype})aw_v ? aw_o : aw_v)"
+        else:
+            new = f"({_PLAIN[op]})"
+        return f"({{ u32 *aw_p = (u32*)({addr}); const u32 aw_o = *aw_p, aw_v = (u32)({val}); *aw_p = {new}; aw_o; }})"
     if op in ("min", "max"):
         return f"aw_a{op}_{'i32' if ctype == 'i32' else 'u32'}((u32*)({addr}), {val})"
     return f"{_RMW[op]}((u32*)({addr}), (u32)({val}), __ATOMIC_SEQ_CST)"
 
 
 def _cas(space: str, addr: str, expected: str, desired: str, scope: Scope, order: MemoryOrder) -> str:
+    if space == "local":  # one thread runs the workgroup (_rmw)
+        return (f"{{ u32 *aw_p = (u32*)({addr}); const u32 aw_o = *aw_p; if (aw_o == {expected}) *aw_p = {desired}; "
+                f"{expected} = aw_o; }}")
     return (f"__atomic_compare_exchange_n((u32*)({addr}), &{expected}, {desired}, 0, __ATOMIC_SEQ_CST, "
             "__ATOMIC_SEQ_CST);")
 
