@@ -1,33 +1,45 @@
 """WAVE -> C for the host CPU in the SPMD-on-SIMD manner (issue 29): the ``cpu`` target's backend.
 
-One C function per kernel runs a range of workgroups. A workgroup runs in **lock step**: every
-register is an array with one element per lane of the (padded) workgroup, ``u32 awg_R5[P]``;
-the predicates, the active bit ``A`` and the frames of the spec's mask-stack machine (§7.4,
-:mod:`anywave.backends.lowering.control`) are ``bool`` arrays of the same length. Straight-line
-code between two points that need every lane at once (a loop's back-edge, a wave operation, a
-barrier, a fence, an atomic) is one loop over the lanes::
+One C function per kernel runs a range of workgroups. A workgroup runs in **lock step**: each
+value (register, predicate, the active bit ``A`` and the frames of the spec's mask-stack
+machine, §7.4, :mod:`anywave.backends.lowering.control`) has one element per lane of the
+(padded) workgroup. Straight-line code between two points that need every lane at once (a
+loop's back-edge, a wave operation, a barrier, a fence, an atomic) is one *lane block*: a loop
+over the workgroup's lanes in chunks of 8 (:mod:`anywave.backends.cpu_vector`), in which every
+value is a GCC/Clang vector of the chunk's lanes (``aw_vu``, one AVX register). Each instruction
+is spelt on the vectors where :mod:`~anywave.backends.cpu_vector` has a spelling (integer and
+predicate bodies, f32 arithmetic, conversions, 4/8/16-byte loads and stores with contiguous
+and broadcast fast paths); any other runs the C-family statement
+(:mod:`anywave.backends.cfamily_ops`, the exact-semantics spelling shared with OpenCL C, SYCL,
+HIP and Metal) once per lane of the chunk. Wave operations (shuffles, ballots, votes,
+reductions, scans) are written here as loops over each wave's W lanes, in the spec's butterfly /
+Kogge-Stone order.
 
-    #pragma GCC ivdep
-    for (u32 aw_l = 0; aw_l < aw_nl; ++aw_l) { if (act && p3) { r5 = r2 + r4; } ... }
-
-which the C compiler vectorises (``-O3 -march=native``: masked loads/stores, gathers). Inside
-such a loop the C-family handlers (:mod:`anywave.backends.cfamily_ops`) are used unchanged:
-``r5``, ``p3``, ``act`` are macros for the current lane's array element, so the exact-semantics
-spelling of every arithmetic, conversion, memory and atomic instruction is shared with OpenCL
-C, SYCL, HIP and Metal. Wave operations (shuffles, ballots, votes, reductions, scans) are
-written here as loops over each wave's W lanes, in the spec's butterfly / Kogge-Stone order.
+Where values live (:func:`_place`): a value some other code reads (another lane block, a wave
+operation, a barrier's count, a loop test) lives in memory between blocks, one block of vectors
+per chunk with a slot per value (``awg_S[chunk * AW_NS + slot]``); a value only one block
+mentions is a C local of the chunk loop (from 0 in a block that runs once per workgroup; in a
+loop only when each read is covered by an earlier write of the same run). A write keeps the old
+value where the lane does not execute it (a select) unless no later read looks at those lanes
+(active-set versions through the mask updates, :meth:`_CpuRenderer._track`). A chunk with no
+active lane skips an if-region that ends in the same block, and a block whose masks stay
+within its starting active set. In a block inside a loop, a segment with many selects has a
+second copy for chunks whose lanes are all active: no selects, and float results stay in x86's
+NaN until a non-float read (then made canonical, as every operation does in the other copy).
 
 Why lock step over the whole workgroup is the spec's machine: the emulator (the oracle) runs
 every lane of a batch of workgroups the same way (one mask per lane, a region skipped when no
 lane is active, a loop repeated while any lane remains); a barrier is reached by every lane of
 the workgroup or is an error (§7.9, "divergent barrier", detected here too), so every access
 before a barrier is complete before any after it; lanes of one wave without a fence are
-unordered (§5.3), so fusing consecutive instructions into one lane loop is allowed. Fences,
-atomics and barriers end a lane loop, so they act in lane order, like the emulator.
+unordered (§5.3), so running a block chunk by chunk (a lane sees its own earlier stores) is
+allowed. Fences, atomics and barriers end a lane block, so they act in lane order, like the
+emulator. Local memory belongs to the workgroup and one thread runs a whole workgroup, so its
+atomics are plain read-modify-writes in lane order.
 
 Bounds checks (the default, as on every host-memory target): an access outside its buffer (or
 local memory) is skipped, a load gives 0, and the lane records the site and offset; after the
-lane loop the first failure (lowest site, then lowest lane) goes to the error record of
+lane block the first failure (lowest site, then lowest lane) goes to the error record of
 :mod:`anywave.backends.bounds`, which the runtime turns into ``OutOfBoundsError``.
 """
 

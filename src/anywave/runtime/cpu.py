@@ -5,12 +5,19 @@ machine, run on every core, bit-identical to the emulator.
 module compiles it with ``cc`` (``$CC``, else ``cc``, ``gcc`` or ``clang`` on ``PATH``) into a
 shared object cached under the anywave cache (``<cache>/cpu``, keyed by the C text's hash, the
 compiler's version, the flags and the host CPU), loads it with ctypes and runs workgroups on a
-pool of threads (ctypes releases the GIL during the call), one range of workgroups per task.
+pool of threads written in C (:data:`POOL_C`, compiled and cached the same way): the pool's
+threads claim grains of workgroups through an atomic counter; the launching thread claims
+grains too when the kernel has no loop (its run time is bounded by its size), and otherwise
+waits in 50 ms slices so that Ctrl-C is seen. A launch reuses everything that depends only on
+(module, kernel, grid, workgroup, W, build) and checks only the arguments
+(:meth:`CpuRunner.__call__`).
 
 Compiler flags (:data:`CFLAGS`): ``-O3 -march=native`` (the host's vector units),
 ``-ffp-contract=off`` (no fused multiply-add unless the kernel wrote ``fma``),
 ``-fno-fast-math``, ``-fno-math-errno`` (libm's ``sqrt`` may be a vector instruction; errno is
-never read), ``-fwrapv -fno-strict-aliasing`` (integer wrap-around and the buffers' bytes read
+never read), ``-fno-trapping-math`` (floating-point exceptions are never read: the compiler may
+evaluate an operation whose lane does not execute it; no value changes), ``-fwrapv
+-fno-strict-aliasing`` (integer wrap-around and the buffers' bytes read
 through several types are defined, as the prelude assumes). A library whose C text exceeds
 :data:`LARGE_SOURCE_BYTES` is compiled at ``-O1`` instead (:func:`cflags`): GCC's time on huge
 straight-line functions grows far faster than the code improves — the conformance group
