@@ -759,7 +759,10 @@ class _CpuRenderer(_KernelRenderer):
                     "for (u32 aw_l = 0; aw_l < aw_nl; ++aw_l) awg_ES[aw_l] = 0xFFFFFFFFu;"]
             lane_bytes += 12
         pre += ["u32 awg_TX[aw_nl], awg_TY[aw_nl], awg_TZ[aw_nl];",
-                "for (u32 aw_l = 0; aw_l < aw_nl; ++aw_l) { awg_TX[aw_l] = aw_l % aw_wgx; "
+                # (a 1-D workgroup's: no division)
+                "if (aw_1d) for (u32 aw_l = 0; aw_l < aw_nl; ++aw_l) { awg_TX[aw_l] = aw_l; awg_TY[aw_l] = 0u; "
+                "awg_TZ[aw_l] = 0u; }",
+                "else for (u32 aw_l = 0; aw_l < aw_nl; ++aw_l) { awg_TX[aw_l] = aw_l % aw_wgx; "
                 "awg_TY[aw_l] = (aw_l / aw_wgx) % aw_wgy; awg_TZ[aw_l] = aw_l / (aw_wgx * aw_wgy); }"]
         lane_bytes += 12
         if k.local_memory:

@@ -172,10 +172,19 @@ AW_FN aw_vf aw_vmaxnum(aw_vf a, aw_vf b) {
 /* f32 -> i32 / u32: truncate toward zero, saturate, NaN -> 0 (aw_f2i32 / aw_f2u32); the value
    converted is first put in range, so every conversion is defined */
 AW_FN aw_vu aw_vf2i32(aw_vf x) {
+#if defined(__AVX__)
+  /* cvttps2dq gives 0x80000000 for NaN and out of range: right for x <= -2^31 */
+  const __m256 X = (__m256)x;
+  __m256i t = _mm256_cvttps_epi32(X);
+  const __m256 big = _mm256_cmp_ps(X, (__m256)AW_VB(0x4F000000u), _CMP_GE_OQ); /* x >= 2^31 */
+  t = (__m256i)_mm256_blendv_ps((__m256)t, (__m256)AW_VB(0x7FFFFFFFu), big);
+  return (aw_vu)_mm256_andnot_ps(_mm256_cmp_ps(X, X, _CMP_UNORD_Q), (__m256)t);
+#else
   const aw_vu nan = (aw_vu)(x != x), hi = (aw_vu)(x >= 2147483648.0f), lo = (aw_vu)(x <= -2147483648.0f);
   const aw_vf safe = (aw_vf)((aw_vu)x & ~(nan | hi | lo));
   const aw_vu t = (aw_vu)__builtin_convertvector(safe, aw_vi);
   return (t & ~(nan | hi | lo)) | (hi & 0x7FFFFFFFu) | (lo & 0x80000000u);
+#endif
 }
 AW_FN aw_vu aw_vf2u32(aw_vf x) {
   const aw_vu zero = ~(aw_vu)(x > 0.0f), hi = (aw_vu)(x >= 4294967296.0f);
