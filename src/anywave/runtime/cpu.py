@@ -148,9 +148,12 @@ int aw_pool_init(int n, uint64_t stack) {
   nthreads = n;
   return 0;
 }
-/* offer the job to the pool's threads (wake: wake them; else they take it only if already awake) */
+/* offer the job to the pool's threads, waking `wake` of them (a thread already awake takes it too) */
 void aw_pool_start(aw_job *j, int wake) {
-  pthread_mutex_lock(&mu); cur = j; ++gen; if (wake) pthread_cond_broadcast(&cv_work); pthread_mutex_unlock(&mu);
+  pthread_mutex_lock(&mu); cur = j; ++gen;
+  if (wake >= nthreads) pthread_cond_broadcast(&cv_work);
+  else for (int i = 0; i < wake; ++i) pthread_cond_signal(&cv_work);
+  pthread_mutex_unlock(&mu);
 }
 /* the launching thread claims grains too */
 void aw_pool_help(aw_job *j) { run_job(j); }
@@ -480,8 +483,10 @@ class CpuRunner(Driver):
         # launch of one workgroup runs there alone, with no thread to wake); a kernel with loops
         # runs on the pool only, and this thread waits in slices, so Ctrl-C stops it
         help_ = not plan.info.loops
+        # one thread per core: with the launching thread working, one pool thread fewer
+        wake = min(self.dev.cores - 1, G - 1) if help_ else self.dev.cores
         with self.dev._launch_lock:
-            pool.aw_pool_start(jp, int(G > 1 or not help_))
+            pool.aw_pool_start(jp, wake)
             if help_:
                 pool.aw_pool_help(jp)
             try:
