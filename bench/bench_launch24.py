@@ -623,21 +623,25 @@ def run_cpu(args: argparse.Namespace) -> dict[str, Any]:
         # the layer alone: the same calls with the plans' target launch replaced by a no-op (the
         # difference of the two loops above is within the noise of a shared host)
         plans = [p.__self__ for p in add1._calls.values() if hasattr(p, "__self__")]
-        saved = [p.tgt for p in plans]
+        saved = [(p.tgt, getattr(p, "bound", None)) for p in plans]
 
         class Null:
             def launch(self, *a: Any, **k: Any) -> None:
                 return None
 
-        for p in plans:
+        for p in plans:  # a plan launches through the driver's bound launch, else the target's launch
             p.tgt = Null()
+            if getattr(p, "bound", None) is not None:
+                p.bound = lambda values: None
         try:
             r.update(interleaved({"kernel-call layer alone (no-op launch), Python scalars": call,
                                   "kernel-call layer alone (no-op launch), NumPy scalars": call_np32},
                                  args.calls, args.rounds, lambda: None))
         finally:
-            for p, t in zip(plans, saved, strict=True):
+            for p, (t, b) in zip(plans, saved, strict=True):
                 p.tgt = t
+                if b is not None:
+                    p.bound = b
         res["targets"][tname] = r
     return res
 

@@ -15,7 +15,10 @@ with ``aw.array`` device arrays:
   launcher (the native one's fallback), Python and NumPy scalars;
 * the plan's launcher alone (``plan(args)``);
 * the runtime target's ``launch(module, ...)`` (its bound launcher), the conformance runner
-  (``cuda_runner``) and the module-level ``anywave.jit`` target's ``launch`` (the CLI's door).
+  (``cuda_runner``) and the module-level ``anywave.jit`` target's ``launch`` (the CLI's door);
+* ``kernel(...)`` with NumPy arrays (copied in and out, the fake's copies no-ops) and with
+  ``check=True`` (the bounds-checked build): launch plans without a plan launcher, which launch
+  through the driver's bound launch (``CudaTarget.bind``; before it, through ``launch``).
 
 JSON ``launch24_fake_host.json`` (``launch24_fake_host_ab.json`` with ``--ab``): machine,
 commit, date, every figure.
@@ -112,6 +115,7 @@ def worker(calls: int, rounds: int) -> dict[str, Any]:
 
     door = get_target("cuda")
     args = (dx, dy, 1.0, 32)
+    hx, hy = np.zeros(32, np.float32), np.zeros(32, np.float32)
     named = {"x": dx, "y": dy, "a": 1.0, "n": 32}
 
     def loop(fn: Callable[[], Any]) -> Callable[[], None]:
@@ -132,6 +136,10 @@ def worker(calls: int, rounds: int) -> dict[str, Any]:
             lambda: run(module, "add1", (1, 1, 1), (32, 1, 1), named, 32)),
         "anywave.jit target launch(module, ...) (the CLI's door)": loop(
             lambda: door.launch(module, "add1", grid=(1, 1, 1), workgroup=(32, 1, 1), args=[dx, dy, 1.0, 32])),
+        "kernel(...) NumPy arrays (copied in and out), launch plan": loop(
+            lambda: add1(hx, hy, 1.0, 32, grid=1, workgroup=32, target="cuda")),
+        "kernel(...) aw.array, check=True (bounds-checked build), launch plan": loop(
+            lambda: add1(dx, dy, 1.0, 32, grid=1, workgroup=32, check=True)),
     }
     for fn in loops.values():  # warm: bound launchers made, everything compiled
         for _ in range(3):
@@ -174,6 +182,7 @@ def main() -> int:
     p.add_argument("--pairs", type=int, default=5, help="process pairs with --ab")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--out", default=os.environ.get("OUT", "."))
+    p.add_argument("--name", help="the JSON's file name (default launch24_fake_host[_ab].json)")
     a = p.parse_args()
     if a.worker:
         print(json.dumps(worker(a.calls, a.rounds)))
@@ -200,7 +209,7 @@ def main() -> int:
         res["head_over_base"] = {k: round(res["us_per_call"]["head"][k]["median_us"]
                                           / res["us_per_call"]["base"][k]["median_us"], 3)
                                  for k in res["us_per_call"]["head"] if k in res["us_per_call"]["base"]}
-    out = Path(a.out) / ("launch24_fake_host_ab.json" if a.ab else "launch24_fake_host.json")
+    out = Path(a.out) / (a.name or ("launch24_fake_host_ab.json" if a.ab else "launch24_fake_host.json"))
     out.write_text(json.dumps(res, indent=1))
     for t, d in res["us_per_call"].items():
         print(t)

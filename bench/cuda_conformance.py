@@ -35,7 +35,7 @@ if str(ROOT / "src") not in sys.path:
 import numpy as np  # noqa: E402
 
 W = 32
-QUICK_GROUPS = ("integer", "float", "convert", "control", "wave", "memory", "atomic", "sync")
+QUICK_GROUPS = ("integer", "float", "convert", "control", "wave", "memory", "atomic", "sync", "sync.wave")
 
 
 def _commit() -> str:

@@ -51,9 +51,10 @@ def test_round_trip_is_byte_identical_with_and_without_debug_info(debug):
     assert write_wbin(assemble(text, "other.wave")) == data
 
 
-def test_only_format_version_1_0_is_accepted():
-    with pytest.raises(AsmError, match=r"unsupported \.version 1\.1"):
-        assemble(".version 1.1\n" + SRC)
+def test_only_format_versions_1_0_and_1_1_are_accepted():
+    with pytest.raises(AsmError, match=r"unsupported \.version 1\.2; this assembler reads 1\.0, 1\.1"):
+        assemble(".version 1.2\n" + SRC)
+    assert assemble(".version 1.1\n" + SRC).version == (1, 1)  # a 1.1 module may use 1.0 instructions only
 
 
 def test_emulator_error_names_the_wave_source_line():

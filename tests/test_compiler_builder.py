@@ -17,7 +17,7 @@ from anywave.compiler.frontend_ops import IRBuilder
 
 COMPILER = Path(builder.__file__).parent
 #: the modules whose functions are registered as intrinsic lowerings in compiler/language.py
-LOWERING_MODULES = ("lower_math", "lower_threads", "lower_wave", "mma_lang", "frontend_perf", "debugprint")
+LOWERING_MODULES = ("lower_math", "lower_threads", "lower_wave", "mma_lang", "frontend_perf", "debugprint", "numlimits")
 
 
 def _members(cls: type) -> set[str]:

@@ -200,12 +200,14 @@ def test_libraries_are_cached_on_disk(runner, tmp_path, monkeypatch) -> None:  #
     r = cpu.CpuRunner(dev)
     x = np.zeros(8, np.uint32)
     r(mod, "oob", (1, 1, 1), (8, 1, 1), {"x": x, "n": 8}, 8)
-    libs = list((tmp_path / "c").rglob("*.so"))
-    assert len(libs) == 1
-    dev2 = cpu.CpuDevice()  # a new process's view: the library is read back, not rebuilt
-    before = libs[0].stat().st_mtime_ns
+    # the kernel's library and the worker pool's (runtime.cpu.POOL_C)
+    libs = sorted((tmp_path / "c").rglob("*.so"))
+    assert len(libs) == 2
+    dev2 = cpu.CpuDevice()  # a new process's view: the libraries are read back, not rebuilt
+    before = [p.stat().st_mtime_ns for p in libs]
     cpu.CpuRunner(dev2)(mod, "oob", (1, 1, 1), (8, 1, 1), {"x": x, "n": 8}, 8)
-    assert libs[0].stat().st_mtime_ns == before and np.all(x == 2)
+    assert [p.stat().st_mtime_ns for p in libs] == before and np.all(x == 2)
+    assert sorted((tmp_path / "c").rglob("*.so")) == libs
 
 
 def test_large_sources_compile_at_o1_and_small_ones_at_o3() -> None:
@@ -217,3 +219,121 @@ def test_large_sources_compile_at_o1_and_small_ones_at_o3() -> None:
     flags = cpu.cflags(big)
     assert "-O1" in flags and "-O3" not in flags
     assert [f for f in flags if f != "-O1"] == [f for f in cpu.CFLAGS if f != "-O3"]  # nothing else changes
+
+
+_VEC_TEST_C = r"""
+#define AW_TEST_OP(name, body) \
+  void name(const u32 *a, const u32 *b, u32 *out, long n) { \
+    for (long i = 0; i < n; i += AW_V) { aw_vu x, y, r; memcpy(&x, a + i, sizeof x); memcpy(&y, b + i, sizeof y); \
+      body; memcpy(out + i, &r, sizeof r); } }
+AW_TEST_OP(t_udiv, r = aw_vudiv(x, y))
+AW_TEST_OP(t_urem, r = aw_vurem(x, y))
+AW_TEST_OP(t_sdiv, r = aw_vsdiv(x, y))
+AW_TEST_OP(t_srem, r = aw_vsrem(x, y))
+AW_TEST_OP(t_min, r = aw_vc32(aw_vminnum((aw_vf)x, (aw_vf)y)))
+AW_TEST_OP(t_max, r = aw_vc32(aw_vmaxnum((aw_vf)x, (aw_vf)y)))
+AW_TEST_OP(t_ex2, r = aw_vc32(aw_vex2((aw_vf)x)))
+AW_TEST_OP(t_f2i, r = aw_vf2i32((aw_vf)x))
+AW_TEST_OP(t_f2u, r = aw_vf2u32((aw_vf)x))
+"""
+
+
+def _min_num(a: float, b: float, is_min: bool) -> float:
+    """IEEE 754-2008 minNum/maxNum with -0 < +0 (spec §8.2), from the definition."""
+    import math
+
+    if math.isnan(a):
+        return b
+    if math.isnan(b):
+        return a
+    if a == b:  # equal values: the one whose sign suits (-0 for min, +0 for max)
+        neg_a = math.copysign(1.0, a) < 0
+        return (a if neg_a else b) if is_min else (b if neg_a else a)
+    return min(a, b) if is_min else max(a, b)
+
+
+def test_vector_spellings_match_their_definitions(runner, tmp_path) -> None:  # noqa: ANN001
+    """The cpu target's vector helpers (backends/cpu_vector.py) against independent references:
+    32-bit division and remainder (Python integers, C's truncation), minNum/maxNum (the IEEE
+    definition above), ex2 (the emulator's formula: NumPy's float64 2^x rounded to float32),
+    f32 -> i32/u32 (truncate, saturate, NaN -> 0), on random and special operands."""
+    import ctypes
+    import subprocess
+
+    from anywave.backends.cfamily_prelude import PRELUDE
+    from anywave.backends.cpu import _HEADER
+    from anywave.backends.cpu_vector import VEC_HEADER
+    from anywave.runtime import cpu
+
+    src = tmp_path / "v.c"
+    src.write_text(_HEADER + PRELUDE + VEC_HEADER + _VEC_TEST_C)
+    so = tmp_path / "v.so"
+    subprocess.run([*runner.dev.cc.split(), *cpu.CFLAGS, str(src), "-o", str(so), "-lm"], check=True)
+    lib = ctypes.CDLL(str(so))
+    rng = np.random.default_rng(29)
+    n = 1 << 14
+    special = np.array([0, 1, 2, 3, 7, 0x7FFFFFFF, 0x80000000, 0x80000001, 0xFFFFFFFF, 0xFFFFFFFE, 0x10000,
+                        0x7F800000, 0xFF800000, 0x7FC00000, 0xFFC00000, 0x7F800001, 0x3F800000, 0xBF800000,
+                        0x4B000000, 0x4F000000, 0x4F800000, 0xCF000000, 0x43000000, 0xC3160000], np.uint32)
+    a = rng.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32)
+    b = rng.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32)
+    a[: len(special) ** 2] = np.repeat(special, len(special))
+    b[: len(special) ** 2] = np.tile(special, len(special))
+    b[n // 2: n // 2 + 4096] = rng.integers(1, 100, 4096).astype(np.uint32)  # small divisors
+    a[n // 2 + 4096: n // 2 + 8192] = rng.integers(0, 256, 4096).astype(np.uint32) * 0x01010101
+
+    def run(name: str, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        out = np.empty_like(x)
+        fn = getattr(lib, name)
+        fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_long]
+        fn(x.ctypes.data, y.ctypes.data, out.ctypes.data, x.size)
+        return out
+
+    # division: no zero divisor, no MIN / -1 (the bodies keep those out)
+    bd = np.where(b == 0, 1, b).astype(np.uint32)
+    sb = bd.view(np.int32).astype(np.int64)
+    sa = a.view(np.int32).astype(np.int64)
+    bad = (sa == -(2**31)) & (sb == -1)
+    bs = np.where(bad, 1, bd.view(np.int32)).astype(np.int32).view(np.uint32)
+    qu = [int(x) // int(y) for x, y in zip(a, bd, strict=True)]
+    assert run("t_udiv", a, bd).tolist() == qu
+    assert run("t_urem", a, bd).tolist() == [int(x) % int(y) for x, y in zip(a, bd, strict=True)]
+
+    def trunc_div(x: int, y: int) -> int:
+        q = abs(x) // abs(y)
+        return q if (x < 0) == (y < 0) else -q
+
+    sbs = bs.view(np.int32).astype(np.int64)
+    qs = [trunc_div(int(x), int(y)) for x, y in zip(sa, sbs, strict=True)]
+    assert run("t_sdiv", a, bs).view(np.int32).tolist() == qs
+    assert run("t_srem", a, bs).view(np.int32).tolist() == [int(x) - q * int(y) for x, y, q in
+                                                           zip(sa, sbs, qs, strict=True)]
+    # minNum / maxNum (canonical NaN out)
+    fa, fb = a.view(np.float32), b.view(np.float32)
+    fb2 = np.where(rng.integers(0, 3, n) == 0, fa, fb).astype(np.float32)  # equal and signed-zero pairs
+    fb2[::7] = -fa[::7]
+    for name, is_min in (("t_min", True), ("t_max", False)):
+        want = np.array([_min_num(float(x), float(y), is_min) for x, y in zip(fa, fb2, strict=True)], np.float32)
+        wb = want.view(np.uint32).copy()
+        wb[np.isnan(want)] = 0x7FC00000
+        assert np.array_equal(run(name, a, fb2.view(np.uint32)), wb), name
+    # ex2 on every 2^-? exponent region: random floats in [-160, 140] plus the specials
+    x = np.concatenate([rng.uniform(-160, 140, n - len(special)).astype(np.float32), special.view(np.float32)])
+    with np.errstate(over="ignore", invalid="ignore"):
+        want = np.exp2(x.astype(np.float64)).astype(np.float32)
+    wb = want.view(np.uint32).copy()
+    wb[np.isnan(want)] = 0x7FC00000
+    assert np.array_equal(run("t_ex2", x.view(np.uint32), x.view(np.uint32)), wb)
+    # f32 -> i32 / u32
+    f = np.concatenate([fa[: n // 2], (rng.standard_normal(n // 2) * 3e9).astype(np.float32)])
+
+    def to_int(v: float, lo: int, hi: int) -> int:
+        import math
+
+        if math.isnan(v):
+            return 0
+        return max(lo, min(hi, int(v))) if math.isfinite(v) else (hi if v > 0 else lo)
+
+    assert run("t_f2i", f.view(np.uint32), f.view(np.uint32)).view(np.int32).tolist() == \
+        [to_int(float(v), -(2**31), 2**31 - 1) for v in f]
+    assert run("t_f2u", f.view(np.uint32), f.view(np.uint32)).tolist() == [to_int(float(v), 0, 2**32 - 1) for v in f]

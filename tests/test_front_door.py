@@ -46,9 +46,9 @@ def drives(monkeypatch):
     calls = []
     real = T.drive
 
-    def counting(inst, module, k, grid, workgroup, values, options):
+    def counting(inst, module, k, grid, workgroup, values, options, bound=None):
         calls.append((type(inst).__name__, k.name, grid, workgroup))
-        return real(inst, module, k, grid, workgroup, values, options)
+        return real(inst, module, k, grid, workgroup, values, options, bound)
 
     monkeypatch.setattr(T, "drive", counting)
     monkeypatch.setattr(L, "drive", counting)  # the kernel call's full path took it by name

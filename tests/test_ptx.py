@@ -28,6 +28,7 @@ from anywave.binary.module import (
     LocalAddr,
     Module,
     Pred,
+    settle_version,
 )
 from anywave.conformance import assemble_group, group_names
 from anywave.isa.mma import fragment_kinds
@@ -108,7 +109,7 @@ def _all_entries_module(skip: set[str] = frozenset()) -> Module:
                registers=32, local_memory=8192, capabilities=caps, code=code)
     f = Function("helper", [Instruction.make("add.i32", 0, 0, 2), Instruction.make("ret", guard=Pred(6)),
                             Instruction.make("nop")])
-    return Module([k], [f])
+    return settle_version(Module([k], [f]))  # WAVE 1.1: it holds barrier.wave
 
 
 def test_every_table_entry_has_an_emitter_or_a_reason() -> None:

@@ -22,6 +22,7 @@ from anywave.binary.module import (
     LocalAddr,
     Module,
     Pred,
+    settle_version,
 )
 from anywave.errors import SourceLoc
 from anywave.isa.table import BY_MNEMONIC, INSTRUCTIONS, Flag, InstrDef, Operand
@@ -298,7 +299,7 @@ def _module(draw: st.DrawFn) -> Module:
                "scalars": [i for i, a in enumerate(first.args) if not a.is_buffer],
                "callable": list(range(fi + 1, nfuncs))}
         m.functions.append(Function(name, draw(_body(ctx, 0, False))))
-    return m
+    return settle_version(m)  # the lowest WAVE version that has its instructions (spec §1.4)
 
 
 @settings(max_examples=FUZZ_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])

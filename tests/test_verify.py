@@ -282,8 +282,16 @@ def test_check_never_raises_on_garbage():
 
 def test_module_version():
     m = kmod([])
+    m.version = (1, 2)
+    one(m, "format version 1.2 is not supported", "1.0, 1.1")
     m.version = (1, 1)
-    one(m, "format version 1.1 is not supported", "1.0")
+    ok(m)
+    # barrier.wave is WAVE 1.1 (spec §1.4): a module declaring 1.0 may not use it
+    w = kmod([I("barrier.wave")])
+    w.kernels[0].capabilities = Capability.WAVE_OPS
+    one(w, "declares WAVE 1.0 but uses barrier.wave")
+    w.version = (1, 1)
+    ok(w)
 
 
 def test_source_locations_must_be_storable():

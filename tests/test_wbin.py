@@ -10,8 +10,18 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from anywave.asm import assemble
-from anywave.binary.module import Arg, DeviceAddr, Function, Instruction, Kernel, LocalAddr, Module, Pred
+from anywave.asm import assemble, disassemble
+from anywave.binary.module import (
+    Arg,
+    DeviceAddr,
+    Function,
+    Instruction,
+    Kernel,
+    LocalAddr,
+    Module,
+    Pred,
+    settle_version,
+)
 from anywave.binary.wbin import load, read_wbin, save, write_wbin
 from anywave.errors import BinaryFormatError, SourceLoc, VerifyError, WaveError
 from anywave.isa.table import BY_MNEMONIC, INSTRUCTIONS, MAX_ASYNC_WAIT, Category, Flag, Operand
@@ -257,7 +267,74 @@ def test_wrong_magic():
 def test_unsupported_version():
     data = write_wbin(saxpy_module())
     rejects(patch(data, 4, "<H", 2), "version 2.0", offset=4)
-    rejects(patch(data, 6, "<H", 1), "version 1.1", offset=4)
+    rejects(patch(data, 6, "<H", 2), "version 1.2", offset=4)
+
+
+_WAVE_BARRIER_TEXT = """
+.kernel k
+.arg out buffer u32 write
+.registers 2
+    mov.sr r0, sr_lane_id
+    barrier.wave
+    st.device.b32 out[r0], r0
+.end
+"""
+
+
+def test_versions_1_0_and_1_1():
+    """WAVE 1.1 adds barrier.wave (spec §1.4, §7.10): a module is written as the lowest version its
+    instructions allow, so a module without it keeps its 1.0 bytes; a 1.0 file holding it, or a
+    module declaring 1.0, is refused; a 1.1 file without it is read as 1.1 and written back the
+    same (canonical)."""
+    old = write_wbin(saxpy_module())
+    assert struct.unpack_from("<HH", old, 4) == (1, 0)
+    m = assemble(_WAVE_BARRIER_TEXT)
+    assert m.version == (1, 1)
+    data = write_wbin(m)
+    assert struct.unpack_from("<HH", data, 4) == (1, 1)
+    back = read_wbin(data)
+    assert back.version == (1, 1) and write_wbin(back) == data
+    rejects(patch(data, 6, "<H", 0), "declares WAVE 1.0 but uses barrier.wave", offset=4)
+    with pytest.raises(BinaryFormatError, match="declares WAVE 1.0 but uses barrier.wave"):
+        write_wbin(dataclasses.replace(m, version=(1, 0)), verify=False)
+    with pytest.raises(VerifyError, match="declares WAVE 1.0 but uses barrier.wave"):
+        write_wbin(dataclasses.replace(m, version=(1, 0)))
+    newer = write_wbin(dataclasses.replace(saxpy_module(), version=(1, 1)))
+    assert read_wbin(newer).version == (1, 1) and write_wbin(read_wbin(newer)) == newer
+    with pytest.raises(WaveError, match=r"declares WAVE 1.0 but uses barrier.wave.*\.version 1\.1"):
+        assemble(".version 1.0\n" + _WAVE_BARRIER_TEXT)
+    assert assemble(".version 1.1\n" + _WAVE_BARRIER_TEXT).version == (1, 1)
+
+
+
+_CONSTANT_TEXT = """
+.kernel k
+.arg c buffer f32 constant
+.arg out buffer f32 write
+.registers 4
+    mov.sr r0, sr_thread_linear_id
+    movi.u32 r1, 2
+    shl.b32 r0, r0, r1
+    ld.device.b32 r2, c[r0]
+    st.device.b32 out[r0], r2
+.end
+"""
+
+
+def test_constant_buffer_hint():
+    """A read buffer may carry the constant hint (WAVE 1.1, spec §12): argument record byte +7,
+    bit 0; the assembler spells it as the access ``constant``; it changes no result."""
+    m = assemble(_CONSTANT_TEXT)
+    a = m.kernels[0].args[0]
+    assert (a.access, a.constant, m.version) == (Access.READ, True, (1, 1))
+    data = write_wbin(m)
+    assert read_wbin(data) == m and write_wbin(read_wbin(data)) == data
+    assert data[kernel_field(data, 52 + 7)] == 1
+    assert assemble(disassemble(m)) == m
+    with pytest.raises(VerifyError, match="only a buffer of access read can be constant"):
+        bad = Arg("c", ArgKind.BUFFER, ScalarType.F32, Access.READWRITE, True)
+        k = dataclasses.replace(m.kernels[0], args=[bad, m.kernels[0].args[1]])
+        write_wbin(dataclasses.replace(m, kernels=[k]))
 
 
 def test_bad_checksum():
@@ -275,7 +352,9 @@ def test_nonzero_flags_and_reserved():
     rejects(patch(data, entry + 12, "<I", 1), "reserved", offset=entry + 12)
     rejects(patch(data, kernel_field(data, 44), "<I", 1), "reserved", offset=kernel_field(data, 44))
     arg_res = kernel_field(data, 52 + 7)
-    rejects(patch(data, arg_res, "<B", 1), "argument 'a'", "reserved", offset=arg_res)
+    rejects(patch(data, arg_res, "<B", 2), "argument 'a'", "hints", offset=arg_res)
+    # bit 0, a constant buffer, is WAVE 1.1 (spec §12): not in a 1.0 file
+    rejects(patch(data, arg_res, "<B", 1), "declares WAVE 1.0 but uses a constant buffer argument", offset=4)
 
 
 def test_section_table_errors():
@@ -451,7 +530,8 @@ _u32 = st.integers(1, 2**32 - 1)
 
 @st.composite
 def any_module(draw: st.DrawFn) -> Module:
-    """Encodable modules (not necessarily valid): for the container round trip."""
+    """Encodable modules (not necessarily valid): for the container round trip; each declares the
+    lowest WAVE version that has its instructions (spec §1.4)."""
     kernels = []
     for _ in range(draw(st.integers(0, 3))):
         args = draw(st.lists(st.builds(Arg, _NAME, st.sampled_from(list(ArgKind)),
@@ -464,7 +544,7 @@ def any_module(draw: st.DrawFn) -> Module:
             draw(st.integers(0, 1))))
     functions = [Function(draw(_NAME), draw(st.lists(any_instruction(), max_size=6)))
                  for _ in range(draw(st.integers(0, 2)))]
-    return Module(kernels, functions)
+    return settle_version(Module(kernels, functions))
 
 
 # straight-line instructions whose operands are only registers/predicates/immediates

@@ -29,11 +29,14 @@ from anywave.compiler import (  # noqa: E402
     Buffer,
     CompileError,
     Const,
+    Constant,
     In,
     LaunchError,
     Out,
     bf16,
     bool_,
+    constexpr,
+    dynamic,
     f16,
     f32,
     f64,
@@ -66,7 +69,12 @@ from anywave.runtime.arrays import (  # noqa: E402
 
 __all__ = [
     "Array", "Graph", "array", "empty", "graph", "from_dlpack", "from_torch", "synchronize", "to_torch", "zeros",
-    "Buffer", "CompileError", "Const", "autotune", "In", "LaunchError", "Out", "available_targets", "bf16", "bool_",
+    "Buffer", "CompileError", "Const", "Constant", "autotune", "In", "LaunchError", "Out", "available_targets",
+    "bf16", "bool_",
     "emulate", "f16", "f32", "f64", "func", "i8", "i16", "i32", "i64", "kernel", "register_target", "u8", "u16",
-    "u32", "u64", "cuda_kernel",
+    "u32", "u64", "cuda_kernel", "constexpr", "dynamic",
 ]
+
+#: ``aw.bool`` is ``aw.bool_`` (as NumPy 2 spells ``np.bool``); not in ``__all__``, so that
+#: ``from anywave import *`` never shadows Python's ``bool``
+bool = bool_  # noqa: A001

@@ -9,6 +9,8 @@ One module for what the emulator and every compiled runtime must agree on bit fo
 * :data:`SCALAR_INT` — the range of each integer ABI type (the fast paths of the CUDA runtime
   and the kernel language pass a Python int in range as ``v & mask`` without calling
   :func:`scalar_word`);
+* :func:`word_converter` — :func:`scalar_word`'s bits for a value a launch layer has already
+  checked (the driver's conversion of a bound launch, without the checks);
 * :func:`check_arg_names` — the argument set of a launch against the kernel's ABI;
 * :func:`load_program` — a Module from a Module, ``.wbin`` bytes or a path, verified.
 
@@ -20,7 +22,8 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Iterable
+import struct
+from collections.abc import Callable, Iterable
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -58,6 +61,21 @@ def check_arg_names(kernel: Kernel, given: Iterable[str], error: type[Exception]
     extra = [n for n in given if n not in names]
     if missing or extra:
         raise error(f"kernel {kernel.name!r} takes arguments {names}; missing {missing}, unexpected {extra}")
+
+
+def check_constant_bytes(kernel: Kernel, nbytes: Iterable[tuple[str, int]], error: type[Exception]) -> None:
+    """The launch rule of constant buffers (docs/spec.md §12, WAVE 1.1): their bytes (``nbytes``:
+    (argument name, bytes) of each constant buffer argument) total at most
+    ``LIMITS.max_constant_bytes``; ``error(message)`` otherwise, naming them."""
+    from anywave.isa.types import LIMITS
+
+    sizes = list(nbytes)
+    total = sum(n for _, n in sizes)
+    if total > LIMITS.max_constant_bytes:
+        each = ", ".join(f"{name!r} {n} B" for name, n in sizes)
+        raise error(f"kernel {kernel.name!r}: its constant buffers ({each}) hold {total} bytes; a launch's constant "
+                    f"buffers total at most {LIMITS.max_constant_bytes} bytes (docs/spec.md §12): pass a larger "
+                    "table as an ordinary read-only buffer (aw.In)")
 
 
 def exact_value(value: Any) -> tuple[Fraction | None, bool, bool]:
@@ -146,6 +164,65 @@ def scalar_word(kernel: Kernel, name: str, t: ScalarType, value: Any) -> int:
         raise ValueError(f"{where} = {value!r} overflows {t.spelling} (largest finite "
                          f"{float(largest)!r})")
     return bits
+
+
+_PACK = {ScalarType.F64: (struct.Struct("<d"), struct.Struct("<Q")),
+         ScalarType.F32: (struct.Struct("<f"), struct.Struct("<I")),
+         ScalarType.F16: (struct.Struct("<e"), struct.Struct("<H"))}
+#: the smallest normal f32 (2^-126): a Python float at least this large in magnitude packs to a
+#: normal f32 (or overflows), whatever the FPU's flush-to-zero mode
+_F32_MIN_NORMAL = 2.0 ** -126
+
+
+def word_converter(kernel: Kernel, name: str, t: ScalarType) -> Callable[[Any], int]:
+    """``convert(value)`` -> the ABI word of scalar argument ``name`` (type ``t``), the bits
+    :func:`scalar_word` gives, for a value a launch layer has already checked: a Python int
+    within the type's range (:data:`SCALAR_INT`) for an integer type, a Python float for a float
+    type. It checks nothing it need not: a bound launch's arguments are checked once, by the
+    layer that bound it (issue 24).
+
+    Integers are masked to the type's bits. A finite f64, an f32 of normal magnitude and an f16
+    are packed by :mod:`struct` (C's IEEE double-to-float conversion for f32, CPython's
+    round-half-even packing for f16: both round once to nearest-even, as
+    :func:`anywave.asm.floats.round_to_bits`); NaNs (the canonical NaN), f32 values below the
+    smallest normal (kept off the FPU, whose flush-to-zero mode a library may have set), values
+    that overflow (:func:`scalar_word` raises its ValueError), bf16 and any value of another
+    type go through :func:`scalar_word` itself.
+
+    Raises (from ``convert``):
+        ValueError: a float overflowing ``t`` (:func:`scalar_word`'s message); TypeError: as
+            :func:`scalar_word`, for a value that is not a number."""
+    if t in SCALAR_INT:
+        mask = (1 << t.bits) - 1
+
+        def integer(v: Any) -> int:
+            return v & mask if type(v) is int else scalar_word(kernel, name, t, v)
+
+        return integer
+    packing = _PACK.get(t)
+    if packing is None:  # bf16: no struct format
+        return lambda v: scalar_word(kernel, name, t, v)
+    pack, unpack = packing[0].pack, packing[1].unpack
+    if t is ScalarType.F32:
+        def f32(v: Any) -> int:
+            if type(v) is float and (v == 0.0 or _F32_MIN_NORMAL <= abs(v)):  # (False for a NaN)
+                try:
+                    return unpack(pack(v))[0]
+                except OverflowError:  # rounds past the largest finite f32: scalar_word's error
+                    pass
+            return scalar_word(kernel, name, t, v)
+
+        return f32
+
+    def other(v: Any) -> int:
+        if type(v) is float and v == v:
+            try:
+                return unpack(pack(v))[0]
+            except OverflowError:
+                pass
+        return scalar_word(kernel, name, t, v)
+
+    return other
 
 
 def load_program(program: Module | bytes | bytearray | str | os.PathLike[str]) -> Module:

@@ -50,6 +50,7 @@ from anywave.asm.syntax import (
 )
 from anywave.binary.module import (
     FORMAT_VERSION,
+    FORMAT_VERSIONS,
     KERNEL_FLAG_FLAT,
     KERNEL_FLAG_W_INVARIANT,
     PRINT_ARG,
@@ -63,6 +64,9 @@ from anywave.binary.module import (
     Pred,
     PrintFormat,
     reachable_functions,
+    settle_version,
+    version_problem,
+    version_text,
 )
 from anywave.binary.structure import parse as parse_structure
 from anywave.errors import AsmError, SourceLoc
@@ -174,7 +178,10 @@ class _Assembler:
         # match what editors show
         self.lines = [Line(filename, i + 1, t[:-1] if t.endswith("\r") else t)
                       for i, t in enumerate(text.split("\n"))]
-        self.version: tuple[int, int] = FORMAT_VERSION
+        #: the ``.version`` directive's version and where it is (None: the module gets the lowest
+        #: version that has its instructions, docs/spec.md §1.4)
+        self.version: tuple[int, int] | None = None
+        self.version_at: tuple[Line, Token] | None = None
         self.blocks: list[_Block] = []
 
     # ------------------------------------------------------------------ pass 1: lex
@@ -196,6 +203,7 @@ class _Assembler:
                             raise line.error_at("duplicate .version directive", word)
                         seen_version = True
                         self.version = self._version(line, split_words(code, end), word)
+                        self.version_at = (line, split_words(code, end)[0])
                     elif name == ".nodebug":
                         extra = split_words(code, end)
                         if extra:
@@ -278,9 +286,9 @@ class _Assembler:
             raise line.error_at("expected .version MAJOR.MINOR (e.g. .version 1.0)", tok)
         check_literal_length(line, words[0], "version number")
         major, minor = words[0].text.split(".")
-        if (int(major), int(minor)) != FORMAT_VERSION:
+        if (int(major), int(minor)) not in FORMAT_VERSIONS:
             raise line.error_at(f"unsupported .version {words[0].text}; this assembler reads "
-                                f"{FORMAT_VERSION[0]}.{FORMAT_VERSION[1]}", words[0])
+                                f"{', '.join(version_text(v) for v in FORMAT_VERSIONS)}", words[0])
         return int(major), int(minor)
 
     def _open_block(self, line: Line, word: Token, words: list[Token]) -> _Block:
@@ -540,13 +548,15 @@ class _Assembler:
                                 f"{', '.join(spellings)}, got {type_tok.text!r}", type_tok)
         access_names = {a.spelling: a for a in Access}
         rest = words[3:]
+        constant = False
         if kind is ArgKind.BUFFER:
             if not rest:
-                raise line.error("a buffer argument needs its access: read, write or readwrite",
+                raise line.error("a buffer argument needs its access: read, write, readwrite or constant",
                                  type_tok.col + len(type_tok.text) + 1)
-            access = access_names.get(rest[0].text)
+            constant = rest[0].text == "constant"  # a read buffer with the constant hint (WAVE 1.1)
+            access = Access.READ if constant else access_names.get(rest[0].text)
             if access is None:
-                raise line.error_at(f"expected access read, write or readwrite, got {rest[0].text!r}",
+                raise line.error_at(f"expected access read, write, readwrite or constant, got {rest[0].text!r}",
                                     rest[0])
         else:
             access = Access.READ
@@ -555,7 +565,7 @@ class _Assembler:
                                     f"got {rest[0].text!r}", rest[0])
         if len(rest) > 1:
             raise line.error_at(f"unexpected {rest[1].text!r}; " + usage, rest[1])
-        return Arg(name.text, kind, t, access)
+        return Arg(name.text, kind, t, access, constant)
 
     # ------------------------------------------------------------------ driver
     def run(self) -> Module:
@@ -645,7 +655,7 @@ class _Assembler:
         for idx, f in enumerate(functions):
             callers = [k.kernel for k in kernels if idx in reach[id(k)] and k.kernel is not None]
             self._resolve_args(f, callers)
-        module = Module(version=self.version)
+        module = Module(version=self.version or FORMAT_VERSION)
         module.functions = [Function(f.name, _instructions(f)) for f in functions]
         for k in kernels:
             kernel = k.kernel
@@ -666,6 +676,13 @@ class _Assembler:
                 kernel.registers = max(1, max((_max_register_ins(ins) for body in bodies for ins in body),
                                               default=0))
             module.kernels.append(kernel)
+        if self.version is None:
+            settle_version(module)
+        else:
+            why = version_problem(module)
+            if why is not None and self.version_at is not None:
+                line, tok = self.version_at
+                raise line.error_at(why, tok)
         return module
 
     def _is_reference(self, b: _Block) -> bool:

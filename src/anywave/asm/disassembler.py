@@ -96,7 +96,7 @@ class _Printer:
             out.append(f".print {quote(pf.format)}" + (f" {types}" if types else "")
                        + (f" at {quote(pf.where)}" if pf.where else ""))
         for a in k.args:
-            access = f" {a.access.spelling}" if a.is_buffer else ""
+            access = (" constant" if a.constant else f" {a.access.spelling}") if a.is_buffer else ""
             out.append(f".arg {_check_name('argument', a.name)} {'buffer' if a.is_buffer else 'scalar'} "
                        f"{a.type.spelling}{access}")
         out.append(f".registers {k.registers}")

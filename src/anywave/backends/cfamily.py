@@ -133,6 +133,10 @@ class Dialect:
     ballot: Callable[[str], str]  # (bool) -> u64 mask of the sub-group
     any_lane: Callable[[str], str]  # (bool) -> bool over the sub-group
     wave_barrier: str  # sub-group barrier with local memory visibility (for mma)
+    #: ``barrier.wave`` (spec §7.10): a sub-group barrier that is also an acq_rel fence on local
+    #: *and* device memory among the sub-group's work-items; called by every lane (the kernel is
+    #: lowered with the mask-stack machine, so control flow is converged)
+    wave_sync: str
     build_notes: str = ""
     #: native rotate left ``(u32 value, u32 count) -> u32`` by the count mod 32 (OpenCL C
     #: ``rotate``); None: the body of ``rotl.b32`` (two shifts and an or) is rendered instead
@@ -397,6 +401,9 @@ class _KernelRenderer:
             return
         if sem == "sync.fence":
             self.emit(self.d.fence(ins.operands[0], ins.operands[1]))
+            return
+        if sem == "sync.wave_barrier":
+            self.emit(self.d.wave_sync)
             return
         if ins.defn.flags & Flag.WAVE_COLLECTIVE:
             self.emit("{")

@@ -130,6 +130,9 @@ HIP = Dialect(
     any_lane=lambda b: f"__any((int)({b}))",
     wave_barrier=("__builtin_amdgcn_fence(__ATOMIC_RELEASE, \"wavefront\"); __builtin_amdgcn_wave_barrier(); "
                   "__builtin_amdgcn_fence(__ATOMIC_ACQUIRE, \"wavefront\");"),
+    # the fences of the wave barrier above cover global memory and LDS alike
+    wave_sync=("__builtin_amdgcn_fence(__ATOMIC_RELEASE, \"wavefront\"); __builtin_amdgcn_wave_barrier(); "
+               "__builtin_amdgcn_fence(__ATOMIC_ACQUIRE, \"wavefront\");"),
     build_notes=" ".join(BUILD_OPTIONS),
     spin_side_effect=SPIN_SIDE_EFFECT,
 )

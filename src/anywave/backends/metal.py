@@ -156,6 +156,7 @@ METAL = Dialect(
     ballot=lambda b: f"(u64)(simd_vote::vote_t)simd_ballot((bool)({b}))",
     any_lane=lambda b: f"simd_any((bool)({b}))",
     wave_barrier="simdgroup_barrier(mem_flags::mem_threadgroup);",
+    wave_sync="simdgroup_barrier(mem_flags::mem_threadgroup | mem_flags::mem_device);",
     build_notes="MTLCompileOptions: languageVersion 3.2, fast math off",
     spin_side_effect=SPIN_SIDE_EFFECT,
     goto_free=True,  # MSL has no goto: a ret in an inlined call leaves a one-trip loop

@@ -102,6 +102,7 @@ OPENCL = Dialect(
     ballot=lambda b: f"aw_ballot({b})",
     any_lane=lambda b: f"sub_group_any(({b}) ? 1 : 0)",
     wave_barrier="sub_group_barrier(CLK_LOCAL_MEM_FENCE);",
+    wave_sync="sub_group_barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);",
     build_notes=BUILD_OPTIONS,
 )
 

@@ -203,7 +203,7 @@ PTX_DISPATCH.register({
     "wave.shfl": _wave._e_shfl, "wave.bcast": _wave._e_bcast, "wave.ballot": _wave._e_ballot,
     "wave.any": _wave._e_vote, "wave.all": _wave._e_vote, "wave.wred": _wave._e_wred, "wave.wscan": _wave._e_wscan,
     "mma.mma": _wave._e_mma, **{f"mma.{op}": e for op, e in ptx_mma.EMITTERS.items()},
-    "sync.barrier": _mem._e_barrier, "sync.fence": _mem._e_fence,
+    "sync.barrier": _mem._e_barrier, "sync.fence": _mem._e_fence, "sync.wave_barrier": _mem._e_wave_barrier,
     **{f"async.{op}": e for op, e in _mem.ASYNC_EMITTERS.items()},
     "move.mov": _alu._e_mov, "move.movi": _alu._e_movi, "move.mov_sr": _alu._e_mov_sr, "move.ldarg": _alu._e_ldarg,
     "ctl.*": None,  # structured control flow and nop: the walk

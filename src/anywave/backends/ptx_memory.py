@@ -150,6 +150,15 @@ def _e_barrier(b: Block, ins: Instruction) -> None:
     b("bar.sync 0;")
 
 
+def _e_wave_barrier(b: Block, ins: Instruction) -> None:
+    """``barrier.wave`` (spec §7.10). The kernel is lowered with every existing lane of a warp
+    walking the same program (the mask-stack machine, or control proven warp-uniform), so every
+    existing lane executes this line: ``bar.warp.sync`` over them. PTX ISA §9.7.13.2 (bar.warp.sync):
+    it "guarantees memory ordering among threads participating in barrier" -- the wave-scope
+    acq_rel fence among the executing lanes, on shared and global memory."""
+    b("bar.warp.sync %exist;")
+
+
 def _e_fence(b: Block, ins: Instruction) -> None:
     scope, order = ins.operands
     if order is MemoryOrder.RELAXED:

@@ -113,6 +113,13 @@ class Control:
             wg = x.c(SCOPE["Workgroup"])
             x.b.emit("ControlBarrier", wg, wg, x.c(bits))
             return
+        if sem == "sync.wave_barrier":
+            # spec §7.10: every lane of the subgroup runs this (the mask-stack walk keeps control
+            # converged); a subgroup execution barrier with acq_rel on workgroup and device memory
+            bits = SEM["AcquireRelease"] | SEM["UniformMemory"] | SEM["WorkgroupMemory"]
+            sg = x.c(SCOPE["Subgroup"])
+            x.b.emit("ControlBarrier", sg, sg, x.c(bits))
+            return
         if sem == "sync.fence":
             scope, order = ins.operands
             if MemoryOrder(order) is not MemoryOrder.RELAXED:

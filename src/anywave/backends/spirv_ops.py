@@ -727,4 +727,4 @@ SPIRV.register({
     **{f"mma.{op}": h for op, h in FRAGMENT_HANDLERS.items()},
     "ctl.nop": _no_stmt,
 })
-SPIRV.register(["ctl.*", "sync.barrier", "sync.fence"], None)  # the walk's (spirv._Lowering)
+SPIRV.register(["ctl.*", "sync.barrier", "sync.fence", "sync.wave_barrier"], None)  # the walk's (spirv._Lowering)

@@ -112,6 +112,7 @@ SYCL = Dialect(
     ballot=lambda b: f"sycl::reduce_over_group(aw_sg, ({b}) ? ((u64)1 << aw_lane) : (u64)0, sycl::bit_or<u64>())",
     any_lane=lambda b: f"sycl::any_of_group(aw_sg, (bool)({b}))",
     wave_barrier="sycl::group_barrier(aw_sg);",
+    wave_sync="sycl::group_barrier(aw_sg);",  # SYCL 2020 §4.17.4.1: a fence on every address space
     build_notes=" ".join(BUILD_OPTIONS),
     spin_side_effect=SPIN_SIDE_EFFECT,
 )

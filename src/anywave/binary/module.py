@@ -16,7 +16,15 @@ from anywave.errors import SourceLoc
 from anywave.isa.table import BY_MNEMONIC, InstrDef, Operand
 from anywave.isa.types import Access, ArgKind, Capability, MemoryOrder, ScalarType, Scope, SpecialRegister
 
+#: the base WAVE version (major, minor): the default of a :class:`Module`, and the version of every
+#: module that uses no later instruction (docs/spec.md §1.4)
 FORMAT_VERSION = (1, 0)
+#: every WAVE version this toolchain reads and writes, oldest first. 1.1 adds ``barrier.wave``
+#: (docs/spec.md §7.10); a module is written as the lowest version its instructions allow, so a
+#: module without them keeps the bytes it had under 1.0.
+FORMAT_VERSIONS = ((1, 0), (1, 1))
+#: the newest version this toolchain implements
+LATEST_VERSION = FORMAT_VERSIONS[-1]
 
 
 @dataclass(frozen=True)
@@ -97,12 +105,15 @@ class Arg:
     """One kernel argument of the ABI.
 
     ``type`` is the element type for buffers and the value type for scalars; scalars are
-    always ``Access.READ``."""
+    always ``Access.READ``. ``constant`` (WAVE 1.1, docs/spec.md §12): a ``read`` buffer the
+    target may place in constant/uniform memory; the launch's constant buffers total at most
+    ``LIMITS.max_constant_bytes``. It changes no result."""
 
     name: str
     kind: ArgKind
     type: ScalarType
     access: Access = Access.READ
+    constant: bool = False
 
     @property
     def is_buffer(self) -> bool:
@@ -199,6 +210,55 @@ class Module:
                        f"{[k.name for k in self.kernels]}")
 
 
+def version_text(v: Sequence[int]) -> str:
+    """``(1, 1)`` -> ``"1.1"``."""
+    return ".".join(str(int(x)) for x in v)
+
+
+def required_version(module: Module) -> tuple[int, int]:
+    """The lowest WAVE version that has every instruction and argument kind of ``module``: the
+    largest ``InstrDef.since`` of its kernels' and functions' instructions, 1.1 for a constant
+    buffer argument, at least :data:`FORMAT_VERSION` (docs/spec.md §1.4). Instructions are read
+    through ``defn``; anything else in a code list is skipped (unverified modules are walked
+    safely)."""
+    need = FORMAT_VERSION
+    if any(getattr(a, "constant", False) for k in module.kernels for a in getattr(k, "args", ())):
+        need = (1, 1)
+    for body in [k.code for k in module.kernels] + [f.code for f in module.functions]:
+        for ins in body:
+            since = getattr(getattr(ins, "defn", None), "since", FORMAT_VERSION)
+            if since > need:
+                need = since
+    return need
+
+
+def version_problem(module: Module) -> str | None:
+    """Why ``module.version`` cannot be written or read, or None: an unknown version, or one below
+    :func:`required_version` (a module declaring 1.0 that uses a 1.1 instruction)."""
+    v = tuple(module.version)
+    if v not in FORMAT_VERSIONS:
+        return (f"module format version {version_text(v)} is not supported; this toolchain implements "
+                f"{', '.join(version_text(x) for x in FORMAT_VERSIONS)}")
+    need = required_version(module)
+    if v < need:
+        first = next((ins.mnemonic for body in [k.code for k in module.kernels] + [f.code for f in module.functions]
+                      for ins in body if getattr(getattr(ins, "defn", None), "since", FORMAT_VERSION) > v),
+                     "a constant buffer argument")
+        return (f"module declares WAVE {version_text(v)} but uses {first}, an instruction of WAVE "
+                f"{version_text(need)} (docs/spec.md §1.4): declare .version {version_text(need)}")
+    return None
+
+
+def settle_version(module: Module) -> Module:
+    """Set ``module.version`` to :func:`required_version` when it is lower (what a producer -- the
+    compiler, the assembler without a ``.version`` directive -- does once a module is built);
+    returns the module."""
+    need = required_version(module)
+    if tuple(module.version) < need:
+        module.version = need
+    return module
+
+
 # ----------------------------------------------------------------------------- W-dependence
 
 #: special registers whose value depends on W (docs/spec.md §2.4)
@@ -253,7 +313,7 @@ def w_dependent_uses(module: Module, kernel: Kernel) -> list[str]:
     the wave width W (docs/spec.md §2.4): wave operations, ``mma`` and reads of
     ``sr_lane_id``/``sr_wave_id``/``sr_wave_width``/``sr_num_waves``. One line per distinct
     use (mnemonic, and source location when known); empty when the code cannot observe W."""
-    from anywave.isa.table import Category
+    from anywave.isa.table import Category, Flag
 
     out: dict[str, None] = {}
     seen: set[int] = set()
@@ -262,7 +322,7 @@ def w_dependent_uses(module: Module, kernel: Kernel) -> list[str]:
         for ins in bodies.pop():
             cat = ins.defn.category
             what = None
-            if cat in (Category.WAVE, Category.MMA):
+            if cat in (Category.WAVE, Category.MMA) or ins.defn.flags & Flag.WAVE_COLLECTIVE:
                 what = ins.mnemonic
             elif any(isinstance(o, SpecialRegister) and o in W_DEPENDENT_REGISTERS for o in ins.operands):
                 sr = next(o for o in ins.operands if isinstance(o, SpecialRegister))

@@ -60,7 +60,6 @@ from collections.abc import Sequence
 
 from anywave.binary.encoding import encode_instruction
 from anywave.binary.module import (
-    FORMAT_VERSION,
     KERNEL_FLAG_FLAT,
     KERNEL_FLAG_W_INVARIANT,
     OPERAND_VALUE_TYPES,
@@ -73,6 +72,7 @@ from anywave.binary.module import (
     Module,
     Pred,
     reachable_functions,
+    version_problem,
 )
 from anywave.binary.structure import parse as parse_structure
 from anywave.errors import SourceLoc, VerifyError
@@ -120,7 +120,7 @@ def _snapshot(module: Module) -> tuple:
     unchanged module compares in microseconds)."""
     ks = tuple((k.name, k.registers, k.local_memory, k.workgroup_size, k.max_workgroup_size, int(k.capabilities)
                 if isinstance(k.capabilities, int) else k.capabilities, k.flags,
-                tuple((a.name, a.kind, a.type, a.access) for a in k.args), tuple(k.code))
+                tuple((a.name, a.kind, a.type, a.access, a.constant) for a in k.args), tuple(k.code))
                for k in module.kernels)
     fs = tuple((f.name, tuple(f.code)) for f in module.functions)
     return (tuple(module.version), ks, fs)
@@ -249,9 +249,9 @@ class _Verifier:
         if len(kernels) != len(m.kernels) or len(functions) != len(m.functions):
             self.p("module lists objects that are not Kernel/Function instances")
             return
-        if tuple(m.version) != FORMAT_VERSION:
-            self.p(f"module format version {'.'.join(map(str, m.version))} is not supported; this "
-                   f"toolchain implements {FORMAT_VERSION[0]}.{FORMAT_VERSION[1]}")
+        why = version_problem(m)
+        if why is not None:
+            self.p(why)
         self._names()
         for k in kernels:
             self._kernel_header(k)
@@ -335,6 +335,10 @@ class _Verifier:
             names.add(a.name)
             if not isinstance(a.access, Access):
                 self.p(f"{aw}: access {a.access!r} is not one of read, write, readwrite")
+            if not isinstance(a.constant, bool):
+                self.p(f"{aw}: constant {a.constant!r} is not a bool")
+            elif a.constant and (a.kind is not ArgKind.BUFFER or a.access is not Access.READ):
+                self.p(f"{aw}: only a buffer of access read can be constant (docs/spec.md §12)")
             if a.kind is ArgKind.BUFFER:
                 if a.type not in BUFFER_TYPES:
                     self.p(f"{aw}: buffer element type {_spell(a.type)} is not allowed; valid: "

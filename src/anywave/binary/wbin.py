@@ -1,9 +1,10 @@
 """The ``.wbin`` container: a WAVE :class:`~anywave.binary.module.Module` on disk.
 
-Format version 1.0. Every integer is **little-endian** and unsigned unless stated. Every
-section starts at a 4-byte aligned offset. A writer produces exactly one byte string per
-module (the *canonical* layout below); a reader accepts only that layout, so two files
-are equal iff the modules are equal (instruction source locations included).
+Format versions 1.0 and 1.1 (one layout; 1.1 only adds an instruction). Every integer is
+**little-endian** and unsigned unless stated. Every section starts at a 4-byte aligned
+offset. A writer produces exactly one byte string per module (the *canonical* layout below); a
+reader accepts only that layout, so two files are equal iff the modules are equal (instruction
+source locations and the declared version included).
 
 Header (32 bytes, offset 0)
 ===========================
@@ -13,8 +14,11 @@ offset size field            meaning
 ====== ==== ================ ==============================================================
 0      4    magic            the bytes ``57 42 49 4E`` (ASCII ``WBIN``)
 4      2    major            format major version, 1
-6      2    minor            format minor version, 0 (a reader rejects versions it does not
-                             know: 1.0 is the only one)
+6      2    minor            format minor version, 0 or 1: the module's version, at least the
+                             lowest that has every instruction of the module (1.1 adds
+                             ``barrier.wave``; the compiler and the assembler write the lowest);
+                             a reader rejects versions it does not know, and a 1.0 file that
+                             holds a 1.1 instruction
 8      4    flags            file flags; no flag is defined, must be 0
 12     4    section_count    number of section-table entries (4 to 6)
 16     4    file_size        total size of the file in bytes (must equal the actual size)
@@ -89,7 +93,9 @@ offset size field             meaning
                               +4 u8 kind (0 buffer, 1 scalar);
                               +5 u8 type (``ScalarType`` value);
                               +6 u8 access (1 read, 2 write, 3 readwrite);
-                              +7 u8 reserved, 0
+                              +7 u8 hints: bit 0 ``constant`` (WAVE 1.1: a read
+                              buffer the target may place in constant memory);
+                              other bits 0
 ====== ==== ================= ===========================================================
 
 The section ends right after the last record.
@@ -138,7 +144,7 @@ from pathlib import Path
 from anywave.binary.encoding import _encode_into as encode_into
 from anywave.binary.encoding import decode_code
 from anywave.binary.module import (
-    FORMAT_VERSION,
+    FORMAT_VERSIONS,
     KERNEL_FLAG_FLAT,
     KERNEL_FLAG_W_INVARIANT,
     PRINT_ARG,
@@ -148,6 +154,8 @@ from anywave.binary.module import (
     Kernel,
     Module,
     PrintFormat,
+    version_problem,
+    version_text,
 )
 from anywave.errors import BinaryFormatError, SourceLoc
 from anywave.isa.types import Access, ArgKind, Capability, ScalarType
@@ -157,6 +165,8 @@ HEADER_SIZE = 32
 SECTION_ENTRY_SIZE = 16
 KERNEL_RECORD_SIZE = 52
 ARG_RECORD_SIZE = 8
+#: argument record hints (+7): bit 0, a constant buffer (WAVE 1.1, docs/spec.md §12)
+ARG_HINT_CONSTANT = 1
 FUNC_RECORD_SIZE = 12
 DEBUG_ENTRY_SIZE = 16
 CRC_OFFSET = 20
@@ -238,9 +248,9 @@ def write_wbin(module: Module, *, verify: bool = True) -> bytes:
         from anywave.binary.verify import verify as _verify
 
         _verify(module)
-    if tuple(module.version) != FORMAT_VERSION:
-        raise BinaryFormatError(f"cannot write module format version {'.'.join(map(str, module.version))}; "
-                                f"this writer produces {FORMAT_VERSION[0]}.{FORMAT_VERSION[1]}")
+    why = version_problem(module)
+    if why is not None:
+        raise BinaryFormatError(f"cannot write module: {why}")
     strtab = _StringTable()
     code: list[int] = []
     debug: list[tuple[int, SourceLoc]] = []
@@ -282,7 +292,7 @@ def write_wbin(module: Module, *, verify: bool = True) -> bytes:
             kernels += _u8(int(a.kind), f"{what} argument {a.name!r} kind")
             kernels += _u8(int(a.type), f"{what} argument {a.name!r} type")
             kernels += _u8(int(a.access), f"{what} argument {a.name!r} access")
-            kernels += b"\0"
+            kernels += b"\1" if a.constant else b"\0"
 
     funcs = bytearray(_u32(len(module.functions), "function count"))
     for f in module.functions:
@@ -337,7 +347,7 @@ def write_wbin(module: Module, *, verify: bool = True) -> bytes:
     total = first + len(body)
     if total > _U32_MAX:
         raise BinaryFormatError(f"cannot write module: {total} bytes exceed the 4 GiB container limit")
-    header = struct.pack("<4sHHIIII8x", MAGIC, FORMAT_VERSION[0], FORMAT_VERSION[1], 0,
+    header = struct.pack("<4sHHIIII8x", MAGIC, int(module.version[0]), int(module.version[1]), 0,
                          len(sections), total, 0)
     out = bytearray(header + table)
     out += b"\0" * (first - len(out))
@@ -535,9 +545,9 @@ def _parse(data: bytes) -> Module:
     if magic != MAGIC:
         raise BinaryFormatError(f"field magic: expected {MAGIC!r}, found {magic!r} (not a .wbin file)", 0)
     major, minor, flags, count, file_size, crc = struct.unpack_from("<HHIIII", data, 4)
-    if (major, minor) != FORMAT_VERSION:
+    if (major, minor) not in FORMAT_VERSIONS:
         raise BinaryFormatError(f"field version: unsupported format version {major}.{minor}; this "
-                                f"reader supports {FORMAT_VERSION[0]}.{FORMAT_VERSION[1]}", 4)
+                                f"reader supports {', '.join(version_text(v) for v in FORMAT_VERSIONS)}", 4)
     if file_size > n:
         raise BinaryFormatError(f"truncated file: field file_size says {file_size} bytes, the file has {n}",
                                 16)
@@ -689,7 +699,11 @@ def _parse(data: bytes) -> Module:
     if SECTION_PRINT in sections:
         _read_prints(_Cursor(data, *sections[SECTION_PRINT], "PRINT"), strings, kernels)
 
-    return Module(kernels, functions, (major, minor))
+    module = Module(kernels, functions, (major, minor))
+    why = version_problem(module)
+    if why is not None:
+        raise BinaryFormatError(f"field version: {why}", 4)
+    return module
 
 
 _TYPE_BY_SPELLING = {t.spelling: t for t in ScalarType}
@@ -777,10 +791,10 @@ def _read_kernel(cur: _Cursor, strings: _Strings, ki: int,
         type_ = _enum(ScalarType, type_v, f"{field} type", at)
         access_v, at = cur.u8(f"{field} access")
         access = _enum(Access, access_v, f"{field} access", at)
-        res, at = cur.u8(f"{field} reserved")
-        if res:
-            raise BinaryFormatError(f"{field}: field reserved is {res:#x}, must be 0", at)
-        args.append(Arg(aname, kind, type_, access))  # type: ignore[arg-type]
+        hints, at = cur.u8(f"{field} hints")
+        if hints & ~ARG_HINT_CONSTANT:
+            raise BinaryFormatError(f"{field}: field hints is {hints:#x}; defined: bit 0 constant", at)
+        args.append(Arg(aname, kind, type_, access, bool(hints & ARG_HINT_CONSTANT)))  # type: ignore[arg-type]
     return Kernel(name=name, args=args, registers=registers, local_memory=local,
                   workgroup_size=tuple(wg) if wg[0] else None,  # type: ignore[arg-type]
                   max_workgroup_size=max_wg or None, capabilities=Capability(caps),

@@ -14,12 +14,15 @@ from .types import (
     Buffer,
     BufferType,
     Const,
+    Constant,
     ConstType,
     DType,
     In,
     Out,
     bf16,
     bool_,
+    constexpr,
+    dynamic,
     f16,
     f32,
     f64,
@@ -34,7 +37,10 @@ from .types import (
 )
 
 __all__ = [
-    "COMPILER_VERSION", "Buffer", "BufferType", "CacheWarning", "CompileError", "Const", "ConstType", "DType",
-    "Func", "In", "KernelDef", "LaunchError", "LaunchValueError", "Out", "bf16", "bool_", "f16", "f32", "f64",
+    "COMPILER_VERSION", "Buffer", "BufferType", "CacheWarning", "CompileError", "Const", "Constant", "ConstType",
+    "DType",
+    "Func", "In", "KernelDef", "LaunchError", "LaunchValueError", "Out", "bf16", "bool_", "constexpr", "dynamic",
+    "f16", "f32",
+    "f64",
     "func", "i8", "i16", "i32", "i64", "language", "u8", "u16", "u32", "u64",
 ]

@@ -97,6 +97,42 @@ def assigned_names(fd: ast.FunctionDef) -> frozenset[str]:
     return frozenset(out)
 
 
+def unrolled_names(fd: ast.FunctionDef, is_static_range: Callable[[ast.expr], bool]) -> frozenset[str]:
+    """Names bound only inside unrolled loops: every binding is a plain or augmented assignment
+    (``x = ...``, ``x //= 2``) in the body of a ``for ... in aw.static_range(...)`` loop that
+    sits at the function's top level or in another such body (so it runs as straight-line code
+    at compile time). ``is_static_range(iter)`` tells an ``aw.static_range(...)`` loop from the
+    others. (A name also assigned at the top level, say an accumulator ``s = 0.0`` summed in the
+    loop, stays a variable, as before.)"""
+    where: dict[str, list[int]] = {}  # name -> 0 (top level), 1 (unrolled body), 2 (elsewhere)
+
+    def note(t: ast.AST, level: int) -> None:
+        for n in bound_names(t):
+            where.setdefault(n, []).append(level)
+
+    def visit(stmts: list[ast.stmt], level: int) -> None:
+        for st in stmts:
+            if isinstance(st, ast.Assign):
+                for t in st.targets:
+                    note(t, level)
+            elif isinstance(st, ast.AugAssign):
+                note(st.target, level)
+            elif isinstance(st, ast.For) and is_static_range(st.iter) and level < 2:
+                note(st.target, 2)  # the loop's variable is bound by the loop itself
+                visit(st.body, 1)
+                visit(st.orelse, 2)
+            else:
+                for n in ast.walk(st):
+                    if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.For, ast.NamedExpr)):
+                        for t in (n.targets if isinstance(n, ast.Assign) else [n.target]):
+                            note(t, 2)
+    visit(fd.body, 0)
+    for n in ast.walk(fd):  # walrus targets anywhere, annotated assignments: typed variables
+        if isinstance(n, (ast.NamedExpr, ast.AnnAssign)):
+            note(n.target, 2)
+    return frozenset(n for n, lv in where.items() if set(lv) == {1})
+
+
 def construct_name(node: ast.AST) -> str:
     names = {
         "ListComp": "a list comprehension", "DictComp": "a dict comprehension", "SetComp": "a set comprehension",

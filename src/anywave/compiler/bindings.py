@@ -46,6 +46,14 @@ class BufferArg:
     index: int
     elem: DType
     access: Access
+    #: an ``aw.Constant`` buffer (read only, with the ABI's constant hint)
+    constant: bool = False
+
+    @property
+    def spelling(self) -> str:
+        """The annotation's head as the user wrote it (``aw.In``, ``aw.Constant`` ...)."""
+        return "aw.Constant" if self.constant else {Access.READ: "aw.In", Access.WRITE: "aw.Out",
+                                                      Access.READWRITE: "aw.Buffer"}[self.access]
 
 
 @dataclass(frozen=True)

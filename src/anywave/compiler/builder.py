@@ -51,6 +51,7 @@ class Builder(Protocol):
     src: FuncSource
     #: bytes of local memory the kernel has laid out so far
     local_memory: int
+    dynamic_local: int | None
     #: fragment slots taken so far (aw.fragment, compiler/mma_lang.py)
     nfrag: int
 

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from anywave.binary.module import Module
+from anywave.binary.module import Module, settle_version
 from anywave.errors import WaveError
 
 
@@ -141,6 +141,7 @@ def run(args: argparse.Namespace) -> int:
         if info["spilled"]:
             spills[module.kernels[-1].name] = (f", {info['spilled']} values spilled to {info['bytes_per_thread']} "
                                                f"bytes of local memory per thread")
+    settle_version(module)
     verify(module)
     from anywave.binary.debugpaths import relocate
 

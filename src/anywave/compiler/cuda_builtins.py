@@ -14,7 +14,8 @@ Classes (spec §10, docs/guide/cuda.md "Math"):
 * **precise** (the Python language's precise library, :mod:`anywave.compiler.stdlib`: built
   from exact instructions only, so every target returns the same bits; its error bounds are in
   that module's docstring): ``expf``, ``exp2f``, ``logf``, ``log2f``, ``sinf``, ``cosf``,
-  ``sincosf``, ``tanhf``, ``erff``; ``rsqrtf`` is ``1.0f / sqrtf(x)`` (two correct roundings).
+  ``sincosf``, ``tanhf``, ``erff``, ``powf`` (``aw.pow``, spec §8.18); ``rsqrtf`` is
+  ``1.0f / sqrtf(x)`` (two correct roundings).
   Their bits are not nvcc's (CUDA's libdevice is a different approximation).
 * **approx** (the ``*.approx.f32`` instructions, spec's bounds, may differ between targets):
   ``__expf`` (``ex2.approx(x · log2 e)``), ``__exp10f``, ``__logf``, ``__log2f``,
@@ -22,8 +23,8 @@ Classes (spec §10, docs/guide/cuda.md "Math"):
   ``__powf`` (``ex2.approx(y · lg2.approx(x))``, CUDA's own definition), ``__fdividef``
   (``x · rcp.approx(y)``).
 
-Refused by name: ``powf`` and the other functions without a precise lowering yet (``tanf``,
-``log10f``, ``atan2f`` ..., and every ``double`` transcendental).
+Refused by name: the functions without a precise lowering yet (``tanf``, ``log10f``,
+``atan2f`` ..., and every ``double`` transcendental).
 """
 
 from __future__ import annotations
@@ -83,23 +84,29 @@ def _frag_1(o, x):  # noqa: ANN001, ANN202 - compiled by the Python front end (s
     o[0] = FN(x)  # noqa: F821 - FN is bound in the copy's globals
 
 
-def precise(low: Any, fname: str, x: Value) -> Value:
-    """``aw.<fname>(x)`` of the language's precise library, lowered by the Python front end and
-    spliced in: its IR with the argument read from ``x`` (f32), its result the value it stores."""
+def _frag_2(o, x, y):  # noqa: ANN001, ANN202 - compiled by the Python front end (see precise())
+    o[0] = FN(x, y)  # noqa: F821 - FN is bound in the copy's globals
+
+
+def precise(low: Any, fname: str, *xs: Value) -> Value:
+    """``aw.<fname>(*xs)`` of the language's precise library, lowered by the Python front end and
+    spliced in: its IR with the arguments read from ``xs`` (f32), its result the value it stores."""
     from .frontend import Frontend
     from .source import FuncSource
 
-    fn = _pytypes.FunctionType(_frag_1.__code__, {"FN": getattr(_aw, fname), "aw": _aw, "__builtins__": __builtins__},
+    frag = _frag_1 if len(xs) == 1 else _frag_2
+    fn = _pytypes.FunctionType(frag.__code__, {"FN": getattr(_aw, fname), "aw": _aw, "__builtins__": __builtins__},
                                f"cuda_{fname}")
-    src = FuncSource.of(_frag_1)
+    src = FuncSource.of(frag)
     src.fn = fn
     fe = Frontend(src, {}, f"cuda_{fname}")
-    body = fe.build([("o", ty.BufferType(ty.f32, Access.READWRITE)), ("x", ty.f32)])
+    names = ("x", "y")[:len(xs)]
+    body = fe.build([("o", ty.BufferType(ty.f32, Access.READWRITE)), *((n, ty.f32) for n in names)])
     out: list[ir.Node] = []
     result: Value | None = None
     for n in body:
         if isinstance(n, ir.Op) and n.defn.mnemonic.startswith("ldarg"):
-            low.mov(n.operands[0], x)
+            low.mov(n.operands[0], xs[int(n.operands[1]) - 1])  # argument 1.. (0 is o)
             continue
         if isinstance(n, ir.Op) and n.defn.mnemonic.startswith("st.device"):
             result = n.operands[1]
@@ -157,6 +164,9 @@ def lower(low: Any, c: Any, name: str, args: list[Any]) -> tuple[Any, Any] | Non
     if name in PRECISE and t is ty.f32:
         (x,) = _args(low, args, ty.f32)
         return precise(low, PRECISE[name], x), t
+    if name in ("powf", "pow") and t is ty.f32 and len(args) == 2:
+        x, y = _args(low, args, ty.f32)
+        return precise(low, "pow", x, y), t
     if name in ("sincosf", "__sincosf", "sincos") and args:
         (x,) = _args(low, args[:1], ty.f32) if name != "sincos" else (None,)
         if x is None:

@@ -38,7 +38,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from anywave.binary.module import KERNEL_FLAG_W_INVARIANT, PRINT_ARG, Arg, Kernel, Module
+from anywave.binary.module import KERNEL_FLAG_W_INVARIANT, PRINT_ARG, Arg, Kernel, Module, settle_version
 from anywave.isa import mnemonic
 from anywave.isa.table import BY_MNEMONIC
 from anywave.isa.types import Access, ArgKind, MemoryOrder, Scope, SpecialRegister
@@ -297,6 +297,10 @@ class CudaLowering:
         self._inline_depth = 0
         #: a warp built-in (or warpSize) was used: the kernel's results may depend on W
         self.wave_dependent = False
+        #: the first ``volatile`` memory access (a cursor) and the number of ``__syncwarp`` calls:
+        #: volatile accesses compile only in a kernel that calls ``__syncwarp`` (:meth:`_volatile`)
+        self.volatile_at: Any = None
+        self.syncwarps = 0
         #: the C element type of each buffer parameter (struct layouts for the launch's checks)
         self.buffer_ctypes: dict[str, Any] = {}
         #: file-scope variables by USR: the __constant__ buffers
@@ -421,7 +425,7 @@ class CudaLowering:
             elem = t[1] if isinstance(t, tuple) and t[0] == "arr" else t
             if v.spelling in self.scopes[0]:
                 raise self.refuse(v, f"__constant__ variable {v.spelling!r} named like a kernel parameter")
-            ann = ty.BufferType(_buffer_elem(elem), Access.READ)
+            ann = ty.BufferType(_buffer_elem(elem), Access.READ, constant=True)  # the ABI's constant hint
             init = _constant_init(v, t, ann.elem)
             self.params.append(Param(v.spelling, "buffer", ann, init if init is not None else inspect.Parameter.empty))
             self.args.append((v.spelling, ann))
@@ -1090,7 +1094,7 @@ class CudaLowering:
         if k == K.INIT_LIST_EXPR:
             return self.init_list(c)
         if k == K.ARRAY_SUBSCRIPT_EXPR:
-            self._not_volatile(c)
+            self._volatile(c)
             base, idx = c.get_children()
             p = self.pointer(base)
             return ("lv", ("mem", self.offset(p, idx, c)), p.pointee)
@@ -1203,7 +1207,7 @@ class CudaLowering:
             raise self.refuse(c, "a member of this type")
         ft, off = st[1].field(c.spelling)
         if place[0] == "mem":
-            self._not_volatile(c)
+            self._volatile(c)
             p = place[1]
             return ("lv", ("mem", _Ptr(p.space, p.buf, p.off, p.imm + off, ft)), ft)
         if place[0] == "svar":
@@ -1239,13 +1243,26 @@ class CudaLowering:
             return _SVal(t[1], {fn: self._zero(ft, c) for fn, ft, _ in t[1].fields})
         raise self.refuse(c, "a value-initialised array or pointer")
 
-    def _not_volatile(self, c: Any) -> None:
-        """Refuse a ``volatile`` access: in CUDA it is the warp-synchronous idiom (lanes of a warp
-        communicating through memory with no barrier), which has no meaning in WAVE's memory
-        model (spec §5.3) without a wave-level barrier."""
-        if c.type.is_volatile_qualified():
-            raise self.refuse(c, "a volatile memory access (warp-synchronous code needs a wave-level barrier "
-                              "that WAVE lacks: use __syncthreads() or the __shfl*_sync built-ins)")
+    def _volatile(self, c: Any) -> None:
+        """Note a ``volatile`` access. It compiles as an ordinary access: WAVE's memory model
+        (spec §5.3) orders accesses of different lanes only by synchronisation, never by
+        ``volatile``, so warp-synchronous code is correct with ``__syncwarp()`` (a
+        ``barrier.wave``) between the writes and the reads. A kernel with volatile accesses and
+        no ``__syncwarp`` at all is the pre-Volta idiom that relies on lock step, a data race
+        that gives wrong results on some targets: it is refused (:func:`compile_cuda`); a missing
+        ``__syncwarp`` in a kernel that has some is reported by the checked emulator."""
+        if self.volatile_at is None and c.type.is_volatile_qualified():
+            self.volatile_at = c
+
+    def check_volatile(self) -> None:
+        """Refuse the warp-synchronous idiom without ``__syncwarp`` (see :meth:`_volatile`)."""
+        if self.volatile_at is not None and not self.syncwarps:
+            raise self.err(self.volatile_at,
+                           "a volatile memory access in a kernel without __syncwarp(): warp-synchronous code "
+                           "(lanes of a warp exchanging values through memory) relies on lock step, which no "
+                           "target guarantees (a data race, spec §5.3): write __syncwarp() between the writes and "
+                           "the reads (CUDA 9+), or exchange the values with __shfl*_sync "
+                           "(docs/guide/cuda.md, 'Warp-synchronous code')")
 
     def _capture(self, f: Any) -> list[ir.Node]:
         saved = self.body
@@ -1445,7 +1462,7 @@ class CudaLowering:
             del vt
             return (old, t) if op.startswith("post") else (new, t)
         if op == "*":
-            self._not_volatile(c)
+            self._volatile(c)
             v, _ = self.rvalue(x)
             if isinstance(v, _VarRef):
                 return ("lv", v.place, v.pointee)
@@ -1717,8 +1734,7 @@ class CudaLowering:
             if name in _warp.WARP_BUILTINS:
                 return _warp.lower(self, c, name, args)
             if name == "__syncwarp":
-                raise self.refuse(c, "__syncwarp (WAVE has no wave-level barrier yet, issue 28 item 2: "
-                                  "exchange values with the __shfl*_sync built-ins, or use __syncthreads())")
+                return _warp.syncwarp(self, args)
             if name in _BITS:
                 return self.bits(c, name, args)
             if name == "__ldg":
@@ -2175,6 +2191,7 @@ def compile_cuda(source: str, name: str, path: str = "kernel.cu", *, workgroup: 
     low = CudaLowering(tu, fn, path, dynamic_shared=shared_bytes)
     try:
         low.build()
+        low.check_volatile()
     except tr.TypeRuleError as e:  # an operation the instruction set lacks for this type
         raise low.err(low.cur, f"not supported by the CUDA front end yet: {e.message}") from None
     except RecursionError:
@@ -2190,7 +2207,7 @@ def compile_cuda(source: str, name: str, path: str = "kernel.cu", *, workgroup: 
     args = []
     for n, ann in low.args:
         if isinstance(ann, ty.BufferType):
-            args.append(Arg(n, ArgKind.BUFFER, ann.elem.scalar, ann.access))
+            args.append(Arg(n, ArgKind.BUFFER, ann.elem.scalar, ann.access, ann.constant))
         else:
             args.append(Arg(n, ArgKind.SCALAR, ann.scalar))
     k = Kernel(symbol, args=args, registers=alloc.registers, local_memory=info.local_memory,
@@ -2213,7 +2230,7 @@ class CudaKernelDef:
     def _build(self) -> tuple[Module, list[Param], Any]:
         if self._built is None:
             r = compile_cuda(self.source, self.name, self.path, clang_args=self.clang_args)
-            self._built = (Module(kernels=[r.kernel]), r.params, r.info)
+            self._built = (settle_version(Module(kernels=[r.kernel])), r.params, r.info)
         return self._built
 
     @property

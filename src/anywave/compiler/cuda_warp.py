@@ -27,9 +27,12 @@ lane id ``L`` (``sr_lane_id``):
   ``i`` = lane ``i`` of the warp); ``__activemask()`` = ``__ballot_sync(~0, 1)``;
   ``__any_sync``/``__all_sync`` = the participating lanes' ``p``, any / all, as ``int`` 0/1.
 
-``__syncwarp`` is refused: WAVE has no wave-level execution barrier (spec §5.3, §7.9; a
-``fence .wave`` orders one thread's accesses but synchronises no lanes), so warp-synchronous
-code that communicates through memory cannot be given a meaning on every target.
+* ``__syncwarp()`` / ``__syncwarp(mask)`` = ``barrier.wave`` (spec §7.10): the lanes of the
+  wave that execute it together are synchronised, and their memory accesses before it happen
+  before their accesses after it. The mask is evaluated, not consulted (as above). Where CUDA's
+  warp is the wave (W <= 32) this is exactly CUDA's rule; at W = 64, when both 32-lane warps of
+  a wave execute the call together, it orders the lanes of both -- more than CUDA orders, never
+  less, so code race free under CUDA's rule stays race free.
 """
 
 from __future__ import annotations
@@ -105,6 +108,16 @@ def _ballot32(low: Any, p: PredUse) -> Value:
     low.emit("ballot.b64", b, p)
     shifted = low.alu("shr", ty.u64, b, base)
     return low.convert(shifted, ty.u64, ty.u32, None)
+
+
+def syncwarp(low: Any, args: list[Any]) -> tuple[Value, Any]:
+    """``__syncwarp([mask])``: ``barrier.wave`` (see the module's note); the value is void."""
+    low.wave_dependent = True
+    low.syncwarps += 1
+    for a in args:  # C evaluates every argument
+        low.rvalue(a)
+    low.emit("barrier.wave")
+    return low.const(0, ty.i32), ty.i32
 
 
 def lower(low: Any, c: Any, name: str, args: list[Any]) -> tuple[Value, Any]:

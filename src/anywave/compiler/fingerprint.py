@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from .bindings import DeviceFunction, Intrinsic, KernelDefinition
-from .types import BufferType, ConstType, DType
+from .types import BufferType, ConstType, DType, TypeParam, _Dynamic
 
 #: packages (under ``src/anywave``) whose source decides the compiled bytes
 COMPILER_PACKAGES = ("compiler", "isa", "binary", "emu", "asm")
@@ -195,7 +195,7 @@ def describe_value(v: Any, visit: Callable[[Any], str]) -> str:
         return f"np.{v.dtype.str}:{v.tobytes().hex()}"
     if isinstance(v, tuple):
         return "(" + ", ".join(describe_value(x, visit) for x in v) + ")"
-    if isinstance(v, (DType, BufferType, ConstType)):
+    if isinstance(v, (DType, BufferType, ConstType, TypeParam, _Dynamic)):
         return f"{type(v).__name__}:{v!r}"
     if isinstance(v, Intrinsic):
         return f"intrinsic:{v.name}"
@@ -220,7 +220,8 @@ def describe_value(v: Any, visit: Callable[[Any], str]) -> str:
 def _identity_safe(v: Any) -> bool:
     if isinstance(v, tuple):
         return all(_identity_safe(x) for x in v)
-    return v is UNDEFINED or isinstance(v, (*_SCALARS, np.generic, DType, BufferType, ConstType, Intrinsic, Enum,
+    return v is UNDEFINED or isinstance(v, (*_SCALARS, np.generic, DType, BufferType, ConstType, TypeParam, _Dynamic,
+                                           Intrinsic, Enum,
                                            DeviceFunction, KernelDefinition, types.ModuleType, type,
                                            types.BuiltinFunctionType, types.FunctionType, np.ufunc))
 

@@ -38,7 +38,7 @@ from . import frontend_inline as _inline
 from . import ir
 from . import language as L
 from . import types as ty
-from .astscan import assign_counts, assigned_names, construct_name, fn_has_early_return, supported_hint
+from .astscan import assign_counts, assigned_names, construct_name, fn_has_early_return, supported_hint, unrolled_names
 from .bindings import (
     UNBOUND,
     BufferArg,
@@ -144,11 +144,16 @@ class Frontend(ast.NodeVisitor):
     def build(self, params: Sequence[tuple[str, Any]]) -> list[ir.Node]:
         """Translate the kernel body. ``params``: (name, annotation) of runtime parameters."""
         fd = self.src.tree
+        dyn = self.ctx.consts.get(ty.DYNAMIC_LOCAL)
+        if isinstance(dyn, int) and not isinstance(dyn, bool):
+            # local memory sized at launch (aw.dynamic): its bytes first, at offset 0
+            self.b.dynamic_local = dyn
+            self.b.local_memory = -(-dyn // 16) * 16
         for name, ann in params:
             if name == PRINT_ARG:
                 raise self.b.err(fd, f"parameter name {PRINT_ARG!r} is reserved for aw.print's buffer")
             if isinstance(ann, ty.BufferType):
-                self.ctx.consts[name] = BufferArg(name, len(self.b.args), ann.elem, ann.access)
+                self.ctx.consts[name] = BufferArg(name, len(self.b.args), ann.elem, ann.access, ann.constant)
                 self.b.args.append((name, ann))
             else:
                 self.b.args.append((name, ann))
@@ -163,12 +168,18 @@ class Frontend(ast.NodeVisitor):
 
     def _prescan(self, fd: ast.FunctionDef) -> None:
         """Names assigned exactly once, at the function's top level, from a Python constant
-        expression become compile-time constants; everything else assigned is a variable."""
+        expression become compile-time constants, and so do names assigned only in straight-line
+        code and unrolled loops (``off = 1 << k`` in an ``aw.static_range`` body:
+        :func:`~anywave.compiler.astscan.unrolled_names`) while what they are assigned is known at
+        compile time: like a literal, such an int takes the type of the operand it meets (a
+        ``u32`` with ``t < off``). Everything else assigned is a variable."""
         counts = assign_counts(fd)
         for stmt in fd.body:
             if (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1
                     and isinstance(stmt.targets[0], ast.Name) and counts.get(stmt.targets[0].id) == 1):
                 self.ctx.const_names.add(stmt.targets[0].id)
+        if any(isinstance(n, ast.For) for n in ast.walk(fd)):
+            self.ctx.const_names.update(unrolled_names(fd, self._is_static_range))
         for a in fd.args.args + fd.args.kwonlyargs:
             if counts.get(a.arg, 0) > 0:
                 self.ctx.const_names.discard(a.arg)
@@ -258,7 +269,7 @@ class Frontend(ast.NodeVisitor):
         ctx = self.ctx
         if isinstance(value, PredUse):
             value = self.b.pred_value(value)
-        if name in ctx.const_names and not isinstance(value, Value) and ann is None:
+        if name in ctx.const_names and not isinstance(value, Value) and ann is None and name not in ctx.var_values:
             ctx.consts[name] = value
             return
         if not isinstance(value, Value):
@@ -623,6 +634,16 @@ class Frontend(ast.NodeVisitor):
             self._loop(build, node)
         finally:
             self._unroll_copies = outer_copies
+
+    def _is_static_range(self, it: ast.expr) -> bool:
+        """Whether a loop's iterable is a call of ``aw.static_range`` (resolved like any callee;
+        anything that cannot be resolved at compile time is not)."""
+        if not isinstance(it, ast.Call):
+            return False
+        try:
+            return self.static_eval(it.func) is L.INTRINSICS["static_range"]
+        except CompileError:
+            return False
 
     def _static_for(self, node: ast.For, it: ast.Call, name: str) -> None:
         args = [self.static_eval(a) for a in it.args]
@@ -1125,8 +1146,8 @@ class Frontend(ast.NodeVisitor):
             self._register_store(base, target, value)
         elif isinstance(base, BufferArg):
             if base.access is Access.READ:
-                raise self.b.err(target, f"buffer {base.name!r} is declared aw.In[{base.elem.name}] (read only) "
-                                 f"and cannot be written; declare it aw.Buffer[{base.elem.name}] or "
+                raise self.b.err(target, f"buffer {base.name!r} is declared {base.spelling}[{base.elem.name}] (read "
+                                 f"only) and cannot be written; declare it aw.Buffer[{base.elem.name}] or "
                                  f"aw.Out[{base.elem.name}]")
             idx = self.visit(target.slice)
             self.b.node = target
@@ -1207,8 +1228,8 @@ class Frontend(ast.NodeVisitor):
     def _view_store(self, view: BufferView, target: ast.Subscript, value: Any) -> None:
         buf = view.buffer
         if buf.access is Access.READ:
-            raise self.b.err(target, f"buffer {buf.name!r} is declared aw.In[{buf.elem.name}] (read only) and cannot "
-                             "be written")
+            raise self.b.err(target, f"buffer {buf.name!r} is declared {buf.spelling}[{buf.elem.name}] (read only) and "
+                             "cannot be written")
         lin = self.b.view_index(view, self.visit(target.slice), target)
         self.b.node = target
         off, wide = self.b.index_offset(lin, buf.elem.scalar.nbytes, target.slice)

@@ -84,6 +84,9 @@ class IRBuilder:
         self.args: list[tuple[str, Any]] = []
         #: bytes of local memory laid out so far
         self.local_memory = 0
+        #: the launch's bytes of local memory sized at launch (aw.dynamic), or None when the
+        #: kernel has none
+        self.dynamic_local: int | None = None
         #: fragment slots taken (aw.fragment; compiler/mma_lang.py)
         self.nfrag = 0
         #: aw.print call sites (PrintFormat) and the index of the hidden print buffer argument
@@ -389,7 +392,7 @@ class IRBuilder:
     def _pow(self, a: Any, b: Any, node: ast.AST) -> Value:
         if isinstance(b, Value) or not isinstance(b, int) or isinstance(b, bool) or not 0 <= b <= 8:
             raise self.err(node, "** needs a compile-time integer exponent 0..8 (computed by repeated "
-                           "multiplication, left to right); use aw.exp/aw.log for other powers")
+                           "multiplication, left to right); use aw.pow(x, y) for other powers")
         if not isinstance(a, Value):
             raise self.err(node, "** with a constant base and runtime exponent is not supported")
         if b == 0:
@@ -557,6 +560,12 @@ class IRBuilder:
 
     def load(self, space: str, elem: DType, addr: Any, wide: bool) -> Value:
         vt = ty.value_type_of_element(elem)
+        if elem is ty.bool8:  # a byte; true where it is not 0 (NumPy's, C's bool in memory)
+            b = self.new(ty.u32)
+            self.emit(mnemonic("ld", space, "u8", addr64=wide), b, addr)
+            p = self.new(ty.pred)
+            self.emit("setp.ne.u32", p, b, self.const(0, ty.u32))
+            return self.pred_to_bool(p)
         r = self.new(vt)
         nb = elem.scalar.nbytes
         if nb == 8:
@@ -575,10 +584,14 @@ class IRBuilder:
         if isinstance(value, PredUse):
             value = self.pred_value(value)
         if isinstance(value, Value) and value.type is not vt:
-            if value.type is ty.pred and vt.is_int:
+            if value.type is ty.pred and (vt.is_int or vt is ty.bool_):
                 return self.cast(value, vt, node)
-            raise self.err(node, f"cannot store a {value.type.name} value into {elem.name} elements; cast "
-                           f"explicitly with aw.{vt.name}(...)")
+            what = "bool" if elem is ty.bool8 else elem.name
+            raise self.err(node, f"cannot store a {value.type.name} value into {what} elements; cast "
+                           f"explicitly with aw.{'bool_' if vt is ty.bool_ else vt.name}(...)")
+        if elem is ty.bool8 and not isinstance(value, (Value, bool, np.bool_)):
+            raise self.err(node, f"cannot store {_describe(value)} into bool elements; store True/False or a "
+                           "bool value (aw.bool_(x) is x != 0)")
         if not isinstance(value, Value):
             if elem in ty.NARROW_TYPES:
                 bits = elem.scalar.bits

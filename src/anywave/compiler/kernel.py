@@ -10,6 +10,7 @@ Launching (``saxpy(2.0, x, y, n, grid=..., workgroup=...)``) is not the compiler
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import gc
 import hashlib
@@ -26,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from anywave.abi import dims3 as _dims3
-from anywave.binary.module import KERNEL_FLAG_W_INVARIANT, Arg, Kernel, Module
+from anywave.binary.module import KERNEL_FLAG_W_INVARIANT, Arg, Kernel, Module, settle_version
 from anywave.binary.verify import verify_cached
 from anywave.errors import LaunchError, LaunchValueError, VerifyError  # noqa: F401 - re-exported
 from anywave.isa.types import LIMITS, ArgKind
@@ -113,18 +114,41 @@ class Param:
 
 
 def _eval_annotations(fn: Callable[..., Any]) -> dict[str, Any]:
+    """The parameters' annotations, evaluated (string annotations in the function's globals and
+    closure). Text that names a type parameter (``"aw.In[T]"`` with ``T: aw.constexpr``) sees
+    ``T`` as a :class:`~anywave.compiler.types.TypeParam`."""
     out: dict[str, Any] = {}
     scope: dict[str, Any] | None = None
-    for k, v in getattr(fn, "__annotations__", {}).items():
+    texts = {k: v for k, v in getattr(fn, "__annotations__", {}).items()}
+    failed: dict[str, Exception] = {}
+    for k, v in texts.items():
         if isinstance(v, str):
             if scope is None:
                 scope = _closure_vars(fn)  # annotation text may name the enclosing function's locals
             try:
                 v = eval(v, fn.__globals__, scope)  # noqa: S307 - the user's own annotation text
             except Exception as e:  # noqa: BLE001
-                raise CompileError(f"cannot evaluate the annotation of {k!r} in {fn.__name__}: {v!r} ({e})") from None
+                failed[k] = e
+                continue
         out[k] = v
+    if failed:  # a second pass with the type parameters bound (T: aw.constexpr)
+        tps = {k: ty.TypeParam(k) for k, v in out.items() if v is ty.constexpr}
+        scope2 = {**(scope or {}), **tps}
+        for k, e in failed.items():
+            try:
+                out[k] = eval(texts[k], fn.__globals__, scope2)  # noqa: S307 - the user's own annotation text
+            except Exception:  # noqa: BLE001
+                raise CompileError(f"cannot evaluate the annotation of {k!r} in {fn.__name__}: {texts[k]!r} ({e})"
+                                   ) from None
     return out
+
+
+def _uses_dynamic(tree: ast.AST) -> bool:
+    """Whether a function body names ``dynamic`` (``aw.dynamic``, or the name imported): the
+    kernel then takes the launch keyword ``local_bytes`` (a spelling that turns out to be another
+    ``dynamic`` only adds an unused keyword)."""
+    return any((isinstance(n, ast.Attribute) and n.attr == "dynamic") or (isinstance(n, ast.Name) and n.id == "dynamic")
+               for n in ast.walk(tree))
 
 
 def _closure_vars(fn: Callable[..., Any]) -> dict[str, Any]:
@@ -200,18 +224,78 @@ class KernelDef(KernelDefinition):
                 raise src.error(node, f"parameter {p.name!r}: *args, **kwargs and positional-only parameters are "
                                 "not supported in kernels")
             ann = anns.get(p.name)
-            if p.kind is p.KEYWORD_ONLY or isinstance(ann, ty.ConstType):
+            tp = ty.type_param_of(ann)
+            if p.kind is p.KEYWORD_ONLY or isinstance(ann, ty.ConstType) or ann is ty.constexpr:
                 out.append(Param(p.name, "const", ann, p.default))
             elif isinstance(ann, ty.BufferType):
                 out.append(Param(p.name, "buffer", ann))
             elif isinstance(ann, ty.DType) and ann in ty.VALUE_TYPES and ann is not ty.bool_:
                 out.append(Param(p.name, "scalar", ann))
+            elif tp is not None:
+                out.append(Param(p.name, "scalar", tp))
             else:
                 valid = "aw.i32, aw.u32, aw.i64, aw.u64, aw.f16, aw.bf16, aw.f32, aw.f64, aw.Buffer[T], aw.In[T], " \
-                        "aw.Out[T], aw.Const[int]"
+                        "aw.Out[T], aw.Const[int], aw.constexpr"
                 what = "has no annotation" if ann is None else f"is annotated {ann!r}"
                 raise src.error(node, f"kernel parameter {p.name!r} {what}; valid annotations: {valid} "
                                 "(or make it keyword-only for a compile-time constant)")
+        if _uses_dynamic(src.tree):  # aw.local_array(dtype, aw.dynamic): the launch gives its bytes
+            if any(p.name == ty.DYNAMIC_LOCAL for p in out):
+                raise src.error(src.tree, f"kernel parameter {ty.DYNAMIC_LOCAL!r}: the name is the launch keyword of "
+                                "the kernel's aw.dynamic local memory; rename the parameter")
+            out.append(Param(ty.DYNAMIC_LOCAL, "const", ty.ConstType(int), 0))
+        consts = {p.name for p in out if p.kind == "const"}
+        for p in out:  # every type parameter an annotation names is a compile-time parameter
+            tp = p.ann.elem if isinstance(p.ann, ty.BufferType) else p.ann
+            if isinstance(tp, ty.TypeParam) and tp.name not in consts:
+                node = next((a for a in src.tree.args.args + src.tree.args.kwonlyargs if a.arg == p.name), src.tree)
+                raise src.error(node, f"kernel parameter {p.name!r} is annotated {p.ann!r}, but {tp.name!r} is not a "
+                                f"compile-time parameter of the kernel; add {tp.name}: aw.constexpr (its value: a "
+                                "dtype such as aw.f32)")
+        return out
+
+    @property
+    def type_params(self) -> dict[str, list[str]]:
+        """The kernel's type parameters: name -> the buffer parameters annotated with it (from
+        which a launch takes the dtype when it is not given)."""
+        tps = self.__dict__.get("_type_params")
+        if tps is None:
+            tps = {}
+            for p in self.params:
+                tp = p.ann.elem if isinstance(p.ann, ty.BufferType) else p.ann
+                if isinstance(tp, ty.TypeParam):
+                    tps.setdefault(tp.name, [])
+                    if p.kind == "buffer":
+                        tps[tp.name].append(p.name)
+            self.__dict__["_type_params"] = tps
+        return tps
+
+    def params_for(self, consts: Mapping[str, Any]) -> list[Param]:
+        """:attr:`params` with each type parameter replaced by its dtype in ``consts`` (the
+        kernel's own list when it has none). Raises CompileError for a value that is no dtype."""
+        if not self.type_params:
+            return self.params
+        dts: dict[str, ty.DType] = {}
+        for name in self.type_params:
+            v = consts.get(name)
+            t = v if isinstance(v, ty.DType) else None
+            if t is None or (t is not ty.bool_ and t not in ty.VALUE_TYPES and t not in ty.NARROW_TYPES):
+                raise CompileError(f"kernel {self.name!r}: type parameter {name!r} must be a dtype (aw.f32, aw.i32, "
+                                   f"np.float16 ...), got {v!r}")
+            dts[name] = t
+        out = []
+        for p in self.params:
+            if isinstance(p.ann, ty.BufferType):
+                out.append(Param(p.name, p.kind, p.ann.resolved(dts), p.default))
+            elif isinstance(p.ann, ty.TypeParam):
+                t = dts[p.ann.name]
+                if t not in ty.VALUE_TYPES or t is ty.bool_:
+                    raise CompileError(f"kernel {self.name!r}: scalar parameter {p.name!r} has type {p.ann.name} = "
+                                       f"{t!r}, which is no scalar argument type (aw.i32, aw.u32, aw.i64, aw.u64, "
+                                       "aw.f16, aw.bf16, aw.f32, aw.f64)")
+                out.append(Param(p.name, p.kind, t, p.default))
+            else:
+                out.append(p)
         return out
 
     # ------------------------------------------------------------ compile
@@ -226,6 +310,12 @@ class KernelDef(KernelDefinition):
                 v = p.default
             else:
                 raise LaunchError(f"kernel {self.name!r}: compile-time constant {p.name!r} was not given")
+            if p.name in self.type_params:  # a dtype: aw.f16, np.float16, "float16", bool
+                t = ty.resolve_dtype(v)
+                if t is None:
+                    raise LaunchError(f"kernel {self.name!r}: type parameter {p.name!r} must be a dtype (aw.f32, "
+                                      f"np.float16 ...), got {v!r}")
+                v = t
             if isinstance(v, np.generic):
                 v = v.item()
             if isinstance(p.ann, ty.ConstType) and not isinstance(v, p.ann.py):
@@ -262,7 +352,7 @@ class KernelDef(KernelDefinition):
                 self._warned_unkeyable = True
                 warnings.warn(f"kernel {self.name!r} is compiled on every call and never cached: {e}",
                               CacheWarning, stacklevel=3)
-            m = Module(kernels=[self.compile_kernel(consts)])
+            m = settle_version(Module(kernels=[self.compile_kernel(consts)]))
             _verify_output(m, self.name)
             return m
         fp = self._shared_fingerprint(fp)
@@ -270,10 +360,10 @@ class KernelDef(KernelDefinition):
         if hit is not None and hit[1] == digest:
             m = hit[2]
         else:
-            m = _DISK.load(digest, self._entry_matches)
+            m = _DISK.load(digest, lambda m: self._entry_matches(m, consts))
             if m is None:
                 kernel = self.compile_kernel(consts)
-                m = Module(kernels=[kernel])
+                m = settle_version(Module(kernels=[kernel]))
                 _verify_output(m, self.name)
                 _DISK.store(digest, m)
         with self._lock:
@@ -312,26 +402,26 @@ class KernelDef(KernelDefinition):
                 return old
         return fp
 
-    def _expected_abi(self) -> list[tuple[Any, ...]]:
+    def _expected_abi(self, consts: Mapping[str, Any] | None = None) -> list[tuple[Any, ...]]:
         out: list[tuple[Any, ...]] = []
-        for p in self.params:
+        for p in self.params_for(consts or {}):
             if p.kind == "buffer":
-                out.append((p.name, ArgKind.BUFFER, p.ann.elem.scalar, p.ann.access))
+                out.append((p.name, ArgKind.BUFFER, p.ann.elem.scalar, p.ann.access, p.ann.constant))
             elif p.kind == "scalar":
                 out.append((p.name, ArgKind.SCALAR, p.ann.scalar))
         return out
 
-    def _entry_matches(self, m: Module) -> bool:
+    def _entry_matches(self, m: Module, consts: Mapping[str, Any] | None = None) -> bool:
         """A disk-cache entry is used only when it holds exactly this kernel: its name, ABI
         and launch requirements (anything else is a miss, never an error)."""
         if len(m.kernels) != 1:
             return False
         k = m.kernels[0]
-        abi = [(a.name, a.kind, a.type, a.access) if a.kind is ArgKind.BUFFER else (a.name, a.kind, a.type)
+        abi = [(a.name, a.kind, a.type, a.access, a.constant) if a.kind is ArgKind.BUFFER else (a.name, a.kind, a.type)
                for a in k.args]
         wg = tuple(k.workgroup_size) if k.workgroup_size is not None else None
         # a kernel that spills declares its own max_workgroup_size (compiler/spill.py)
-        return (k.name == self.name and abi == self._expected_abi() and wg == self.workgroup
+        return (k.name == self.name and abi == self._expected_abi(consts) and wg == self.workgroup
                 and (k.max_workgroup_size == self.max_workgroup_size or self.max_workgroup_size is None))
 
     def _kernel_source(self) -> FuncSource:
@@ -358,7 +448,7 @@ class KernelDef(KernelDefinition):
     def _compile_kernel(self, consts: Mapping[str, Any] | None) -> Kernel:
         consts = dict(consts or {})
         src = self._kernel_source()
-        params = [(p.name, p.ann) for p in self.params if p.kind != "const"]
+        params = [(p.name, p.ann) for p in self.params_for(consts) if p.kind != "const"]
         fe = Frontend(src, consts, self.name)
         with _deep_recursion():
             try:
@@ -378,7 +468,7 @@ class KernelDef(KernelDefinition):
         args = []
         for name, ann in fe.b.args:
             if isinstance(ann, ty.BufferType):
-                args.append(Arg(name, ArgKind.BUFFER, ann.elem.scalar, ann.access))
+                args.append(Arg(name, ArgKind.BUFFER, ann.elem.scalar, ann.access, ann.constant))
             else:
                 args.append(Arg(name, ArgKind.SCALAR, ann.scalar))
         # the W-dependence flag (docs/spec.md §14.3): no W-observing intrinsic outside the

@@ -8,7 +8,7 @@ it). Called outside a kernel they raise :class:`~anywave.compiler.errors.Compile
 This module is also the registry: each marker is declared with its documentation and the
 function that lowers a call of it to IR (``lower(builder, call_node, discard)``, the builder a
 :class:`~anywave.compiler.builder.Builder`), in the module of its subject: ``lower_threads``,
-``lower_wave``, ``lower_math``, ``frontend_perf``, ``mma_lang``, ``debugprint``. A marker without
+``lower_wave``, ``lower_math``, ``frontend_perf``, ``mma_lang``, ``debugprint``, ``numlimits``. A marker without
 a lowering is a CompileError at the call.
 
 Ids and sizes are ``i32`` (the special registers are u32, but every id fits in 31 bits and a
@@ -38,6 +38,7 @@ from . import lower_threads as _threads
 from . import lower_wave as _wave
 from . import mma_lang as _mma
 from .bindings import Intrinsic
+from .numlimits import finfo, iinfo  # noqa: F401 - intrinsics that are host functions too
 
 # name = Intrinsic(name, documentation, lowering); the names that shadow Python builtins
 # (range, print) are exported under their own name only
@@ -69,6 +70,10 @@ num_waves = Intrinsic("num_waves", "num_waves() -> i32: waves in this workgroup"
 # sync and memory
 barrier = Intrinsic("barrier", "barrier(): workgroup execution barrier (+ workgroup acq_rel fence)",
                     lower=_threads.lower_barrier)
+wave_barrier = Intrinsic("wave_barrier", "wave_barrier(): barrier of the lanes of this wave that execute it (CUDA's "
+                        "__syncwarp()): their memory accesses before it happen before their accesses after it; "
+                        "nothing is ordered between waves (spec §7.10)",
+                        lower=_threads.lower_wave_barrier)
 fence = Intrinsic("fence", "fence(scope='device', order='acq_rel'): memory fence",
                   lower=_threads.lower_fence)
 local_array = Intrinsic("local_array", "local_array(dtype, shape) -> local array: per-workgroup memory, 1-D or 2-D, "

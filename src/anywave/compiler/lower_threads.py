@@ -58,6 +58,13 @@ def lower_barrier(bld: Builder, node: ast.Call, discard: bool) -> None:
     bld.emit("barrier")
 
 
+def lower_wave_barrier(bld: Builder, node: ast.Call, discard: bool) -> None:
+    """``aw.wave_barrier()``: ``barrier.wave`` (spec §7.10), the barrier of the lanes of the wave
+    that execute it: their memory accesses before it happen before their accesses after it."""
+    bld.call_args(node, 0, 0, "aw.wave_barrier()")
+    bld.emit("barrier.wave")
+
+
 def lower_fence(bld: Builder, node: ast.Call, discard: bool) -> None:
     bld.call_args(node, 0, 2, "aw.fence()", ("scope", "order"))
     scope, order = _scope_order(bld, node, "device", "acq_rel", positional=True)
@@ -92,6 +99,8 @@ def lower_local_array(bld: Builder, node: ast.Call, discard: bool) -> LocalArray
     if not isinstance(dt, DType) or dt in (ty.bool_, ty.pred):
         raise bld.err(node.args[0], "local_array element type must be a dtype such as aw.f32, got "
                       + _describe(dt))
+    if shape is ty.dynamic:
+        return _dynamic_array(bld, node, dt)
     if isinstance(shape, int):
         shape = (shape,)
     if (not isinstance(shape, tuple) or not 1 <= len(shape) <= 2
@@ -110,6 +119,19 @@ def lower_local_array(bld: Builder, node: ast.Call, discard: bool) -> LocalArray
 
 #: the most local memory a WAVE kernel can declare (its size is a u32 in the binary)
 LOCAL_MEMORY_MAX = 2**32 - 1
+
+
+def _dynamic_array(bld: Builder, node: ast.Call, dt: DType) -> LocalArray:
+    """``aw.local_array(dtype, aw.dynamic)``: the launch's ``local_bytes`` at offset 0 (the frontend
+    reserves them before any other local array, :meth:`~anywave.compiler.frontend.Frontend.build`)."""
+    n = bld.dynamic_local
+    if n is None:
+        raise bld.err(node.args[1], "aw.local_array(dtype, aw.dynamic) is declared in the kernel's own body (not "
+                      "in an @aw.func), so that the kernel gets its launch keyword local_bytes=")
+    if n < dt.scalar.nbytes:
+        raise bld.err(node.args[1], f"aw.local_array({dt!r}, aw.dynamic) is sized at launch: give the bytes with "
+                      f"local_bytes=N (CUDA's extern __shared__ size), at least {dt.scalar.nbytes}; got {n}")
+    return LocalArray(0, dt, (n // dt.scalar.nbytes,))
 
 
 def lower_special_register(bld: Builder, node: ast.Call, discard: bool, name: str) -> Value:

@@ -35,7 +35,7 @@ tests/test_compiler_math.py:
 * ``sin``, ``cos``: absolute error <= 2^-22 for |x| <= 10^4 (Cody–Waite reduction by π/2
   in three parts; beyond that the error grows with |x|); inf/NaN → NaN;
 * ``tanh``: <= 4 ulp; ``erf``: absolute error <= 4e-7 (Taylor series below 0.5,
-  Abramowitz & Stegun 7.1.26 above).
+  Abramowitz & Stegun 7.1.26 above); ``pow``: < 1 ulp (the end of this module, spec §8.18).
 
 The ``fast_*`` intrinsics map to ``*.approx.f32`` instead (faster; results may differ
 between targets within the spec's bounds).
@@ -54,7 +54,7 @@ aw = _pytypes.SimpleNamespace(**_lang.INTRINSICS,
                               **{k: v for k, v in vars(_ty).items() if isinstance(v, _ty.DType)})
 
 __all__ = ["workgroup_reduce", "workgroup_scan", "workgroup_broadcast",
-           "exp", "exp2", "log", "log2", "sin", "cos", "tanh", "erf"]
+           "exp", "exp2", "log", "log2", "pow", "sin", "cos", "tanh", "erf"]
 
 #: values handled per round of a collective (a power of two): one round for every
 #: workgroup of up to 1024 threads; larger ones take ceil(S / CHUNK) rounds through the
@@ -398,3 +398,124 @@ def erf(x: aw.f32):
         y = 1.0 - p * t * exp(-(a * a))
         out = y if x > 0.0 else -y
     return out if x == x else x
+
+
+# ----------------------------------------------------------------------------- pow (docs/spec.md §8.18)
+# pow(x, y): below 1 ulp for finite results (faithfully rounded: 2^(y log2|x|) with the logarithm
+# and the product carried as pairs of f32, then exp2's polynomial), C99 Annex F's special cases;
+# its sequence is docs/spec.md §8.18.
+
+#: f32 head and tail of the constants pow carries as double-f32 pairs (head: the constant rounded
+#: to f32; tail: the rest rounded to f32)
+_LOG2E_HI, _LOG2E_LO = 1.4426950216293335, 1.925963033500011e-08
+_TWO3_HI, _TWO3_LO = 0.6666666865348816, -1.9868215517249155e-08
+_INF_BITS, _NAN_BITS = 0x7F800000, 0x7FC00000
+
+
+@func
+def _two_sum(a: aw.f32, b: aw.f32):
+    # s + e = a + b exactly (Knuth's TwoSum)
+    s = a + b
+    bb = s - a
+    return s, (a - (s - bb)) + (b - bb)
+
+
+@func
+def _log2_ext(ax: aw.f32):
+    # log2(ax) for a finite ax > 0 as a pair (h, l), h + l within about 2^-40 of it relative:
+    # ax = m 2^e, m in [sqrt(1/2), sqrt(2)); log m = 2 atanh(s), s = (m - 1)/(m + 1), the series
+    # 2s + 2s^3/3 + ... + 2s^17/17 with s, s^2, the 2/3 term and the products in double-f32
+    xs = ax
+    eadj = 0
+    if ax < 1.1754943508222875e-38:
+        xs = ax * 8388608.0
+        eadj = -23
+    bits = aw.bitcast(xs, aw.i32)
+    e = ((bits >> 23) & 255) - 127 + eadj
+    m = aw.bitcast((bits & 8388607) | 1065353216, aw.f32)
+    if m > 1.4142135623730951:
+        m = m * 0.5
+        e = e + 1
+    u = m - 1.0
+    vh, vl = _two_sum(m, 1.0)
+    sh = u / vh
+    sl = aw.fma(-sh, vl, aw.fma(-sh, vh, u)) / vh
+    zh = sh * sh
+    zl = aw.fma(sh, sh, -zh) + (sh + sh) * sl
+    w = aw.fma(zh, 2.0 / 17.0, 2.0 / 15.0)
+    w = aw.fma(zh, w, 2.0 / 13.0)
+    w = aw.fma(zh, w, 2.0 / 11.0)
+    w = aw.fma(zh, w, 2.0 / 9.0)
+    w = aw.fma(zh, w, 2.0 / 7.0)
+    w = aw.fma(zh, w, 2.0 / 5.0)
+    w = w * zh
+    ah = _TWO3_HI + w
+    al = ((_TWO3_HI - ah) + w) + _TWO3_LO
+    bh = zh * ah
+    bl = aw.fma(zh, ah, -bh) + (zh * al + zl * ah)
+    ch = sh * bh
+    cl = aw.fma(sh, bh, -ch) + (sh * bl + sl * bh)
+    s2 = sh + sh
+    dh = s2 + ch
+    dl = ((s2 - dh) + ch) + ((sl + sl) + cl)
+    eh = dh * _LOG2E_HI
+    el = aw.fma(dh, _LOG2E_HI, -eh) + (dh * _LOG2E_LO + dl * _LOG2E_HI)
+    lh, t = _two_sum(aw.f32(e), eh)
+    ll = t + el
+    h = lh + ll
+    return h, ll - (h - lh)
+
+
+@func
+def _pow_core(ax: aw.f32, y: aw.f32):
+    # 2^(y log2 ax) for a finite ax > 0 and a finite y: the product in double-f32, its integer
+    # part n and rest f (|f| <= 1/2 + tiny), 2^f by the Horner polynomial of exp2, times 2^n
+    h, l = _log2_ext(ax)
+    ph = y * h
+    pl = aw.fma(y, h, -ph) + y * l
+    pc = min(max(ph, -160.0), 130.0)
+    n = aw.rint(pc)
+    f = (pc - n) + (pl if pc == ph else 0.0)  # beyond the clamp the result is inf or 0 anyway
+    p = aw.fma(f, 1.5252733804059841e-05, 1.5403530393381606e-04)
+    p = aw.fma(f, p, 1.3333558146428443e-03)
+    p = aw.fma(f, p, 9.6181291076284772e-03)
+    p = aw.fma(f, p, 5.5504108664821580e-02)
+    p = aw.fma(f, p, 2.4022650695910071e-01)
+    p = aw.fma(f, p, 6.9314718055994531e-01)
+    p = aw.fma(f, p, 1.0)
+    return _scale2(p, aw.i32(n))
+
+
+@func
+def pow(x: aw.f32, y: aw.f32):  # noqa: A001 - aw.pow, as C's pow and NumPy's power
+    inf = aw.bitcast(aw.u32(_INF_BITS), aw.f32)
+    ax = abs(x)
+    ay = abs(y)
+    yint = aw.trunc(y) == y
+    yodd = yint and ay < 16777216.0 and (aw.i32(y) & 1) == 1
+    big = 3.4028234663852886e+38
+    r = _pow_core(min(max(ax, 1.401298464324817e-45), big), min(max(y, -big), big))
+    if x < 0.0:
+        if not yint:
+            r = aw.bitcast(aw.u32(_NAN_BITS), aw.f32)
+        elif yodd:
+            r = -r
+    if ax == 0.0:  # pow(+-0, y): +-inf / +-0 (odd y keeps x's sign), C99 F.10.4.4
+        r = inf if y < 0.0 else 0.0
+        if yodd:
+            r = aw.bitcast(aw.bitcast(r, aw.u32) | (aw.bitcast(x, aw.u32) & aw.u32(0x80000000)), aw.f32)
+    if ax == inf:  # pow(+-inf, y)
+        r = 0.0 if y < 0.0 else inf
+        if yodd and x < 0.0:
+            r = -r
+    if ay == inf:  # pow(x, +-inf)
+        r = 1.0
+        if ax < 1.0:
+            r = 0.0 if y > 0.0 else inf
+        if ax > 1.0:
+            r = inf if y > 0.0 else 0.0
+    if x != x or y != y:
+        r = aw.bitcast(aw.u32(_NAN_BITS), aw.f32)
+    if y == 0.0 or x == 1.0:
+        r = 1.0
+    return r

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from anywave.isa import InstructionLookupError, mnemonic
 from anywave.isa.table import BY_MNEMONIC
 
@@ -48,11 +50,16 @@ class TypeRuleError(Exception):
 
 
 def literal_type(value: Any) -> DType:
-    """The type a Python constant gets on its own: bool, i32 or f32.
+    """The type a Python constant gets on its own: bool, i32 or f32; a NumPy scalar its own type
+    (narrow integers widened to i32/u32).
 
     Raises:
         TypeRuleError: an int outside i32, or a value that is not a number or bool.
     """
+    if isinstance(value, np.generic):  # a NumPy scalar on its own (aw.finfo(aw.f16).max): its own type
+        t = ty.bool_ if isinstance(value, np.bool_) else ty.from_numpy(value.dtype)
+        if t is not None:
+            return ty.value_type_of_element(t)
     if isinstance(value, bool):
         return ty.bool_
     if isinstance(value, int):

@@ -6,7 +6,9 @@ Spelling (docs in :mod:`anywave.compiler`):
   ``bool`` is accepted as an annotation too);
 * buffers ``aw.Buffer[aw.f32]`` (read-write), ``aw.In[aw.f32]`` (read only),
   ``aw.Out[aw.f32]`` (write only); narrow integer element types ``aw.u8 aw.i8 aw.u16 aw.i16``
-  are allowed for buffers (loads widen them to u32/i32, stores keep the low bits);
+  are allowed for buffers (loads widen them to u32/i32, stores keep the low bits), and
+  ``aw.bool_`` (or ``bool``): NumPy bool arrays, one byte per element, loaded as bools (a byte
+  not 0 is true), stored as 0 or 1;
 * compile-time constants ``aw.Const[int]`` / ``aw.Const[float]`` / ``aw.Const[bool]`` — or
   any keyword-only parameter — specialise the kernel; their values are part of the cache key.
 
@@ -103,6 +105,10 @@ bf16 = DType("bf16", ScalarType.BF16, ml_dtypes.bfloat16)
 f32 = DType("f32", ScalarType.F32, np.float32)
 f64 = DType("f64", ScalarType.F64, np.float64)
 bool_ = DType("bool", ScalarType.U32, np.bool_)
+#: the element type of a buffer of bools (``aw.In[aw.bool_]``): one byte per element, NumPy's
+#: ``bool`` layout; a load gives a ``bool_`` value (true where the byte is not 0), a store writes
+#: 0 or 1. Never a value type.
+bool8 = DType("bool8", ScalarType.U8, np.bool_)
 #: internal: a comparison result held in a predicate register
 pred = DType("pred", ScalarType.PRED, None)
 #: internal: 2 and 4 consecutive 32-bit registers, the data of a vector load/store
@@ -118,7 +124,7 @@ BY_NAME = {t.name: t for t in (*VALUE_TYPES, *NARROW_TYPES)}
 BY_NAME["bool_"] = bool_
 
 
-_WIDENED = {i8: i32, i16: i32, u8: u32, u16: u32}
+_WIDENED = {i8: i32, i16: i32, u8: u32, u16: u32, bool8: bool_}
 
 
 def value_type_of_element(t: DType) -> DType:
@@ -137,24 +143,44 @@ def from_numpy(dt: Any) -> DType | None:
 
 @dataclass(frozen=True)
 class BufferType:
-    """A buffer parameter annotation: element type and access."""
+    """A buffer parameter annotation: element type and access (the element type may be a
+    :class:`TypeParam` until the kernel's type parameters are given)."""
 
     elem: DType
     access: Access
+    #: a constant buffer (``aw.Constant[T]``): read only, with the ABI's constant hint (the target
+    #: may place it in constant memory; docs/spec.md §12)
+    constant: bool = False
+
+    def resolved(self, dtypes: dict[str, DType]) -> BufferType:
+        """This annotation with a type parameter replaced by its dtype (``bool_``: one byte per
+        element, as ``aw.In[aw.bool_]``)."""
+        if isinstance(self.elem, TypeParam):
+            t = dtypes[self.elem.name]
+            return BufferType(bool8 if t is bool_ else t, self.access, self.constant)
+        return self
 
     def __repr__(self) -> str:
-        head = {Access.READ: "In", Access.WRITE: "Out", Access.READWRITE: "Buffer"}[self.access]
-        return f"aw.{head}[{self.elem!r}]"
+        head = "Constant" if self.constant else {Access.READ: "In", Access.WRITE: "Out",
+                                                 Access.READWRITE: "Buffer"}[self.access]
+        return f"aw.{head}[{'aw.bool_' if self.elem is bool8 else repr(self.elem)}]"
 
 
 class _BufferSpelling:
     access = Access.READWRITE
 
+    constant = False
+
     def __class_getitem__(cls, elem: Any) -> BufferType:
-        if not isinstance(elem, DType) or elem in (bool_, pred):
+        if elem is bool_ or elem is bool:  # one byte per element (NumPy's bool arrays)
+            return BufferType(bool8, cls.access, cls.constant)
+        tp = type_param_of(elem)
+        if tp is not None:  # a dtype given at compile time (a type parameter)
+            return BufferType(tp, cls.access, cls.constant)  # type: ignore[arg-type]
+        if not isinstance(elem, DType) or elem in (pred, bool8) or elem.np_dtype is None:
             raise TypeError(f"aw.{cls.__name__}[...] takes an element type such as aw.f32, got {elem!r}; "
-                            f"valid: {', '.join(t.name for t in (*VALUE_TYPES, *NARROW_TYPES) if t is not bool_)}")
-        return BufferType(elem, cls.access)
+                            f"valid: {', '.join(t.name for t in (*VALUE_TYPES, *NARROW_TYPES))}")
+        return BufferType(elem, cls.access, cls.constant)
 
 
 class Buffer(_BufferSpelling):
@@ -173,6 +199,16 @@ class Out(_BufferSpelling):
     """``aw.Out[aw.f32]``: a buffer the kernel only writes (reading it is a compile error)."""
 
     access = Access.WRITE
+
+
+class Constant(_BufferSpelling):
+    """``aw.Constant[aw.f32]``: a small read-only table (CUDA's ``__constant__`` memory): an
+    ``aw.In`` buffer with the ABI's constant hint (docs/spec.md §12, WAVE 1.1), which lets a
+    target place it in constant/uniform memory; a launch's constant buffers total at most 64 KiB.
+    Results are those of ``aw.In``."""
+
+    access = Access.READ
+    constant = True
 
 
 @dataclass(frozen=True)
@@ -197,3 +233,72 @@ class Const:
 
 #: Python scalar constant types the frontend folds at compile time
 PY_CONST = (bool, int, float)
+
+
+class _Dynamic:
+    """The shape ``aw.dynamic`` of a local array sized at launch (:data:`dynamic`)."""
+
+    def __repr__(self) -> str:
+        return "aw.dynamic"
+
+    def __reduce__(self) -> str:
+        return "dynamic"
+
+
+#: ``aw.local_array(dtype, aw.dynamic)``: a 1-D local array whose size comes from the launch
+#: (``kernel(..., local_bytes=N)``, CUDA's ``extern __shared__`` with its third launch argument):
+#: ``N // itemsize`` elements at offset 0 of local memory, before the kernel's other local
+#: arrays; every such array of a kernel names the same bytes. The kernel compiles once per N.
+dynamic = _Dynamic()
+#: the launch keyword (a compile-time parameter every kernel that uses ``aw.dynamic`` gets)
+DYNAMIC_LOCAL = "local_bytes"
+
+
+class constexpr:  # noqa: N801 - spelt as Triton spells it
+    """``T: aw.constexpr``: a compile-time parameter of any kind (an int, a float, a bool, a str,
+    a tuple, a dtype), like a keyword-only parameter. A parameter so annotated whose name appears
+    in another parameter's annotation (``x: aw.In[T]``, ``a: T``) is a **type parameter**: its
+    value is a dtype, given at the call (``T=aw.f16``) or taken from the buffer argument annotated
+    with it, and each dtype compiles its own specialisation (:class:`TypeParam`)."""
+
+    def __init__(self) -> None:
+        raise TypeError("aw.constexpr is an annotation (T: aw.constexpr), not a value")
+
+
+@dataclass(frozen=True)
+class TypeParam:
+    """A dtype named by a compile-time parameter, standing in an annotation for its value
+    (``aw.In[T]``, ``a: T``). ``T`` is the parameter's name; it may also be spelt by a
+    ``typing.TypeVar("T")`` defined at module level (when annotations are not strings)."""
+
+    name: str
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+def type_param_of(x: Any) -> TypeParam | None:
+    """The :class:`TypeParam` that ``x`` spells (itself, or a ``typing.TypeVar`` by its name), else None."""
+    if isinstance(x, TypeParam):
+        return x
+    import typing
+
+    if isinstance(x, typing.TypeVar):
+        return TypeParam(x.__name__)
+    return None
+
+
+def resolve_dtype(v: Any) -> DType | None:
+    """The value type ``v`` names: an ``aw`` dtype, a NumPy dtype or scalar type (``np.float32``,
+    ``"float16"``), Python's ``bool``; None when it names none."""
+    if isinstance(v, DType):
+        return v if v in VALUE_TYPES or v in NARROW_TYPES else None
+    if v is bool:
+        return bool_
+    try:
+        dt = np.dtype(v)
+    except TypeError:
+        return None
+    if dt == np.dtype(np.bool_):
+        return bool_
+    return from_numpy(dt)

@@ -12,13 +12,13 @@ from __future__ import annotations
 from typing import Any
 
 #: intrinsics whose value (or effect) depends on W: the W-dependent special registers, every
-#: wave operation (they combine the lanes of a wave, whose membership depends on W) and
-#: ``mma`` (executed by a wave as a whole)
+#: wave operation (they combine the lanes of a wave, whose membership depends on W), ``mma``
+#: (executed by a wave as a whole) and ``wave_barrier`` (it orders the lanes of one wave)
 W_DEPENDENT_INTRINSICS = frozenset({
     "lane_id", "wave_id", "wave_width", "num_waves",
     "wave_shfl", "wave_shfl_up", "wave_shfl_down", "wave_shfl_xor", "wave_broadcast",
     "wave_ballot", "wave_any", "wave_all", "wave_sum", "wave_min", "wave_max", "wave_and", "wave_or",
-    "wave_xor", "wave_prefix_sum", "mma",
+    "wave_xor", "wave_prefix_sum", "mma", "wave_barrier",
 })
 
 

@@ -52,11 +52,13 @@ def _all_cases() -> tuple[Case, ...]:
         gen_mma,
         gen_perf,
         gen_wave,
+        gen_wave_barrier,
     )
 
     cases = (gen_alu.cases() + gen_mem.cases() + gen_wave.cases() + gen_control.cases() + gen_mma.cases()
              + gen_collectives.cases() + list(gen_perf.cases()) + gen_compiled.cases()
-             + gen_limits.cases() + gen_async.cases() + gen_literal.cases())
+             + gen_limits.cases() + gen_async.cases() + gen_literal.cases() + gen_wave_barrier.cases()
+             + gen_wave_barrier.constant_cases())
     names = [c.name for c in cases]
     if len(set(names)) != len(names):
         dup = sorted({n for n in names if names.count(n) > 1})

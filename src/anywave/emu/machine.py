@@ -25,23 +25,24 @@ import numpy as np
 
 from anywave.abi import SCALAR_INT as _SCALAR_INT  # noqa: F401 - re-exported (moved)
 from anywave.abi import abi_text as _abi_text
-from anywave.abi import dims3, load_program
+from anywave.abi import check_constant_bytes, dims3, load_program, word_converter
 from anywave.abi import scalar_word as _scalar_word
-from anywave.binary.module import Instruction, Kernel, Module
+from anywave.binary.module import Instruction, Kernel, Module, kernel_bodies
 from anywave.binary.structure import If, Loop
 from anywave.binary.structure import parse as parse_structure
-from anywave.emu import alu, async_copy, fragments, memory, waveops
+from anywave.emu import alu, async_copy, fragments, memory, waveops, wavesync
 from anywave.emu.alu import Run
 from anywave.emu.async_copy import finish_batch
 from anywave.emu.memory import RaceShadow
+from anywave.emu.wavesync import WaveRaceShadow
 from anywave.errors import EmulationError, LaunchConfigError
 from anywave.isa import dispatch
 from anywave.isa.mma import MMA_SREG_VALUES
 from anywave.isa.table import InstrDef, Role
 from anywave.isa.types import LIMITS, Access, SpecialRegister
 
-__all__ = ["DEFAULT_LIMITS", "BudgetExceeded", "EmulationStats", "EmulatorLimits", "emulate", "emulate_flat",
-           "compile_instruction"]
+__all__ = ["DEFAULT_LIMITS", "BudgetExceeded", "EmulationStats", "EmulatorLimits", "PreparedLaunch", "emulate",
+           "emulate_flat", "compile_instruction"]
 
 # entry kinds
 ORD, IF, ELSE, ENDIF, LOOP, ENDLOOP, BREAK, CONTINUE, RET, HALT, CALL, BARRIER = range(12)
@@ -53,7 +54,7 @@ _ROLE_KIND = {Role.IF: IF, Role.ELSE: ELSE, Role.ENDIF: ENDIF, Role.LOOP: LOOP, 
 #: per ordinary instruction; None for those the walk executes (control flow, the barrier)
 EMULATOR = dispatch.consumer("emulator", error=EmulationError)
 EMULATOR.register({**alu.SEMANTICS, **memory.SEMANTICS, **waveops.SEMANTICS, **fragments.SEMANTICS,
-                   **async_copy.SEMANTICS})
+                   **async_copy.SEMANTICS, **wavesync.SEMANTICS})
 EMULATOR.register([f"ctl.{r.value}" for r in Role], None)
 EMULATOR.register("sync.barrier", None)
 
@@ -301,8 +302,10 @@ class _Buffer:
         if not self.check:
             return None
         if self._shadow is None:
-            self._shadow = RaceShadow(self.u8.size, "device memory", False,
-                                      lambda b, n=self.name: f"argument {n!r} byte offset {b}")
+            def describe(b: int, n: str = self.name) -> str:
+                return f"argument {n!r} byte offset {b}"
+            self._shadow = (WaveRaceShadow(self.u8.size, "device memory", False, describe, st.W)
+                            if st.launch.wave_sync else RaceShadow(self.u8.size, "device memory", False, describe))
         return self._shadow
 
 
@@ -365,6 +368,9 @@ class _Launch:
         self.buffers = buffers
         self.scalars = scalars
         self.check = check
+        #: checked mode with wave barriers: per-lane clocks order the lanes of a wave (emu/wavesync)
+        self.wave_sync = check and any(ins.defn.sem == "sync.wave_barrier" for _o, body in
+                                       kernel_bodies(module, kernel) for ins in body)
         self.max_loop_iterations = DEFAULT_MAX_LOOP_ITERATIONS
         self.max_instructions: int | None = None
         self.budget: float | None = DEFAULT_LOOP_BUDGET
@@ -509,8 +515,14 @@ class Batch:
         self.halted = np.zeros(N, bool)
         self.local_bytes = launch.kernel.local_memory
         self.local = np.zeros(nwg * self.local_bytes, np.uint8)
-        self.local_shadow = (RaceShadow(self.local.size, "local memory", True, self._local_byte)
-                             if launch.check else None)
+        self.local_shadow: RaceShadow | None = None
+        #: checked mode with wave barriers: the lanes' vector clocks (emu/wavesync), else None
+        self.wclock: np.ndarray | None = None
+        if launch.wave_sync:
+            self.wclock = wavesync.new_clocks(N, W)
+            self.local_shadow = WaveRaceShadow(self.local.size, "local memory", True, self._local_byte, W)
+        elif launch.check:
+            self.local_shadow = RaceShadow(self.local.size, "local memory", True, self._local_byte)
         self.frames: list[list[Any]] = []
         self.depth = 0
         self.cur_id = 0
@@ -729,6 +741,8 @@ class Batch:
                 f"arrived (threads {ex_(here)}) and {gone.size} did not (threads {ex_(gone)}"
                 f"{f'; {halted} of them had halted' if halted else ''}); every thread of a "
                 f"workgroup must reach the same barrier")
+        if self.wclock is not None:  # a workgroup barrier orders every lane of each wave too
+            wavesync.join(self.wclock, self.active, self.W)
         if self.local_shadow is not None and self.local_bytes:
             for w in np.flatnonzero(arrived).tolist():
                 self.local_shadow.reset(w * self.local_bytes, (w + 1) * self.local_bytes)
@@ -929,65 +943,139 @@ def emulate(program: Module | bytes | str | os.PathLike[str], kernel: str, *,
         TypeError / ValueError: bad launch parameters or arguments (the message lists the ABI).
         VerifyError, BinaryFormatError, AsmError: an invalid program.
     """
-    module = load_program(program)
-    try:
-        k = module.kernel(kernel)
-    except KeyError as e:
-        raise ValueError(str(e.args[0])) from None
-    if wave_width not in LIMITS.wave_widths:
-        raise LaunchConfigError(f"wave_width {wave_width!r} is not supported; valid: {LIMITS.wave_widths}")
-    g = dims3(grid, "grid")  # the one geometry parser: a float is refused, never truncated
-    wg = dims3(workgroup, "workgroup")
-    T = wg[0] * wg[1] * wg[2]
-    lim = limits if limits is not None else DEFAULT_LIMITS
-    if max_workgroup_size is not None or max_local_memory is not None:
-        lim = EmulatorLimits(lim.max_workgroup_size if max_workgroup_size is None else max_workgroup_size,
-                             lim.max_local_memory if max_local_memory is None else max_local_memory)
-    check_launch(k, g, wg, lim)
-    if isinstance(max_loop_iterations, bool) or not isinstance(max_loop_iterations, (int, np.integer)) \
-            or max_loop_iterations < 1:
-        raise ValueError(f"max_loop_iterations must be a positive int, got {max_loop_iterations!r}")
-    if isinstance(budget, str) and budget == "default":
-        budget = _default_budget()
-    elif budget is not None and (isinstance(budget, bool) or not isinstance(budget, (int, float, np.integer,
-                                                                                    np.floating))
-                                 or not budget > 0):
-        raise LaunchConfigError(f"budget must be a positive number of seconds or None, got {budget!r}")
-    if max_instructions is not None and (isinstance(max_instructions, bool)
-                                         or not isinstance(max_instructions, (int, np.integer))
-                                         or max_instructions < 1):
-        raise LaunchConfigError(f"max_instructions must be a positive int (wave-instructions) or None, "
-                                f"got {max_instructions!r}")
-    buffers, scalars = _bind(k, args, check)
-    launch = _Launch(module, k, wave_width, g, wg, buffers, scalars, check)
-    launch.max_loop_iterations = int(max_loop_iterations)
-    launch.budget = None if budget is None else float(budget)
-    launch.max_instructions = None if max_instructions is None else int(max_instructions)
-    nwg = g[0] * g[1] * g[2]
-    if trace_lane is not None and not 0 <= int(trace_lane) < nwg * T:
-        raise ValueError(f"trace_lane {trace_lane} is outside the launch's {nwg * T} threads")
-    stats = EmulationStats(kernel=k.name, wave_width=wave_width, workgroups=nwg, threads=nwg * T,
-                           waves=nwg * -(-T // wave_width))
-    Tp = -(-T // wave_width) * wave_width
-    budget = min(BATCH_LANES, max(Tp, _BATCH_REG_BYTES // (4 * launch.nregs)))
-    per = max(1, budget // Tp)
-    if k.local_memory:  # bound the local memory allocated per batch (fixed: results never depend on RAM)
-        per = max(1, min(per, _BATCH_LOCAL_BYTES // k.local_memory))
-    t0 = time.perf_counter()
-    from anywave.progress import reporter
+    prep = PreparedLaunch(program, kernel, grid=grid, workgroup=workgroup, wave_width=wave_width, check=check,
+                          max_loop_iterations=max_loop_iterations, max_workgroup_size=max_workgroup_size,
+                          max_local_memory=max_local_memory, limits=limits, budget=budget,
+                          max_instructions=max_instructions)
+    buffers, scalars = _bind(prep.kernel, args, check)
+    prep.check_trace_lane(trace_lane)
+    return prep.run(buffers, scalars, trace_lane)
 
-    prog = reporter(f"anywave emulator: kernel {k.name!r}", nwg, "workgroups")
-    with np.errstate(all="ignore"):
-        for start in range(0, nwg, per):
-            b = Batch(launch, start, min(per, nwg - start), trace_lane, stats)
-            b.run_code(launch.kcode)
-            finish_batch(b)
-            fragments.finish_batch(b)
-            if b.frames:
-                raise EmulationError(f"kernel {k.name!r}: control region left open at its end")
-            prog.update(min(start + per, nwg))
-    stats.wall_seconds = time.perf_counter() - t0
-    return stats
+
+class PreparedLaunch:
+    """A launch of one kernel with one geometry and set of options, with every check of
+    :func:`emulate` done that does not depend on the arguments (same arguments, same errors, in
+    the same order): the program verified, the kernel found, W, the geometry
+    (:func:`check_launch`), ``max_loop_iterations``, ``budget`` and ``max_instructions``.
+
+    :meth:`run_checked` launches it with arguments a launch layer has already checked (the
+    kernel language's launch plans: each argument is checked once, by one layer; issue 24).
+
+    Raises:
+        what :func:`emulate` raises before it reads the arguments.
+    """
+
+    def __init__(self, program: Module | bytes | str | os.PathLike[str], kernel: str, *,
+                 grid: int | Sequence[int] = (1, 1, 1), workgroup: int | Sequence[int] = (1, 1, 1),
+                 wave_width: int = 32, check: bool = False, max_loop_iterations: int = DEFAULT_MAX_LOOP_ITERATIONS,
+                 max_workgroup_size: int | None = None, max_local_memory: int | None = None,
+                 limits: EmulatorLimits | None = None, budget: float | None | str = "default",
+                 max_instructions: int | None = None) -> None:
+        module = load_program(program)
+        try:
+            k = module.kernel(kernel)
+        except KeyError as e:
+            raise ValueError(str(e.args[0])) from None
+        if wave_width not in LIMITS.wave_widths:
+            raise LaunchConfigError(f"wave_width {wave_width!r} is not supported; valid: {LIMITS.wave_widths}")
+        g = dims3(grid, "grid")  # the one geometry parser: a float is refused, never truncated
+        wg = dims3(workgroup, "workgroup")
+        lim = limits if limits is not None else DEFAULT_LIMITS
+        if max_workgroup_size is not None or max_local_memory is not None:
+            lim = EmulatorLimits(lim.max_workgroup_size if max_workgroup_size is None else max_workgroup_size,
+                                 lim.max_local_memory if max_local_memory is None else max_local_memory)
+        check_launch(k, g, wg, lim)
+        if isinstance(max_loop_iterations, bool) or not isinstance(max_loop_iterations, (int, np.integer)) \
+                or max_loop_iterations < 1:
+            raise ValueError(f"max_loop_iterations must be a positive int, got {max_loop_iterations!r}")
+        #: the default budget is read from ANYWAVE_EMU_BUDGET at each run (as emulate() does)
+        self._default_budget = isinstance(budget, str) and budget == "default"
+        if self._default_budget:
+            budget = _default_budget()
+        elif budget is not None and (isinstance(budget, bool) or not isinstance(budget, (int, float, np.integer,
+                                                                                        np.floating))
+                                     or not budget > 0):
+            raise LaunchConfigError(f"budget must be a positive number of seconds or None, got {budget!r}")
+        if max_instructions is not None and (isinstance(max_instructions, bool)
+                                             or not isinstance(max_instructions, (int, np.integer))
+                                             or max_instructions < 1):
+            raise LaunchConfigError(f"max_instructions must be a positive int (wave-instructions) or None, "
+                                    f"got {max_instructions!r}")
+        self.module, self.kernel, self.wave_width, self.grid, self.workgroup = module, k, wave_width, g, wg
+        self.check = bool(check)
+        self.max_loop_iterations = int(max_loop_iterations)
+        self.budget = None if budget is None else float(budget)
+        self.max_instructions = None if max_instructions is None else int(max_instructions)
+        self._words: list[Any] | None = None
+        #: ABI indices of the constant buffers (WAVE 1.1): their bytes are checked at each run
+        self.constant_args = [i for i, a in enumerate(k.args) if a.constant]
+
+    def check_trace_lane(self, trace_lane: int | None) -> None:
+        """Raises ValueError: ``trace_lane`` is not a thread of this launch."""
+        g, wg = self.grid, self.workgroup
+        n = g[0] * g[1] * g[2] * wg[0] * wg[1] * wg[2]
+        if trace_lane is not None and not 0 <= int(trace_lane) < n:
+            raise ValueError(f"trace_lane {trace_lane} is outside the launch's {n} threads")
+
+    def run_checked(self, values: Sequence[Any], trace_lane: int | None = None) -> EmulationStats:
+        """Launch with ``values``, one per ABI argument in ABI order, already checked by the
+        caller: buffers C-contiguous NumPy arrays (writable where the kernel writes), scalars
+        Python ints within their type's range or Python floats; the scalars become their words
+        (:func:`anywave.abi.word_converter`: :func:`anywave.abi.scalar_word`'s bits) and nothing
+        is checked again. ``trace_lane`` as :func:`emulate` (checked by :meth:`check_trace_lane`).
+
+        Raises:
+            ValueError: a float overflowing its type (the converter's); EmulationError: as
+                :func:`emulate`."""
+        k, check = self.kernel, self.check
+        words = self._words
+        if words is None:
+            words = self._words = [None if a.is_buffer else word_converter(k, a.name, a.type) for a in k.args]
+        buffers: dict[int, _Buffer] = {}
+        scalars: dict[int, int] = {}
+        for i, (a, v, word) in enumerate(zip(k.args, values, words, strict=True)):
+            if word is None:
+                u8 = v.reshape(-1).view(np.uint8) if v.size else np.zeros(0, np.uint8)
+                buffers[i] = _Buffer(a.name, u8, bool(a.access & Access.WRITE), check)
+            else:
+                scalars[i] = word(v)
+        return self.run(buffers, scalars, trace_lane)
+
+    def run(self, buffers: dict[int, _Buffer], scalars: dict[int, int], trace_lane: int | None) -> EmulationStats:
+        """Run the launch with bound arguments (:func:`_bind`'s, or :meth:`run_checked`'s)."""
+        k, wave_width, g, wg = self.kernel, self.wave_width, self.grid, self.workgroup
+        if self.constant_args:  # the constant buffers' bytes (docs/spec.md §12), on every path here
+            check_constant_bytes(k, [(k.args[i].name, buffers[i].u8.size) for i in self.constant_args],
+                                 LaunchConfigError)
+        T = wg[0] * wg[1] * wg[2]
+        launch = _Launch(self.module, k, wave_width, g, wg, buffers, scalars, self.check)
+        launch.max_loop_iterations = self.max_loop_iterations
+        seconds = _default_budget() if self._default_budget else self.budget
+        launch.budget = None if seconds is None else float(seconds)
+        launch.max_instructions = self.max_instructions
+        nwg = g[0] * g[1] * g[2]
+        stats = EmulationStats(kernel=k.name, wave_width=wave_width, workgroups=nwg, threads=nwg * T,
+                               waves=nwg * -(-T // wave_width))
+        Tp = -(-T // wave_width) * wave_width
+        budget = min(BATCH_LANES, max(Tp, _BATCH_REG_BYTES // (4 * launch.nregs)))
+        per = max(1, budget // Tp)
+        if k.local_memory:  # bound the local memory allocated per batch (fixed: results never depend on RAM)
+            per = max(1, min(per, _BATCH_LOCAL_BYTES // k.local_memory))
+        t0 = time.perf_counter()
+        from anywave.progress import reporter
+
+        prog = reporter(f"anywave emulator: kernel {k.name!r}", nwg, "workgroups")
+        with np.errstate(all="ignore"):
+            for start in range(0, nwg, per):
+                b = Batch(launch, start, min(per, nwg - start), trace_lane, stats)
+                b.run_code(launch.kcode)
+                finish_batch(b)
+                fragments.finish_batch(b)
+                if b.frames:
+                    raise EmulationError(f"kernel {k.name!r}: control region left open at its end")
+                prog.update(min(start + per, nwg))
+        stats.wall_seconds = time.perf_counter() - t0
+        return stats
 
 
 def emulate_flat(program: Module | bytes | str | os.PathLike[str], kernel: str, memory: np.ndarray,

@@ -225,6 +225,9 @@ class InstrDef:
             ``min``, ``max``, ``and``, ``or``, ``xor``, ``exch``, ``cas``) applied in ``type``;
             None otherwise. Identities: :func:`anywave.isa.semantics.identity`.
         addr64: the device address takes a 64-bit offset register pair (``.o64`` forms).
+        since: the WAVE version (major, minor) that introduced the record: (1, 0) for the
+            original set; a module using a later record is of that version at least
+            (docs/spec.md §1.4, :func:`anywave.binary.module.required_version`).
         types: every value type the record computes correctly in, ``type`` first: a ``bN``
             record also serves ``uN``/``iN`` values, the sign-free integer records
             (``add``/``sub``/``mul``/``neg``/``mad`` ``.iN``) also serve ``uN``, and the
@@ -247,6 +250,7 @@ class InstrDef:
     role: Role | None = None
     pure: bool | None = None
     combine: str | None = None
+    since: tuple[int, int] = (1, 0)
     words: int = field(init=False)
     sem: str = field(init=False)
     dests: tuple[int, ...] = field(init=False)
@@ -318,7 +322,8 @@ def _def(mnemonic: str, category: Category, op: str, operands: Iterable[Operand]
          type_: ScalarType | None, summary: str, *,
          det: Determinism = Determinism.EXACT, cap: Capability = Capability.NONE,
          flags: Flag = Flag.NONE, src_type: ScalarType | None = None, variant: str = "",
-         role: Role | None = None, pure: bool | None = None, combine: str | None = None) -> None:
+         role: Role | None = None, pure: bool | None = None, combine: str | None = None,
+         since: tuple[int, int] = (1, 0)) -> None:
     index = _NEXT_INDEX.get(category, 0)
     if index > 0xFF:
         raise AssertionError(f"category {category.name} overflows 256 opcodes")
@@ -326,7 +331,7 @@ def _def(mnemonic: str, category: Category, op: str, operands: Iterable[Operand]
     cap = cap | _capability_of(type_, src_type)
     _RECORDS.append(InstrDef(mnemonic, (int(category) << 8) | index, category, op,
                              tuple(operands), type_, det, cap, flags, summary,
-                             src_type, variant, role, pure, combine))
+                             src_type, variant, role, pure, combine, since))
 
 
 R, S = Operand.RD, Operand.RS
@@ -542,6 +547,10 @@ _def("barrier", C, "barrier", (), None,
      flags=Flag.BARRIER | Flag.NO_GUARD)
 _def("fence", C, "fence", (Operand.SCOPE, Operand.ORDER), None,
      "memory fence with the given scope and order", flags=Flag.NO_GUARD, pure=False)
+# WAVE 1.1 (docs/spec.md §7.10): the wave-level barrier of warp-synchronous code (CUDA's __syncwarp)
+_def("barrier.wave", C, "wave_barrier", (), None,
+     "wave execution barrier of the executing lanes; also a wave-scope acq_rel fence among them on "
+     "local and device memory", cap=Capability.WAVE_OPS, flags=Flag.WAVE_COLLECTIVE | Flag.NO_GUARD, since=(1, 1))
 
 # --- control flow -----------------------------------------------------------------------
 C = Category.CONTROL

@@ -216,6 +216,9 @@ class Limits:
     #: instructions of a kernel with every call replaced by the callee's body, recursively
     #: (bounds what an inlining backend emits and the calls a launch makes without loops)
     max_inlined_instructions: int = 1 << 17
+    #: bytes of a launch's constant buffers in all (WAVE 1.1, docs/spec.md §12): what every
+    #: target's constant/uniform memory holds (CUDA's and OpenCL's minimum, 64 KiB)
+    max_constant_bytes: int = 64 * 1024
 
 
 LIMITS = Limits()

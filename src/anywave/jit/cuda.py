@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from anywave.binary.module import Module
+from anywave.binary.module import Module, settle_version
 from anywave.binary.verify import verify_cached
 from anywave.errors import LaunchError
 
@@ -103,7 +103,7 @@ class CudaKernel(KernelFunction):
             key = shared_bytes if r.dynamic_shared else 0
             m = self._modules.get(key)
             if m is None:
-                m = Module(kernels=[r.kernel])
+                m = settle_version(Module(kernels=[r.kernel]))
                 verify_cached(m)
                 self._modules[key] = m
             return m

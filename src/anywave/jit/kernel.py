@@ -170,11 +170,32 @@ class KernelFunction(KernelDef):
             if k in bound:
                 raise LaunchError(f"kernel {self.name!r}: argument {k!r} given twice")
             bound[k] = v
+        tps = self.type_params
+        if tps:
+            self._infer_type_params(bound, tps)
         missing = [p.name for p in self.params if p.name not in bound
                    and not (p.kind == "const" and p.default is not inspect.Parameter.empty)]
         if missing:
             raise LaunchError(f"kernel {self.name!r}: missing arguments {missing}; its parameters: {self.signature()}")
         return bound
+
+    def _infer_type_params(self, bound: dict[str, Any], tps: Mapping[str, list[str]]) -> None:
+        """A type parameter not given (and without a default) takes the dtype of the first buffer
+        argument annotated with it (``x: aw.In[T]`` given a float16 array: ``T = aw.f16``)."""
+        defaults = {p.name: p.default for p in self.params}
+        for name, bufs in tps.items():
+            if name in bound or defaults.get(name, inspect.Parameter.empty) is not inspect.Parameter.empty:
+                continue
+            for b in bufs:
+                if b in bound:
+                    dt = getattr(bound[b], "dtype", None)
+                    t = ty.resolve_dtype(str(dt).removeprefix("torch.") if dt is not None and
+                                         type(dt).__module__ == "torch" else dt) if dt is not None else None
+                    if t is None:
+                        raise LaunchError(f"kernel {self.name!r}: type parameter {name!r} is taken from argument "
+                                          f"{b!r}, whose dtype ({dt!r}) is no kernel dtype; give {name}= explicitly")
+                    bound[name] = t
+                    break
 
     def _check_arg(self, p: Param, v: Any, target: str = "emulator", device: int = 0) -> Any:
         """The launch value of argument ``p`` = ``v``: for a buffer, the checked memory's value

@@ -14,6 +14,12 @@ grid, workgroup, target, wave width, stream and check flag) does all of that and
 call (each buffer's dtype, device and contiguity, its address range for the overlap rule,
 scalar ranges) and write the argument words straight into the target's launcher. Anything a
 plan does not recognise falls back to the full path, which raises the detailed error.
+
+Each argument is checked once, here: the driver below gets them checked. The full path binds
+the launch on the target (:func:`anywave.jit.targets.bind`: the driver checks the kernel, the
+geometry and its device's limits, once per plan) and hands the checked values to that bound
+launch, which only converts the scalars to their words; a plan calls the same bound launch after
+its per-call checks, or the driver's own plan launcher (CUDA's), which does those checks itself.
 """
 
 from __future__ import annotations
@@ -33,7 +39,7 @@ from anywave.runtime.driver import MISS, PlanLayout  # MISS: a plan did not reco
 from anywave.runtime.targets import ID_LIMIT_I32, check_launch_rules
 
 from . import capture as _capture
-from .targets import check_default_wave_width, drive, get_target, launch_options
+from .targets import bind, check_default_wave_width, drive, get_target, launch_options
 
 _INT_RANGES: dict[str, tuple[int, int]] = {}
 
@@ -105,19 +111,25 @@ def _kind_text(k: str) -> str:
 
 class CallPlan:
     """A recorded launch of one argument layout (see the module docstring). ``run(args)``
-    launches and returns the target's result, or :data:`MISS` when ``args`` do not match the
-    layout (nothing launched). Where the target's driver has its own launcher for a plan
+    checks each argument's type and shape against the layout (and each scalar's range, the
+    overlap rule), launches through the target's bound launch (``bound``, see
+    :func:`anywave.jit.targets.bind`: the driver does not check the arguments again) and returns
+    the target's result, or :data:`MISS` when ``args`` do not match the layout (nothing launched).
+    A target without a bound launch gets the values through its ``launch`` (which checks them
+    again). Where the target's driver has its own launcher for a plan
     (:meth:`anywave.runtime.driver.Driver.plan_launcher`: CUDA's native or generated Python
     launcher, for plans whose buffers are all device memory), that launcher is the plan instead:
-    it writes the argument words straight into its own kernelParams block (plans are per
-    thread, so the block is never shared)."""
+    it does the same per-call checks and writes the argument words straight into its own
+    kernelParams block (plans are per thread, so the block is never shared)."""
 
     def __init__(self, kf: Any, module: Any, tgt: Any, tname: str, grid: tuple[int, int, int],
-                 wg: tuple[int, int, int], specs: list[tuple[Any, ...]], options: dict[str, Any]) -> None:
+                 wg: tuple[int, int, int], specs: list[tuple[Any, ...]], options: dict[str, Any],
+                 bound: Any = None) -> None:
         self.kf, self.module, self.tgt, self.tname = kf, module, tgt, tname
         self.grid, self.wg = grid, wg
         self.specs = specs
         self.options = options
+        self.bound = bound
         self.names = [s[1] for s in specs]
         bufs = [s for s in specs if s[2] == "buffer"]
         self.alias = len(bufs) >= 2 and any(s[4] for s in bufs)
@@ -172,6 +184,8 @@ class CallPlan:
             ts = [args[i] for i in self.bump if isinstance(args[i], self.tensor)]
             if ts:
                 A.bump_versions(ts)
+        if self.bound is not None:
+            return self.bound(vals)
         return self.tgt.launch(self.module, self.kf.name, self.grid, self.wg, dict(zip(self.names, vals, strict=True)),
                                **self.options)
 
@@ -380,6 +394,8 @@ def launch(kf: Any, args: Sequence[Any], kwargs: Mapping[str, Any], grid: Any, w
     check = env_check() if check is None else bool(check)  # None: the target's default
     bound = kf._bind(args, kwargs)
     module = kf.compile(**{p.name: bound[p.name] for p in kf.params if p.kind == "const" and p.name in bound})
+    # the parameters with the kernel's type parameters (if any) replaced by their dtypes
+    params = kf.params_for(kf._consts_from(bound)) if kf.type_params else kf.params
     k = module.kernel(kf.name)
     try:
         check_launch_rules(k, g, wg, id_limit=ID_LIMIT_I32, id_type="i32 (aw.global_id)")
@@ -389,7 +405,7 @@ def launch(kf: Any, args: Sequence[Any], kwargs: Mapping[str, Any], grid: Any, w
         raise LaunchValueError(str(e)) from None
     # buffers first (they may choose the target), then scalars
     mems: list[tuple[str, A.Memory]] = []
-    for p in kf.params:
+    for p in params:
         if p.kind == "buffer":
             try:
                 m = A.describe(bound[p.name], f"kernel {kf.name!r}: argument {p.name!r}")
@@ -403,7 +419,7 @@ def launch(kf: Any, args: Sequence[Any], kwargs: Mapping[str, Any], grid: Any, w
     values: list[Any] = []
     checked: dict[str, A.Memory] = {}
     described = dict(mems)
-    for p in kf.params:
+    for p in params:
         if p.kind == "const":
             continue
         if p.kind == "buffer":
@@ -413,7 +429,7 @@ def launch(kf: Any, args: Sequence[Any], kwargs: Mapping[str, Any], grid: Any, w
         else:
             values.append(kf._check_arg(p, bound[p.name]))
     try:
-        A.check_aliasing([(p.name, checked[p.name], bool(p.ann.access & 2)) for p in kf.params
+        A.check_aliasing([(p.name, checked[p.name], bool(p.ann.access & 2)) for p in params
                           if p.kind == "buffer"], kf.name)
     except A.ArgumentError as e:
         raise LaunchError(str(e)) from None
@@ -449,18 +465,21 @@ def launch(kf: Any, args: Sequence[Any], kwargs: Mapping[str, Any], grid: Any, w
     if debugprint.has_prints(k):  # aw.print: a fresh host buffer each launch (drive), read after it: no plan
         names.pop()
         key = None
+    # the driver's checks of the kernel, geometry and device (once per plan); the arguments,
+    # checked above, go to it as they are
+    blaunch = bind(tgt, module, k, g, wg, options)
     torch = sys.modules.get("torch")
     if torch is not None:
-        written = [bound[p.name] for p in kf.params if p.kind == "buffer" and p.ann.access & 2
+        written = [bound[p.name] for p in params if p.kind == "buffer" and p.ann.access & 2
                    and isinstance(bound[p.name], torch.Tensor)]
         if written:
             A.bump_versions(written)  # autograd sees the write, as after torch's in-place ops
-    result = drive(tgt, module, k, g, wg, dict(zip(names, values, strict=True)), options)
+    result = drive(tgt, module, k, g, wg, dict(zip(names, values, strict=True)), options, blaunch)
     if dev_only and tname != "emulator" and tname in A._SPACE_FACTORIES:
         A.mark_used(A.memory_space(f"{tname}:{tdev}" if tdev else tname))
     if key is not None and len(kf._calls) < 256:
         plan = kf._calls[key] = _make_plan(kf, module, tgt, tname, tdev, g, wg, bound, checked, options, dev_only,
-                                           check, cuda_stream, torch_dev, args)
+                                           check, cuda_stream, torch_dev, args, blaunch, params)
         if (getattr(plan, "guarded", False) and not kwargs and kf._const_pos == () and cap is None
                 and not _capture.ACTIVE):
             kf._fast = ((grid, workgroup_arg, target, wave_width, check_arg, stream), threading.get_ident(), plan)
@@ -475,10 +494,11 @@ def dev_only_of(checked: Mapping[str, A.Memory]) -> bool:
 def _make_plan(kf: Any, module: Any, tgt: Any, tname: str, tdev: int, g: tuple[int, int, int],
                wg: tuple[int, int, int], bound: Mapping[str, Any], checked: Mapping[str, A.Memory],
                options: dict[str, Any], dev_only: bool, check: bool, stream: Any, torch_dev: int | None,
-               args: Sequence[Any]) -> Any:
-    pos = {p.name: i for i, p in enumerate(kf.params)}
+               args: Sequence[Any], blaunch: Any = None, params: Sequence[Any] | None = None) -> Any:
+    params = kf.params if params is None else params
+    pos = {p.name: i for i, p in enumerate(params)}
     specs: list[tuple[Any, ...]] = []
-    for p in kf.params:
+    for p in params:
         if p.kind == "const":
             continue
         i = pos[p.name]
@@ -503,5 +523,5 @@ def _make_plan(kf: Any, module: Any, tgt: Any, tname: str, tdev: int, g: tuple[i
         fast = hook(module, kf.name, g, wg, layout)
         if fast is not None:
             return fast
-    plan = CallPlan(kf, module, tgt, tname, g, wg, specs, options)
+    plan = CallPlan(kf, module, tgt, tname, g, wg, specs, options, blaunch)
     return plan.run

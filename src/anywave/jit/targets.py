@@ -5,9 +5,12 @@ see the same targets, and the front door to their drivers.
 Every launch reaches a driver through :meth:`Target.launch` (a compiled module's kernel by name:
 the CLI's ``anywave run``, the conformance report's runners, the torch ops' CPU GEMM) or
 through ``kernel(...)`` (:mod:`anywave.jit.launch`, which checks the kernel language's rules
-first); both end in :func:`drive`, with the options of :func:`launch_options` (a launch plan
-recorded by ``kernel(...)`` then calls the driver's ``launch``, or its own launcher, directly).
-The driver checks the arguments against the ABI (:meth:`anywave.runtime.driver.Driver.prepare`).
+first); both end in :func:`drive`, with the options of :func:`launch_options`. Each argument is
+checked once, by one layer: through the module-level door the driver checks them against the ABI
+(:meth:`anywave.runtime.driver.Driver.prepare`); ``kernel(...)`` checks them itself and hands
+them to the driver's bound launch (:func:`bind`, :meth:`anywave.runtime.driver.Driver.bind`),
+which checks only what does not depend on them, once per launch plan (the plan's later calls
+then call the bound launch, or the driver's own plan launcher, directly).
 
 ``get_target(None)`` is the target named by the environment variable ``ANYWAVE_TARGET`` if
 set, else the best available one (:data:`anywave.runtime.targets.PREFERENCE`: a GPU, then a
@@ -205,18 +208,45 @@ def launch_options(inst: Any, tname: str, who: str, *, check: bool | None, strea
     return options
 
 
+def bind(inst: Any, module: Any, k: Any, grid: Any, workgroup: Any, options: dict[str, Any]) -> Any:
+    """The runtime target's bound launch of ``k`` with this geometry and ``options``
+    (:func:`launch_options`): its ``bind`` (:meth:`anywave.runtime.driver.Driver.bind`,
+    :meth:`anywave.runtime.targets.RunnerTarget.bind`, the emulator's and CUDA's), which does
+    now every check of the launch that does not depend on its arguments and takes, per call,
+    arguments in ABI order that the caller has checked. None for a target without one (its
+    ``launch`` checks the arguments again). A kernel that prints is bound to wait (its print
+    buffer, added by :func:`drive`, is read after the launch).
+
+    Raises:
+        the driver's errors of the kernel, geometry and device (not of the arguments)."""
+    b = getattr(inst, "bind", None)
+    if b is None:
+        return None
+    if "sync" in options and debugprint.has_prints(k):
+        options["sync"] = True
+    return b(module, k.name, grid, workgroup, **options)
+
+
 def drive(inst: Any, module: Any, k: Any, grid: Any, workgroup: Any, values: dict[str, Any],
-          options: dict[str, Any]) -> Any:
+          options: dict[str, Any], bound: Any = None) -> Any:
     """Launch ``k`` of ``module`` on the runtime target ``inst`` with ``values`` by ABI name and
     ``options`` (:func:`launch_options`): the one call from the launch layer into a driver. A
     kernel that prints (``aw.print``) and was given no print buffer gets a fresh one (the launch
-    then waits) and its lines are printed after the launch. Returns the target's result."""
+    then waits) and its lines are printed after the launch. Returns the target's result.
+
+    ``bound``: the target's bound launch (:func:`bind`) when the caller has checked ``values``
+    itself (the kernel call): the driver then takes them as they are, without checking them again
+    (each argument is checked once, by one layer). Without it the driver's ``launch`` checks
+    every argument (the module-level door)."""
     pbuf = None
     if debugprint.has_prints(k) and k.args[-1].name not in values:
         pbuf = values[k.args[-1].name] = debugprint.new_buffer()
         if "sync" in options:
             options["sync"] = True
-    res = inst.launch(module, k.name, grid, workgroup, values, **options)
+    if bound is not None:
+        res = bound([values[a.name] for a in k.args])
+    else:
+        res = inst.launch(module, k.name, grid, workgroup, values, **options)
     if pbuf is not None:
         debugprint.flush(k, pbuf)
     return res

@@ -5,12 +5,19 @@ machine, run on every core, bit-identical to the emulator.
 module compiles it with ``cc`` (``$CC``, else ``cc``, ``gcc`` or ``clang`` on ``PATH``) into a
 shared object cached under the anywave cache (``<cache>/cpu``, keyed by the C text's hash, the
 compiler's version, the flags and the host CPU), loads it with ctypes and runs workgroups on a
-pool of threads (ctypes releases the GIL during the call), one range of workgroups per task.
+pool of threads written in C (:data:`POOL_C`, compiled and cached the same way): the pool's
+threads claim grains of workgroups through an atomic counter; the launching thread claims
+grains too when the kernel has no loop (its run time is bounded by its size), and otherwise
+waits in 50 ms slices so that Ctrl-C is seen. A launch reuses everything that depends only on
+(module, kernel, grid, workgroup, W, build) and checks only the arguments
+(:meth:`CpuRunner.__call__`).
 
 Compiler flags (:data:`CFLAGS`): ``-O3 -march=native`` (the host's vector units),
 ``-ffp-contract=off`` (no fused multiply-add unless the kernel wrote ``fma``),
 ``-fno-fast-math``, ``-fno-math-errno`` (libm's ``sqrt`` may be a vector instruction; errno is
-never read), ``-fwrapv -fno-strict-aliasing`` (integer wrap-around and the buffers' bytes read
+never read), ``-fno-trapping-math`` (floating-point exceptions are never read: the compiler may
+evaluate an operation whose lane does not execute it; no value changes), ``-fwrapv
+-fno-strict-aliasing`` (integer wrap-around and the buffers' bytes read
 through several types are defined, as the prelude assumes). A library whose C text exceeds
 :data:`LARGE_SOURCE_BYTES` is compiled at ``-O1`` instead (:func:`cflags`): GCC's time on huge
 straight-line functions grows far faster than the code improves — the conformance group
@@ -38,21 +45,22 @@ import shutil
 import subprocess
 import tempfile
 import threading
+from collections import OrderedDict
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
-from concurrent.futures import wait as fwait
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from anywave.errors import WaveError
-from anywave.isa.types import Access, Capability
+from anywave.isa.types import Access, ArgKind, Capability
 from anywave.runtime.driver import Driver
 from anywave.runtime.targets import RunnerTarget
 
 #: flags every kernel library is compiled with (module docs)
-CFLAGS = ("-O3", "-march=native", "-ffp-contract=off", "-fno-fast-math", "-fno-math-errno", "-fwrapv",
+CFLAGS = ("-O3", "-march=native", "-ffp-contract=off", "-fno-fast-math", "-fno-math-errno", "-fno-trapping-math",
+          "-fwrapv",
           "-fno-strict-aliasing", "-fPIC", "-shared", "-w")
 #: C text larger than this (bytes) compiles at -O1 (module docs)
 LARGE_SOURCE_BYTES = 256 << 10
@@ -72,6 +80,106 @@ MAX_WORKGROUP = 1024
 LOCAL_MEMORY = 65536
 #: stack of each worker thread (lane state lives there: registers x lanes)
 STACK_BYTES = 64 << 20
+
+
+#: the worker pool (C, compiled and cached like a kernel library): the workgroups of a launch are
+#: claimed in grains by the pool's threads through an atomic counter; the launching thread waits
+#: in C in slices of ``timeout_ms`` and comes back to Python between them, so Ctrl-C is seen
+POOL_C = r"""
+#include <pthread.h>
+#include <stdint.h>
+#include <time.h>
+#include <errno.h>
+typedef int (*aw_kfn)(uint8_t **, const uint64_t *, const uint64_t *, const uint32_t *, uint32_t, uint32_t,
+                      uint32_t *, volatile int *);
+typedef struct {
+  aw_kfn fn; uint8_t **bufs; const uint64_t *sizes; const uint64_t *scal; const uint32_t *dims;
+  uint32_t *err; volatile int *stop; uint32_t G, grain;
+  uint32_t next, done; int rc, users;
+} aw_job;
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cv_work = PTHREAD_COND_INITIALIZER, cv_done = PTHREAD_COND_INITIALIZER;
+static aw_job *cur; static uint64_t gen; static int nthreads;
+static void child(void) {
+  pthread_mutex_init(&mu, 0); pthread_cond_init(&cv_work, 0); pthread_cond_init(&cv_done, 0);
+  cur = 0; nthreads = 0;
+}
+static void run_job(aw_job *j) {
+  for (;;) {
+    uint32_t lo = __atomic_fetch_add(&j->next, j->grain, __ATOMIC_RELAXED);
+    if (lo >= j->G) return;
+    uint32_t hi = lo + j->grain < j->G ? lo + j->grain : j->G;
+    int rc = j->fn(j->bufs, j->sizes, j->scal, j->dims, lo, hi, j->err, j->stop);
+    if (rc) __atomic_or_fetch(&j->rc, 1 << rc, __ATOMIC_RELAXED);
+    if (__atomic_add_fetch(&j->done, hi - lo, __ATOMIC_ACQ_REL) == j->G) {
+      pthread_mutex_lock(&mu); pthread_cond_broadcast(&cv_done); pthread_mutex_unlock(&mu);
+    }
+  }
+}
+static void *worker(void *arg) {
+  (void)arg;
+  uint64_t seen = 0;
+  pthread_mutex_lock(&mu);
+  for (;;) {
+    while (gen == seen) pthread_cond_wait(&cv_work, &mu);
+    seen = gen;
+    aw_job *j = cur;
+    if (j) ++j->users;  /* the launching thread waits for users to leave before freeing the job */
+    pthread_mutex_unlock(&mu);
+    if (j) run_job(j);
+    pthread_mutex_lock(&mu);
+    if (j && --j->users == 0) pthread_cond_broadcast(&cv_done);
+  }
+  return 0;
+}
+/* start the pool's threads (once); 0 on success */
+int aw_pool_init(int n, uint64_t stack) {
+  static int registered = 0;
+  if (!registered) { pthread_atfork(0, 0, child); registered = 1; }
+  if (nthreads) return 0;
+  pthread_attr_t at; pthread_attr_init(&at); pthread_attr_setstacksize(&at, stack);
+  pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+  for (int i = 0; i < n; ++i) {
+    pthread_t t;
+    if (pthread_create(&t, &at, worker, 0)) { pthread_attr_destroy(&at); return -1; }
+  }
+  pthread_attr_destroy(&at);
+  nthreads = n;
+  return 0;
+}
+/* offer the job to the pool's threads, waking `wake` of them (a thread already awake takes it too) */
+void aw_pool_start(aw_job *j, int wake) {
+  pthread_mutex_lock(&mu); cur = j; ++gen;
+  if (wake >= nthreads) pthread_cond_broadcast(&cv_work);
+  else for (int i = 0; i < wake; ++i) pthread_cond_signal(&cv_work);
+  pthread_mutex_unlock(&mu);
+}
+/* the launching thread claims grains too */
+void aw_pool_help(aw_job *j) { run_job(j); }
+/* wait for the job up to timeout_ms: 1 done, 0 not yet */
+int aw_pool_wait(aw_job *j, int timeout_ms) {
+  struct timespec ts; clock_gettime(CLOCK_REALTIME, &ts);
+  ts.tv_nsec += (long)timeout_ms * 1000000L; ts.tv_sec += ts.tv_nsec / 1000000000L; ts.tv_nsec %= 1000000000L;
+  pthread_mutex_lock(&mu);
+  int r = 0;
+  while (__atomic_load_n(&j->done, __ATOMIC_ACQUIRE) < j->G || j->users) {
+    if (cur == j && __atomic_load_n(&j->done, __ATOMIC_ACQUIRE) >= j->G) cur = 0;  /* no new worker joins */
+    if (pthread_cond_timedwait(&cv_done, &mu, &ts) == ETIMEDOUT) break;
+  }
+  r = __atomic_load_n(&j->done, __ATOMIC_ACQUIRE) >= j->G && !j->users;
+  if (r && cur == j) cur = 0;
+  pthread_mutex_unlock(&mu);
+  return r;
+}
+"""
+
+
+class _Job(ctypes.Structure):
+    _fields_ = [("fn", ctypes.c_void_p), ("bufs", ctypes.c_void_p), ("sizes", ctypes.c_void_p),
+                ("scal", ctypes.c_void_p), ("dims", ctypes.c_void_p), ("err", ctypes.c_void_p),
+                ("stop", ctypes.c_void_p), ("G", ctypes.c_uint32), ("grain", ctypes.c_uint32),
+                ("next", ctypes.c_uint32), ("done", ctypes.c_uint32), ("rc", ctypes.c_int),
+                ("users", ctypes.c_int)]
 
 
 class CpuError(WaveError):
@@ -116,24 +224,26 @@ class CpuDevice:
         self._libs: dict[str, Any] = {}
         self._by_program: dict[int, tuple[Any, Any]] = {}
         self._lock = threading.Lock()
-        self._pool: ThreadPoolExecutor | None = None
+        self._pool: Any = None
         self._pool_lock = threading.Lock()
+        self._launch_lock = threading.Lock()  # one launch at a time on the pool
 
     def capabilities(self) -> Capability:
         return (Capability.F16 | Capability.BF16 | Capability.INT64 | Capability.OFFSET64 | Capability.ATOMIC_F32
                 | Capability.F64 | Capability.WAVE_OPS)
 
-    def pool(self) -> ThreadPoolExecutor:
+    def pool(self) -> Any:
+        """The worker pool (:data:`POOL_C`): its functions, the threads started once."""
         with self._pool_lock:
             if self._pool is None:
-                old = threading.stack_size()
-                threading.stack_size(STACK_BYTES)
-                try:
-                    self._pool = ThreadPoolExecutor(self.cores, thread_name_prefix="anywave-cpu")
-                    # start the threads now, while the stack size holds
-                    fwait([self._pool.submit(lambda: None) for _ in range(self.cores)])
-                finally:
-                    threading.stack_size(old)
+                lib = self.library(POOL_C)
+                lib.aw_pool_init.argtypes, lib.aw_pool_init.restype = [ctypes.c_int, ctypes.c_uint64], ctypes.c_int
+                lib.aw_pool_start.argtypes, lib.aw_pool_start.restype = [ctypes.c_void_p, ctypes.c_int], None
+                lib.aw_pool_help.argtypes, lib.aw_pool_help.restype = [ctypes.c_void_p], None
+                lib.aw_pool_wait.argtypes, lib.aw_pool_wait.restype = [ctypes.c_void_p, ctypes.c_int], ctypes.c_int
+                if lib.aw_pool_init(self.cores, STACK_BYTES) != 0:
+                    raise CpuError(f"the cpu target could not start {self.cores} worker threads")
+                self._pool = lib
             return self._pool
 
     def library_of(self, program: Any) -> Any:
@@ -233,6 +343,24 @@ _ARGTYPES = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
              ctypes.c_void_p, ctypes.c_void_p]
 
 
+@dataclass
+class _Plan:
+    """What every launch of one prepared (program, kernel, sizes) reuses (:meth:`CpuRunner._plan`)."""
+
+    program: Any  # the rendered program it was made from (the cache key's id is checked against it)
+    kernel: Any
+    info: Any
+    fn: int
+    dims: Any
+    G: int
+    params: list
+
+
+_PAD = (ctypes.c_uint8 * 16)()  # what an empty buffer points at
+#: prepared launches whose reusable part is kept (least recently used dropped first)
+PLAN_CACHE = 256
+
+
 class CpuRunner(Driver):
     """The ``cpu`` target's driver and a conformance runner:
     ``runner(module, kernel, grid, workgroup, args, wave_width)`` runs ``kernel`` with NumPy
@@ -244,6 +372,8 @@ class CpuRunner(Driver):
     def __init__(self, device: CpuDevice | None = None) -> None:
         super().__init__()
         self.dev = device or get_device()
+        self._plans: OrderedDict[tuple, _Plan] = OrderedDict()
+        self._plans_lock = threading.Lock()
 
     def translate(self, module: Any, wave_width: int, checked: bool) -> Any:
         from anywave.backends.cpu import translate
@@ -260,65 +390,117 @@ class CpuRunner(Driver):
             CpuError: a divergent barrier, a compile failure, a refused kernel, bad arguments.
             KeyboardInterrupt: Ctrl-C during the launch (the launch is stopped)."""
         launch = self.prepare(module, kernel, grid, workgroup, args, wave_width, check)
+        self.run(launch, launch.margs, sync)
+
+    def check_args(self, launch: Any) -> None:
+        """A buffer that is not a NumPy array, or read-only memory for a written buffer (CpuError)."""
         if launch.dims is None:
-            return
-        info, k, margs = launch.info, launch.kernel, launch.margs
-        P = launch.threads
-        if info.frame_bytes(P) > STACK_BYTES // 2:
-            raise CpuError(f"kernel {kernel!r} needs {info.frame_bytes(P)} bytes of lane state per workgroup of {P} "
-                           f"threads; the cpu target's worker stacks hold {STACK_BYTES // 2}")
-        lib = self.dev.library_of(launch.program)
-        fn = getattr(lib, info.c_name)
-        fn.argtypes, fn.restype = _ARGTYPES, ctypes.c_int
-        nb = len(k.args)
-        ptrs = (ctypes.c_void_p * max(nb, 1))()
-        sizes = np.zeros(max(nb, 1), np.uint64)
-        scal = np.zeros(max(nb, 1), np.uint64)
-        back: list[tuple[np.ndarray, np.ndarray]] = []
-        keep: list[np.ndarray] = []
-        pad = np.zeros(16, np.uint8)
-        for i, (kind, v, a) in enumerate(margs):
+            return  # an empty grid runs nothing
+        kernel = launch.kernel.name
+        for kind, v, a in launch.margs:
             if kind != "buffer":
-                scal[i] = int(v)
                 continue
             if not isinstance(v, np.ndarray):
                 raise CpuError(f"buffer argument {a.name!r} of kernel {kernel!r} is a {type(v).__name__}; the cpu "
                                "target takes NumPy arrays or host-memory arrays")
-            written = a.access is not Access.READ and v.size > 0
-            host = v if v.flags.c_contiguous else np.ascontiguousarray(v)
-            if written and not host.flags.writeable:
+            # (a strided array is copied by the launch: only a contiguous one is used in place)
+            if a.access is not Access.READ and v.size > 0 and v.flags.c_contiguous and not v.flags.writeable:
                 raise CpuError(f"buffer argument {a.name!r} of kernel {kernel!r} is written but the array is "
                                "read-only")
+
+    def run(self, launch: Any, margs: list[tuple[str, Any, Any]], sync: bool) -> None:
+        """Launch ``launch`` with ``margs`` (checked: :meth:`check_args`, or by the layer that bound
+        it); synchronous. See :meth:`__call__`."""
+        if launch.dims is None:
+            return
+        self._run(self._plan(launch), *self._words(margs))
+
+    def _plan(self, launch: Any) -> _Plan:
+        """The reusable part of ``launch``: the compiled function, the launch sizes, the ABI;
+        made once per (program, kernel, sizes) and kept (:data:`PLAN_CACHE` of them)."""
+        info, k = launch.info, launch.kernel
+        g3, wg, P = tuple(launch.grid), tuple(launch.workgroup), launch.threads
+        key = (id(launch.program), info.c_name, g3, wg, P)
+        with self._plans_lock:
+            plan = self._plans.get(key)
+            if plan is not None and plan.program is launch.program:
+                self._plans.move_to_end(key)
+                return plan
+        if info.frame_bytes(P) > STACK_BYTES // 2:
+            raise CpuError(f"kernel {k.name!r} needs {info.frame_bytes(P)} bytes of lane state per workgroup of {P} "
+                           f"threads; the cpu target's worker stacks hold {STACK_BYTES // 2}")
+        lib = self.dev.library_of(launch.program)
+        fn = ctypes.cast(getattr(lib, info.c_name), ctypes.c_void_p).value
+        dims = (ctypes.c_uint32 * 7)(wg[0], wg[1], wg[2], g3[0], g3[1], g3[2], P)
+        params = [(a.name, a.kind is ArgKind.BUFFER, a) for a in k.args]
+        plan = _Plan(launch.program, k, info, fn, dims, g3[0] * g3[1] * g3[2], params)
+        with self._plans_lock:
+            self._plans[key] = plan
+            while len(self._plans) > PLAN_CACHE:
+                self._plans.popitem(last=False)
+        return plan
+
+    @staticmethod
+    def _words(margs: list[tuple[str, Any, Any]]) -> tuple:
+        """The launch's argument words from checked ``margs``: (pointer array, sizes, scalars,
+        arrays to keep alive, copies to write back)."""
+        n = max(len(margs), 1)
+        ptrs = (ctypes.c_void_p * n)()
+        sizes = (ctypes.c_uint64 * n)()
+        scal = (ctypes.c_uint64 * n)()
+        keep: list[Any] = []
+        back: list[tuple[np.ndarray, np.ndarray]] = []
+        for i, (kind, v, a) in enumerate(margs):
+            if kind != "buffer":
+                scal[i] = int(v)
+                continue
+            written = a.access is not Access.READ and v.size > 0
+            host = v if v.flags.c_contiguous else np.ascontiguousarray(v)
             if host is not v and written:
                 back.append((v, host))
             keep.append(host)
-            ptrs[i] = host.ctypes.data if host.size else pad.ctypes.data
+            ptrs[i] = host.__array_interface__["data"][0] if host.size else ctypes.addressof(_PAD)
             sizes[i] = host.nbytes
-        g3, wg = launch.grid, launch.workgroup
-        dims = np.array([wg[0], wg[1], wg[2], g3[0], g3[1], g3[2], P], np.uint32)
-        err = np.zeros(8, np.uint32)
-        stop = np.zeros(1, np.int32)
-        G = g3[0] * g3[1] * g3[2]
-        parts = min(G, self.dev.cores * 4) if G > 1 else 1
-        bounds = [G * j // parts for j in range(parts + 1)]
-        call_args = (ctypes.cast(ptrs, ctypes.c_void_p), sizes.ctypes.data, scal.ctypes.data, dims.ctypes.data)
+        return ptrs, sizes, scal, keep, back
 
-        def run(lo: int, hi: int) -> int:
-            return int(fn(*call_args, lo, hi, err.ctypes.data, stop.ctypes.data))
-
+    def _run(self, plan: _Plan, ptrs: Any, sizes: Any, scal: Any, keep: list, back: list) -> None:
+        """Run the plan's workgroups on the pool; then errors, copies back."""
         pool = self.dev.pool()
-        futs = [pool.submit(run, bounds[j], bounds[j + 1]) for j in range(parts) if bounds[j + 1] > bounds[j]]
-        try:
-            pending = set(futs)
-            while pending:
-                _done, pending = fwait(pending, timeout=0.05)
-        except BaseException:
-            stop[0] = 1  # every loop back-edge and workgroup start polls it
-            fwait(futs)
-            raise
-        rcs = [f.result() for f in futs]
+        err = (ctypes.c_uint32 * 8)()
+        stop = ctypes.c_int(0)
+        G = plan.G
+        job = _Job(plan.fn, ctypes.addressof(ptrs), ctypes.addressof(sizes), ctypes.addressof(scal),
+                   ctypes.addressof(plan.dims), ctypes.addressof(err), ctypes.addressof(stop), G,
+                   max(1, G // (self.dev.cores * 32)), 0, 0, 0, 0)
+        jp = ctypes.addressof(job)
+        # a kernel without loops ends in a bounded time: the launching thread runs grains too (a
+        # launch of one workgroup runs there alone, with no thread to wake); a kernel with loops
+        # runs on the pool only, and this thread waits in slices, so Ctrl-C stops it
+        help_ = not plan.info.loops
+        # one thread per core: with the launching thread working, one pool thread fewer
+        wake = min(self.dev.cores - 1, G - 1) if help_ else self.dev.cores
+        with self.dev._launch_lock:
+            pool.aw_pool_start(jp, wake)
+            if help_:
+                pool.aw_pool_help(jp)
+            try:
+                while not pool.aw_pool_wait(jp, 50):
+                    pass
+            except BaseException:
+                stop.value = 1  # every loop back-edge and workgroup start polls it
+                while not pool.aw_pool_wait(jp, 50):
+                    pass
+                raise
         for orig, host in back:
             orig[...] = host
+        if err[0]:
+            self._errors(plan, err, [int(sizes[i]) if is_buf else 0 for i, (_n, is_buf, _a) in enumerate(plan.params)])
+        if job.rc & (1 << 1):  # pragma: no cover - only with a stop and no exception
+            raise KeyboardInterrupt
+
+    def _errors(self, plan: _Plan, err: Any, sizes: list[int]) -> None:
+        info, k = plan.info, plan.kernel
+        kernel = k.name
         if int(err[0]) == 2:
             from anywave.backends.cpu import ERR_DIVERGENT_BARRIER  # noqa: F401 - the code's meaning
 
@@ -330,9 +512,7 @@ class CpuRunner(Driver):
         if int(err[0]) == 1:
             from anywave.backends.bounds import raise_if_failed
 
-            raise_if_failed(err, k, info.sites, launch.bounds_sizes(), info.local_memory, f"cpu ({self.dev.name})")
-        if any(rc == 1 for rc in rcs):  # pragma: no cover - only with a stop and no exception
-            raise KeyboardInterrupt
+            raise_if_failed(err, k, info.sites, sizes, info.local_memory, f"cpu ({self.dev.name})")
 
 
 def cpu_runner() -> CpuRunner:

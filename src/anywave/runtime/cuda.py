@@ -421,7 +421,9 @@ class CudaTarget(Driver):
     :func:`cuda_runner` returns) it takes ``runner(module, kernel, grid, workgroup, args, W)``
     like every other driver. Its launchers are the driver's hooks: :meth:`plan_launcher` (a
     kernel-language launch plan's native or generated Python launcher,
-    :mod:`anywave.runtime.cuda_launch`) and :meth:`stream_handle`; ``launch`` keeps its own
+    :mod:`anywave.runtime.cuda_launch`), :meth:`bind` (a launch whose arguments the kernel
+    language checked: a layout's first call, plans with NumPy arguments or the bounds-checked
+    build) and :meth:`stream_handle`; ``launch`` (which checks every argument) keeps its own
     bound launchers for repeated launches of a module."""
 
     error = CudaError
@@ -482,6 +484,42 @@ class CudaTarget(Driver):
 
         mark_used(parts["space"])
         return fast
+
+    def bind(self, module: Any, kernel: str, grid: Any, workgroup: Any, wave_width: int | None = None, *,
+             check: bool | None = None, sync: bool = True, stream: Any = None) -> Any:
+        """The launch of ``kernel`` with this geometry and these options (see :meth:`launch`),
+        checked now except for its arguments (the module loaded, the kernel found, the device's
+        limits for the geometry), for a caller that checks them itself (a kernel-language launch
+        plan whose :meth:`plan_launcher` does not apply: NumPy arguments, the bounds-checked build,
+        the first call of a layout): ``bound(values)`` launches with ``values`` in ABI order,
+        checked by the caller (device buffers as their objects, NumPy arrays C-contiguous and
+        writable where written, scalars Python ints in range or floats), and returns the
+        :class:`~anywave.runtime.targets.LaunchResult`. No argument is checked again; NumPy arrays
+        are still copied in and (written ones) back.
+
+        Raises:
+            LaunchConfigError: W != 32; CudaError: a refused kernel or geometry."""
+        if wave_width is not None and wave_width != WAVE_WIDTH:
+            raise LaunchConfigError(f"the CUDA target has W = {WAVE_WIDTH}, asked for W = {wave_width}")
+        g, wg = dims3(grid, "grid"), dims3(workgroup, "workgroup")
+        result = self._result(kernel)
+        if resolve_check(check, self.check_default):
+            plan = self._bounds_checked_plan(module, kernel)
+            self._check_geometry(plan, g, wg)
+
+            def checked_bound(values: Sequence[Any]) -> Any:
+                self._launch_bounds_checked(module, kernel, g, wg, values, stream, plan=plan)
+                return result
+
+            return checked_bound
+        plan = self._plan_for(module, kernel)
+        self._check_geometry(plan, g, wg)
+
+        def bound(values: Sequence[Any]) -> Any:
+            self._launch_checked(module, kernel, g, wg, values, stream, sync, plan=plan, prechecked=True)
+            return result
+
+        return bound
 
     def __call__(self, module: Any, kernel: str, grid: Any, workgroup: Any, args: Mapping[str, Any] | Sequence[Any],
                  wave_width: int = WAVE_WIDTH, *, sync: bool = True, check: bool | None = None, stream: Any = None,
@@ -590,32 +628,23 @@ class CudaTarget(Driver):
 
     def _launch_bounds_checked(self, module: Any, kernel: str, grid: int | Sequence[int],
                                workgroup: int | Sequence[int], args: Mapping[str, Any] | Sequence[Any],
-                               stream: Any) -> None:
+                               stream: Any, plan: LaunchPlan | None = None) -> None:
         """A launch of the bounds-checked build: the hidden parameters (buffer sizes, error
         record) are appended as extra arguments of an extended ABI, the launch synchronises,
-        and the error record is checked (:func:`anywave.backends.bounds.raise_if_failed`)."""
-        import dataclasses
-
+        and the error record is checked (:func:`anywave.backends.bounds.raise_if_failed`).
+        ``plan`` (:meth:`bind`): the build's plan, with ``args`` in ABI order and checked by the
+        caller (not checked again)."""
         from anywave.backends.bounds import new_error_record, raise_if_failed
-        from anywave.binary.module import Arg
-        from anywave.isa.types import ArgKind, ScalarType
 
-        key = (id(module), kernel, "bounds-checked")
-        entry = self._plans.get(key)
-        if entry is None or entry[0] is not module:
-            lm = self.load(module, checked=True)
-            self.kernel_info(lm, lm.module, kernel)  # refused or absent: the driver's error
-            k = lm.module.kernel(kernel)
-            hidden = [Arg(f"__wa_n{i}", ArgKind.SCALAR, ScalarType.U64) for i, a in enumerate(k.args) if a.is_buffer]
-            hidden.append(Arg("__wa_err", ArgKind.BUFFER, ScalarType.U32, Access.READWRITE))
-            plan = LaunchPlan(lm.kernels[kernel], dataclasses.replace(k, args=list(k.args) + hidden))
-            self._plans[key] = (module, plan)
-        else:
-            plan = entry[1]
+        prechecked = plan is not None
+        if plan is None:
+            plan = self._bounds_checked_plan(module, kernel)
         k = plan.lk.info  # PtxKernel: sites, local memory
         wave_args = plan.args[:len(plan.args) - sum(1 for a in plan.args if a.name.startswith("__wa_"))]
         names = [a.name for a in wave_args]
-        if isinstance(args, Mapping):
+        if prechecked:
+            values = list(args)
+        elif isinstance(args, Mapping):
             values = [args[n] if n in args else _missing(names, args) for n in names]
             if len(args) != len(names):
                 _missing(names, args)
@@ -626,8 +655,30 @@ class CudaTarget(Driver):
         sizes = [buffer_nbytes(v) if a.is_buffer else 0 for a, v in zip(wave_args, values, strict=True)]
         record = new_error_record()
         ext = values + [int(n) for a, n in zip(wave_args, sizes, strict=True) if a.is_buffer] + [record]
-        self._launch_checked(module, kernel, grid, workgroup, ext, stream, True, plan=plan)
+        self._launch_checked(module, kernel, grid, workgroup, ext, stream, True, plan=plan, prechecked=prechecked)
         raise_if_failed(record, plan.k, k.sites, sizes, k.local_memory, f"CUDA ({self.device.props.name})")
+
+    def _bounds_checked_plan(self, module: Any, kernel: str) -> LaunchPlan:
+        """The plan of the bounds-checked build of ``kernel``: its ABI extended by the hidden
+        parameters (a u64 size per buffer, the u32 error record). Raises CudaError: a refused or
+        absent kernel."""
+        import dataclasses
+
+        from anywave.binary.module import Arg
+        from anywave.isa.types import ArgKind, ScalarType
+
+        key = (id(module), kernel, "bounds-checked")
+        entry = self._plans.get(key)
+        if entry is not None and entry[0] is module:
+            return entry[1]
+        lm = self.load(module, checked=True)
+        self.kernel_info(lm, lm.module, kernel)  # refused or absent: the driver's error
+        k = lm.module.kernel(kernel)
+        hidden = [Arg(f"__wa_n{i}", ArgKind.SCALAR, ScalarType.U64) for i, a in enumerate(k.args) if a.is_buffer]
+        hidden.append(Arg("__wa_err", ArgKind.BUFFER, ScalarType.U32, Access.READWRITE))
+        plan = LaunchPlan(lm.kernels[kernel], dataclasses.replace(k, args=list(k.args) + hidden))
+        self._plans[key] = (module, plan)
+        return plan
 
     def begin_capture(self) -> CudaCapture:
         """Start recording launches into a CUDA graph (``cuStreamBeginCapture`` on the device's
@@ -661,7 +712,7 @@ class CudaTarget(Driver):
         plan = self._plan_for(module, kernel)
         g, wg = dims3(grid, "grid"), dims3(workgroup, "workgroup")
         shape = plan.shape(g, wg)
-        self._check_launch(plan.k, plan.lk, g, wg, shape)
+        self._check_geometry(plan, g, wg)
         drv = _DRV or _driver()
         u64, u32, ptrs, kp = param_buffers(len(plan.args))
         set_ctx, ctx_arg, ctx_tuple, _ = self._context_setter
@@ -703,27 +754,34 @@ class CudaTarget(Driver):
             return self._plan(module, kernel)
         return entry[1]
 
+    def _check_geometry(self, plan: LaunchPlan, g: tuple[int, int, int], wg: tuple[int, int, int]) -> None:
+        """:meth:`_check_launch` once per plan and geometry (the checked ones remembered)."""
+        if (g, wg) not in plan.checked:
+            self._check_launch(plan.k, plan.lk, g, wg, f"kernel {plan.k.name!r} grid={g} workgroup={wg}")
+            if len(plan.checked) < 64:
+                plan.checked.add((g, wg))
+
     def _launch_checked(self, module: Any, kernel: str, grid: int | Sequence[int],
                         workgroup: int | Sequence[int], args: Mapping[str, Any] | Sequence[Any],
-                        stream: Any, sync: bool,
-                        plan: LaunchPlan | None = None) -> tuple[LaunchPlan | None, Any, Any]:
+                        stream: Any, sync: bool, plan: LaunchPlan | None = None,
+                        prechecked: bool = False) -> tuple[LaunchPlan | None, Any, Any]:
         """:meth:`launch` with every check. Returns (plan, grid, workgroup) when a bound launcher
         could repeat this launch (arguments in a list, tuple or dict, and device arrays only),
-        else (None, ...). ``plan``: use this plan (the bounds-checked build's) instead of the
-        module's own."""
+        else (None, ...). ``plan``: use this plan (the bounds-checked build's, or :meth:`bind`'s)
+        instead of the module's own. ``prechecked`` (:meth:`bind`): ``args`` are in ABI order and
+        checked by the caller, so no argument is checked here (NumPy arrays are still copied, and
+        the scalars converted by :meth:`LaunchPlan.word`)."""
         entry = self._plans.get((id(module), kernel)) if plan is None else (module, plan)
         if entry is None or entry[0] is not module:
             plan = self._plan(module, kernel)
         else:
             plan = entry[1]
         g, wg = dims3(grid, "grid"), dims3(workgroup, "workgroup")
-        if (g, wg) not in plan.checked:
-            shape = f"kernel {kernel!r} grid={g} workgroup={wg}"
-            self._check_launch(plan.k, plan.lk, g, wg, shape)
-            if len(plan.checked) < 64:
-                plan.checked.add((g, wg))
+        self._check_geometry(plan, g, wg)
         names = plan.names
-        if type(args) is list or type(args) is tuple:
+        if prechecked:
+            values: Sequence[Any] = args  # type: ignore[assignment]
+        elif type(args) is list or type(args) is tuple:
             values: Sequence[Any] = args
             if len(values) != len(names):
                 raise TypeError(f"{plan.shape(g, wg)}: takes {len(names)} arguments {names}, got {len(values)}")
@@ -748,7 +806,9 @@ class CudaTarget(Driver):
                 u32, u64 = plan.u32, plan.u64
                 for (i, kind, a, lo, hi, mask), v in zip(plan.slots, values, strict=True):
                     if kind == 0:  # buffer: a device pointer
-                        if tensor is not None and isinstance(v, tensor) and v.is_cuda and v.is_contiguous():
+                        if prechecked:
+                            ptr = self._checked_pointer(a, v, allocations, copy_back, tensor)
+                        elif tensor is not None and isinstance(v, tensor) and v.is_cuda and v.is_contiguous():
                             ptr = v.data_ptr()
                             if ptr & 15:
                                 raise ValueError(f"{plan.shape(g, wg)}: buffer argument {a.name!r} is not "
@@ -757,7 +817,10 @@ class CudaTarget(Driver):
                             ptr = self._buffer_pointer(a, v, plan.shape(g, wg), allocations, copy_back, hstream)
                         u64[i] = ptr
                     else:  # scalar: a Python int of an integer type directly, else exactly as the emulator
-                        word = v & mask if type(v) is int and lo <= v <= hi else plan.scalar(a, v)
+                        if prechecked:
+                            word = plan.word(i, v)
+                        else:
+                            word = v & mask if type(v) is int and lo <= v <= hi else plan.scalar(a, v)
                         if kind == 1:
                             u32[2 * i] = word
                         else:
@@ -815,6 +878,30 @@ class CudaTarget(Driver):
             problems.append(f"{shared} bytes of local memory exceed the device's {p.shared_memory_per_block_optin}")
         if problems:
             raise CudaError(f"launch refused: {shape}: " + "; ".join(problems))
+
+    def _checked_pointer(self, a: Any, v: Any, allocations: list[int], copy_back: list[tuple[np.ndarray, int, int]],
+                         tensor: Any) -> int:
+        """The device pointer of buffer ``a`` = ``v``, checked by the caller (:meth:`bind`): a CUDA
+        tensor's, a device array's, a ``__cuda_array_interface__`` object's; a NumPy array
+        (C-contiguous, writable where written) is copied to a fresh allocation (and back after the
+        launch where the kernel writes it)."""
+        from anywave.runtime.arrays import Array
+
+        if type(v) is Array:
+            return v.ptr
+        if tensor is not None and isinstance(v, tensor):
+            return int(v.data_ptr())
+        if not isinstance(v, np.ndarray):
+            return int(v.__cuda_array_interface__["data"][0])
+        drv = _driver()
+        nbytes = int(v.nbytes)
+        dptr = int(_check(drv.cuMemAlloc(max(nbytes, 16)), f"cuMemAlloc({nbytes}) for {a.name!r}"))
+        allocations.append(dptr)
+        if nbytes:
+            _check(drv.cuMemcpyHtoD(dptr, v.ctypes.data, nbytes), "cuMemcpyHtoD")
+            if a.access & Access.WRITE:
+                copy_back.append((v, dptr, nbytes))
+        return dptr
 
     def _buffer_pointer(self, a: Any, v: Any, shape: str, allocations: list[int],
                         copy_back: list[tuple[np.ndarray, int, int]], hstream: int) -> int:

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from anywave.abi import SCALAR_INT, Dims3, scalar_word
+from anywave.abi import SCALAR_INT, Dims3, scalar_word, word_converter
 from anywave.isa.types import ScalarType
 from anywave.runtime import arrays as A
 from anywave.runtime.driver import MISS
@@ -54,6 +54,13 @@ class LaunchPlan:
         self.lock = threading.Lock()
         self.checked: set[tuple[tuple[int, int, int], tuple[int, int, int]]] = set()
         self._words: dict[tuple[str, type, str], int] = {}
+        #: per argument: the word converter of a checked scalar (:func:`anywave.abi.word_converter`)
+        self.words = [None if a.is_buffer else word_converter(k, a.name, a.type) for a in self.args]
+
+    def word(self, i: int, v: Any) -> int:
+        """The ABI word of scalar argument ``i`` = ``v``, a value the caller has checked (a Python
+        int in range, or a float): converted, not checked (:func:`anywave.abi.word_converter`)."""
+        return self.words[i](v)
 
     def shape(self, g: tuple[int, int, int], wg: tuple[int, int, int]) -> str:
         return f"kernel {self.k.name!r} grid={g} workgroup={wg}"

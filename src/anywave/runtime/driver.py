@@ -16,14 +16,23 @@ What every compiled launch does before the device-specific part (spec §2.1, §2
    and the launched sizes (:func:`launch_dims`: one dimension of ``x*y*z`` threads padded to
    whole waves for wave kernels, at most the device's maximum, u32 global ids).
 
-Each driver then moves buffers and launches. Errors are the driver's own
-:class:`~anywave.errors.WaveError` subclass (``Driver.error``), except the launch rules'
-:class:`~anywave.errors.LaunchConfigError`.
+Then the driver's own checks of the launch's sizes (:meth:`Driver.check_launch`) and of the
+marshalled arguments (:meth:`Driver.check_args`: a buffer of another device's kind, read-only
+memory for a written buffer ...). Each driver then moves buffers and launches
+(:meth:`Driver.run`). Errors are the driver's own :class:`~anywave.errors.WaveError` subclass
+(``Driver.error``), except the launch rules' :class:`~anywave.errors.LaunchConfigError`.
 
-The launch layer above (:mod:`anywave.jit.launch`) reaches a driver through two hooks besides
-its ``launch``: :meth:`Driver.plan_launcher`, the driver's own launcher for a launch plan whose
-arguments the layer has checked once (CUDA's native launcher; None elsewhere: the plan calls
-``launch``), and :meth:`Driver.stream_handle` for drivers with streams (:attr:`Driver.streams`).
+Each argument is checked once, by one layer (issue 24). A driver called directly (its
+``launch`` / runner call: the module-level door, the conformance suite) checks everything
+above. The launch layer above (:mod:`anywave.jit.launch`) checks each argument itself, more
+strictly (dtype, device, contiguity, alignment, overlap, scalar ranges), and then binds the launch
+(:meth:`Driver.bind`): the checks that do not depend on the arguments (steps 1-3 and 5) are done
+once per launch plan, and a bound launch takes the checked values, converts the scalars to their
+words (:func:`anywave.abi.word_converter`) and runs, with no argument check of its own. Two more
+hooks: :meth:`Driver.plan_launcher`, the driver's own launcher for a launch plan, which does the
+plan's per-call type-and-shape checks itself (CUDA's native launcher; None elsewhere: the plan
+checks and calls its bound launch), and :meth:`Driver.stream_handle` for drivers with streams
+(:attr:`Driver.streams`).
 """
 
 from __future__ import annotations
@@ -36,7 +45,7 @@ from typing import Any
 
 import numpy as np
 
-from anywave.abi import check_arg_names, dims3, scalar_word
+from anywave.abi import check_arg_names, check_constant_bytes, dims3, scalar_word, word_converter
 from anywave.errors import LaunchConfigError, WaveError
 from anywave.isa.types import ArgKind
 from anywave.runtime.targets import ID_LIMIT_U32, check_launch_rules, check_not_forked
@@ -156,6 +165,8 @@ def marshal_args(kernel: Any, info: Any, args: Mapping[str, Any], error: type[Ex
         else:
             word = scalar_word(kernel, a.name, a.type, v)
             out.append((kind, np.uint64(word) if kind == "u64" else np.uint32(word), a))
+    if any(a.constant for a in kernel.args):
+        check_constant_bytes(kernel, [(a.name, buffer_nbytes(v)) for kind, v, a in out if a.constant], error)
     return out
 
 
@@ -235,6 +246,10 @@ class Launch:
         dims: (global, local) sizes of the one-dimensional launch, None for an empty grid.
         threads: P, threads launched per workgroup (0 for an empty grid).
         checked: the bounds-checked build runs.
+        wave_width: W; module: the launched module (what the driver's caches are keyed by).
+
+    A bound launch (:meth:`Driver.bind`) keeps one whose ``margs`` is empty and hands each
+    call's arguments to :meth:`Driver.run` apart.
     """
 
     program: Any
@@ -246,15 +261,69 @@ class Launch:
     dims: tuple[Dims, Dims] | None
     threads: int
     checked: bool
+    wave_width: int = 0
+    module: Any = None
 
     @property
     def empty(self) -> bool:
         return self.dims is None
 
-    def bounds_sizes(self) -> list[int]:
-        """Byte size per ABI argument (0 for scalars), for the bounds-checked build's hidden
-        parameters and :func:`anywave.backends.bounds.raise_if_failed`."""
-        return [buffer_nbytes(v) if kind == "buffer" else 0 for kind, v, _a in self.margs]
+    def bounds_sizes(self, margs: list[tuple[str, Any, Any]] | None = None) -> list[int]:
+        """Byte size per ABI argument (0 for scalars) of ``margs`` (default: this launch's), for
+        the bounds-checked build's hidden parameters and
+        :func:`anywave.backends.bounds.raise_if_failed`."""
+        return [buffer_nbytes(v) if kind == "buffer" else 0 for kind, v, _a in
+                (self.margs if margs is None else margs)]
+
+
+class BoundLaunch:
+    """A launch of one kernel with one geometry and one set of options whose checks that do not
+    depend on the arguments are done (:meth:`Driver.bind`). ``bound(values)`` launches with
+    ``values``, one per ABI argument in ABI order, which the caller has checked: buffers the
+    driver takes as they are (NumPy arrays that are C-contiguous, writable where the kernel writes,
+    or this driver's device arrays), scalars Python ints within their type's range or Python
+    floats. It converts the scalars to their words and runs (:meth:`Driver.run`) without
+    checking anything again, and returns :attr:`result`.
+
+    Attributes:
+        launch: the checked :class:`Launch` (``margs`` empty).
+        result: what a call returns (a driver's target sets its ``LaunchResult``; None).
+        calls: launches made through it.
+    """
+
+    __slots__ = ("driver", "launch", "slots", "sync", "result", "calls", "constant")
+
+    def __init__(self, driver: Driver, launch: Launch, sync: bool) -> None:
+        self.driver, self.launch, self.sync = driver, launch, sync
+        self.result: Any = None
+        self.calls = 0
+        params = getattr(launch.info, "params", None)
+        kinds = [kind for _, kind in params] if params is not None else [
+            "buffer" if a.kind is ArgKind.BUFFER else ("u64" if a.type.bits == 64 else "u32")
+            for a in launch.kernel.args]
+        k = launch.kernel
+        slots: list[tuple[str, Any, Any]] = []
+        for a, kind in zip(k.args, kinds, strict=True):
+            if a.kind is ArgKind.BUFFER:
+                slots.append(("buffer", a, None))
+            else:
+                word = word_converter(k, a.name, a.type)
+                box = np.uint64 if kind == "u64" else np.uint32
+                slots.append((kind, a, (lambda v, word=word, box=box: box(word(v)))))
+        self.slots = slots
+        #: ABI indices of the constant buffers (WAVE 1.1): their bytes are checked at each call
+        self.constant = [i for i, a in enumerate(k.args) if a.constant]
+
+    def __call__(self, values: Any) -> Any:
+        if self.constant:
+            k = self.launch.kernel
+            check_constant_bytes(k, [(k.args[i].name, buffer_nbytes(values[i])) for i in self.constant],
+                                 self.driver.error)
+        margs = [(kind, v if conv is None else conv(v), a)
+                 for (kind, a, conv), v in zip(self.slots, values, strict=True)]
+        self.calls += 1
+        self.driver.run(self.launch, margs, self.sync)
+        return self.result
 
 
 class Driver:
@@ -263,7 +332,10 @@ class Driver:
     A driver sets ``error`` (its WaveError subclass) and implements :meth:`translate`; it
     gives its device's limits through :meth:`device_limits` (default: ``self.dev``'s
     ``name``, ``local_memory`` and ``max_workgroup``), may add checks in
-    :meth:`check_kernel`, and calls :meth:`prepare` at the start of each launch.
+    :meth:`check_kernel`, :meth:`check_launch` and :meth:`check_args`, and implements
+    :meth:`run`, the device-specific part. Its direct launch (runner call, ``launch``) is
+    :meth:`prepare` then :meth:`run`; :meth:`bind` gives the launch layer the same launch with
+    the argument checks left to that layer.
     """
 
     error: type[WaveError] = WaveError
@@ -290,6 +362,23 @@ class Driver:
     def check_kernel(self, kernel: Any, info: Any) -> None:
         """Checks of this device beyond local memory and the launch sizes (raise ``error``)."""
 
+    def check_launch(self, launch: Launch) -> None:
+        """Checks of this device on the launch's sizes beyond the shared ones (raise ``error``),
+        after :func:`launch_dims`; done once per bound launch."""
+
+    def check_args(self, launch: Launch) -> None:
+        """This driver's own checks of the marshalled arguments ``launch.margs`` (raise
+        ``error``): a device array of another target, read-only memory for a written buffer ...
+        Called by :meth:`prepare` (a direct call) only: a bound launch's arguments were checked
+        by the layer that bound it."""
+
+    def run(self, launch: Launch, margs: list[tuple[str, Any, Any]], sync: bool) -> None:
+        """The device-specific part of a launch whose checks are done: move the buffers of
+        ``margs`` (:func:`marshal_args`' form) and launch ``launch``; ``sync=False`` may return
+        before a launch whose buffers are all device memory ends. A driver that implements it can
+        be bound (:meth:`bind`)."""
+        raise NotImplementedError
+
     def stream_handle(self, stream: Any) -> int:
         """The driver's handle of a stream given to a launch (drivers with :attr:`streams`).
 
@@ -304,7 +393,8 @@ class Driver:
         caller has checked the kernel, geometry and arguments once, and asks only for plans
         whose buffers are all device memory and whose build is unchecked.
 
-        Returns None (this default): the driver has none, and the plan calls ``launch``."""
+        Returns None (this default): the driver has none, and the plan does its per-call checks
+        itself and calls the driver's bound launch (:meth:`bind`)."""
         return None
 
     def buffer_ok(self, value: Any) -> bool:
@@ -333,12 +423,36 @@ class Driver:
     def prepare(self, module: Any, kernel: str, grid: Sequence[int], workgroup: Sequence[int],
                 args: Mapping[str, Any], wave_width: int, check: bool | None = None) -> Launch:
         """Every check of a launch (the module docs' steps 1-5), in that order, after refusing a
-        device started by the parent of this forked process (:class:`~anywave.runtime.targets.ProcessDevice`).
+        device started by the parent of this forked process (:class:`~anywave.runtime.targets.ProcessDevice`),
+        then :meth:`check_launch` and :meth:`check_args`.
 
         Raises:
             error: see :meth:`kernel_info`, :meth:`check_kernel`, :func:`marshal_args`,
-                :func:`launch_dims`; LaunchConfigError: a launch rule.
+                :func:`launch_dims`, :meth:`check_launch`, :meth:`check_args`; LaunchConfigError:
+                a launch rule.
         """
+        launch = self._prepare(module, kernel, grid, workgroup, wave_width, check, args)
+        self.check_args(launch)
+        return launch
+
+    def bind(self, module: Any, kernel: str, grid: Sequence[int], workgroup: Sequence[int],
+             wave_width: int | None = None, *, check: bool | None = None, sync: bool = True) -> BoundLaunch | None:
+        """The launch of ``kernel`` with this geometry and these options, checked now except for
+        its arguments (steps 1-3 and 5 of the module docs, and :meth:`check_launch`), for a caller
+        that checks the arguments itself (the kernel language's launch plans): see
+        :class:`BoundLaunch`. ``wave_width`` None: the driver's target's (``self.info``). None when
+        this driver has no :meth:`run` (its ``launch`` then checks everything on every call).
+
+        Raises:
+            what :meth:`prepare` raises, except the argument errors."""
+        if type(self).run is Driver.run:
+            return None
+        if wave_width is None:
+            wave_width = self.info.wave_width  # type: ignore[attr-defined]
+        return BoundLaunch(self, self._prepare(module, kernel, grid, workgroup, wave_width, check, None), sync)
+
+    def _prepare(self, module: Any, kernel: str, grid: Sequence[int], workgroup: Sequence[int], wave_width: int,
+                 check: bool | None, args: Mapping[str, Any] | None) -> Launch:
         dev = getattr(self, "dev", None)
         if dev is not None:
             check_not_forked(dev, self.error)  # a device of the parent process: fail at once
@@ -351,7 +465,7 @@ class Driver:
         if local_memory is not None and info.local_memory > local_memory:
             raise self.error(f"kernel {kernel!r} needs {info.local_memory} bytes of local memory; "
                              f"{name} has {local_memory}")
-        margs = marshal_args(k, info, args, self.error, self.buffer_ok)
+        margs = [] if args is None else marshal_args(k, info, args, self.error, self.buffer_ok)
         try:  # the one geometry parser; dimensions of 0 allowed (an empty grid runs nothing)
             g3, wg = dims3(grid, "grid", empty_ok=True), dims3(workgroup, "workgroup", empty_ok=True)
         except (TypeError, ValueError) as e:
@@ -359,4 +473,6 @@ class Driver:
         if min(g3) >= 1 and min(wg) >= 1:
             check_launch_rules(k, g3, wg)
         dims = launch_dims(info, g3, wg, wave_width, max_workgroup, self.error)
-        return Launch(prog, info, k, margs, g3, wg, dims, dims[1][0] if dims else 0, checked)
+        launch = Launch(prog, info, k, margs, g3, wg, dims, dims[1][0] if dims else 0, checked, wave_width, module)
+        self.check_launch(launch)
+        return launch

@@ -58,6 +58,30 @@ class EmulatorTarget:
                        wave_width=self.info.wave_width, check=self.check if check is None else bool(check),
                        budget=budget, max_instructions=max_instructions, trace_lane=trace_lane)
 
+    def bind(self, module: Any, kernel: str, grid: Any, workgroup: Any, *, check: bool | None = None,
+             budget: float | None | str = "default", max_instructions: int | None = None,
+             trace_lane: int | None = None) -> Any:
+        """The launch of ``kernel`` with this geometry and these options (see :meth:`launch`),
+        checked now except for its arguments, for a caller that checks them itself (the kernel
+        language's launch plans): ``bound(values)`` runs it with ``values`` in ABI order, checked
+        (:meth:`anywave.emu.machine.PreparedLaunch.run_checked`), and returns the stats.
+
+        Raises:
+            what :meth:`launch` raises before it reads the arguments."""
+        from anywave.emu.machine import PreparedLaunch
+
+        prep = PreparedLaunch(module, kernel, grid=grid, workgroup=workgroup, wave_width=self.info.wave_width,
+                              check=self.check if check is None else bool(check), budget=budget,
+                              max_instructions=max_instructions)
+        prep.check_trace_lane(trace_lane)
+        run = prep.run_checked
+
+        def bound(values: Any) -> Any:
+            return run(values, trace_lane)
+
+        bound.prepared = prep  # type: ignore[attr-defined]
+        return bound
+
 
 def _probe() -> tuple[bool, str, Sequence[TargetInfo]]:
     return True, "", (EmulatorTarget().info,)

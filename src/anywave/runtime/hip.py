@@ -162,10 +162,27 @@ class HipTarget(Driver):
             HipError: refused kernel, bad arguments, or a HIP failure (naming kernel and shape)."""
         if wave_width is not None and wave_width != self.wave_width:
             raise HipError(f"device {self.info.device} has W = {self.wave_width}, asked for W = {wave_width}")
-        hip = self.hip
         launch = self.prepare(module, kernel, grid, workgroup, args, self.wave_width, check=False)
+        self.run(launch, launch.margs, True)
+
+    def bind(self, module: Any, kernel: str, grid: Sequence[int], workgroup: Sequence[int],
+             wave_width: int | None = None, *, check: bool | None = None, sync: bool = True) -> Any:
+        """:meth:`Driver.bind <anywave.runtime.driver.Driver.bind>` at this device's W, without a
+        bounds-checked build (the launches are synchronous).
+
+        Raises:
+            HipError: another W; and what :meth:`launch` raises, except the argument errors."""
+        if wave_width is not None and wave_width != self.wave_width:
+            raise HipError(f"device {self.info.device} has W = {self.wave_width}, asked for W = {wave_width}")
+        return super().bind(module, kernel, grid, workgroup, self.wave_width, check=False, sync=True)
+
+    def run(self, launch: Any, margs: list[tuple[str, Any, Any]], sync: bool) -> None:
+        """Launch ``launch`` with ``margs`` (checked by :meth:`prepare` or by the layer that bound
+        it), synchronously; see :meth:`launch`."""
         if launch.dims is None:
             return
+        hip = self.hip
+        kernel, module = launch.kernel.name, launch.module
         info, g, wg, P = launch.info, launch.grid, launch.workgroup, launch.threads
         handle, fns = self._loaded(module, launch.program)
         if kernel not in fns:
@@ -175,7 +192,7 @@ class HipTarget(Driver):
         back: list[tuple[np.ndarray, Any]] = []
         h2d, d2h = hip.hipMemcpyKind.hipMemcpyHostToDevice, hip.hipMemcpyKind.hipMemcpyDeviceToHost
         try:
-            for kind, v, a in launch.margs:
+            for kind, v, a in margs:
                 if kind == "buffer":
                     ptr = self._device_pointer(v)
                     if ptr is not None:

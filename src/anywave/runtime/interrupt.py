@@ -166,28 +166,27 @@ def _exit_now(message: str, status: int = 130) -> None:
         os._exit(status)
 
 
-def _wait_overdue() -> None:
-    """The exit hook's bounded wait for overdue commands (module docs)."""
-    late = overdue_running()
-    if not late:
-        return
+def _wait_at_exit(pending: Callable[[], list[str]], what: str, announce: str, limit_s: float | None) -> list[str]:
+    """The exit hook's wait for ``pending()`` (descriptions of what still runs) to empty: after
+    an uncaught KeyboardInterrupt the process ends at once (status 130); otherwise ``announce``
+    goes to stderr and the hook polls, at most ``limit_s`` seconds (None: no limit), a Ctrl-C
+    ending the process at once. Returns what still runs when the wait ended."""
+    left = pending()
+    if not left:
+        return left
     if _interrupted():
-        _exit_now(f"anywave: {late[0]} (past its time limit) still running after Ctrl-C; exiting without waiting "
-                  "for it\n")
+        _exit_now(f"anywave: {what} ({left[0]}) still running after Ctrl-C; exiting without waiting for it\n")
     try:
-        sys.stderr.write(f"anywave: waiting up to {OVERDUE_EXIT_WAIT_S:g} s for {late[0]}, which ran past its time "
-                         "limit, before exiting (Ctrl-C exits without waiting)\n")
+        sys.stderr.write(announce)
         sys.stderr.flush()
-        t_end = time.monotonic() + OVERDUE_EXIT_WAIT_S
-        while late and time.monotonic() < t_end:
-            restore_sigint()
-            time.sleep(min(_POLL_S, max(0.0, t_end - time.monotonic())))
-            late = overdue_running()
+        t_end = None if limit_s is None else time.monotonic() + limit_s
+        while left and (t_end is None or time.monotonic() < t_end):
+            restore_sigint()  # a runtime's own handler would swallow the Ctrl-C
+            time.sleep(_POLL_S if t_end is None else min(_POLL_S, max(0.0, t_end - time.monotonic())))
+            left = pending()
     except KeyboardInterrupt:
-        _exit_now("anywave: exiting without waiting for the command past its time limit\n")
-    if late:
-        _exit_now(f"anywave: {late[0]} is still running {OVERDUE_EXIT_WAIT_S:g} s after the program ended; exiting "
-                  "without waiting for it (status 1)\n", status=1)
+        _exit_now(f"anywave: exiting without waiting for {what}\n")
+    return left
 
 
 def _exit_hook() -> None:
@@ -197,19 +196,13 @@ def _exit_hook() -> None:
     if left:
         _exit_now(f"anywave: {len(left)} command(s) interrupted by Ctrl-C still running ({left[0]}); "
                   "exiting without waiting for them\n")
-    _wait_overdue()
-    queues = busy_queues()
-    if not queues:
-        return
-    if _interrupted():
-        _exit_now(f"anywave: work enqueued on {', '.join(queues)} still running after Ctrl-C; "
-                  "exiting without waiting for it\n")
-    try:
-        sys.stderr.write(f"anywave: waiting for the work enqueued on {', '.join(queues)} to finish before "
-                         "exiting (Ctrl-C exits without waiting)\n")
-        sys.stderr.flush()
-        while busy_queues():
-            restore_sigint()  # a runtime's own handler would swallow the Ctrl-C
-            time.sleep(_POLL_S)
-    except KeyboardInterrupt:
-        _exit_now("anywave: exiting without waiting for the enqueued work\n")
+    late = _wait_at_exit(overdue_running, "a command past its time limit",
+                         f"anywave: waiting up to {OVERDUE_EXIT_WAIT_S:g} s for {', '.join(overdue_running())}, which "
+                         "ran past its time limit, before exiting (Ctrl-C exits without waiting)\n",
+                         OVERDUE_EXIT_WAIT_S)
+    if late:
+        _exit_now(f"anywave: {late[0]} is still running {OVERDUE_EXIT_WAIT_S:g} s after the program ended; exiting "
+                  "without waiting for it (status 1)\n", status=1)
+    _wait_at_exit(busy_queues, "the enqueued work",
+                  f"anywave: waiting for the work enqueued on {', '.join(busy_queues())} to finish before exiting "
+                  "(Ctrl-C exits without waiting)\n", None)

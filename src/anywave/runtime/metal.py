@@ -134,8 +134,26 @@ class MetalTarget(Driver):
         if wave_width is not None and wave_width != W:
             raise MetalError(f"Metal has W = {W}, asked for W = {wave_width}")
         launch = self.prepare(module, kernel, grid, workgroup, args, W, check=False)
+        self.run(launch, launch.margs, True)
+
+    def bind(self, module: Any, kernel: str, grid: Sequence[int], workgroup: Sequence[int],
+             wave_width: int | None = None, *, check: bool | None = None, sync: bool = True) -> Any:
+        """:meth:`Driver.bind <anywave.runtime.driver.Driver.bind>` at Metal's W, without a
+        bounds-checked build (the launches are synchronous).
+
+        Raises:
+            MetalError: another W; and what :meth:`launch` raises, except the argument errors."""
+        W = self.info.wave_width
+        if wave_width is not None and wave_width != W:
+            raise MetalError(f"Metal has W = {W}, asked for W = {wave_width}")
+        return super().bind(module, kernel, grid, workgroup, W, check=False, sync=True)
+
+    def run(self, launch: Any, margs: list[tuple[str, Any, Any]], sync: bool) -> None:
+        """Launch ``launch`` with ``margs`` (checked by :meth:`prepare` or by the layer that bound
+        it), synchronously; see :meth:`launch`."""
         if launch.dims is None:
             return
+        kernel, module = launch.kernel.name, launch.module
         info, k, g, wg, P = launch.info, launch.kernel, launch.grid, launch.workgroup, launch.threads
         _, lib = self.load(module)
         pso = self._pipeline(module, lib, info.c_name)
@@ -146,7 +164,7 @@ class MetalTarget(Driver):
         enc.setComputePipelineState_(pso)
         back = []
         shared = 0  # MTLResourceStorageModeShared
-        for i, (kind, v, a) in enumerate(launch.margs):
+        for i, (kind, v, a) in enumerate(margs):
             if kind == "buffer":
                 host = np.ascontiguousarray(v)
                 buf = self.device.newBufferWithBytes_length_options_(host.tobytes() or b"\0" * 16,

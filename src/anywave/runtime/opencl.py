@@ -363,13 +363,39 @@ class OpenCLRunner(Driver):
         Raises:
             OutOfBoundsError: (checked build) a memory access left its buffer.
             OpenCLError, VerifyError, LaunchConfigError: see the module docs."""
+        launch = self.prepare(module, kernel, grid, workgroup, args, wave_width, check)
+        self.run(launch, launch.margs, sync)
+
+    def check_args(self, launch: Any) -> None:
+        """A device array of another target, or read-only memory for a written buffer (OpenCLError)."""
+        from anywave.runtime.arrays import Array
+
+        if launch.dims is None:
+            return  # an empty grid runs nothing
+        kernel = launch.kernel.name
+        for kind, v, a in launch.margs:
+            if kind != "buffer":
+                continue
+            if isinstance(v, Array):
+                if v.space.kind != "opencl":
+                    raise OpenCLError(f"buffer argument {a.name!r} of kernel {kernel!r} is a {v.target} array; "
+                                      "the opencl target takes opencl arrays or host memory")
+                continue
+            # (a strided array is copied by the launch: only a contiguous one is used in place)
+            if a.access is not Access.READ and v.size > 0 and v.flags.c_contiguous and not v.flags.writeable:
+                raise OpenCLError(f"buffer argument {a.name!r} of kernel {kernel!r} is written but the array "
+                                  "is read-only")
+
+    def run(self, launch: Any, margs: list[tuple[str, Any, Any]], sync: bool) -> None:
+        """Launch ``launch`` with ``margs`` (checked: :meth:`check_args`, or by the layer that bound
+        it); see :meth:`__call__`."""
         from anywave.runtime.arrays import Array, mark_used
 
-        cl = self.dev.cl
-        launch = self.prepare(module, kernel, grid, workgroup, args, wave_width, check)
         if launch.dims is None:
             return
-        prog, info, k, margs, checked = launch.program, launch.info, launch.kernel, launch.margs, launch.checked
+        cl = self.dev.cl
+        kernel = launch.kernel.name
+        prog, info, k, checked = launch.program, launch.info, launch.kernel, launch.checked
         g3, wg, dims = launch.grid, launch.workgroup, launch.dims
         built = self.dev.build(prog)
         ctx, q = self.dev.ctx, self.dev.queue
@@ -382,18 +408,12 @@ class OpenCLRunner(Driver):
                 cargs.append(v)
                 continue
             if isinstance(v, Array):
-                if v.space.kind != "opencl":
-                    raise OpenCLError(f"buffer argument {a.name!r} of kernel {kernel!r} is a {v.target} array; "
-                                      "the opencl target takes opencl arrays or host memory")
                 cargs.append(v.handle)
                 continue
             hosts += 1
             host = np.ascontiguousarray(v)
             raw = host.reshape(-1).view(np.uint8) if host.size else np.zeros(16, np.uint8)
             written = a.access is not Access.READ and host.size > 0
-            if written and not raw.flags.writeable:
-                raise OpenCLError(f"buffer argument {a.name!r} of kernel {kernel!r} is written but the array "
-                                  "is read-only")
             if raw.flags.writeable:
                 flags = (mf.READ_WRITE if written else mf.READ_ONLY) | mf.USE_HOST_PTR
             else:  # read-only memory: the runtime may not address it in place
@@ -407,7 +427,7 @@ class OpenCLRunner(Driver):
         if checked:
             from anywave.backends.bounds import new_error_record
 
-            cargs += [np.uint64(n) for (kind, _v, _a), n in zip(margs, launch.bounds_sizes(), strict=True)
+            cargs += [np.uint64(n) for (kind, _v, _a), n in zip(margs, launch.bounds_sizes(margs), strict=True)
                       if kind == "buffer"]
             record = new_error_record()
             err_mem = cl.Buffer(ctx, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR, hostbuf=record)
@@ -439,7 +459,7 @@ class OpenCLRunner(Driver):
         if record is not None:
             from anywave.backends.bounds import raise_if_failed
 
-            sizes = launch.bounds_sizes()
+            sizes = launch.bounds_sizes(margs)
             try:
                 raise_if_failed(record, k, info.sites, sizes, info.local_memory, f"OpenCL ({self.dev.name})")
             finally:

@@ -283,12 +283,37 @@ class SyclRunner(Driver):
         Raises:
             OutOfBoundsError: (checked build) a memory access left its buffer.
             SyclError, VerifyError, LaunchConfigError: see the module docs."""
+        launch = self.prepare(module, kernel, grid, workgroup, args, wave_width, check)
+        self.run(launch, launch.margs, sync)
+
+    def check_args(self, launch: Any) -> None:
+        """A device array of another target, or read-only memory for a written buffer (SyclError)."""
+        from anywave.runtime.arrays import Array
+
+        if launch.dims is None:
+            return  # an empty grid runs nothing
+        kernel = launch.kernel.name
+        for kind, v, a in launch.margs:
+            if kind != "buffer":
+                continue
+            if isinstance(v, Array):
+                if v.space.kind != "sycl":
+                    raise SyclError(f"buffer argument {a.name!r} of kernel {kernel!r} is a {v.target} array; "
+                                    "the sycl target takes sycl arrays or host memory")
+            # (a strided array is copied by the launch: only a contiguous one is used in place)
+            elif a.access is not Access.READ and v.size and v.flags.c_contiguous and not v.flags.writeable:
+                raise SyclError(f"buffer argument {a.name!r} of kernel {kernel!r} is written but the array "
+                                "is read-only")
+
+    def run(self, launch: Any, margs: list[tuple[str, Any, Any]], sync: bool) -> None:
+        """Launch ``launch`` with ``margs`` (checked: :meth:`check_args`, or by the layer that bound
+        it); see :meth:`__call__`."""
         from anywave.runtime.arrays import Array, mark_used
 
-        launch = self.prepare(module, kernel, grid, workgroup, args, wave_width, check)
         if launch.dims is None:
             return
-        prog, info, k, margs, checked = launch.program, launch.info, launch.kernel, launch.margs, launch.checked
+        kernel = launch.kernel.name
+        prog, info, k, checked = launch.program, launch.info, launch.kernel, launch.checked
         g3, wg, dims = launch.grid, launch.workgroup, launch.dims
         handle = self.dev.build(prog)
         record = None
@@ -296,8 +321,8 @@ class SyclRunner(Driver):
         if checked:
             from anywave.backends.bounds import new_error_record
 
-            extra = [("u64", np.uint64(n), None) for (kind, _v, _a), n in zip(margs, launch.bounds_sizes(), strict=True)
-                     if kind == "buffer"]
+            extra = [("u64", np.uint64(n), None) for (kind, _v, _a), n in
+                     zip(margs, launch.bounds_sizes(margs), strict=True) if kind == "buffer"]
             record = new_error_record()
             extra.append(("buffer", record, None))
         n = len(margs) + 3 + len(extra)
@@ -310,17 +335,11 @@ class SyclRunner(Driver):
         items = [(kind, v, a) for kind, v, a in margs] + [("u32", np.uint32(x), None) for x in wg] + extra
         for i, (kind, v, a) in enumerate(items):
             if kind == "buffer" and isinstance(v, Array):
-                if v.space.kind != "sycl":
-                    raise SyclError(f"buffer argument {a.name!r} of kernel {kernel!r} is a {v.target} array; "
-                                    "the sycl target takes sycl arrays or host memory")
                 kinds[i], vals[i], sizes[i] = 3, v.ptr, v.nbytes
                 keep.append(v)
             elif kind == "buffer":
                 hosts += 1
                 host = np.ascontiguousarray(v)
-                if a is not None and a.access is not Access.READ and host.size and not host.flags.writeable:
-                    raise SyclError(f"buffer argument {a.name!r} of kernel {kernel!r} is written but the array "
-                                    "is read-only")
                 if host is v and not host.flags.writeable:
                     host = host.copy()
                 kinds[i], vals[i], sizes[i] = 0, host.ctypes.data if host.size else None, host.nbytes
@@ -350,7 +369,7 @@ class SyclRunner(Driver):
         if record is not None:
             from anywave.backends.bounds import raise_if_failed
 
-            nb = launch.bounds_sizes()
+            nb = launch.bounds_sizes(margs)
             raise_if_failed(record, k, info.sites, nb, info.local_memory, f"SYCL ({self.dev.name})")
 
 

@@ -404,6 +404,23 @@ class RunnerTarget:
         self.runner(module, kernel, grid, workgroup, args, self.info.wave_width, sync=sync, check=check)
         return LaunchResult(kernel, self.name, self.info.device, self.info.wave_width)
 
+    def bind(self, module: Any, kernel: str, grid: Any, workgroup: Any, *, sync: bool = True,
+             check: bool | None = None) -> Any:
+        """The launch of ``kernel`` with this geometry and these options (see :meth:`launch`),
+        checked now except for its arguments, for a caller that checks them itself: the driver's
+        :meth:`~anywave.runtime.driver.Driver.bind` at this target's W, whose calls return the
+        :class:`LaunchResult`; None when the driver cannot be bound (``launch`` then checks
+        everything on every call).
+
+        Raises:
+            what :meth:`launch` raises, except the argument errors."""
+        bind = getattr(self.runner, "bind", None)
+        bound = None if bind is None else bind(module, kernel, grid, workgroup, self.info.wave_width, check=check,
+                                               sync=sync)
+        if bound is not None:
+            bound.result = LaunchResult(kernel, self.name, self.info.device, self.info.wave_width)
+        return bound
+
     @classmethod
     def register(cls, status: Callable[[], tuple[bool, str]]) -> None:
         """Register this target; ``status() -> (usable, reason)`` is its cheap probe."""

@@ -959,25 +959,26 @@ class VulkanRunner(Driver):
             LoopCutError: the driver cut a loop short (lavapipe's loop limit).
             VulkanError: a refused kernel or launch, a buffer of the wrong kind, a dispatch that
                 did not finish in time, a lost device; VerifyError, LaunchConfigError: a launch rule."""
-        from anywave.runtime.arrays import Array
-
-        dev = self.dev
-        dev._check_process()
+        self.dev._check_process()
         launch = self.prepare(module, kernel, grid, workgroup, args, wave_width, check=check)
-        info, k, margs, g, wg = launch.info, launch.kernel, launch.margs, launch.grid, launch.workgroup
+        self.run(launch, launch.margs, sync)
+
+    def check_launch(self, launch: Any) -> None:
+        """A grid beyond the device's ``maxComputeWorkGroupCount`` (VulkanError)."""
+        dev, g = self.dev, launch.grid
         for d in range(3):
             if g[d] > dev.max_grid[d]:
                 raise VulkanError(f"grid {g}: dimension {'xyz'[d]} = {g[d]} exceeds {dev.name}'s "
                                   f"maxComputeWorkGroupCount {dev.max_grid[d]}")
-        push: list[int] = []
-        for i, words in info.push:
-            w = int(margs[i][1])
-            push += [w & 0xFFFFFFFF, w >> 32] if words == 2 else [w]
-        push += list(wg)
-        args_in: list[tuple[Any, Any]] = []
-        for i in info.buffers:
+
+    def check_args(self, launch: Any) -> None:
+        """A buffer that is neither a NumPy array nor a vulkan array (VulkanError)."""
+        from anywave.runtime.arrays import Array
+
+        kernel, k = launch.kernel.name, launch.kernel
+        for i in launch.info.buffers:
             a = k.args[i]
-            v = margs[i][1]
+            v = launch.margs[i][1]
             if isinstance(v, Array):
                 if v.space.kind != "vulkan":
                     raise VulkanError(f"buffer argument {a.name!r} of kernel {kernel!r} is a {v.target} array; "
@@ -985,7 +986,22 @@ class VulkanRunner(Driver):
             elif not isinstance(v, np.ndarray):
                 raise VulkanError(f"buffer argument {a.name!r} of kernel {kernel!r} must be a NumPy array or a "
                                   f"vulkan array, got {type(v).__name__}")
-            args_in.append((a, v))
+
+    def run(self, launch: Any, margs: list[tuple[str, Any, Any]], sync: bool) -> None:
+        """Launch ``launch`` with ``margs`` (checked: :meth:`check_args`, or by the layer that bound
+        it); see :meth:`__call__`."""
+        from anywave.runtime.arrays import Array
+
+        dev = self.dev
+        dev._check_process()
+        kernel, wave_width = launch.kernel.name, launch.wave_width
+        info, k, g, wg = launch.info, launch.kernel, launch.grid, launch.workgroup
+        push: list[int] = []
+        for i, words in info.push:
+            w = int(margs[i][1])
+            push += [w & 0xFFFFFFFF, w >> 32] if words == 2 else [w]
+        push += list(wg)
+        args_in = [(k.args[i], margs[i][1]) for i in info.buffers]
         if launch.dims is None:
             return
         label = f"kernel {kernel!r} grid={g} workgroup={wg}"
@@ -1025,7 +1041,7 @@ class VulkanRunner(Driver):
                     sb = dev.status_buffer(rec0)
                     temps.append(sb)
                     binds.append((sb.buf, sb.size))
-                    sizes, where = launch.bounds_sizes(), f"Vulkan ({dev.name})"
+                    sizes, where = launch.bounds_sizes(margs), f"Vulkan ({dev.name})"
 
                     def after(sb: VulkanBuffer = sb, sizes: list[int] = sizes, where: str = where) -> None:
                         rec = sb.mapped[:4 * ERR_WORDS].view(np.uint32).copy()
