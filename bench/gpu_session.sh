@@ -33,6 +33,6 @@ wait
 export ANYWAVE_CACHE_DIR=/tmp/awc-f
 [[ $P == *" attn "* ]] && step attention "${ATTN_LIMIT:-200}" env OUT="$R" python3 bench/bench_attention.py
 [[ $P == *" launch "* ]] && step launch "${LAUNCH_LIMIT:-120}" python3 bench/bench_launch24.py --out "$R"
-[[ $P == *" suite "* ]] && step cuda-suite "${SUITE_LIMIT:-200}" env OUT="$R" python3 bench/bench_cuda_suite.py
+[[ $P == *" suite "* ]] && step cuda-suite "${SUITE_LIMIT:-300}" env OUT="$R" python3 bench/bench_cuda_suite.py
 tar czf "$OUT/results.tgz" -C "$OUT" r && rm -rf "$R"
 cat "$log"; exit "$failed"

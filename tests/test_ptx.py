@@ -191,6 +191,28 @@ def test_ptxas_conformance_and_examples(name: str, obj: object, arch: str, tmp_p
     _ptxas(translate(m, arch).text, arch, tmp_path)
 
 
+@needs_ptxas
+def test_ptxas_library_kernels(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
+    """Every module the library kernels launch (anywave.kernels, run on the emulator at W = 32 to
+    obtain them) translates to PTX that ptxas assembles for sm_90."""
+    import anywave.jit.launch as launch
+    from anywave.conformance.report import library_kernels
+
+    mods: dict[int, Module] = {}
+    real = launch.drive
+
+    def record(tgt, module, k, *a, **kw):  # noqa: ANN001, ANN002, ANN003, ANN202
+        mods[id(module)] = module
+        return real(tgt, module, k, *a, **kw)
+
+    monkeypatch.setattr(launch, "drive", record)
+    for _, fn in library_kernels():
+        fn("emulator", 32)
+    assert len(mods) >= 10
+    for m in mods.values():
+        _ptxas(translate(m, "sm_90").text, "sm_90", tmp_path)
+
+
 def test_only_fma_bf16_is_unsupported_on_sm75() -> None:
     for name, obj in _modules():
         for p in check_supported(_load(obj), "sm_75"):
