@@ -4,7 +4,8 @@ end's W = 32 body is the only one emitted), register-only instructions run unpre
 no inactive lane can read them (lowering.need), and a run of shuffles votes once. These tests
 read the PTX text (no GPU here); the C family takes the same walk and analysis, and its
 execution is checked against the emulator in tests/test_cfamily_diff.py (mask-stack variant),
-tests/test_opencl.py and tests/test_cuda_suite.py."""
+tests/test_opencl.py and tests/test_cuda_suite.py. On PTX the lowering is opt-in
+(``ANYWAVE_PTX_ISLANDS=1``) until it has run on a GPU; the fixture below turns it on."""
 
 from __future__ import annotations
 
@@ -23,6 +24,15 @@ from anywave.backends.lowering.need import Need
 from anywave.backends.ptx import translate
 
 PTXAS = shutil.which("ptxas")
+
+
+@pytest.fixture(autouse=True)
+def _lighter_lowering(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The lighter lowering is opt-in on PTX until it has run on a GPU (ptx.PTX_ISLANDS,
+    ANYWAVE_PTX_ISLANDS=1): these tests read what it emits."""
+    from anywave.backends import ptx
+
+    monkeypatch.setattr(ptx, "PTX_ISLANDS", True)
 
 FOLD = """
 .kernel k

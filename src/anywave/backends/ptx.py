@@ -42,6 +42,7 @@ source location.
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -69,6 +70,15 @@ PTX_VERSIONS: dict[int, str] = {
 _PREDICATE_LINES = 12
 #: static shared memory above this needs the dynamic (extern) form
 STATIC_SHARED_LIMIT = 48 * 1024
+
+
+#: the lighter mask-stack lowering on PTX (per-thread islands, lowering.need's unpredicated
+#: register-only instructions, one ballot per run of wave operations, conditions of W folded).
+#: The same walk and analysis run in the C family, where conformance passes on OpenCL, SYCL and the
+#: cpu target at every W; its PTX spelling assembles with ptxas but has not yet run on a GPU, so
+#: it is used only with ANYWAVE_PTX_ISLANDS=1 until a conformance run on an NVIDIA GPU shows it
+#: (bench/results/cuda_suite_sass_analysis.md).
+PTX_ISLANDS = os.environ.get("ANYWAVE_PTX_ISLANDS", "") == "1"
 
 
 class PtxError(WaveError):
@@ -246,6 +256,8 @@ class _KernelEmitter:
         #: %emA holds the warp's ballot of %A (written by a wave operation's lowering, ptx_wave):
         #: valid until A changes (a mask update) or control flow joins (a label)
         self.em_a = False
+        #: reuse %emA at all (ptx_wave._ballot_e): with PTX_ISLANDS, set in :meth:`run`
+        self.ballot_reuse = False
         self.nlabel = 0
         self.max_depth = 0
         self._segs: list[str | None] = []
@@ -339,7 +351,7 @@ class _KernelEmitter:
         ptxas folds and propagates it (the CUDA warp's geometry, ``warpSize``)."""
         if not self.uniform:
             return None if guard is None else Block_pred(guard)
-        if ins is not None and unpredicated(ins, self.walk, self.need, self.pos):
+        if ins is not None and self.need is not None and unpredicated(ins, self.walk, self.need, self.pos):
             return None if guard is None else Block_pred(guard)
         if guard is None:
             return "%A"
@@ -493,10 +505,11 @@ class _KernelEmitter:
         self.out(f"@%pany bra {f.tag}_top;")
         self.out(f"{f.tag}_exit:", 0)
 
-    #: constructs without wave operations run as per-thread islands (lowering.control)
-    islands = True
-    #: every NVIDIA target runs W = 32: conditions of W and constants are folded (lowering.control)
-    wave_width = WAVE_WIDTH
+    #: constructs without wave operations run as per-thread islands (lowering.control), and
+    #: conditions of W and constants are folded (every NVIDIA target runs W = 32): with
+    #: PTX_ISLANDS, read when the kernel is emitted (:meth:`run`)
+    islands = False
+    wave_width: int | None = None
 
     def island_begin(self, tag: str) -> None:
         self.out(f"@!%A bra {tag}_end;")
@@ -519,7 +532,10 @@ class _KernelEmitter:
 
     def run(self) -> tuple[str, PtxKernel]:
         k = self.k
-        self.need = Need(self.m, k.code, islands=self.islands, wave_width=self.wave_width) if self.uniform else None
+        if PTX_ISLANDS:
+            self.islands, self.wave_width, self.ballot_reuse = True, WAVE_WIDTH, True
+        self.need = Need(self.m, k.code, islands=self.islands, wave_width=self.wave_width) \
+            if self.uniform and PTX_ISLANDS else None
         self.pos = -1
         walk = self.walk = ControlWalk(self.m, self, self.uniform)
         walk.run(k.code)
@@ -548,7 +564,8 @@ class _KernelEmitter:
         pro = [f".reg .b32 %r<{max(k.registers, 1)}>;", ".reg .pred %p<8>;",
                ".reg .pred %pe, %pany, %px, %A;",
                ".reg .b32 %sr_tx, %sr_ty, %sr_tz, %sr_nx, %sr_ny, %sr_nz, %sr_cx, %sr_cy, %sr_cz;",
-               ".reg .b32 %sr_gx, %sr_gy, %sr_gz, %sr_tl, %sr_lane, %sr_wave, %sr_nwaves, %exist, %emA;",
+               ".reg .b32 %sr_gx, %sr_gy, %sr_gz, %sr_tl, %sr_lane, %sr_wave, %sr_nwaves, %exist"
+               + (", %emA;" if self.ballot_reuse else ";"),
                ".reg .b64 %lmbase;"]
         if self.max_depth:
             dd = self.max_depth

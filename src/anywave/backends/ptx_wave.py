@@ -18,7 +18,7 @@ def _ballot_e(b: Block) -> str:
     """The warp's ballot of the executing lanes. For the lanes active with no guard (``%A``) it
     is kept in ``%emA`` and reused by the next wave operations while ``A`` is unchanged
     (``b.kx.em_a``), so a run of shuffles votes once."""
-    if b.pe == "%A":
+    if b.pe == "%A" and b.kx.ballot_reuse:  # (the lighter lowering: ptx.PTX_ISLANDS)
         if not b.kx.em_a:
             b("vote.sync.ballot.b32 %emA, %A, %exist;")
             b.kx.em_a = True
