@@ -520,3 +520,87 @@ def test_the_fence_timeout_comes_from_the_environment() -> None:
     for bad in ("0", "-3", "nan", "inf", "ten", "1e12"):
         with pytest.raises(ValueError, match=f"ANYWAVE_VULKAN_TIMEOUT .*{bad!r}"):
             _fence_timeout_ns(bad)
+
+
+_THREADS_AT_EXIT = r"""
+import sys, threading, time
+import anywave as aw
+from anywave.runtime import interrupt
+
+@aw.kernel
+def spin(y: aw.Buffer[aw.u32], iters: aw.u32):
+    i = aw.global_id(0)
+    acc = y[i]
+    k = aw.u32(0)
+    while k < iters:
+        acc = acc * aw.u32(1664525) + aw.u32(1013904223)
+        k += aw.u32(1)
+    y[i] = acc
+
+y = aw.zeros(256, aw.u32, target="vulkan")
+spin(y, 10, grid=1, workgroup=256)
+aw.synchronize()
+
+def launcher(n):
+    for _ in range(n):
+        spin(y, 200, grid=1, workgroup=256)
+    aw.synchronize()
+
+if sys.argv[1] == "poll":  # the exit hook's queue test while threads submit and retire
+    threads = [threading.Thread(target=launcher, args=(300,)) for _ in range(3)]
+    for t in threads:
+        t.start()
+    while any(t.is_alive() for t in threads):
+        interrupt.busy_queues()
+    print("done", flush=True)
+else:  # daemon threads still launching when the program ends
+    for _ in range(2):
+        threading.Thread(target=launcher, args=(10**9,), daemon=True).start()
+    time.sleep(0.3)
+    print("main ends", flush=True)
+"""
+
+
+@pytest.mark.parametrize("mode", ["poll", "daemon"])
+def test_threads_launching_at_exit_do_not_crash_the_process(runner, tmp_path, mode) -> None:  # noqa: ANN001
+    # The exit hook's queue test read the fences while other threads reset them (SIGSEGV inside
+    # lavapipe in 5 of 6 runs), and daemon threads launching for ever kept the queue from draining
+    # (then a SIGSEGV): the test now takes the device only when no thread holds it, and the hook
+    # makes the device refuse new work before it waits. A race: one clean run proves little, so
+    # a few runs each.
+    for _ in range(3):
+        r = _run_child(tmp_path, _THREADS_AT_EXIT.replace("sys.argv[1]", repr(mode)), "threads_child.py")
+        assert r.returncode == 0, (r.returncode, r.stdout[-1000:], r.stderr[-2000:])
+        assert ("done" if mode == "poll" else "main ends") in r.stdout
+        if mode == "daemon":
+            assert "refuses the launch of kernel 'spin'" in r.stderr and "the process is exiting" in r.stderr
+
+
+def test_a_bad_timeout_variable_makes_only_vulkan_unavailable(tmp_path) -> None:
+    # read when the device is created: `import anywave` and the other targets are not affected
+    src = r"""
+import numpy as np
+import anywave as aw
+from anywave.runtime import vulkan
+
+@aw.kernel
+def fill(y: aw.Out[aw.f32]):
+    y[aw.global_id(0)] = 2.0
+
+y = np.zeros(8, np.float32)
+fill(y, grid=1, workgroup=8, target="emulator", wave_width=8)
+print(y.sum())
+print(vulkan.status())
+"""
+    import os
+    import subprocess
+    import sys
+
+    script = tmp_path / "badtimeout.py"
+    script.write_text(src)
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600,
+                       env=dict(os.environ, ANYWAVE_VULKAN_TIMEOUT="5s"))
+    assert r.returncode == 0, r.stderr[-2000:]
+    lines = r.stdout.splitlines()
+    assert lines[0] == "16.0"
+    assert "(False" in lines[1] and "ANYWAVE_VULKAN_TIMEOUT must be a positive number of seconds, not '5s'" in lines[1]

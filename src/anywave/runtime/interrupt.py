@@ -45,8 +45,8 @@ from typing import Any
 
 #: (what, still running?, kept alive) of each wait abandoned by Ctrl-C
 _ABANDONED: list[tuple[str, Callable[[], bool], Any]] = []
-#: (what, has unfinished work?) of each runtime queue that takes asynchronous launches
-_WATCHED: list[tuple[str, Callable[[], bool]]] = []
+#: (what, has unfinished work?, refuse new work) of each runtime queue that takes asynchronous launches
+_WATCHED: list[tuple[str, Callable[[], bool], Callable[[], None] | None]] = []
 #: (what, still running?, kept alive) of each command that ran past its time limit
 _OVERDUE: list[tuple[str, Callable[[], bool], Any]] = []
 #: how long the exit hook waits for an overdue command (:func:`overdue`) before it ends the
@@ -95,12 +95,14 @@ def overdue(what: str, still_running: Callable[[], bool], keep: Any = None) -> N
         _hook()
 
 
-def watch(what: str, busy: Callable[[], bool]) -> None:
+def watch(what: str, busy: Callable[[], bool], close: Callable[[], None] | None = None) -> None:
     """Register a runtime queue for the exit hook (module docs): ``busy()`` is true while work
     enqueued on it has not finished; it must never block, and may raise once the runtime is
-    torn down (then the queue counts as idle)."""
+    torn down (then the queue counts as idle). ``close()``, called by the exit hook before it
+    waits, makes the runtime refuse new work (threads still launching at exit, daemon threads:
+    the queue would never drain)."""
     with _LOCK:
-        _WATCHED.append((what, busy))
+        _WATCHED.append((what, busy, close))
         _hook()
 
 
@@ -143,7 +145,7 @@ def abandoned() -> list[str]:
 
 def busy_queues() -> list[str]:
     """The watched queues (:func:`watch`) that still hold unfinished work."""
-    return _still_running(list(_WATCHED))
+    return _still_running([(what, busy) for what, busy, _ in list(_WATCHED)])
 
 
 def _interrupted() -> bool:
@@ -196,6 +198,15 @@ def _exit_hook() -> None:
     if left:
         _exit_now(f"anywave: {len(left)} command(s) interrupted by Ctrl-C still running ({left[0]}); "
                   "exiting without waiting for them\n")
+    for _what, _busy, close in list(_WATCHED):
+        if close is not None:
+            try:
+                close()
+            except Exception:  # noqa: BLE001 - a runtime already torn down
+                pass
+    _wait_at_exit(busy_queues, "the enqueued work",
+                  f"anywave: waiting for the work enqueued on {', '.join(busy_queues())} to finish before exiting "
+                  "(Ctrl-C exits without waiting)\n", None)
     late = _wait_at_exit(overdue_running, "a command past its time limit",
                          f"anywave: waiting up to {OVERDUE_EXIT_WAIT_S:g} s for {', '.join(overdue_running())}, which "
                          "ran past its time limit, before exiting (Ctrl-C exits without waiting)\n",
@@ -203,6 +214,3 @@ def _exit_hook() -> None:
     if late:
         _exit_now(f"anywave: {late[0]} is still running {OVERDUE_EXIT_WAIT_S:g} s after the program ended; exiting "
                   "without waiting for it (status 1)\n", status=1)
-    _wait_at_exit(busy_queues, "the enqueued work",
-                  f"anywave: waiting for the work enqueued on {', '.join(busy_queues())} to finish before exiting "
-                  "(Ctrl-C exits without waiting)\n", None)

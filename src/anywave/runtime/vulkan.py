@@ -85,10 +85,11 @@ def _fence_timeout_ns(text: str | None) -> int:
     return int(seconds * 1e9)
 
 
-#: how long a dispatch may take before the device is declared wedged (nanoseconds): 60 s, or
-#: ``ANYWAVE_VULKAN_TIMEOUT`` seconds (the test suite sets a hang guard of 600 s, so that no test's
-#: outcome depends on how loaded the machine is)
-FENCE_TIMEOUT_NS = _fence_timeout_ns(os.environ.get("ANYWAVE_VULKAN_TIMEOUT"))
+#: how long a dispatch may take before the device is declared wedged (nanoseconds); None: 60 s,
+#: or ``ANYWAVE_VULKAN_TIMEOUT`` seconds, read when the device is created (the test suite sets a
+#: hang guard of 600 s, so that no test's outcome depends on how loaded the machine is; a bad
+#: value makes the Vulkan target unavailable, saying why, and leaves every other target alone)
+FENCE_TIMEOUT_NS: int | None = None
 #: submissions in flight before a launch waits for the oldest
 MAX_IN_FLIGHT = 64
 #: descriptor sets of device-array launches kept for reuse (beyond: one per launch)
@@ -120,6 +121,11 @@ class VulkanDevice:
     and the caches of shader modules and pipelines."""
 
     def __init__(self) -> None:
+        try:
+            #: the fence timeout of this device (nanoseconds; FENCE_TIMEOUT_NS, when set, wins)
+            self.fence_timeout_ns = _fence_timeout_ns(os.environ.get("ANYWAVE_VULKAN_TIMEOUT"))
+        except ValueError as e:
+            raise VulkanError(str(e)) from None
         vk = self.vk = _import_vk()
         app = vk.VkApplicationInfo(pApplicationName="anywave", applicationVersion=1, pEngineName="anywave",
                                    engineVersion=1, apiVersion=vk.VK_MAKE_VERSION(1, 3, 0))
@@ -223,6 +229,8 @@ class VulkanDevice:
         self.pid = os.getpid()
         #: why the device is unusable (a dispatch that timed out may still run), or "" if it is not
         self.wedged = ""
+        #: the process is exiting: no new work (anywave.runtime.interrupt's exit hook, close_for_exit)
+        self.closing = False
         self._pending: deque[_Slot] = deque()
         self._free_slots: list[_Slot] = []
         self._deferred: list[VulkanBuffer] = []
@@ -256,11 +264,31 @@ class VulkanDevice:
         atexit.register(self.save_pipeline_cache)
         # a program that ends (or is interrupted) with dispatches still running must not exit under
         # them: the driver's exit-time destructors would race its threads (anywave.runtime.interrupt)
-        interrupt.watch(f"Vulkan ({self.name})", self._busy)
+        interrupt.watch(f"Vulkan ({self.name})", self._busy, self.close_for_exit)
+
+    def _timeout_ns(self) -> int:
+        return int(FENCE_TIMEOUT_NS) if FENCE_TIMEOUT_NS is not None else self.fence_timeout_ns
 
     def _busy(self) -> bool:
-        """Whether a submitted command buffer has not finished (never blocks; the exit hook's test)."""
-        return any(self._running(slot) for slot in list(self._pending))
+        """Whether a submitted command buffer has not finished: the exit hook's test. Never
+        blocks: while another thread holds the device (submitting, retiring: the fences may be
+        reset under it) the device counts as busy; a wedged device counts as idle (its dispatch is
+        recorded as overdue: anywave.runtime.interrupt waits for it, bounded)."""
+        if self.wedged:
+            return False
+        if not self.lock.acquire(blocking=False):
+            return True
+        try:
+            return any(self._running(slot) for slot in self._pending)
+        finally:
+            self.lock.release()
+
+    def close_for_exit(self) -> None:
+        """The process is exiting (anywave.runtime.interrupt's exit hook): refuse new work from
+        threads still running (a daemon thread launching in a loop would keep the queue busy for
+        ever), so the queue drains and nothing enters the driver while its exit-time destructors
+        run; buffers freed from now on are left to the process's end."""
+        self.closing = True
 
     def _running(self, slot: _Slot) -> bool:
         """Whether ``slot``'s fence has not signalled yet (never blocks; a lost device raises)."""
@@ -350,7 +378,7 @@ class VulkanDevice:
         """Destroy ``b`` once no submitted work uses it (at once when the queue is idle). Safe
         from a finalizer: when the lock is held (even by this thread) it is only queued. A second
         free of the same buffer does nothing; in a forked child nothing is freed (the parent owns it)."""
-        if b.freed or os.getpid() != self.pid:
+        if b.freed or os.getpid() != self.pid or self.closing:
             b.freed = True
             return
         b.freed = True
@@ -713,6 +741,9 @@ class VulkanDevice:
             self._retire(block=True)
 
     def _check_alive(self, label: str) -> None:
+        if self.closing:
+            what = f"the launch of {label}" if label.startswith("kernel") else label
+            raise VulkanError(f"Vulkan on {self.name} refuses {what}: the process is exiting")
         if self.wedged:
             what = f"the launch of {label}" if label.startswith("kernel") else label
             raise VulkanError(f"Vulkan on {self.name} refuses {what}: {self.wedged} earlier in this process and "
@@ -745,7 +776,7 @@ class VulkanDevice:
             # The dispatch may still be running and writing its buffers: freeing them (or the
             # descriptor pool) now is a use-after-free in the driver that kills the process.
             # Keep everything in flight (leaked) and refuse further work on this device.
-            self.wedged = f"{slot.label} did not finish within {FENCE_TIMEOUT_NS / 1e9:g} s"
+            self.wedged = f"{slot.label} did not finish within {self._timeout_ns() / 1e9:g} s"
             interrupt.overdue(f"{slot.label} on Vulkan ({self.name})", lambda: self._running(slot), slot)
             raise VulkanError(f"Vulkan on {self.name}: {self.wedged}; its buffers are kept (not freed) and this "
                               "process's Vulkan device refuses further launches. Restart the process to use "
@@ -781,7 +812,7 @@ class VulkanDevice:
         Raises:
             vk.VkTimeout: the budget ran out; the driver's error on a lost device."""
         vk = self.vk
-        budget = int(FENCE_TIMEOUT_NS)
+        budget = self._timeout_ns()
         t_end = time.monotonic_ns() + budget
         while True:
             left = t_end - time.monotonic_ns()
