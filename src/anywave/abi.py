@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 import os
 import struct
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -278,10 +278,10 @@ def dims3(v: Any, what: str, *, empty_ok: bool = False) -> tuple[int, int, int]:
         return Dims3((v, 1, 1))
     if isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)):
         v = (int(v),)
-    try:
-        items = list(v)
-    except TypeError:
-        raise LaunchError(f"{what} must be an int or 1-3 ints, got {v!r}") from None
+    if not isinstance(v, (Sequence, np.ndarray)) or isinstance(v, (str, bytes, bytearray)):
+        # (a dict would give its keys, a set an arbitrary order)
+        raise LaunchError(f"{what} must be an int or 1-3 ints, got {type(v).__name__} {v!r}")
+    items = list(v)
     for k, x in enumerate(items):
         if isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, np.integer)):
             raise LaunchError(f"{what} must be an int or 1-3 ints, got {type(x).__name__} {x!r} in dimension {k} "

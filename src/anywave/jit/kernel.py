@@ -11,6 +11,7 @@ checks everything once and records the plan.
 from __future__ import annotations
 
 import inspect
+import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -110,10 +111,15 @@ class KernelFunction(KernelDef):
                 written (spec §4.2), workgroup size rules (spec §2.1), ids past i32).
             TargetError: unknown/unavailable target or wave width. CompileError.
         """
+        # the plans' key: the geometry with its types (2.0 == 2, but a float is refused, never
+        # truncated) and ANYWAVE_CHECK as it is now (a plan made under one setting keeps its build)
+        g = grid if type(grid) is int else _geometry_key(grid)
+        w = workgroup if type(workgroup) is int else _geometry_key(workgroup)
+        env = _check_env()
         f = self._fast
         if f is not None and not kwargs and not _capture.ACTIVE:
             try:
-                same = f[0] == (grid, workgroup, target, wave_width, check, stream) and f[1] == _get_ident()
+                same = f[0] == (g, w, target, wave_width, check, stream, env) and f[1] == _get_ident()
             except Exception:  # noqa: BLE001 - a grid that does not compare (an array): the usual path
                 same = False
             if same:
@@ -141,7 +147,7 @@ class KernelFunction(KernelDef):
         if not kwargs or kwargs.keys() <= self._const_names:
             try:
                 tail = self._const_tail
-                key = (tuple(map(type, args)), grid, workgroup, target, wave_width, check, stream, _get_ident(),
+                key = (tuple(map(type, args)), g, w, target, wave_width, check, stream, env, _get_ident(),
                        args[tail:] if tail is not None else
                        (tuple(args[i] for i in cp if i < len(args)) if cp else ()),
                        tuple((k, type(v), v) for k, v in kwargs.items()) if kwargs else ())
@@ -153,7 +159,7 @@ class KernelFunction(KernelDef):
                 if r is not _MISS:
                     if not kwargs and not cp and not _capture.ACTIVE and getattr(plan, "guarded", False):
                         # the layout in use now is the one tried first next time
-                        self._fast = ((grid, workgroup, target, wave_width, check, stream), _get_ident(), plan)
+                        self._fast = ((g, w, target, wave_width, check, stream, env), _get_ident(), plan)
                     return r
         return _full_launch(self, args, kwargs, grid, workgroup, target, wave_width, check, stream, key)
 
@@ -206,7 +212,7 @@ class KernelFunction(KernelDef):
         t: ty.DType = p.ann
         if isinstance(v, (np.ndarray,)) and v.ndim == 0:
             v = v[()]
-        if isinstance(v, np.generic):
+        if isinstance(v, np.generic) and (t.is_int or not isinstance(v, (np.integer, np.floating))):
             v = v.item()
         if hasattr(v, "__dlpack__") and getattr(v, "ndim", None) == 0 and not isinstance(v, np.ndarray):
             # a 0-d torch/CuPy tensor: its value lives on its device, and reading it would block
@@ -215,7 +221,7 @@ class KernelFunction(KernelDef):
                               f"{type(v).__name__}; scalars are passed by value at launch, so pass a Python or "
                               "NumPy number (t.item(), which waits for the device) or make it a 1-element buffer "
                               "parameter (no wait)")
-        if isinstance(v, bool) or not isinstance(v, (int, float)):
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.integer, np.floating)):
             raise LaunchError(f"kernel {self.name!r}: argument {p.name!r} is a {t.name} scalar, got "
                               f"{type(v).__name__} {v!r}")
         if t.is_int:
@@ -228,7 +234,34 @@ class KernelFunction(KernelDef):
                 raise LaunchValueError(f"kernel {self.name!r}: argument {p.name!r} = {v} is out of range for "
                                        f"{t.name} ({info.min}..{info.max})")
             return v
-        return float(v)
+        # a float parameter: the value as given (a Python int or float, or a NumPy scalar of any
+        # real dtype), converted to the ABI word by scalar_word's rules where the launch makes the
+        # word -- exactly, rounded once (an int past 2^53 or an np.longdouble too), a NumPy scalar of
+        # the parameter's own type bit for bit (a NaN's payload too); an overflow is scalar_word's
+        # ValueError naming the argument
+        return v
+
+
+def _geometry_key(v: Any) -> Any:
+    """A grid or workgroup other than an int, as part of a launch plan's key: with the types of
+    its parts, so that ``2.0`` (equal to ``2`` and hashing alike) never finds the plan made for ``2``
+    and the full path refuses it."""
+    if type(v) is tuple:
+        return (tuple, tuple(map(type, v)), v)
+    return (type(v), v)
+
+
+#: ANYWAVE_CHECK's value as the process environment holds it (os.environ's own mapping: a plain
+#: dict lookup, ~30 ns, where os.environ.get costs ~1 us per launch); CPython keeps it current
+#: for os.environ[...] = ... / del / putenv through os.environ
+_ENV_DATA = getattr(os.environ, "_data", None)
+_ENV_KEY = os.environ.encodekey("ANYWAVE_CHECK") if hasattr(os.environ, "encodekey") else None
+
+
+def _check_env() -> Any:
+    if _ENV_DATA is not None:
+        return _ENV_DATA.get(_ENV_KEY)
+    return os.environ.get("ANYWAVE_CHECK")
 
 
 def _positional(params: Sequence[Param], const_names: frozenset[str], args: tuple[Any, ...],

@@ -169,9 +169,12 @@ class CallPlan:
                         return MISS
                     vals.append(v)
                 else:
-                    if tv is not float and tv is not int:
-                        return MISS
-                    vals.append(float(v))
+                    if tv is float:
+                        vals.append(v)
+                    elif tv is int and -_EXACT_INT <= v <= _EXACT_INT:
+                        vals.append(float(v))  # exact: one rounding to the parameter's type, later
+                    else:
+                        return MISS  # larger ints: the full path rounds them once (or names the overflow)
         if ranges:
             written = self.written
             for a in range(len(ranges)):
@@ -188,6 +191,10 @@ class CallPlan:
             return self.bound(vals)
         return self.tgt.launch(self.module, self.kf.name, self.grid, self.wg, dict(zip(self.names, vals, strict=True)),
                                **self.options)
+
+
+#: the largest magnitude up to which every int is a float exactly (2^53)
+_EXACT_INT = 1 << 53
 
 
 def _zero_d(dt: np.dtype, to: Any) -> Any:
@@ -218,13 +225,21 @@ def scalar_conversion(v: Any, t: Any) -> tuple[type, Any] | None:
         x = v[()]
         if isinstance(x, np.bool_) or not isinstance(x, (np.integer, np.floating)):
             return None
-        to = int if isinstance(x, np.integer) else (float if not t.is_int else None)
+        to = int if isinstance(x, np.integer) else (_finite_float if not t.is_int and v.dtype.itemsize <= 8 else None)
         return (np.ndarray, _zero_d(v.dtype, to)) if to is not None else None
     if isinstance(v, np.integer):  # as an int also for a float parameter: converted once, exactly
         return (tv, int)  # the builtins themselves: one C call per launch, exact for NumPy numbers
-    if isinstance(v, np.floating) and not t.is_int:
-        return (tv, float)
+    if isinstance(v, np.floating) and not t.is_int and v.dtype.itemsize <= 8:
+        # exact for float16/32/64; a NaN takes the full path, which keeps a NaN of the
+        # parameter's own type bit for bit (abi.scalar_word). np.longdouble: no converter (the full
+        # path converts it exactly, rounded once)
+        return (tv, _finite_float)
     return None
+
+
+def _finite_float(v: Any) -> Any:
+    f = float(v)
+    return f if f == f else MISS
 
 
 def _guards_of(kf: Any, module: Any) -> tuple[tuple[Any, ...], ...] | None:

@@ -719,7 +719,9 @@ def describe(v: Any, what: str = "argument") -> Memory:
         ArgumentError: an object that is not an array of any known kind (lists, for one: they
             have no memory a kernel could write; use ``np.asarray`` or :func:`array`)."""
     if isinstance(v, np.ndarray):
-        return _host_memory(v)
+        # a subclass (np.matrix, a masked array ...) is used through a plain ndarray view of the
+        # same memory: its own indexing rules (a matrix stays 2-D when flattened) are not the kernel's
+        return _host_memory(v, None if type(v) is np.ndarray else v.view(np.ndarray))
     if isinstance(v, Array):
         sp = v.space
         if sp.kind == "host":
