@@ -85,3 +85,22 @@ def test_forked_child_fails_at_once(tmp_path, target: str, kind: str) -> None:
     assert errs, out + r.stderr[-3000:]
     assert "'spawn'" in errs[0] and "fork" in errs[0], errs[0]
     assert "EXIT 0" in out, out
+
+
+def test_forked_child_runs_the_cpu_target(tmp_path) -> None:
+    """The cpu target's worker pool is rebuilt in a forked child (pthread_atfork), so a child of a
+    parent that launched on it launches there too, with the parent's compiled plan."""
+    from anywave.runtime.targets import target_status
+
+    st = target_status("cpu")
+    if st is None or not st.available:
+        pytest.skip(f"cpu unavailable: {None if st is None else st.reason}")
+    script = tmp_path / "fork_child.py"
+    script.write_text(CHILD)
+    r = subprocess.run([sys.executable, str(script), "cpu", "host"], capture_output=True, text=True,
+                       env=dict(os.environ), timeout=600)
+    out = r.stdout
+    assert "PARENT [3, 3, 3, 3, 3, 3, 3, 3]" in out, out + r.stderr[-3000:]
+    assert "HUNG" not in out, out
+    assert "OK [7, 7, 7, 7, 7, 7, 7, 7]" in out, out + r.stderr[-3000:]
+    assert "EXIT 0" in out, out

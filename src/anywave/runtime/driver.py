@@ -291,10 +291,13 @@ class BoundLaunch:
         calls: launches made through it.
     """
 
-    __slots__ = ("driver", "launch", "slots", "sync", "result", "calls", "constant")
+    __slots__ = ("driver", "launch", "slots", "sync", "result", "calls", "constant", "dev")
 
     def __init__(self, driver: Driver, launch: Launch, sync: bool) -> None:
         self.driver, self.launch, self.sync = driver, launch, sync
+        #: the driver's device: a launch bound in a parent process and called in a forked child
+        #: must fail as :meth:`Driver.prepare` does there, not run on the parent's runtime and hang
+        self.dev = getattr(driver, "dev", None)
         self.result: Any = None
         self.calls = 0
         params = getattr(launch.info, "params", None)
@@ -315,6 +318,8 @@ class BoundLaunch:
         self.constant = [i for i, a in enumerate(k.args) if a.constant]
 
     def __call__(self, values: Any) -> Any:
+        if self.dev is not None:
+            check_not_forked(self.dev, self.driver.error)
         if self.constant:
             k = self.launch.kernel
             check_constant_bytes(k, [(k.args[i].name, buffer_nbytes(values[i])) for i in self.constant],
