@@ -388,7 +388,14 @@ class CudaLowering:
         return v
 
     def lookup(self, name: str, c: Any) -> Any:
+        """The binding of the name ``c`` refers to: the innermost scope's, by declaration first
+        (the elements of a function parameter pack are declarations of one name, bound by
+        declaration only, :meth:`_bind_params`), then by name."""
+        ref = c.referenced if c is not None and c.kind == _cx.CursorKind.DECL_REF_EXPR else None
+        key = ("decl", ref) if ref is not None and ref.kind == _cx.CursorKind.PARM_DECL else None
         for s in reversed(self.scopes):
+            if key is not None and key in s:
+                return s[key]
             if name in s:
                 return s[name]
         what = f"reference to {name!r}" if name else "a reference to a template parameter or other entity"
@@ -397,9 +404,16 @@ class CudaLowering:
     # ------------------------------------------------------------------ entry
     def build(self) -> None:
         cx = _cx
-        for i, p in enumerate(self.fn.get_arguments()):
+        cparams = list(self.fn.get_arguments())
+        keys = _param_keys(cparams)
+        names = _launch_names(cparams)
+        for i, p in enumerate(cparams):
             t = _ctype(p.type)
-            name = p.spelling or f"arg{i}"
+            name = names[i]
+            if name is None:
+                raise self.err(p, f"parameter {i} ({p.spelling!r}): its launch name is taken by another parameter "
+                               "(the elements of a parameter pack 'a' are named a_0, a_1 ...)")
+            key = keys[i] if keys[i] else name
             if isinstance(t, tuple) and t[0] == "ptr" and not (isinstance(t[1], tuple) and t[1][0] == "arr"):
                 elem = t[1]
                 const = p.type.get_canonical().get_pointee().is_const_qualified()
@@ -408,13 +422,13 @@ class CudaLowering:
                 self.params.append(Param(name, "buffer", ann))
                 self.args.append((name, ann))
                 self.buffer_ctypes[name] = elem
-                self.scopes[0][name] = _Ptr("device", len(self.args) - 1, None, 0, elem)
+                self.scopes[0][key] = _Ptr("device", len(self.args) - 1, None, 0, elem)
             elif isinstance(t, DType) and t in (ty.i32, ty.u32, ty.i64, ty.u64, ty.f32, ty.f64):
                 self.params.append(Param(name, "scalar", t))
                 self.args.append((name, t))
                 var = Value(t, name, is_var=True)
                 self.emit("ldarg.b64" if t.bits == 64 else "ldarg.b32", var, len(self.args) - 1)
-                self.scopes[0][name] = ("var", var, t)
+                self.scopes[0][key] = ("var", var, t)
             else:
                 raise self.refuse(p, f"a parameter of type {p.type.spelling!r}")
         # the __constant__ variables the kernel reads: read-only buffers after the parameters
@@ -1077,7 +1091,7 @@ class CudaLowering:
             if inner.kind in (K.DECL_REF_EXPR, K.MEMBER_REF_EXPR) and inner.type.kind == _cx.TypeKind.FUNCTIONPROTO:
                 return self.expr(inner)
             return self.implicit(c, inner)
-        if k == K.CXX_UNARY_EXPR:  # sizeof / alignof: an integer constant clang evaluates
+        if k in (K.CXX_UNARY_EXPR, K.SIZE_OF_PACK_EXPR):  # sizeof / alignof / sizeof...: a constant clang evaluates
             t = self.ctype_of(c)
             if not isinstance(t, DType) or not t.is_int:
                 raise self.refuse(c, "this sizeof/alignof expression")
@@ -1780,7 +1794,8 @@ class CudaLowering:
         if self._inline_depth > 32:
             raise self.err(c, f"call of {name!r}: __device__ functions nested more than 32 deep (recursion?)")
         params = list(defn.get_arguments())
-        bound: dict[str, Any] = {}
+        keys = _param_keys(params)
+        bound: dict[Any, Any] = {}
         for i, p in enumerate(params):
             a = args[i] if i < len(args) else None
             if a is None or (a.kind == K.UNEXPOSED_EXPR and not list(a.get_children())):
@@ -1793,22 +1808,22 @@ class CudaLowering:
             v, at = self.rvalue(a)
             if isinstance(pt, tuple) and pt[0] == "ptr":
                 if isinstance(v, _VarRef):  # &local: the callee reads and writes the caller's variable
-                    bound[p.spelling] = v
+                    bound[keys[i]] = v
                     continue
                 if not isinstance(v, _Ptr):
                     raise self.refuse(a, "this pointer argument")
                 var = Value(ty.u32 if v.space == "local" else ty.u64, p.spelling, is_var=True)
                 self.mov(var, self._offv(v))
-                bound[p.spelling] = _PtrVar(v.space, v.buf, var, v.pointee)
+                bound[keys[i]] = _PtrVar(v.space, v.buf, var, v.pointee)
                 continue
             if isinstance(pt, tuple) and pt[0] == "struct":
                 if not isinstance(v, _SVal):
                     raise self.refuse(a, "this struct argument")
-                bound[p.spelling] = self.new_struct_var(pt[1], p.spelling, v)
+                bound[keys[i]] = self.new_struct_var(pt[1], p.spelling, v)
                 continue
             var = Value(_vt(pt), p.spelling, is_var=True)
             self.mov(var, self.convert(v, at, pt, a))
-            bound[p.spelling] = ("var", var, pt)
+            bound[keys[i]] = ("var", var, pt)
         body = next(x for x in defn.get_children() if x.kind == K.COMPOUND_STMT)
         stmts = list(body.get_children())
         rt = _ctype(c.type) if c.type.get_canonical().kind != _cx.TypeKind.VOID else None
@@ -1926,6 +1941,34 @@ def _call_args(c: Any) -> list[Any]:
             continue
         out.append(x)
     return out
+
+
+def _param_keys(params: list[Any]) -> list[Any]:
+    """The scope key of each parameter declaration of a function: its name, or for a name that
+    several parameters share (the elements of a function parameter pack in a template's
+    instance, ``T... a``: each its own declaration named ``a``) ``("decl", cursor)``, which
+    :meth:`CudaLowering.lookup` finds from the ``DECL_REF_EXPR`` that refers to it."""
+    names = [p.spelling for p in params]
+    return [("decl", p) if p.spelling and names.count(p.spelling) > 1 else p.spelling for p in params]
+
+
+def _launch_names(params: list[Any]) -> list[str | None]:
+    """The launch (argument) name of each parameter of a kernel: its own name; ``arg{i}`` for an
+    unnamed one; ``{name}_{j}`` for element ``j`` of a function parameter pack ``T... name``
+    (the instance's parameters that share the name). None where that name is another
+    parameter's."""
+    names = [p.spelling for p in params]
+    out: list[str | None] = []
+    seen: dict[str, int] = {}
+    for i, n in enumerate(names):
+        if not n:
+            out.append(f"arg{i}")
+        elif names.count(n) > 1:
+            out.append(f"{n}_{seen.get(n, 0)}")
+            seen[n] = seen.get(n, 0) + 1
+        else:
+            out.append(n)
+    return [n if n is not None and out.count(n) == 1 else None for n in out]
 
 
 def _default_arg(p: Any) -> Any:
