@@ -118,3 +118,137 @@ def test_a_pack_element_name_taken_by_another_parameter_is_refused():
     k = aw.cuda_kernel(src, "k<float, float>")
     with pytest.raises(CompileError, match=r"kernel\.cu:1:\d+: parameter .*launch name is taken"):
         k.compile()
+
+
+# ----------------------------------------------------------------------------- C2: unions
+
+
+def _i32(f: float) -> int:
+    return int(np.array([f], np.float32).view(np.int32)[0])
+
+
+@pytest.mark.parametrize("w", [8, 32])
+def test_a_union_hostile_reproducer(w):
+    """hostile7 C2: u.i = 0x3f800000 then u.f read 3e-45 (the members were separate variables)."""
+    src = "union U { float f; int i; };\n" + _G + "    U u; u.i = 0x3f800000; if (i < n) y[i] = u.f;\n}\n"
+    y = _cuda(src, w)
+    assert (y[:50] == 1.0).all() and not y[50:].any(), y[:4]
+
+
+UNIONS = r"""
+union U { float f; int i; unsigned u; };
+union B { signed char s; unsigned char c; };
+union D { double d; long long l; };
+__device__ U mk(float x) { U r; r.f = x; return r; }
+__device__ int bits(U u) { return u.i; }
+__global__ void k(int* o, const float* x) {
+    int t = threadIdx.x;
+    U a = {x[t]};               // the first member
+    U b = a;                    // a copy
+    b.u += 1u;                  // the next float up, read back through f below
+    B q; q.c = 200 + t;         // narrow members: the byte as signed
+    D d; d.d = (double)x[t] - 2.5;
+    o[t * 8 + 0] = a.i;
+    o[t * 8 + 1] = __float_as_int(b.f);
+    o[t * 8 + 2] = q.s;
+    o[t * 8 + 3] = (int)(d.l >> 32);
+    o[t * 8 + 4] = bits(mk(x[t] * 2.0f));
+    o[t * 8 + 5] = mk(2.0f).i;
+    U* pp = &b;
+    o[t * 8 + 6] = pp->i;
+    int* pi = &a.i; *pi = 7;
+    o[t * 8 + 7] = __float_as_int(a.f);
+}
+"""
+
+
+def test_union_locals_share_their_bytes():
+    x = (np.arange(16, dtype=np.float32) - 5.25) * np.float32(1.5)
+    o = np.zeros(16 * 8, np.int32)
+    aw.cuda_kernel(UNIONS, "k")(o, x, grid=1, workgroup=16, target="emulator", wave_width=8)
+    o = o.reshape(16, 8)
+    xi = x.view(np.int32)
+    d = (x.astype(np.float64) - 2.5).view(np.int64)
+    for t in range(16):
+        want = [xi[t], xi[t] + 1, (200 + t) - 256 if 200 + t >= 128 else 200 + t, int(d[t]) >> 32,
+                _i32(x[t] * np.float32(2)), _i32(2.0), xi[t] + 1, 7]
+        assert list(o[t]) == want, (t, list(o[t]), want)
+
+
+def test_unions_in_memory_and_in_a_struct():
+    """A buffer of unions (the structured dtype has the members at one offset), a whole union
+    loaded, changed through another member and stored; a struct with a named and an anonymous
+    union; __shared__ and __constant__ unions."""
+    src = r"""
+union U { float f; int i; };
+struct S { int tag; union { float f; unsigned u; } v; union { int a; float b; }; };
+__constant__ U cu[2] = {{1.0f}, {-2.0f}};
+__global__ void k(U* mem, S* s, int* o) {
+    int t = threadIdx.x;
+    U m = mem[t];
+    m.i ^= 0x80000000;           // the sign bit of f
+    mem[t] = m;
+    s[t].v.u = s[t].v.u + 1u;    // in memory, a named union
+    S c = s[t];                  // a struct value with unions inside
+    c.b = c.v.f * 2.0f;          // an anonymous one
+    s[t].a = c.a + t;
+    __shared__ U sh[16];
+    sh[t].i = cu[t & 1].i + t;
+    __syncthreads();
+    o[t] = __float_as_int(sh[15 - t].f);
+}
+"""
+    k = aw.cuda_kernel(src, "k")
+    dm, ds = k.struct_dtype("mem"), k.struct_dtype("s")
+    assert dm.fields["f"][1] == dm.fields["i"][1] == 0 and dm.itemsize == 4
+    assert ds.fields["a"][1] == ds.fields["b"][1] == 8 and ds.itemsize == 12
+    mem = np.zeros(16, dm)
+    mem["f"] = np.arange(16, dtype=np.float32) + 0.5
+    s = np.zeros(16, ds)
+    s["v"]["f"] = np.arange(16, dtype=np.float32) + 1
+    o = np.zeros(16, np.int32)
+    k(mem, s, o, grid=1, workgroup=16, target="emulator", wave_width=8)
+    assert np.array_equal(mem["f"], -(np.arange(16, dtype=np.float32) + 0.5))
+    vu = (np.arange(16, dtype=np.float32) + 1).view(np.uint32) + np.uint32(1)
+    assert np.array_equal(s["v"]["u"], vu)
+    b = vu.view(np.float32) * np.float32(2)
+    assert np.array_equal(s["a"], b.view(np.int32) + np.arange(16, dtype=np.int32))
+    cu = np.array([1.0, -2.0], np.float32).view(np.int32)
+    want = np.array([cu[t & 1] + t for t in range(16)], np.int32)[::-1]
+    assert np.array_equal(o, want)
+
+
+def test_a_union_of_different_sizes_is_a_value_only_in_memory():
+    """A union whose members are not all scalars of its size: its members in memory compile;
+    a local or a value of it is refused, naming the union and where it is declared."""
+    src = ("union V { char c; double d; };\n"
+           "__global__ void k(float* y, const V* p) { int t = threadIdx.x; y[t] = (float)p[t].d + p[t].c; }\n")
+    k = aw.cuda_kernel(src, "k")
+    v = np.zeros(8, k.struct_dtype("p"))
+    v["d"] = np.arange(8) * 0.25 + 1.0
+    y = np.zeros(8, np.float32)
+    k(y, v, grid=1, workgroup=8, target="emulator", wave_width=8)
+    c = v.view(np.int8).reshape(8, 8)[:, 0].astype(np.float32)  # the low byte of each double, as a char
+    assert np.array_equal(y, (v["d"].astype(np.float32) + c).astype(np.float32))
+    for body in ("V v; v.d = 1.0; y[0] = (float)v.d;", "V v = p[0]; y[0] = (float)v.d;"):
+        src = "union V { char c; double d; };\n__global__ void k(float* y, const V* p) { " + body + " }\n"
+        with pytest.raises(CompileError, match=r"kernel\.cu:2:\d+: .*union 'V' \(kernel\.cu:1:7\)"):
+            aw.cuda_kernel(src, "k").compile()
+
+
+def test_a_union_initialiser_sets_its_first_member():
+    """``U u = {5}`` converts 5 to the first member's type (float): u.i is 5.0f's bits; ``{}``
+    zeroes it; an anonymous union member of a struct takes its own braces."""
+    src = ("union U { float f; int i; };\n"
+           "struct S { int tag; union { float f; int i; }; };\n"
+           "__global__ void k(int* y) { U u = {5}; U z{}; S s = {3, {x0()}}; int t = threadIdx.x;\n"
+           "    y[3 * t] = u.i; y[3 * t + 1] = z.i + t; y[3 * t + 2] = s.i + s.tag; }\n")
+    src = "__device__ float x0() { return 0.75f; }\n" + src
+    y = np.zeros(24, np.int32)
+    aw.cuda_kernel(src, "k")(y, grid=1, workgroup=8, target="emulator", wave_width=8)
+    want = np.array([[_i32(5.0), t, _i32(0.75) + 3] for t in range(8)], np.int32).reshape(-1)
+    assert np.array_equal(y, want)
+    bad = ("struct S { int tag; union { float f; int i; }; };\n"
+           "__global__ void k(int* y) { S s = {1, 2.0f}; y[0] = s.i; }\n")
+    with pytest.raises(CompileError, match=r"kernel\.cu:2:\d+: .*needs its own braces"):
+        aw.cuda_kernel(bad, "k").compile()
