@@ -95,7 +95,8 @@ def _clang() -> Any:
                 lib = cx.conf.lib
                 for fn, res in (("clang_getCursorBinaryOperatorKind", ctypes.c_int),
                                 ("clang_getCursorUnaryOperatorKind", ctypes.c_int),
-                                ("clang_Cursor_Evaluate", ctypes.c_void_p)):
+                                ("clang_Cursor_Evaluate", ctypes.c_void_p),
+                                ("clang_Cursor_isAnonymousRecordDecl", ctypes.c_uint)):
                     f = getattr(lib, fn)
                     f.argtypes = [cx.Cursor]
                     f.restype = res
@@ -121,15 +122,35 @@ _SCALAR = {"int": ty.i32, "unsigned int": ty.u32, "long": ty.i64, "unsigned long
            "unsigned short": ty.u16, "bool": ty.bool_}
 
 
+#: the member types of a union that is a value (:attr:`_Struct.storage`): a bit cast between them
+_UNION_SCALARS = (ty.i8, ty.u8, ty.i16, ty.u16, ty.i32, ty.u32, ty.i64, ty.u64, ty.f32, ty.f64)
+#: the storage of such a union, by its size in bytes
+_UNION_STORAGE = {1: ty.u8, 2: ty.u16, 4: ty.u32, 8: ty.u64}
+
+
 @dataclass(frozen=True)
 class _Struct:
-    """A C struct laid out by clang: ``fields`` (name, C type, byte offset), ``size`` and
-    ``align`` in bytes (clang's, the C ABI's; the same as nvcc's for these types)."""
+    """A C struct (or ``union``) laid out by clang: ``fields`` (name, C type, byte offset; a
+    union's members all at offset 0), ``size`` and ``align`` in bytes (clang's, the C ABI's; the
+    same as nvcc's for these types); ``where`` the declaration's ``file:line:column``."""
 
     name: str
     size: int
     align: int
     fields: tuple[tuple[str, Any, int], ...]
+    union: bool = False
+    where: str = ""
+
+    @property
+    def storage(self) -> DType | None:
+        """A union whose members are all integer or float scalars (not ``bool``, not ``half``) of
+        the union's size: the unsigned integer type of that size, which a local or a value of the
+        union holds; a member is read and written as a bit cast of it, so the members share
+        their bytes as in C. None for any other union (its members can still be accessed in
+        memory, ``p->f``) and for a struct."""
+        if not self.union or any(t not in _UNION_SCALARS or _size(t) != self.size for _n, t, _o in self.fields):
+            return None
+        return _UNION_STORAGE.get(self.size)
 
     def field(self, name: str) -> tuple[Any, int]:
         for n, t, off in self.fields:
@@ -137,17 +158,33 @@ class _Struct:
                 return t, off
         raise KeyError(name)
 
+    def path(self, name: str) -> list[tuple[str, Any, int]] | None:
+        """The fields (name, C type, byte offset in its struct) from this struct to its member
+        ``name``: the member itself, or the anonymous struct or union members it is in first
+        (``struct { int tag; union { float f; int i; }; }``: ``s.f``). None when there is none."""
+        for n, t, off in self.fields:
+            if n == name:
+                return [(n, t, off)]
+        for n, t, off in self.fields:
+            if n.startswith("(anonymous") and isinstance(t, tuple) and t[0] == "struct":
+                sub = t[1].path(name)
+                if sub is not None:
+                    return [(n, t, off), *sub]
+        return None
+
     def scalars(self) -> list[tuple[DType, int]]:
-        """(scalar type, byte offset) of every scalar in the struct, nested ones flattened."""
+        """(scalar type, byte offset) of every scalar in a value of the struct, nested ones
+        flattened (a union's: its first member's, the one an initialiser sets)."""
         out: list[tuple[DType, int]] = []
-        for _n, t, off in self.fields:
+        for _n, t, off in self.fields[:1] if self.union else self.fields:
             out.extend((st, off + o) for st, o in _flat(t))
         return out
 
 
 @dataclass
 class _SVal:
-    """A struct value: its fields' values (Values, or _SVal for nested structs)."""
+    """A struct value: its fields' values (Values, or _SVal for nested structs); a union's
+    (:attr:`_Struct.storage`) holds one member's value, which has all its bytes."""
 
     st: _Struct
     vals: dict[str, Any]
@@ -183,12 +220,43 @@ def _ctype(t: Any) -> Any:
                 return None
             if isinstance(ft, tuple) and ft[0] == "arr" and ft[2] == 0:
                 return None
+            if _anonymous_member(f) and isinstance(ft, tuple) and ft[0] == "struct":
+                # an anonymous struct or union member: its members are named as the struct's own
+                # (_Struct.path); the field itself gets a name no C field can have
+                leaf = _named_leaf(f.type)
+                if leaf is None:
+                    return None
+                off = (t.get_offset(leaf) - f.type.get_offset(leaf)) // 8
+                fields.append((f"(anonymous member {len(fields)})", ft, off))
+                continue
             fields.append((f.spelling, ft, t.get_offset(f.spelling) // 8))
         if not fields or decl.spelling == "__aw_dim3":
             return None
-        return ("struct", _Struct(decl.spelling or "(anonymous)", t.get_size(), t.get_align(), tuple(fields)))
+        union = decl.kind == cx.CursorKind.UNION_DECL
+        name = decl.spelling
+        if not name or name.startswith(("(unnamed", "(anonymous")):
+            name = "(anonymous union)" if union else "(anonymous struct)"
+        return ("struct", _Struct(name, t.get_size(), t.get_align(), tuple(fields), union, _decl_where(decl)))
     name = t.spelling.replace("const ", "").replace("volatile ", "").strip()
     return _SCALAR.get(name)
+
+
+def _anonymous_member(f: Any) -> bool:
+    """Field ``f`` is an anonymous struct or union member (``union { float a; int b; };``, whose
+    members are named as the enclosing struct's), not a named field of an unnamed type."""
+    return bool(_cx.conf.lib.clang_Cursor_isAnonymousRecordDecl(f.type.get_declaration()))
+
+
+def _named_leaf(t: Any) -> str | None:
+    """The name of a named member of record type ``t``, looking through anonymous members (whose
+    members clang's offset query finds by name)."""
+    for f in t.get_fields():
+        if not _anonymous_member(f):
+            return f.spelling
+        leaf = _named_leaf(f.type)
+        if leaf is not None:
+            return leaf
+    return None
 
 
 def _flat(t: Any) -> list[tuple[DType, int]]:
@@ -202,13 +270,23 @@ def _flat(t: Any) -> list[tuple[DType, int]]:
     return []
 
 
+def _all_scalars(t: Any) -> set[DType]:
+    """The scalar types in C type ``t``, every member of a union included."""
+    if isinstance(t, DType):
+        return {t}
+    if t[0] == "arr":
+        return _all_scalars(t[1])
+    return set().union(*(_all_scalars(ft) for _n, ft, _o in t[1].fields))
+
+
 def _buffer_elem(t: Any) -> DType:
     """The ABI element type of a buffer of C type ``t``: a scalar's own type (bool: u8); a
-    struct's when all its scalars have one type and no padding (``float4``: f32), else u8."""
+    struct's (or union's) when all its scalars have one type and no padding (``float4``: f32),
+    else u8."""
     if isinstance(t, DType):
         return ty.u8 if t is ty.bool_ else t
     flat = _flat(t)
-    kinds = {st for st, _ in flat}
+    kinds = _all_scalars(t)
     if len(kinds) == 1:
         (st,) = kinds
         if st is not ty.bool_ and len(flat) * _size(st) == _size(t):
@@ -387,8 +465,36 @@ class CudaLowering:
                 v = self.alu("and", ty.u32, v, self.const((1 << bits) - 1, ty.u32))
         return v
 
+    def union_storage(self, st: _Struct, c: Any) -> DType:
+        """The storage type of union ``st`` used as a value or a local (:attr:`_Struct.storage`);
+        CompileError at ``c`` naming the union for one whose members are not all scalars of its
+        size."""
+        if st.storage is None:
+            raise self.refuse(c, f"a value or local of union {st.name!r} ({st.where}): only a union whose "
+                              f"members are all integer or float scalars of its size ({st.size} bytes) is a value; "
+                              "the members of any union in memory are read and written through a pointer (p->f)")
+        return st.storage
+
+    def reinterpret(self, v: Value, src: DType, dst: DType) -> Value:
+        """The bytes of C scalar ``v`` (type ``src``) as a value of C type ``dst`` of the same size
+        (a union member read through another): a register copy, the narrow integers wrapped."""
+        if src in ty.NARROW_TYPES or dst in ty.NARROW_TYPES:  # same size: a two's complement wrap
+            r = self.convert(v, src, dst, None)
+            if r is not v:
+                return r
+        r = Value(_vt(dst))
+        self.mov(r, v)
+        return r
+
     def lookup(self, name: str, c: Any) -> Any:
+        """The binding of the name ``c`` refers to: the innermost scope's, by declaration first
+        (the elements of a function parameter pack are declarations of one name, bound by
+        declaration only, :meth:`_bind_params`), then by name."""
+        ref = c.referenced if c is not None and c.kind == _cx.CursorKind.DECL_REF_EXPR else None
+        key = ("decl", ref) if ref is not None and ref.kind == _cx.CursorKind.PARM_DECL else None
         for s in reversed(self.scopes):
+            if key is not None and key in s:
+                return s[key]
             if name in s:
                 return s[name]
         what = f"reference to {name!r}" if name else "a reference to a template parameter or other entity"
@@ -397,9 +503,16 @@ class CudaLowering:
     # ------------------------------------------------------------------ entry
     def build(self) -> None:
         cx = _cx
-        for i, p in enumerate(self.fn.get_arguments()):
+        cparams = list(self.fn.get_arguments())
+        keys = _param_keys(cparams)
+        names = _launch_names(cparams)
+        for i, p in enumerate(cparams):
             t = _ctype(p.type)
-            name = p.spelling or f"arg{i}"
+            name = names[i]
+            if name is None:
+                raise self.err(p, f"parameter {i} ({p.spelling!r}): its launch name is taken by another parameter "
+                               "(the elements of a parameter pack 'a' are named a_0, a_1 ...)")
+            key = keys[i] if keys[i] else name
             if isinstance(t, tuple) and t[0] == "ptr" and not (isinstance(t[1], tuple) and t[1][0] == "arr"):
                 elem = t[1]
                 const = p.type.get_canonical().get_pointee().is_const_qualified()
@@ -408,13 +521,13 @@ class CudaLowering:
                 self.params.append(Param(name, "buffer", ann))
                 self.args.append((name, ann))
                 self.buffer_ctypes[name] = elem
-                self.scopes[0][name] = _Ptr("device", len(self.args) - 1, None, 0, elem)
+                self.scopes[0][key] = _Ptr("device", len(self.args) - 1, None, 0, elem)
             elif isinstance(t, DType) and t in (ty.i32, ty.u32, ty.i64, ty.u64, ty.f32, ty.f64):
                 self.params.append(Param(name, "scalar", t))
                 self.args.append((name, t))
                 var = Value(t, name, is_var=True)
                 self.emit("ldarg.b64" if t.bits == 64 else "ldarg.b32", var, len(self.args) - 1)
-                self.scopes[0][name] = ("var", var, t)
+                self.scopes[0][key] = ("var", var, t)
             else:
                 raise self.refuse(p, f"a parameter of type {p.type.spelling!r}")
         # the __constant__ variables the kernel reads: read-only buffers after the parameters
@@ -1030,6 +1143,13 @@ class CudaLowering:
         """A struct local: one variable per scalar field (nested structs nested), set from
         ``init`` when given."""
         fields: dict[str, Any] = {}
+        if st.union:  # one variable, the union's bytes: each member a bit cast of it
+            storage = Value(_vt(self.union_storage(st, c or self.cur)), name, is_var=True)
+            fields = {fn: ("uview", storage, ft, st.storage) for fn, ft, _off in st.fields}
+            place = ("svar", fields, ("struct", st))
+            if init is not None:
+                self.store(place, init, c or self.cur)
+            return place
         for fn, ft, _off in st.fields:
             if isinstance(ft, DType):
                 fields[fn] = ("var", Value(_vt(ft), f"{name}.{fn}", is_var=True), ft)
@@ -1077,7 +1197,7 @@ class CudaLowering:
             if inner.kind in (K.DECL_REF_EXPR, K.MEMBER_REF_EXPR) and inner.type.kind == _cx.TypeKind.FUNCTIONPROTO:
                 return self.expr(inner)
             return self.implicit(c, inner)
-        if k == K.CXX_UNARY_EXPR:  # sizeof / alignof: an integer constant clang evaluates
+        if k in (K.CXX_UNARY_EXPR, K.SIZE_OF_PACK_EXPR):  # sizeof / alignof / sizeof...: a constant clang evaluates
             t = self.ctype_of(c)
             if not isinstance(t, DType) or not t.is_int:
                 raise self.refuse(c, "this sizeof/alignof expression")
@@ -1199,19 +1319,37 @@ class CudaLowering:
             if isinstance(r, tuple) and r and r[0] == "lv":
                 place, st = r[1], r[2]
             elif isinstance(r, tuple) and r and isinstance(r[0], _SVal):
-                ft, _ = r[0].st.field(c.spelling)
-                return r[0].vals[c.spelling], ft
+                v = r[0]
+                chain = v.st.path(c.spelling)
+                if chain is None:
+                    raise self.refuse(c, f"member {c.spelling!r}")
+                for fn, ft, _off in chain:
+                    if v.st.union:  # its one member's value, seen as this member
+                        ((vn, x),) = v.vals.items()
+                        vt = v.st.field(vn)[0]
+                        if not isinstance(vt, DType) or not isinstance(ft, DType):
+                            raise self.refuse(c, f"member {c.spelling!r} of a union value")
+                        v = self.reinterpret(x, vt, ft)
+                    else:
+                        v = v.vals[fn]
+                return v, chain[-1][1]
             else:
                 raise self.refuse(c, "a member of this expression")
         if not (isinstance(st, tuple) and st[0] == "struct"):
             raise self.refuse(c, "a member of this type")
-        ft, off = st[1].field(c.spelling)
+        chain = st[1].path(c.spelling)
+        if chain is None:
+            raise self.refuse(c, f"member {c.spelling!r}")
+        ft = chain[-1][1]
         if place[0] == "mem":
             self._volatile(c)
             p = place[1]
+            off = sum(o for _n, _t, o in chain)
             return ("lv", ("mem", _Ptr(p.space, p.buf, p.off, p.imm + off, ft)), ft)
         if place[0] == "svar":
-            return ("lv", place[1][c.spelling], ft)
+            for fn, _t, _o in chain:
+                place = place[1][fn]
+            return ("lv", place, ft)
         raise self.refuse(c, "a member of this expression")
 
     def init_list(self, c: Any) -> Any:
@@ -1227,10 +1365,18 @@ class CudaLowering:
             return self.convert(v, vt, t, c), t
         if not (isinstance(t, tuple) and t[0] == "struct") or len(ch) > len(t[1].fields):
             raise self.refuse(c, "this initialiser list")
+        fields = t[1].fields[:1] if t[1].union else t[1].fields  # a union's initialiser: its first member
+        if t[1].union:
+            self.union_storage(t[1], c)
+            if len(ch) > 1:
+                raise self.refuse(c, "this initialiser list")
         vals: dict[str, Any] = {}
-        for i, (fn, ft, _off) in enumerate(t[1].fields):
+        for i, (fn, ft, _off) in enumerate(fields):
             if i < len(ch):
                 v, vt = self.rvalue(ch[i])
+                if isinstance(ft, tuple) != isinstance(v, _SVal) or isinstance(v, (_Ptr, _VarRef)):
+                    raise self.refuse(ch[i], f"this initialiser of member {fn!r} (a struct member's needs its "
+                                      "own braces)")
                 vals[fn] = v if isinstance(ft, tuple) else self.convert(v, vt, ft, ch[i])
             else:
                 vals[fn] = self._zero(ft, c)
@@ -1240,6 +1386,10 @@ class CudaLowering:
         if isinstance(t, DType):
             return self.const(False if t is ty.bool_ else 0, _vt(t))
         if t[0] == "struct":
+            if t[1].union:  # its first member, all its bytes
+                self.union_storage(t[1], c)
+                fn, ft, _ = t[1].fields[0]
+                return _SVal(t[1], {fn: self._zero(ft, c)})
             return _SVal(t[1], {fn: self._zero(ft, c) for fn, ft, _ in t[1].fields})
         raise self.refuse(c, "a value-initialised array or pointer")
 
@@ -1375,13 +1525,18 @@ class CudaLowering:
         """The value at ``place``: a Value (scalars), or an _SVal (structs)."""
         if place[0] == "var":
             return place[1]
+        if place[0] == "uview":  # a member of a union local: its bytes seen as the member's type
+            return self.reinterpret(place[1], place[3], place[2])
         if place[0] == "svar":
-            return _SVal(place[2][1], {fn: self.load(b, c) for fn, b in place[1].items()})
+            items = list(place[1].items())
+            return _SVal(place[2][1], {fn: self.load(b, c) for fn, b in (items[:1] if place[2][1].union else items)})
         p: _Ptr = place[1]
         elem = p.pointee
         if isinstance(elem, tuple) and elem[0] == "struct":
             vals = {}
-            for fn, ft, off in elem[1].fields:
+            if elem[1].union:
+                self.union_storage(elem[1], c)
+            for fn, ft, off in elem[1].fields[:1] if elem[1].union else elem[1].fields:
                 if isinstance(ft, tuple) and ft[0] == "arr":
                     raise self.refuse(c, f"a struct value with an array member ({elem[1].name}.{fn})")
                 vals[fn] = self.load(("mem", _Ptr(p.space, p.buf, p.off, p.imm + off, ft)), c)
@@ -1404,9 +1559,12 @@ class CudaLowering:
         if place[0] == "var":
             self.mov(place[1], v)
             return
+        if place[0] == "uview":
+            self.mov(place[1], self.reinterpret(v, place[2], place[3]))
+            return
         if place[0] == "svar":
-            for fn, b in place[1].items():
-                self.store(b, v.vals[fn], c)
+            for fn, val in v.vals.items():  # a union's value: its one member
+                self.store(place[1][fn], val, c)
             return
         p: _Ptr = place[1]
         if p.space == "device" and self.args[p.buf][1].access is Access.READ:
@@ -1414,6 +1572,8 @@ class CudaLowering:
         elem = p.pointee
         if isinstance(elem, tuple) and elem[0] == "struct":
             for fn, ft, off in elem[1].fields:
+                if fn not in v.vals:  # a union's value has one member
+                    continue
                 if isinstance(ft, tuple) and ft[0] == "arr":
                     raise self.refuse(c, f"a struct value with an array member ({elem[1].name}.{fn})")
                 self.store(("mem", _Ptr(p.space, p.buf, p.off, p.imm + off, ft)), v.vals[fn], c)
@@ -1472,7 +1632,7 @@ class CudaLowering:
             r = self.expr(x)
             if isinstance(r, tuple) and r and r[0] == "lv" and r[1][0] == "mem":
                 return r[1][1], ("ptr", r[2])
-            if isinstance(r, tuple) and r and r[0] == "lv" and r[1][0] in ("var", "svar"):
+            if isinstance(r, tuple) and r and r[0] == "lv" and r[1][0] in ("var", "svar", "uview"):
                 return _VarRef(r[1], r[2]), ("ptr", r[2])  # the address of a local: only dereferenced
             raise self.refuse(c, "& of this expression")
         v, t = self.rvalue(x)
@@ -1780,7 +1940,8 @@ class CudaLowering:
         if self._inline_depth > 32:
             raise self.err(c, f"call of {name!r}: __device__ functions nested more than 32 deep (recursion?)")
         params = list(defn.get_arguments())
-        bound: dict[str, Any] = {}
+        keys = _param_keys(params)
+        bound: dict[Any, Any] = {}
         for i, p in enumerate(params):
             a = args[i] if i < len(args) else None
             if a is None or (a.kind == K.UNEXPOSED_EXPR and not list(a.get_children())):
@@ -1793,22 +1954,22 @@ class CudaLowering:
             v, at = self.rvalue(a)
             if isinstance(pt, tuple) and pt[0] == "ptr":
                 if isinstance(v, _VarRef):  # &local: the callee reads and writes the caller's variable
-                    bound[p.spelling] = v
+                    bound[keys[i]] = v
                     continue
                 if not isinstance(v, _Ptr):
                     raise self.refuse(a, "this pointer argument")
                 var = Value(ty.u32 if v.space == "local" else ty.u64, p.spelling, is_var=True)
                 self.mov(var, self._offv(v))
-                bound[p.spelling] = _PtrVar(v.space, v.buf, var, v.pointee)
+                bound[keys[i]] = _PtrVar(v.space, v.buf, var, v.pointee)
                 continue
             if isinstance(pt, tuple) and pt[0] == "struct":
                 if not isinstance(v, _SVal):
                     raise self.refuse(a, "this struct argument")
-                bound[p.spelling] = self.new_struct_var(pt[1], p.spelling, v)
+                bound[keys[i]] = self.new_struct_var(pt[1], p.spelling, v)
                 continue
             var = Value(_vt(pt), p.spelling, is_var=True)
             self.mov(var, self.convert(v, at, pt, a))
-            bound[p.spelling] = ("var", var, pt)
+            bound[keys[i]] = ("var", var, pt)
         body = next(x for x in defn.get_children() if x.kind == K.COMPOUND_STMT)
         stmts = list(body.get_children())
         rt = _ctype(c.type) if c.type.get_canonical().kind != _cx.TypeKind.VOID else None
@@ -1926,6 +2087,34 @@ def _call_args(c: Any) -> list[Any]:
             continue
         out.append(x)
     return out
+
+
+def _param_keys(params: list[Any]) -> list[Any]:
+    """The scope key of each parameter declaration of a function: its name, or for a name that
+    several parameters share (the elements of a function parameter pack in a template's
+    instance, ``T... a``: each its own declaration named ``a``) ``("decl", cursor)``, which
+    :meth:`CudaLowering.lookup` finds from the ``DECL_REF_EXPR`` that refers to it."""
+    names = [p.spelling for p in params]
+    return [("decl", p) if p.spelling and names.count(p.spelling) > 1 else p.spelling for p in params]
+
+
+def _launch_names(params: list[Any]) -> list[str | None]:
+    """The launch (argument) name of each parameter of a kernel: its own name; ``arg{i}`` for an
+    unnamed one; ``{name}_{j}`` for element ``j`` of a function parameter pack ``T... name``
+    (the instance's parameters that share the name). None where that name is another
+    parameter's."""
+    names = [p.spelling for p in params]
+    out: list[str | None] = []
+    seen: dict[str, int] = {}
+    for i, n in enumerate(names):
+        if not n:
+            out.append(f"arg{i}")
+        elif names.count(n) > 1:
+            out.append(f"{n}_{seen.get(n, 0)}")
+            seen[n] = seen.get(n, 0) + 1
+        else:
+            out.append(n)
+    return [n if n is not None and out.count(n) == 1 else None for n in out]
 
 
 def _default_arg(p: Any) -> Any:
@@ -2047,6 +2236,12 @@ def _where(loc: Any, path: str) -> str:
     f = loc.file.name if loc.file else path
     line = loc.line - PRELUDE_LINES if f == path else loc.line
     return f"{f}:{line}:{loc.column}"
+
+
+def _decl_where(decl: Any) -> str:
+    """``file:line:column`` of declaration ``decl`` (:func:`_where`, the translation unit's own
+    file being the user's source)."""
+    return _where(decl.location, decl.translation_unit.spelling)
 
 
 def _in_prelude(loc: Any, path: str) -> bool:

@@ -45,14 +45,27 @@ def _cuda_source_kernel() -> None:
 def numpy_dtype(ctype: Any) -> np.dtype:
     """The NumPy dtype laid out like C type ``ctype`` (a scalar, or ``('struct', _Struct)``:
     a structured dtype with the struct's field names, offsets and size; nested structs
-    nested, arrays as subarrays; ``bool`` as ``np.bool_``)."""
+    nested, arrays as subarrays; ``bool`` as ``np.bool_``; a union's members at one offset, the
+    members of an anonymous struct or union as the struct's own)."""
     if isinstance(ctype, ty.DType):
         return np.dtype(np.bool_) if ctype is ty.bool_ else np.dtype(ctype.np_dtype)
     if ctype[0] == "arr":
         return np.dtype((numpy_dtype(ctype[1]), (ctype[2],)))
-    st = ctype[1]
-    return np.dtype({"names": [f[0] for f in st.fields], "formats": [numpy_dtype(f[1]) for f in st.fields],
-                     "offsets": [f[2] for f in st.fields], "itemsize": st.size})
+    names: list[str] = []
+    formats: list[np.dtype] = []
+    offsets: list[int] = []
+
+    def add(st: Any, base: int) -> None:
+        for name, t, off in st.fields:
+            if name.startswith("(anonymous"):  # an anonymous struct or union: its members are the struct's
+                add(t[1], base + off)
+            else:
+                names.append(name)
+                formats.append(numpy_dtype(t))
+                offsets.append(base + off)
+
+    add(ctype[1], 0)
+    return np.dtype({"names": names, "formats": formats, "offsets": offsets, "itemsize": ctype[1].size})
 
 
 class CudaKernel(KernelFunction):
