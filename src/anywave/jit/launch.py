@@ -135,9 +135,12 @@ class CallPlan:
         self.alias = len(bufs) >= 2 and any(s[4] for s in bufs)
         self.written = [bool(s[4]) if s[2] == "buffer" else False for s in specs]
         # written buffers that may be torch tensors: their version counters are bumped per launch
-        self.bump = [s[0] for s in specs if s[2] == "buffer" and s[4] and s[5][0] in ("torch", "torch_cpu", "generic")]
+        # (none while torch is not loaded: a tensor argument, once it is, has a type no plan made
+        # before saw, so it finds a plan of its own)
         torch = sys.modules.get("torch")
         self.tensor = torch.Tensor if torch is not None else None
+        self.bump = [s[0] for s in specs if s[2] == "buffer" and s[4] and s[5][0] in ("torch", "torch_cpu", "generic")
+                     ] if torch is not None else []
 
     def run(self, args: Sequence[Any]) -> Any:
         vals: list[Any] = []
