@@ -252,3 +252,125 @@ def test_a_union_initialiser_sets_its_first_member():
            "__global__ void k(int* y) { S s = {1, 2.0f}; y[0] = s.i; }\n")
     with pytest.raises(CompileError, match=r"kernel\.cu:2:\d+: .*needs its own braces"):
         aw.cuda_kernel(bad, "k").compile()
+
+
+# --------------------------------------------- C3: clang's load error, includes, template instances
+
+
+def test_a_clang_argument_clang_cannot_take_is_a_compile_error():
+    k = aw.cuda_kernel("__global__ void k(float* a) { a[0] = 1.0f; }", "k",
+                       clang_args=("-Xclang", "-no-such-cc1-option"))
+    with pytest.raises(CompileError, match="clang could not parse"):
+        k.compile()
+
+
+def test_a_long_one_line_source_is_a_source_not_a_path():
+    src = "__global__ void k(float* a) { a[0] = " + "+".join(["1.0f"] * 200) + "; }"
+    assert len(src) > 1000  # longer than a file name may be
+    a = np.zeros(1, np.float32)
+    aw.cuda_kernel(src, "k")(a, grid=1, workgroup=1, target="emulator")
+    assert a[0] == 200.0
+
+
+@pytest.mark.parametrize("what", ["/dev/zero", "/dev/null", "dir", "fifo"])
+def test_an_include_of_something_not_a_file_is_refused(tmp_path, what):
+    import os
+
+    target = {"/dev/zero": "/dev/zero", "/dev/null": "/dev/null", "dir": str(tmp_path)}.get(what)
+    if what == "fifo":
+        target = str(tmp_path / "pipe")
+        os.mkfifo(target)
+    if not os.path.exists(target):
+        pytest.skip(f"{target} does not exist here")
+    src = f'#include "{target}"\n__global__ void k(float* a) {{ a[0] = 1.0f; }}\n'
+    with pytest.raises(CompileError, match="not a source file"):
+        aw.cuda_kernel(src, "k").compile()
+
+
+def test_an_include_through_a_header_and_a_link_is_followed(tmp_path):
+    import os
+
+    (tmp_path / "inner.h").write_text('#include "zero.h"\n')
+    os.symlink("/dev/zero", tmp_path / "zero.h")
+    cu = tmp_path / "k.cu"
+    cu.write_text('#include "inner.h"\n__global__ void k(float* a) { a[0] = 1.0f; }\n')
+    with pytest.raises(CompileError, match=r"inner.h:1: #include names .*zero.h.*not a source file"):
+        aw.cuda_kernel(cu, "k").compile()
+    # a header that is a file still works
+    (tmp_path / "ok.h").write_text("#define TWO 2.0f\n")
+    cu.write_text('#include "ok.h"\n__global__ void k(float* a) { a[0] = TWO; }\n')
+    a = np.zeros(1, np.float32)
+    aw.cuda_kernel(cu, "k")(a, grid=1, workgroup=1, target="emulator")
+    assert a[0] == 2.0
+
+
+@pytest.mark.parametrize("inst", ["k<float>; int injected = 1; static void* q = (void*)&k<int>",
+                                  "k<float>\n#error boo", "k<float> // x", "k<float>>", "k<(float>"])
+def test_a_template_instance_that_is_not_one_is_refused(inst):
+    src = "template <typename T> __global__ void k(T* a) { a[0] = (T)1; }\n"
+    with pytest.raises(CompileError, match="is not a template kernel's instance"):
+        aw.cuda_kernel(src, inst).compile()
+
+
+def test_template_instances_with_nested_arguments_still_compile():
+    src = ("template <typename T> struct Two { static constexpr int v = 2; };\n"
+           "template <typename T, int N> __global__ void k(T* a) { a[0] = (T)N; }\n")
+    a = np.zeros(1, np.float32)
+    aw.cuda_kernel(src, "k<float, Two<int>::v * 3>")(a, grid=1, workgroup=1, target="emulator")
+    assert a[0] == 6.0
+
+
+# ----------------------------------------------------------------------------- C4: deep expressions
+
+
+@pytest.mark.parametrize("n", [50, 400, 2500])
+def test_a_long_chain_of_additions_compiles_and_sums(n):
+    # a left-deep tree n levels deep: past the default recursion limit's reach from 400 on (the
+    # RecursionError inside libclang's visitor was swallowed and the AST came back cut short)
+    src = "__global__ void k(float* a) { a[1] = " + " + ".join(["a[0]"] * n) + "; }"
+    a = np.array([1.0, 0.0], np.float32)
+    aw.cuda_kernel(src, "k")(a, grid=1, workgroup=1, target="emulator")
+    assert a[1] == float(n)
+
+
+def test_a_deep_device_function_before_the_kernel_and_one_too_deep():
+    import sys
+
+    deep = "__device__ float f(float x) { return " + " + ".join(["x"] * 1500) + "; }\n"
+    src = deep + "__global__ void k(float* a) { a[1] = f(a[0]); }\n"
+    a = np.array([2.0, 0.0], np.float32)
+    limit = sys.getrecursionlimit()
+    aw.cuda_kernel(src, "k")(a, grid=1, workgroup=1, target="emulator")
+    assert a[1] == 3000.0
+    assert sys.getrecursionlimit() == limit  # restored
+    from anywave.compiler import cuda_frontend as cf
+
+    src = "__global__ void k(float* a) { a[1] = " + " + ".join(["a[0]"] * (cf.MAX_NESTING + 10)) + "; }"
+    with pytest.raises(CompileError, match="levels deep"):
+        aw.cuda_kernel(src, "k").compile()
+
+
+# ----------------------------------------------------------------------------- C5: packed structs
+
+
+@pytest.mark.parametrize("decl, member", [
+    ("struct __attribute__((packed)) S { char c; int i; };", "'i' at byte offset 1"),
+    ("#pragma pack(push, 2)\nstruct S { short c; float i; };\n#pragma pack(pop)", "'i' at byte offset 2"),
+    ("struct __attribute__((packed)) S { int i; char c; };", "aligned to 1 bytes, less than its members' 4"),
+])
+def test_a_packed_struct_is_refused_by_name(decl, member):
+    src = decl + "\n__global__ void k(S* s, int* o) { o[0] = s[0].i; }\n"
+    with pytest.raises(CompileError, match=member):
+        aw.cuda_kernel(src, "k").compile()
+
+
+def test_a_naturally_aligned_struct_with_padding_still_works():
+    src = ("struct S { char c; int i; short h; };\n"
+           "__global__ void k(const S* s, int* o) { o[0] = s[1].i + s[1].c + s[1].h; }\n")
+    dt = np.dtype({"names": ["c", "i", "h"], "formats": [np.int8, np.int32, np.int16], "offsets": [0, 4, 8],
+                   "itemsize": 12})
+    s = np.zeros(2, dt)
+    s[1] = (3, 1000, 20)
+    o = np.zeros(1, np.int32)
+    aw.cuda_kernel(src, "k")(s, o, grid=1, workgroup=1, target="emulator")
+    assert o[0] == 1023

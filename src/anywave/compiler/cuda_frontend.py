@@ -35,6 +35,7 @@ import ctypes
 import inspect
 import re
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -236,9 +237,33 @@ def _ctype(t: Any) -> Any:
         name = decl.spelling
         if not name or name.startswith(("(unnamed", "(anonymous")):
             name = "(anonymous union)" if union else "(anonymous struct)"
+        # WAVE's loads and stores are naturally aligned (spec §5): a packed layout
+        # (__attribute__((packed)), #pragma pack) puts members, or the elements of an array of
+        # the struct, where no load of theirs may go
+        for fname, ft, off in fields:
+            if off % _align(ft):
+                raise CompileError(f"{_decl_where(decl)}: {name}: member {fname!r} at byte offset {off} is not "
+                                   f"aligned to its {_align(ft)} bytes (a packed layout); WAVE's loads and stores "
+                                   "are naturally aligned, so the CUDA front end takes naturally aligned members only")
+        need = max(_align(ft) for _, ft, _ in fields)
+        if t.get_align() < need:
+            raise CompileError(f"{_decl_where(decl)}: {name}: aligned to {t.get_align()} bytes, less than its members' "
+                               f"{need} (a packed layout: in an array of it, members land unaligned); WAVE's loads "
+                               "and stores are naturally aligned, so the CUDA front end takes naturally aligned "
+                               "structs only")
         return ("struct", _Struct(name, t.get_size(), t.get_align(), tuple(fields), union, _decl_where(decl)))
     name = t.spelling.replace("const ", "").replace("volatile ", "").strip()
     return _SCALAR.get(name)
+
+
+def _walk(c: Any) -> Any:
+    """Cursor ``c`` and everything under it in preorder (clang.cindex's ``walk_preorder``
+    without its recursion: a generator a level, which a deep expression overflows)."""
+    stack = [c]
+    while stack:
+        x = stack.pop()
+        yield x
+        stack.extend(reversed(list(x.get_children())))
 
 
 def _anonymous_member(f: Any) -> bool:
@@ -736,7 +761,7 @@ class CudaLowering:
         if start is None:
             return None
         nodes = 0
-        for x in body.walk_preorder():
+        for x in _walk(body):
             nodes += 1
             if x.kind in (K.RETURN_STMT, K.GOTO_STMT, K.SWITCH_STMT):
                 return None
@@ -914,7 +939,7 @@ class CudaLowering:
         # the body: innermost, no early exits, no collective or ordered calls, writes neither k nor E
         nodes = 0
         seen: set[str] = set()
-        for x in body.walk_preorder():
+        for x in _walk(body):
             nodes += 1
             if x.kind in (K.FOR_STMT, K.WHILE_STMT, K.DO_STMT, K.BREAK_STMT, K.CONTINUE_STMT, K.RETURN_STMT,
                           K.GOTO_STMT, K.SWITCH_STMT, K.ASM_STMT, K.MS_ASM_STMT):
@@ -946,7 +971,7 @@ class CudaLowering:
         if usr in seen:
             return True
         seen.add(usr)
-        for x in d.walk_preorder():
+        for x in _walk(d):
             if x.kind == K.CALL_EXPR and x != call and not self._unroll_call_ok(x, seen):
                 return False
         return True
@@ -1973,8 +1998,8 @@ class CudaLowering:
         body = next(x for x in defn.get_children() if x.kind == K.COMPOUND_STMT)
         stmts = list(body.get_children())
         rt = _ctype(c.type) if c.type.get_canonical().kind != _cx.TypeKind.VOID else None
-        early = any(x.kind == K.RETURN_STMT for s in stmts[:-1] for x in s.walk_preorder()) or any(
-            x.kind == K.RETURN_STMT for x in list(stmts[-1].walk_preorder())[1:]) if stmts else False
+        early = any(x.kind == K.RETURN_STMT for s in stmts[:-1] for x in _walk(s)) or any(
+            x.kind == K.RETURN_STMT for x in list(_walk(stmts[-1]))[1:]) if stmts else False
         slot: dict[str, Any] = {"value": None, "flag": None, "var": None, "t": rt}
         if early:
             slot["flag"] = Value(ty.pred, "ret", is_var=True)
@@ -2026,7 +2051,7 @@ def _constant_vars(fn: Any, path: str) -> list[Any]:
     todo = [fn]
     while todo:
         f = todo.pop()
-        for x in f.walk_preorder():
+        for x in _walk(f):
             if x.kind not in (K.DECL_REF_EXPR, K.CALL_EXPR):
                 continue
             r = x.referenced
@@ -2302,12 +2327,19 @@ def parse(source: str, path: str = "kernel.cu", args: tuple[str, ...] = (), inst
     ``instance``: a template kernel's instance (``reduce<float, 256>``) to instantiate.
     CompileError listing clang's errors."""
     cx = _clang()
+    if instance is not None:
+        _check_instance(instance)
+    check_includes(source, path, args)
     index = cx.Index.create()
     text = PRELUDE + "\n" + source
     if instance is not None:
         text += f"\nstatic void* {_INSTANCE_VAR} = (void*)&{instance};\n"
     unsaved = [(path, text)] + [(f"{_prelude.INCLUDE_DIR}/{h}", "") for h in _prelude.HEADERS]
-    tu = index.parse(path, args=[*CLANG_ARGS, *args], unsaved_files=unsaved)
+    try:
+        tu = index.parse(path, args=[*CLANG_ARGS, *args], unsaved_files=unsaved)
+    except cx.TranslationUnitLoadError as e:  # clang gave no translation unit at all (a bad argument)
+        raise CompileError(f"{path}: clang could not parse the source with the arguments {list(args)!r} "
+                           f"(an unknown or malformed clang argument?): {e}") from None
     errors = [d for d in tu.diagnostics if d.severity >= cx.Diagnostic.Error]
     if errors:
         user_lines = source.count("\n") + 1
@@ -2320,11 +2352,84 @@ def parse(source: str, path: str = "kernel.cu", args: tuple[str, ...] = (), inst
     return tu
 
 
+#: a template kernel's instance as :func:`parse` takes it: a name, then template arguments in
+#: angle brackets, without anything that could end the declaration it is pasted into
+_INSTANCE_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(::[A-Za-z_][A-Za-z0-9_]*)*\s*<[^;{}#\"'\\\n\r]*>")
+
+
+def _check_instance(instance: str) -> None:
+    """CompileError unless ``instance`` reads as one template-id (``reduce<float, 256>``): it is
+    pasted into the source after the user's code to make clang instantiate it."""
+    ok = isinstance(instance, str) and _INSTANCE_RE.fullmatch(instance) is not None \
+        and "//" not in instance and "/*" not in instance
+    depth = 0
+    for ch in instance if ok else "":
+        depth += {"<": 1, ">": -1, "(": 1, ")": -1}.get(ch, 0)
+        if depth < 0:
+            ok = False
+            break
+    if not ok or depth:
+        raise CompileError(f"{instance!r} is not a template kernel's instance: write the template's name and its "
+                           "arguments, such as 'reduce<float, 256>'")
+
+
+#: ``#include`` lines (the quoted or bracketed name)
+_INCLUDE_RE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*[<"]([^">\n]+)[">]', re.M)
+
+#: the largest file an ``#include`` may name (bytes): a source, not a data file
+MAX_INCLUDE_BYTES = 64 << 20
+
+
+def check_includes(source: str, path: str, args: tuple[str, ...] = ()) -> None:
+    """CompileError when an ``#include`` of ``source`` (or of a header it includes, found the
+    way clang finds it: the including file's folder, ``-I`` folders, an absolute path) names
+    something other than a regular file, or a file over :data:`MAX_INCLUDE_BYTES`: clang would
+    read ``/dev/zero`` or a FIFO for ever. (An include spelled through a macro is not seen.)"""
+    import os
+    import stat
+
+    dirs = []
+    it = iter(args)
+    for a in it:
+        if a == "-I":
+            dirs.append(next(it, ""))
+        elif a.startswith("-I"):
+            dirs.append(a[2:])
+    seen: set[str] = set()
+    todo = [(source, os.path.dirname(os.path.abspath(path)), path)]
+    while todo and len(seen) < 4096:
+        text, here, where = todo.pop()
+        for m in _INCLUDE_RE.finditer(text):
+            name = m.group(1)
+            cands = [name] if os.path.isabs(name) else [os.path.join(d, name) for d in (here, *dirs) if d]
+            for c in cands:
+                try:
+                    st = os.stat(c)
+                except (OSError, ValueError):
+                    continue
+                line = text.count("\n", 0, m.start()) + 1
+                if not stat.S_ISREG(st.st_mode):
+                    what = "a directory" if stat.S_ISDIR(st.st_mode) else "a device, FIFO or socket"
+                    raise CompileError(f"{where}:{line}: #include names {c!r}, which is {what}, not a source file")
+                if st.st_size > MAX_INCLUDE_BYTES:
+                    raise CompileError(f"{where}:{line}: #include names {c!r}, {st.st_size} bytes: more than "
+                                       f"{MAX_INCLUDE_BYTES} bytes is not a header")
+                real = os.path.realpath(c)
+                if real not in seen:
+                    seen.add(real)
+                    try:
+                        with open(real, encoding="utf-8", errors="replace") as f:
+                            todo.append((f.read(), os.path.dirname(real), c))
+                    except OSError:
+                        pass
+                break
+
+
 def kernel_names(source: str, path: str = "kernel.cu", clang_args: tuple[str, ...] = ()) -> list[str]:
     """The names of the ``__global__`` functions defined in ``source`` (templates left out)."""
     cx = _clang()
     tu = parse(source, path, clang_args)
-    return [c.spelling for c in tu.cursor.walk_preorder()
+    return [c.spelling for c in _walk(tu.cursor)
             if c.kind == cx.CursorKind.FUNCTION_DECL and c.is_definition()
             and any(x.kind == cx.CursorKind.CUDAGLOBAL_ATTR for x in c.get_children())
             and c.get_num_template_arguments() <= 0]
@@ -2336,7 +2441,7 @@ def find_kernel(tu: Any, name: str, path: str) -> Any:
     if "<" in name:  # a template's instance: the function the appended variable points at
         for c in tu.cursor.get_children():
             if c.kind == K.VAR_DECL and c.spelling == _INSTANCE_VAR:
-                for x in c.walk_preorder():
+                for x in _walk(c):
                     r = x.referenced if x.kind == K.DECL_REF_EXPR else None
                     if r is not None and r.kind == K.FUNCTION_DECL:
                         if not any(y.kind == K.CUDAGLOBAL_ATTR for y in r.get_children()):
@@ -2344,7 +2449,7 @@ def find_kernel(tu: Any, name: str, path: str) -> Any:
                         return r
         raise CompileError(f"{path}: no __global__ template instance {name!r}")
     found = []
-    for c in tu.cursor.walk_preorder():
+    for c in _walk(tu.cursor):
         if c.kind == K.FUNCTION_DECL and c.is_definition():
             if any(x.kind == K.CUDAGLOBAL_ATTR for x in c.get_children()) and c.get_num_template_arguments() <= 0:
                 found.append(c)
@@ -2355,6 +2460,152 @@ def find_kernel(tu: Any, name: str, path: str) -> Any:
                                f"such as '{name}<float>' (its template arguments)")
     names = ", ".join(repr(c.spelling) for c in found) or "none"
     raise CompileError(f"{path}: no __global__ function {name!r} (the __global__ functions: {names})")
+
+
+#: the deepest AST a kernel may have (levels of nested expressions and statements, the device
+#: functions it calls counted inlined): the lowering recurses ~3 Python frames a level
+MAX_NESTING = 4000
+#: Python frames allowed per AST level when the recursion limit is raised for a deep kernel
+#: (measured ~3 on CPython 3.11; twice that and more for margin)
+_FRAMES_PER_LEVEL = 8
+#: kernels at most this deep are lowered on the caller's thread, under its recursion limit
+_SHALLOW = 60
+_deep_lock = threading.Lock()
+
+
+def nesting(fn: Any, path: str) -> int:
+    """The depth of function ``fn``'s AST with the ``__device__`` functions it calls counted as
+    inlined at their call (each call adds the callee's depth at its call site, bounded by the sum
+    along the deepest call chain), found without recursion. CompileError above
+    :data:`MAX_NESTING`: the lowering recurses once a level, and libclang's cursor visitor
+    swallows a RecursionError raised in it (the AST it returns is cut short)."""
+    K = _cx.CursorKind
+    own: dict[Any, tuple[int, list[Any]]] = {}
+
+    def scan(f: Any) -> tuple[int, list[Any]]:
+        if f in own:
+            return own[f]
+        best, callees, stack = 0, [], [(f, 1)]
+        while stack:
+            c, d = stack.pop()
+            best = max(best, d)
+            if c.kind == K.CALL_EXPR:
+                r = c.referenced
+                dfn = r.get_definition() if r is not None else None
+                if dfn is not None and dfn != f:
+                    callees.append(dfn)
+            stack.extend((ch, d + 1) for ch in c.get_children())
+        own[f] = (best, callees)
+        return own[f]
+
+    total: dict[Any, int] = {}
+    stack: list[tuple[Any, bool]] = [(fn, False)]
+    active: set[Any] = set()
+    while stack:  # the deepest call chain, callees first (a cycle counts once: recursion is refused later)
+        f, done = stack.pop()
+        if done:
+            active.discard(f)
+            d, callees = scan(f)
+            total[f] = d + max((total.get(g, 0) for g in callees), default=0)
+            continue
+        if f in total or f in active:
+            continue
+        active.add(f)
+        stack.append((f, True))
+        stack.extend((g, False) for g in scan(f)[1] if g not in total and g not in active)
+    levels = total[fn]
+    if levels > MAX_NESTING:
+        raise CompileError(f"{_where(fn.location, path)}: {fn.spelling!r} nests expressions and statements "
+                           f"{levels} levels deep (the __device__ functions it calls counted inlined), more than "
+                           f"the CUDA front end's {MAX_NESTING}")
+    return levels
+
+
+def _deep_call(work: Callable[[], Any], levels: int) -> Any:
+    """``work()`` -- the lowering of an AST ``levels`` deep -- on this thread when shallow, else
+    on a thread of its own with a 512 MiB stack under a recursion limit raised for it (restored
+    after, unless something else changed it meanwhile)."""
+    import sys
+
+    if levels <= _SHALLOW:
+        return work()
+    need = levels * _FRAMES_PER_LEVEL + 1000
+    out: list[tuple[bool, Any]] = []
+
+    def body() -> None:
+        try:
+            out.append((True, work()))
+        except BaseException as e:  # noqa: BLE001 - handed to the caller's thread
+            out.append((False, e))
+
+    with _deep_lock:
+        old_limit = sys.getrecursionlimit()
+        if need > old_limit:
+            sys.setrecursionlimit(need)
+        old_stack = threading.stack_size()
+        try:
+            threading.stack_size(512 << 20)
+        except (ValueError, RuntimeError):  # pragma: no cover - a platform without the setting
+            pass
+        try:
+            t = threading.Thread(target=body, name="anywave-cuda-lowering", daemon=True)
+            t.start()
+        finally:
+            threading.stack_size(old_stack)
+        t.join()
+        if need > old_limit and sys.getrecursionlimit() == need:
+            sys.setrecursionlimit(old_limit)
+    ok, v = out[0]
+    if not ok:
+        raise v
+    return v
+
+
+#: per thread: the list collecting exceptions raised inside ctypes callbacks (libclang's cursor
+#: visitor calls Python for each child; an exception there -- a RecursionError deep in an
+#: expression -- is only reported through sys.unraisablehook, and the visit goes on with the
+#: children found so far)
+_callback_local = threading.local()
+_hook_lock = threading.Lock()
+_hook_installed = False
+
+
+def _unraisable(u: Any, prev: Any) -> None:
+    sink = getattr(_callback_local, "sink", None)
+    if sink is not None:
+        sink.append(u.exc_value)
+    else:
+        prev(u)
+
+
+class _callback_errors:
+    """``with _callback_errors() as lost:``: exceptions lost in ctypes callbacks on this thread
+    while the block runs are appended to ``lost`` instead of printed (one process-wide hook,
+    installed once, forwards every other unraisable exception to the hook it replaced)."""
+
+    def __enter__(self) -> list[BaseException]:
+        global _hook_installed
+        import sys
+
+        with _hook_lock:
+            if not _hook_installed:
+                prev = sys.unraisablehook
+                sys.unraisablehook = lambda u, prev=prev: _unraisable(u, prev)
+                _hook_installed = True
+        self.outer = getattr(_callback_local, "sink", None)
+        self.sink: list[BaseException] = []
+        _callback_local.sink = self.sink
+        return self.sink
+
+    def __exit__(self, *exc: Any) -> None:
+        _callback_local.sink = self.outer
+
+
+def _deep_error(low: Any, path: str, msg: str, lost: list[BaseException]) -> CompileError:
+    why = f" ({type(lost[0]).__name__} in libclang's cursor visitor)" if lost else ""
+    if low is not None and getattr(low, "cur", None) is not None:
+        return low.err(low.cur, msg + why)
+    return CompileError(f"{path}: {msg}{why}")
 
 
 @dataclass
@@ -2381,16 +2632,35 @@ def compile_cuda(source: str, name: str, path: str = "kernel.cu", *, workgroup: 
     variables."""
     if not isinstance(shared_bytes, int) or isinstance(shared_bytes, bool) or shared_bytes < 0:
         raise CompileError(f"shared_bytes must be a non-negative int (bytes), got {shared_bytes!r}")
+    deep = "expression or statements nested too deeply to compile"
     tu = parse(source, path, clang_args, instance=name if "<" in name else None)
     fn = find_kernel(tu, name, path)
+    levels = nesting(fn, path)
     low = CudaLowering(tu, fn, path, dynamic_shared=shared_bytes)
-    try:
-        low.build()
-        low.check_volatile()
-    except tr.TypeRuleError as e:  # an operation the instruction set lacks for this type
-        raise low.err(low.cur, f"not supported by the CUDA front end yet: {e.message}") from None
-    except RecursionError:
-        raise low.err(low.cur, "expression or statements nested too deeply to compile") from None
+
+    def lower() -> None:
+        with _callback_errors() as swallowed:  # (on the thread that lowers)
+            try:
+                low.build()
+                low.check_volatile()
+            except tr.TypeRuleError as e:  # an operation the instruction set lacks for this type
+                if swallowed:
+                    raise _deep_error(low, path, deep, swallowed) from None
+                raise low.err(low.cur, f"not supported by the CUDA front end yet: {e.message}") from None
+            except RecursionError:
+                raise _deep_error(low, path, deep, swallowed) from None
+            except CompileError:
+                if swallowed:
+                    raise _deep_error(low, path, deep, swallowed) from None
+                raise
+            except Exception:
+                if swallowed:  # an error that followed one libclang's callback swallowed: that one is the cause
+                    raise _deep_error(low, path, deep, swallowed) from None
+                raise
+            if swallowed:  # clang's cursor visitor lost an exception: the AST the lowering saw was cut short
+                raise _deep_error(low, path, deep, swallowed)
+
+    _deep_call(lower, levels)
     body = low.body
     if optimize:
         passes.optimize(body)

@@ -194,6 +194,15 @@ class CudaKernel(KernelFunction):
         return f"<CUDA kernel {self.cuda_name}({self.signature()})>"
 
 
+def _names_a_file(s: str) -> bool:
+    """Whether string ``s`` names an existing file (False for a one-line source text, however long:
+    a name past the system's limit raises OSError in ``is_file``)."""
+    try:
+        return Path(s).is_file()
+    except (OSError, ValueError):  # ENAMETOOLONG; a NUL byte
+        return False
+
+
 def cuda_kernel(source_or_path: str | os.PathLike[str], name: str, *,
                 workgroup: Sequence[int] | int | None = None, optimize: bool = True,
                 clang_args: Sequence[str] = ()) -> CudaKernel:
@@ -213,7 +222,7 @@ def cuda_kernel(source_or_path: str | os.PathLike[str], name: str, *,
     ``libclang`` wheel (``pip install 'anywave[cuda-frontend]'``).
     """
     path = "kernel.cu"
-    if isinstance(source_or_path, os.PathLike) or ("\n" not in source_or_path and Path(source_or_path).is_file()):
+    if isinstance(source_or_path, os.PathLike) or ("\n" not in source_or_path and _names_a_file(source_or_path)):
         path = str(source_or_path)
         source = Path(path).read_text()
     else:
