@@ -23,6 +23,7 @@ its issue), so ``mma.wait`` has nothing to wait for.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from anywave.backends.lowering.fragments import fragment_slots
@@ -37,10 +38,31 @@ def _per_lane(k: FragKind, W: int) -> int:
     return k.elems // W
 
 
-def declarations(module: Module, code: Any, W: int) -> list[str]:
-    """Declarations of every fragment slot the kernel uses, zero-initialised."""
-    return [f"float awg_f{s}[{_per_lane(k, W)}]; for (u32 aw_i = 0; aw_i < {_per_lane(k, W)}u; ++aw_i) "
-            f"awg_f{s}[aw_i] = 0.0f;" for s, k in sorted(fragment_slots(module, code).items())]
+def declarations(module: Module, code: Any, W: int, rolled: bool = False) -> list[str]:
+    """Declarations of every fragment slot the kernel uses, zero-initialised (``rolled``: the
+    zeroing loops kept loops, :func:`rolled`)."""
+    out = [f"float awg_f{s}[{_per_lane(k, W)}]; for (u32 aw_i = 0; aw_i < {_per_lane(k, W)}u; ++aw_i) "
+           f"awg_f{s}[aw_i] = 0.0f;" for s, k in sorted(fragment_slots(module, code).items())]
+    return rolled_lines(out) if rolled else out
+
+
+#: a ``for`` of the fragment spellings not already marked with the no-unroll pragma
+_LOOP = re.compile(r'(?<!_Pragma\("unroll 1"\) )\bfor \(')
+
+
+def rolled_lines(lines: list[str]) -> list[str]:
+    """``lines`` with every ``for`` marked ``_Pragma("unroll 1")`` (for CPU devices:
+    :attr:`~anywave.backends.cfamily.Features.cpu_device`)."""
+    return [_LOOP.sub('_Pragma("unroll 1") for (', ln) for ln in lines]
+
+
+def _rolled(h: Any) -> Any:
+    """Fragment handler ``h`` with its loops kept rolled on a CPU device."""
+    def handler(x: Any, ins: Instruction) -> list[str]:
+        lines = h(x, ins)
+        return rolled_lines(lines) if x.f.cpu_device else lines
+    handler.__name__ = getattr(h, "__name__", "handler")
+    return handler
 
 
 def _acc_e(W: int, j: str) -> str:
@@ -309,3 +331,4 @@ def _fwait(x: Any, ins: Instruction) -> list[str]:
 
 
 HANDLERS["fwait"] = _fwait
+HANDLERS = {op: _rolled(h) for op, h in HANDLERS.items()}

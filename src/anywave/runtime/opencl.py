@@ -236,7 +236,7 @@ class OpenCLDevice:
             widths = self._probe_widths()
         else:
             self.subgroup_note = f"missing {sorted(need - ext)}"
-        self.features = Features(fp64=self.fp64, wave_widths=widths)
+        self.features = Features(fp64=self.fp64, wave_widths=widths, cpu_device=self.host_memory)
         self._programs: dict[str, Any] = {}
         self._kernels: dict[tuple[int, str], tuple[Any, threading.Lock]] = {}
         self._kernels_lock = threading.Lock()

@@ -190,7 +190,8 @@ class SyclDevice:
         n = lib.aw_sycl_sub_group_sizes(arr, 16)
         sizes = {int(arr[i]) for i in range(n)}
         self.fp64 = bool(lib.aw_sycl_has_fp64())
-        self.features = Features(fp64=self.fp64, wave_widths=tuple(w for w in WAVE_WIDTHS if w in sizes))
+        self.features = Features(fp64=self.fp64, wave_widths=tuple(w for w in WAVE_WIDTHS if w in sizes),
+                                 cpu_device=True)  # the CPU device (its USM is host memory)
         self.local_memory = int(lib.aw_sycl_local_mem())
         self.max_workgroup = int(lib.aw_sycl_max_wg())
         self._bundles: dict[str, int] = {}
