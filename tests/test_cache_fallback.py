@@ -93,6 +93,9 @@ def test_unusable_root_leaves_one_fallback_dir(tmp_path) -> None:
     assert sub.endswith(f"anywave-cache-{os.geteuid()}/compiled"), sub
 
 
+# slow tier: ~18 s (the SYCL shim and a kernel built from nothing in a fresh fallback cache);
+# the fallback itself runs in the default tier (test_unusable_root_leaves_one_fallback_dir)
+@pytest.mark.slow
 def test_full_cache_disk_keeps_sycl(tmp_path) -> None:
     from anywave.runtime.targets import target_status
 

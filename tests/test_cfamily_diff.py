@@ -3,8 +3,9 @@ instruction table, random inputs; the emulator, OpenCL and SYCL must agree bit f
 (NaN compared as a class, for the exact-nan instructions).
 
 Each example is a module of several random kernels, so one OpenCL/SYCL build covers many
-programs. ``ANYWAVE_DIFF_EXAMPLES`` raises the example count (default: 6 for OpenCL, 2 for
-SYCL, whose runtime compiler takes a few seconds per build)."""
+programs. ``ANYWAVE_DIFF_EXAMPLES`` raises the example count per wave width (default: 6 for
+OpenCL, 3 for its mask-stack programs, 2 for SYCL, whose runtime compiler takes a few seconds per
+build); the default tier runs each target's default W, the sweep tier the others."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import os
 
 import numpy as np
 import pytest
+import tiers
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -164,7 +166,8 @@ def test_pool_is_drawn_from_the_table() -> None:
 @pytest.mark.opencl
 @settings(max_examples=_n(6), deadline=None, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(prog=program(), W=st.sampled_from([8, 16, 32, 64]))
+@given(prog=program())
+@pytest.mark.parametrize("W", tiers.widths("opencl"))
 def test_emulator_vs_opencl(prog: tuple[str, np.ndarray], W: int) -> None:
     from anywave.runtime import opencl
 
@@ -175,9 +178,12 @@ def test_emulator_vs_opencl(prog: tuple[str, np.ndarray], W: int) -> None:
 
 
 @pytest.mark.opencl
-@settings(max_examples=_n(6), deadline=None, database=None,
+# 3 modules per W (each a ~4.5 s OpenCL build of structured kernels on the 2-core host): the
+# default tier at OpenCL's default W, the other widths in the sweep tier
+@settings(max_examples=_n(3), deadline=None, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(prog=program(wave=True), W=st.sampled_from([8, 16, 32, 64]))
+@given(prog=program(wave=True))
+@pytest.mark.parametrize("W", tiers.widths("opencl"))
 def test_emulator_vs_opencl_mask_stack(prog: tuple[str, np.ndarray], W: int) -> None:
     from anywave.runtime import opencl
 
@@ -190,7 +196,8 @@ def test_emulator_vs_opencl_mask_stack(prog: tuple[str, np.ndarray], W: int) -> 
 @pytest.mark.sycl
 @settings(max_examples=_n(2), deadline=None, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(prog=program(), W=st.sampled_from([8, 16, 32, 64]))
+@given(prog=program())
+@pytest.mark.parametrize("W", tiers.widths("sycl"))
 def test_emulator_vs_sycl(prog: tuple[str, np.ndarray], W: int) -> None:
     from anywave.runtime import sycl
 

@@ -28,7 +28,13 @@ def test_there_are_nine_tutorials_with_code():
         assert blocks(page), page.name
 
 
-@pytest.mark.parametrize("page", TUTORIALS, ids=[p.stem for p in TUTORIALS])
+#: tutorials run in the slow tier only, with why (the default tier runs the others)
+SLOW = {"09-torch-gpt": "31 s training a GPT on the emulator (2-core host); test_gpt_model.py trains the "
+                        "same model through the same ops in the default tier"}
+
+
+@pytest.mark.parametrize("page", [pytest.param(p, marks=pytest.mark.slow) if p.stem in SLOW else p for p in TUTORIALS],
+                         ids=[p.stem for p in TUTORIALS])
 def test_tutorial_runs(page: Path, tmp_path, monkeypatch, capsys):
     if "torch" in page.stem:
         pytest.importorskip("torch")
