@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import tiers
 
+import tiers
 from anywave.kernels import attention as A
 from anywave.kernels._launch import KernelInputError
 

@@ -13,10 +13,10 @@ import os
 
 import numpy as np
 import pytest
-import tiers
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import tiers
 from anywave.asm import assemble
 from anywave.emu import emulate
 from anywave.isa.table import INSTRUCTIONS, Category, Determinism, Operand

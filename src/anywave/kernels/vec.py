@@ -67,6 +67,26 @@ def saxpy4_kernel(a: aw.f32, x: aw.In[aw.f32], y: aw.Buffer[aw.f32], n: aw.i32, 
 
 
 @aw.kernel
+def saxpy4_into_kernel(a: aw.f32, x: aw.In[aw.f32], y: aw.In[aw.f32], out: aw.Out[aw.f32], n: aw.i32, *,
+                       per: int = 2):
+    """``out = a * x + y`` out of place: :func:`saxpy4_kernel`'s arithmetic and quads. The
+    host wrapper's kernel: a copy of ``y`` first and the in-place kernel after it moved every byte
+    twice (2^24 floats on the 2-core CPU target: a 11 ms single-threaded copy beside a 7 ms kernel)."""
+    g = aw.global_id(0)
+    nt = aw.num_workgroups(0) * aw.workgroup_size(0)
+    quads = n // 4
+    for p in aw.static_range(per):
+        q = g + p * nt
+        if q < quads:
+            u = aw.load4(x, 4 * q)
+            v = aw.load4(y, 4 * q)
+            aw.store4(out, 4 * q, (a * u[0] + v[0], a * u[1] + v[1], a * u[2] + v[2], a * u[3] + v[3]))
+    if g < n % 4:
+        i = 4 * quads + g
+        out[i] = a * x[i] + y[i]
+
+
+@aw.kernel
 def gelu4_kernel(x: aw.In[aw.f32], out: aw.Out[aw.f32], n: aw.i32, *, per: int = 1):
     g = aw.global_id(0)
     nt = aw.num_workgroups(0) * aw.workgroup_size(0)
@@ -176,12 +196,13 @@ def add4(x: np.ndarray, y: np.ndarray, *, per: int = 2, wave_width: int | None =
 def saxpy4(a: float, x: np.ndarray, y: np.ndarray, *, per: int = 2, wave_width: int | None = None,
            target: str | None = None) -> np.ndarray:
     """``a * x + y`` (two roundings, float32) with 128-bit accesses; returns a new array."""
-    xa, ya = as_f32(x, "x"), as_f32(y, "y").copy()
+    xa, ya = as_f32(x, "x"), as_f32(y, "y")
     if xa.shape != ya.shape:
         raise KernelInputError(f"saxpy4: x has shape {xa.shape} but y has shape {ya.shape}")
-    saxpy4_kernel(np.float32(a), xa, ya, xa.size, per=per, grid=elementwise_grid(xa.size, per), workgroup=WG,
-                  **launch_kw(wave_width, target))
-    return ya
+    out = np.empty_like(xa)
+    saxpy4_into_kernel(np.float32(a), xa, ya, out, xa.size, per=per, grid=elementwise_grid(xa.size, per),
+                       workgroup=WG, **launch_kw(wave_width, target))
+    return out
 
 
 def gelu4(x: np.ndarray, *, per: int = 1, wave_width: int | None = None, target: str | None = None) -> np.ndarray:
