@@ -423,3 +423,32 @@ def test_cai_contiguous_matches_numpy() -> None:
         assert cuda_launch.cai_contiguous(cai) == (a.flags.c_contiguous or a.size <= 1), (a.shape, a.strides)
     assert cuda_launch.cai_contiguous({"shape": (4,), "typestr": "<f4", "strides": None})
     assert not cuda_launch.cai_contiguous({"shape": (1, 4), "typestr": "<f4", "strides": (999, 4)})
+
+
+@pytest.mark.cuda
+@gpu
+def test_constant_buffers_past_the_limit_are_refused_on_every_cuda_path() -> None:
+    # the conformance case constant_too_big ran on CUDA (the launch rule was checked on the other
+    # runtimes only): NumPy arrays, device arrays, and the repeated launch that a bound launcher
+    # would take, each refused before the kernel runs, the output untouched
+    import anywave as aw
+    from anywave.errors import WaveError
+
+    @aw.kernel
+    def first_entry(c: aw.Constant[aw.u32], out: aw.Out[aw.u32]):
+        out[aw.global_id(0)] = c[0]
+
+    ok = np.arange(16384, dtype=np.uint32) + 7  # 65,536 bytes: at the limit
+    big = np.zeros(16385, np.uint32)  # 65,540 bytes: past it
+    out = np.zeros(32, np.uint32)
+    first_entry(ok, out, grid=1, workgroup=32, target="cuda")
+    assert np.all(out == 7)
+    dev_ok, dev_big = aw.array(ok, target="cuda"), aw.array(big, target="cuda")
+    dev_out = aw.array(np.zeros(32, np.uint32), target="cuda")
+    for _ in range(3):  # the second and later calls are the ones a bound launcher would serve
+        first_entry(dev_ok, dev_out, grid=1, workgroup=32, target="cuda")
+    for c, o in ((big, out), (dev_big, dev_out)):
+        for _ in range(3):
+            with pytest.raises(WaveError, match="constant buffers .* hold 65540 bytes; .* at most 65536"):
+                first_entry(c, o, grid=1, workgroup=32, target="cuda")
+    assert np.all(out == 7) and np.all(dev_out.numpy() == 7)

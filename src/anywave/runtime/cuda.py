@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from anywave.abi import dims3
+from anywave.abi import check_constant_bytes, dims3
 from anywave.errors import LaunchConfigError, WaveError
 from anywave.isa.types import Access, Capability
 from anywave.runtime.cuda_fake import FakeDriver  # noqa: F401 - re-exported (it lived here)
@@ -604,7 +604,7 @@ class CudaTarget(Driver):
         if bound is not None and bound(args, stream, sync):
             return self._result(kernel)
         plan, g, wg = self._launch_checked(module, kernel, grid, workgroup, args, stream, sync)
-        if plan is not None and exact_dims(grid) and exact_dims(workgroup):
+        if plan is not None and not plan.constant and exact_dims(grid) and exact_dims(workgroup):
             key = (id(module), kernel, grid, type(grid), workgroup, type(workgroup), _get_ident())
             if key in self._fast_seen:
                 if len(self._fast) < 1024:
@@ -779,6 +779,15 @@ class CudaTarget(Driver):
         g, wg = dims3(grid, "grid"), dims3(workgroup, "workgroup")
         self._check_geometry(plan, g, wg)
         names = plan.names
+        if plan.constant:  # the launch rule of constant buffers (docs/spec.md §12): before any copy
+            cvals = args if (prechecked or type(args) is list or type(args) is tuple) else None
+            if isinstance(args, Mapping):
+                cvals = [args.get(n) for n in names]
+            elif cvals is None:
+                cvals = list(args)
+            if len(cvals) == len(names):
+                check_constant_bytes(plan.k, [(names[i], buffer_nbytes(cvals[i])) for i in plan.constant],
+                                     self.error)
         if prechecked:
             values: Sequence[Any] = args  # type: ignore[assignment]
         elif type(args) is list or type(args) is tuple:
