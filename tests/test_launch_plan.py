@@ -252,3 +252,31 @@ def test_the_native_launcher_says_why_it_is_not_used(monkeypatch, tmp_path):
     finally:
         monkeypatch.undo()
         native.reset()
+
+
+@aw.kernel
+def first_entry(c: aw.Constant[aw.u32], out: aw.Out[aw.u32]):
+    out[aw.global_id(0)] = c[0]
+
+
+def test_cuda_refuses_constant_buffers_past_the_limit_on_every_path(fake_cuda):  # noqa: ARG001
+    # the conformance case constant_too_big ran on CUDA (an H100, d2a7621): the rule was checked
+    # on the Driver-based runtimes only. Every CUDA path now refuses it before the driver is
+    # called: NumPy arrays, device arrays, and repeated calls (which a bound launcher would serve)
+    from anywave.errors import WaveError
+    from anywave.runtime import cuda
+
+    launched = []
+    cuda._DRV.on_launch = lambda *a: launched.append(1)  # the fixture's recorder reads four arguments
+    ok, big = np.zeros(16384, np.uint32), np.zeros(16385, np.uint32)  # 65,536 and 65,540 bytes
+    dev_ok, dev_big = aw.array(ok, target="cuda"), aw.array(big, target="cuda")
+    out = aw.empty(32, aw.u32, target="cuda")
+    for _ in range(3):
+        first_entry(dev_ok, out, grid=1, workgroup=32)
+    assert len(launched) == 3
+    for c in (big, dev_big, big):
+        for _ in range(3):
+            with pytest.raises(WaveError, match="constant buffers .* hold 65540 bytes; .* at most 65536"):
+                first_entry(c, out, grid=1, workgroup=32)
+    first_entry(ok, out, grid=1, workgroup=32)
+    assert len(launched) == 4  # no refused launch reached the driver

@@ -469,11 +469,16 @@ class CudaTarget(Driver):
         """The launcher of a kernel-language launch plan (every buffer device memory, unchecked
         build): the native one (:func:`~anywave.runtime.cuda_launch.native_launcher`), else the
         generated Python one with the reason in its ``path`` (``"python: <reason>"``). Its
-        ``parts`` (native) / ``keep`` (Python) are :meth:`launch_parts`.
+        ``parts`` (native) / ``keep`` (Python) are :meth:`launch_parts`. None for a kernel with
+        constant buffers (the plan's checked path then: their bytes are checked at every call).
 
         Raises:
             CudaError: the device refuses the geometry."""
         parts = self.launch_parts(module, kernel, grid, workgroup)
+        if any(a.is_buffer and a.constant for a in parts["args"]):
+            # constant buffers: their bytes are checked at every call (docs/spec.md §12), which the
+            # generated launchers do not do; the plan's own checks and the bound launch (bind) do
+            return None
         fast, why = native_launcher(parts, layout.specs, layout.nargs, layout.stream, layout.torch_device,
                                     layout.guards, layout.undefined)
         if fast is None:
@@ -779,15 +784,6 @@ class CudaTarget(Driver):
         g, wg = dims3(grid, "grid"), dims3(workgroup, "workgroup")
         self._check_geometry(plan, g, wg)
         names = plan.names
-        if plan.constant:  # the launch rule of constant buffers (docs/spec.md §12): before any copy
-            cvals = args if (prechecked or type(args) is list or type(args) is tuple) else None
-            if isinstance(args, Mapping):
-                cvals = [args.get(n) for n in names]
-            elif cvals is None:
-                cvals = list(args)
-            if len(cvals) == len(names):
-                check_constant_bytes(plan.k, [(names[i], buffer_nbytes(cvals[i])) for i in plan.constant],
-                                     self.error)
         if prechecked:
             values: Sequence[Any] = args  # type: ignore[assignment]
         elif type(args) is list or type(args) is tuple:
@@ -805,6 +801,8 @@ class CudaTarget(Driver):
             values = list(args)
             if len(values) != len(names):
                 raise TypeError(f"{plan.shape(g, wg)}: takes {len(names)} arguments {names}, got {len(values)}")
+        if plan.constant:  # the launch rule of constant buffers (docs/spec.md §12), before any copy
+            check_constant_bytes(plan.k, [(names[i], buffer_nbytes(values[i])) for i in plan.constant], self.error)
         drv = _DRV or _driver()
         hstream = 0 if stream is None else stream_handle(stream)
         allocations: list[int] = []
