@@ -257,12 +257,12 @@ AW_FN u32 aw_vsame(aw_vu go, aw_vu o) { return aw_vall(go) & aw_vall(AW_B(o == o
    became a `rep movsb` per lane, 12% of the fp32 GEMM's time on the cpu target) */
 AW_COLD void aw_vld_lanes(const u8 *b, aw_vu go, aw_vu o, i64 c, u32 words, aw_vu *d) {
   for (int j = 0; j < AW_V; ++j) {
-    const u8 *p = AW_AT(b, o[j], c);
-    for (u32 w = 0; w < words; ++w) {
-      u32 s = 0u;
-      if (go[j]) memcpy(&s, p + 4u * w, 4u);
-      d[w][j] = s;
+    if (!go[j]) {  /* an inactive lane's address is not formed: it may be anything */
+      for (u32 w = 0; w < words; ++w) d[w][j] = 0u;
+      continue;
     }
+    const u8 *p = AW_AT(b, o[j], c);
+    for (u32 w = 0; w < words; ++w) { u32 s; memcpy(&s, p + 4u * w, 4u); d[w][j] = s; }
   }
 }
 AW_COLD void aw_vst_lanes(u8 *b, aw_vu go, aw_vu o, i64 c, u32 words, const aw_vu *v) {
