@@ -287,6 +287,82 @@ def test_an_include_of_something_not_a_file_is_refused(tmp_path, what):
         aw.cuda_kernel(src, "k").compile()
 
 
+@pytest.mark.parametrize("directive", ["#import", "/* c */ #include", "  #  include_next", "#embed"])
+def test_every_directive_that_reads_a_file_is_checked(tmp_path, directive):
+    # clang reads a FIFO for ever: #import, #include_next, #embed and a directive after a
+    # comment passed the check and hung the compile (the review of 58f7e04)
+    import os
+
+    fifo = str(tmp_path / "pipe")
+    os.mkfifo(fifo)
+    src = f'{directive} "{fifo}"\n__global__ void k(float* a) {{ a[0] = 1.0f; }}\n'
+    with pytest.raises(CompileError, match="not a source file"):
+        aw.cuda_kernel(src, "k").compile()
+
+
+def test_an_include_forced_by_a_clang_argument_is_checked(tmp_path):
+    import os
+
+    from anywave.compiler.cuda_frontend import check_includes
+
+    fifo = str(tmp_path / "pipe")
+    os.mkfifo(fifo)
+    src = "__global__ void k(float* a) { a[0] = 1.0f; }\n"
+    with pytest.raises(CompileError, match="not a source file"):
+        check_includes(src, str(tmp_path / "k.cu"), ("-include", fifo))
+    (tmp_path / "sys").mkdir()
+    os.mkfifo(tmp_path / "sys" / "h.h")
+    with pytest.raises(CompileError, match="not a source file"):
+        check_includes('#include <h.h>\n' + src, str(tmp_path / "k.cu"), ("-isystem", str(tmp_path / "sys")))
+
+
+def test_a_ctrl_c_during_a_deep_lowering_restores_the_recursion_limit(monkeypatch):
+    # _deep_call raised the limit for its thread and restored it after join(): an exception in
+    # join() (Ctrl-C) left the whole process with the raised limit
+    import sys
+    import threading
+
+    from anywave.compiler import cuda_frontend as F
+
+    before = sys.getrecursionlimit()
+
+    def interrupted_join(self, timeout=None):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(threading.Thread, "join", interrupted_join)
+    with pytest.raises(KeyboardInterrupt):
+        F._deep_call(lambda: None, F._SHALLOW + 500)
+    assert sys.getrecursionlimit() == before
+
+
+def test_a_shallow_lowering_on_a_nearly_full_stack_still_compiles():
+    # a 50-term sum lowered on the caller's thread from deep in its stack: libclang's visitor
+    # lost a RecursionError before the hook could record it, and a ValueError escaped (the
+    # review of 58f7e04); the lowering is retried on a thread with a stack of its own
+    import sys
+
+    src = "__global__ void k(float* a) { a[1] = " + " + ".join(["a[0]"] * 50) + "; }"
+    limit = sys.getrecursionlimit()
+    outcomes = set()
+
+    def at_depth(d):
+        if d:
+            return at_depth(d - 1)
+        try:
+            aw.cuda_kernel(src, "k").compile()
+            return "ok"
+        except CompileError:
+            return "CompileError"
+
+    for depth in range(limit - 260, limit - 60, 10):
+        try:
+            outcomes.add(at_depth(depth))
+        except RecursionError:
+            outcomes.add("RecursionError")  # the caller's own recursion, before the compile
+    assert outcomes <= {"ok", "CompileError", "RecursionError"}, outcomes
+    assert "ok" in outcomes
+
+
 def test_an_include_through_a_header_and_a_link_is_followed(tmp_path):
     import os
 

@@ -2373,8 +2373,10 @@ def _check_instance(instance: str) -> None:
                            "arguments, such as 'reduce<float, 256>'")
 
 
-#: ``#include`` lines (the quoted or bracketed name)
-_INCLUDE_RE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*[<"]([^">\n]+)[">]', re.M)
+#: directives that make clang read a file (the quoted or bracketed name): ``#include``,
+#: ``#include_next``, ``#import`` and ``#embed``, also after a comment on the same line
+_INCLUDE_RE = re.compile(r'^[ \t]*(?:/\*[^\n]*?\*/[ \t]*)*#[ \t]*(?:include_next|include|import|embed)[ \t]*'
+                         r'[<"]([^">\n]+)[">]', re.M)
 
 #: the largest file an ``#include`` may name (bytes): a source, not a data file
 MAX_INCLUDE_BYTES = 64 << 20
@@ -2389,14 +2391,20 @@ def check_includes(source: str, path: str, args: tuple[str, ...] = ()) -> None:
     import stat
 
     dirs = []
+    forced = []  # -include FILE: read as if included at the top
     it = iter(args)
     for a in it:
-        if a == "-I":
-            dirs.append(next(it, ""))
-        elif a.startswith("-I"):
-            dirs.append(a[2:])
+        for flag in ("-I", "-isystem", "-iquote", "-idirafter"):
+            if a == flag:
+                dirs.append(next(it, ""))
+            elif a.startswith(flag) and flag == "-I":
+                dirs.append(a[2:])
+        if a == "-include":
+            forced.append(next(it, ""))
     seen: set[str] = set()
     todo = [(source, os.path.dirname(os.path.abspath(path)), path)]
+    if forced:
+        todo.append(("".join(f'#include "{f}"\n' for f in forced), os.getcwd(), "-include"))
     while todo and len(seen) < 4096:
         text, here, where = todo.pop()
         for m in _INCLUDE_RE.finditer(text):
@@ -2552,9 +2560,11 @@ def _deep_call(work: Callable[[], Any], levels: int) -> Any:
             t.start()
         finally:
             threading.stack_size(old_stack)
-        t.join()
-        if need > old_limit and sys.getrecursionlimit() == need:
-            sys.setrecursionlimit(old_limit)
+        try:
+            t.join()  # (Ctrl-C here: the limit is restored all the same; the thread's result is dropped)
+        finally:
+            if need > old_limit and sys.getrecursionlimit() == need:
+                sys.setrecursionlimit(old_limit)
     ok, v = out[0]
     if not ok:
         raise v
@@ -2638,7 +2648,7 @@ def compile_cuda(source: str, name: str, path: str = "kernel.cu", *, workgroup: 
     levels = nesting(fn, path)
     low = CudaLowering(tu, fn, path, dynamic_shared=shared_bytes)
 
-    def lower() -> None:
+    def lower() -> None:  # reads `low` when called: the retry below lowers a fresh one
         with _callback_errors() as swallowed:  # (on the thread that lowers)
             try:
                 low.build()
@@ -2660,7 +2670,18 @@ def compile_cuda(source: str, name: str, path: str = "kernel.cu", *, workgroup: 
             if swallowed:  # clang's cursor visitor lost an exception: the AST the lowering saw was cut short
                 raise _deep_error(low, path, deep, swallowed)
 
-    _deep_call(lower, levels)
+    try:
+        _deep_call(lower, levels)
+    except CompileError:
+        raise
+    except Exception:
+        if levels > _SHALLOW:
+            raise
+        # lowered on the caller's thread, whose stack may already have been nearly used up: a
+        # RecursionError inside libclang's visitor is then lost before the hook can record it and
+        # the AST comes back cut short. Once more, from scratch, on a thread with a stack of its own
+        low = CudaLowering(tu, fn, path, dynamic_shared=shared_bytes)
+        _deep_call(lower, _SHALLOW + 1)
     body = low.body
     if optimize:
         passes.optimize(body)
