@@ -38,6 +38,9 @@ TARGET = os.environ.get("LANG28_TARGET", "cuda")
 
 
 def _commit() -> str:
+    """``$ANYWAVE_COMMIT`` (the hash of the tree sent to a device, whose git copy may be stale), else git's."""
+    if os.environ.get("ANYWAVE_COMMIT"):
+        return os.environ["ANYWAVE_COMMIT"]
     try:
         r = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, timeout=10)
         return r.stdout.strip() or "unknown"
