@@ -46,6 +46,7 @@ if str(ROOT / "src") not in sys.path:
 import numpy as np  # noqa: E402
 
 import anywave as aw  # noqa: E402
+from anywave.kernels import vec as V  # noqa: E402
 
 
 @aw.kernel
@@ -60,29 +61,6 @@ def axpy(x: aw.In[aw.f32], y: aw.In[aw.f32], out: aw.Out[aw.f32], a: aw.f32, n: 
     i = aw.global_id(0)
     if i < n:
         out[i] = a * x[i] + y[i]
-
-
-@aw.kernel
-def axpy4(x: aw.In[aw.f32], y: aw.In[aw.f32], out: aw.Out[aw.f32], a: aw.f32, n: aw.i32, *, per: int = 2):
-    # the same arithmetic as axpy, written as a user would for speed: 128-bit accesses,
-    # `per` quads per thread (docs/performance.md)
-    g = aw.global_id(0)
-    nt = aw.num_workgroups(0) * aw.workgroup_size(0)
-    quads = n // 4
-    for p in aw.static_range(per):
-        q = g + p * nt
-        if q < quads:
-            u = aw.load4(x, 4 * q)
-            v = aw.load4(y, 4 * q)
-            aw.store4(out, 4 * q, (a * u[0] + v[0], a * u[1] + v[1], a * u[2] + v[2], a * u[3] + v[3]))
-    if g < n % 4:
-        i = 4 * quads + g
-        out[i] = a * x[i] + y[i]
-
-
-def grid4(n: int, per: int = 2, wg: int = 256) -> int:
-    """Workgroups of ``wg`` threads for :func:`axpy4` over ``n`` elements."""
-    return max(1, (n // 4 + per * wg - 1) // (per * wg))
 
 
 def commit() -> str:
@@ -240,7 +218,7 @@ def bench_chain(log2n: int, rounds: int) -> dict[str, Any]:
     def aw_chain4() -> None:
         src, dst = a4, b4
         for _ in range(10):
-            axpy4(src, dy, dst, 0.5, n, grid=grid4(n), workgroup=256)
+            V.saxpy4_into_kernel(0.5, src, dy, dst, n, grid=V.elementwise_grid(n, 2), workgroup=V.WG)
             src, dst = dst, src
 
     def torch_chain() -> None:

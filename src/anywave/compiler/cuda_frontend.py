@@ -2394,12 +2394,11 @@ def check_includes(source: str, path: str, args: tuple[str, ...] = ()) -> None:
     forced = []  # -include FILE: read as if included at the top
     it = iter(args)
     for a in it:
-        for flag in ("-I", "-isystem", "-iquote", "-idirafter"):
-            if a == flag:
-                dirs.append(next(it, ""))
-            elif a.startswith(flag) and flag == "-I":
-                dirs.append(a[2:])
-        if a == "-include":
+        if a in ("-I", "-isystem", "-iquote", "-idirafter"):
+            dirs.append(next(it, ""))
+        elif a.startswith("-I"):
+            dirs.append(a[2:])
+        elif a == "-include":
             forced.append(next(it, ""))
     seen: set[str] = set()
     todo = [(source, os.path.dirname(os.path.abspath(path)), path)]

@@ -58,7 +58,7 @@ class LaunchPlan:
         self.words = [None if a.is_buffer else word_converter(k, a.name, a.type) for a in self.args]
         #: ABI indices of the constant buffers (WAVE 1.1): their bytes are checked at every launch
         #: (a kernel with any takes the checked path: no bound launcher skips the check)
-        self.constant = [i for i, a in enumerate(self.args) if a.is_buffer and getattr(a, "constant", False)]
+        self.constant = [i for i, a in enumerate(self.args) if a.is_buffer and a.constant]
 
     def word(self, i: int, v: Any) -> int:
         """The ABI word of scalar argument ``i`` = ``v``, a value the caller has checked (a Python
