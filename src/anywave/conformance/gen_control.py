@@ -224,6 +224,66 @@ def _loops() -> list[Case]:
     return out
 
 
+def _guarded_write_after_wave_loop() -> Case:
+    """A loop whose trip count differs between the lanes of a wave and that holds a wave
+    operation (so the mask-stack lowerings of PTX and the C family walk it with every lane), a
+    register and a predicate written in it, then written again after it under a guard. The
+    guarded write leaves the loop's values in the lanes whose guard is false, so a lane that
+    left the loop early must not see the later iterations' writes (CI of stop 38: the need
+    analysis took a guarded write for a kill and ran the loop's writes unpredicated)."""
+    name = "cf_guarded_write_after_wave_loop"
+    n = 160
+    rng = rng_for(name)
+    trips = rng.integers(0, 4, n).astype(np.uint32)
+    vals = rng.integers(0, 1 << 32, n, dtype=np.uint64).astype(np.uint32)
+    limit = 3 << 30
+    body = _prologue() + [
+        "ld.device.b32 r11, b[r3]",
+        "mov.b32 r12, r10",
+        "movi.u32 r13, 7",
+        "setp.ne.u32 p2, r6, r6",
+        "loop",
+        "setp.eq.u32 p0, r12, r6",
+        "break p0",
+        "any.pred p1, p0",
+        "add.i32 r13, r13, r11",
+        "setp.ne.u32 p2, r12, r6",
+        "sub.i32 r12, r12, r5",
+        "endloop",
+        f"movi.u32 r14, {limit}",
+        "setp.gt.u32 p3, r11, r14",
+        "@p3 movi.u32 r13, 5",
+        "@p3 setp.eq.u32 p2, r6, r6",
+        "selp.b32 r15, r5, r6, p2",
+        "st.device.b32 out[r3], r13",
+        "st.device.b32 out2[r3], r15",
+    ]
+    e1, e2 = [], []
+    for t, v in zip(trips.tolist(), vals.tolist(), strict=True):
+        big = v > limit
+        e1.append(5 if big else (7 + t * v) & M32)
+        e2.append(1 if (big or t > 0) else 0)
+    return Case(
+        name,
+        "control",
+        kernel_text(
+            name,
+            [
+                ("a", "buffer", "u32", "read"),
+                ("b", "buffer", "u32", "read"),
+                ("out", "buffer", "u32", "write"),
+                ("out2", "buffer", "u32", "write"),
+            ],
+            body,
+        ),
+        (2, 1, 1),
+        (80, 1, 1),
+        {"a": trips, "b": vals, "out": out_buffer(n, 32), "out2": out_buffer(n, 32)},
+        {"out": np.array(e1, np.uint32), "out2": np.array(e2, np.uint32)},
+        description="divergent loop with a wave op; guarded writes after it keep the loop's values",
+    )
+
+
 def _halt() -> Case:
     name = "cf_halt_divergent"
     n = 100
@@ -699,6 +759,7 @@ def cases() -> list[Case]:
     return (
         [_nested_divergence()]
         + _loops()
+        + [_guarded_write_after_wave_loop()]
         + [_halt(), _call_ret()]
         + [_barrier_reduce(64, 3), _barrier_reduce(128, 2), _barrier_reduce(256, 1)]
         + [

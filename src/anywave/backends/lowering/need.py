@@ -81,7 +81,8 @@ def _uses(ins: Instruction) -> tuple[set[int], set[int]]:
 
 
 def _defs(ins: Instruction) -> tuple[set[int], set[int]]:
-    """(registers, predicates) that ``ins`` certainly writes (the words its operand kinds name)."""
+    """(registers, predicates) that ``ins`` writes when it runs (the words its operand kinds
+    name); certainly only when it has no guard."""
     regs: set[int] = set()
     preds: set[int] = set()
     d = ins.defn
@@ -164,6 +165,8 @@ class Need:
         self._loops_at.append(tuple(self._open))
         r, p = _uses(ins)
         self._read(r, p)
+        if ins.guard is not None:
+            return  # a guarded instruction may leave its destinations as they were: no kill
         dr, dp = _defs(ins)
         self._wr[0].update(dr)
         self._wr[1].update(dp)
