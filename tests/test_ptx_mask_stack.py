@@ -147,6 +147,49 @@ def test_only_results_an_inactive_lane_can_read_stay_predicated() -> None:
     assert re.search(r"\n\s*add\.s32 %t\d+, %r0, %r6;\s*\n\s*mov\.b32 %r3,", text)  # r3: not
 
 
+GUARDED = """
+.kernel k
+.arg x buffer u32 read
+.arg out buffer u32 readwrite
+.registers 8
+    mov.sr r0, sr_lane_id
+    movi.b32 r1, 2
+    shl.b32 r2, r0, r1
+    ld.device.b32 r3, x[r2]
+    movi.b32 r5, 7
+    movi.b32 r6, 0
+    loop
+      setp.eq.u32 p0, r3, r6
+      break p0
+      any.pred p1, p0
+      add.i32 r5, r3, r3
+      movi.b32 r7, 1
+      sub.i32 r3, r3, r7
+    endloop
+    setp.gt.u32 p2, r0, r1
+    @p2 movi.b32 r5, 9
+    st.device.b32 out[r2], r5
+.end
+"""
+
+
+def test_a_guarded_write_does_not_hide_a_later_read() -> None:
+    # r5 is read by the store after the loop; the guarded write before it leaves r5 alone in the
+    # lanes whose p2 is false, so the loop's `add.i32 r5` must stay predicated: a lane that left
+    # the loop early would otherwise take the later iterations' sums (the CI failure of stop 38)
+    m = assemble(GUARDED)
+    k = m.kernels[0]
+    need = Need(m, k.code, islands=True, wave_width=32)
+    leaves = [i.mnemonic for i in k.code if i.defn.op not in ("if", "else", "endif", "loop", "endloop")]
+    assert 5 in need.need(leaves.index("add.i32"))[0]
+    assert 7 not in need.need(leaves.index("sub.i32"))[0]  # r7: written before each read, in the block
+    # without the guard the write is a kill: r5 is no longer needed after the loop
+    m2 = assemble(GUARDED.replace("@p2 movi.b32 r5, 9", "movi.b32 r5, 9"))
+    need2 = Need(m2, m2.kernels[0].code, islands=True, wave_width=32)
+    assert 5 not in need2.need(leaves.index("add.i32"))[0]
+    text = _body(translate(m, "sm_90").text)
+    assert re.search(r"@%A add\.s32 %t\d+, %r3, %r3;\s*\n\s*@%A mov\.b32 %r5,", text), text
+
 def test_a_run_of_shuffles_votes_once() -> None:
     src = """
 .kernel k
