@@ -1120,6 +1120,13 @@ def _unsupported(module: Module, kernel) -> list[str]:  # noqa: ANN001
     return out
 
 
+def refusal(module: Module, kernel) -> str | None:  # noqa: ANN001
+    """Why :func:`translate` would refuse ``kernel`` of ``module`` (matrix fragments, a
+    feature the target lacks), or None; the reason names the instruction."""
+    probs = check_supported(module, CPU_FEATURES, CPU).get(kernel.name, []) + _unsupported(module, kernel)
+    return "; ".join(probs[:3]) if probs else None
+
+
 _AUX = r"""
 AW_FN bool aw_any(const u32 *a, u32 n) { u32 r = 0; for (u32 l = 0; l < n; ++l) r |= a[l]; return r != 0; }
 AW_FN bool aw_failed(const u32 *es, u32 n) {

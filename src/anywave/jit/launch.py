@@ -35,11 +35,12 @@ from anywave.abi import dims3 as _dims3
 from anywave.compiler import debugprint
 from anywave.errors import LaunchError, LaunchValueError
 from anywave.runtime import arrays as A
+from anywave.runtime import targets as rt
 from anywave.runtime.driver import MISS, PlanLayout  # MISS: a plan did not recognise its arguments
 from anywave.runtime.targets import ID_LIMIT_I32, check_launch_rules
 
 from . import capture as _capture
-from .targets import bind, check_default_wave_width, drive, get_target, launch_options
+from .targets import bind, check_default_wave_width, default_name, drive, get_target, launch_options
 
 _INT_RANGES: dict[str, tuple[int, int]] = {}
 
@@ -61,13 +62,20 @@ def _int_range(t: Any) -> tuple[int, int]:
     return r
 
 
-def resolve_target(kname: str, target: str | None, mems: Sequence[tuple[str, A.Memory]]) -> tuple[str, int]:
+def resolve_target(kname: str, target: str | None, mems: Sequence[tuple[str, A.Memory]],
+                   module: Any = None, kernel: Any = None) -> tuple[str, int]:
     """(target name, device ordinal) of a launch: ``target`` as given (``"cuda:1"`` style for
-    a device), else the device all device-resident buffers live on, else the default target.
+    a device), else the device all device-resident buffers live on, else the default target
+    for ``kernel`` of ``module`` (:func:`anywave.jit.targets.default_name`; without them, the
+    best available target).
 
     Raises:
         ArgumentError: buffers on different devices, or on a device the named target is not."""
     name, dev = (None, None)
+    if target == rt.HOST:  # the best target on the host CPU that runs this kernel
+        if module is None or kernel is None:
+            return rt.host_names()[0], 0
+        return rt.serving_name(module, kernel, host=True), 0
     if target is not None:
         name, _, d = str(target).partition(":")
         if d:
@@ -85,6 +93,8 @@ def resolve_target(kname: str, target: str | None, mems: Sequence[tuple[str, A.M
         if places:
             kind, d = next(iter(places))
             return kind, d
+        if module is not None and kernel is not None:
+            return default_name(module, kernel), 0
         return get_target(None).name, 0
     if dev is None:
         dev = next((m.device for _, m in resident if m.kind == name), 0)
@@ -431,7 +441,7 @@ def launch(kf: Any, args: Sequence[Any], kwargs: Mapping[str, Any], grid: Any, w
                 raise LaunchError(f"{e} (it is {p.ann!r})") from None
             mems.append((p.name, m))
     try:
-        tname, tdev = resolve_target(kf.name, target, mems)
+        tname, tdev = resolve_target(kf.name, target, mems, module, k)
     except A.ArgumentError as e:
         raise LaunchError(str(e)) from None
     values: list[Any] = []

@@ -13,8 +13,10 @@ which checks only what does not depend on them, once per launch plan (the plan's
 then call the bound launch, or the driver's own plan launcher, directly).
 
 ``get_target(None)`` is the target named by the environment variable ``ANYWAVE_TARGET`` if
-set, else the best available one (:data:`anywave.runtime.targets.PREFERENCE`: a GPU, then a
-compiled CPU runtime, then the reference emulator).
+set, else the best available one (:func:`anywave.runtime.targets.preferred_names`: a GPU, then
+the native ``cpu`` target, then a runtime whose device is the host CPU, then the reference
+emulator). A ``kernel(...)`` launch that names no target takes :func:`default_name`: the same,
+passing by a target that refuses that kernel (the cpu target and matrix fragments).
 
 A launch that gives no ``wave_width`` runs at the one default rule
 (:func:`anywave.runtime.targets.default_wave_width`: W = 32 wherever the target can run it).
@@ -269,6 +271,13 @@ _CACHE: dict[str, Target] = {}
 def available_targets() -> list[str]:
     """Names of the available targets, best first."""
     return rt.preferred_names()
+
+
+def default_name(module: Any, kernel: Any) -> str:
+    """Where a launch of ``kernel`` (of ``module``) that names no target runs: ``ANYWAVE_TARGET``
+    if set, else the best available target that does not refuse the kernel
+    (:func:`anywave.runtime.targets.serving_name`)."""
+    return os.environ.get("ANYWAVE_TARGET") or rt.serving_name(module, kernel)
 
 
 def get_target(name: str | None) -> Target:

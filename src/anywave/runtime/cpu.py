@@ -528,6 +528,14 @@ class CpuTarget(RunnerTarget):
     def make_runner(self) -> CpuRunner:
         return CpuRunner()
 
+    @staticmethod
+    def refuses(module: Any, kernel: Any) -> str | None:
+        """Why the cpu target cannot run ``kernel`` (a :class:`~anywave.binary.module.Kernel`
+        of ``module``), or None: the backend's refusals (:func:`anywave.backends.cpu.refusal`)."""
+        from anywave.backends.cpu import refusal
+
+        return refusal(module, kernel)
+
 
 def register() -> None:
     """Register the ``cpu`` target with :mod:`anywave.runtime.targets`."""

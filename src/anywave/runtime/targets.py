@@ -113,18 +113,24 @@ class TargetStatus:
 class _Entry:
     probe: Callable[[], tuple[bool, str, Sequence[TargetInfo]]]
     factory: Callable[..., Any]
+    #: ``refuses(module, kernel) -> reason or None``: a kernel the target cannot run (a default
+    #: launch then goes to the next target, :func:`serving_name`)
+    refuses: Callable[[Any, Any], str | None] | None = None
 
 
 _REGISTRY: dict[str, _Entry] = {}
 
 
 def register_target(name: str, probe: Callable[[], tuple[bool, str, Sequence[TargetInfo]]],
-                    factory: Callable[..., Any]) -> None:
+                    factory: Callable[..., Any],
+                    refuses: Callable[[Any, Any], str | None] | None = None) -> None:
     """Register (or replace) a target: ``probe() -> (available, reason, infos)`` must not
-    raise; ``factory(**options)`` returns an object with ``info`` and ``launch(...)``. The
+    raise; ``factory(**options)`` returns an object with ``info`` and ``launch(...)``;
+    ``refuses(module, kernel)``, if given, returns why the target cannot run that kernel (or
+    None), so a launch that names no target passes it by (:func:`serving_name`). The
     built-in runtimes (:data:`RUNTIMES`) are registered first, so they keep their order."""
     _load_optional_runtimes()
-    _REGISTRY[name] = _Entry(probe, factory)
+    _REGISTRY[name] = _Entry(probe, factory, refuses)
 
 
 def target_names() -> list[str]:
@@ -173,22 +179,73 @@ def get_target(name: str, **options: Any) -> Any:
     return e.factory(**options)
 
 
-#: which available target launches pick by default, best first: a GPU, then the compiled
-#: CPU runtimes, then the reference emulator (always present)
-PREFERENCE = ("cuda", "hip", "metal", "opencl", "sycl", "vulkan", "emulator")
+#: which available target launches pick by default, best first, within the tiers of
+#: :func:`preferred_names`: a GPU, then the native ``cpu`` target, then the runtimes whose
+#: device is the host CPU (OpenCL and SYCL on Intel's CPU runtime, Vulkan on lavapipe: 1.5-30x
+#: slower than NumPy on the issue-29 kernels, where the cpu target is 0.1-8.6x), then the
+#: reference emulator (always present)
+PREFERENCE = ("cuda", "hip", "metal", "opencl", "sycl", "vulkan", "cpu", "emulator")
+
+
+def _tier(st: TargetStatus) -> int:
+    """0 a device of its own (a GPU), 1 the native cpu target, 2 a runtime whose devices are
+    all the host CPU (:attr:`TargetInfo.host_memory`), 3 the emulator, 4 a target
+    :data:`PREFERENCE` does not name."""
+    if st.name not in PREFERENCE:
+        return 4
+    if st.name == "emulator":
+        return 3
+    if st.name == "cpu":
+        return 1
+    return 2 if st.infos and all(i.host_memory for i in st.infos) else 0
 
 
 def preferred_names() -> list[str]:
-    """Names of the available targets, best first (:data:`PREFERENCE`, then any others)."""
-    ok = [st.name for st in available_targets() if st.available]
+    """Names of the available targets, best first: by tier (:func:`_tier`: a GPU, the cpu
+    target, the runtimes on the host CPU, the emulator, then any others), each tier in
+    :data:`PREFERENCE` order."""
     rank = {n: i for i, n in enumerate(PREFERENCE)}
-    return sorted(ok, key=lambda n: rank.get(n, len(PREFERENCE)))
+    ok = [st for st in available_targets() if st.available]
+    return [st.name for st in sorted(ok, key=lambda st: (_tier(st), rank.get(st.name, len(PREFERENCE))))]
+
+
+def refusal(name: str, module: Any, kernel: Any) -> str | None:
+    """Why target ``name`` cannot run ``kernel`` of ``module`` (its ``refuses`` hook), or None."""
+    e = _REGISTRY.get(name)
+    if e is None or e.refuses is None:
+        return None
+    return e.refuses(module, kernel)
+
+
+#: the name that asks for the best target on the host CPU (:func:`serving_name` with ``host=True``)
+HOST = "host"
+
+
+def host_names() -> list[str]:
+    """The available targets whose devices are all the host CPU and its memory
+    (:attr:`TargetInfo.host_memory`: the cpu target, OpenCL/SYCL on a CPU device, Vulkan on
+    lavapipe, the emulator), best first (:func:`preferred_names`)."""
+    host = {st.name for st in available_targets() if st.available and st.infos
+            and all(i.host_memory for i in st.infos)}
+    return [n for n in preferred_names() if n in host]
+
+
+def serving_name(module: Any, kernel: Any, host: bool = False) -> str:
+    """The best available target (:func:`preferred_names`; with ``host``, of :func:`host_names`)
+    that does not refuse ``kernel`` of ``module`` (:func:`refusal`; the emulator runs every valid
+    kernel): where a launch that names no target (or names ``"host"``) runs."""
+    names = host_names() if host else preferred_names()
+    for n in names:
+        if refusal(n, module, kernel) is None:
+            return n
+    return names[-1]
 
 
 def default_target(**options: Any) -> Any:
     """The best available target (:func:`preferred_names`): CUDA when a GPU is present,
-    else a CPU runtime, else the emulator. Falling back to the emulator warns (once per
-    process, RuntimeWarning) with the reason each other registered target is unavailable."""
+    else the cpu target, else a runtime on the host CPU, else the emulator. Falling back to the
+    emulator warns (once per process, RuntimeWarning) with the reason each other registered
+    target is unavailable."""
     best = preferred_names()[0]
     if best == "emulator":
         _warn_fallback()
@@ -431,7 +488,7 @@ class RunnerTarget:
                 return False, why, ()
             return True, "", (cls().info,)
 
-        register_target(cls.name, probe, cls)
+        register_target(cls.name, probe, cls, getattr(cls, "refuses", None))
 
 
 #: the runtime modules, each with a ``register()`` function, loaded on the registry's first use

@@ -1,0 +1,105 @@
+"""Where a launch that names no target runs (issue 29, item 2): a GPU, then the native cpu
+target, then the runtimes whose device is the host CPU, then the emulator; a target that refuses
+a kernel (the cpu target and matrix fragments) is passed by for that kernel; ``target="host"``
+asks for the best target on the host CPU."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import anywave as aw
+from anywave.isa.types import Capability
+from anywave.runtime import targets as rt
+from anywave.runtime.targets import TargetInfo, TargetStatus
+
+
+def _status(name: str, host: bool) -> TargetStatus:
+    info = TargetInfo(name, "dev", 32, Capability(0), 0, 1, (1, 1, 1), (1, 1, 1), host_memory=host)
+    return TargetStatus(name, True, "", (info,))
+
+
+def test_the_order_is_gpu_cpu_host_runtimes_emulator(monkeypatch: pytest.MonkeyPatch) -> None:
+    sts = [_status("emulator", True), _status("opencl", True), _status("mine", False), _status("cpu", True),
+           _status("vulkan", False), _status("sycl", True), _status("cuda", False),
+           TargetStatus("hip", False, "no driver")]
+    monkeypatch.setattr(rt, "available_targets", lambda: sts)
+    # vulkan on a device of its own ranks with the GPUs; opencl and sycl on the host CPU after cpu;
+    # an unavailable target nowhere; one PREFERENCE does not name, last
+    assert rt.preferred_names() == ["cuda", "vulkan", "cpu", "opencl", "sycl", "emulator", "mine"]
+    assert rt.host_names() == ["cpu", "opencl", "sycl", "emulator"]
+
+
+@aw.kernel
+def _plus_one(x: aw.Buffer[aw.f32], n: aw.i32):
+    i = aw.global_id(0)
+    if i < n:
+        x[i] = x[i] + 1.0
+
+
+def _cpu_or_skip() -> None:
+    from anywave.runtime import cpu
+
+    ok, why = cpu.status()
+    if not ok:
+        pytest.skip(f"cpu target unavailable: {why}")
+
+
+def test_a_refused_kernel_goes_to_the_next_target(monkeypatch: pytest.MonkeyPatch) -> None:
+    _cpu_or_skip()
+    monkeypatch.delenv("ANYWAVE_TARGET", raising=False)
+    from anywave.kernels import gemm_mma
+    from anywave.runtime.cpu import CpuTarget
+
+    mod = gemm_mma.gemm_frag_kernel.compile()
+    k = mod.kernel(gemm_mma.gemm_frag_kernel.name)
+    why = CpuTarget.refuses(mod, k)
+    assert why is not None and "mma" in why
+    plain = _plus_one.compile()
+    assert CpuTarget.refuses(plain, plain.kernel(_plus_one.name)) is None
+    names = rt.preferred_names()
+    if names[0] != "cpu":
+        pytest.skip(f"a target ranks before cpu here ({names[0]})")
+    assert rt.serving_name(plain, plain.kernel(_plus_one.name)) == "cpu"
+    assert rt.serving_name(mod, k) == names[1]
+    assert rt.serving_name(mod, k, host=True) == rt.host_names()[1]
+
+
+def test_a_launch_without_target_runs_on_the_cpu_target(monkeypatch: pytest.MonkeyPatch) -> None:
+    _cpu_or_skip()
+    monkeypatch.delenv("ANYWAVE_TARGET", raising=False)
+    if rt.preferred_names()[0] != "cpu":
+        pytest.skip(f"a target ranks before cpu here ({rt.preferred_names()[0]})")
+    x = np.arange(300, dtype=np.float32)
+    r = _plus_one(x, x.size, grid=2, workgroup=256)
+    assert r.target == "cpu" and r.wave_width == 32
+    assert np.array_equal(x, np.arange(300, dtype=np.float32) + 1)
+    r = _plus_one(x, x.size, grid=2, workgroup=256, target="host")
+    assert r.target == "cpu"
+    assert np.array_equal(x, np.arange(300, dtype=np.float32) + 2)
+    # the environment still wins
+    monkeypatch.setenv("ANYWAVE_TARGET", "emulator")
+    x2 = np.zeros(8, np.float32)
+    r = _plus_one(x2, 8, grid=1, workgroup=8)
+    # (the emulator returns its EmulationStats, which name no target)
+    assert getattr(r, "target", "emulator") == "emulator" and type(r).__name__ == "EmulationStats"
+    assert np.array_equal(x2, np.ones(8, np.float32))
+
+
+def test_an_mma_kernel_without_target_runs_on_the_next_target(monkeypatch: pytest.MonkeyPatch) -> None:
+    _cpu_or_skip()
+    monkeypatch.delenv("ANYWAVE_TARGET", raising=False)
+    import ml_dtypes
+
+    from anywave.kernels import gemm_mma
+
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal((64, 32)).astype(ml_dtypes.bfloat16)
+    b = rng.standard_normal((32, 128)).astype(ml_dtypes.bfloat16)
+    # no target: the cpu target refuses the fragments, the next one runs them; class bounded
+    # (gemm_mma's docstring, spec 8.13): |C - A@B| <= 2^-18 (K/16) (|A|@|B|) (1 + 2^-18)^(K/16)
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    bound = 2.0**-18 * 2 * (np.abs(a64) @ np.abs(b64)) * (1 + 2.0**-18) ** 2
+    for target in (None, "host"):
+        got = gemm_mma.gemm(a, b, target=target)
+        assert got.shape == (64, 128) and np.all(np.abs(got - a64 @ b64) <= bound)
