@@ -188,6 +188,7 @@ def test_same_bits_at_every_wave_width(w):
 
 
 def test_cpu_target_selection_errors():
+    before = ops.current_cpu_target().info.name
     with pytest.raises(ValueError, match="unknown target 'nope'"):
         ops.set_cpu_target("nope")
     with pytest.raises(ops.OpInputError, match="not a CPU target"):
@@ -195,7 +196,24 @@ def test_cpu_target_selection_errors():
     with pytest.raises(ValueError, match="wave_width"):
         ops.set_cpu_target("emulator", wave_width=12)
     assert "emulator" in ops.cpu_target_names()
-    assert ops.current_cpu_target().info.name == "emulator"
+    assert ops.current_cpu_target().info.name == before  # the refused choices changed nothing
+
+
+def test_the_default_cpu_target_is_the_best_on_the_host():
+    # "host": for each kernel, the best available target on the host CPU (cpu where a C compiler
+    # is present); the emulator's results are the reference
+    from anywave.runtime import targets as rt
+
+    name, opts = ops.set_cpu_target()
+    try:
+        assert ops.current_cpu_target().info.name == rt.host_names()[0]
+        x = rnd(37, 19)
+        got = ops.relu(x)
+        with ops.cpu_target("emulator"):
+            want = ops.relu(x)
+        assert torch.equal(got.view(torch.int32), want.view(torch.int32))
+    finally:
+        ops.set_cpu_target(name, **opts)
 
 
 # ----------------------------------------------------------------------------- input errors

@@ -26,8 +26,9 @@ and ``Library.impl`` for the CPU and CUDA keys, ``register_fake``, ``register_au
   inputs' device, non-contiguous inputs made contiguous, then the kernel launched on the
   tensors' memory (zero-copy): CUDA tensors on the ``cuda`` target of their device, on
   PyTorch's current stream (asynchronous, like any PyTorch kernel); CPU tensors on the CPU
-  target chosen with :func:`anywave.torch.ops.set_cpu_target` (default: the emulator, W = 32),
-  or ``cpu_target=``/``wave_width=`` given here;
+  target chosen with :func:`anywave.torch.ops.set_cpu_target` (default ``"host"``: the best
+  target on the host CPU for each kernel, the native cpu target where a C compiler is present;
+  W = 32), or ``cpu_target=``/``wave_width=`` given here;
 * a fake (meta) implementation from the same shape rule and ABI dtypes, so it traces under
   ``torch.compile(fullgraph=True)`` without graph breaks and passes ``torch.library.opcheck``;
 * autograd when ``backward=`` is given (``torch.library.register_autograd`` semantics: a
@@ -49,7 +50,6 @@ from typing import Any
 import torch
 
 from anywave.errors import WaveError
-from anywave.runtime.targets import DEFAULT_WAVE_WIDTH
 
 __all__ = ["CustomOpError", "custom_op"]
 
@@ -367,7 +367,9 @@ _LIBRARIES: list[Any] = []
 
 #: the target CPU tensors run on: (registry name, factory options), set by
 #: :func:`anywave.torch.ops.set_cpu_target` (held here, below the ops that read it)
-CPU_CHOICE: list[tuple[str, tuple[tuple[str, Any], ...]]] = [("emulator", (("wave_width", DEFAULT_WAVE_WIDTH),))]
+#: (default ``"host"``: per kernel, the best target on the host CPU -- the cpu target, then
+#: OpenCL/SYCL/Vulkan on the CPU, then the emulator, :func:`anywave.runtime.targets.serving_name`)
+CPU_CHOICE: list[tuple[str, tuple[tuple[str, Any], ...]]] = [("host", ())]
 
 
 def _cpu_choice(cpu_target: str | None, wave_width: int | None) -> tuple[str, int | None]:

@@ -22,6 +22,7 @@ from anywave.jit.targets import get_target
 from anywave.kernels.gemm_group import BN as GROUP_BN
 from anywave.kernels.gemm_group import gemm_group_kernel
 from anywave.kernels.gemm_mma import gemm_frag_kernel, gemm_tiled_kernel
+from anywave.runtime import targets as rt
 from anywave.runtime.cuda import WAVE_WIDTH as CUDA_WAVE_WIDTH
 from anywave.torch import placement as O
 from anywave.torch.custom_ops import _cpu_choice
@@ -106,8 +107,11 @@ def gemm_mma(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = None,
                 "m": mp, "n": np_, "k": kp}
         # the packed operands are int views of the u32/u16 words: the module-level front door
         # (anywave.jit.targets.Target.launch), where the driver checks the ABI, not the kernel call's dtypes
-        get_target(_cpu_choice(None, None)[0]).launch(kern.compile(**consts), kern.name, grid=grid,
-                                                      workgroup=(waves * w, 1, 1), args=host, wave_width=w)
+        module = kern.compile(**consts)
+        name = _cpu_choice(None, None)[0]
+        if name == rt.HOST:  # the best target on the host CPU that runs fragments
+            name = rt.serving_name(module, module.kernel(kern.name), host=True)
+        get_target(name).launch(module, kern.name, grid=grid, workgroup=(waves * w, 1, 1), args=host, wave_width=w)
     return out[:m, :n].contiguous() if (mp, np_) != (m, n) else out
 
 

@@ -28,8 +28,11 @@ Where the work runs:
   zero-copy (the kernel reads and writes the tensors' memory; launches are asynchronous
   like any PyTorch kernel).
 * CPU tensors → the CPU target chosen with :func:`set_cpu_target` / :func:`cpu_target`
-  (default: the emulator at W = 32; ``opencl`` / ``sycl`` when registered and available),
-  zero-copy (the tensors' memory is the kernel's buffers; SYCL copies host memory into USM).
+  (default ``"host"``: for each kernel the best target on the host CPU at W = 32 -- the native
+  ``cpu`` target where a C compiler is present, the next one for kernels it refuses, the
+  emulator when nothing else is usable; or a name: ``cpu``, ``emulator``, ``opencl``,
+  ``sycl``, ``vulkan``), zero-copy (the tensors' memory is the kernel's buffers; SYCL copies
+  host memory into USM).
 
 Inputs must be float32 (labels: int32 or int64, values in [0, classes)); non-contiguous
 inputs are made contiguous (a copy); all tensors of one call must be on one device.

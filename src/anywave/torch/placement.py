@@ -42,6 +42,10 @@ def cpu_target_names() -> list[str]:
 
 
 def _get_target(name: str, options: tuple[tuple[str, Any], ...]) -> Any:
+    if name == "host":  # the best target on the host CPU (a kernel's launch may pass it by: ops._launch)
+        from anywave.runtime import targets
+
+        name = targets.host_names()[0]
     key = (name, options)
     with _LOCK:
         t = _TARGET_CACHE.get(key)
@@ -54,10 +58,13 @@ def _get_target(name: str, options: tuple[tuple[str, Any], ...]) -> Any:
     return t
 
 
-def set_cpu_target(name: str = "emulator", **options: Any) -> tuple[str, dict[str, Any]]:
-    """Choose the target that runs ops on CPU tensors: a registry name (``emulator``,
-    ``opencl``, ``sycl``) and its factory options (e.g. ``wave_width=16``). The target is
-    created now, so an unknown or unavailable one fails here.
+def set_cpu_target(name: str = "host", **options: Any) -> tuple[str, dict[str, Any]]:
+    """Choose the target that runs ops on CPU tensors: a registry name (``cpu``, ``emulator``,
+    ``opencl``, ``sycl``, ``vulkan``) and its factory options (e.g. ``wave_width=16``), or
+    ``"host"`` (the default): for each kernel the best target on the host CPU that runs it
+    (:func:`anywave.runtime.targets.serving_name`: the cpu target where a C compiler is
+    present; matrix-fragment kernels, which it refuses, on the next one). The target is created
+    now, so an unknown or unavailable one fails here.
 
     Returns the previous choice ``(name, options)``.
 
@@ -75,7 +82,7 @@ def set_cpu_target(name: str = "emulator", **options: Any) -> tuple[str, dict[st
 
 
 @contextlib.contextmanager
-def cpu_target(name: str = "emulator", **options: Any) -> Iterator[Any]:
+def cpu_target(name: str = "host", **options: Any) -> Iterator[Any]:
     """Context manager: run CPU-tensor ops on target ``name`` inside the block (see
     :func:`set_cpu_target`); yields the target object."""
     prev_name, prev_opts = set_cpu_target(name, **options)
