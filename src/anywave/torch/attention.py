@@ -22,7 +22,8 @@ likewise.
 CUDA tensors run on the ``cuda`` target of their device, CPU tensors on the CPU target chosen
 with :func:`anywave.torch.ops.set_cpu_target` / :func:`anywave.torch.ops.cpu_target` (default:
 the best target on the host CPU for each kernel), zero-copy, as the other ops. Raises
-:class:`~anywave.torch.ops.OpDtypeError` (dtypes) and :class:`~anywave.torch.ops.OpInputError` (shapes, devices, mode, scale).
+:class:`~anywave.torch.ops.OpDtypeError` (dtypes) and :class:`~anywave.torch.ops.OpInputError`
+(shapes, devices, mode, scale).
 """
 
 from __future__ import annotations
