@@ -103,3 +103,30 @@ def test_an_mma_kernel_without_target_runs_on_the_next_target(monkeypatch: pytes
     for target in (None, "host"):
         got = gemm_mma.gemm(a, b, target=target)
         assert got.shape == (64, 128) and np.all(np.abs(got - a64 @ b64) <= bound)
+
+
+def test_host_in_the_environment_and_by_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    _cpu_or_skip()
+    from anywave.jit.targets import get_target
+
+    assert get_target("host").name == rt.host_names()[0]
+    monkeypatch.setenv("ANYWAVE_TARGET", "host")
+    x = np.zeros(16, np.float32)
+    r = _plus_one(x, 16, grid=1, workgroup=16)
+    assert getattr(r, "target", "emulator") == rt.host_names()[0]
+    assert np.array_equal(x, np.ones(16, np.float32))
+    assert get_target(None).name == rt.host_names()[0]
+
+
+def test_host_does_not_take_a_device_array_of_another_target() -> None:
+    _cpu_or_skip()
+    from anywave.runtime import opencl
+
+    ok, why = opencl.status()
+    if not ok:
+        pytest.skip(f"OpenCL unavailable: {why}")
+    if rt.host_names()[0] == "opencl":
+        pytest.skip("OpenCL is the best host target here")
+    x = aw.array(np.zeros(16, np.float32), target="opencl")
+    with pytest.raises(aw.LaunchError, match="lives on opencl"):
+        _plus_one(x, 16, grid=1, workgroup=16, target="host")

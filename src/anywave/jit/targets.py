@@ -277,7 +277,10 @@ def default_name(module: Any, kernel: Any) -> str:
     """Where a launch of ``kernel`` (of ``module``) that names no target runs: ``ANYWAVE_TARGET``
     if set, else the best available target that does not refuse the kernel
     (:func:`anywave.runtime.targets.serving_name`)."""
-    return os.environ.get("ANYWAVE_TARGET") or rt.serving_name(module, kernel)
+    env = os.environ.get("ANYWAVE_TARGET")
+    if env == rt.HOST:
+        return rt.serving_name(module, kernel, host=True)
+    return env or rt.serving_name(module, kernel)
 
 
 def get_target(name: str | None) -> Target:
@@ -288,6 +291,8 @@ def get_target(name: str | None) -> Target:
     """
     if name is None:
         name = os.environ.get("ANYWAVE_TARGET") or available_targets()[0]
+    if name == rt.HOST:  # the best target on the host CPU (a launch picks it per kernel: default_name)
+        name = rt.host_names()[0]
     # a named target: its own probe only (a launch's full path comes here; probing every
     # runtime, HIP's import attempt and CUDA's device queries included, cost ~0.2 ms a call)
     st = rt.target_status(name)
