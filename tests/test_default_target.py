@@ -130,3 +130,21 @@ def test_host_does_not_take_a_device_array_of_another_target() -> None:
     x = aw.array(np.zeros(16, np.float32), target="opencl")
     with pytest.raises(aw.LaunchError, match="lives on opencl"):
         _plus_one(x, 16, grid=1, workgroup=16, target="host")
+
+
+def test_devices_says_the_default_order(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+
+    from anywave.cli import main
+
+    monkeypatch.delenv("ANYWAVE_TARGET", raising=False)
+    assert main(["devices"]) == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    names = last.split("first of ", 1)[1].split(" that runs", 1)[0].split(", ")
+    avail = [st.name for st in rt.available_targets() if st.available]
+    assert sorted(names) == sorted(avail) and names[-1] in ("emulator", *[n for n in avail if n not in rt.PREFERENCE])
+    if "cpu" in avail:
+        assert names.index("cpu") < names.index("emulator")
+    assert main(["devices", "--json"]) == 0
+    ranks = {d["target"]: d["default_rank"] for d in json.loads(capsys.readouterr().out)}
+    assert sorted((r, n) for n, r in ranks.items() if r is not None) == list(enumerate(names))

@@ -20,9 +20,12 @@ def run(args: argparse.Namespace) -> int:
     """Print one line per target (available or not, with the reason) and per device, with
     the wave widths each runs and the default W (the one rule of
     :func:`anywave.runtime.targets.default_wave_width`)."""
-    from anywave.runtime.targets import DEFAULT_WAVE_WIDTH, available_targets, default_wave_width
+    import os
+
+    from anywave.runtime.targets import DEFAULT_WAVE_WIDTH, available_targets, default_wave_width, preferred_names
 
     statuses = available_targets()
+    order = preferred_names()
 
     def widths(i) -> tuple[int, ...]:  # noqa: ANN001
         return tuple(i.wave_widths)
@@ -31,6 +34,7 @@ def run(args: argparse.Namespace) -> int:
         out = []
         for s in statuses:
             out.append({"target": s.name, "available": s.available, "reason": s.reason,
+                        "default_rank": order.index(s.name) if s.name in order else None,
                         "default_wave_width_rule": DEFAULT_WAVE_WIDTH,
                         "devices": [{"device": i.device, "wave_width": default_wave_width(widths(i)),
                                      "wave_widths": list(widths(i)),
@@ -56,4 +60,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"{s.name:<10} {i.device}: {runs}, local memory {i.local_memory} B, "
                   f"max workgroup {i.max_workgroup_size}, capabilities {','.join(i.capabilities.spellings())}"
                   + (f"; {extra}" if extra else ""))
+    env = os.environ.get("ANYWAVE_TARGET")
+    print(f"a launch without target= runs on the first of {', '.join(order)} that runs its kernel"
+          + (f" (ANYWAVE_TARGET={env} overrides that here)" if env else " (ANYWAVE_TARGET overrides)"))
     return 0
