@@ -308,6 +308,31 @@ def test_vector_spellings_match_their_definitions(runner, tmp_path) -> None:  # 
     assert run("t_sdiv", a, bs).view(np.int32).tolist() == qs
     assert run("t_srem", a, bs).view(np.int32).tolist() == [int(x) - q * int(y) for x, y, q in
                                                            zip(sa, sbs, qs, strict=True)]
+    # a divisor the same in all 8 lanes of a chunk (the reciprocal path): every special divisor and
+    # random ones (small, near 2^31 and 2^32), each against special and random dividends,
+    # exact multiples of it among them (where a * (1/b) can fall just short of the quotient)
+    nd = n // 8
+    dv = np.concatenate([special, rng.integers(1, 100, nd // 4), rng.integers(2**31 - 4096, 2**31 + 4096, nd // 4),
+                         rng.integers(2**32 - 4096, 2**32, nd // 4), rng.integers(1, 2**32, nd)])[:nd]
+    ub = np.repeat(np.where(dv == 0, 1, dv).astype(np.uint32), 8)
+    u64 = ub.astype(np.uint64)
+    mult = u64 * rng.integers(0, (2**32 - 1) // u64 + 1, dtype=np.uint64)  # exact multiples of b, < 2^32
+    ua = np.where(np.arange(n) % 3 == 0, a, np.where(np.arange(n) % 3 == 1, mult, mult - 1)).astype(np.uint32)
+    assert run("t_udiv", ua, ub).tolist() == [int(x) // int(y) for x, y in zip(ua, ub, strict=True)]
+    assert run("t_urem", ua, ub).tolist() == [int(x) % int(y) for x, y in zip(ua, ub, strict=True)]
+    # signed: the reciprocal path is taken for b > 0; b <= 0 (the top bit set) keeps the division
+    sb2 = ub.view(np.int32).astype(np.int64)
+    m2 = np.where(sb2 > 0, sb2, 1) * rng.integers(0, 2**31 // np.abs(np.where(sb2 == 0, 1, sb2)) + 1)
+    m2 = np.clip(m2, 0, 2**31 - 1)
+    sel = np.arange(n) % 4
+    sa2 = np.where(sel == 0, a.view(np.int32), np.where(sel == 1, m2, np.where(sel == 2, -m2, -m2 - 1)))
+    sa2 = sa2.astype(np.int64).clip(-(2**31), 2**31 - 1)
+    sa2 = np.where((sa2 == -(2**31)) & (sb2 == -1), 0, sa2)  # MIN / -1 stays out, as the bodies keep it
+    xa, xb = sa2.astype(np.int32).view(np.uint32), sb2.astype(np.int32).view(np.uint32)
+    qs2 = [trunc_div(int(x), int(y)) for x, y in zip(sa2, sb2, strict=True)]
+    assert run("t_sdiv", xa, xb).view(np.int32).tolist() == qs2
+    assert run("t_srem", xa, xb).view(np.int32).tolist() == [int(x) - q * int(y) for x, y, q in
+                                                            zip(sa2, sb2, qs2, strict=True)]
     # minNum / maxNum (canonical NaN out)
     fa, fb = a.view(np.float32), b.view(np.float32)
     fb2 = np.where(rng.integers(0, 3, n) == 0, fa, fb).astype(np.float32)  # equal and signed-zero pairs
