@@ -308,7 +308,7 @@ def test_vector_spellings_match_their_definitions(runner, tmp_path) -> None:  # 
     assert run("t_sdiv", a, bs).view(np.int32).tolist() == qs
     assert run("t_srem", a, bs).view(np.int32).tolist() == [int(x) - q * int(y) for x, y, q in
                                                            zip(sa, sbs, qs, strict=True)]
-    # a divisor the same in all 8 lanes of a chunk (the reciprocal path): every special divisor and
+    # a divisor the same in all 8 lanes of a chunk (a kernel's scalar: the common case) and
     # random ones (small, near 2^31 and 2^32), each against special and random dividends,
     # exact multiples of it among them (where a * (1/b) can fall just short of the quotient)
     nd = n // 8
@@ -320,7 +320,7 @@ def test_vector_spellings_match_their_definitions(runner, tmp_path) -> None:  # 
     ua = np.where(np.arange(n) % 3 == 0, a, np.where(np.arange(n) % 3 == 1, mult, mult - 1)).astype(np.uint32)
     assert run("t_udiv", ua, ub).tolist() == [int(x) // int(y) for x, y in zip(ua, ub, strict=True)]
     assert run("t_urem", ua, ub).tolist() == [int(x) % int(y) for x, y in zip(ua, ub, strict=True)]
-    # signed: the reciprocal path is taken for b > 0; b <= 0 (the top bit set) keeps the division
+    # signed, with exact multiples of positive divisors and their neighbours
     sb2 = ub.view(np.int32).astype(np.int64)
     m2 = np.where(sb2 > 0, sb2, 1) * rng.integers(0, 2**31 // np.abs(np.where(sb2 == 0, 1, sb2)) + 1)
     m2 = np.clip(m2, 0, 2**31 - 1)

@@ -196,43 +196,20 @@ AW_FN aw_vu aw_vf2u32(aw_vf x) {
 }
 /* 32-bit division (the body keeps a zero divisor and MIN / -1 out): through double, exact -- the
    double quotient of integers below 2^53 never rounds across an integer, so its truncation is
-   the integer quotient.
-   A divisor the same in every lane of the chunk (a kernel's scalar, a size: `i // n`) takes one
-   scalar reciprocal r = 1/b and a multiply instead of the vector division (issue 29, Jacobi:
-   `vdivpd` was its hottest code). a * r differs from a / b by at most (a / b) * 2^-52 (two
-   roundings), less than 1/b, the distance from a / b to the next integer above when a / b is
-   not an integer (|a| < 2^52): so trunc(a * r) is the quotient, or one less in magnitude when
-   a / b is an integer that a * r fell just short of; the remainder a - q * b then reaches b in
-   magnitude, and one step fixes it. Signed: only for b > 0 (then |a - q * b| <= |a|, no
-   overflow). */
+   the integer quotient */
 typedef double aw_vd __attribute__((vector_size(64)));
-typedef long long aw_vl __attribute__((vector_size(64)));
 AW_FN aw_vu aw_vsdiv(aw_vu a, aw_vu b) {
-  if (aw_vall(AW_B(b == b[0])) & ((i32)b[0] > 0)) {
-    const double r = 1.0 / (double)(i32)b[0];
-    const aw_vi ai = (aw_vi)a, bi = (aw_vi)b;
-    const aw_vi q0 = __builtin_convertvector(__builtin_convertvector(ai, aw_vd) * r, aw_vi);
-    const aw_vi rem = ai - q0 * bi;
-    /* a vector compare is -1 where true: +1 for a >= 0 with rem >= b, -1 for a < 0 with rem <= -b */
-    return (aw_vu)(q0 - ((ai >= 0) & (rem >= bi)) + ((ai < 0) & (rem <= -bi)));
-  }
   const aw_vd q = __builtin_convertvector((aw_vi)a, aw_vd) / __builtin_convertvector((aw_vi)b, aw_vd);
   return (aw_vu)__builtin_convertvector(q, aw_vi);
 }
-/* q in [0, 2^32) to u32: its part from 2^31 up (exact) goes in the top bit, the rest converts as i32 */
-AW_FN aw_vu aw_vd2u(aw_vd q) {
+typedef long long aw_vl __attribute__((vector_size(64)));
+AW_FN aw_vu aw_vudiv(aw_vu a, aw_vu b) {
+  const aw_vd q = __builtin_convertvector(a, aw_vd) / __builtin_convertvector(b, aw_vd);
+  /* q in [0, 2^32): its part from 2^31 up (exact) goes in the top bit, the rest converts as i32 */
   const aw_vd two31 = (aw_vd){0, 0, 0, 0, 0, 0, 0, 0} + 2147483648.0;
   const aw_vl hi = q >= two31;
   const aw_vd low = q - (aw_vd)((aw_vl)two31 & hi);
   return (aw_vu)__builtin_convertvector(low, aw_vi) ^ ((aw_vu)__builtin_convertvector(hi, aw_vi) & 0x80000000u);
-}
-AW_FN aw_vu aw_vudiv(aw_vu a, aw_vu b) {
-  if (aw_vall(AW_B(b == b[0]))) {
-    const double r = 1.0 / (double)b[0];
-    const aw_vu q0 = aw_vd2u(__builtin_convertvector(a, aw_vd) * r);
-    return q0 + AW_B(a - q0 * b >= b);
-  }
-  return aw_vd2u(__builtin_convertvector(a, aw_vd) / __builtin_convertvector(b, aw_vd));
 }
 #define aw_vsrem(a, b) ((a) - aw_vsdiv(a, b) * (b))
 #define aw_vurem(a, b) ((a) - aw_vudiv(a, b) * (b))
