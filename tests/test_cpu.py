@@ -362,3 +362,36 @@ def test_vector_spellings_match_their_definitions(runner, tmp_path) -> None:  # 
     assert run("t_f2i", f.view(np.uint32), f.view(np.uint32)).view(np.int32).tolist() == \
         [to_int(float(v), -(2**31), 2**31 - 1) for v in f]
     assert run("t_f2u", f.view(np.uint32), f.view(np.uint32)).tolist() == [to_int(float(v), 0, 2**32 - 1) for v in f]
+
+
+@pytest.mark.parametrize("solo_us", [0.0, 1e9])
+def test_a_kernel_without_loops_runs_alone_or_with_the_pool(runner, monkeypatch, solo_us: float) -> None:  # noqa: ANN001
+    # the launching thread runs a loop-free kernel and wakes the pool after SOLO_US with
+    # workgroups left (aw_pool_solo): at 0 the pool joins after the first workgroup, at 1e9 never;
+    # both give every workgroup's result, and an out-of-bounds access in the last one is reported
+    from anywave.runtime import cpu
+
+    monkeypatch.setattr(cpu, "SOLO_US", solo_us)
+    src = """
+.kernel k
+.arg x buffer u32 readwrite
+.arg n scalar u32
+.registers 6
+    mov.sr r0, sr_global_id_x
+    movi.b32 r1, 2
+    shl.b32 r2, r0, r1
+    ld.device.b32 r3, x[r2]
+    ldarg.b32 r4, n
+    mul.i32 r3, r3, r4
+    add.i32 r3, r3, r0
+    st.device.b32 x[r2], r3
+.end
+"""
+    mod = assemble(src)
+    g = 37
+    x = np.arange(g * 64, dtype=np.uint32)
+    runner(mod, "k", (g, 1, 1), (64, 1, 1), {"x": x, "n": 3}, 32)
+    t = np.arange(g * 64, dtype=np.uint64)
+    assert np.array_equal(x, ((t * 3 + t) % 2**32).astype(np.uint32))
+    with pytest.raises(OutOfBoundsError, match="argument 'x'"):
+        runner(mod, "k", (g, 1, 1), (64, 1, 1), {"x": np.zeros(g * 64 - 1, np.uint32), "n": 3}, 32)

@@ -156,6 +156,30 @@ void aw_pool_start(aw_job *j, int wake) {
 }
 /* the launching thread claims grains too */
 void aw_pool_help(aw_job *j) { run_job(j); }
+static double now_us(void) {
+  struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec * 1e6 + t.tv_nsec * 1e-3;
+}
+/* a job of a kernel without loops (bounded time), run by the launching thread, which wakes `wake`
+   pool threads only once it has worked `solo_us` microseconds with grains left: waking a thread
+   and waiting for it costs tens of microseconds, more than a small launch's whole work. 1: done
+   (no pool thread took part), 0: the pool has it (wait with aw_pool_wait) */
+int aw_pool_solo(aw_job *j, int wake, double solo_us) {
+  const double t0 = now_us();
+  for (;;) {
+    uint32_t lo = __atomic_fetch_add(&j->next, j->grain, __ATOMIC_RELAXED);
+    if (lo >= j->G) return 1;
+    uint32_t hi = lo + j->grain < j->G ? lo + j->grain : j->G;
+    int rc = j->fn(j->bufs, j->sizes, j->scal, j->dims, lo, hi, j->err, j->stop);
+    if (rc) __atomic_or_fetch(&j->rc, 1 << rc, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&j->done, hi - lo, __ATOMIC_ACQ_REL);
+    if (hi >= j->G) return 1;
+    if (wake > 0 && now_us() - t0 > solo_us) {
+      aw_pool_start(j, wake);
+      run_job(j);
+      return 0;
+    }
+  }
+}
 /* wait for the job up to timeout_ms: 1 done, 0 not yet */
 int aw_pool_wait(aw_job *j, int timeout_ms) {
   struct timespec ts; clock_gettime(CLOCK_REALTIME, &ts);
@@ -241,6 +265,8 @@ class CpuDevice:
                 lib.aw_pool_start.argtypes, lib.aw_pool_start.restype = [ctypes.c_void_p, ctypes.c_int], None
                 lib.aw_pool_help.argtypes, lib.aw_pool_help.restype = [ctypes.c_void_p], None
                 lib.aw_pool_wait.argtypes, lib.aw_pool_wait.restype = [ctypes.c_void_p, ctypes.c_int], ctypes.c_int
+                lib.aw_pool_solo.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_double]
+                lib.aw_pool_solo.restype = ctypes.c_int
                 if lib.aw_pool_init(self.cores, STACK_BYTES) != 0:
                     raise CpuError(f"the cpu target could not start {self.cores} worker threads")
                 self._pool = lib
@@ -345,7 +371,9 @@ _ARGTYPES = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
 
 @dataclass
 class _Plan:
-    """What every launch of one prepared (program, kernel, sizes) reuses (:meth:`CpuRunner._plan`)."""
+    """What every launch of one prepared (program, kernel, sizes) reuses (:meth:`CpuRunner._plan`):
+    also the argument words, error record, stop flag and job the C side reads, filled again at
+    each launch under the device's launch lock (one launch at a time on the pool)."""
 
     program: Any  # the rendered program it was made from (the cache key's id is checked against it)
     kernel: Any
@@ -354,11 +382,21 @@ class _Plan:
     dims: Any
     G: int
     params: list
+    ptrs: Any = None
+    sizes: Any = None
+    scal: Any = None
+    err: Any = None
+    stop: Any = None
+    job: Any = None
 
 
 _PAD = (ctypes.c_uint8 * 16)()  # what an empty buffer points at
 #: prepared launches whose reusable part is kept (least recently used dropped first)
 PLAN_CACHE = 256
+#: microseconds the launching thread runs a kernel without loops alone before it wakes the pool's
+#: other threads (aw_pool_solo): waking one and waiting for it cost 15-27 us a launch on the
+#: 2-core development host (a 256-thread add: 28 us a call with 1 workgroup, 40-55 us with 2-16)
+SOLO_US = 50.0
 
 
 class CpuRunner(Driver):
@@ -413,7 +451,9 @@ class CpuRunner(Driver):
         it); synchronous. See :meth:`__call__`."""
         if launch.dims is None:
             return
-        self._run(self._plan(launch), *self._words(margs))
+        plan = self._plan(launch)
+        with self.dev._launch_lock:
+            self._run(plan, *self._words(plan, margs))
 
     def _plan(self, launch: Any) -> _Plan:
         """The reusable part of ``launch``: the compiled function, the launch sizes, the ABI;
@@ -434,6 +474,12 @@ class CpuRunner(Driver):
         dims = (ctypes.c_uint32 * 7)(wg[0], wg[1], wg[2], g3[0], g3[1], g3[2], P)
         params = [(a.name, a.kind is ArgKind.BUFFER, a) for a in k.args]
         plan = _Plan(launch.program, k, info, fn, dims, g3[0] * g3[1] * g3[2], params)
+        n = max(len(params), 1)
+        plan.ptrs, plan.sizes, plan.scal = (ctypes.c_void_p * n)(), (ctypes.c_uint64 * n)(), (ctypes.c_uint64 * n)()
+        plan.err, plan.stop = (ctypes.c_uint32 * 8)(), ctypes.c_int(0)
+        plan.job = _Job(fn, ctypes.addressof(plan.ptrs), ctypes.addressof(plan.sizes), ctypes.addressof(plan.scal),
+                        ctypes.addressof(dims), ctypes.addressof(plan.err), ctypes.addressof(plan.stop), plan.G,
+                        max(1, plan.G // (self.dev.cores * 32)), 0, 0, 0, 0)
         with self._plans_lock:
             self._plans[key] = plan
             while len(self._plans) > PLAN_CACHE:
@@ -441,60 +487,57 @@ class CpuRunner(Driver):
         return plan
 
     @staticmethod
-    def _words(margs: list[tuple[str, Any, Any]]) -> tuple:
-        """The launch's argument words from checked ``margs``: (pointer array, sizes, scalars,
-        arrays to keep alive, copies to write back)."""
-        n = max(len(margs), 1)
-        ptrs = (ctypes.c_void_p * n)()
-        sizes = (ctypes.c_uint64 * n)()
-        scal = (ctypes.c_uint64 * n)()
+    def _words(plan: _Plan, margs: list[tuple[str, Any, Any]]) -> tuple[list, list]:
+        """The launch's argument words from checked ``margs``, written into the plan's arrays
+        (under the launch lock): (arrays to keep alive, copies to write back)."""
+        ptrs, sizes, scal = plan.ptrs, plan.sizes, plan.scal
         keep: list[Any] = []
         back: list[tuple[np.ndarray, np.ndarray]] = []
         for i, (kind, v, a) in enumerate(margs):
             if kind != "buffer":
                 scal[i] = int(v)
                 continue
-            written = a.access is not Access.READ and v.size > 0
             host = v if v.flags.c_contiguous else np.ascontiguousarray(v)
-            if host is not v and written:
+            if host is not v and a.access is not Access.READ and v.size > 0:
                 back.append((v, host))
             keep.append(host)
-            ptrs[i] = host.__array_interface__["data"][0] if host.size else ctypes.addressof(_PAD)
+            ptrs[i] = host.ctypes.data if host.size else ctypes.addressof(_PAD)
             sizes[i] = host.nbytes
-        return ptrs, sizes, scal, keep, back
+        return keep, back
 
-    def _run(self, plan: _Plan, ptrs: Any, sizes: Any, scal: Any, keep: list, back: list) -> None:
-        """Run the plan's workgroups on the pool; then errors, copies back."""
+    def _run(self, plan: _Plan, keep: list, back: list) -> None:
+        """Run the plan's workgroups (the caller holds the device's launch lock); then errors,
+        copies back. ``keep``: the arrays whose memory the words point at."""
         pool = self.dev.pool()
-        err = (ctypes.c_uint32 * 8)()
-        stop = ctypes.c_int(0)
-        G = plan.G
-        job = _Job(plan.fn, ctypes.addressof(ptrs), ctypes.addressof(sizes), ctypes.addressof(scal),
-                   ctypes.addressof(plan.dims), ctypes.addressof(err), ctypes.addressof(stop), G,
-                   max(1, G // (self.dev.cores * 32)), 0, 0, 0, 0)
+        err, job = plan.err, plan.job
+        ctypes.memset(err, 0, ctypes.sizeof(err))
+        plan.stop.value = 0
+        job.next = job.done = job.rc = job.users = 0
         jp = ctypes.addressof(job)
-        # a kernel without loops ends in a bounded time: the launching thread runs grains too (a
-        # launch of one workgroup runs there alone, with no thread to wake); a kernel with loops
-        # runs on the pool only, and this thread waits in slices, so Ctrl-C stops it
-        help_ = not plan.info.loops
-        # one thread per core: with the launching thread working, one pool thread fewer
-        wake = min(self.dev.cores - 1, G - 1) if help_ else self.dev.cores
-        with self.dev._launch_lock:
-            pool.aw_pool_start(jp, wake)
-            if help_:
-                pool.aw_pool_help(jp)
+        G = plan.G
+        if not plan.info.loops:
+            # a kernel without loops ends in a bounded time: the launching thread runs it, and
+            # wakes the pool's other threads only after SOLO_US with workgroups left (aw_pool_solo)
+            done = pool.aw_pool_solo(jp, min(self.dev.cores - 1, G - 1), SOLO_US)
+        else:
+            # a kernel with loops runs on the pool only, and this thread waits in slices, so
+            # Ctrl-C stops it
+            pool.aw_pool_start(jp, self.dev.cores)
+            done = 0
+        if not done:
             try:
                 while not pool.aw_pool_wait(jp, 50):
                     pass
             except BaseException:
-                stop.value = 1  # every loop back-edge and workgroup start polls it
+                plan.stop.value = 1  # every loop back-edge and workgroup start polls it
                 while not pool.aw_pool_wait(jp, 50):
                     pass
                 raise
         for orig, host in back:
             orig[...] = host
         if err[0]:
-            self._errors(plan, err, [int(sizes[i]) if is_buf else 0 for i, (_n, is_buf, _a) in enumerate(plan.params)])
+            self._errors(plan, err, [int(plan.sizes[i]) if is_buf else 0
+                                     for i, (_n, is_buf, _a) in enumerate(plan.params)])
         if job.rc & (1 << 1):  # pragma: no cover - only with a stop and no exception
             raise KeyboardInterrupt
 
