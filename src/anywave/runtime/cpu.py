@@ -395,8 +395,10 @@ _PAD = (ctypes.c_uint8 * 16)()  # what an empty buffer points at
 PLAN_CACHE = 256
 #: microseconds the launching thread runs a kernel without loops alone before it wakes the pool's
 #: other threads (aw_pool_solo): waking one and waiting for it cost 15-27 us a launch on the
-#: 2-core development host (a 256-thread add: 28 us a call with 1 workgroup, 40-55 us with 2-16)
-SOLO_US = 50.0
+#: 2-core development host (a 256-thread add: 24 us a call with 1 workgroup, 43-51 us with 2-16
+#: when woken at once, 24-27 us alone); 20 us beat 50 us at 64-1024 workgroups there
+#: (bench/bench_cpu_launch.py, bench/results/cpu_launch_*.json)
+SOLO_US = 20.0
 
 
 class CpuRunner(Driver):
