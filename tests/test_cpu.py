@@ -395,3 +395,65 @@ def test_a_kernel_without_loops_runs_alone_or_with_the_pool(runner, monkeypatch,
     assert np.array_equal(x, ((t * 3 + t) % 2**32).astype(np.uint32))
     with pytest.raises(OutOfBoundsError, match="argument 'x'"):
         runner(mod, "k", (g, 1, 1), (64, 1, 1), {"x": np.zeros(g * 64 - 1, np.uint32), "n": 3}, 32)
+
+
+_COUNT_C = r"""
+#include <stdint.h>
+static uint64_t total, calls;
+int count(uint8_t **b, const uint64_t *s, const uint64_t *c, const uint32_t *d, uint32_t lo, uint32_t hi,
+          uint32_t *e, volatile int *st) {
+  __atomic_add_fetch(&total, (uint64_t)(hi - lo), __ATOMIC_RELAXED);
+  __atomic_add_fetch(&calls, 1, __ATOMIC_RELAXED);
+  return 0;
+}
+uint64_t get_total(void) { return total; }
+uint64_t get_calls(void) { return calls; }
+"""
+
+_COUNT_PY = r"""
+import ctypes, sys
+from anywave.runtime import cpu
+solo, so = sys.argv[1] == "1", sys.argv[2]
+lib = ctypes.CDLL(so)
+lib.get_total.restype = lib.get_calls.restype = ctypes.c_uint64
+dev = cpu.get_device()
+pool = dev.pool()
+G = 2**32 - 1
+grain = G // (dev.cores * 32)
+err, stop, dims = (ctypes.c_uint32 * 8)(), ctypes.c_int(0), (ctypes.c_uint32 * 7)()
+job = cpu._Job(ctypes.cast(lib.count, ctypes.c_void_p).value, 0, 0, 0, ctypes.addressof(dims),
+               ctypes.addressof(err), ctypes.addressof(stop), G, grain, 0, 0, 0, 0)
+jp = ctypes.addressof(job)
+if solo:
+    assert pool.aw_pool_solo(jp, 0, 1e9) == 1
+else:
+    pool.aw_pool_start(jp, dev.cores)
+    while not pool.aw_pool_wait(jp, 50):
+        pass
+print(lib.get_total(), job.done, lib.get_calls(), -(-G // grain))
+"""
+
+
+@pytest.mark.parametrize("solo", [False, True])
+def test_the_pool_claims_every_workgroup_once_up_to_2_32(runner, tmp_path, solo: bool) -> None:  # noqa: ANN001
+    # a launch may have up to 2^32 - 1 workgroups; the pool's claim counter passes 2^32 after the
+    # last claim, which must not wrap to the first workgroups again (a hostile test's grid of
+    # 65535 x 65537 workgroups never ended). A counting function stands in for a kernel; the pool
+    # runs in a child process, so a wrapping counter fails the test instead of hanging it.
+    import subprocess
+    import sys
+
+    from anywave.runtime import cpu
+
+    src = tmp_path / "count.c"
+    src.write_text(_COUNT_C)
+    so = tmp_path / "count.so"
+    subprocess.run([*runner.dev.cc.split(), *cpu.CFLAGS, str(src), "-o", str(so)], check=True)
+    try:
+        r = subprocess.run([sys.executable, "-c", _COUNT_PY, "1" if solo else "0", str(so)], capture_output=True,
+                           text=True, timeout=120)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the pool did not finish 2^32 - 1 workgroups in 120 s (its claim counter wrapped)")
+    assert r.returncode == 0, r.stderr[-2000:]
+    total, done, calls, want_calls = map(int, r.stdout.split())
+    assert total == 2**32 - 1 and done == 2**32 - 1 and calls == want_calls

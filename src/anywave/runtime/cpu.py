@@ -95,7 +95,8 @@ typedef int (*aw_kfn)(uint8_t **, const uint64_t *, const uint64_t *, const uint
 typedef struct {
   aw_kfn fn; uint8_t **bufs; const uint64_t *sizes; const uint64_t *scal; const uint32_t *dims;
   uint32_t *err; volatile int *stop; uint32_t G, grain;
-  uint32_t next, done; int rc, users;
+  uint64_t next;  /* 64 bits: the claims pass 2^32 when G is near it (up to 2^32 - 1 workgroups) */
+  uint32_t done; int rc, users;
 } aw_job;
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cv_work = PTHREAD_COND_INITIALIZER, cv_done = PTHREAD_COND_INITIALIZER;
@@ -106,10 +107,10 @@ static void child(void) {
 }
 static void run_job(aw_job *j) {
   for (;;) {
-    uint32_t lo = __atomic_fetch_add(&j->next, j->grain, __ATOMIC_RELAXED);
+    const uint64_t lo = __atomic_fetch_add(&j->next, (uint64_t)j->grain, __ATOMIC_RELAXED);
     if (lo >= j->G) return;
-    uint32_t hi = lo + j->grain < j->G ? lo + j->grain : j->G;
-    int rc = j->fn(j->bufs, j->sizes, j->scal, j->dims, lo, hi, j->err, j->stop);
+    const uint32_t hi = lo + j->grain < j->G ? (uint32_t)(lo + j->grain) : j->G;
+    int rc = j->fn(j->bufs, j->sizes, j->scal, j->dims, (uint32_t)lo, hi, j->err, j->stop);
     if (rc) __atomic_or_fetch(&j->rc, 1 << rc, __ATOMIC_RELAXED);
     if (__atomic_add_fetch(&j->done, hi - lo, __ATOMIC_ACQ_REL) == j->G) {
       pthread_mutex_lock(&mu); pthread_cond_broadcast(&cv_done); pthread_mutex_unlock(&mu);
@@ -166,10 +167,10 @@ static double now_us(void) {
 int aw_pool_solo(aw_job *j, int wake, double solo_us) {
   const double t0 = now_us();
   for (;;) {
-    uint32_t lo = __atomic_fetch_add(&j->next, j->grain, __ATOMIC_RELAXED);
+    const uint64_t lo = __atomic_fetch_add(&j->next, (uint64_t)j->grain, __ATOMIC_RELAXED);
     if (lo >= j->G) return 1;
-    uint32_t hi = lo + j->grain < j->G ? lo + j->grain : j->G;
-    int rc = j->fn(j->bufs, j->sizes, j->scal, j->dims, lo, hi, j->err, j->stop);
+    const uint32_t hi = lo + j->grain < j->G ? (uint32_t)(lo + j->grain) : j->G;
+    int rc = j->fn(j->bufs, j->sizes, j->scal, j->dims, (uint32_t)lo, hi, j->err, j->stop);
     if (rc) __atomic_or_fetch(&j->rc, 1 << rc, __ATOMIC_RELAXED);
     __atomic_add_fetch(&j->done, hi - lo, __ATOMIC_ACQ_REL);
     if (hi >= j->G) return 1;
@@ -202,7 +203,7 @@ class _Job(ctypes.Structure):
     _fields_ = [("fn", ctypes.c_void_p), ("bufs", ctypes.c_void_p), ("sizes", ctypes.c_void_p),
                 ("scal", ctypes.c_void_p), ("dims", ctypes.c_void_p), ("err", ctypes.c_void_p),
                 ("stop", ctypes.c_void_p), ("G", ctypes.c_uint32), ("grain", ctypes.c_uint32),
-                ("next", ctypes.c_uint32), ("done", ctypes.c_uint32), ("rc", ctypes.c_int),
+                ("next", ctypes.c_uint64), ("done", ctypes.c_uint32), ("rc", ctypes.c_int),
                 ("users", ctypes.c_int)]
 
 
