@@ -457,3 +457,56 @@ def test_the_pool_claims_every_workgroup_once_up_to_2_32(runner, tmp_path, solo:
     assert r.returncode == 0, r.stderr[-2000:]
     total, done, calls, want_calls = map(int, r.stdout.split())
     assert total == 2**32 - 1 and done == 2**32 - 1 and calls == want_calls
+
+
+_RELAUNCH_PY = r"""
+import random, threading, time, _thread
+import numpy as np
+import anywave as aw
+
+@aw.kernel
+def mark(out: aw.Buffer[aw.u32], nx: aw.i32):
+    w = aw.workgroup_id(1) * nx + aw.workgroup_id(0)
+    out[w] = out[w] + aw.u32(1)
+
+NX = NY = 2048  # 4M workgroups of one thread: tens of milliseconds, loop-free
+G = NX * NY
+a = np.zeros(G, np.uint32)
+mark(a, NX, grid=(NX, NY, 1), workgroup=1, target="cpu")
+assert (a == 1).all()
+rng = random.Random(5)
+interrupted = bad = 0
+for trial in range(12):
+    a = np.zeros(G, np.uint32)
+    tm = threading.Timer(rng.uniform(0.001, 0.03), _thread.interrupt_main)
+    tm.start()
+    try:
+        mark(a, NX, grid=(NX, NY, 1), workgroup=1, target="cpu")
+        time.sleep(0.05)  # a late interrupt lands here
+    except KeyboardInterrupt:
+        interrupted += 1
+        b = np.zeros(G, np.uint32)
+        mark(b, NX, grid=(NX, NY, 1), workgroup=1, target="cpu")  # the same plan, at once
+        bad += int(not (b == 1).all())
+    tm.cancel()
+print(interrupted, bad)
+"""
+
+
+def test_a_relaunch_after_ctrl_c_runs_every_workgroup_once(tmp_path) -> None:  # noqa: ANN001
+    # a KeyboardInterrupt may land anywhere in a launch (before, in or after the pool's calls);
+    # the launch takes its job back from the pool before the exception leaves, so the same plan
+    # launched again at once runs every workgroup exactly once (a hostile test's relaunch hung:
+    # the job was zeroed under a pool thread still inside it). In a child process with a timeout.
+    import subprocess
+    import sys
+
+    script = tmp_path / "relaunch.py"  # (kernels are read from their source file)
+    script.write_text(_RELAUNCH_PY)
+    try:
+        r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
+    except subprocess.TimeoutExpired:
+        pytest.fail("a launch after an interrupted one did not end in 300 s")
+    assert r.returncode == 0, r.stderr[-3000:]
+    interrupted, bad = map(int, r.stdout.split())
+    assert bad == 0 and interrupted >= 1, r.stdout

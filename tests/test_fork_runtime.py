@@ -104,3 +104,67 @@ def test_forked_child_runs_the_cpu_target(tmp_path) -> None:
     assert "HUNG" not in out, out
     assert "OK [7, 7, 7, 7, 7, 7, 7, 7]" in out, out + r.stderr[-3000:]
     assert "EXIT 0" in out, out
+
+
+CHILD_LOOP = textwrap.dedent('''
+    import multiprocessing as mp, threading
+    import numpy as np
+    import anywave as aw
+
+    @aw.kernel
+    def tri(out: aw.Out[aw.i32], n: aw.i32):
+        i = aw.global_id(0)
+        s = 0
+        for j in range(i):  # a loop: the launch runs on the pool's threads only
+            s += j
+        if i < n:
+            out[i] = s
+
+    def work(q):
+        try:
+            out = np.zeros(64, np.int32)
+            tri(out, 64, grid=4, workgroup=16, target="cpu")
+            q.put(("OK", int(out.sum())))
+        except Exception as e:
+            q.put(("ERR", f"{type(e).__name__}: {e}"))
+
+    out = np.zeros(64, np.int32)
+    tri(out, 64, grid=4, workgroup=16, target="cpu")  # the parent starts the pool
+    print("PARENT", int(out.sum()), flush=True)
+    # another thread holds the launch lock at the fork: the child must not inherit it held
+    lock = aw.runtime.cpu.get_device()._launch_lock
+    lock.acquire()
+    ctx = mp.get_context("fork")
+    q = ctx.Queue()
+    p = ctx.Process(target=work, args=(q,))
+    p.start()
+    lock.release()
+    p.join(120)
+    if p.is_alive():
+        p.kill()
+        print("HUNG", flush=True)
+    else:
+        while not q.empty():
+            print(*q.get(), flush=True)
+        print("EXIT", p.exitcode, flush=True)
+''')
+
+
+def test_forked_child_runs_a_loop_kernel_on_the_cpu_target(tmp_path) -> None:
+    """A kernel with a loop runs on the pool's threads only; a forked child starts its own pool
+    (the parent's threads do not exist there) and gets fresh locks (one held in the parent at
+    the fork stays held in the child otherwise). Hostile test: the child hung for good."""
+    from anywave.runtime.targets import target_status
+
+    st = target_status("cpu")
+    if st is None or not st.available:
+        pytest.skip(f"cpu unavailable: {None if st is None else st.reason}")
+    script = tmp_path / "fork_loop.py"
+    script.write_text(CHILD_LOOP)
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=dict(os.environ),
+                       timeout=600)
+    want = sum(sum(range(i)) for i in range(64))
+    out = r.stdout
+    assert f"PARENT {want}" in out, out + r.stderr[-3000:]
+    assert "HUNG" not in out, out
+    assert f"OK {want}" in out and "EXIT 0" in out, out + r.stderr[-3000:]

@@ -162,24 +162,36 @@ static double now_us(void) {
 }
 /* a job of a kernel without loops (bounded time), run by the launching thread, which wakes `wake`
    pool threads only once it has worked `solo_us` microseconds with grains left: waking a thread
-   and waiting for it costs tens of microseconds, more than a small launch's whole work. 1: done
-   (no pool thread took part), 0: the pool has it (wait with aw_pool_wait) */
-int aw_pool_solo(aw_job *j, int wake, double solo_us) {
+   and waiting for it costs tens of microseconds, more than a small launch's whole work. After
+   `help_us` it hands the rest to every pool thread and returns, so that the caller can wait in
+   slices and see Ctrl-C. 1: done, no pool thread took part; 0: wait with aw_pool_wait */
+int aw_pool_solo(aw_job *j, int wake, double solo_us, double help_us) {
   const double t0 = now_us();
+  int woken = 0;
   for (;;) {
     const uint64_t lo = __atomic_fetch_add(&j->next, (uint64_t)j->grain, __ATOMIC_RELAXED);
-    if (lo >= j->G) return 1;
+    if (lo >= j->G) return !woken;
     const uint32_t hi = lo + j->grain < j->G ? (uint32_t)(lo + j->grain) : j->G;
     int rc = j->fn(j->bufs, j->sizes, j->scal, j->dims, (uint32_t)lo, hi, j->err, j->stop);
     if (rc) __atomic_or_fetch(&j->rc, 1 << rc, __ATOMIC_RELAXED);
-    __atomic_add_fetch(&j->done, hi - lo, __ATOMIC_ACQ_REL);
-    if (hi >= j->G) return 1;
-    if (wake > 0 && now_us() - t0 > solo_us) {
-      aw_pool_start(j, wake);
-      run_job(j);
-      return 0;
+    if (__atomic_add_fetch(&j->done, hi - lo, __ATOMIC_ACQ_REL) == j->G) {
+      if (woken) { pthread_mutex_lock(&mu); pthread_cond_broadcast(&cv_done); pthread_mutex_unlock(&mu); }
+      return !woken;
     }
+    const double t = now_us() - t0;
+    if (t > help_us) { aw_pool_start(j, nthreads); return 0; }
+    if (!woken && wake > 0 && t > solo_us) { aw_pool_start(j, wake); woken = 1; }
   }
+}
+/* after an exception in the launching thread: no grain is claimed any more, the pool lets go of
+   the job, and this returns once no pool thread is inside it (the caller has set the stop flag,
+   which every workgroup start and loop back-edge polls); the job may then be reused */
+void aw_pool_cancel(aw_job *j) {
+  pthread_mutex_lock(&mu);
+  if (cur == j) cur = 0;
+  __atomic_store_n(&j->next, (uint64_t)1 << 62, __ATOMIC_RELAXED);
+  while (j->users) pthread_cond_wait(&cv_done, &mu);
+  pthread_mutex_unlock(&mu);
 }
 /* wait for the job up to timeout_ms: 1 done, 0 not yet */
 int aw_pool_wait(aw_job *j, int timeout_ms) {
@@ -252,6 +264,17 @@ class CpuDevice:
         self._pool: Any = None
         self._pool_lock = threading.Lock()
         self._launch_lock = threading.Lock()  # one launch at a time on the pool
+        self._pool_pid = os.getpid()
+        if hasattr(os, "register_at_fork"):
+            os.register_at_fork(after_in_child=self._after_fork)
+
+    def _after_fork(self) -> None:
+        """In a forked child: fresh locks (another thread of the parent may have held one at the
+        fork) and, at the next launch, the pool's threads started again (POOL_C's fork handler
+        has forgotten the parent's, which do not exist here)."""
+        self._lock = threading.Lock()
+        self._pool_lock = threading.Lock()
+        self._launch_lock = threading.Lock()
 
     def capabilities(self) -> Capability:
         return (Capability.F16 | Capability.BF16 | Capability.INT64 | Capability.OFFSET64 | Capability.ATOMIC_F32
@@ -266,11 +289,16 @@ class CpuDevice:
                 lib.aw_pool_start.argtypes, lib.aw_pool_start.restype = [ctypes.c_void_p, ctypes.c_int], None
                 lib.aw_pool_help.argtypes, lib.aw_pool_help.restype = [ctypes.c_void_p], None
                 lib.aw_pool_wait.argtypes, lib.aw_pool_wait.restype = [ctypes.c_void_p, ctypes.c_int], ctypes.c_int
-                lib.aw_pool_solo.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_double]
+                lib.aw_pool_solo.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_double, ctypes.c_double]
                 lib.aw_pool_solo.restype = ctypes.c_int
+                lib.aw_pool_cancel.argtypes, lib.aw_pool_cancel.restype = [ctypes.c_void_p], None
                 if lib.aw_pool_init(self.cores, STACK_BYTES) != 0:
                     raise CpuError(f"the cpu target could not start {self.cores} worker threads")
-                self._pool = lib
+                self._pool, self._pool_pid = lib, os.getpid()
+            elif self._pool_pid != os.getpid():  # a forked child: start its own threads
+                if self._pool.aw_pool_init(self.cores, STACK_BYTES) != 0:
+                    raise CpuError(f"the cpu target could not start {self.cores} worker threads")
+                self._pool_pid = os.getpid()
             return self._pool
 
     def library_of(self, program: Any) -> Any:
@@ -400,6 +428,9 @@ PLAN_CACHE = 256
 #: when woken at once, 24-27 us alone); 20 us beat 50 us at 64-1024 workgroups there
 #: (bench/bench_cpu_launch.py, bench/results/cpu_launch_*.json)
 SOLO_US = 20.0
+#: microseconds after which the launching thread hands a loop-free kernel's remaining workgroups
+#: to the pool and waits in slices instead (so Ctrl-C is seen within about this long)
+HELP_US = 50_000.0
 
 
 class CpuRunner(Driver):
@@ -455,8 +486,13 @@ class CpuRunner(Driver):
         if launch.dims is None:
             return
         plan = self._plan(launch)
-        with self.dev._launch_lock:
+        lock = self.dev._launch_lock
+        while not lock.acquire(timeout=0.05):  # in slices: Ctrl-C (interrupt_main too) ends the wait
+            pass
+        try:
             self._run(plan, *self._words(plan, margs))
+        finally:
+            lock.release()
 
     def _plan(self, launch: Any) -> _Plan:
         """The reusable part of ``launch``: the compiled function, the launch sizes, the ABI;
@@ -518,24 +554,25 @@ class CpuRunner(Driver):
         job.next = job.done = job.rc = job.users = 0
         jp = ctypes.addressof(job)
         G = plan.G
-        if not plan.info.loops:
-            # a kernel without loops ends in a bounded time: the launching thread runs it, and
-            # wakes the pool's other threads only after SOLO_US with workgroups left (aw_pool_solo)
-            done = pool.aw_pool_solo(jp, min(self.dev.cores - 1, G - 1), SOLO_US)
-        else:
-            # a kernel with loops runs on the pool only, and this thread waits in slices, so
-            # Ctrl-C stops it
-            pool.aw_pool_start(jp, self.dev.cores)
-            done = 0
-        if not done:
-            try:
-                while not pool.aw_pool_wait(jp, 50):
-                    pass
-            except BaseException:
-                plan.stop.value = 1  # every loop back-edge and workgroup start polls it
-                while not pool.aw_pool_wait(jp, 50):
-                    pass
-                raise
+        try:
+            if not plan.info.loops:
+                # a kernel without loops ends in a bounded time: the launching thread runs it,
+                # wakes the pool's other threads only after SOLO_US with workgroups left, and hands
+                # the rest to the pool after HELP_US (aw_pool_solo)
+                done = pool.aw_pool_solo(jp, min(self.dev.cores - 1, G - 1), SOLO_US, HELP_US)
+            else:
+                # a kernel with loops runs on the pool only, and this thread waits in slices, so
+                # Ctrl-C stops it
+                pool.aw_pool_start(jp, self.dev.cores)
+                done = 0
+            while not done:
+                done = pool.aw_pool_wait(jp, 50)
+        except BaseException:
+            # (a KeyboardInterrupt may land anywhere above, the job started or not): stop the
+            # kernel, take the job back from the pool, then let the exception go
+            plan.stop.value = 1  # every loop back-edge and workgroup start polls it
+            pool.aw_pool_cancel(jp)
+            raise
         for orig, host in back:
             orig[...] = host
         if err[0]:
