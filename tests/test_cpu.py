@@ -425,7 +425,7 @@ job = cpu._Job(ctypes.cast(lib.count, ctypes.c_void_p).value, 0, 0, 0, ctypes.ad
                ctypes.addressof(err), ctypes.addressof(stop), G, grain, 0, 0, 0, 0)
 jp = ctypes.addressof(job)
 if solo:
-    assert pool.aw_pool_solo(jp, 0, 1e9) == 1
+    assert pool.aw_pool_solo(jp, 0, 1e9, 1e12) == 1
 else:
     pool.aw_pool_start(jp, dev.cores)
     while not pool.aw_pool_wait(jp, 50):
