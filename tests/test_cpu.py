@@ -510,3 +510,16 @@ def test_a_relaunch_after_ctrl_c_runs_every_workgroup_once(tmp_path) -> None:  #
     assert r.returncode == 0, r.stderr[-3000:]
     interrupted, bad = map(int, r.stdout.split())
     assert bad == 0 and interrupted >= 1, r.stdout
+
+
+def test_more_than_2_32_workgroups_is_a_clear_error(runner) -> None:  # noqa: ANN001
+    # each dimension is legal, the product is not: refused before anything runs (a hostile test's
+    # 65537 x 65536 grid ran one workgroup and returned, the count wrapped to 32 bits)
+    from anywave.runtime.cpu import CpuError
+
+    mod = assemble(".kernel k\n.arg x buffer u32 readwrite\n.registers 2\n    movi.b32 r0, 1\n"
+                   "    movi.b32 r1, 0\n    st.device.b32 x[r1], r0\n.end\n")
+    x = np.zeros(2, np.uint32)
+    with pytest.raises(CpuError, match=r"4295032832 workgroups; the cpu target runs at most 4294967295"):
+        runner(mod, "k", (65537, 65536, 1), (1, 1, 1), {"x": x}, 32)
+    assert x[0] == 0

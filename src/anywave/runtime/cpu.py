@@ -464,6 +464,17 @@ class CpuRunner(Driver):
         launch = self.prepare(module, kernel, grid, workgroup, args, wave_width, check)
         self.run(launch, launch.margs, sync)
 
+    def check_launch(self, launch: Any) -> None:
+        """At most 2^32 - 1 workgroups in all (the kernel functions number them with 32 bits;
+        each dimension's own limit is checked before): CpuError."""
+        if launch.dims is None:
+            return
+        g = tuple(launch.grid)
+        total = g[0] * g[1] * g[2]
+        if total >= 2**32:
+            raise CpuError(f"kernel {launch.kernel.name!r}: grid {g[0]} x {g[1]} x {g[2]} is {total} workgroups; "
+                           f"the cpu target runs at most {2**32 - 1} in one launch (split it into several launches)")
+
     def check_args(self, launch: Any) -> None:
         """A buffer that is not a NumPy array, or read-only memory for a written buffer (CpuError)."""
         if launch.dims is None:
