@@ -148,3 +148,39 @@ def test_devices_says_the_default_order(capsys: pytest.CaptureFixture[str], monk
     assert main(["devices", "--json"]) == 0
     ranks = {d["target"]: d["default_rank"] for d in json.loads(capsys.readouterr().out)}
     assert sorted((r, n) for n, r in ranks.items() if r is not None) == list(enumerate(names))
+
+
+@aw.kernel
+def _big_local(x: aw.Buffer[aw.f32], n: aw.i32):
+    t = aw.local_array(aw.f32, 32768)  # 128 KiB: over the cpu target's 64 KiB
+    i = aw.global_id(0)
+    t[aw.local_id(0)] = 2.0
+    aw.barrier()
+    if i < n:
+        x[i] = x[i] + t[aw.local_id(0)]
+
+
+def test_limits_of_the_cpu_target_pass_it_by(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a workgroup over the cpu target's 1024 threads, or local memory over its 64 KiB: a launch
+    # without target goes to the next target that can run it (a hostile test: they used to run on
+    # OpenCL, the old default, and failed on cpu), a launch naming cpu says why
+    _cpu_or_skip()
+    monkeypatch.delenv("ANYWAVE_TARGET", raising=False)
+    from anywave.runtime import opencl
+    from anywave.runtime.cpu import CpuError
+
+    ok, why = opencl.status()
+    if not ok:
+        pytest.skip(f"OpenCL unavailable: {why}")
+    if rt.preferred_names()[0] != "cpu":
+        pytest.skip(f"a target ranks before cpu here ({rt.preferred_names()[0]})")
+    x = np.zeros(2048, np.float32)
+    r = _plus_one(x, 2048, grid=1, workgroup=2048)
+    assert r.target != "cpu" and np.array_equal(x, np.ones(2048, np.float32))
+    with pytest.raises(CpuError, match="exceeds the device's maximum 1024"):
+        _plus_one(x, 2048, grid=1, workgroup=2048, target="cpu")
+    y = np.zeros(64, np.float32)
+    r = _big_local(y, 64, grid=1, workgroup=64, target="host")
+    assert r.target != "cpu" and np.array_equal(y, np.full(64, 2.0, np.float32))
+    with pytest.raises(CpuError, match="local memory"):
+        _big_local(y, 64, grid=1, workgroup=64, target="cpu")

@@ -63,7 +63,7 @@ def _int_range(t: Any) -> tuple[int, int]:
 
 
 def resolve_target(kname: str, target: str | None, mems: Sequence[tuple[str, A.Memory]],
-                   module: Any = None, kernel: Any = None) -> tuple[str, int]:
+                   module: Any = None, kernel: Any = None, workgroup: Sequence[int] | None = None) -> tuple[str, int]:
     """(target name, device ordinal) of a launch: ``target`` as given (``"cuda:1"`` style for
     a device), else the device all device-resident buffers live on, else the default target
     for ``kernel`` of ``module`` (:func:`anywave.jit.targets.default_name`; without them, the
@@ -75,7 +75,7 @@ def resolve_target(kname: str, target: str | None, mems: Sequence[tuple[str, A.M
     if target == rt.HOST:  # the best target on the host CPU that runs this kernel
         if module is None or kernel is None:
             return rt.host_names()[0], 0
-        return rt.serving_name(module, kernel, host=True), 0
+        return rt.serving_name(module, kernel, host=True, workgroup=workgroup), 0
     if target is not None:
         name, _, d = str(target).partition(":")
         if d:
@@ -94,7 +94,7 @@ def resolve_target(kname: str, target: str | None, mems: Sequence[tuple[str, A.M
             kind, d = next(iter(places))
             return kind, d
         if module is not None and kernel is not None:
-            return default_name(module, kernel), 0
+            return default_name(module, kernel, workgroup), 0
         return get_target(None).name, 0
     if dev is None:
         dev = next((m.device for _, m in resident if m.kind == name), 0)
@@ -441,7 +441,7 @@ def launch(kf: Any, args: Sequence[Any], kwargs: Mapping[str, Any], grid: Any, w
                 raise LaunchError(f"{e} (it is {p.ann!r})") from None
             mems.append((p.name, m))
     try:
-        tname, tdev = resolve_target(kf.name, target, mems, module, k)
+        tname, tdev = resolve_target(kf.name, target, mems, module, k, wg)
     except A.ArgumentError as e:
         raise LaunchError(str(e)) from None
     values: list[Any] = []

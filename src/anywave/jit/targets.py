@@ -273,14 +273,14 @@ def available_targets() -> list[str]:
     return rt.preferred_names()
 
 
-def default_name(module: Any, kernel: Any) -> str:
-    """Where a launch of ``kernel`` (of ``module``) that names no target runs: ``ANYWAVE_TARGET``
-    if set, else the best available target that does not refuse the kernel
-    (:func:`anywave.runtime.targets.serving_name`)."""
+def default_name(module: Any, kernel: Any, workgroup: Sequence[int] | None = None) -> str:
+    """Where a launch of ``kernel`` (of ``module``, at ``workgroup`` threads) that names no target
+    runs: ``ANYWAVE_TARGET`` if set, else the best available target that does not refuse the
+    kernel (:func:`anywave.runtime.targets.serving_name`)."""
     env = os.environ.get("ANYWAVE_TARGET")
     if env == rt.HOST:
-        return rt.serving_name(module, kernel, host=True)
-    return env or rt.serving_name(module, kernel)
+        return rt.serving_name(module, kernel, host=True, workgroup=workgroup)
+    return env or rt.serving_name(module, kernel, workgroup=workgroup)
 
 
 def get_target(name: str | None) -> Target:

@@ -623,12 +623,19 @@ class CpuTarget(RunnerTarget):
         return CpuRunner()
 
     @staticmethod
-    def refuses(module: Any, kernel: Any) -> str | None:
+    def refuses(module: Any, kernel: Any, workgroup: Any = None) -> str | None:
         """Why the cpu target cannot run ``kernel`` (a :class:`~anywave.binary.module.Kernel`
-        of ``module``), or None: the backend's refusals (:func:`anywave.backends.cpu.refusal`)."""
+        of ``module``), at ``workgroup`` threads (x, y, z) if given, or None: the backend's
+        refusals (:func:`anywave.backends.cpu.refusal`), more local memory than
+        :data:`LOCAL_MEMORY`, a workgroup over :data:`MAX_WORKGROUP` threads."""
         from anywave.backends.cpu import refusal
 
-        return refusal(module, kernel)
+        why = refusal(module, kernel)
+        if why is None and kernel.local_memory > LOCAL_MEMORY:
+            why = f"{kernel.local_memory} bytes of local memory (the cpu target has {LOCAL_MEMORY})"
+        if why is None and workgroup is not None and workgroup[0] * workgroup[1] * workgroup[2] > MAX_WORKGROUP:
+            why = f"workgroups of {workgroup[0] * workgroup[1] * workgroup[2]} threads (at most {MAX_WORKGROUP})"
+        return why
 
 
 def register() -> None:

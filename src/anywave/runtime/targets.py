@@ -113,9 +113,10 @@ class TargetStatus:
 class _Entry:
     probe: Callable[[], tuple[bool, str, Sequence[TargetInfo]]]
     factory: Callable[..., Any]
-    #: ``refuses(module, kernel) -> reason or None``: a kernel the target cannot run (a default
-    #: launch then goes to the next target, :func:`serving_name`)
-    refuses: Callable[[Any, Any], str | None] | None = None
+    #: ``refuses(module, kernel, workgroup) -> reason or None``: a kernel (or a workgroup size,
+    #: when given) the target cannot run (a default launch then goes to the next target,
+    #: :func:`serving_name`)
+    refuses: Callable[..., str | None] | None = None
 
 
 _REGISTRY: dict[str, _Entry] = {}
@@ -123,11 +124,12 @@ _REGISTRY: dict[str, _Entry] = {}
 
 def register_target(name: str, probe: Callable[[], tuple[bool, str, Sequence[TargetInfo]]],
                     factory: Callable[..., Any],
-                    refuses: Callable[[Any, Any], str | None] | None = None) -> None:
+                    refuses: Callable[..., str | None] | None = None) -> None:
     """Register (or replace) a target: ``probe() -> (available, reason, infos)`` must not
     raise; ``factory(**options)`` returns an object with ``info`` and ``launch(...)``;
-    ``refuses(module, kernel)``, if given, returns why the target cannot run that kernel (or
-    None), so a launch that names no target passes it by (:func:`serving_name`). The
+    ``refuses(module, kernel, workgroup=None)``, if given, returns why the target cannot run that
+    kernel (at that workgroup size, a 3-tuple, when given) or None, so a launch that names no
+    target passes it by (:func:`serving_name`). The
     built-in runtimes (:data:`RUNTIMES`) are registered first, so they keep their order."""
     _load_optional_runtimes()
     _REGISTRY[name] = _Entry(probe, factory, refuses)
@@ -209,12 +211,13 @@ def preferred_names() -> list[str]:
     return [st.name for st in sorted(ok, key=lambda st: (_tier(st), rank.get(st.name, len(PREFERENCE))))]
 
 
-def refusal(name: str, module: Any, kernel: Any) -> str | None:
-    """Why target ``name`` cannot run ``kernel`` of ``module`` (its ``refuses`` hook), or None."""
+def refusal(name: str, module: Any, kernel: Any, workgroup: Sequence[int] | None = None) -> str | None:
+    """Why target ``name`` cannot run ``kernel`` of ``module`` (at ``workgroup``, if given): its
+    ``refuses`` hook, or None."""
     e = _REGISTRY.get(name)
     if e is None or e.refuses is None:
         return None
-    return e.refuses(module, kernel)
+    return e.refuses(module, kernel, workgroup)
 
 
 #: the name that asks for the best target on the host CPU (:func:`serving_name` with ``host=True``)
@@ -230,13 +233,13 @@ def host_names() -> list[str]:
     return [n for n in preferred_names() if n in host]
 
 
-def serving_name(module: Any, kernel: Any, host: bool = False) -> str:
+def serving_name(module: Any, kernel: Any, host: bool = False, workgroup: Sequence[int] | None = None) -> str:
     """The best available target (:func:`preferred_names`; with ``host``, of :func:`host_names`)
-    that does not refuse ``kernel`` of ``module`` (:func:`refusal`; the emulator runs every valid
-    kernel): where a launch that names no target (or names ``"host"``) runs."""
+    that does not refuse ``kernel`` of ``module`` at ``workgroup`` (:func:`refusal`; the last one
+    when all do): where a launch that names no target (or names ``"host"``) runs."""
     names = host_names() if host else preferred_names()
     for n in names:
-        if refusal(n, module, kernel) is None:
+        if refusal(n, module, kernel, workgroup) is None:
             return n
     return names[-1]
 

@@ -110,7 +110,7 @@ def gemm_mma(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = None,
         module = kern.compile(**consts)
         name = _cpu_choice(None, None)[0]
         if name == rt.HOST:  # the best target on the host CPU that runs fragments
-            name = rt.serving_name(module, module.kernel(kern.name), host=True)
+            name = rt.serving_name(module, module.kernel(kern.name), host=True, workgroup=(waves * w, 1, 1))
         get_target(name).launch(module, kern.name, grid=grid, workgroup=(waves * w, 1, 1), args=host, wave_width=w)
     return out[:m, :n].contiguous() if (mp, np_) != (m, n) else out
 
