@@ -184,3 +184,20 @@ def test_limits_of_the_cpu_target_pass_it_by(monkeypatch: pytest.MonkeyPatch) ->
     assert r.target != "cpu" and np.array_equal(y, np.full(64, 2.0, np.float32))
     with pytest.raises(CpuError, match="local memory"):
         _big_local(y, 64, grid=1, workgroup=64, target="cpu")
+
+
+def test_messages_name_host_devices_and_a_bad_environment(capsys: pytest.CaptureFixture[str],
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    from anywave.cli import main
+    from anywave.jit.targets import TargetError, get_target
+
+    with pytest.raises(TargetError, match="'host': the best of them on this machine's CPU"):
+        get_target("nope")
+    with pytest.raises(TargetError, match="target 'emulator' has no device 1; it has one device here"):
+        get_target("emulator").instance(None, 1)
+    x = np.zeros(8, np.float32)
+    with pytest.raises(TargetError, match="has no device 3"):
+        _plus_one(x, 8, grid=1, workgroup=8, target="emulator:3")
+    monkeypatch.setenv("ANYWAVE_TARGET", "junk")
+    assert main(["devices"]) == 0
+    assert "ANYWAVE_TARGET=junk names no target: a launch without target= will fail" in capsys.readouterr().out

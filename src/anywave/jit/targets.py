@@ -71,6 +71,7 @@ class Target:
             widths.update(info.wave_widths)
         self.wave_widths: tuple[int, ...] = tuple(sorted(widths))
         self.host_memory = bool(status.infos) and all(info.host_memory for info in status.infos)
+        self.devices = max(1, len(status.infos))
 
     def _instance(self, wave_width: int | None, device: int | None = None) -> Any:
         return self.instance(wave_width, device)
@@ -84,6 +85,10 @@ class Target:
         """
         if wave_width is not None and wave_width not in self.wave_widths:
             raise TargetError(f"target {self.name!r} runs wave widths {list(self.wave_widths)}, not {wave_width}")
+        if device is not None and not 0 <= device < self.devices:
+            which = f"one device here: write {self.name!r} (or '{self.name}:0')" if self.devices == 1 else \
+                f"{self.devices} devices here ({self.name}:0 .. {self.name}:{self.devices - 1})"
+            raise TargetError(f"target {self.name!r} has no device {device}; it has {which}")
         # a target of one W makes one object; a target of several is made once per W asked for
         key = (wave_width if len(self.wave_widths) > 1 else None, device or None)
         inst = self._instances.get(key)
@@ -302,7 +307,8 @@ def get_target(name: str | None) -> Target:
         what = (f"unknown target {name!r}" if name not in known else
                 f"target {name!r} is not available here ({st.reason})" if st is not None and st.reason else
                 f"target {name!r} is not available on this machine")
-        raise TargetError(f"{what}; available: {', '.join(avail)} (registered: {', '.join(known)})")
+        raise TargetError(f"{what}; available: {', '.join(avail)} (registered: {', '.join(known)}); or "
+                          f"{rt.HOST!r}: the best of them on this machine's CPU")
     if name not in _CACHE:
         _CACHE[name] = Target(name)
     return _CACHE[name]

@@ -62,5 +62,14 @@ def run(args: argparse.Namespace) -> int:
                   + (f"; {extra}" if extra else ""))
     env = os.environ.get("ANYWAVE_TARGET")
     print(f"a launch without target= runs on the first of {', '.join(order)} that runs its kernel"
-          + (f" (ANYWAVE_TARGET={env} overrides that here)" if env else " (ANYWAVE_TARGET overrides)"))
+          + (" (ANYWAVE_TARGET overrides)" if not env else ""))
+    if env:
+        base = env.partition(":")[0]
+        if env == "host" or base in order:
+            print(f"ANYWAVE_TARGET={env} overrides that here")
+        else:
+            known = {s.name for s in statuses}
+            why = "is not available here" if base in known else "names no target"
+            print(f"ANYWAVE_TARGET={env} {why}: a launch without target= will fail (available: "
+                  f"{', '.join(order)}, or host)")
     return 0

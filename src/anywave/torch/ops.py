@@ -32,7 +32,8 @@ Where the work runs:
   ``cpu`` target where a C compiler is present, the next one for kernels it refuses, the
   emulator when nothing else is usable; or a name: ``cpu``, ``emulator``, ``opencl``,
   ``sycl``, ``vulkan``), zero-copy (the tensors' memory is the kernel's buffers; SYCL copies
-  host memory into USM).
+  host memory into USM). ``ANYWAVE_TARGET`` does not apply here: it picks where a kernel
+  launch without ``target=`` runs, which may be a GPU; CPU tensors stay on the host.
 
 Inputs must be float32 (labels: int32 or int64, values in [0, classes)); non-contiguous
 inputs are made contiguous (a copy); all tensors of one call must be on one device.
