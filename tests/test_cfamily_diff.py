@@ -5,7 +5,14 @@ instruction table, random inputs; the emulator, OpenCL and SYCL must agree bit f
 Each example is a module of several random kernels, so one OpenCL/SYCL build covers many
 programs. ``ANYWAVE_DIFF_EXAMPLES`` raises the example count per wave width (default: 6 for
 OpenCL, 3 for its mask-stack programs, 2 for SYCL, whose runtime compiler takes a few seconds per
-build); the default tier runs each target's default W, the sweep tier the others."""
+build); the default tier runs each target's default W, the sweep tier the others.
+
+The examples are drawn from a fixed seed (hypothesis ``derandomize``), so CI runs the same
+programs every time; ``ANYWAVE_DIFF_RANDOM=1`` draws new ones (with ``ANYWAVE_DIFF_EXAMPLES``,
+a fuzzing run). Random draws found the guarded-write bug of 48a118f in CI, and in a sweep run of
+this session one W = 32 mask-stack program ended the test process in Intel's OpenCL CPU runtime
+(SIGABRT while waiting for the kernel; not reproduced in 25 further random programs at W = 32):
+a gating run should not depend on which programs it happens to draw."""
 
 from __future__ import annotations
 
@@ -158,13 +165,17 @@ def _n(default: int) -> int:
     return int(os.environ.get("ANYWAVE_DIFF_EXAMPLES", default))
 
 
+#: the same programs on every run unless ANYWAVE_DIFF_RANDOM is set (module docs)
+_FIXED = not os.environ.get("ANYWAVE_DIFF_RANDOM")
+
+
 def test_pool_is_drawn_from_the_table() -> None:
     assert len(POOL) > 120
     assert {"div.i32", "fma.f32", "min.f16", "cvt.i32.f32", "shr.i32", "setp.unord.bf16"} <= {d.mnemonic for d in POOL}
 
 
 @pytest.mark.opencl
-@settings(max_examples=_n(6), deadline=None, database=None,
+@settings(max_examples=_n(6), deadline=None, database=None, derandomize=_FIXED,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(prog=program())
 @pytest.mark.parametrize("W", tiers.widths("opencl"))
@@ -180,7 +191,7 @@ def test_emulator_vs_opencl(prog: tuple[str, np.ndarray], W: int) -> None:
 @pytest.mark.opencl
 # 3 modules per W (each a ~4.5 s OpenCL build of structured kernels on the 2-core host): the
 # default tier at OpenCL's default W, the other widths in the sweep tier
-@settings(max_examples=_n(3), deadline=None, database=None,
+@settings(max_examples=_n(3), deadline=None, database=None, derandomize=_FIXED,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(prog=program(wave=True))
 @pytest.mark.parametrize("W", tiers.widths("opencl"))
@@ -194,7 +205,7 @@ def test_emulator_vs_opencl_mask_stack(prog: tuple[str, np.ndarray], W: int) -> 
 
 
 @pytest.mark.sycl
-@settings(max_examples=_n(2), deadline=None, database=None,
+@settings(max_examples=_n(2), deadline=None, database=None, derandomize=_FIXED,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(prog=program())
 @pytest.mark.parametrize("W", tiers.widths("sycl"))
