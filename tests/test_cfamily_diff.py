@@ -1,5 +1,6 @@
 """Differential property test: random straight-line and structured programs built from the
-instruction table, random inputs; the emulator, OpenCL and SYCL must agree bit for bit
+instruction table, random inputs; the emulator, OpenCL, SYCL and the native cpu target must agree
+bit for bit
 (NaN compared as a class, for the exact-nan instructions).
 
 Each example is a module of several random kernels, so one OpenCL/SYCL build covers many
@@ -216,6 +217,33 @@ def test_emulator_vs_sycl(prog: tuple[str, np.ndarray], W: int) -> None:
     if not ok:
         pytest.skip(f"SYCL unavailable: {why}")
     _check(sycl.SyclRunner(sycl.get_device()), *prog, W)
+
+
+def _cpu_runner():  # noqa: ANN202
+    from anywave.runtime import cpu
+
+    ok, why = cpu.status()
+    if not ok:
+        pytest.skip(f"cpu target unavailable: {why}")
+    return cpu.CpuRunner()
+
+
+# the native cpu target (the default without a GPU, issue 29): 2 modules per W, each a C build of
+# a few seconds; the default tier at the cpu target's default W, the other widths in the sweep tier
+@settings(max_examples=_n(2), deadline=None, database=None, derandomize=_FIXED,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(prog=program())
+@pytest.mark.parametrize("W", tiers.widths("cpu"))
+def test_emulator_vs_cpu(prog: tuple[str, np.ndarray], W: int) -> None:
+    _check(_cpu_runner(), *prog, W)
+
+
+@settings(max_examples=_n(2), deadline=None, database=None, derandomize=_FIXED,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(prog=program(wave=True))
+@pytest.mark.parametrize("W", tiers.widths("cpu"))
+def test_emulator_vs_cpu_mask_stack(prog: tuple[str, np.ndarray], W: int) -> None:
+    _check(_cpu_runner(), *prog, W)
 
 
 # ---- regressions found by this fuzzer (reduced by hand; inputs chosen by hand) -------------------
