@@ -22,7 +22,7 @@ def run(args: argparse.Namespace) -> int:
     :func:`anywave.runtime.targets.default_wave_width`)."""
     import os
 
-    from anywave.runtime.targets import DEFAULT_WAVE_WIDTH, available_targets, default_wave_width, preferred_names
+    from anywave.runtime.targets import DEFAULT_WAVE_WIDTH, HOST, available_targets, default_wave_width, preferred_names
 
     statuses = available_targets()
     order = preferred_names()
@@ -65,11 +65,11 @@ def run(args: argparse.Namespace) -> int:
           + (" (ANYWAVE_TARGET overrides)" if not env else ""))
     if env:
         base = env.partition(":")[0]
-        if env == "host" or base in order:
+        if env == HOST or base in order:
             print(f"ANYWAVE_TARGET={env} overrides that here")
         else:
             known = {s.name for s in statuses}
             why = "is not available here" if base in known else "names no target"
             print(f"ANYWAVE_TARGET={env} {why}: a launch without target= will fail (available: "
-                  f"{', '.join(order)}, or host)")
+                  f"{', '.join(order)}, or {HOST})")
     return 0

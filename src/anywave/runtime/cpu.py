@@ -155,8 +155,6 @@ void aw_pool_start(aw_job *j, int wake) {
   else for (int i = 0; i < wake; ++i) pthread_cond_signal(&cv_work);
   pthread_mutex_unlock(&mu);
 }
-/* the launching thread claims grains too */
-void aw_pool_help(aw_job *j) { run_job(j); }
 static double now_us(void) {
   struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec * 1e6 + t.tv_nsec * 1e-3;
 }
@@ -287,7 +285,6 @@ class CpuDevice:
                 lib = self.library(POOL_C)
                 lib.aw_pool_init.argtypes, lib.aw_pool_init.restype = [ctypes.c_int, ctypes.c_uint64], ctypes.c_int
                 lib.aw_pool_start.argtypes, lib.aw_pool_start.restype = [ctypes.c_void_p, ctypes.c_int], None
-                lib.aw_pool_help.argtypes, lib.aw_pool_help.restype = [ctypes.c_void_p], None
                 lib.aw_pool_wait.argtypes, lib.aw_pool_wait.restype = [ctypes.c_void_p, ctypes.c_int], ctypes.c_int
                 lib.aw_pool_solo.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_double, ctypes.c_double]
                 lib.aw_pool_solo.restype = ctypes.c_int

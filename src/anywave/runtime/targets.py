@@ -189,26 +189,34 @@ def get_target(name: str, **options: Any) -> Any:
 PREFERENCE = ("cuda", "hip", "metal", "opencl", "sycl", "vulkan", "cpu", "emulator")
 
 
+def _on_host(st: TargetStatus) -> bool:
+    """Whether every device of the target is the host CPU and its memory (:attr:`TargetInfo.host_memory`)."""
+    return bool(st.infos) and all(i.host_memory for i in st.infos)
+
+
 def _tier(st: TargetStatus) -> int:
     """0 a device of its own (a GPU), 1 the native cpu target, 2 a runtime whose devices are
-    all the host CPU (:attr:`TargetInfo.host_memory`), 3 the emulator, 4 a target
-    :data:`PREFERENCE` does not name."""
+    all the host CPU, 3 the emulator, 4 a target :data:`PREFERENCE` does not name."""
     if st.name not in PREFERENCE:
         return 4
     if st.name == "emulator":
         return 3
     if st.name == "cpu":
         return 1
-    return 2 if st.infos and all(i.host_memory for i in st.infos) else 0
+    return 2 if _on_host(st) else 0
+
+
+def _preferred(statuses: Sequence[TargetStatus]) -> list[TargetStatus]:
+    rank = {n: i for i, n in enumerate(PREFERENCE)}
+    ok = [st for st in statuses if st.available]
+    return sorted(ok, key=lambda st: (_tier(st), rank.get(st.name, len(PREFERENCE))))
 
 
 def preferred_names() -> list[str]:
     """Names of the available targets, best first: by tier (:func:`_tier`: a GPU, the cpu
     target, the runtimes on the host CPU, the emulator, then any others), each tier in
     :data:`PREFERENCE` order."""
-    rank = {n: i for i, n in enumerate(PREFERENCE)}
-    ok = [st for st in available_targets() if st.available]
-    return [st.name for st in sorted(ok, key=lambda st: (_tier(st), rank.get(st.name, len(PREFERENCE))))]
+    return [st.name for st in _preferred(available_targets())]
 
 
 def refusal(name: str, module: Any, kernel: Any, workgroup: Sequence[int] | None = None) -> str | None:
@@ -228,9 +236,7 @@ def host_names() -> list[str]:
     """The available targets whose devices are all the host CPU and its memory
     (:attr:`TargetInfo.host_memory`: the cpu target, OpenCL/SYCL on a CPU device, Vulkan on
     lavapipe, the emulator), best first (:func:`preferred_names`)."""
-    host = {st.name for st in available_targets() if st.available and st.infos
-            and all(i.host_memory for i in st.infos)}
-    return [n for n in preferred_names() if n in host]
+    return [st.name for st in _preferred(available_targets()) if _on_host(st)]
 
 
 def serving_name(module: Any, kernel: Any, host: bool = False, workgroup: Sequence[int] | None = None) -> str:

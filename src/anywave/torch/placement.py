@@ -32,19 +32,18 @@ class OpDtypeError(WaveError, TypeError):
 _LOCK = threading.Lock()
 _TARGET_CACHE: dict[tuple[str, tuple[tuple[str, Any], ...]], Any] = {}
 def cpu_target_names() -> list[str]:
-    """Names of the registered targets that run on host memory and are available here
-    (``emulator`` always; ``opencl`` / ``sycl`` / ``vulkan`` when their runtimes are usable):
-    those whose devices all say :attr:`~anywave.runtime.targets.TargetInfo.host_memory`."""
+    """Names of the registered targets that run on host memory and are available here, best
+    first (``cpu`` with a C compiler, ``opencl`` / ``sycl`` / ``vulkan`` when their runtimes are
+    usable, ``emulator`` always): :func:`anywave.runtime.targets.host_names`."""
     from anywave.runtime import targets
 
-    return [st.name for st in targets.available_targets()
-            if st.available and st.infos and all(i.host_memory for i in st.infos)]
+    return targets.host_names()
 
 
 def _get_target(name: str, options: tuple[tuple[str, Any], ...]) -> Any:
-    if name == "host":  # the best target on the host CPU (a kernel's launch may pass it by: ops._launch)
-        from anywave.runtime import targets
+    from anywave.runtime import targets
 
+    if name == targets.HOST:  # the best target on the host CPU (a kernel's launch may pass it by: ops._launch)
         name = targets.host_names()[0]
     key = (name, options)
     with _LOCK:
