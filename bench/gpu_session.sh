@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One device call of an integration (device time is scarce): the CUDA-marked tests, then the
-# benchmarks named in PHASES, one at a time. OUT=dir ANYWAVE_COMMIT=hash PHASES="tests attn launch conf vk suite" bash bench/gpu_session.sh
+# benchmarks named in PHASES, one at a time. OUT=dir ANYWAVE_COMMIT=hash PHASES="tests testsi attn launch conf confi vk suite suitei" bash bench/gpu_session.sh
 # Optional VULKAN_DIR: a folder holding .gl/*.deb and .whl/*.whl (the Vulkan loader and binding, and
 # the libclang wheel the CUDA front end needs for the suite phase and its tests).
 set -u
@@ -21,6 +21,13 @@ P=" ${PHASES:-tests} "
 if [[ $P == *" tests "* ]]; then
     ANYWAVE_CACHE_DIR=/tmp/awc-t step cuda-tests "${TESTS_LIMIT:-200}" python3 -m pytest -q -m cuda -n 8 -p no:cacheprovider -rs tests/ &
 fi
+if [[ $P == *" testsi "* ]]; then  # the PTX islands lowering (ANYWAVE_PTX_ISLANDS=1), its own cache
+    ANYWAVE_PTX_ISLANDS=1 ANYWAVE_CACHE_DIR=/tmp/awc-ti step cuda-tests-islands "${TESTS_LIMIT:-200}" python3 -m pytest -q -m cuda -n 4 -p no:cacheprovider -rs tests/ &
+fi
+if [[ $P == *" confi "* ]]; then
+    mkdir -p "$R/islands"
+    ANYWAVE_PTX_ISLANDS=1 ANYWAVE_CACHE_DIR=/tmp/awc-bi step cuda-conformance-islands 240 python3 bench/cuda_conformance.py --out "$R/islands" &
+fi
 if [[ $P == *" conf "* ]]; then
     ANYWAVE_CACHE_DIR=/tmp/awc-b step cuda-conformance 240 python3 bench/cuda_conformance.py --out "$R" &
     ANYWAVE_CACHE_DIR=/tmp/awc-g step hip-on-cuda-conformance 240 python3 bench/hip_on_cuda_conformance.py --out "$R" &
@@ -33,6 +40,8 @@ wait
 export ANYWAVE_CACHE_DIR=/tmp/awc-f
 [[ $P == *" attn "* ]] && step attention "${ATTN_LIMIT:-200}" env OUT="$R" python3 bench/bench_attention.py
 [[ $P == *" launch "* ]] && step launch "${LAUNCH_LIMIT:-120}" python3 bench/bench_launch24.py --out "$R"
+[[ $P == *" suitei "* ]] && mkdir -p "$R/islands" && ANYWAVE_PTX_ISLANDS=1 ANYWAVE_CACHE_DIR=/tmp/awc-si \
+    step cuda-suite-islands "${SUITE_LIMIT:-300}" env OUT="$R/islands" python3 bench/bench_cuda_suite.py
 [[ $P == *" suite "* ]] && step cuda-suite "${SUITE_LIMIT:-300}" env OUT="$R" python3 bench/bench_cuda_suite.py
 tar czf "$OUT/results.tgz" -C "$OUT" r && rm -rf "$R"
 cat "$log"; exit "$failed"
