@@ -84,15 +84,15 @@ def nvrtc_ptx(path: Path, names: list[str], arch: str, include: str) -> tuple[by
             b"-std=c++17"]
     res = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
     size = _check(nvrtc.nvrtcGetProgramLogSize(prog), "nvrtcGetProgramLogSize")
-    log = b" " * size
+    log = bytearray(size)  # not b" " * size: for size 1 that is the shared b" ", which NVRTC would overwrite
     nvrtc.nvrtcGetProgramLog(prog, log)
     if int(res[0]) != 0:
         raise RuntimeError(f"NVRTC could not build {path.name}:\n{log.decode(errors='replace')}")
     lowered = {n: _check(nvrtc.nvrtcGetLoweredName(prog, n.encode()), "nvrtcGetLoweredName").decode() for n in names}
     size = _check(nvrtc.nvrtcGetPTXSize(prog), "nvrtcGetPTXSize")
-    ptx = b" " * size
+    ptx = bytearray(size)
     _check(nvrtc.nvrtcGetPTX(prog, ptx), "nvrtcGetPTX")
-    return ptx, lowered
+    return bytes(ptx), lowered
 
 
 def kernel_names() -> dict[str, list[str]]:

@@ -43,7 +43,8 @@ N, F, K = 1 << 20, 8, 16
 
 def const_variant(ptx: str, buf: str = "%buf6") -> str:
     """The centres' loads (``add.s64 %dX, %dX, BUF; ld.global.nc.b32 %r, [%dX]``) from a .const array."""
-    pat = re.compile(r"add\.s64 (%d\d+), (%d\d+), " + re.escape(buf) + r";\s*\n(\s*)ld\.global\.nc\.b32 (%r\d+), \[(%d\d+)\];")
+    pat = re.compile(r"add\.s64 (%d\d+), (%d\d+), " + re.escape(buf)
+                     + r";\s*\n(\s*)ld\.global\.nc\.b32 (%r\d+), \[(%d\d+)\];")
 
     def rep(m: re.Match[str]) -> str:
         d, d2, ind, r, d3 = m.groups()
@@ -90,7 +91,7 @@ def main() -> int:
         Path(include, name).write_text(text)
     b = builds(include)
     if a.ptx_only:
-        for k, (t, sym) in b.items():
+        for k, (t, _sym) in b.items():
             Path(a.ptx_only, f"{k}.ptx").write_text(t)
         print({k: sym for k, (t, sym) in b.items()})
         return 0

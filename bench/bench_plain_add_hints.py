@@ -68,9 +68,9 @@ def main() -> int:
             Path(a.ptx_only, f"{k}.ptx").write_text(v)
         return 0
     import torch
+    from cuda.bindings import driver
 
     import anywave as aw
-    from cuda.bindings import driver
 
     n = 1 << a.log2n
     g = torch.Generator(device="cuda").manual_seed(28)
@@ -127,10 +127,11 @@ def main() -> int:
             torch.cuda.synchronize()
             times[k].append(e0.elapsed_time(e1))
     med = {k: statistics.median(v) for k, v in times.items()}
-    doc["rows"] = {k: {"ms": med[k], "over_torch": med["torch_add"] / med[k], "tb_per_s": 12 * n / (med[k] * 1e-3) / 1e12,
-                       "same_bits_as_torch": same[k]} for k in runs}
+    doc["rows"] = {k: {"ms": med[k], "over_torch": med["torch_add"] / med[k],
+                       "tb_per_s": 12 * n / (med[k] * 1e-3) / 1e12, "same_bits_as_torch": same[k]} for k in runs}
     for k, r in doc["rows"].items():
-        print(f"{k:24s} {r['ms']:.4f} ms  {r['over_torch']:.3f} of torch.add  {r['tb_per_s']:.2f} TB/s  same={r['same_bits_as_torch']}")
+        print(f"{k:24s} {r['ms']:.4f} ms  {r['over_torch']:.3f} of torch.add  {r['tb_per_s']:.2f} TB/s"
+              f"  same={r['same_bits_as_torch']}")
     out_dir = Path(os.environ.get("OUT") or ROOT / "bench" / "results")
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "plain_add_hints.json").write_text(json.dumps(doc, indent=1))

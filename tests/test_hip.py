@@ -235,3 +235,19 @@ def test_hip_runtime_absent_is_reported_not_raised(monkeypatch: pytest.MonkeyPat
     finally:
         targets._REGISTRY.clear()
         targets._REGISTRY.update(saved)
+
+
+def test_nvrtc_leaves_the_callers_bytes_alone() -> None:
+    """NVRTC writes its log and PTX into the buffers it is given. A one-byte ``b" " * 1`` is
+    CPython's shared b" ", so an empty log written there turned every b" " of the process into
+    b"\\0" (torch then failed to import). Run in a child: the bug would corrupt this process."""
+    _nvrtc_or_skip()
+    code = ("from anywave.runtime.hip_nvidia import nvrtc_compile\n"
+            "ptx = nvrtc_compile('extern \"C\" __global__ void k(float* x) { x[0] = 1.0f; }')\n"
+            "cubin = nvrtc_compile('extern \"C\" __global__ void k(float* x) { x[0] = 1.0f; }', cubin=True)\n"
+            "assert isinstance(ptx, bytes) and b'.entry' in ptx and not ptx.endswith(b'\\0'), ptx[-40:]\n"
+            "assert isinstance(cubin, bytes) and cubin[:4] == b'\\x7fELF', cubin[:4]\n"
+            "print(repr(b' '.decode()), repr(' '.encode().decode()))\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout == "' ' ' '\n", r.stdout

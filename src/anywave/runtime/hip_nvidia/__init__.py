@@ -72,20 +72,23 @@ def nvrtc_compile(source: str, arch: str = "sm_90", *, cubin: bool = False) -> b
         opts = [f"-arch={target}".encode(), *(o.encode() for o in NVRTC_OPTIONS)]
         (err,) = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
         _, n = nvrtc.nvrtcGetProgramLogSize(prog)
-        log = b" " * int(n)
+        # NVRTC writes into the buffers it is given: bytearrays, never b" " * n, which for n = 1
+        # (an empty log) is CPython's one shared b" ": the write made every b" " in the process
+        # b"\0" (after a compile, torch's import failed on its own schema strings)
+        log = bytearray(int(n))
         nvrtc.nvrtcGetProgramLog(prog, log)
         if int(err):
             text = log.decode(errors="replace").strip()
             raise HipNvidiaError(f"NVRTC failed to compile the HIP source for {target}:\n{text[:4000]}")
         if cubin:
             _, n = nvrtc.nvrtcGetCUBINSize(prog)
-            buf = b" " * int(n)
+            buf = bytearray(int(n))
             nvrtc.nvrtcGetCUBIN(prog, buf)
         else:
             _, n = nvrtc.nvrtcGetPTXSize(prog)
-            buf = b" " * int(n)
+            buf = bytearray(int(n))
             nvrtc.nvrtcGetPTX(prog, buf)
-        return buf.rstrip(b"\0") if not cubin else buf
+        return bytes(buf).rstrip(b"\0") if not cubin else bytes(buf)
     finally:
         nvrtc.nvrtcDestroyProgram(prog)
 
