@@ -280,3 +280,48 @@ def test_cuda_refuses_constant_buffers_past_the_limit_on_every_path(fake_cuda): 
                 first_entry(c, out, grid=1, workgroup=32)
     first_entry(ok, out, grid=1, workgroup=32)
     assert len(launched) == 4  # no refused launch reached the driver
+
+
+@aw.kernel
+def first_entry_plain(c: aw.In[aw.u32], out: aw.Out[aw.u32]):
+    out[aw.global_id(0)] = c[0]
+
+
+def test_cuda_constant_buffers_take_the_plan_launcher(fake_cuda, monkeypatch):
+    # a kernel with a constant buffer used to take the checked bound launch at every call (k-means
+    # in the CUDA suite paid ~20 us a call for it); its plan now has the native or generated
+    # launcher, preceded by the constant-bytes rule, like a kernel with an ordinary buffer
+    from anywave.errors import WaveError
+    from anywave.runtime import cuda
+
+    checked = []
+    real = cuda.CudaTarget._launch_checked
+
+    def counting(self, *a, **k):
+        checked.append(1)
+        return real(self, *a, **k)
+
+    monkeypatch.setattr(cuda.CudaTarget, "_launch_checked", counting)
+
+    def record(f, grid, block, shared, stream, kp):  # two arguments (the fixture's recorder reads four)
+        ptrs = (ctypes.c_void_p * 2).from_address(kp)
+        fake_cuda.append([ctypes.c_uint64.from_address(ptrs[i]).value for i in range(2)])
+
+    cuda._DRV.on_launch = record
+    c = aw.array(np.arange(16384, dtype=np.uint32), target="cuda")  # 65,536 bytes: at the limit
+    out = aw.empty(32, aw.u32, target="cuda")
+    counts = {}
+    for k in (first_entry_plain, first_entry):
+        checked.clear()
+        fake_cuda.clear()
+        for _ in range(6):
+            k(c, out, grid=1, workgroup=32)
+        counts[k] = len(checked)
+        assert len(fake_cuda) == 6 and all(w[:2] == [c.ptr, out.ptr] for w in fake_cuda)
+    assert counts[first_entry] == counts[first_entry_plain] < 6, counts
+    big = aw.array(np.zeros(16385, np.uint32), target="cuda")
+    fake_cuda.clear()
+    with pytest.raises(WaveError, match="constant buffers .* hold 65540 bytes"):
+        first_entry(big, out, grid=1, workgroup=32)
+    first_entry(c, out, grid=1, workgroup=32)
+    assert len(fake_cuda) == 1

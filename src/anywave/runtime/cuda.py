@@ -412,6 +412,30 @@ def _missing(names: list[str], args: Mapping[str, Any]) -> Any:
     raise TypeError(f"arguments missing {missing}, unknown {unknown}; ABI: {names}")
 
 
+def _constant_checked(fast: Any, constant: list[tuple[int, str]], k: Any, error: Any) -> Any:
+    """``fast`` (a plan launcher) preceded by the launch rule of constant buffers (docs/spec.md
+    §12): ``constant`` holds (position in a call's arguments, ABI name) of each constant buffer;
+    their ``nbytes`` total at most ``LIMITS.max_constant_bytes``, else ``error`` as
+    :func:`anywave.abi.check_constant_bytes` words it. A value without ``nbytes`` (another
+    layout) is left to ``fast``, which answers MISS for it."""
+    from anywave.isa.types import LIMITS
+
+    limit = LIMITS.max_constant_bytes
+
+    def launcher(args: Any) -> Any:
+        total = 0
+        for i, _ in constant:
+            total += getattr(args[i], "nbytes", 0)
+        if total > limit:
+            check_constant_bytes(k, [(name, getattr(args[i], "nbytes", 0)) for i, name in constant], error)
+        return fast(args)
+
+    for attr in ("path", "guarded", "parts", "keep"):
+        if hasattr(fast, attr):
+            setattr(launcher, attr, getattr(fast, attr))
+    return launcher
+
+
 class CudaTarget(Driver):
     """The PTX backend on one CUDA device (W = 32), on the runtimes' :class:`Driver` base.
 
@@ -469,16 +493,12 @@ class CudaTarget(Driver):
         """The launcher of a kernel-language launch plan (every buffer device memory, unchecked
         build): the native one (:func:`~anywave.runtime.cuda_launch.native_launcher`), else the
         generated Python one with the reason in its ``path`` (``"python: <reason>"``). Its
-        ``parts`` (native) / ``keep`` (Python) are :meth:`launch_parts`. None for a kernel with
-        constant buffers (the plan's checked path then: their bytes are checked at every call).
+        ``parts`` (native) / ``keep`` (Python) are :meth:`launch_parts`. For a kernel with
+        constant buffers, their bytes are checked first at every call (docs/spec.md §12).
 
         Raises:
             CudaError: the device refuses the geometry."""
         parts = self.launch_parts(module, kernel, grid, workgroup)
-        if any(a.is_buffer and a.constant for a in parts["args"]):
-            # constant buffers: their bytes are checked at every call (docs/spec.md §12), which the
-            # generated launchers do not do; the plan's own checks and the bound launch (bind) do
-            return None
         fast, why = native_launcher(parts, layout.specs, layout.nargs, layout.stream, layout.torch_device,
                                     layout.guards, layout.undefined)
         if fast is None:
@@ -488,6 +508,11 @@ class CudaTarget(Driver):
         from anywave.runtime.arrays import mark_used
 
         mark_used(parts["space"])
+        constant = [(layout.specs[j][0], a.name) for j, a in enumerate(parts["args"]) if a.is_buffer and a.constant]
+        if constant:
+            # the launch rule of constant buffers (docs/spec.md §12: their bytes, at every call)
+            # before the launcher; a value of another layout (no nbytes) is the launcher's MISS
+            fast = _constant_checked(fast, constant, self._plan_for(module, kernel).k, self.error)
         return fast
 
     def bind(self, module: Any, kernel: str, grid: Any, workgroup: Any, wave_width: int | None = None, *,
