@@ -48,9 +48,19 @@ examples:
 """
 
 
+class _HelpFormatter(argparse.HelpFormatter):
+    """argparse's formatter, except that a text with line breaks (the epilog's examples) is
+    printed as written; the one-line description is wrapped as usual."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        if "\n" in text:
+            return "".join(indent + line for line in text.splitlines(keepends=True))
+        return super()._fill_text(text, width, indent)
+
+
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p = subparsers.add_parser("compile", help="compile the kernels of a Python or CUDA C++ file to .wbin",
-                              formatter_class=argparse.RawDescriptionHelpFormatter, epilog=_EPILOG,
+                              formatter_class=_HelpFormatter, epilog=_EPILOG,
                               description="Compile every @aw.kernel function of a Python file, or every "
                                           "__global__ function of a CUDA C++ .cu file (or the ones named with "
                                           "--kernel), into one .wbin module. Debug locations are "
