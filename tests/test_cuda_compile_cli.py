@@ -241,6 +241,7 @@ def test_template_only_file_names_its_templates_and_how_to_instantiate(capsys):
     (["--shared-bytes", "nope=64"], "--shared-bytes nope=...: no kernel of that name is compiled; the kernels: fill"),
     (["--shared-bytes", "x"], "--shared-bytes 'x': expected N or KERNEL=N"),
     (["--shared-bytes", "0"], "--shared-bytes '0': expected N or KERNEL=N, N a positive number"),
+    (["--shared-bytes", "4294967296"], "4294967296 bytes is more than a kernel's local memory can declare"),
     (["--kernel", "rev<float>", "--kernel", "rev< float >"], "both give the WAVE kernel 'rev_float'"),
     (["-D", "=3"], "-D '=3': expected NAME or NAME=VALUE"),
     (["-I", "/no/such/folder"], "-I '/no/such/folder': no such folder"),

@@ -165,6 +165,10 @@ def _is_cuda(path: Path) -> bool:
     return path.suffix in (".cu", ".cuh")
 
 
+#: the largest local memory a kernel record declares (its u32 field, spec §14.3)
+_MAX_LOCAL_BYTES = 2**32 - 1
+
+
 def _local_bytes(specs: list[str], option: str) -> tuple[int | None, dict[str, int]]:
     """``--local-bytes`` values: the size for every kernel (None if not given) and the sizes by
     kernel name. CompileCommandError for a malformed one (naming the option as ``option``)."""
@@ -180,6 +184,10 @@ def _local_bytes(specs: list[str], option: str) -> tuple[int | None, dict[str, i
         if n <= 0 or (sep and not name):
             raise CompileCommandError(f"{option} {spec!r}: expected N or KERNEL=N, N a positive number of "
                                       "bytes (such as 1024)")
+        if n > _MAX_LOCAL_BYTES:
+            raise CompileCommandError(f"{option} {spec!r}: {n} bytes is more than a kernel's local memory can "
+                                      f"declare (at most {_MAX_LOCAL_BYTES} bytes, spec §14.3; targets provide at "
+                                      "least 32768, spec §11.2)")
         if name:
             named[name] = n
         else:
