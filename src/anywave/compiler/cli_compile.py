@@ -1,11 +1,22 @@
-"""``anywave compile file.py -o out.wbin [--kernel K] [-D NAME=VALUE]``: compile every
-``@aw.kernel`` of a Python file (or the named ones) into one ``.wbin`` module."""
+"""``anywave compile file.py -o out.wbin [--kernel K] [-D NAME=VALUE] [--local-bytes [K=]N]``:
+compile every ``@aw.kernel`` of a Python file (or the named ones) into one ``.wbin`` module;
+``anywave compile kernel.cu [--kernel 'reduce<float, 256>'] [-D NAME[=VALUE]] [-I DIR]
+[--shared-bytes [K=]N]``: the same for the ``__global__`` functions of a CUDA C++ file (the
+front end of :mod:`anywave.compiler.cuda_frontend`, as ``aw.cuda_kernel``).
+
+Local memory sized at launch (``aw.local_array(T, aw.dynamic)``, CUDA's ``extern __shared__``)
+has no launch-time form in a ``.wbin``: a kernel record declares a fixed ``local_memory``
+(spec §12, §14.3), and the compiler lays out the kernel's other local memory and its spill area
+after the sized-at-launch bytes. So its size is chosen when compiling, as
+``kernel.compile(local_bytes=N)`` / ``k.compile(shared_bytes=N)`` do: ``--local-bytes``
+(alias ``--shared-bytes``)."""
 
 from __future__ import annotations
 
 import argparse
 import ast
 import importlib.util
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -18,18 +29,60 @@ class CompileCommandError(WaveError):
     """A problem with the compile command's input (no kernels, unknown kernel name ...)."""
 
 
+_EPILOG = """\
+CUDA C++ (.cu): the __global__ functions, compiled as aw.cuda_kernel(path, name,
+clang_args=[...]) compiles them. A template kernel is compiled by naming its instance:
+--kernel 'reduce<float, 256>' (repeat --kernel for several; the WAVE kernel is named
+reduce_float_256). -D and -I go to clang.
+
+Local memory sized at launch (aw.local_array(T, aw.dynamic), CUDA's extern __shared__):
+a .wbin declares a fixed size of local memory per kernel, so give it here in bytes:
+--local-bytes N (every such kernel) or --local-bytes KERNEL=N (one kernel; repeatable).
+--shared-bytes is the same option. The .wbin then runs with that size only.
+
+examples:
+  anywave compile kernels.py -o kernels.wbin -D radius=3
+  anywave compile scan.cu --shared-bytes scan_blocks=2048
+  anywave compile reduce.cu --kernel 'reduce<float, 256>' --kernel 'reduce<int, 128>'
+  anywave compile stencil.cu -I include -D N=256 -o stencil.wbin
+"""
+
+
+class _HelpFormatter(argparse.HelpFormatter):
+    """argparse's formatter, except that a text with line breaks (the epilog's examples) is
+    printed as written; the one-line description is wrapped as usual."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        if "\n" in text:
+            return "".join(indent + line for line in text.splitlines(keepends=True))
+        return super()._fill_text(text, width, indent)
+
+
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    p = subparsers.add_parser("compile", help="compile the @aw.kernel functions of a Python file to .wbin",
-                              description="Compile every @aw.kernel function of a Python file (or the ones "
-                                          "named with --kernel) into one .wbin module. Debug locations are "
+    p = subparsers.add_parser("compile", help="compile the kernels of a Python or CUDA C++ file to .wbin",
+                              formatter_class=_HelpFormatter, epilog=_EPILOG,
+                              description="Compile every @aw.kernel function of a Python file, or every "
+                                          "__global__ function of a CUDA C++ .cu file (or the ones named with "
+                                          "--kernel), into one .wbin module. Debug locations are "
                                           "stored relative to --debug-root (default: the current directory), "
                                           "so the same source gives the same bytes on any machine.")
     p.add_argument("file", help="Python source file defining @aw.kernel functions, or a CUDA C++ .cu file "
-                                "(its __global__ functions; -D is passed to clang)")
-    p.add_argument("-o", "--output", help="output .wbin (default: FILE with suffix .wbin)")
-    p.add_argument("--kernel", action="append", default=[], help="compile only this kernel (repeatable)")
+                                "(its __global__ functions)")
+    p.add_argument("-o", "--output", help="output .wbin (default: FILE with suffix .wbin; - for standard output)")
+    p.add_argument("--kernel", action="append", default=[], metavar="NAME",
+                   help="compile only this kernel (repeatable); for a CUDA template kernel, its instance with "
+                        "the template arguments, such as 'reduce<float, 256>'")
     p.add_argument("-D", "--define", action="append", default=[], metavar="NAME=VALUE",
-                   help="value of a compile-time constant (Python literal), for every kernel that has it")
+                   help="Python: the value of a compile-time constant (a Python literal), for every kernel "
+                        "that has it; CUDA: a macro passed to clang (-D NAME or -D NAME=VALUE)")
+    p.add_argument("-I", "--include-dir", action="append", default=[], metavar="DIR",
+                   help="CUDA: a folder searched for #include files (passed to clang; the .cu file's own "
+                        "folder is always searched)")
+    p.add_argument("--local-bytes", "--shared-bytes", dest="local_bytes", action="append", default=[],
+                   metavar="[KERNEL=]N",
+                   help="bytes of local memory sized at launch (aw.dynamic local arrays; CUDA: extern "
+                        "__shared__), fixed in the .wbin: N for every kernel that has it, KERNEL=N for one "
+                        "(repeatable)")
     p.add_argument("-S", "--asm", action="store_true", help="also print the disassembly")
     p.add_argument("--debug-root", default=None, metavar="DIR",
                    help="store source paths relative to DIR (default: the current directory)")
@@ -108,21 +161,43 @@ def _import_message(path: Path, e: BaseException) -> str:
     return text
 
 
-def run(args: argparse.Namespace) -> int:
-    from anywave.binary.verify import verify
-    from anywave.binary.wbin import write_wbin
+def _is_cuda(path: Path) -> bool:
+    return path.suffix in (".cu", ".cuh")
 
-    path = Path(args.file)
-    kernels = load_kernels(path, tuple(args.define))
-    if not kernels:
-        what = "__global__ functions" if path.suffix in (".cu", ".cuh") else "@aw.kernel functions"
-        raise CompileCommandError(f"{str(path)!r} defines no {what}")
-    chosen = args.kernel or list(kernels)
-    unknown = [k for k in chosen if k not in kernels]
-    if unknown:
-        raise CompileCommandError(f"no kernel named {unknown[0]!r} in {str(path)!r}; its kernels: {', '.join(kernels)}")
+
+#: the largest local memory a kernel record declares (its u32 field, spec §14.3)
+_MAX_LOCAL_BYTES = 2**32 - 1
+
+
+def _local_bytes(specs: list[str], option: str) -> tuple[int | None, dict[str, int]]:
+    """``--local-bytes`` values: the size for every kernel (None if not given) and the sizes by
+    kernel name. CompileCommandError for a malformed one (naming the option as ``option``)."""
+    every: int | None = None
+    named: dict[str, int] = {}
+    for spec in specs:
+        name, sep, num = spec.rpartition("=")
+        name = name.strip()
+        try:
+            n = int(num.strip(), 0)
+        except ValueError:
+            n = -1
+        if n <= 0 or (sep and not name):
+            raise CompileCommandError(f"{option} {spec!r}: expected N or KERNEL=N, N a positive number of "
+                                      "bytes (such as 1024)")
+        if n > _MAX_LOCAL_BYTES:
+            raise CompileCommandError(f"{option} {spec!r}: {n} bytes is more than a kernel's local memory can "
+                                      f"declare (at most {_MAX_LOCAL_BYTES} bytes, spec §14.3; targets provide at "
+                                      "least 32768, spec §11.2)")
+        if name:
+            named[name] = n
+        else:
+            every = n
+    return every, named
+
+
+def _python_defines(specs: list[str]) -> dict[str, Any]:
     defines: dict[str, Any] = {}
-    for d in args.define:
+    for d in specs:
         if "=" not in d:
             raise CompileCommandError(f"-D {d!r}: expected NAME=VALUE")
         k, v = d.split("=", 1)
@@ -130,12 +205,158 @@ def run(args: argparse.Namespace) -> int:
             defines[k.strip()] = ast.literal_eval(v)
         except (ValueError, SyntaxError):
             defines[k.strip()] = v
+    return defines
+
+
+def _python_kernels(path: Path, args: argparse.Namespace) -> list[tuple[str, Any, dict[str, Any]]]:
+    """(name, KernelDef, compile-time constants) of each kernel to compile from a Python file."""
+    from .types import DYNAMIC_LOCAL
+
+    if args.include_dir:
+        raise CompileCommandError(f"-I applies to CUDA C++ sources (.cu), not to {str(path)!r}")
+    kernels = load_kernels(path)
+    if not kernels:
+        raise CompileCommandError(f"{str(path)!r} defines no @aw.kernel functions")
+    chosen = args.kernel or list(kernels)
+    unknown = [k for k in chosen if k not in kernels]
+    if unknown:
+        raise CompileCommandError(f"no kernel named {unknown[0]!r} in {str(path)!r}; its kernels: {', '.join(kernels)}")
+    defines = _python_defines(args.define)
+    every, named = _local_bytes(args.local_bytes, "--local-bytes")
+    out = []
+    for name in dict.fromkeys(chosen):
+        kf = kernels[name]
+        consts = {p.name: defines[p.name] for p in kf.params if p.kind == "const" and p.name in defines}
+        dynamic = any(p.name == DYNAMIC_LOCAL and p.kind == "const" for p in kf.params)
+        given = name in named
+        size = named.pop(name, every)
+        if dynamic and size is not None:
+            consts[DYNAMIC_LOCAL] = size
+        elif given and not dynamic:
+            raise CompileCommandError(f"--local-bytes {name}=...: kernel {name!r} has no local memory sized at "
+                                      "launch (aw.local_array(T, aw.dynamic))")
+        if dynamic and not consts.get(DYNAMIC_LOCAL):
+            raise CompileCommandError(
+                f"kernel {name!r} has local memory sized at launch (aw.local_array(T, aw.dynamic)); a .wbin declares "
+                f"a fixed size: give it in bytes with --local-bytes {name}=N (or --local-bytes N for every such "
+                f"kernel, or -D {DYNAMIC_LOCAL}=N)")
+        out.append((name, kf, consts))
+    if named:
+        raise CompileCommandError(f"--local-bytes {next(iter(named))}=...: no kernel of that name is compiled; "
+                                  f"the kernels: {', '.join(dict.fromkeys(chosen))}")
+    return out
+
+
+def _cuda_kernels(path: Path, args: argparse.Namespace) -> list[tuple[str, Any, dict[str, Any]]]:
+    """(name, CudaKernelDef, {'shared_bytes': N} or {}) of each kernel to compile from a .cu file,
+    with the clang arguments -D and -I give (as ``aw.cuda_kernel(..., clang_args=...)``)."""
+    from .cuda_frontend import CudaKernelDef, global_functions, kernel_symbol
+
+    if not path.is_file():
+        raise CompileCommandError(f"{str(path)!r}: no such file" if not path.exists()
+                                  else f"{str(path)!r} is not a file")
+    try:
+        source = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise CompileCommandError(f"{str(path)!r} is not UTF-8 text: {e}") from None
+    for d in args.define:
+        if not d.split("=", 1)[0].strip():
+            raise CompileCommandError(f"-D {d!r}: expected NAME or NAME=VALUE")
+    for d in args.include_dir:
+        if not Path(d).is_dir():
+            raise CompileCommandError(f"-I {d!r}: no such folder")
+    clang_args = tuple(f"-D{d}" for d in args.define) + tuple(f"-I{d}" for d in args.include_dir)
+    plain, templates = global_functions(source, str(path), clang_args)
+
+    def listing() -> str:
+        text = ", ".join(plain) or "none"
+        if templates:
+            text += "; template kernels: " + ", ".join(f"{t}<{ps}>" for t, ps in templates.items())
+        return text
+
+    def example(t: str) -> str:
+        return "--kernel " + shlex.quote(f"{t}<{', '.join(_example_arg(p) for p in templates[t].split(', ') if p)}>")
+
+    if not args.kernel:
+        if not plain and templates:
+            t = next(iter(templates))
+            raise CompileCommandError(
+                f"{str(path)!r} defines only template __global__ functions ("
+                + ", ".join(f"{t}<{ps}>" for t, ps in templates.items()) + "): name each instance to "
+                f"compile with --kernel and its template arguments, such as {example(t)} (repeat --kernel for "
+                "several instances)")
+        if not plain:
+            raise CompileCommandError(f"{str(path)!r} defines no __global__ functions")
+    chosen = list(dict.fromkeys(args.kernel or plain))
+    for name in chosen:
+        if "<" in name:
+            continue  # a template's instance: compile_cuda instantiates it (and names a problem)
+        if name in templates:
+            raise CompileCommandError(f"{name!r} in {str(path)!r} is a template kernel ({name}<{templates[name]}>): "
+                                      f"name an instance with its template arguments, such as {example(name)}")
+        if name not in plain:
+            raise CompileCommandError(f"no kernel named {name!r} in {str(path)!r}; its __global__ functions: "
+                                      f"{listing()}")
+    symbols: dict[str, str] = {}
+    for name in chosen:
+        sym = kernel_symbol(name)
+        if sym in symbols:
+            raise CompileCommandError(f"--kernel {symbols[sym]!r} and --kernel {name!r} both give the WAVE kernel "
+                                      f"{sym!r}: name each kernel once")
+        symbols[sym] = name
+    every, named = _local_bytes(args.local_bytes, "--shared-bytes")
+
+    def key_for(name: str) -> str | None:
+        """The --shared-bytes KERNEL that names kernel ``name`` (its CUDA name, spaces aside, or
+        its WAVE name)."""
+        return next((k for k in named if k.replace(" ", "") in (name.replace(" ", ""), kernel_symbol(name))), None)
+
+    out = []
+    used: set[str] = set()
+    for name in chosen:
+        kd = CudaKernelDef(source, name, str(path), clang_args)
+        key = key_for(name)
+        size = every if key is None else named[key]
+        if key is not None:
+            used.add(key)
+        if kd.uses_dynamic_shared:
+            if size is None:
+                raise CompileCommandError(
+                    f"kernel {name!r} uses extern __shared__ memory, whose size CUDA gives at launch; a .wbin "
+                    f"declares a fixed size of local memory per kernel: give it in bytes with "
+                    f"--shared-bytes {shlex.quote(name + '=N')} (or --shared-bytes N for every such kernel)")
+            out.append((name, kd, {"shared_bytes": size}))
+        else:
+            if key is not None:
+                raise CompileCommandError(f"--shared-bytes {key}=...: kernel {name!r} has no extern __shared__ "
+                                          "memory")
+            out.append((name, kd, {}))
+    extra = [k for k in named if k not in used]
+    if extra:
+        raise CompileCommandError(f"--shared-bytes {extra[0]}=...: no kernel of that name is compiled; the kernels: "
+                                  f"{', '.join(chosen)}")
+    return out
+
+
+def _example_arg(param: str) -> str:
+    """A template argument to show in an example for template parameter ``param``."""
+    if param.startswith("typename") or param.startswith("class"):
+        return "float"
+    if param.startswith("template"):
+        return "..."
+    kind = param.rsplit(" ", 1)[0] if " " in param else param
+    return "true" if kind == "bool" else "256"
+
+
+def run(args: argparse.Namespace) -> int:
+    from anywave.binary.verify import verify
+    from anywave.binary.wbin import write_wbin
+
+    path = Path(args.file)
+    todo = _cuda_kernels(path, args) if _is_cuda(path) else _python_kernels(path, args)
     module = Module()
     spills: dict[str, str] = {}
-    for name in chosen:
-        kf = kernels[name]
-        consts = {p.name: defines[p.name] for p in kf.params if p.kind == "const" and p.name in defines} \
-            if path.suffix not in (".cu", ".cuh") else {}
+    for _name, kf, consts in todo:
         module.kernels.extend(kf.compile(**consts).kernels)
         info = kf.resources(**consts)
         if info["spilled"]:
@@ -154,6 +375,8 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.output) if args.output else path.with_suffix(".wbin")
     out.write_bytes(data)
     print(f"{out}: {len(module.kernels)} kernel(s): " + ", ".join(
+        f"{k.name} ({len(k.code)} instructions, {k.registers} registers, {k.local_memory} bytes of local memory"
+        f"{spills.get(k.name, '')})" if k.local_memory else
         f"{k.name} ({len(k.code)} instructions, {k.registers} registers{spills.get(k.name, '')})"
         for k in module.kernels))
     if args.asm:

@@ -2703,32 +2703,46 @@ def compile_cuda(source: str, name: str, path: str = "kernel.cu", *, workgroup: 
 
 
 class CudaKernelDef:
-    """One ``__global__`` function of a CUDA source, compiled on demand, for the compiler's
-    own users (``anywave compile kernel.cu``); the launchable form is
-    :class:`anywave.jit.cuda.CudaKernel`. ``compile()`` returns the Module, ``resources()``
-    the register report (as :meth:`anywave.compiler.kernel.KernelDef.resources`)."""
+    """One ``__global__`` function of a CUDA source (or a template kernel's instance,
+    ``reduce<float, 256>``), compiled on demand, for the compiler's own users
+    (``anywave compile kernel.cu``); the launchable form is :class:`anywave.jit.cuda.CudaKernel`.
+    ``compile(shared_bytes=N)`` returns the Module (``N``: the bytes of ``extern __shared__``
+    memory, which a ``.wbin`` declares as a fixed size), ``resources()`` the register report (as
+    :meth:`anywave.compiler.kernel.KernelDef.resources`)."""
 
     def __init__(self, source: str, name: str, path: str = "kernel.cu", clang_args: tuple[str, ...] = ()) -> None:
         self.source, self.name, self.path, self.clang_args = source, name, path, tuple(clang_args)
-        self._built: tuple[Module, list[Param], Any] | None = None
+        self._built: dict[int, tuple[Module, list[Param], Any, bool]] = {}
 
-    def _build(self) -> tuple[Module, list[Param], Any]:
-        if self._built is None:
-            r = compile_cuda(self.source, self.name, self.path, clang_args=self.clang_args)
-            self._built = (settle_version(Module(kernels=[r.kernel])), r.params, r.info)
-        return self._built
+    def _build(self, shared_bytes: int = 0) -> tuple[Module, list[Param], Any, bool]:
+        if shared_bytes and not self._build(0)[3]:
+            shared_bytes = 0  # no extern __shared__: the size changes nothing (as CudaKernel)
+        r = self._built.get(shared_bytes)
+        if r is None:
+            c = compile_cuda(self.source, self.name, self.path, clang_args=self.clang_args, shared_bytes=shared_bytes)
+            r = self._built[shared_bytes] = (settle_version(Module(kernels=[c.kernel])), c.params, c.info,
+                                             c.dynamic_shared)
+        return r
 
     @property
     def params(self) -> list[Param]:
         return self._build()[1]
 
-    def compile(self, **constants: Any) -> Module:
+    @property
+    def uses_dynamic_shared(self) -> bool:
+        """Whether the kernel uses ``extern __shared__`` memory (sized by ``shared_bytes``)."""
+        return self._build()[3]
+
+    def compile(self, shared_bytes: int = 0, **constants: Any) -> Module:
         if constants:
             raise CompileError(f"CUDA kernel {self.name!r} takes no compile-time constants")
-        return self._build()[0]
+        if self.uses_dynamic_shared and not shared_bytes:
+            raise CompileError(f"CUDA kernel {self.name!r} uses extern __shared__ memory: give its size in bytes "
+                               "(shared_bytes=N)")
+        return self._build(shared_bytes)[0]
 
-    def resources(self, **constants: Any) -> dict[str, Any]:
-        return self._build()[2].as_dict()
+    def resources(self, shared_bytes: int = 0, **constants: Any) -> dict[str, Any]:
+        return self._build(shared_bytes)[2].as_dict()
 
 
 def cuda_kernel_defs(path: str, defines: tuple[str, ...] = ()) -> dict[str, CudaKernelDef]:
@@ -2738,3 +2752,33 @@ def cuda_kernel_defs(path: str, defines: tuple[str, ...] = ()) -> dict[str, Cuda
         source = f.read()
     args = tuple(f"-D{d}" for d in defines)
     return {n: CudaKernelDef(source, n, path, args) for n in kernel_names(source, path, args)}
+
+
+def global_functions(source: str, path: str = "kernel.cu",
+                     clang_args: tuple[str, ...] = ()) -> tuple[list[str], dict[str, str]]:
+    """The ``__global__`` functions defined in ``source``: the names of the plain ones, and the
+    template kernels (name -> their template parameters as written, ``typename T, unsigned int
+    BLOCK``), each in source order."""
+    cx = _clang()
+    K = cx.CursorKind
+    plain: list[str] = []
+    templates: dict[str, str] = {}
+    for c in _walk(parse(source, path, clang_args).cursor):
+        if not (c.kind in (K.FUNCTION_DECL, K.FUNCTION_TEMPLATE) and c.is_definition()):
+            continue
+        kids = list(c.get_children())
+        if not any(x.kind == K.CUDAGLOBAL_ATTR for x in kids):
+            continue
+        if c.kind == K.FUNCTION_TEMPLATE:
+            ps = []
+            for x in kids:
+                if x.kind == K.TEMPLATE_TYPE_PARAMETER:
+                    ps.append(f"typename {x.spelling}".rstrip())
+                elif x.kind == K.TEMPLATE_NON_TYPE_PARAMETER:
+                    ps.append(f"{x.type.spelling} {x.spelling}".rstrip())
+                elif x.kind == K.TEMPLATE_TEMPLATE_PARAMETER:
+                    ps.append(f"template<...> class {x.spelling}".rstrip())
+            templates.setdefault(c.spelling, ", ".join(ps))
+        elif c.get_num_template_arguments() <= 0 and c.spelling not in plain:
+            plain.append(c.spelling)
+    return plain, templates
