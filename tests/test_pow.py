@@ -168,6 +168,20 @@ def test_matches_the_spec_text_bit_for_bit():
     assert np.array_equal(got.view(np.uint32), ref.view(np.uint32))
 
 
+def test_two_transcriptions_of_the_spec_agree():
+    """refsem.f32_pow (the conformance group ``language``'s expectation: the same text on exact
+    rational arithmetic, one scalar at a time) and pow_ref above (NumPy float32) agree bit for bit."""
+    from anywave.conformance import refsem as R
+
+    x, y = _arguments(6, 200)
+    pairs = np.array(list(itertools.product(_SPECIAL[::2], _SPECIAL[1::2])), np.float32)
+    x = np.concatenate([x, pairs[:, 0]])
+    y = np.concatenate([y, pairs[:, 1]])
+    got = np.array([R.f32_pow(int(a), int(b)) for a, b in zip(x.view(np.uint32), y.view(np.uint32), strict=True)],
+                   np.uint32)
+    assert np.array_equal(got, pow_ref(x, y).view(np.uint32))
+
+
 RUNTIMES = [("emulator", w) for w in WS] + cases([(t, w) for t in ("opencl", "cpu") for w in WS])
 RUNTIMES = [pytest.param(*(p.values if hasattr(p, "values") else p), marks=getattr(p, "marks", ()),
                          id="{}-W{}".format(*(p.values if hasattr(p, "values") else p))) for p in RUNTIMES]

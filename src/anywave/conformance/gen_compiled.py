@@ -57,13 +57,16 @@ def exact_bits(fmt: R.FloatFormat, value: int | float) -> int:
     return fmt.round(1 if value < 0 else 0, abs(Fraction(value)))
 
 
-def _source(kern: Any) -> tuple[str, tuple[str, ...]]:
-    """The compiler's output for ``kern`` as ``.wave`` text, and the capabilities it needs."""
+def _source(kern: Any, **consts: Any) -> tuple[str, tuple[str, ...]]:
+    """The compiler's output for ``kern`` (with the compile-time parameters ``consts``: a type
+    parameter, ``local_bytes``, an ``aw.Const``) as ``.wave`` text, and the capabilities it needs."""
     from anywave.asm import disassemble
 
-    m = kern.compile()
+    m = kern.compile(**consts)
     # module-level .version and per-instruction .loc lines do not belong in a group's shared text
-    text = "\n".join(ln for ln in disassemble(m).splitlines() if not ln.lstrip().startswith((".loc", ".version")))
+    # (by their first word: .local_memory stays)
+    text = "\n".join(ln for ln in disassemble(m).splitlines()
+                     if ln.split()[:1] not in ([".loc"], [".version"]))
     return text + "\n", tuple(m.kernels[0].capabilities.spellings())
 
 

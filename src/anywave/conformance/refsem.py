@@ -450,3 +450,104 @@ def cvt(dst: str, src: str, a: int) -> int:
             v = min(max(math.trunc(x.value), lo), hi)
         return v & ((1 << width) - 1)
     return FORMATS[dst].encode(x)
+
+
+# ----------------------------------------------------------------------------- aw.pow (spec §8.18)
+
+def _two_sum32(a: int, b: int) -> tuple[int, int]:
+    """§8.18 step 2's TwoSum on f32 bits: ``h = a + b``, ``t = h - a``,
+    ``l = (a - (h - t)) + (b - t)``."""
+    h = f_add(F32, a, b)
+    t = f_sub(F32, h, a)
+    return h, f_add(F32, f_sub(F32, a, f_sub(F32, h, t)), f_sub(F32, b, t))
+
+
+def f32_pow(x: int, y: int) -> int:
+    """``aw.pow(x, y)`` on ``f32`` bits, transcribed from docs/spec.md §8.18 with this module's
+    correctly rounded operations (each step one ``f32`` operation; the constants the ``f32``
+    values of the spec's decimals). The special cases are applied first, in the spec's order;
+    the clamps of the core only matter where a special case applies, so they are left out.
+
+    Returns:
+        the result's bits (the canonical NaN for every NaN result)."""
+    F = F32
+    c = F.from_float
+    add, sub, mul, div, fma = (lambda a, b: f_add(F, a, b)), (lambda a, b: f_sub(F, a, b)), \
+        (lambda a, b: f_mul(F, a, b)), (lambda a, b: f_div(F, a, b)), (lambda a, b, d: f_fma(F, a, b, d))
+    neg = F.sign_bit
+    xv, yv = F.decode(x), F.decode(y)
+    one = c(1.0)
+    if yv.is_zero or x & F.mask == one:
+        return one
+    if xv.is_nan or yv.is_nan:
+        return F.canonical_nan
+    y_int = not yv.is_inf and math.trunc(yv.value) == yv.value
+    y_odd = y_int and yv.mag < 2 ** 24 and (math.trunc(yv.value) & 1) == 1
+    if yv.is_inf:
+        if not xv.is_inf and xv.mag == 1:
+            return one
+        small = not xv.is_inf and xv.mag < 1
+        return (F.inf if yv.sign else 0) if small else (0 if yv.sign else F.inf)
+    if xv.is_inf:
+        r = 0 if yv.sign else F.inf
+        return r | neg if xv.sign and y_odd else r
+    if xv.is_zero:
+        r = F.inf if yv.sign else 0
+        return r | (neg if xv.sign and y_odd else 0)
+    if xv.sign and not y_int:
+        return F.canonical_nan
+    a = f_abs(F, x)
+    # 1. a = m * 2^e with m in [sqrt(1/2), sqrt(2)]
+    e0 = 0
+    if F.decode(a).mag < Fraction(1, 2 ** 126):
+        a, e0 = mul(a, c(2.0 ** 23)), -23
+    e = ((a >> 23) & 255) - 127 + e0
+    m = (a & 0x7FFFFF) | 0x3F800000
+    if F.decode(m).mag > F.decode(c(1.4142135)).mag:
+        m, e = mul(m, c(0.5)), e + 1
+    # 2. s = (m - 1) / (m + 1) as a head and a tail
+    u = sub(m, one)
+    vh, vl = _two_sum32(m, one)
+    sh = div(u, vh)
+    sl = div(fma(sh ^ neg, vl, fma(sh ^ neg, vh, u)), vh)
+    # 3. z = s^2; the odd series of atanh past its first two terms
+    zh = mul(sh, sh)
+    zl = add(fma(sh, sh, zh ^ neg), mul(add(sh, sh), sl))
+    w = fma(zh, c(2 / 17), c(2 / 15))
+    for k in (2 / 13, 2 / 11, 2 / 9, 2 / 7, 2 / 5):
+        w = fma(zh, w, c(k))
+    w = mul(w, zh)
+    # 4. log m = 2s + s z (2/3 + w), as a head and a tail
+    th, tl = c(0.6666666865348816), c(-1.9868215517249155e-8)
+    ah = add(th, w)
+    al = add(add(sub(th, ah), w), tl)
+    bh = mul(zh, ah)
+    bl = add(fma(zh, ah, bh ^ neg), add(mul(zh, al), mul(zl, ah)))
+    ch = mul(sh, bh)
+    cl = add(fma(sh, bh, ch ^ neg), add(mul(sh, bl), mul(sl, bh)))
+    s2 = add(sh, sh)
+    dh = add(s2, ch)
+    dl = add(add(sub(s2, dh), ch), add(add(sl, sl), cl))
+    # 5. log2 a = e + log m * log2(e)
+    kh, kl = c(1.4426950216293335), c(1.925963033500011e-8)
+    eh = mul(dh, kh)
+    el = add(fma(dh, kh, eh ^ neg), add(mul(dh, kl), mul(dl, kh)))
+    lh, lam = _two_sum32(F.round(1 if e < 0 else 0, Fraction(abs(e))), eh)
+    ll = add(lam, el)
+    h = add(lh, ll)
+    lo = sub(ll, sub(h, lh))
+    # 6. y log2 a = n + f
+    ph = mul(y, h)
+    pl = add(fma(y, h, ph ^ neg), mul(y, lo))
+    pc = f_min(F, f_max(F, ph, c(-160.0)), c(130.0))
+    n = f_rint(F, pc)
+    f = add(sub(pc, n), pl) if F.decode(pc).value == F.decode(ph).value else sub(pc, n)
+    # 7. 2^f by its Taylor polynomial, times 2^n in two exact steps
+    q = fma(f, c(1.5252733804059841e-5), c(1.5403530393381606e-4))
+    for k in (1.3333558146428443e-3, 9.6181291076284772e-3, 5.5504108664821580e-2, 2.4022650695910071e-1,
+              6.9314718055994531e-1, 1.0):
+        q = fma(f, q, c(k))
+    ni = int(F.decode(n).value)
+    n1 = ni >> 1
+    r = mul(mul(q, c(2.0 ** n1)), c(2.0 ** (ni - n1)))
+    return r | neg if xv.sign and y_odd else r

@@ -46,6 +46,7 @@ def _all_cases() -> tuple[Case, ...]:
         gen_collectives,
         gen_compiled,
         gen_control,
+        gen_language,
         gen_limits,
         gen_literal,
         gen_mem,
@@ -58,7 +59,7 @@ def _all_cases() -> tuple[Case, ...]:
     cases = (gen_alu.cases() + gen_mem.cases() + gen_wave.cases() + gen_control.cases() + gen_mma.cases()
              + gen_collectives.cases() + list(gen_perf.cases()) + gen_compiled.cases()
              + gen_limits.cases() + gen_async.cases() + gen_literal.cases() + gen_wave_barrier.cases()
-             + gen_wave_barrier.constant_cases())
+             + gen_wave_barrier.constant_cases() + gen_language.cases())
     names = [c.name for c in cases]
     if len(set(names)) != len(names):
         dup = sorted({n for n in names if names.count(n) > 1})
