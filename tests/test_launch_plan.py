@@ -325,3 +325,48 @@ def test_cuda_constant_buffers_take_the_plan_launcher(fake_cuda, monkeypatch):
         first_entry(big, out, grid=1, workgroup=32)
     first_entry(c, out, grid=1, workgroup=32)
     assert len(fake_cuda) == 1
+
+
+@aw.kernel
+def bank_reader(c: aw.Constant[aw.f32], x: aw.In[aw.f32], out: aw.Out[aw.f32]):
+    i = aw.global_id(0)
+    out[i] = x[i] * c[i % 4]
+
+
+def test_cuda_constant_bank_is_filled_before_every_launch(fake_cuda, monkeypatch):
+    # the PTX backend reads a kernel's one constant buffer from the module's constant bank
+    # (ld.const, as nvcc's __constant__); every CUDA launch path copies that buffer's bytes to the
+    # bank on the launch's stream before the kernel: the bound/checked path, the plan launchers
+    # (native and generated), and a new stream (after the previous one is waited for)
+    from anywave.backends import ptx
+    from anywave.backends.ptx import CONST_BANK, translate
+    from anywave.runtime import cuda
+
+    monkeypatch.setattr(ptx, "PTX_CONST_BANK", True)  # whatever ANYWAVE_PTX_CONST_BANK says
+    text = translate(bank_reader.compile(), "sm_90").text
+    assert f".const .align 16 .b8 {CONST_BANK}[65536];" in text and "ld.const.b32" in text
+    drv = cuda._DRV
+    order = []
+    real_copy = drv.cuMemcpyDtoDAsync
+    drv.cuMemcpyDtoDAsync = lambda *a: (order.append(("copy", int(a[1]), int(a[2]), int(a[3] or 0))), real_copy(*a))[1]
+    drv.on_launch = lambda f, grid, block, shared, stream, kp: order.append(("launch", int(stream or 0)))
+    c = aw.array(np.arange(4, dtype=np.float32), target="cuda")
+    c2 = aw.array(np.arange(8, dtype=np.float32), target="cuda")
+    x = aw.array(np.ones(32, np.float32), target="cuda")
+    out = aw.empty(32, aw.f32, target="cuda")
+    for _ in range(4):  # the first calls take the checked path, the later ones the plan's launcher
+        bank_reader(c, x, out, grid=1, workgroup=32)
+    bank_reader(c2, x, out, grid=1, workgroup=32)
+    bank_reader(c2, x, out, grid=1, workgroup=32, stream=7)
+    # every launch right after a copy of its constant buffer on its stream (a plan launcher's
+    # first try of a new layout may copy and answer MISS: an extra copy, never a launch without one)
+    launches = [j for j, o in enumerate(order) if o[0] == "launch"]
+    assert len(launches) == 6
+    want = [(c.ptr, 16, 0)] * 4 + [(c2.ptr, 32, 0), (c2.ptr, 32, 7)]
+    for j, (ptr, n, st) in zip(launches, want, strict=True):
+        assert order[j - 1] == ("copy", ptr, n, st) and order[j] == ("launch", st), (j, order)
+    # NumPy arguments (staged to device memory by the checked path) are copied from their staging
+    order.clear()
+    bank_reader(np.arange(4, dtype=np.float32), np.ones(32, np.float32), np.zeros(32, np.float32),
+                grid=1, workgroup=32, target="cuda")
+    assert [o[0] for o in order][-2:] == ["copy", "launch"] and order[-2][2] == 16 and order.count(order[-1]) == 1

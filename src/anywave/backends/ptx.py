@@ -51,7 +51,7 @@ from anywave.backends.lowering.bodies import body_keys
 from anywave.backends.lowering.control import ControlWalk, Frame, Mask, of_pred, uses_wave_ops
 from anywave.backends.lowering.need import Need, unpredicated
 from anywave.backends.ptx_block import WAVE_WIDTH, Block  # noqa: F401 - WAVE_WIDTH is public here
-from anywave.binary.module import Instruction, Kernel, Module, Pred
+from anywave.binary.module import DeviceAddr, Instruction, Kernel, Module, Pred
 from anywave.errors import WaveError
 from anywave.isa import dispatch
 from anywave.isa.mma import GROUP_ALIGN
@@ -79,6 +79,37 @@ STATIC_SHARED_LIMIT = 48 * 1024
 #: geometric mean, cuda_suite_h100_9461882_islands.json). ANYWAVE_PTX_ISLANDS=0 gives the plain
 #: machine (every instruction predicated on the active mask), as before.
 PTX_ISLANDS = os.environ.get("ANYWAVE_PTX_ISLANDS", "1") != "0"
+
+
+#: WAVE constant buffers (spec §12) read from CUDA's constant bank: a kernel whose one constant
+#: buffer is only ever the source of plain loads reads it with ``ld.const`` from the module's
+#: ``.const`` array ``__wa_cbank`` (bank 3: ``LDC``, the constant cache, as nvcc's ``__constant__``),
+#: which the CUDA runtime fills from the buffer on the launch's stream before the kernel
+#: (``PtxKernel.const_bank``). The k-means of the CUDA suite read its centres this way at 1.005 of
+#: NVRTC's speed against 0.903 through ``ld.global.nc`` (bench/results/kmeans_const_h200_c2ccdb2.json).
+#: ANYWAVE_PTX_CONST_BANK=0 keeps every constant buffer on the global path.
+PTX_CONST_BANK = os.environ.get("ANYWAVE_PTX_CONST_BANK", "1") != "0"
+#: bytes of ``__wa_cbank``: a launch's constant buffers total at most this (LIMITS.max_constant_bytes)
+CONST_BANK_BYTES = 65536
+CONST_BANK = "__wa_cbank"
+
+
+def const_bank_buffer(module: Module, kernel: Kernel) -> int:
+    """The ABI index of the buffer a kernel reads from the constant bank, or -1: its only
+    constant buffer, when every instruction that addresses that buffer (in the kernel and in the
+    module's functions) is a plain load (``mem.ld``), so no other access needs its global address."""
+    if not PTX_CONST_BANK:
+        return -1
+    const = [i for i, a in enumerate(kernel.args) if a.kind is ArgKind.BUFFER and getattr(a, "constant", False)]
+    if len(const) != 1:
+        return -1
+    i = const[0]
+    for code in [kernel.code, *(f.code for f in module.functions)]:
+        for ins in code:
+            for op in ins.operands:
+                if isinstance(op, DeviceAddr) and op.buffer == i and PTX_DISPATCH.handler(ins.defn) is not _mem._e_ld:
+                    return -1
+    return i
 
 
 class PtxError(WaveError):
@@ -169,6 +200,10 @@ class PtxKernel:
     sites: tuple = ()
     #: the kernel uses mma.group: a launch needs a multiple of 4 waves (128 threads) per workgroup
     wave_groups: bool = False
+    #: ABI index of the constant buffer the kernel reads from the module's constant bank
+    #: (``CONST_BANK``, see :data:`PTX_CONST_BANK`; -1: none): a launch copies that buffer's bytes
+    #: to the bank's start on the launch's stream before the kernel
+    const_bank: int = -1
 
 
 @dataclass(frozen=True)
@@ -236,6 +271,9 @@ class _KernelEmitter:
         self.m = module
         self.k = kernel
         self.checked = checked
+        #: the buffer read from the constant bank (not in a bounds-checked build: its hidden sizes
+        #: and checks address the buffer's global memory)
+        self.cbank = -1 if checked else const_bank_buffer(module, kernel)
         self.sites: list = []
         self.labels = {id(kernel.code): f"kernel {kernel.name!r}",
                        **{id(f.code): f"function {f.name!r}" for f in module.functions}}
@@ -578,6 +616,9 @@ class _KernelEmitter:
             pro.append(f".shared .align {align} .b8 __wa_local[{k.local_memory}];")
         for i in bufs:
             a = k.args[i]
+            if i == self.cbank:  # read from the constant bank (ld.const), which the launch fills
+                pro.append(f"mov.u64 %buf{i}, {CONST_BANK};   // constant buffer {a.name}: the constant bank")
+                continue
             pro.append(f"ld.param.u64 %buf{i}, [{self.param_name(i)}];   // buffer {a.name}")
             pro.append(f"cvta.to.global.u64 %buf{i}, %buf{i};")
         if self.checked:
@@ -621,7 +662,7 @@ class _KernelEmitter:
         lines.append("    exit;")
         lines.append("}")
         info = PtxKernel(k.name, params, dynamic, k.local_memory, self.uniform, self.checked, tuple(self.sites),
-                         self.group)
+                         self.group, self.cbank)
         return "\n".join(lines), info
 
 
@@ -684,6 +725,9 @@ def translate(module: Module, arch: str | int = "sm_90", *, kernels: Iterable[st
     ]
     if need_dynamic:
         head.append(f".extern .shared .align {GROUP_ALIGN if group else 16} .b8 __wa_dynlocal[];")
+        head.append("")
+    if any(info.const_bank >= 0 for info in infos.values()):
+        head.append(f".const .align 16 .b8 {CONST_BANK}[{CONST_BANK_BYTES}];")
         head.append("")
     return PtxProgram("\n".join(head) + "\n" + "\n\n".join(parts) + "\n", f"sm_{a}", infos)
 

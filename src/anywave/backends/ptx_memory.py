@@ -21,11 +21,14 @@ T = ScalarType
 
 
 def load_space(b, ins) -> str:  # noqa: ANN001 - ptx._Block, binary Instruction
-    """``global.nc`` for a device load from a read-only buffer, else ``global``/``shared``."""
+    """``const`` for a load from the buffer read from the constant bank (``ptx.PTX_CONST_BANK``),
+    ``global.nc`` for a device load from a read-only buffer, else ``global``/``shared``."""
     sp = b.space()
     if sp != "global":
         return sp
     addr = ins.operands[1]
+    if isinstance(addr, DeviceAddr) and addr.buffer == b.kx.cbank:
+        return "const"
     args = b.kx.k.args
     if isinstance(addr, DeviceAddr) and 0 <= addr.buffer < len(args) and args[addr.buffer].access is Access.READ:
         return "global.nc"

@@ -298,6 +298,36 @@ class LoadedKernel:
     static_shared: int
 
 
+class ConstBank:
+    """The constant bank of one loaded module (``__wa_cbank``, :data:`anywave.backends.ptx.PTX_CONST_BANK`):
+    the device address of its 64 KiB, filled from a kernel's constant buffer on the launch's
+    stream just before the kernel, under ``lock`` (held from the copy to the kernel's launch, so
+    no other launch of the module refills it in between). A launch on another stream than the
+    previous one first waits for that stream (the host synchronises it), so a kernel still
+    reading the bank on it is not overwritten -- except while this stream is being captured into
+    a graph, where the copy becomes a node of the graph."""
+
+    def __init__(self, ptr: int) -> None:
+        self.ptr = ptr
+        self.lock = threading.Lock()
+        self.stream: int | None = None
+
+    def fill(self, drv: Any, src: int, nbytes: int, hstream: int, shape: str) -> None:
+        """Copy ``nbytes`` at device address ``src`` to the bank on ``hstream`` (the caller holds
+        ``lock`` until the kernel is launched). Raises CudaError."""
+        if self.stream is not None and self.stream != hstream:
+            capturing = drv.cuStreamIsCapturing(hstream) if hasattr(drv, "cuStreamIsCapturing") else (0, 0)
+            if not int(capturing[0]) and not int(capturing[1]):
+                r = drv.cuStreamSynchronize(self.stream)
+                if int(r[0]):
+                    raise CudaError(f"{shape}: waiting for the constant bank's previous stream: {_err_text(r[0])}")
+        if nbytes:
+            r = drv.cuMemcpyDtoDAsync(self.ptr, src, nbytes, hstream)
+            if int(r[0]):
+                raise CudaError(f"{shape}: copying the constant buffer to the constant bank: {_err_text(r[0])}")
+        self.stream = hstream
+
+
 class LoadedModule:
     """A WAVE module translated, linked and loaded on one device."""
 
@@ -350,6 +380,13 @@ class LoadedModule:
                 _check(drv.cuFuncSetAttribute(fn, a.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                               info.dynamic_shared), "cuFuncSetAttribute")
             self.kernels[name] = LoadedKernel(name, fn, info, regs, mt, sh)
+        #: the module's constant bank (kernels that read a constant buffer from it), else None
+        self.bank: ConstBank | None = None
+        if any(info.const_bank >= 0 for info in self.program.kernels.values()):
+            from anywave.backends.ptx import CONST_BANK
+
+            ptr, _size = _check(drv.cuModuleGetGlobal(self.handle, CONST_BANK.encode()), "cuModuleGetGlobal")
+            self.bank = ConstBank(int(ptr))
 
 
 # ------------------------------------------------------------------------ the target
@@ -412,23 +449,54 @@ def _missing(names: list[str], args: Mapping[str, Any]) -> Any:
     raise TypeError(f"arguments missing {missing}, unknown {unknown}; ABI: {names}")
 
 
-def _constant_checked(fast: Any, constant: list[tuple[int, str]], k: Any, error: Any) -> Any:
+def _constant_checked(fast: Any, constant: list[tuple[int, str]], k: Any, error: Any,
+                      bank: tuple[int, ConstBank, int | None, int] | None = None, shape: str = "") -> Any:
     """``fast`` (a plan launcher) preceded by the launch rule of constant buffers (docs/spec.md
     §12): ``constant`` holds (position in a call's arguments, ABI name) of each constant buffer;
     their ``nbytes`` total at most ``LIMITS.max_constant_bytes``, else ``error`` as
     :func:`anywave.abi.check_constant_bytes` words it. A value without ``nbytes`` (another
-    layout) is left to ``fast``, which answers MISS for it."""
+    layout) is left to ``fast``, which answers MISS for it. ``bank``: (position of the buffer
+    the kernel reads from the constant bank, the module's :class:`ConstBank`, the torch device
+    whose current stream the plan launches on or None, the plan's stream handle): that buffer
+    is copied to the bank on the launch's stream, under the bank's lock, before ``fast``."""
     from anywave.isa.types import LIMITS
 
     limit = LIMITS.max_constant_bytes
 
-    def launcher(args: Any) -> Any:
+    def checked(args: Any) -> None:
         total = 0
         for i, _ in constant:
             total += getattr(args[i], "nbytes", 0)
         if total > limit:
             check_constant_bytes(k, [(name, getattr(args[i], "nbytes", 0)) for i, name in constant], error)
-        return fast(args)
+
+    if bank is None:
+        def launcher(args: Any) -> Any:
+            checked(args)
+            return fast(args)
+    else:
+        pos, cb, torch_device, stream = bank
+        tensor = _TORCH_TENSOR or _torch_tensor_type()
+
+        def launcher(args: Any) -> Any:
+            checked(args)
+            v = args[pos]
+            if tensor is not None and isinstance(v, tensor):
+                src = v.data_ptr() if v.is_cuda else None
+            else:
+                src = getattr(v, "ptr", None)
+            if src is None:  # not a device buffer: the launcher's MISS (nothing launched)
+                return fast(args)
+            if torch_device is not None:
+                import torch
+
+                hs = torch.cuda.current_stream(torch_device).cuda_stream
+            else:
+                hs = stream
+            drv = _DRV or _driver()
+            with cb.lock:
+                cb.fill(drv, int(src), int(v.nbytes), int(hs), shape)
+                return fast(args)
 
     for attr in ("path", "guarded", "parts", "keep"):
         if hasattr(fast, attr):
@@ -512,7 +580,11 @@ class CudaTarget(Driver):
         if constant:
             # the launch rule of constant buffers (docs/spec.md §12: their bytes, at every call)
             # before the launcher; a value of another layout (no nbytes) is the launcher's MISS
-            fast = _constant_checked(fast, constant, self._plan_for(module, kernel).k, self.error)
+            plan = self._plan_for(module, kernel)
+            bank = None
+            if plan.bank is not None:  # and the buffer the kernel reads from the constant bank
+                bank = (layout.specs[plan.bank[0]][0], plan.bank[1], layout.torch_device, layout.stream)
+            fast = _constant_checked(fast, constant, plan.k, self.error, bank, parts["shape"])
         return fast
 
     def bind(self, module: Any, kernel: str, grid: Any, workgroup: Any, wave_width: int | None = None, *,
@@ -862,8 +934,15 @@ class CudaTarget(Driver):
                 e = e[0] if ctx_tuple else (drv.CUresult(e) if e and hasattr(drv, "CUresult") else e)
                 if int(e):
                     raise CudaError(f"{plan.shape(g, wg)}: cuCtxSetCurrent failed: {_err_text(e)}")
-                r = drv.cuLaunchKernel(plan.function, g[0], g[1], g[2], wg[0], wg[1], wg[2], plan.dynamic_shared,
-                                       hstream, plan.kp, 0)
+                if plan.bank is None:
+                    r = drv.cuLaunchKernel(plan.function, g[0], g[1], g[2], wg[0], wg[1], wg[2],
+                                           plan.dynamic_shared, hstream, plan.kp, 0)
+                else:  # the constant buffer into the module's constant bank, then the kernel
+                    bi, bank = plan.bank
+                    with bank.lock:
+                        bank.fill(drv, int(u64[bi]), buffer_nbytes(values[bi]), hstream, plan.shape(g, wg))
+                        r = drv.cuLaunchKernel(plan.function, g[0], g[1], g[2], wg[0], wg[1], wg[2],
+                                               plan.dynamic_shared, hstream, plan.kp, 0)
             if int(r[0]):
                 raise CudaError(f"{plan.shape(g, wg)}: cuLaunchKernel failed: {_err_text(r[0])}")
             if sync or copy_back:
@@ -883,6 +962,8 @@ class CudaTarget(Driver):
         lm = self.load(module)
         self.kernel_info(lm, lm.module, kernel)  # refused or absent: the driver's error
         plan = LaunchPlan(lm.kernels[kernel], lm.module.kernel(kernel))
+        if plan.lk.info.const_bank >= 0:
+            plan.bank = (plan.lk.info.const_bank, lm.bank)
         self._plans[(id(module), kernel)] = (module, plan)
         return plan
 

@@ -169,6 +169,20 @@ class FakeDriver:
     def cuMemcpyDtoH(self, dst: int, src: int, n: int) -> tuple[int]:  # noqa: N802
         return (0,)
 
+    def cuModuleGetGlobal(self, module: Any, name: bytes) -> tuple[int, int, int]:  # noqa: N802
+        """A module global (the PTX constant bank): a fresh fake address of 64 KiB."""
+        return (0, self.cuMemAlloc(65536)[1], 65536)
+
+    def cuMemcpyDtoDAsync(self, dst: int, src: int, n: int, stream: Any) -> tuple[int]:  # noqa: N802
+        """Records ``(dst, src, n, stream)`` in ``copies`` (created on first use)."""
+        if not hasattr(self, "copies"):
+            self.copies: list[tuple[int, int, int, int]] = []
+        self.copies.append((int(dst), int(src), int(n), int(stream or 0)))
+        return (0,)
+
+    def cuStreamIsCapturing(self, stream: Any) -> tuple[int, int]:  # noqa: N802
+        return (0, int(int(stream or 0) in getattr(self, "_capturing", {})))
+
     def cuCtxSynchronize(self) -> tuple[int]:  # noqa: N802
         return (self.sync_status,)
 

@@ -59,6 +59,9 @@ class LaunchPlan:
         #: ABI indices of the constant buffers (WAVE 1.1): their bytes are checked at every launch
         #: (a kernel with any takes the checked path: no bound launcher skips the check)
         self.constant = [i for i, a in enumerate(self.args) if a.is_buffer and a.constant]
+        #: (ABI index, the module's ConstBank) of the buffer the kernel reads from the constant
+        #: bank (``PtxKernel.const_bank``), set by the target; None: none
+        self.bank: tuple[int, Any] | None = None
 
     def word(self, i: int, v: Any) -> int:
         """The ABI word of scalar argument ``i`` = ``v``, a value the caller has checked (a Python
