@@ -112,6 +112,10 @@ def _clang() -> Any:
                 raise CompileError("aw.cuda_kernel needs libclang 17 or later: pip install 'anywave[cuda-frontend]' "
                                    f"(the libclang wheel); {e}") from None
             _cx = cx
+            global _TYPE_DECLS
+            K = cx.CursorKind
+            _TYPE_DECLS = frozenset({K.TYPEDEF_DECL, K.TYPE_ALIAS_DECL, K.STRUCT_DECL, K.UNION_DECL, K.ENUM_DECL,
+                                     K.STATIC_ASSERT, K.USING_DECLARATION, K.USING_DIRECTIVE})
         return _cx
 
 
@@ -637,6 +641,8 @@ class CudaLowering:
                 self.scopes.pop()
         elif k == K.DECL_STMT:
             for d in c.get_children():
+                if d.kind in _TYPE_DECLS:  # a local type (typedef, using, struct ...): nothing to run
+                    continue
                 if d.kind != K.VAR_DECL:
                     raise self.refuse(d)
                 self.var_decl(d)
@@ -671,6 +677,13 @@ class CudaLowering:
             self.expr(c, discard=True)
         elif k == K.UNEXPOSED_STMT and _pragma(c) is not None:
             self.pragma_stmt(c)
+        elif k == K.UNEXPOSED_STMT and _attributes(c) is not None:
+            names = _attributes(c)
+            inner = [x for x in c.get_children() if not x.kind.is_attribute()]
+            if len(inner) != 1 or not set(names) <= _HARMLESS_ATTRIBUTES:
+                raise self.refuse(c, f"the statement attribute [[{', '.join(names)}]] (only "
+                                  f"{', '.join(sorted(_HARMLESS_ATTRIBUTES))}, which change nothing)")
+            self.stmt(inner[0])
         else:
             raise self.refuse(c)
 
@@ -1261,6 +1274,9 @@ class CudaLowering:
         if k in (K.UNEXPOSED_EXPR, K.PAREN_EXPR):
             ch = list(c.get_children())
             if len(ch) != 1:
+                t = _ctype(c.type)  # offsetof(T, f) and other integer constants clang evaluates
+                if isinstance(t, DType) and t.is_int and _cx.conf.lib.clang_Cursor_Evaluate(c):
+                    return self.const(_evaluate(c, t), _vt(t)), t
                 raise self.refuse(c, "this expression")
             inner = ch[0]
             if k == K.PAREN_EXPR:
@@ -1340,6 +1356,8 @@ class CudaLowering:
             return var, t
         if k == K.CALL_EXPR:
             return self.call(c, discard)
+        if k == K.CXX_NULL_PTR_LITERAL_EXPR:
+            raise self.refuse(c, "a null pointer (nullptr)")
         raise self.refuse(c)
 
     def decl_ref(self, c: Any) -> Any:
@@ -1511,6 +1529,9 @@ class CudaLowering:
         r = self.expr(inner)
         src_t = _ctype(inner.type)
         if isinstance(dst, tuple) and dst[0] == "ptr":
+            if not isinstance(src_t, tuple):
+                raise self.refuse(c, "a null pointer or a number converted to a pointer (a pointer must point "
+                                  "into a buffer or a __shared__ array)")
             if isinstance(r, tuple) and r[0] == "lv" and isinstance(src_t, tuple) and src_t[0] == "arr":
                 place = r[1]
                 if place[0] != "mem":
@@ -1689,6 +1710,9 @@ class CudaLowering:
                 b = self.lookup(c.spelling, c)
                 if isinstance(b, _PtrVar):
                     return ("ptrvar", b), ("ptr", b.pointee)
+                if isinstance(b, _VarRef):
+                    raise self.refuse(c, "arithmetic or assignment on a pointer to a local variable (only *p "
+                                      "and p->f)")
             raise self.refuse(c, "assignment to this expression")
         return r[1], r[2]
 
@@ -2042,6 +2066,8 @@ class CudaLowering:
                               "and the built-ins listed in the docs)")
         if _in_prelude(callee.location, self.path) and not name.startswith("make_"):
             raise self.refuse(c, f"call of {name!r}")
+        if defn is not None and any(f == defn for f in self.functions):
+            raise self.refuse(c, f"recursion: {name!r} calls itself (directly or through other functions)")
         if self._inline_depth > 32:
             raise self.err(c, f"call of {name!r}: __device__ functions nested more than 32 deep (recursion?)")
         params = list(defn.get_arguments())
@@ -2172,7 +2198,7 @@ def _constant_init(v: Any, t: Any, elem: DType) -> Any:
 
     walk(lits[-1])
     if len(leaves) > len(flat):
-        raise CompileError(f"{v.location.line}: __constant__ {v.spelling!r}: more initialisers than elements")
+        raise CompileError(f"{_decl_where(v)}: __constant__ {v.spelling!r}: more initialisers than elements")
     data = bytearray(_size(t))
     for (st, off), leaf in zip(flat, leaves, strict=False):
         val = _evaluate(leaf, st)
@@ -2242,6 +2268,10 @@ FULL_UNROLL_BUDGET = 1024
 PRAGMA_UNROLL_MOST = 32
 
 
+#: declarations in a function body that declare only types (or check a constant): lowered to nothing
+_TYPE_DECLS: frozenset[Any] = frozenset()
+
+
 def _pragma(c: Any) -> list[str] | None:
     """The words of the pragma that statement ``c`` (clang's attributed statement, which libclang
     shows as an unexposed statement) starts with: ``['unroll', '4']`` for ``#pragma unroll 4``;
@@ -2255,6 +2285,21 @@ def _pragma(c: Any) -> list[str] | None:
     if len(toks) < 2 or toks[0].spelling != "#" or toks[1].spelling != "pragma":
         return None
     return [t.spelling for t in toks[2:]]
+
+
+#: statement attributes that change nothing a kernel computes (hints to the optimiser): ignored
+_HARMLESS_ATTRIBUTES = frozenset({"likely", "unlikely", "clang::nomerge", "clang::noinline", "clang::always_inline",
+                                  "gnu::noinline", "gnu::always_inline"})
+
+
+def _attributes(c: Any) -> list[str] | None:
+    """The names of the C++ attributes statement ``c`` starts with (``[[likely]] x;``: ``['likely']``,
+    ``[[clang::noinline]]``: ``['clang::noinline']``), None when it starts with none."""
+    toks = [t.spelling for t in c.get_tokens()]
+    if toks[:2] != ["[", "["] or "]" not in toks:
+        return None
+    inside = "".join(toks[2:toks.index("]")])
+    return [re.sub(r"\(.*", "", a) for a in inside.split(",") if a] or None
 
 
 def _loop_hint(words: list[str]) -> Any:

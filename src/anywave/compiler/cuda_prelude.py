@@ -52,8 +52,8 @@ _LIBS = "{} is not supported by the CUDA front end (a library of the CUDA toolki
 #: message instead of clang's (:func:`unsupported`); ``{}`` in a message is the name
 UNSUPPORTED_NAMES: tuple[tuple[str, str], ...] = (
     (r"__cudaPushCallConfiguration|cudaLaunchKernel|cudaDeviceSynchronize|cudaGetLastError", _DP),
-    (r"(__)?half2|__halves2half2|__floats2half2_rn|__float2half2_rn|__half22float2|__low2half|__high2half"
-     r"|__lows2half2|__highs2half2|__h\w+2|h2\w+", _HALF2),
+    (r"(__)?half2|__halves2half2|__floats2half2_rn|__float2half2_rn|__half22float2|__(low|high)s?2\w+"
+     r"|__h\w+2|h2\w+", _HALF2),
     (r"(__)?nv_bfloat162|__floats2bfloat162_rn|__bfloat1622float2", _BF162),
     (r"cooperative_groups|this_thread_block|this_grid|tiled_partition|thread_block(_tile)?|grid_group"
      r"|coalesced_threads|thread_group", _CG),
