@@ -1526,6 +1526,8 @@ class CudaLowering:
     def implicit(self, c: Any, inner: Any) -> Any:
         """An implicit cast: lvalue→rvalue, array→pointer decay, or a value conversion."""
         dst = _ctype(c.type)
+        if dst is ty.bool_ and _strip(inner).kind == _cx.CursorKind.STRING_LITERAL:
+            return self.const(True, ty.pred), ty.bool_  # a string as a condition (assert(x && "why")): true
         r = self.expr(inner)
         src_t = _ctype(inner.type)
         if isinstance(dst, tuple) and dst[0] == "ptr":
@@ -1558,7 +1560,11 @@ class CudaLowering:
         return self.convert(v, st, dst, c), dst
 
     def pointer(self, c: Any) -> _Ptr:
-        v, _ = self.rvalue(c)
+        return self._as_pointer(self.rvalue(c)[0], c)
+
+    def _as_pointer(self, v: Any, c: Any) -> _Ptr:
+        """The pointer value ``v`` of expression ``c`` (evaluated once by the caller), refused
+        when it is the address of a local or not a pointer."""
         if isinstance(v, _VarRef):
             raise self.refuse(c, "arithmetic or indexing on the address of a local variable (only *p and p->f)")
         if not isinstance(v, _Ptr):
@@ -1570,7 +1576,7 @@ class CudaLowering:
         v, _ = self.rvalue(c)
         if isinstance(v, _VarRef):
             return v.place
-        return ("mem", self.pointer(c))
+        return ("mem", self._as_pointer(v, c))
 
     def offset(self, p: _Ptr, idx_c: Any, c: Any, negate: bool = False) -> _Ptr:
         """``p + idx`` (elements of ``p.pointee``)."""
@@ -1750,10 +1756,10 @@ class CudaLowering:
             return (old, t) if op.startswith("post") else (new, t)
         if op == "*":
             self._volatile(c)
-            v, _ = self.rvalue(x)
+            v, _ = self.rvalue(x)  # once: the operand may have side effects (*p++)
             if isinstance(v, _VarRef):
                 return ("lv", v.place, v.pointee)
-            p = self.pointer(x)
+            p = self._as_pointer(v, x)
             return ("lv", ("mem", p), p.pointee)
         if op == "&":
             r = self.expr(x)
