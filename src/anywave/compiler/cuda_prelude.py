@@ -7,8 +7,11 @@ CUDA names, the warp built-ins, the atomics, ``printf``, the vector types (``flo
 Everything declared here is lowered by name in :mod:`anywave.compiler.cuda_frontend` (a call
 of a declared function the front end does not lower is refused by name). The headers a CUDA
 source commonly includes (``cuda_runtime.h``, ``cuda_fp16.h``, ``float.h``, ``cmath`` ...)
-exist as empty files in a virtual system include folder (:data:`HEADERS`), so the source
-compiles unchanged; everything they would declare is in :data:`PRELUDE`.
+exist as files in a virtual system include folder (:data:`HEADERS`), so the source compiles
+unchanged; everything they would declare is in :data:`PRELUDE`, except ``assert``, which
+``assert.h``/``cassert`` define (:data:`HEADER_TEXT`: C reads ``NDEBUG`` at the include). CUDA
+features the front end does not take are named when clang stumbles on them
+(:func:`unsupported`).
 """
 
 from __future__ import annotations
