@@ -448,6 +448,13 @@ def printf(low: Any, c: Any, args: list[Any]) -> tuple[Any, Any]:
             if w is not v:
                 low.emit("mov.b32", w, v)
             words.append(w)
+    _record(low, c, pyfmt, types, words)
+    return low.const(len(args) - 1, ty.i32), ty.i32
+
+
+def _record(low: Any, c: Any, pyfmt: str, types: list[Any], words: list[Value]) -> None:
+    """One print record of call site ``c`` (Python format ``pyfmt`` of the values ``words``, 32-bit
+    each, whose types are ``types``): appended to the print buffer when it fits."""
     where = f"{c.location.file.name if c.location.file else low.path}:{low.user_line(c)}"
     site = len(low.prints)
     low.prints.append(PrintFormat(pyfmt, tuple(types), where))
@@ -480,7 +487,43 @@ def printf(low: Any, c: Any, args: list[Any]) -> tuple[Any, Any]:
     finally:
         low.body = saved
     low.body.append(ir.If(fits, then, []))
-    return low.const(len(args) - 1, ty.i32), ty.i32
 
 
-__all__ = ["lower", "precise", "printf", "PRINT_ARG"]
+def assert_(low: Any, c: Any, args: list[Any]) -> tuple[Any, Any]:
+    """``assert(e)`` (``<cassert>``/``<assert.h>``, the macro calls ``__anywave_assert(e, "e")``):
+    where ``e`` is false the thread prints CUDA's message (``file:line: function: block:
+    [x,y,z], thread: [x,y,z] Assertion `e` failed.``, a printf record: the host prints it after
+    the launch) and ends (``halt``), as if it returned from the kernel; the other threads go
+    on. CUDA instead stops the whole grid and fails the launch: WAVE has no trap (spec §7.1),
+    so the launch here completes and the message is the report. With ``NDEBUG`` defined the
+    macro is ``((void)0)``: nothing is compiled."""
+    K = low.cx.CursorKind
+    text = args[1]
+    while text.kind in (K.UNEXPOSED_EXPR, K.PAREN_EXPR) and len(list(text.get_children())) == 1:
+        text = next(text.get_children())
+    expr_text = bytes(text.spelling[1:-1], "utf-8").decode("unicode_escape") if text.kind == K.STRING_LITERAL else "?"
+    p = low.cond(args[0])
+    fn = low.functions[-1]
+    where = f"{c.location.file.name if c.location.file else low.path}:{low.user_line(c)}"
+    head = f"{where}: {fn.displayname}: ".replace("{", "{{").replace("}", "}}")
+    tail = f" Assertion `{expr_text}` failed.".replace("{", "{{").replace("}", "}}")
+    fmt = head + "block: [{},{},{}], thread: [{},{},{}]" + tail
+    saved = low.body
+    low.body = []
+    try:
+        words = []
+        for r in (SR.WORKGROUP_ID_X, SR.WORKGROUP_ID_Y, SR.WORKGROUP_ID_Z, SR.THREAD_ID_X, SR.THREAD_ID_Y,
+                  SR.THREAD_ID_Z):
+            v = Value(ty.u32)
+            low.emit("mov.sr", v, r)
+            words.append(v)
+        _record(low, c, fmt, [ty.u32.scalar] * 6, words)
+        low.body.append(ir.Halt())
+        failed = low.body
+    finally:
+        low.body = saved
+    low.body.append(ir.If(PredUse(p.value, not p.negated), failed, []))
+    return low.const(0, ty.i32), ty.i32
+
+
+__all__ = ["assert_", "lower", "precise", "printf", "PRINT_ARG"]

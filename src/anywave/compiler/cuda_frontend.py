@@ -112,6 +112,10 @@ def _clang() -> Any:
                 raise CompileError("aw.cuda_kernel needs libclang 17 or later: pip install 'anywave[cuda-frontend]' "
                                    f"(the libclang wheel); {e}") from None
             _cx = cx
+            global _TYPE_DECLS
+            K = cx.CursorKind
+            _TYPE_DECLS = frozenset({K.TYPEDEF_DECL, K.TYPE_ALIAS_DECL, K.STRUCT_DECL, K.UNION_DECL, K.ENUM_DECL,
+                                     K.STATIC_ASSERT, K.USING_DECLARATION, K.USING_DIRECTIVE})
         return _cx
 
 
@@ -419,6 +423,12 @@ class CudaLowering:
         #: printf call sites (PrintFormat) and the print buffer's argument index
         self.prints: list[Any] = []
         self.print_arg: int | None = None
+        #: the loop hint of the pragma before the statement being lowered (pragma_stmt): 1 keep
+        #: the loop rolled, N > 1 unroll by N, "auto" the default, None no pragma
+        self._loop_hint: Any = None
+        #: the functions being lowered, outermost first (the kernel, then inlined __device__
+        #: functions): assert's message names the innermost
+        self.functions: list[Any] = [fn]
 
     # ------------------------------------------------------------------ helpers
     def err(self, c: Any, msg: str) -> CompileError:
@@ -531,6 +541,8 @@ class CudaLowering:
         cparams = list(self.fn.get_arguments())
         keys = _param_keys(cparams)
         names = _launch_names(cparams)
+        body = next((ch for ch in self.fn.get_children() if ch.kind == cx.CursorKind.COMPOUND_STMT), None)
+        written = _written(body) if body is not None else set()
         for i, p in enumerate(cparams):
             t = _ctype(p.type)
             name = names[i]
@@ -546,7 +558,12 @@ class CudaLowering:
                 self.params.append(Param(name, "buffer", ann))
                 self.args.append((name, ann))
                 self.buffer_ctypes[name] = elem
-                self.scopes[0][key] = _Ptr("device", len(self.args) - 1, None, 0, elem)
+                if p in written:  # p++, p += n: a pointer variable into its buffer, from offset 0
+                    var = Value(ty.u64, name, is_var=True)
+                    self.mov(var, self.const(0, ty.u64))
+                    self.scopes[0][key] = _PtrVar("device", len(self.args) - 1, var, elem)
+                else:
+                    self.scopes[0][key] = _Ptr("device", len(self.args) - 1, None, 0, elem)
             elif isinstance(t, DType) and t in (ty.i32, ty.u32, ty.i64, ty.u64, ty.f32, ty.f64):
                 self.params.append(Param(name, "scalar", t))
                 self.args.append((name, t))
@@ -569,7 +586,6 @@ class CudaLowering:
             self.args.append((v.spelling, ann))
             self.buffer_ctypes[v.spelling] = elem
             self.globals[v.get_usr()] = ("place", _Ptr("device", len(self.args) - 1, None, 0, t), t)
-        body = next((ch for ch in self.fn.get_children() if ch.kind == cx.CursorKind.COMPOUND_STMT), None)
         if body is None:
             raise self.err(self.fn, f"kernel {self.fn.spelling!r} has no body")
         head = len(self.body)
@@ -625,6 +641,8 @@ class CudaLowering:
                 self.scopes.pop()
         elif k == K.DECL_STMT:
             for d in c.get_children():
+                if d.kind in _TYPE_DECLS:  # a local type (typedef, using, struct ...): nothing to run
+                    continue
                 if d.kind != K.VAR_DECL:
                     raise self.refuse(d)
                 self.var_decl(d)
@@ -657,8 +675,40 @@ class CudaLowering:
             self.ret(c)
         elif k.is_expression() or k == K.UNEXPOSED_EXPR:
             self.expr(c, discard=True)
+        elif k == K.UNEXPOSED_STMT and _pragma(c) is not None:
+            self.pragma_stmt(c)
+        elif k == K.UNEXPOSED_STMT and _attributes(c) is not None:
+            names = _attributes(c)
+            inner = [x for x in c.get_children() if not x.kind.is_attribute()]
+            if len(inner) != 1 or not set(names) <= _HARMLESS_ATTRIBUTES:
+                raise self.refuse(c, f"the statement attribute [[{', '.join(names)}]] (only "
+                                  f"{', '.join(sorted(_HARMLESS_ATTRIBUTES))}, which change nothing)")
+            self.stmt(inner[0])
         else:
             raise self.refuse(c)
+
+    def pragma_stmt(self, c: Any) -> None:
+        """A statement under a loop-hint pragma (clang's attributed statement): ``#pragma unroll``,
+        ``#pragma unroll N``, ``#pragma nounroll``, ``#pragma clang loop unroll(...)`` before a
+        loop. They never change what the loop computes: the hint chooses how a ``for`` loop is
+        unrolled (:meth:`loop`: ``unroll 1``/``nounroll``/``unroll(disable)`` keep it rolled,
+        ``unroll N`` runs N iterations per test where the loop has the counted shape, bare
+        ``unroll`` the default); before another statement it is ignored. Any other pragma clang
+        keeps in the AST is refused by name (pragmas clang does not know it drops, with a
+        warning)."""
+        words = _pragma(c)
+        inner = [x for x in c.get_children() if not x.kind.is_attribute()]
+        if len(inner) != 1:
+            raise self.refuse(c, f"#pragma {' '.join(words)}")
+        hint = _loop_hint(words)
+        if hint is None:
+            raise self.refuse(c, f"#pragma {' '.join(words)} (only the loop hints #pragma unroll [N], "
+                              "#pragma nounroll and #pragma clang loop unroll(...) are taken)")
+        self._loop_hint = hint if inner[0].kind == _cx.CursorKind.FOR_STMT else None
+        try:
+            self.stmt(inner[0])
+        finally:
+            self._loop_hint = None
 
     def ret(self, c: Any) -> None:
         ch = list(c.get_children())
@@ -689,19 +739,23 @@ class CudaLowering:
     def loop(self, c: Any) -> None:
         K = _cx.CursorKind
         ch = list(c.get_children())
+        # the loop hint of a pragma just before this loop (pragma_stmt), not of loops inside it
+        hint, self._loop_hint = self._loop_hint, None
         self.scopes.append({})
         saved = self.body
         try:
             if c.kind == K.FOR_STMT:
                 # children: [init] [cond] [inc] body, absent parts left out: read them by token
                 init, cond, inc, body = self._for_parts(c, ch)
-                trips = self._full_unroll_plan(init, cond, inc, body)
+                trips = self._full_unroll_plan(init, cond, inc, body) if hint != 1 else None
+                if trips is not None and isinstance(hint, int) and len(trips[1]) > hint:
+                    trips = None  # #pragma unroll N below the trip count: N iterations per test
                 if trips is not None:
                     self._fully_unrolled(*trips, body)
                     return
                 if init is not None:
                     self.stmt(init)
-                plan = self._unroll_plan(cond, inc, body)
+                plan = self._unroll_plan(cond, inc, body, hint) if hint != 1 else None
                 if plan is not None:
                     self.body = []
                     self._unrolled(plan, cond, inc, body)
@@ -884,7 +938,7 @@ class CudaLowering:
                 self.loop_kinds.pop()
                 self.scopes.pop()
 
-    def _unroll_plan(self, cond: Any, inc: Any, body: Any) -> tuple[int, Any] | None:
+    def _unroll_plan(self, cond: Any, inc: Any, body: Any, hint: Any = None) -> tuple[int, Any] | None:
         """``(factor, step)`` when the ``for`` loop ``(...; cond; inc) body`` is a counted loop that
         can run ``factor`` iterations per test (see :meth:`_unrolled`), else None.
 
@@ -896,7 +950,8 @@ class CudaLowering:
         no ``break``/``continue``/``return``, and calls (directly or through ``__device__``
         functions) no barrier, fence, warp built-in or ``printf`` (lanes whose loops run different
         numbers of unrolled steps must not meet at different collective instructions). The factor
-        grows as the body shrinks (:data:`_UNROLL_FACTORS`)."""
+        grows as the body shrinks (:data:`_UNROLL_FACTORS`); ``hint`` N (``#pragma unroll N``) sets it
+        (at most :data:`PRAGMA_UNROLL_MOST`, the body times N within :data:`FULL_UNROLL_BUDGET`)."""
         K = _cx.CursorKind
         if cond is None or inc is None or cond.kind != K.BINARY_OPERATOR:
             return None
@@ -947,7 +1002,11 @@ class CudaLowering:
             if x.kind == K.CALL_EXPR and not self._unroll_call_ok(x, seen):
                 return None
         factor = next((f for f, most in _UNROLL_FACTORS if nodes <= most), 0)
-        if not factor:
+        if isinstance(hint, int):
+            factor = min(hint, PRAGMA_UNROLL_MOST)
+            if factor * nodes > FULL_UNROLL_BUDGET:
+                factor = max(1, FULL_UNROLL_BUDGET // nodes)
+        if factor < 2:
             return None
         written = _written(body)
         if var in written or not self._invariant(rhs, written | _written(inc) | {var}):
@@ -1215,6 +1274,9 @@ class CudaLowering:
         if k in (K.UNEXPOSED_EXPR, K.PAREN_EXPR):
             ch = list(c.get_children())
             if len(ch) != 1:
+                t = _ctype(c.type)  # offsetof(T, f) and other integer constants clang evaluates
+                if isinstance(t, DType) and t.is_int and _cx.conf.lib.clang_Cursor_Evaluate(c):
+                    return self.const(_evaluate(c, t), _vt(t)), t
                 raise self.refuse(c, "this expression")
             inner = ch[0]
             if k == K.PAREN_EXPR:
@@ -1252,6 +1314,11 @@ class CudaLowering:
         if k in (K.CSTYLE_CAST_EXPR, K.CXX_STATIC_CAST_EXPR, K.CXX_FUNCTIONAL_CAST_EXPR,
                  K.CXX_REINTERPRET_CAST_EXPR, K.CXX_CONST_CAST_EXPR):
             ch = [x for x in c.get_children() if x.kind not in (K.TYPE_REF, K.TEMPLATE_REF, K.NAMESPACE_REF)]
+            if c.type.get_canonical().kind == _cx.TypeKind.VOID and k != K.CXX_REINTERPRET_CAST_EXPR:
+                # (void)x: x evaluated for its side effects, its value discarded
+                if len(ch) == 1:
+                    self.expr(ch[0], discard=True)
+                return self.const(0, ty.i32), ty.i32
             t = self.ctype_of(c)
             if not ch:  # T(): value-initialised
                 return self._zero(t, c), t
@@ -1272,6 +1339,12 @@ class CudaLowering:
             return self.convert(v, st, t, c), t
         if k == K.CONDITIONAL_OPERATOR:
             cnd, a, b = c.get_children()
+            if c.type.get_canonical().kind == _cx.TypeKind.VOID:  # c ? f() : (void)0: one side runs
+                p = self.cond(cnd)
+                then = self._capture(lambda: self.expr(a, discard=True))
+                orelse = self._capture(lambda: self.expr(b, discard=True))
+                self.body.append(ir.If(p, then, orelse))
+                return self.const(0, ty.i32), ty.i32
             t = self.ctype_of(c)
             if isinstance(t, tuple):
                 raise self.refuse(c, "?: on pointers or structs")
@@ -1283,6 +1356,8 @@ class CudaLowering:
             return var, t
         if k == K.CALL_EXPR:
             return self.call(c, discard)
+        if k == K.CXX_NULL_PTR_LITERAL_EXPR:
+            raise self.refuse(c, "a null pointer (nullptr)")
         raise self.refuse(c)
 
     def decl_ref(self, c: Any) -> Any:
@@ -1451,9 +1526,14 @@ class CudaLowering:
     def implicit(self, c: Any, inner: Any) -> Any:
         """An implicit cast: lvalue→rvalue, array→pointer decay, or a value conversion."""
         dst = _ctype(c.type)
+        if dst is ty.bool_ and _strip(inner).kind == _cx.CursorKind.STRING_LITERAL:
+            return self.const(True, ty.pred), ty.bool_  # a string as a condition (assert(x && "why")): true
         r = self.expr(inner)
         src_t = _ctype(inner.type)
         if isinstance(dst, tuple) and dst[0] == "ptr":
+            if not isinstance(src_t, tuple):
+                raise self.refuse(c, "a null pointer or a number converted to a pointer (a pointer must point "
+                                  "into a buffer or a __shared__ array)")
             if isinstance(r, tuple) and r[0] == "lv" and isinstance(src_t, tuple) and src_t[0] == "arr":
                 place = r[1]
                 if place[0] != "mem":
@@ -1480,7 +1560,11 @@ class CudaLowering:
         return self.convert(v, st, dst, c), dst
 
     def pointer(self, c: Any) -> _Ptr:
-        v, _ = self.rvalue(c)
+        return self._as_pointer(self.rvalue(c)[0], c)
+
+    def _as_pointer(self, v: Any, c: Any) -> _Ptr:
+        """The pointer value ``v`` of expression ``c`` (evaluated once by the caller), refused
+        when it is the address of a local or not a pointer."""
         if isinstance(v, _VarRef):
             raise self.refuse(c, "arithmetic or indexing on the address of a local variable (only *p and p->f)")
         if not isinstance(v, _Ptr):
@@ -1492,7 +1576,7 @@ class CudaLowering:
         v, _ = self.rvalue(c)
         if isinstance(v, _VarRef):
             return v.place
-        return ("mem", self.pointer(c))
+        return ("mem", self._as_pointer(v, c))
 
     def offset(self, p: _Ptr, idx_c: Any, c: Any, negate: bool = False) -> _Ptr:
         """``p + idx`` (elements of ``p.pointee``)."""
@@ -1519,6 +1603,17 @@ class CudaLowering:
         v64 = self.convert(v, t, ty.i64 if t.is_signed else ty.u64, c)
         term = self.alu("mul", ty.u64, self.convert(v64, v64.type, ty.u64, c), self.const(es, ty.u64))
         return _Ptr(p.space, p.buf, self.alu("add", ty.u64, self._off64(p), term), 0, p.pointee)
+
+    def step(self, p: _Ptr, n: int, c: Any) -> _Ptr:
+        """``p + n`` for a constant number of elements ``n`` (C's pointer arithmetic: the byte
+        offset moves by ``n`` times the element size, wrapping as the offset's type does)."""
+        if not isinstance(p.pointee, (DType, tuple)) or isinstance(p.pointee, tuple) and p.pointee[0] == "ptr":
+            raise self.refuse(c, "arithmetic on this pointer")
+        d = n * _size(p.pointee)
+        t = ty.u32 if p.space == "local" else ty.u64
+        o = self._offv(p)
+        o = self.alu("add" if d >= 0 else "sub", t, o, self.const(abs(d), t))
+        return _Ptr(p.space, p.buf, o, 0, p.pointee)
 
     def _offv(self, p: _Ptr) -> Value:
         """The byte offset of ``p`` as one value: u32 in local memory, u64 in a buffer."""
@@ -1621,6 +1716,9 @@ class CudaLowering:
                 b = self.lookup(c.spelling, c)
                 if isinstance(b, _PtrVar):
                     return ("ptrvar", b), ("ptr", b.pointee)
+                if isinstance(b, _VarRef):
+                    raise self.refuse(c, "arithmetic or assignment on a pointer to a local variable (only *p "
+                                      "and p->f)")
             raise self.refuse(c, "assignment to this expression")
         return r[1], r[2]
 
@@ -1629,8 +1727,18 @@ class CudaLowering:
         (x,) = c.get_children()
         if op in ("++", "--", "post++", "post--"):
             place, t = self.lvalue(x)
-            if place[0] == "ptrvar" or isinstance(t, tuple):
-                raise self.refuse(c, "++/-- on a pointer")
+            if place[0] == "ptrvar":  # C: the pointer steps by one element; postfix yields the old one
+                pv = place[1]
+                cur = _Ptr(pv.space, pv.buf, pv.var, 0, pv.pointee)
+                old_p = cur
+                if op.startswith("post") and not discard:
+                    keep = Value(pv.var.type)
+                    self.mov(keep, pv.var)
+                    old_p = _Ptr(pv.space, pv.buf, keep, 0, pv.pointee)
+                self.mov(pv.var, self._offv(self.step(cur, 1 if "++" in op else -1, c)))
+                return (old_p if op.startswith("post") else cur), t
+            if isinstance(t, tuple):
+                raise self.refuse(c, "++/-- on this type")
             old = self.load(place, c)
             if place[0] == "var" and not discard and op.startswith("post"):
                 keep = Value(old.type)
@@ -1648,10 +1756,10 @@ class CudaLowering:
             return (old, t) if op.startswith("post") else (new, t)
         if op == "*":
             self._volatile(c)
-            v, _ = self.rvalue(x)
+            v, _ = self.rvalue(x)  # once: the operand may have side effects (*p++)
             if isinstance(v, _VarRef):
                 return ("lv", v.place, v.pointee)
-            p = self.pointer(x)
+            p = self._as_pointer(v, x)
             return ("lv", ("mem", p), p.pointee)
         if op == "&":
             r = self.expr(x)
@@ -1922,6 +2030,8 @@ class CudaLowering:
                 return _warp.syncwarp(self, args)
             if name in _BITS:
                 return self.bits(c, name, args)
+            if name == "__anywave_assert":  # assert(e) of <cassert>/<assert.h>
+                return _builtins.assert_(self, c, args)
             if name == "__ldg":
                 p = self.pointer(args[0])
                 return self.load(("mem", p), c), p.pointee
@@ -1962,6 +2072,8 @@ class CudaLowering:
                               "and the built-ins listed in the docs)")
         if _in_prelude(callee.location, self.path) and not name.startswith("make_"):
             raise self.refuse(c, f"call of {name!r}")
+        if defn is not None and any(f == defn for f in self.functions):
+            raise self.refuse(c, f"recursion: {name!r} calls itself (directly or through other functions)")
         if self._inline_depth > 32:
             raise self.err(c, f"call of {name!r}: __device__ functions nested more than 32 deep (recursion?)")
         params = list(defn.get_arguments())
@@ -2011,6 +2123,7 @@ class CudaLowering:
         saved_scopes = self.scopes
         self.scopes = [{}, bound]
         self.ret_stack.append(slot)
+        self.functions.append(defn)
         saved_loops = self.loop_kinds
         self.loop_kinds = []
         self._inline_depth += 1
@@ -2022,6 +2135,7 @@ class CudaLowering:
                 self.stmt(st)
         finally:
             self._inline_depth -= 1
+            self.functions.pop()
             self.loop_kinds = saved_loops
             self.ret_stack.pop()
             self.scopes = saved_scopes
@@ -2090,7 +2204,7 @@ def _constant_init(v: Any, t: Any, elem: DType) -> Any:
 
     walk(lits[-1])
     if len(leaves) > len(flat):
-        raise CompileError(f"{v.location.line}: __constant__ {v.spelling!r}: more initialisers than elements")
+        raise CompileError(f"{_decl_where(v)}: __constant__ {v.spelling!r}: more initialisers than elements")
     data = bytearray(_size(t))
     for (st, off), leaf in zip(flat, leaves, strict=False):
         val = _evaluate(leaf, st)
@@ -2156,6 +2270,67 @@ def _default_arg(p: Any) -> Any:
 #: cursors of its body times its trip count
 FULL_UNROLL_TRIPS = 32
 FULL_UNROLL_BUDGET = 1024
+#: the largest factor ``#pragma unroll N`` gets for a loop whose trip count is not a constant
+PRAGMA_UNROLL_MOST = 32
+
+
+#: declarations in a function body that declare only types (or check a constant): lowered to nothing
+_TYPE_DECLS: frozenset[Any] = frozenset()
+
+
+def _pragma(c: Any) -> list[str] | None:
+    """The words of the pragma that statement ``c`` (clang's attributed statement, which libclang
+    shows as an unexposed statement) starts with: ``['unroll', '4']`` for ``#pragma unroll 4``;
+    None when ``c`` does not start with a pragma."""
+    toks = []
+    for t in c.get_tokens():
+        toks.append(t)
+        if len(toks) > 2 and t.location.line != toks[0].location.line:
+            toks.pop()
+            break
+    if len(toks) < 2 or toks[0].spelling != "#" or toks[1].spelling != "pragma":
+        return None
+    return [t.spelling for t in toks[2:]]
+
+
+#: statement attributes that change nothing a kernel computes (hints to the optimiser): ignored
+_HARMLESS_ATTRIBUTES = frozenset({"likely", "unlikely", "clang::nomerge", "clang::noinline", "clang::always_inline",
+                                  "gnu::noinline", "gnu::always_inline"})
+
+
+def _attributes(c: Any) -> list[str] | None:
+    """The names of the C++ attributes statement ``c`` starts with (``[[likely]] x;``: ``['likely']``,
+    ``[[clang::noinline]]``: ``['clang::noinline']``), None when it starts with none."""
+    toks = [t.spelling for t in c.get_tokens()]
+    if toks[:2] != ["[", "["] or "]" not in toks:
+        return None
+    inside = "".join(toks[2:toks.index("]")])
+    return [re.sub(r"\(.*", "", a) for a in inside.split(",") if a] or None
+
+
+def _loop_hint(words: list[str]) -> Any:
+    """The loop hint of pragma ``words``: 1 (keep the loop rolled: ``unroll 1``, ``nounroll``,
+    ``clang loop unroll(disable)``), N (``unroll N``, ``clang loop unroll_count(N)``), ``"auto"``
+    (bare ``unroll``, ``unroll N`` with N not a literal, the other ``clang loop`` hints); None
+    for a pragma that is not a loop hint."""
+    text = "".join(words)
+    if words[:1] in (["nounroll"], ["nounroll_and_jam"]):
+        return 1
+    if words[:1] in (["unroll"], ["unroll_and_jam"]):
+        n = text[len(words[0]):].strip("()")
+        if not n:
+            return "auto"
+        try:
+            v = int(n, 0)
+        except ValueError:
+            return "auto"  # a macro or template value: the default choice
+        return max(v, 1)
+    if words[:2] == ["clang", "loop"]:
+        if "unroll(disable)" in text:
+            return 1
+        m = re.search(r"unroll_count\((\d+)\)", text)
+        return max(int(m.group(1)), 1) if m else "auto"
+    return None
 
 
 def _wrap(v: int, t: DType) -> int:
@@ -2202,6 +2377,7 @@ def _has_own_jump(c: Any) -> bool:
 _UNROLL_FACTORS = ((16, 16), (8, 32), (4, 160))
 #: calls a loop body must not make to be unrolled (besides the warp built-ins)
 _UNROLL_BLOCKERS = frozenset({"__syncthreads", "__syncwarp", "__threadfence", "__threadfence_block", "printf",
+                              "__anywave_assert",
                               "__syncthreads_count", "__syncthreads_and", "__syncthreads_or"})
 
 
@@ -2331,10 +2507,14 @@ def parse(source: str, path: str = "kernel.cu", args: tuple[str, ...] = (), inst
         _check_instance(instance)
     check_includes(source, path, args)
     index = cx.Index.create()
-    text = PRELUDE + "\n" + source
+    # the line after the prelude says the source starts at line 1: the locations clang writes
+    # into its own messages and type spellings ("(lambda at kernel.cu:2:12)", __LINE__) are the
+    # user's lines (libclang's cursor locations still count the prelude: _where subtracts it)
+    text = PRELUDE + "#line 1\n" + source
     if instance is not None:
         text += f"\nstatic void* {_INSTANCE_VAR} = (void*)&{instance};\n"
-    unsaved = [(path, text)] + [(f"{_prelude.INCLUDE_DIR}/{h}", "") for h in _prelude.HEADERS]
+    unsaved = [(path, text)] + [(f"{_prelude.INCLUDE_DIR}/{h}", _prelude.HEADER_TEXT.get(h, ""))
+                                for h in _prelude.HEADERS]
     try:
         tu = index.parse(path, args=[*CLANG_ARGS, *args], unsaved_files=unsaved)
     except cx.TranslationUnitLoadError as e:  # clang gave no translation unit at all (a bad argument)
@@ -2347,9 +2527,29 @@ def parse(source: str, path: str = "kernel.cu", args: tuple[str, ...] = (), inst
                                         and d.location.line - PRELUDE_LINES > user_lines for d in errors):
             msgs = "; ".join(d.spelling for d in errors[:3])
             raise CompileError(f"{path}: cannot instantiate the kernel {instance!r}: {msgs}")
+        for d in errors:  # an error about a CUDA feature the front end does not take: named
+            what = _prelude.unsupported(d.spelling, _token_at(tu, d.location))
+            if what is not None:
+                raise CompileError(f"{_where(d.location, path)}: not supported by the CUDA front end: {what} "
+                                   "(docs/guide/cuda.md lists what is)")
         lines = [f"{_where(d.location, path)}: {d.spelling}" for d in errors[:10]]
         raise CompileError("the CUDA source does not compile:\n" + "\n".join(lines))
     return tu
+
+
+def _token_at(tu: Any, loc: Any) -> str | None:
+    """The spelling of the token that starts at location ``loc`` of translation unit ``tu``
+    (None: none there)."""
+    if loc.file is None:
+        return None
+    cx = _cx
+    try:
+        start = cx.SourceLocation.from_position(tu, loc.file, loc.line, loc.column)
+        end = cx.SourceLocation.from_position(tu, loc.file, loc.line, loc.column + 1)
+        toks = list(tu.get_tokens(extent=cx.SourceRange.from_locations(start, end)))
+    except Exception:  # noqa: BLE001 - a location libclang cannot map back: no token
+        return None
+    return toks[0].spelling if toks else None
 
 
 #: a template kernel's instance as :func:`parse` takes it: a name, then template arguments in

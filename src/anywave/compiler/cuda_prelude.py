@@ -7,8 +7,11 @@ CUDA names, the warp built-ins, the atomics, ``printf``, the vector types (``flo
 Everything declared here is lowered by name in :mod:`anywave.compiler.cuda_frontend` (a call
 of a declared function the front end does not lower is refused by name). The headers a CUDA
 source commonly includes (``cuda_runtime.h``, ``cuda_fp16.h``, ``float.h``, ``cmath`` ...)
-exist as empty files in a virtual system include folder (:data:`HEADERS`), so the source
-compiles unchanged; everything they would declare is in :data:`PRELUDE`.
+exist as files in a virtual system include folder (:data:`HEADERS`), so the source compiles
+unchanged; everything they would declare is in :data:`PRELUDE`, except ``assert``, which
+``assert.h``/``cassert`` define (:data:`HEADER_TEXT`: C reads ``NDEBUG`` at the include). CUDA
+features the front end does not take are named when clang stumbles on them
+(:func:`unsupported`).
 """
 
 from __future__ import annotations
@@ -24,6 +27,90 @@ HEADERS = (
     "float.h", "cfloat", "limits.h", "climits", "stdint.h", "cstdint", "stddef.h", "cstddef", "math.h", "cmath",
     "stdio.h", "cstdio", "stdlib.h", "cstdlib", "assert.h", "cassert",
 )
+
+#: assert(e): ``<assert.h>``/``<cassert>`` define it each time they are included (C's rule: NDEBUG
+#: read at the include), lowered by name in cuda_builtins.assert_
+_ASSERT_H = """#undef assert
+#ifdef NDEBUG
+#define assert(e) ((void)0)
+#else
+#define assert(e) __anywave_assert((e), #e)
+#endif
+"""
+#: the text of the virtual system headers that are not empty
+HEADER_TEXT = {"assert.h": _ASSERT_H, "cassert": _ASSERT_H}
+
+_DP = "dynamic parallelism (a kernel launch inside a kernel) is not supported"
+_HALF2 = "half2 (packed half pairs) is not supported; use half"
+_BF162 = "__nv_bfloat162 (packed bfloat16 pairs) is not supported; use __nv_bfloat16"
+_CG = "cooperative groups are not supported; use __syncthreads/__syncwarp and the __shfl*_sync built-ins"
+_TEX = ("textures and surfaces are not supported; read the data through a pointer parameter (a buffer), "
+        "with __ldg for read-only data")
+_WMMA = "WMMA (nvcuda::wmma, <mma.h>) is not supported; the Python language has MMA fragments (aw.mma)"
+_LIBS = "{} is not supported by the CUDA front end (a library of the CUDA toolkit); write the kernel in plain CUDA"
+
+#: CUDA names the front end does not take, each with the construct its message names: (regular
+#: expression matching the whole identifier, message). A clang error about one of them (an
+#: undeclared identifier, an unknown type, no such template or namespace) is reported with the
+#: message instead of clang's (:func:`unsupported`); ``{}`` in a message is the name
+UNSUPPORTED_NAMES: tuple[tuple[str, str], ...] = (
+    (r"__cudaPushCallConfiguration|cudaLaunchKernel|cudaDeviceSynchronize|cudaGetLastError", _DP),
+    (r"(__)?half2|__halves2half2|__floats2half2_rn|__float2half2_rn|__half22float2|__(low|high)s?2\w+"
+     r"|__h\w+2|h2\w+", _HALF2),
+    (r"(__)?nv_bfloat162|__floats2bfloat162_rn|__bfloat1622float2", _BF162),
+    (r"cooperative_groups|this_thread_block|this_grid|tiled_partition|thread_block(_tile)?|grid_group"
+     r"|coalesced_threads|thread_group", _CG),
+    (r"tex[123]D\w*|texCubemap\w*|tex1Dfetch|tex2Dgather|texture|surface|surf[123]D\w*|surfCubemap\w*"
+     r"|cudaTextureObject_t|cudaSurfaceObject_t|cudaReadModeElementType|cudaReadModeNormalizedFloat", _TEX),
+    (r"nvcuda|wmma", _WMMA),
+    (r"__shfl|__shfl_up|__shfl_down|__shfl_xor|__any|__all|__ballot",
+     "{} (the warp built-in without _sync, removed in CUDA 9) is not supported; use {}_sync with a mask"),
+    (r"atomic[A-Z]\w*_(block|system)", "{} (a scoped atomic) is not supported; use the atomic without the suffix "
+     "(device scope)"),
+    (r"clock|clock64|__nanosleep|__globaltimer", "{} (a timer) is not supported: WAVE has no clock"),
+    (r"malloc|free|__trap|__brkpt",
+     "{} is not supported in a kernel (no device heap, no trap; assert(e) prints and ends the thread)"),
+    (r"__managed__", "__managed__ (managed memory) is not supported; pass the array as a pointer parameter"),
+    (r"__cvta_generic_to_shared|__isShared|__isGlobal|__pipeline_\w+|__memcpy_async|memcpy_async",
+     "{} (asynchronous copies and address-space queries) is not supported"),
+)
+#: headers of CUDA features or libraries the front end does not take: (regular expression matching
+#: the include's name, message)
+UNSUPPORTED_HEADERS: tuple[tuple[str, str], ...] = (
+    (r"cooperative_groups(\.h|/.*)", _CG),
+    (r"(texture|surface)_\w+\.h", _TEX),
+    (r"mma\.h", _WMMA),
+    (r"cub/.*|cub\.cuh", _LIBS.format("CUB")),
+    (r"thrust/.*", _LIBS.format("Thrust")),
+    (r"cuda/.*", _LIBS.format("libcu++ (<cuda/...>)")),
+    (r"curand\w*\.h", _LIBS.format("cuRAND")),
+    (r"cuda_pipeline\w*\.h|cuda_awbarrier\w*\.h", _LIBS.format("the pipeline and arrive-wait barrier API")),
+)
+
+
+def unsupported(message: str, token: str | None = None) -> str | None:
+    """The message naming the unsupported CUDA construct behind clang error ``message`` (its text,
+    ``token`` the identifier at its location when there is one), from :data:`UNSUPPORTED_HEADERS`
+    (a header not found) and :data:`UNSUPPORTED_NAMES` (a name clang does not know); None when
+    the error is about none of them."""
+    import re
+
+    m = re.match(r"'([^']+)' file not found", message)
+    if m:
+        for pat, msg in UNSUPPORTED_HEADERS:
+            if re.fullmatch(pat, m.group(1)):
+                return f"#include <{m.group(1)}>: {msg}"
+        return None
+    head = message.split(";")[0]
+    names = re.findall(r"'([A-Za-z_][A-Za-z0-9_]*)'", head) + re.findall(r"identifier ([A-Za-z_][A-Za-z0-9_]*)", head)
+    if token and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", token):
+        names.append(token)
+    for name in names:
+        for pat, msg in UNSUPPORTED_NAMES:
+            if re.fullmatch(pat, name):
+                return msg.format(name, name)
+    return None
+
 
 _F1 = ("sqrt", "fabs", "floor", "ceil", "trunc", "rint", "round", "nearbyint", "exp", "exp2", "exp10", "expm1",
        "log", "log2", "log10", "log1p", "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh",
@@ -213,6 +300,7 @@ extern const __device__ __aw_dim3 threadIdx, blockIdx, blockDim, gridDim;
 __device__ void __syncthreads(void);
 __device__ int __syncthreads_count(int); __device__ int __syncthreads_and(int); __device__ int __syncthreads_or(int);
 __device__ void __threadfence(void); __device__ void __threadfence_block(void);
+__device__ void __anywave_assert(bool, const char*);
 """ + _LIMITS + _math() + _INTRINSICS + _warp.PRELUDE + _ATOMICS + r"""
 __device__ float __ldg(const float*); __device__ double __ldg(const double*);
 __device__ int __ldg(const int*); __device__ unsigned __ldg(const unsigned*);
