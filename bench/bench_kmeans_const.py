@@ -5,7 +5,8 @@ the constant bank (``LDC``). This times, in one interleaved run on the suite's b
 (2^20 points, 8 features, 16 centres):
 
 * ``nvrtc``: NVRTC's build of tests/cuda_suite/kmeans.cu (``--fmad=false``);
-* ``anywave``: anywave's PTX as the PTX backend writes it, launched through cuLaunchKernel;
+* ``anywave_global``: anywave's PTX with the centres on the global path (``ANYWAVE_PTX_CONST_BANK=0``);
+* ``anywave_bank``: anywave's PTX as the PTX backend now writes it (the centres in ``__wa_cbank``);
 * ``anywave_const``: the same PTX with the centres' loads rewritten to ``ld.const`` from a
   module-scope ``.const`` array filled by cuMemcpyHtoD (what a constant-bank lowering would emit);
 * ``nvrtc_global``: NVRTC's build of the source with the centres a plain ``const float*`` argument.
@@ -73,12 +74,22 @@ def builds(include: str) -> dict[str, Any]:
         p.write_text(glob)
         (Path(d) / "common.h").write_text((HERE / "common.h").read_text())
         ptx_g, low_g = nvrtc_ptx(p, ["kmeans_assign"], "compute_90", include)
+    from anywave.backends import ptx
+
     m = aw.cuda_kernel(src, "kmeans_assign").compile()
-    aw_ptx = translate(m, "sm_90").text
+    saved = ptx.PTX_CONST_BANK
+    try:
+        ptx.PTX_CONST_BANK = False  # the global path (ld.global.nc), as before the constant bank
+        aw_global = translate(m, "sm_90").text
+        ptx.PTX_CONST_BANK = True  # the PTX backend's constant bank (__wa_cbank), the default now
+        aw_bank = translate(m, "sm_90").text
+    finally:
+        ptx.PTX_CONST_BANK = saved
     return {"nvrtc": (ptx_nv.rstrip(b"\0").decode(), low["kmeans_assign"]),
             "nvrtc_global": (ptx_g.rstrip(b"\0").decode(), low_g["kmeans_assign"]),
-            "anywave": (aw_ptx, m.kernels[0].name),
-            "anywave_const": (const_variant(aw_ptx), m.kernels[0].name)}
+            "anywave_global": (aw_global, m.kernels[0].name),
+            "anywave_const": (const_variant(aw_global), m.kernels[0].name),
+            "anywave_bank": (aw_bank, m.kernels[0].name)}
 
 
 def main() -> int:
@@ -120,7 +131,7 @@ def main() -> int:
         image = np.frombuffer(t.encode() + b"\0", dtype=np.uint8).copy()
         mod = _check(driver.cuModuleLoadData(image.ctypes.data), f"cuModuleLoadData {k}")
         fns[k] = _check(driver.cuModuleGetFunction(mod, sym.encode()), "cuModuleGetFunction")
-        for gname in ("centres", "aw_centres"):
+        for gname in ("centres", "aw_centres", "__wa_cbank"):
             r = driver.cuModuleGetGlobal(mod, gname.encode())
             if int(r[0]) == 0:
                 _check(driver.cuMemcpyHtoD(r[1], cen.ctypes.data, cen.nbytes), "cuMemcpyHtoD")
