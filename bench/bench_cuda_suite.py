@@ -403,9 +403,10 @@ def main() -> int:
             add_row = {"error": f"{type(e).__name__}: {e}"}
         print(json.dumps(add_row), flush=True)
     speeds = [r["speed"] for r in results if "speed" in r]
+    commit = os.environ.get("ANYWAVE_COMMIT", "")  # the tree sent to a device machine (its git HEAD may be stale)
     try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True,
-                                check=False).stdout.strip()
+        commit = commit or subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                                          check=False).stdout.strip()
     except OSError:
         commit = ""
     doc = {
