@@ -571,7 +571,7 @@ class Frontend(ast.NodeVisitor):
             else:
                 leaves.append(x)
         flat(v)
-        got = " / ".join("unbound" if x is UNBOUND else _describe(x) for x in leaves)
+        got = " / ".join("unbound" if x is UNBOUND else str(x) if type(x) is int else _describe(x) for x in leaves)
         where = ("the run-time if" if v.construct == "if" else "the run-time loop") + f" at line {v.line}"
         if all(type(x) is int for x in leaves):
             raise DemoteName(self.ctx.src.tree, name, f"it is read at line {self.src.loc(node).line} after {where}, "
