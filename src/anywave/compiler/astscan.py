@@ -115,12 +115,14 @@ def unrolled_names(fd: ast.FunctionDef, is_static_range: Callable[[ast.expr], bo
     ``while`` or ``range`` loop within that body), the loop sitting anywhere: in a run-time
     ``if`` or loop, in another static body's ``if``, in an ``@aw.func``. The frontend binds such
     a name as a compile-time int while it is assigned Python ints (``off = 1 << k``), so it
-    types like a literal (``v < off`` with ``v: u32`` compares as u32). Reads after a run-time
-    ``if`` or loop follow the paths' bindings (Frontend's join rules): the same int on every
-    path is that int; an int on some paths only is refused; different ints make the name a
-    variable in the whole function, as it was before such names were compile-time ints (i32
-    for an int), and so does a run-time value assigned after an int. Function parameters are
-    in neither set."""
+    types like a literal (``v < off`` with ``v: u32`` compares as u32). Read after a run-time
+    ``if`` or loop, it is the int every path leaves (the same on all), and refused where some
+    path leaves it unbound. Where the paths leave different ints, where a run-time loop reads
+    it before its body rebinds it, or where it is assigned a run-time value after an int, it
+    is instead a variable in the whole function, typed by its first value (i32 for an int),
+    exactly as such names were before this rule (the kernel is translated again:
+    ``frontend.DemoteName``); a name whose first value is a run-time one is a variable
+    at once. Function parameters are in neither set (docs/guide/types.md states the rule)."""
     where: dict[str, list[int]] = {}  # name -> 0 (top level), 1 (unrolled body), 2 (elsewhere)
     direct: dict[str, list[bool]] = {}  # name -> per binding: directly in some static body
 

@@ -188,9 +188,12 @@ class Frontend(ast.NodeVisitor):
         """Names assigned exactly once, at the function's top level, from a Python constant
         expression become compile-time constants, and so do names assigned only in straight-line
         code and unrolled loops (``off = 1 << k`` in an ``aw.static_range`` body:
-        :func:`~anywave.compiler.astscan.unrolled_names`) while what they are assigned is known at
-        compile time: like a literal, such an int takes the type of the operand it meets (a
-        ``u32`` with ``t < off``). Everything else assigned is a variable."""
+        :func:`~anywave.compiler.astscan.unrolled_names`' ``straight``) while what they are
+        assigned is known at compile time: like a literal, such an int takes the type of the
+        operand it meets (a ``u32`` with ``t < off``). Names assigned only directly in
+        ``aw.static_range`` bodies elsewhere (in run-time ifs and loops: ``nested``) are
+        compile-time ints while assigned ints (``ctx.ct_ints``; see :class:`DemoteName` for
+        where they become variables). Everything else assigned is a variable."""
         counts = assign_counts(fd)
         for stmt in fd.body:
             if (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1
