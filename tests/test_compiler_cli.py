@@ -7,7 +7,9 @@ import textwrap
 
 import pytest
 
-from anywave.cli import main
+from anywave.cli import _error_text, main
+from anywave.compiler.errors import CompileError
+from anywave.errors import SourceLoc, WaveError
 
 
 def _run(tmp_path, name: str, text: str, capsys) -> tuple[int, str]:
@@ -69,3 +71,24 @@ def test_compile_error_in_kernel_keeps_its_location(tmp_path, capsys):
             x[0] = "text"
         """, capsys)
     assert rc == 1 and "Traceback" not in err and "bad.py:6" in err
+    # the compiler's own head, file:line:col: error: ..., once (it was printed after another
+    # "anywave: error: ")
+    head = err.splitlines()[0]
+    assert head.startswith(str(tmp_path / "bad.py") + ":6:") and head.count("error: ") == 1, err
+
+
+@pytest.mark.parametrize(("error", "printed"), [
+    (CompileError("t.cu: cannot instantiate the kernel 'plain<int, 3>'"),
+     "anywave: error: t.cu: cannot instantiate the kernel 'plain<int, 3>'"),
+    (CompileError("bad type", SourceLoc("k.py", 6, 18), "    x = y", 1, "k"),
+     "k.py:6:18: error: bad type (in kernel 'k')"),
+    (CompileError("no column", SourceLoc("k.py", 6, 0)), "k.py:6: error: no column"),
+    (WaveError("plain message"), "anywave: error: plain message"),
+    (FileNotFoundError(2, "No such file or directory", "x.wbin"), "anywave: error: x.wbin: No such file or directory"),
+])
+def test_cli_errors_print_one_prefix(error, printed):
+    """A compile error's str starts with 'error: ' (or 'file:line:col: error: '); the CLI printed
+    'anywave: error: error: ...' (issue 28's CUDA front end showed it). One prefix now."""
+    text = _error_text(error)
+    assert text.splitlines()[0] == printed
+    assert text.count("error: ") == 1

@@ -252,6 +252,7 @@ def test_cuda_option_errors(dyn, tmp_path, capsys, argv, message):
     assert rc == 1
     assert message in err
     assert "Traceback" not in err
+    assert err.startswith("anywave: error: ") and err.count("error: ") == 1, err  # one prefix, not two
 
 
 def test_unknown_kernel_lists_plain_and_template_kernels(dyn, tmp_path, capsys):

@@ -387,6 +387,24 @@ def _message(e: BaseException) -> str:
     return str(e)
 
 
+#: the head of an error that already names its place, ``file:line[:col]: error: `` (compile
+#: errors, as a C compiler prints them)
+_LOCATED = re.compile(r"[^\n]*?:\d+(?::\d+)?: error: ")
+
+
+def _error_text(e: BaseException) -> str:
+    """What the CLI prints for a user error: one ``error:`` prefix. An error that starts with
+    its own place (``kernel.py:6:18: error: ...``, a compile error) is printed as it is; one
+    that starts with a bare ``error: `` (a compile error with no place) gets ``anywave: ``
+    before it; any other gets ``anywave: error: ``."""
+    text = _message(e)
+    if _LOCATED.match(text):
+        return text
+    if text.startswith("error: "):
+        return "anywave: " + text
+    return f"anywave: error: {text}"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI with ``argv`` (default ``sys.argv[1:]``) and return the exit status."""
     parser = build_parser()
@@ -410,7 +428,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # ValueError/TypeError: bad launch arguments (shapes, dtypes, ranges) from the API.
         if os.environ.get("ANYWAVE_DEBUG"):
             raise
-        print(f"anywave: error: {_message(e)}", file=sys.stderr)
+        print(_error_text(e), file=sys.stderr)
         return EXIT_USER_ERROR
     except KeyboardInterrupt:
         return 130

@@ -97,40 +97,75 @@ def assigned_names(fd: ast.FunctionDef) -> frozenset[str]:
     return frozenset(out)
 
 
-def unrolled_names(fd: ast.FunctionDef, is_static_range: Callable[[ast.expr], bool]) -> frozenset[str]:
-    """Names bound only inside unrolled loops: every binding is a plain or augmented assignment
-    (``x = ...``, ``x //= 2``) in the body of a ``for ... in aw.static_range(...)`` loop that
-    sits at the function's top level or in another such body (so it runs as straight-line code
-    at compile time). ``is_static_range(iter)`` tells an ``aw.static_range(...)`` loop from the
-    others. (A name also assigned at the top level, say an accumulator ``s = 0.0`` summed in the
-    loop, stays a variable, as before.)"""
-    where: dict[str, list[int]] = {}  # name -> 0 (top level), 1 (unrolled body), 2 (elsewhere)
+def unrolled_names(fd: ast.FunctionDef, is_static_range: Callable[[ast.expr], bool]
+                   ) -> tuple[frozenset[str], frozenset[str]]:
+    """The names of ``fd`` that are compile-time values in ``aw.static_range`` bodies, as two
+    sets ``(straight, nested)``. ``is_static_range(iter)`` tells an ``aw.static_range(...)``
+    loop from the others. A *binding* below is any assignment, loop target or ``:=`` of the name.
 
-    def note(t: ast.AST, level: int) -> None:
+    ``straight``: every binding is a plain or augmented assignment statement (``x = ...``,
+    ``x //= 2``) in the body of a ``for ... in aw.static_range(...)`` loop that sits at the
+    function's top level or directly in another such body (so it runs as straight-line code at
+    compile time). Such a name is bound to whatever compile-time value it is assigned (an int,
+    a float, a tuple ...); assigned a run-time value it is a variable. (A name also assigned at
+    the top level, say an accumulator ``s = 0.0`` summed in the loop, stays a variable.)
+
+    ``nested``: the other names whose every binding is a plain or augmented assignment
+    statement directly in the body of an ``aw.static_range`` loop (not inside an ``if``,
+    ``while`` or ``range`` loop within that body), the loop sitting anywhere: in a run-time
+    ``if`` or loop, in another static body's ``if``, in an ``@aw.func``. The frontend binds such
+    a name as a compile-time int while it is assigned Python ints (``off = 1 << k``), so it
+    types like a literal (``v < off`` with ``v: u32`` compares as u32). Read after a run-time
+    ``if`` or loop, it is the int every path leaves (the same on all), and refused where some
+    path leaves it unbound. Where the paths leave different ints, where a run-time loop reads
+    it before its body rebinds it, or where it is assigned a run-time value after an int, it
+    is instead a variable in the whole function, typed by its first value (i32 for an int),
+    exactly as such names were before this rule (the kernel is translated again:
+    ``frontend.DemoteName``); a name whose first value is a run-time one is a variable
+    at once. Function parameters are in neither set (docs/guide/types.md states the rule)."""
+    where: dict[str, list[int]] = {}  # name -> 0 (top level), 1 (unrolled body), 2 (elsewhere)
+    direct: dict[str, list[bool]] = {}  # name -> per binding: directly in some static body
+
+    def note(t: ast.AST, level: int, in_static: bool) -> None:
         for n in bound_names(t):
             where.setdefault(n, []).append(level)
+            direct.setdefault(n, []).append(in_static)
 
-    def visit(stmts: list[ast.stmt], level: int) -> None:
+    def visit(stmts: list[ast.stmt], level: int, in_static: bool) -> None:
         for st in stmts:
             if isinstance(st, ast.Assign):
                 for t in st.targets:
-                    note(t, level)
+                    note(t, level, in_static)
             elif isinstance(st, ast.AugAssign):
-                note(st.target, level)
-            elif isinstance(st, ast.For) and is_static_range(st.iter) and level < 2:
-                note(st.target, 2)  # the loop's variable is bound by the loop itself
-                visit(st.body, 1)
-                visit(st.orelse, 2)
+                note(st.target, level, in_static)
+            elif isinstance(st, ast.For) and is_static_range(st.iter):
+                note(st.target, 2, False)  # the loop's variable is bound by the loop itself
+                visit(st.body, 1 if level < 2 else 2, True)
+                visit(st.orelse, 2, False)
             else:
-                for n in ast.walk(st):
-                    if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.For, ast.NamedExpr)):
-                        for t in (n.targets if isinstance(n, ast.Assign) else [n.target]):
-                            note(t, 2)
-    visit(fd.body, 0)
+                compound(st)
+
+    def compound(st: ast.AST) -> None:
+        """An if, while, run-time for ...: what it binds itself is no unrolled name; the
+        statements of its bodies are visited as 'elsewhere' (static loops in them included)."""
+        if isinstance(st, (ast.For, ast.AnnAssign)):
+            note(st.target, 2, False)
+        for value in ast.iter_fields(st):
+            items = value[1] if isinstance(value[1], list) else [value[1]]
+            if items and all(isinstance(x, ast.stmt) for x in items):
+                visit(items, 2, False)
+                continue
+            for x in items:
+                if isinstance(x, (ast.excepthandler, ast.match_case)):
+                    compound(x)
+    visit(fd.body, 0, False)
     for n in ast.walk(fd):  # walrus targets anywhere, annotated assignments: typed variables
         if isinstance(n, (ast.NamedExpr, ast.AnnAssign)):
-            note(n.target, 2)
-    return frozenset(n for n, lv in where.items() if set(lv) == {1})
+            note(n.target, 2, False)
+    params = {a.arg for a in fd.args.posonlyargs + fd.args.args + fd.args.kwonlyargs}
+    straight = frozenset(n for n, lv in where.items() if set(lv) == {1})
+    nested = frozenset(n for n, ds in direct.items() if all(ds) and n not in straight and n not in params)
+    return straight, nested
 
 
 def construct_name(node: ast.AST) -> str:

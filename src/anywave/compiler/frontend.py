@@ -70,13 +70,28 @@ _CMP = {ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge", ast.Eq: "eq", 
 #: the product) may make; beyond it compilation would take minutes and megabytes
 MAX_UNROLLED_COPIES = 4096
 
-__all__ = ["BufferArg", "Frontend", "FuncSource", "LocalArray", "MAX_UNROLLED_COPIES"]
+__all__ = ["BufferArg", "DemoteName", "Frontend", "FuncSource", "LocalArray", "MAX_UNROLLED_COPIES"]
 
 
 # ----------------------------------------------------------------------------- per-function state
 
 class _Terminated(Exception):
     """Internal: the rest of a block is unreachable (after break/continue/return)."""
+
+
+class DemoteName(Exception):
+    """Internal: the name ``name`` of the function ``fd``, translated as a compile-time int (an
+    ``aw.static_range`` name, :func:`~anywave.compiler.astscan.unrolled_names`' ``nested``), is
+    read where its paths disagree, or is assigned a run-time value after an int: the kernel is
+    translated again with it a variable throughout (as such names were before they were
+    compile-time ints), by :meth:`anywave.compiler.kernel.KernelDefinition` 's compile.
+    ``reason`` says why, for a note on an error the second translation may raise."""
+
+    def __init__(self, fd: ast.AST, name: str, reason: str) -> None:
+        super().__init__(name)
+        self.key = (fd, name)
+        self.name = name
+        self.reason = reason
 
 
 # ----------------------------------------------------------------------------- the visitor
@@ -100,8 +115,11 @@ class Frontend(ast.NodeVisitor):
     come from the emitted instructions.
     """
 
-    def __init__(self, src: FuncSource, constants: dict[str, Any], kernel_name: str) -> None:
+    def __init__(self, src: FuncSource, constants: dict[str, Any], kernel_name: str,
+                 demoted: frozenset[tuple[ast.AST, str]] = frozenset()) -> None:
         self.kernel_name = kernel_name
+        #: (function AST, name): static_range names translated as variables (see DemoteName)
+        self._demoted = demoted
         #: the builder: the IR emitted so far, the kernel's ABI, local memory and prints
         self.b = IRBuilder(src, kernel_name, self)
         #: the names of the function being translated (set with _enter)
@@ -170,16 +188,21 @@ class Frontend(ast.NodeVisitor):
         """Names assigned exactly once, at the function's top level, from a Python constant
         expression become compile-time constants, and so do names assigned only in straight-line
         code and unrolled loops (``off = 1 << k`` in an ``aw.static_range`` body:
-        :func:`~anywave.compiler.astscan.unrolled_names`) while what they are assigned is known at
-        compile time: like a literal, such an int takes the type of the operand it meets (a
-        ``u32`` with ``t < off``). Everything else assigned is a variable."""
+        :func:`~anywave.compiler.astscan.unrolled_names`' ``straight``) while what they are
+        assigned is known at compile time: like a literal, such an int takes the type of the
+        operand it meets (a ``u32`` with ``t < off``). Names assigned only directly in
+        ``aw.static_range`` bodies elsewhere (in run-time ifs and loops: ``nested``) are
+        compile-time ints while assigned ints (``ctx.ct_ints``; see :class:`DemoteName` for
+        where they become variables). Everything else assigned is a variable."""
         counts = assign_counts(fd)
         for stmt in fd.body:
             if (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1
                     and isinstance(stmt.targets[0], ast.Name) and counts.get(stmt.targets[0].id) == 1):
                 self.ctx.const_names.add(stmt.targets[0].id)
         if any(isinstance(n, ast.For) for n in ast.walk(fd)):
-            self.ctx.const_names.update(unrolled_names(fd, self._is_static_range))
+            straight, nested = unrolled_names(fd, self._is_static_range)
+            self.ctx.const_names.update(straight)
+            self.ctx.ct_ints.update(n for n in nested if (fd, n) not in self._demoted)
         for a in fd.args.args + fd.args.kwonlyargs:
             if counts.get(a.arg, 0) > 0:
                 self.ctx.const_names.discard(a.arg)
@@ -269,6 +292,17 @@ class Frontend(ast.NodeVisitor):
         ctx = self.ctx
         if isinstance(value, PredUse):
             value = self.b.pred_value(value)
+        if name in ctx.ct_ints and ann is None and name not in ctx.var_values:
+            if type(value) is int:  # a compile-time int: bound like a literal
+                if ctx.loop_frames:
+                    self._rebind_ct_int(name, value, node)
+                ctx.consts[name] = value
+                ctx.ct_bound.add(name)
+                return
+            if name in ctx.ct_bound:
+                raise DemoteName(ctx.src.tree, name, f"it is assigned {_describe(value)} at line "
+                                 f"{self.src.loc(node).line} after a compile-time int")
+            ctx.ct_ints.discard(name)  # its first value is no int: a variable, as any other
         if name in ctx.const_names and not isinstance(value, Value) and ann is None and name not in ctx.var_values:
             ctx.consts[name] = value
             return
@@ -519,6 +553,37 @@ class Frontend(ast.NodeVisitor):
                                  "iteration after the first would read the wrong binding: rebind it before its first "
                                  "use in the loop, or use typed variables")
 
+    def _rebind_ct_int(self, name: str, value: int, node: ast.AST) -> None:
+        """:meth:`_rebind_in_loops` for a compile-time int of ``ctx.ct_ints``: where the loop
+        body read the binding from before the loop, the name must be a variable instead."""
+        try:
+            self._rebind_in_loops(name, value, node)
+        except CompileError:
+            raise DemoteName(self.ctx.src.tree, name, f"a run-time loop reads it before rebinding it at line "
+                             f"{self.src.loc(node).line}, so each iteration reads the previous one's value") from None
+
+    def _divergent_ct_int(self, name: str, v: Divergent, node: ast.AST) -> None:
+        """Reading a compile-time int of ``ctx.ct_ints`` whose paths disagree: a variable
+        instead where every path binds an int (raise DemoteName), else an error."""
+        leaves: list[Any] = []
+
+        def flat(x: Any) -> None:
+            if isinstance(x, Divergent):
+                for y in x.values:
+                    flat(y)
+            else:
+                leaves.append(x)
+        flat(v)
+        got = " / ".join("unbound" if x is UNBOUND else str(x) if type(x) is int else _describe(x) for x in leaves)
+        where = ("the run-time if" if v.construct == "if" else "the run-time loop") + f" at line {v.line}"
+        if all(type(x) is int for x in leaves):
+            raise DemoteName(self.ctx.src.tree, name, f"it is read at line {self.src.loc(node).line} after {where}, "
+                             f"whose paths leave it different compile-time ints ({got})")
+        raise self.b.err(node, f"{name!r} is a compile-time int (a name assigned only inside aw.static_range "
+                         f"loops) and is unbound on some paths through {where} ({got}), so it cannot be read "
+                         "after it: read it inside the loop, or make it a variable assigned before the "
+                         f"{'if' if v.construct == 'if' else 'loop'} ({name}: aw.u32 = 0, say)")
+
     def visit_While(self, node: ast.While) -> None:
         if node.orelse:
             raise self.b.err(node.orelse[0], "'while ... else' is not supported in a kernel")
@@ -756,6 +821,8 @@ class Frontend(ast.NodeVisitor):
         v = ctx.consts.get(name, _UNSET)
         if v is not _UNSET:
             if type(v) is Divergent:  # (it has no subclasses)
+                if name in ctx.ct_ints:
+                    self._divergent_ct_int(name, v, node)
                 raise self.b.err(node, v.message(name))
             for frame in ctx.loop_frames:  # the first read of the name in each loop being translated
                 if name not in frame.read and name not in frame.rebound:

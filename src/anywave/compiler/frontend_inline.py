@@ -31,6 +31,10 @@ class FuncCtx:
     #: the run-time loops being translated, innermost last (bindings.LoopFrame)
     loop_frames: list[Any] = field(default_factory=list)
     const_names: set[str] = field(default_factory=set)
+    #: names that are compile-time ints while assigned ints (astscan.unrolled_names' ``nested``)
+    ct_ints: set[str] = field(default_factory=set)
+    #: those of ct_ints bound to an int so far in this translation
+    ct_bound: set[str] = field(default_factory=set)
     is_kernel: bool = True
     ret_var: Value | None = None
     ret_const: Any = None

@@ -16,6 +16,7 @@ import gc
 import hashlib
 import inspect
 import os
+import re
 import sys
 import threading
 import warnings
@@ -37,7 +38,7 @@ from . import types as ty
 from .bindings import DeviceFunction, KernelDefinition
 from .errors import CompileError
 from .fingerprint import Fingerprint, Unkeyable, compiler_hash, fingerprint
-from .frontend import Frontend, FuncSource
+from .frontend import DemoteName, Frontend, FuncSource
 
 #: the package version (informational; the cache key uses the compiler's source hash instead)
 COMPILER_VERSION = "0.1.1"  # 0.1.1: W-invariant collectives, the kernel W-dependence flag
@@ -445,21 +446,41 @@ class KernelDef(KernelDefinition):
         with _gc_paused():
             return self._compile_kernel(consts)
 
+    def _translate(self, src: FuncSource, consts: dict[str, Any], params: list[tuple[str, Any]]
+                   ) -> tuple[Frontend, list[Any]]:
+        """The Frontend that translated the kernel, and its (optimized) IR. A name of an
+        ``aw.static_range`` body translated as a compile-time int that turns out to need a
+        variable (:class:`~anywave.compiler.frontend.DemoteName`) is a variable in a new
+        translation (at most one more per such name); an error of that translation on a line
+        that reads the name says why it is a variable."""
+        demoted: list[DemoteName] = []
+        while True:
+            fe = Frontend(src, dict(consts), self.name, frozenset(d.key for d in demoted))
+            with _deep_recursion():
+                try:
+                    body = fe.build(params)
+                    if self.optimize:
+                        passes.optimize(body)
+                except DemoteName as d:
+                    if any(d.key == e.key for e in demoted):  # cannot happen: the name is no longer one
+                        raise RuntimeError(f"internal error: {d.name!r} demoted twice") from None
+                    demoted.append(d)
+                    continue
+                except CompileError as e:
+                    _note_demoted(e, demoted)
+                    raise
+                except RecursionError:
+                    node = getattr(fe, "node", None)
+                    raise fe.b.err(node, "expression nested too deeply to compile (more than "
+                                   f"{_RECURSION_LIMIT // 8} levels, e.g. a very long chain of + or nested calls): "
+                                   "split it into several statements with intermediate variables") from None
+            return fe, body
+
     def _compile_kernel(self, consts: Mapping[str, Any] | None) -> Kernel:
         consts = dict(consts or {})
         src = self._kernel_source()
         params = [(p.name, p.ann) for p in self.params_for(consts) if p.kind != "const"]
-        fe = Frontend(src, consts, self.name)
-        with _deep_recursion():
-            try:
-                body = fe.build(params)
-                if self.optimize:
-                    passes.optimize(body)
-            except RecursionError:
-                node = getattr(fe, "node", None)
-                raise fe.b.err(node, f"expression nested too deeply to compile (more than {_RECURSION_LIMIT // 8} "
-                             "levels, e.g. a very long chain of + or nested calls): split it into several "
-                             "statements with intermediate variables") from None
+        fe, body = self._translate(src, consts, params)
         threads = None if self.workgroup is None else self.workgroup[0] * self.workgroup[1] * self.workgroup[2]
         alloc, info = spill.allocate(body, self.name, local_memory=fe.b.local_memory, threads=threads,
                                      max_workgroup_size=self.max_workgroup_size)
@@ -617,3 +638,16 @@ class _DiskCache:
 
 _DISK = _DiskCache()
 _ = LIMITS
+
+
+def _note_demoted(e: CompileError, demoted: list[DemoteName]) -> None:
+    """Append to ``e`` why each ``aw.static_range`` name its line (or message) mentions is a
+    variable rather than a compile-time int (Frontend translated the kernel again for it)."""
+    notes = [d for d in demoted
+             if re.search(rf"\b{re.escape(d.name)}\b", (e.source_line or "") + " " + e.message)]
+    if not notes:
+        return
+    e.message += "".join(f" (note: {d.name!r} is a variable of the type of its first value, not a compile-time "
+                         f"int, because {d.reason}; a name assigned only inside aw.static_range loops is a "
+                         "compile-time int where every path leaves it the same int)" for d in notes)
+    e.args = (str(e),)
