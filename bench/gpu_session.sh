@@ -26,14 +26,14 @@ if [[ $P == *" testsi "* ]]; then  # the PTX islands lowering (ANYWAVE_PTX_ISLAN
 fi
 if [[ $P == *" confi "* ]]; then
     mkdir -p "$R/islands"
-    ANYWAVE_PTX_ISLANDS=1 ANYWAVE_CACHE_DIR=/tmp/awc-bi step cuda-conformance-islands 240 python3 bench/cuda_conformance.py --out "$R/islands" &
+    ANYWAVE_PTX_ISLANDS=1 ANYWAVE_CACHE_DIR=/tmp/awc-bi step cuda-conformance-islands 330 python3 bench/cuda_conformance.py --out "$R/islands" &
 fi
 if [[ $P == *" conf "* ]]; then
-    ANYWAVE_CACHE_DIR=/tmp/awc-b step cuda-conformance 240 python3 bench/cuda_conformance.py --out "$R" &
-    ANYWAVE_CACHE_DIR=/tmp/awc-g step hip-on-cuda-conformance 240 python3 bench/hip_on_cuda_conformance.py --out "$R" &
+    ANYWAVE_CACHE_DIR=/tmp/awc-b step cuda-conformance 330 python3 bench/cuda_conformance.py --out "$R" &
+    ANYWAVE_CACHE_DIR=/tmp/awc-g step hip-on-cuda-conformance 330 python3 bench/hip_on_cuda_conformance.py --out "$R" &
 fi
 if [[ $P == *" vk "* ]]; then
-    ANYWAVE_CACHE_DIR=/tmp/awc-c step vulkan-conformance 240 python3 bench/vulkan_conformance.py --widths 32 --device-arrays \
+    ANYWAVE_CACHE_DIR=/tmp/awc-c step vulkan-conformance 330 python3 bench/vulkan_conformance.py --widths 32 --device-arrays \
         --out "$R/vulkan_conformance_h200_${ANYWAVE_COMMIT:-unknown}.json" --commit "${ANYWAVE_COMMIT:-unknown}" &
 fi
 wait
