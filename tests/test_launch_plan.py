@@ -350,10 +350,12 @@ def test_cuda_constant_bank_is_filled_before_every_launch(fake_cuda, monkeypatch
     real_copy = drv.cuMemcpyDtoDAsync
     drv.cuMemcpyDtoDAsync = lambda *a: (order.append(("copy", int(a[1]), int(a[2]), int(a[3] or 0))), real_copy(*a))[1]
     drv.on_launch = lambda f, grid, block, shared, stream, kp: order.append(("launch", int(stream or 0)))
+    drv.cuCtxSynchronize = lambda: (order.append(("sync",)), (0,))[1]
     c = aw.array(np.arange(4, dtype=np.float32), target="cuda")
     c2 = aw.array(np.arange(8, dtype=np.float32), target="cuda")
     x = aw.array(np.ones(32, np.float32), target="cuda")
     out = aw.empty(32, aw.f32, target="cuda")
+    order.clear()  # (making the arrays synchronises too)
     for _ in range(4):  # the first calls take the checked path, the later ones the plan's launcher
         bank_reader(c, x, out, grid=1, workgroup=32)
     bank_reader(c2, x, out, grid=1, workgroup=32)
@@ -365,6 +367,10 @@ def test_cuda_constant_bank_is_filled_before_every_launch(fake_cuda, monkeypatch
     want = [(c.ptr, 16, 0)] * 4 + [(c2.ptr, 32, 0), (c2.ptr, 32, 7)]
     for j, (ptr, n, st) in zip(launches, want, strict=True):
         assert order[j - 1] == ("copy", ptr, n, st) and order[j] == ("launch", st), (j, order)
+    # the host waited for the context's work when the stream changed (before the copy on stream
+    # 7; other parts of the runtime may synchronise too), not while the stream stayed the same
+    assert ("sync",) in order[launches[-2] + 1:launches[-1] - 1], order
+    assert ("sync",) not in order[:launches[-2]], order
     # NumPy arguments (staged to device memory by the checked path) are copied from their staging
     order.clear()
     bank_reader(np.arange(4, dtype=np.float32), np.ones(32, np.float32), np.zeros(32, np.float32),

@@ -303,9 +303,10 @@ class ConstBank:
     the device address of its 64 KiB, filled from a kernel's constant buffer on the launch's
     stream just before the kernel, under ``lock`` (held from the copy to the kernel's launch, so
     no other launch of the module refills it in between). A launch on another stream than the
-    previous one first waits for that stream (the host synchronises it), so a kernel still
-    reading the bank on it is not overwritten -- except while this stream is being captured into
-    a graph, where the copy becomes a node of the graph."""
+    previous one first waits for the device's work in the context (``cuCtxSynchronize``: the
+    previous stream's handle may have been destroyed since, so it is never used again), so a
+    kernel still reading the bank is not overwritten -- except while this stream is being
+    captured into a graph, where the copy becomes a node of the graph."""
 
     def __init__(self, ptr: int) -> None:
         self.ptr = ptr
@@ -315,17 +316,18 @@ class ConstBank:
     def fill(self, drv: Any, src: int, nbytes: int, hstream: int, shape: str) -> None:
         """Copy ``nbytes`` at device address ``src`` to the bank on ``hstream`` (the caller holds
         ``lock`` until the kernel is launched). Raises CudaError."""
-        if self.stream is not None and self.stream != hstream:
+        key = int(hstream or 0)  # a handle object (CUstream) or an int: compared as an int
+        if self.stream is not None and self.stream != key:
             capturing = drv.cuStreamIsCapturing(hstream) if hasattr(drv, "cuStreamIsCapturing") else (0, 0)
             if not int(capturing[0]) and not int(capturing[1]):
-                r = drv.cuStreamSynchronize(self.stream)
+                r = drv.cuCtxSynchronize()
                 if int(r[0]):
-                    raise CudaError(f"{shape}: waiting for the constant bank's previous stream: {_err_text(r[0])}")
+                    raise CudaError(f"{shape}: waiting for the constant bank's previous launches: {_err_text(r[0])}")
         if nbytes:
             r = drv.cuMemcpyDtoDAsync(self.ptr, src, nbytes, hstream)
             if int(r[0]):
                 raise CudaError(f"{shape}: copying the constant buffer to the constant bank: {_err_text(r[0])}")
-        self.stream = hstream
+        self.stream = key
 
 
 class LoadedModule:
