@@ -86,6 +86,20 @@ __global__ void with_break(int* out, const int* x, int hi) {
     for (int k = t; k < hi; k++) { if (x[k & 255] > 95) break; acc = acc * 3 + x[k & 255]; }
     out[t] = acc;
 }
+__global__ void bound_through_pointer(int* out, const int* x, int hi) {
+    int t = blockIdx.x * blockDim.x + threadIdx.x;
+    int n = hi, acc = 1;
+    int* pn = &n;  /* the bound's address escapes before the loop */
+    for (int k = t; k < n; k++) { acc = acc * 3 + x[k & 255]; if (x[k & 255] > 90) *pn -= 1; }
+    out[t] = acc;
+}
+__global__ void counter_through_pointer(int* out, const int* x, int hi) {
+    int t = blockIdx.x * blockDim.x + threadIdx.x;
+    int acc = 1, k = t;
+    int* pk = &k;
+    for (k = t; k < hi; k++) { acc = acc * 3 + x[k & 255]; if (x[k & 255] > 90) *pk += 1; }
+    out[t] = acc;
+}
 """
 
 N = 64
@@ -183,3 +197,35 @@ def test_loops_that_must_not_be_unrolled_keep_their_meaning(target: str, w: int)
         return _fold(ks)
 
     np.testing.assert_array_equal(out, [broken(t) for t in range(N)])
+
+
+@pytest.mark.parametrize(("target", "w"), TARGETS)
+def test_variables_written_through_a_pointer_are_not_invariant(target: str, w: int) -> None:
+    # a hostile test's wrong result: `int* pn = &n;` before the loop, `*pn -= 1` in it; the
+    # unroller saw no write to n in the body, tested `k < n` once per 8 iterations and overshot
+    k, out = _run("bound_through_pointer", (X, 50), np.int32, target, w)
+    assert _loops(k) == 1
+
+    def shrinking(t):
+        ks, n, kk = [], 50, t
+        while kk < n:
+            ks.append(kk)
+            if X[kk & 255] > 90:
+                n -= 1
+            kk += 1
+        return _fold(ks)
+
+    np.testing.assert_array_equal(out, [shrinking(t) for t in range(N)])
+    k, out = _run("counter_through_pointer", (X, 50), np.int32, target, w)
+    assert _loops(k) == 1
+
+    def skipping(t):
+        ks, kk = [], t
+        while kk < 50:
+            ks.append(kk)
+            if X[kk & 255] > 90:
+                kk += 1
+            kk += 1
+        return _fold(ks)
+
+    np.testing.assert_array_equal(out, [skipping(t) for t in range(N)])

@@ -819,7 +819,7 @@ class CudaLowering:
             nodes += 1
             if x.kind in (K.RETURN_STMT, K.GOTO_STMT, K.SWITCH_STMT):
                 return None
-        if _has_own_jump(body) or var in _written(body):
+        if _has_own_jump(body) or var in _written(body) or var in self._address_taken():
             return None
         k = _wrap(start[0], vt)
         values: list[int] = []
@@ -1008,10 +1008,20 @@ class CudaLowering:
                 factor = max(1, FULL_UNROLL_BUDGET // nodes)
         if factor < 2:
             return None
-        written = _written(body)
+        # a variable whose address is taken anywhere (``int* pn = &n;`` before the loop) may be
+        # written through the pointer inside the body: never invariant
+        written = _written(body) | self._address_taken()
         if var in written or not self._invariant(rhs, written | _written(inc) | {var}):
             return None
         return factor, step
+
+    def _address_taken(self) -> set[Any]:
+        """The variables whose address the source takes anywhere (``&v``, ``&v[i]``, ``&v.f``):
+        a pointer to one may write it where its name does not appear (computed once)."""
+        got = getattr(self, "_addressed", None)
+        if got is None:
+            got = self._addressed = _address_taken(self.tu.cursor, self.path)
+        return got
 
     def _unroll_call_ok(self, call: Any, seen: set[str]) -> bool:
         """Whether ``call`` (and the ``__device__`` functions it reaches) runs no barrier, fence,
@@ -2417,6 +2427,37 @@ def _written(c: Any) -> set[Any]:
             walk(y, x)
 
     walk(c, None)
+    return out
+
+
+def _address_taken(root: Any, path: str) -> set[Any]:
+    """The variables (declaration cursors) of the user's source under ``root`` that are the base
+    of an operand of unary ``&``: ``&v``, ``&v[i]``, ``&v.f``, ``&(v)``."""
+    K = _cx.CursorKind
+    out: set[Any] = set()
+
+    def base(x: Any) -> Any:
+        x = _strip(x)
+        while x.kind in (K.ARRAY_SUBSCRIPT_EXPR, K.MEMBER_REF_EXPR):
+            ch = list(x.get_children())
+            if not ch:
+                break
+            x = _strip(ch[0])
+        return x
+
+    def walk(x: Any) -> None:
+        if x.kind == K.UNARY_OPERATOR and _UN.get(_cx.conf.lib.clang_getCursorUnaryOperatorKind(x)) == "&":
+            ch = list(x.get_children())
+            b = base(ch[0]) if ch else None
+            if b is not None and b.kind == K.DECL_REF_EXPR and b.referenced is not None \
+                    and b.referenced.kind in (K.VAR_DECL, K.PARM_DECL):
+                out.add(b.referenced)
+        for y in x.get_children():
+            walk(y)
+
+    for top in root.get_children():
+        if not _in_prelude(top.location, path):
+            walk(top)
     return out
 
 
