@@ -265,6 +265,21 @@ __global__ void add_plain(const float* x, const float* y, float* out, int n) {
 """
 
 
+def interleaved_medians(torch: Any, runs: dict[str, Any], reps: int) -> dict[str, float]:
+    """Milliseconds of each ``runs[name]()`` (a launch on torch's current stream): CUDA events
+    around each call, the runs interleaved ``reps`` times, the median per name."""
+    times: dict[str, list[float]] = {k: [] for k in runs}
+    for _ in range(reps):
+        for k, f in runs.items():
+            e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            e0.record()
+            f()
+            e1.record()
+            torch.cuda.synchronize()
+            times[k].append(e0.elapsed_time(e1))
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
 def plain_add(torch: Any, aw: Any, arch: str, include: str, reps: int) -> dict[str, Any]:
     """Issue 28's element-wise add over 2^28 floats written the plain way (one element per
     thread, 256 threads per workgroup): torch.add, the CUDA source built by NVRTC, the same source
@@ -306,21 +321,12 @@ def plain_add(torch: Any, aw: Any, arch: str, include: str, reps: int) -> dict[s
             "anywave_python": lambda: add_py(x, y, out, n, grid=grid, workgroup=256, target="cuda")}
     ref = x + y
     row: dict[str, Any] = {"n": n, "workgroup": 256}
-    times: dict[str, list[float]] = {k: [] for k in runs}
     for k, f in runs.items():  # warm-up (compiles), and the bits
         out.zero_()
         f()
         torch.cuda.synchronize()
         row[f"{k}_same_bits_as_torch"] = bool(torch.equal(out.view(torch.int32), ref.view(torch.int32)))
-    for _ in range(reps):
-        for k, f in runs.items():
-            e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            e0.record()
-            f()
-            e1.record()
-            torch.cuda.synchronize()
-            times[k].append(e0.elapsed_time(e1))
-    med = {k: statistics.median(v) for k, v in times.items()}
+    med = interleaved_medians(torch, runs, reps)
     row.update({f"{k}_ms": v for k, v in med.items()})
     row.update({f"{k}_over_torch": med["torch_add"] / med[k] for k in runs if k != "torch_add"})
     row["tb_per_s"] = {k: 12 * n / (v * 1e-3) / 1e12 for k, v in med.items()}

@@ -24,7 +24,6 @@ import datetime
 import json
 import os
 import re
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -36,7 +35,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT / "src"))
-from bench_cuda_suite import NVRTC_HEADERS, _check, nvrtc_ptx  # noqa: E402
+from bench_cuda_suite import NVRTC_HEADERS, _check, interleaved_medians, nvrtc_ptx  # noqa: E402
 from cases import HERE  # noqa: E402
 
 N, F, K = 1 << 20, 8, 16
@@ -159,16 +158,7 @@ def main() -> int:
         f()
         torch.cuda.synchronize()
         ok[k] = bool(np.array_equal(t_mem.cpu().numpy(), best)) and int(t_chg.item()) == changed_ref
-    times: dict[str, list[float]] = {k: [] for k in runs}
-    for _ in range(a.reps):
-        for k, f in runs.items():
-            e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            e0.record()
-            f()
-            e1.record()
-            torch.cuda.synchronize()
-            times[k].append(e0.elapsed_time(e1))
-    med = {k: statistics.median(v) for k, v in times.items()}
+    med = interleaved_medians(torch, runs, a.reps)
     doc = {"bench": "bench_kmeans_const", "device": torch.cuda.get_device_name(),
            "commit": os.environ.get("ANYWAVE_COMMIT") or subprocess.run(
                ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip(),

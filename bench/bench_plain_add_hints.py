@@ -19,7 +19,6 @@ import datetime
 import json
 import os
 import re
-import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -30,7 +29,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT / "src"))
-from bench_cuda_suite import ADD_CU, _check, nvrtc_ptx  # noqa: E402
+from bench_cuda_suite import ADD_CU, _check, interleaved_medians, nvrtc_ptx  # noqa: E402
 
 #: variant name -> (load qualifiers after "ld.global", store qualifiers after "st.global")
 VARIANTS = {
@@ -111,22 +110,13 @@ def main() -> int:
                                text=True).stdout.strip(),
                            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                            "torch": torch.__version__, "variants": {k: list(v) for k, v in VARIANTS.items()}}
-    times: dict[str, list[float]] = {k: [] for k in runs}
     same = {}
     for k, f in runs.items():
         out.zero_()
         f()
         torch.cuda.synchronize()
         same[k] = bool(torch.equal(out.view(torch.int32), ref.view(torch.int32)))
-    for _ in range(a.reps):
-        for k, f in runs.items():
-            e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            e0.record()
-            f()
-            e1.record()
-            torch.cuda.synchronize()
-            times[k].append(e0.elapsed_time(e1))
-    med = {k: statistics.median(v) for k, v in times.items()}
+    med = interleaved_medians(torch, runs, a.reps)
     doc["rows"] = {k: {"ms": med[k], "over_torch": med["torch_add"] / med[k],
                        "tb_per_s": 12 * n / (med[k] * 1e-3) / 1e12, "same_bits_as_torch": same[k]} for k in runs}
     for k, r in doc["rows"].items():
