@@ -5,6 +5,8 @@ pointer walks by element), and for ``assert`` CUDA's message text written out he
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
 
@@ -186,6 +188,35 @@ def test_assert_prints_cudas_message_and_ends_the_thread(capfd, target, w):
     np.testing.assert_array_equal(o, exp)
     lines = capfd.readouterr().out.splitlines()
     assert lines == _assert_lines(in_, lambda v: v % 5 == 0, lambda v: 2 * v >= 60)
+
+
+ASSERT_BARRIER = r"""
+#include <cassert>
+__global__ void k(int* out, const int* in) {
+    __shared__ int s[64];
+    int t = threadIdx.x;
+    s[t] = t;
+    assert(in[t] != 3);
+    __syncthreads();
+    out[t] = s[63 - t] + 1;
+}
+"""
+
+
+@pytest.mark.parametrize(("target", "w"), [p for p in TARGETS if p.values[0] in ("emulator", "cpu")])
+def test_failed_assert_then_barrier_raises_and_still_prints_the_asserts(capfd, target, w):
+    """Threads ended by a failed assert miss the next ``__syncthreads``: the launch fails
+    (divergent barrier), and the messages those threads printed before it reach the output."""
+    in_ = (np.arange(64) % 7).astype(np.int32)
+    o = np.zeros(64, np.int32)
+    with pytest.raises(Exception, match="divergent barrier") as info:
+        aw.cuda_kernel(ASSERT_BARRIER, "k")(o, in_, grid=1, workgroup=64, target=target, wave_width=w)
+    bad = [t for t in range(64) if in_[t] == 3]
+    exp = [f"kernel.cu:7: k(int *, const int *): block: [0,0,0], thread: [{t},0,0] Assertion `in[t] != 3` failed."
+           for t in bad]
+    assert capfd.readouterr().out.splitlines() == exp
+    if sys.version_info >= (3, 11):  # the error's note (add_note) says so
+        assert any(f"printed {len(bad)} line(s) before the error" in n for n in info.value.__notes__)
 
 
 def test_assert_with_ndebug_compiles_to_nothing(capfd):
