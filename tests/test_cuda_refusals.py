@@ -220,7 +220,7 @@ _NOT_A_CONSTRUCT = ("needs libclang", "internal:", "could not parse the source w
                     "cannot instantiate the kernel", "the CUDA source does not compile", "is not a template kernel's",
                     "is not a __global__ function", "no __global__ template instance", "no __global__ function",
                     "shared_bytes must be", "takes no compile-time constants", "{msg}{why}", "#include names",
-                    "give its size in bytes")
+                    "give its size in bytes", "not a source file's name")
 
 
 def _compile_errors(path: Path):

@@ -455,7 +455,7 @@ def printf(low: Any, c: Any, args: list[Any]) -> tuple[Any, Any]:
 def _record(low: Any, c: Any, pyfmt: str, types: list[Any], words: list[Value]) -> None:
     """One print record of call site ``c`` (Python format ``pyfmt`` of the values ``words``, 32-bit
     each, whose types are ``types``): appended to the print buffer when it fits."""
-    where = f"{c.location.file.name if c.location.file else low.path}:{low.user_line(c)}"
+    where = low.user_file_line(c)
     site = len(low.prints)
     low.prints.append(PrintFormat(pyfmt, tuple(types), where))
     buf = low.print_buffer()
@@ -504,7 +504,7 @@ def assert_(low: Any, c: Any, args: list[Any]) -> tuple[Any, Any]:
     expr_text = bytes(text.spelling[1:-1], "utf-8").decode("unicode_escape") if text.kind == K.STRING_LITERAL else "?"
     p = low.cond(args[0])
     fn = low.functions[-1]
-    where = f"{c.location.file.name if c.location.file else low.path}:{low.user_line(c)}"
+    where = low.user_file_line(c)
     head = f"{where}: {fn.displayname}: ".replace("{", "{{").replace("}", "}}")
     tail = f" Assertion `{expr_text}` failed.".replace("{", "{{").replace("}", "}}")
     fmt = head + "block: [{},{},{}], thread: [{},{},{}]" + tail

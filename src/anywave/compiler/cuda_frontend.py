@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import ctypes
 import inspect
+import os
 import re
 import threading
 from collections.abc import Callable
@@ -1977,6 +1978,10 @@ class CudaLowering:
     def user_line(self, c: Any) -> int:
         return int(_where(c.location, self.path).rsplit(":", 2)[1])
 
+    def user_file_line(self, c: Any) -> str:
+        """``file:line`` of cursor ``c`` as the user names them (:func:`_where`)."""
+        return _where(c.location, self.path).rsplit(":", 1)[0]
+
     def print_buffer(self) -> int:
         """The argument index of printf's hidden record buffer (the kernel's last argument)."""
         if self.print_arg is None:
@@ -2431,22 +2436,50 @@ def _has_own_continue(c: Any) -> bool:
     return False
 
 
+#: the start of the name of the translation unit's main file, a file of the front end's own
+#: (:func:`parse`): the prelude, then ``#include`` of the user's file
+_MAIN_MARK = "<anywave>"
+
+
+def _main_name(path: str) -> str:
+    """The name of :func:`parse`'s main file for the user's file ``path`` (in its folder)."""
+    d, b = os.path.split(path)
+    return os.path.join(d, _MAIN_MARK + b)
+
+
+def _user_name(path: str) -> str:
+    """The name clang gives the user's file ``path`` when it is included by its base name from
+    :func:`_main_name` (a bare name is found as ``./name``)."""
+    return path if os.path.dirname(path) else os.path.join(".", path)
+
+
+def _user_path(name: str) -> str:
+    """The user's path of a main file's name (:func:`_main_name`); other names as they are."""
+    d, b = os.path.split(name)
+    return os.path.join(d, b[len(_MAIN_MARK):]) if b.startswith(_MAIN_MARK) else name
+
+
 def _where(loc: Any, path: str) -> str:
-    """``file:line:column`` of a clang location, lines of the user's source (the prelude's
-    lines before it subtracted)."""
+    """``file:line:column`` of a clang location, lines of the user's source (the user's file is
+    read with a ``#line`` directive first, :func:`parse`: its line is subtracted)."""
+    path = _user_path(path)
     f = loc.file.name if loc.file else path
-    line = loc.line - PRELUDE_LINES if f == path else loc.line
+    line = loc.line
+    if f in (path, _user_name(path)):
+        f, line = path, line - 1
+    elif f == _main_name(path):
+        f = path
     return f"{f}:{line}:{loc.column}"
 
 
 def _decl_where(decl: Any) -> str:
-    """``file:line:column`` of declaration ``decl`` (:func:`_where`, the translation unit's own
-    file being the user's source)."""
+    """``file:line:column`` of declaration ``decl`` (:func:`_where`, the translation unit's
+    main file naming the user's source)."""
     return _where(decl.location, decl.translation_unit.spelling)
 
 
 def _in_prelude(loc: Any, path: str) -> bool:
-    return loc.file is not None and loc.file.name == path and loc.line <= PRELUDE_LINES
+    return loc.file is not None and loc.file.name == _main_name(_user_path(path))
 
 
 def _evaluate(c: Any, t: DType) -> Any:
@@ -2506,25 +2539,32 @@ def parse(source: str, path: str = "kernel.cu", args: tuple[str, ...] = (), inst
     if instance is not None:
         _check_instance(instance)
     check_includes(source, path, args)
+    base = os.path.basename(path)
+    if not base or any(ch in path for ch in '"\n\r\0'):
+        raise CompileError(f"{path!r}: not a source file's name (a name without quotes or line breaks)")
     index = cx.Index.create()
-    # the line after the prelude says the source starts at line 1: the locations clang writes
-    # into its own messages and type spellings ("(lambda at kernel.cu:2:12)", __LINE__) are the
-    # user's lines (libclang's cursor locations still count the prelude: _where subtracts it)
-    text = PRELUDE + "#line 1\n" + source
+    # the main file is the front end's own: the prelude, then an #include of the user's file
+    # (given to clang as `source`), so that an #include of that file (a guarded self-include,
+    # the X-macro idiom) reads the user's text, as with nvcc; the user's text starts with a
+    # #line naming it as the user did, so the locations clang writes into its own messages and
+    # type spellings ("(lambda at kernel.cu:2:12)", __LINE__, __FILE__) are the user's (libclang's
+    # cursor locations count that line: _where subtracts it)
+    main = _main_name(path)
+    text = PRELUDE + f'#include "{base}"\n'
     if instance is not None:
-        text += f"\nstatic void* {_INSTANCE_VAR} = (void*)&{instance};\n"
-    unsaved = [(path, text)] + [(f"{_prelude.INCLUDE_DIR}/{h}", _prelude.HEADER_TEXT.get(h, ""))
-                                for h in _prelude.HEADERS]
+        text += f"static void* {_INSTANCE_VAR} = (void*)&{instance};\n"
+    quoted = path.replace("\\", "\\\\")
+    unsaved = [(main, text), (_user_name(path), f'#line 1 "{quoted}"\n' + source)] + [
+        (f"{_prelude.INCLUDE_DIR}/{h}", _prelude.HEADER_TEXT.get(h, "")) for h in _prelude.HEADERS]
     try:
-        tu = index.parse(path, args=[*CLANG_ARGS, *args], unsaved_files=unsaved)
+        tu = index.parse(main, args=[*CLANG_ARGS, *args], unsaved_files=unsaved)
     except cx.TranslationUnitLoadError as e:  # clang gave no translation unit at all (a bad argument)
         raise CompileError(f"{path}: clang could not parse the source with the arguments {list(args)!r} "
                            f"(an unknown or malformed clang argument?): {e}") from None
     errors = [d for d in tu.diagnostics if d.severity >= cx.Diagnostic.Error]
     if errors:
-        user_lines = source.count("\n") + 1
-        if instance is not None and any(d.location.file is not None and d.location.file.name == path
-                                        and d.location.line - PRELUDE_LINES > user_lines for d in errors):
+        if instance is not None and any(d.location.file is not None and d.location.file.name == main
+                                        and d.location.line > PRELUDE_LINES for d in errors):
             msgs = "; ".join(d.spelling for d in errors[:3])
             raise CompileError(f"{path}: cannot instantiate the kernel {instance!r}: {msgs}")
         for d in errors:  # an error about a CUDA feature the front end does not take: named
@@ -2587,7 +2627,6 @@ def check_includes(source: str, path: str, args: tuple[str, ...] = ()) -> None:
     way clang finds it: the including file's folder, ``-I`` folders, an absolute path) names
     something other than a regular file, or a file over :data:`MAX_INCLUDE_BYTES`: clang would
     read ``/dev/zero`` or a FIFO for ever. (An include spelled through a macro is not seen.)"""
-    import os
     import stat
 
     dirs = []
