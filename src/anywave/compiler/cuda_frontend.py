@@ -2523,10 +2523,15 @@ _INSTANCE_VAR = "__anywave_instance"
 
 def kernel_symbol(name: str) -> str:
     """The WAVE kernel name of CUDA kernel ``name``: the name itself, or for a template
-    instance (``reduce<float, 256>``) an identifier made of its parts (``reduce_float_256``)."""
+    instance (``reduce<float, 256>``) an identifier made of its parts (``reduce_float_256``; a
+    negative argument's sign as ``m``: ``reduce<float, -4>`` gives ``reduce_float_m4``)."""
     if "<" not in name:
         return name
-    out = re.sub(r"[^A-Za-z0-9_]+", "_", name).strip("_")
+    # a minus sign that starts an argument is spelled ``m`` (``reduce<float, -4>``:
+    # ``reduce_float_m4``), so that it and ``reduce<float, 4>`` differ; names without one are
+    # unchanged
+    out = re.sub(r"([<,(]\s*)-", r"\1m", name)
+    out = re.sub(r"[^A-Za-z0-9_]+", "_", out).strip("_")
     return out if out and not out[0].isdigit() else f"k_{out}"
 
 
