@@ -2285,17 +2285,60 @@ _TYPE_DECLS: frozenset[Any] = frozenset()
 
 def _pragma(c: Any) -> list[str] | None:
     """The words of the pragma that statement ``c`` (clang's attributed statement, which libclang
-    shows as an unexposed statement) starts with: ``['unroll', '4']`` for ``#pragma unroll 4``;
-    None when ``c`` does not start with a pragma."""
+    shows as an unexposed statement) starts with: ``['unroll', '4']`` for ``#pragma unroll 4``
+    and for ``_Pragma("unroll 4")`` (the operator form), also from a macro's expansion (``#define
+    UNROLL _Pragma("unroll")``, as CUTLASS_PRAGMA_UNROLL is: :func:`_macro_tokens`); None when
+    ``c`` does not start with a pragma."""
     toks = []
     for t in c.get_tokens():
         toks.append(t)
         if len(toks) > 2 and t.location.line != toks[0].location.line:
             toks.pop()
             break
-    if len(toks) < 2 or toks[0].spelling != "#" or toks[1].spelling != "pragma":
+    spell = [t.spelling for t in toks]
+    words = _pragma_words(spell)
+    if words is None and (not spell or spell[0] not in ("#", "[")):
+        expansion = _macro_tokens(c)
+        if expansion is not None:
+            words = _pragma_words(expansion)
+    return words
+
+
+def _pragma_words(spell: list[str]) -> list[str] | None:
+    """The pragma's words of tokens ``spell`` that start ``#pragma WORDS`` or ``_Pragma("WORDS")``;
+    None for other tokens."""
+    if len(spell) >= 4 and spell[0] == "_Pragma" and spell[1] == "(" and spell[3] == ")" \
+            and re.fullmatch(r'(?:L|u8|u|U)?"(?:[^"\\]|\\.)*"', spell[2]):
+        # C's destringizing of the operand (C17 6.10.9): the prefix and quotes removed, \" and
+        # \\ unescaped; then the pragma's words as the preprocessor splits them
+        text = re.sub(r'\\(["\\])', r"\1", spell[2][spell[2].index('"') + 1:-1])
+        return re.findall(r"[A-Za-z_]\w*|\d[\w.]*|\S", text)
+    if len(spell) < 2 or spell[0] != "#" or spell[1] != "pragma":
         return None
-    return [t.spelling for t in toks[2:]]
+    return spell[2:]
+
+
+def _macro_tokens(c: Any) -> list[str] | None:
+    """The replacement tokens of the macro whose expansion cursor ``c`` starts with (``UNROLL``
+    of ``#define UNROLL _Pragma("unroll")``; its tokens are not ``c``'s when the macro is
+    defined in a header), read from a second parse of the same source that keeps the macro
+    expansions (made once per translation unit, only when needed); None when ``c`` does not
+    start with a macro."""
+    tu = c.translation_unit
+    how = getattr(tu, "_anywave_parse", None)
+    start = c.extent.start
+    if how is None or start.file is None:
+        return None
+    if "detailed" not in how:
+        how["detailed"] = parse(*how["args"], detailed=True)
+    K = _cx.CursorKind
+    for m in how["detailed"].cursor.get_children():
+        loc = m.location
+        if m.kind == K.MACRO_INSTANTIATION and loc.line == start.line and loc.column == start.column \
+                and loc.file is not None and loc.file.name == start.file.name:
+            d = m.referenced
+            return None if d is None else [t.spelling for t in d.get_tokens()][1:]
+    return None
 
 
 #: statement attributes that change nothing a kernel computes (hints to the optimiser): ignored
@@ -2535,10 +2578,12 @@ def kernel_symbol(name: str) -> str:
     return out if out and not out[0].isdigit() else f"k_{out}"
 
 
-def parse(source: str, path: str = "kernel.cu", args: tuple[str, ...] = (), instance: str | None = None) -> Any:
+def parse(source: str, path: str = "kernel.cu", args: tuple[str, ...] = (), instance: str | None = None,
+          detailed: bool = False) -> Any:
     """The clang translation unit of CUDA ``source`` (``#include "..."`` relative to ``path``'s
     folder, the usual system and CUDA headers empty: the prelude declares their names);
-    ``instance``: a template kernel's instance (``reduce<float, 256>``) to instantiate.
+    ``instance``: a template kernel's instance (``reduce<float, 256>``) to instantiate;
+    ``detailed``: keep the macro definitions and expansions as cursors (:func:`_macro_tokens`).
     CompileError listing clang's errors."""
     cx = _clang()
     if instance is not None:
@@ -2562,7 +2607,8 @@ def parse(source: str, path: str = "kernel.cu", args: tuple[str, ...] = (), inst
     unsaved = [(main, text), (_user_name(path), f'#line 1 "{quoted}"\n' + source)] + [
         (f"{_prelude.INCLUDE_DIR}/{h}", _prelude.HEADER_TEXT.get(h, "")) for h in _prelude.HEADERS]
     try:
-        tu = index.parse(main, args=[*CLANG_ARGS, *args], unsaved_files=unsaved)
+        tu = index.parse(main, args=[*CLANG_ARGS, *args], unsaved_files=unsaved,
+                         options=cx.TranslationUnit.PARSE_DETAILED_PROCESSING_RECORD if detailed else 0)
     except cx.TranslationUnitLoadError as e:  # clang gave no translation unit at all (a bad argument)
         raise CompileError(f"{path}: clang could not parse the source with the arguments {list(args)!r} "
                            f"(an unknown or malformed clang argument?): {e}") from None
@@ -2579,6 +2625,7 @@ def parse(source: str, path: str = "kernel.cu", args: tuple[str, ...] = (), inst
                                    "(docs/guide/cuda.md lists what is)")
         lines = [f"{_where(d.location, path)}: {d.spelling}" for d in errors[:10]]
         raise CompileError("the CUDA source does not compile:\n" + "\n".join(lines))
+    tu._anywave_parse = {"args": (source, path, args, instance)}  # for a detailed parse (_macro_tokens)
     return tu
 
 
