@@ -84,3 +84,54 @@ def test_two_files_that_include_each_other(tmp_path, w):
 def test_a_path_with_a_quote_is_refused_by_name():
     with pytest.raises(CompileError, match="not a source file's name"):
         compile_cuda("__global__ void k(int* o) { o[0] = 1; }", "k", path='a"b.cu')
+
+
+# ----------------------------------------------------------------------------- assert text, pointer conditions
+
+def test_an_asserts_non_ascii_text_prints_as_written(capfd):
+    """The expression of a failing assert, with non-ASCII characters, a quote and a backslash
+    escape in its string, prints as the source spells it (UTF-8; not Latin-1 mojibake)."""
+    expr = 'in[t] != 3 && "ünïcode {x} %d \\n ∑"'
+    src = "#include <cassert>\n__global__ void k(int* out, const int* in) {\n    int t = threadIdx.x;\n" \
+          f"    assert({expr});\n    out[t] = 1;\n}}\n"
+    in_ = (np.arange(16) % 7).astype(np.int32)
+    o = np.zeros(16, np.int32)
+    aw.cuda_kernel(src, "k")(o, in_, grid=1, workgroup=16, target="emulator", wave_width=8)
+    np.testing.assert_array_equal(o, np.where(in_ != 3, 1, 0))
+    want = [f"kernel.cu:4: k(int *, const int *): block: [0,0,0], thread: [{t},0,0] Assertion `{expr}` failed."
+            for t in range(16) if in_[t] == 3]
+    assert capfd.readouterr().out.splitlines() == want
+
+
+POINTER_COND = r"""
+#include <cassert>
+__global__ void k(int* out, const int* in) {
+    int t = threadIdx.x;
+    const int* p = in + t;
+    assert(p);
+    int r = 0;
+    if (p) r += 1;
+    if (!p) r += 10;
+    if (p && in[t] > 2) r += 100;
+    if (!in || in[t] > 4) r += 1000;
+    r += p ? 10000 : 20000;
+    out[t] = r;
+}
+"""
+
+
+@pytest.mark.parametrize("w", WS)
+def test_a_pointer_as_a_condition_means_not_null(capfd, w):
+    """assert(p), if (p), !p, p && ..., !in || ...: C's "not null"; every pointer the front end
+    can form points into a buffer (a null pointer is refused), so each is true."""
+    in_ = np.arange(64, dtype=np.int32) % 7
+    o = np.zeros(64, np.int32)
+    aw.cuda_kernel(POINTER_COND, "k")(o, in_, grid=1, workgroup=64, target="emulator", wave_width=w)
+    np.testing.assert_array_equal(o, 1 + np.where(in_ > 2, 100, 0) + np.where(in_ > 4, 1000, 0) + 10000)
+    assert capfd.readouterr().out == ""  # no assert failed
+
+
+def test_a_null_pointer_is_still_refused():
+    src = "__global__ void k(int* out) {\n    int* p = out;\n    if (out[0]) p = nullptr;\n    out[1] = p ? 1 : 2;\n}\n"
+    with pytest.raises(CompileError, match=r"kernel\.cu:3:\d+: .*null pointer"):
+        aw.cuda_kernel(src, "k").compile()

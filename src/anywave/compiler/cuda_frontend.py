@@ -1250,8 +1250,8 @@ class CudaLowering:
     # ------------------------------------------------------------------ expressions
     def cond(self, c: Any) -> PredUse:
         v, t = self.rvalue(c)
-        if isinstance(v, _Ptr):
-            raise self.refuse(c, "a pointer as a condition")
+        if isinstance(v, _Ptr):  # "not null": true, as in implicit()
+            return PredUse(self.const(True, ty.pred))
         return self.as_pred(v)
 
     def ctype_of(self, c: Any) -> Any:
@@ -1553,6 +1553,11 @@ class CudaLowering:
         else:
             v, st = r
         if isinstance(v, _Ptr):
+            if dst is ty.bool_:
+                # a pointer as a condition (assert(p), if (p), !p, p && q): C's "not null", true here:
+                # every pointer of the front end points into a buffer or a __shared__ array (a null
+                # pointer, or a number converted to a pointer, is refused above)
+                return self.const(True, ty.pred), ty.bool_
             raise self.refuse(c, "a pointer converted to a number")
         if isinstance(v, _SVal) or isinstance(dst, tuple):
             if isinstance(v, _SVal) and dst == st:
