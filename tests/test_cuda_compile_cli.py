@@ -241,7 +241,23 @@ def test_template_only_file_names_its_templates_and_how_to_instantiate(capsys):
     (["--shared-bytes", "nope=64"], "--shared-bytes nope=...: no kernel of that name is compiled; the kernels: fill"),
     (["--shared-bytes", "x"], "--shared-bytes 'x': expected N or KERNEL=N"),
     (["--shared-bytes", "0"], "--shared-bytes '0': expected N or KERNEL=N, N a positive number"),
-    (["--shared-bytes", "4294967296"], "4294967296 bytes is more than a kernel's local memory can declare"),
+    (["--shared-bytes", "4294967296"], "4294967296 bytes (rounded up to a multiple of 16: 4294967296) is more than "
+                                       "a kernel's local memory can declare"),
+    # rounding up to 16 bytes takes these past the u32 field: the option's message, not the verifier's
+    (["--shared-bytes", "4294967295"], "4294967295 bytes (rounded up to a multiple of 16: 4294967296) is more than "
+                                       "a kernel's local memory can declare (at most 4294967295 bytes, spec §14.3, "
+                                       "so at most 4294967280 here"),
+    (["--shared-bytes", "rev<float>=4294967281"], "(rounded up to a multiple of 16: 4294967296) is more than"),
+    # one kernel given two sizes (the same spelling, another spacing, or its WAVE name): refused
+    (["--kernel", "rev<float>", "--shared-bytes", "rev<float>=16", "--shared-bytes", "rev<float>=32"],
+     "--shared-bytes 'rev<float>=32': kernel 'rev<float>' is given a size twice ('rev<float>=16' and "
+     "'rev<float>=32'): give each kernel's size once"),
+    (["--kernel", "rev<float>", "--shared-bytes", "rev< float>=16", "--shared-bytes", "rev <float >=32"],
+     "kernel 'rev <float >' is given a size twice ('rev< float>=16' and 'rev <float >=32')"),
+    (["--kernel", "rev<float>", "--shared-bytes", "rev_float=16", "--shared-bytes", "rev<float>=32"],
+     "both name kernel 'rev<float>': give each kernel's size once"),
+    (["--kernel", "rev<float>", "--shared-bytes", "16", "--shared-bytes", "32"],
+     "--shared-bytes '32': a size for every kernel is given twice (16 and 32): give it once"),
     (["--kernel", "rev<float>", "--kernel", "rev< float >"], "both give the WAVE kernel 'rev_float'"),
     (["-D", "=3"], "-D '=3': expected NAME or NAME=VALUE"),
     (["-I", "/no/such/folder"], "-I '/no/such/folder': no such folder"),
@@ -253,6 +269,49 @@ def test_cuda_option_errors(dyn, tmp_path, capsys, argv, message):
     assert message in err
     assert "Traceback" not in err
     assert err.startswith("anywave: error: ") and err.count("error: ") == 1, err  # one prefix, not two
+
+
+def test_shared_bytes_at_the_limit_and_a_kernel_named_with_other_spacing(dyn, tmp_path, capsys):
+    """The largest size that rounds to a u32 (2**32 - 16) is taken; a KERNEL= spelled with
+    other spacing than --kernel names the same kernel."""
+    out = tmp_path / "o.wbin"
+    rc, _, err = compile_cli(capsys, str(dyn), "-I", str(tmp_path / "inc"), "-D", "SCALE=1", "--kernel",
+                             "rev<float>", "--shared-bytes", str(2**32 - 16), "-o", str(out))
+    assert rc == 0, err
+    assert read_wbin(out.read_bytes()).kernels[0].local_memory == 2**32 - 16
+    rc, _, err = compile_cli(capsys, str(dyn), "-I", str(tmp_path / "inc"), "-D", "SCALE=1", "--kernel",
+                             "rev< float >", "--shared-bytes", "rev<float>=64", "-o", str(out))
+    assert rc == 0, err
+    assert read_wbin(out.read_bytes()).kernels[0].local_memory == 64
+
+
+NEG = r"""
+template <int N>
+__global__ void k(int* o, const int* x) { o[threadIdx.x] = x[threadIdx.x] * N + (N < 0 ? 1000 : 0); }
+"""
+
+
+def test_a_negative_template_argument_gets_a_wave_name_of_its_own(tmp_path, capsys):
+    """k<-4> and k<4> are two kernels: the minus sign is kept in the WAVE name (k_m4), and each
+    runs as its instance; names without a minus are as before (the suite's reduce_float_256)."""
+    from anywave.compiler.cuda_frontend import kernel_symbol
+
+    src = tmp_path / "neg.cu"
+    src.write_text(NEG)
+    out = tmp_path / "o.wbin"
+    rc, stdout, err = compile_cli(capsys, str(src), "--kernel", "k<-4>", "--kernel", "k< 4 >", "--kernel",
+                                  "k<(-3)>", "-o", str(out))
+    assert rc == 0, err
+    m = read_wbin(out.read_bytes())
+    assert [k.name for k in m.kernels] == ["k_m4", "k_4", "k_m3"]
+    x = np.arange(-32, 32, dtype=np.int32)
+    for w in (8, 64):
+        for name, n in (("k_m4", -4), ("k_4", 4), ("k_m3", -3)):
+            o = np.zeros(64, np.int32)
+            aw.emulate(m, name, grid=1, workgroup=64, args=[o, x], wave_width=w)
+            np.testing.assert_array_equal(o, x * n + (1000 if n < 0 else 0))
+    assert kernel_symbol("reduce<float, 256>") == "reduce_float_256"
+    assert kernel_symbol("k<4 - 1>") == "k_4_1"  # a binary minus: unchanged
 
 
 def test_unknown_kernel_lists_plain_and_template_kernels(dyn, tmp_path, capsys):

@@ -5,6 +5,8 @@ pointer walks by element), and for ``assert`` CUDA's message text written out he
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
 
@@ -61,13 +63,22 @@ HINTS = [
     ("#pragma unroll (2)", "t", "hi", 2, 3),
     ("#pragma unroll 3", "t", "hi", 2, 4),
     ("#pragma unroll FACTOR", "t", "hi", 2, 17),        # not a literal: the default
+    # the operator form, as macros such as CUTLASS_PRAGMA_UNROLL expand to: the same hints
+    ('_Pragma("unroll 4")', "0", "8", 2, 5),
+    ('_Pragma("nounroll")', "t", "hi", 1, 1),
+    ('_Pragma("unroll (2)")', "t", "hi", 2, 3),
+    ("UNROLL", "t", "hi", 2, 17),                        # #define UNROLL _Pragma("unroll")
+    ("UNROLL4", "0", "8", 2, 5),                         # #define UNROLL4 _Pragma("unroll 4")
 ]
+
+#: the macros the HINTS use
+HINT_MACROS = '#define FACTOR 4\n#define UNROLL _Pragma("unroll")\n#define UNROLL4 _Pragma("unroll 4")\n'
 
 
 @pytest.mark.parametrize(("target", "w"), TARGETS)
 def test_pragma_unroll_forms_keep_the_iterations(target, w):
     for hint, begin, limit, loops, loads in HINTS:
-        src = "#define FACTOR 4\n" + UNROLL.replace("HINT", hint).replace("BEGIN", begin).replace("LIMIT", limit)
+        src = HINT_MACROS + UNROLL.replace("HINT", hint).replace("BEGIN", begin).replace("LIMIT", limit)
         k = aw.cuda_kernel(src, "hinted")
         assert _code(k) == (loops, loads), (hint, begin, limit, _code(k))
         for hi in (37, 3):
@@ -76,6 +87,21 @@ def test_pragma_unroll_forms_keep_the_iterations(target, w):
             start = (lambda t: 0) if begin == "0" else (lambda t: t)
             end = 8 if limit == "8" else hi
             np.testing.assert_array_equal(out, [_fold(range(start(t), end)) for t in range(N)], err_msg=hint)
+
+
+@pytest.mark.parametrize("w", [8, 64])
+def test_pragma_unroll_through_a_macro_of_a_header(tmp_path, w):
+    """A _Pragma macro defined in a header (the statement's tokens start in another file): the
+    hint is read from the macro's definition, and the loop computes the same."""
+    (tmp_path / "hints.h").write_text('#pragma once\n#define HDR_UNROLL3 _Pragma("unroll 3")\n')
+    cu = tmp_path / "k.cu"
+    cu.write_text('#include "hints.h"\n' + UNROLL.replace("HINT", "HDR_UNROLL3").replace("BEGIN", "t")
+                  .replace("LIMIT", "hi"))
+    k = aw.cuda_kernel(cu, "hinted")
+    assert _code(k) == (2, 4)  # as #pragma unroll 3
+    out = np.zeros(N, np.int32)
+    k(out, X, 37, grid=1, workgroup=N, target="emulator", wave_width=w)
+    np.testing.assert_array_equal(out, [_fold(range(t, 37)) for t in range(N)])
 
 
 def test_pragma_unroll_before_other_statements_and_nested_loops():
@@ -186,6 +212,35 @@ def test_assert_prints_cudas_message_and_ends_the_thread(capfd, target, w):
     np.testing.assert_array_equal(o, exp)
     lines = capfd.readouterr().out.splitlines()
     assert lines == _assert_lines(in_, lambda v: v % 5 == 0, lambda v: 2 * v >= 60)
+
+
+ASSERT_BARRIER = r"""
+#include <cassert>
+__global__ void k(int* out, const int* in) {
+    __shared__ int s[64];
+    int t = threadIdx.x;
+    s[t] = t;
+    assert(in[t] != 3);
+    __syncthreads();
+    out[t] = s[63 - t] + 1;
+}
+"""
+
+
+@pytest.mark.parametrize(("target", "w"), [p for p in TARGETS if p.values[0] in ("emulator", "cpu")])
+def test_failed_assert_then_barrier_raises_and_still_prints_the_asserts(capfd, target, w):
+    """Threads ended by a failed assert miss the next ``__syncthreads``: the launch fails
+    (divergent barrier), and the messages those threads printed before it reach the output."""
+    in_ = (np.arange(64) % 7).astype(np.int32)
+    o = np.zeros(64, np.int32)
+    with pytest.raises(Exception, match="divergent barrier") as info:
+        aw.cuda_kernel(ASSERT_BARRIER, "k")(o, in_, grid=1, workgroup=64, target=target, wave_width=w)
+    bad = [t for t in range(64) if in_[t] == 3]
+    exp = [f"kernel.cu:7: k(int *, const int *): block: [0,0,0], thread: [{t},0,0] Assertion `in[t] != 3` failed."
+           for t in bad]
+    assert capfd.readouterr().out.splitlines() == exp
+    if sys.version_info >= (3, 11):  # the error's note (add_note) says so
+        assert any(f"printed {len(bad)} line(s) before the error" in n for n in info.value.__notes__)
 
 
 def test_assert_with_ndebug_compiles_to_nothing(capfd):

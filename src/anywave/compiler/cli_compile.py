@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import ast
 import importlib.util
+import re
 import shlex
 import sys
 from pathlib import Path
@@ -168,6 +169,17 @@ def _is_cuda(path: Path) -> bool:
 #: the largest local memory a kernel record declares (its u32 field, spec §14.3)
 _MAX_LOCAL_BYTES = 2**32 - 1
 
+#: local memory sized at launch is rounded up to a multiple of this many bytes by the compilers
+#: (compiler/frontend.py and compiler/cuda_frontend.py: ``-(-n // 16) * 16``)
+_LOCAL_ROUND = 16
+
+
+def kernel_key(name: str) -> str:
+    """A kernel's name as ``--kernel``/``--shared-bytes`` compare it: runs of white space made
+    one space, and none next to punctuation (``reduce< float,4 >`` and ``reduce<float, 4>``
+    are the same kernel)."""
+    return re.sub(r"\s*([^\w\s])\s*", r"\1", " ".join(name.split()))
+
 
 def _local_bytes(specs: list[str], option: str) -> tuple[int | None, dict[str, int]]:
     """``--local-bytes`` values: the size for every kernel (None if not given) and the sizes by
@@ -184,15 +196,25 @@ def _local_bytes(specs: list[str], option: str) -> tuple[int | None, dict[str, i
         if n <= 0 or (sep and not name):
             raise CompileCommandError(f"{option} {spec!r}: expected N or KERNEL=N, N a positive number of "
                                       "bytes (such as 1024)")
-        if n > _MAX_LOCAL_BYTES:
-            raise CompileCommandError(f"{option} {spec!r}: {n} bytes is more than a kernel's local memory can "
-                                      f"declare (at most {_MAX_LOCAL_BYTES} bytes, spec §14.3; targets provide at "
-                                      "least 32768, spec §11.2)")
+        rounded = -(-n // _LOCAL_ROUND) * _LOCAL_ROUND
+        if rounded > _MAX_LOCAL_BYTES:
+            top = _MAX_LOCAL_BYTES // _LOCAL_ROUND * _LOCAL_ROUND
+            raise CompileCommandError(f"{option} {spec!r}: {n} bytes (rounded up to a multiple of {_LOCAL_ROUND}: "
+                                      f"{rounded}) is more than a kernel's local memory can declare (at most "
+                                      f"{_MAX_LOCAL_BYTES} bytes, spec §14.3, so at most {top} here; targets "
+                                      "provide at least 32768, spec §11.2)")
         if name:
-            named[name] = n
+            key = kernel_key(name)
+            if key in named:
+                raise CompileCommandError(f"{option} {spec!r}: kernel {name!r} is given a size twice "
+                                          f"({named[key][0]!r} and {spec!r}): give each kernel's size once")
+            named[key] = (spec, n)
         else:
+            if every is not None:
+                raise CompileCommandError(f"{option} {spec!r}: a size for every kernel is given twice "
+                                          f"({every} and {n}): give it once")
             every = n
-    return every, named
+    return every, {k: n for k, (_spec, n) in named.items()}
 
 
 def _python_defines(specs: list[str]) -> dict[str, Any]:
@@ -307,9 +329,13 @@ def _cuda_kernels(path: Path, args: argparse.Namespace) -> list[tuple[str, Any, 
     every, named = _local_bytes(args.local_bytes, "--shared-bytes")
 
     def key_for(name: str) -> str | None:
-        """The --shared-bytes KERNEL that names kernel ``name`` (its CUDA name, spaces aside, or
-        its WAVE name)."""
-        return next((k for k in named if k.replace(" ", "") in (name.replace(" ", ""), kernel_symbol(name))), None)
+        """The --shared-bytes KERNEL that names kernel ``name`` (its CUDA name, spacing aside
+        (:func:`kernel_key`), or its WAVE name)."""
+        keys = [k for k in named if k in (kernel_key(name), kernel_symbol(name))]
+        if len(keys) > 1:
+            raise CompileCommandError(f"--shared-bytes {keys[0]}=... and --shared-bytes {keys[1]}=... both name "
+                                      f"kernel {name!r}: give each kernel's size once")
+        return keys[0] if keys else None
 
     out = []
     used: set[str] = set()

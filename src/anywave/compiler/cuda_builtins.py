@@ -29,6 +29,7 @@ Refused by name: the functions without a precise lowering yet (``tanf``, ``log10
 
 from __future__ import annotations
 
+import re
 import types as _pytypes
 from typing import Any
 
@@ -452,10 +453,23 @@ def printf(low: Any, c: Any, args: list[Any]) -> tuple[Any, Any]:
     return low.const(len(args) - 1, ty.i32), ty.i32
 
 
+def _stringized_text(spelling: str) -> str:
+    """The text of a stringized expression (``#e``, as clang spells the literal) as the user
+    wrote it: stringizing escapes ``\\`` and ``\"`` (C17 6.10.3.2) and clang spells each byte of
+    a non-ASCII character as an octal escape (``ü``: ``\\303\\274``); those are undone, the
+    bytes read as UTF-8."""
+    def one(m: re.Match[bytes]) -> bytes:
+        e = m.group(1)
+        return bytes([int(e, 8) & 0xFF]) if e[:1].isdigit() else e
+
+    raw = re.sub(rb'\\([0-7]{1,3}|[\\"])', one, spelling[1:-1].encode("utf-8"))
+    return raw.decode("utf-8", errors="backslashreplace")
+
+
 def _record(low: Any, c: Any, pyfmt: str, types: list[Any], words: list[Value]) -> None:
     """One print record of call site ``c`` (Python format ``pyfmt`` of the values ``words``, 32-bit
     each, whose types are ``types``): appended to the print buffer when it fits."""
-    where = f"{c.location.file.name if c.location.file else low.path}:{low.user_line(c)}"
+    where = low.user_file_line(c)
     site = len(low.prints)
     low.prints.append(PrintFormat(pyfmt, tuple(types), where))
     buf = low.print_buffer()
@@ -501,10 +515,10 @@ def assert_(low: Any, c: Any, args: list[Any]) -> tuple[Any, Any]:
     text = args[1]
     while text.kind in (K.UNEXPOSED_EXPR, K.PAREN_EXPR) and len(list(text.get_children())) == 1:
         text = next(text.get_children())
-    expr_text = bytes(text.spelling[1:-1], "utf-8").decode("unicode_escape") if text.kind == K.STRING_LITERAL else "?"
+    expr_text = _stringized_text(text.spelling) if text.kind == K.STRING_LITERAL else "?"
     p = low.cond(args[0])
     fn = low.functions[-1]
-    where = f"{c.location.file.name if c.location.file else low.path}:{low.user_line(c)}"
+    where = low.user_file_line(c)
     head = f"{where}: {fn.displayname}: ".replace("{", "{{").replace("}", "}}")
     tail = f" Assertion `{expr_text}` failed.".replace("{", "{{").replace("}", "}}")
     fmt = head + "block: [{},{},{}], thread: [{},{},{}]" + tail

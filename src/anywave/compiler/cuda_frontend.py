@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import ctypes
 import inspect
+import os
 import re
 import threading
 from collections.abc import Callable
@@ -1259,8 +1260,8 @@ class CudaLowering:
     # ------------------------------------------------------------------ expressions
     def cond(self, c: Any) -> PredUse:
         v, t = self.rvalue(c)
-        if isinstance(v, _Ptr):
-            raise self.refuse(c, "a pointer as a condition")
+        if isinstance(v, _Ptr):  # "not null": true, as in implicit()
+            return PredUse(self.const(True, ty.pred))
         return self.as_pred(v)
 
     def ctype_of(self, c: Any) -> Any:
@@ -1562,6 +1563,11 @@ class CudaLowering:
         else:
             v, st = r
         if isinstance(v, _Ptr):
+            if dst is ty.bool_:
+                # a pointer as a condition (assert(p), if (p), !p, p && q): C's "not null", true here:
+                # every pointer of the front end points into a buffer or a __shared__ array (a null
+                # pointer, or a number converted to a pointer, is refused above)
+                return self.const(True, ty.pred), ty.bool_
             raise self.refuse(c, "a pointer converted to a number")
         if isinstance(v, _SVal) or isinstance(dst, tuple):
             if isinstance(v, _SVal) and dst == st:
@@ -1987,6 +1993,10 @@ class CudaLowering:
     def user_line(self, c: Any) -> int:
         return int(_where(c.location, self.path).rsplit(":", 2)[1])
 
+    def user_file_line(self, c: Any) -> str:
+        """``file:line`` of cursor ``c`` as the user names them (:func:`_where`)."""
+        return _where(c.location, self.path).rsplit(":", 1)[0]
+
     def print_buffer(self) -> int:
         """The argument index of printf's hidden record buffer (the kernel's last argument)."""
         if self.print_arg is None:
@@ -2290,17 +2300,60 @@ _TYPE_DECLS: frozenset[Any] = frozenset()
 
 def _pragma(c: Any) -> list[str] | None:
     """The words of the pragma that statement ``c`` (clang's attributed statement, which libclang
-    shows as an unexposed statement) starts with: ``['unroll', '4']`` for ``#pragma unroll 4``;
-    None when ``c`` does not start with a pragma."""
+    shows as an unexposed statement) starts with: ``['unroll', '4']`` for ``#pragma unroll 4``
+    and for ``_Pragma("unroll 4")`` (the operator form), also from a macro's expansion (``#define
+    UNROLL _Pragma("unroll")``, as CUTLASS_PRAGMA_UNROLL is: :func:`_macro_tokens`); None when
+    ``c`` does not start with a pragma."""
     toks = []
     for t in c.get_tokens():
         toks.append(t)
         if len(toks) > 2 and t.location.line != toks[0].location.line:
             toks.pop()
             break
-    if len(toks) < 2 or toks[0].spelling != "#" or toks[1].spelling != "pragma":
+    spell = [t.spelling for t in toks]
+    words = _pragma_words(spell)
+    if words is None and (not spell or spell[0] not in ("#", "[")):
+        expansion = _macro_tokens(c)
+        if expansion is not None:
+            words = _pragma_words(expansion)
+    return words
+
+
+def _pragma_words(spell: list[str]) -> list[str] | None:
+    """The pragma's words of tokens ``spell`` that start ``#pragma WORDS`` or ``_Pragma("WORDS")``;
+    None for other tokens."""
+    if len(spell) >= 4 and spell[0] == "_Pragma" and spell[1] == "(" and spell[3] == ")" \
+            and re.fullmatch(r'(?:L|u8|u|U)?"(?:[^"\\]|\\.)*"', spell[2]):
+        # C's destringizing of the operand (C17 6.10.9): the prefix and quotes removed, \" and
+        # \\ unescaped; then the pragma's words as the preprocessor splits them
+        text = re.sub(r'\\(["\\])', r"\1", spell[2][spell[2].index('"') + 1:-1])
+        return re.findall(r"[A-Za-z_]\w*|\d[\w.]*|\S", text)
+    if len(spell) < 2 or spell[0] != "#" or spell[1] != "pragma":
         return None
-    return [t.spelling for t in toks[2:]]
+    return spell[2:]
+
+
+def _macro_tokens(c: Any) -> list[str] | None:
+    """The replacement tokens of the macro whose expansion cursor ``c`` starts with (``UNROLL``
+    of ``#define UNROLL _Pragma("unroll")``; its tokens are not ``c``'s when the macro is
+    defined in a header), read from a second parse of the same source that keeps the macro
+    expansions (made once per translation unit, only when needed); None when ``c`` does not
+    start with a macro."""
+    tu = c.translation_unit
+    how = getattr(tu, "_anywave_parse", None)
+    start = c.extent.start
+    if how is None or start.file is None:
+        return None
+    if "detailed" not in how:
+        how["detailed"] = parse(*how["args"], detailed=True)
+    K = _cx.CursorKind
+    for m in how["detailed"].cursor.get_children():
+        loc = m.location
+        if m.kind == K.MACRO_INSTANTIATION and loc.line == start.line and loc.column == start.column \
+                and loc.file is not None and loc.file.name == start.file.name:
+            d = m.referenced
+            return None if d is None else [t.spelling for t in d.get_tokens()][1:]
+    return None
 
 
 #: statement attributes that change nothing a kernel computes (hints to the optimiser): ignored
@@ -2472,22 +2525,50 @@ def _has_own_continue(c: Any) -> bool:
     return False
 
 
+#: the start of the name of the translation unit's main file, a file of the front end's own
+#: (:func:`parse`): the prelude, then ``#include`` of the user's file
+_MAIN_MARK = "<anywave>"
+
+
+def _main_name(path: str) -> str:
+    """The name of :func:`parse`'s main file for the user's file ``path`` (in its folder)."""
+    d, b = os.path.split(path)
+    return os.path.join(d, _MAIN_MARK + b)
+
+
+def _user_name(path: str) -> str:
+    """The name clang gives the user's file ``path`` when it is included by its base name from
+    :func:`_main_name` (a bare name is found as ``./name``)."""
+    return path if os.path.dirname(path) else os.path.join(".", path)
+
+
+def _user_path(name: str) -> str:
+    """The user's path of a main file's name (:func:`_main_name`); other names as they are."""
+    d, b = os.path.split(name)
+    return os.path.join(d, b[len(_MAIN_MARK):]) if b.startswith(_MAIN_MARK) else name
+
+
 def _where(loc: Any, path: str) -> str:
-    """``file:line:column`` of a clang location, lines of the user's source (the prelude's
-    lines before it subtracted)."""
+    """``file:line:column`` of a clang location, lines of the user's source (the user's file is
+    read with a ``#line`` directive first, :func:`parse`: its line is subtracted)."""
+    path = _user_path(path)
     f = loc.file.name if loc.file else path
-    line = loc.line - PRELUDE_LINES if f == path else loc.line
+    line = loc.line
+    if f in (path, _user_name(path)):
+        f, line = path, line - 1
+    elif f == _main_name(path):
+        f = path
     return f"{f}:{line}:{loc.column}"
 
 
 def _decl_where(decl: Any) -> str:
-    """``file:line:column`` of declaration ``decl`` (:func:`_where`, the translation unit's own
-    file being the user's source)."""
+    """``file:line:column`` of declaration ``decl`` (:func:`_where`, the translation unit's
+    main file naming the user's source)."""
     return _where(decl.location, decl.translation_unit.spelling)
 
 
 def _in_prelude(loc: Any, path: str) -> bool:
-    return loc.file is not None and loc.file.name == path and loc.line <= PRELUDE_LINES
+    return loc.file is not None and loc.file.name == _main_name(_user_path(path))
 
 
 def _evaluate(c: Any, t: DType) -> Any:
@@ -2531,41 +2612,56 @@ _INSTANCE_VAR = "__anywave_instance"
 
 def kernel_symbol(name: str) -> str:
     """The WAVE kernel name of CUDA kernel ``name``: the name itself, or for a template
-    instance (``reduce<float, 256>``) an identifier made of its parts (``reduce_float_256``)."""
+    instance (``reduce<float, 256>``) an identifier made of its parts (``reduce_float_256``; a
+    negative argument's sign as ``m``: ``reduce<float, -4>`` gives ``reduce_float_m4``)."""
     if "<" not in name:
         return name
-    out = re.sub(r"[^A-Za-z0-9_]+", "_", name).strip("_")
+    # a minus sign that starts an argument is spelled ``m`` (``reduce<float, -4>``:
+    # ``reduce_float_m4``), so that it and ``reduce<float, 4>`` differ; names without one are
+    # unchanged
+    out = re.sub(r"([<,(]\s*)-", r"\1m", name)
+    out = re.sub(r"[^A-Za-z0-9_]+", "_", out).strip("_")
     return out if out and not out[0].isdigit() else f"k_{out}"
 
 
-def parse(source: str, path: str = "kernel.cu", args: tuple[str, ...] = (), instance: str | None = None) -> Any:
+def parse(source: str, path: str = "kernel.cu", args: tuple[str, ...] = (), instance: str | None = None,
+          detailed: bool = False) -> Any:
     """The clang translation unit of CUDA ``source`` (``#include "..."`` relative to ``path``'s
     folder, the usual system and CUDA headers empty: the prelude declares their names);
-    ``instance``: a template kernel's instance (``reduce<float, 256>``) to instantiate.
+    ``instance``: a template kernel's instance (``reduce<float, 256>``) to instantiate;
+    ``detailed``: keep the macro definitions and expansions as cursors (:func:`_macro_tokens`).
     CompileError listing clang's errors."""
     cx = _clang()
     if instance is not None:
         _check_instance(instance)
     check_includes(source, path, args)
+    base = os.path.basename(path)
+    if not base or any(ch in path for ch in '"\n\r\0'):
+        raise CompileError(f"{path!r}: not a source file's name (a name without quotes or line breaks)")
     index = cx.Index.create()
-    # the line after the prelude says the source starts at line 1: the locations clang writes
-    # into its own messages and type spellings ("(lambda at kernel.cu:2:12)", __LINE__) are the
-    # user's lines (libclang's cursor locations still count the prelude: _where subtracts it)
-    text = PRELUDE + "#line 1\n" + source
+    # the main file is the front end's own: the prelude, then an #include of the user's file
+    # (given to clang as `source`), so that an #include of that file (a guarded self-include,
+    # the X-macro idiom) reads the user's text, as with nvcc; the user's text starts with a
+    # #line naming it as the user did, so the locations clang writes into its own messages and
+    # type spellings ("(lambda at kernel.cu:2:12)", __LINE__, __FILE__) are the user's (libclang's
+    # cursor locations count that line: _where subtracts it)
+    main = _main_name(path)
+    text = PRELUDE + f'#include "{base}"\n'
     if instance is not None:
-        text += f"\nstatic void* {_INSTANCE_VAR} = (void*)&{instance};\n"
-    unsaved = [(path, text)] + [(f"{_prelude.INCLUDE_DIR}/{h}", _prelude.HEADER_TEXT.get(h, ""))
-                                for h in _prelude.HEADERS]
+        text += f"static void* {_INSTANCE_VAR} = (void*)&{instance};\n"
+    quoted = path.replace("\\", "\\\\")
+    unsaved = [(main, text), (_user_name(path), f'#line 1 "{quoted}"\n' + source)] + [
+        (f"{_prelude.INCLUDE_DIR}/{h}", _prelude.HEADER_TEXT.get(h, "")) for h in _prelude.HEADERS]
     try:
-        tu = index.parse(path, args=[*CLANG_ARGS, *args], unsaved_files=unsaved)
+        tu = index.parse(main, args=[*CLANG_ARGS, *args], unsaved_files=unsaved,
+                         options=cx.TranslationUnit.PARSE_DETAILED_PROCESSING_RECORD if detailed else 0)
     except cx.TranslationUnitLoadError as e:  # clang gave no translation unit at all (a bad argument)
         raise CompileError(f"{path}: clang could not parse the source with the arguments {list(args)!r} "
                            f"(an unknown or malformed clang argument?): {e}") from None
     errors = [d for d in tu.diagnostics if d.severity >= cx.Diagnostic.Error]
     if errors:
-        user_lines = source.count("\n") + 1
-        if instance is not None and any(d.location.file is not None and d.location.file.name == path
-                                        and d.location.line - PRELUDE_LINES > user_lines for d in errors):
+        if instance is not None and any(d.location.file is not None and d.location.file.name == main
+                                        and d.location.line > PRELUDE_LINES for d in errors):
             msgs = "; ".join(d.spelling for d in errors[:3])
             raise CompileError(f"{path}: cannot instantiate the kernel {instance!r}: {msgs}")
         for d in errors:  # an error about a CUDA feature the front end does not take: named
@@ -2575,6 +2671,7 @@ def parse(source: str, path: str = "kernel.cu", args: tuple[str, ...] = (), inst
                                    "(docs/guide/cuda.md lists what is)")
         lines = [f"{_where(d.location, path)}: {d.spelling}" for d in errors[:10]]
         raise CompileError("the CUDA source does not compile:\n" + "\n".join(lines))
+    tu._anywave_parse = {"args": (source, path, args, instance)}  # for a detailed parse (_macro_tokens)
     return tu
 
 
@@ -2628,7 +2725,6 @@ def check_includes(source: str, path: str, args: tuple[str, ...] = ()) -> None:
     way clang finds it: the including file's folder, ``-I`` folders, an absolute path) names
     something other than a regular file, or a file over :data:`MAX_INCLUDE_BYTES`: clang would
     read ``/dev/zero`` or a FIFO for ever. (An include spelled through a macro is not seen.)"""
-    import os
     import stat
 
     dirs = []
