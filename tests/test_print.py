@@ -255,3 +255,31 @@ def test_print_sites_need_the_print_buffer_last():
         assemble('.kernel k\n.print "x"\n.arg y buffer u32 readwrite\nret\n.end\n')
     with pytest.raises(AsmError, match="not allowed in a .func block"):
         assemble('.func f\n.print "x"\nret\n.end\n')
+
+
+@aw.kernel
+def _prints_then_diverges(out: aw.Out[aw.i32]):
+    i = aw.local_id(0)
+    aw.print("lane {}", i)
+    if i < 3:
+        return
+    aw.barrier()
+    out[i] = i
+
+
+def test_a_failed_launch_prints_its_records_and_keeps_its_error(capsys, monkeypatch) -> None:
+    """A launch that fails after its threads printed: the records are printed, then the launch's
+    own error goes on; a print buffer that cannot be read then (here: flush raising) never hides it."""
+    from anywave.errors import EmulationError
+
+    out = np.zeros(8, np.int32)
+    with pytest.raises(EmulationError, match="divergent barrier"):
+        _prints_then_diverges(out, grid=1, workgroup=8, target="emulator", wave_width=8)
+    assert capsys.readouterr().out.splitlines() == [f"lane {i}" for i in range(8)]
+
+    def broken(*a, **k):
+        raise ValueError("unreadable print buffer")
+
+    monkeypatch.setattr(debugprint, "flush", broken)
+    with pytest.raises(EmulationError, match="divergent barrier"):
+        _prints_then_diverges(out, grid=1, workgroup=8, target="emulator", wave_width=8)

@@ -263,7 +263,10 @@ def drive(inst: Any, module: Any, k: Any, grid: Any, workgroup: Any, values: dic
         # a failed launch (a divergent barrier after a failed assert, an out-of-bounds access):
         # the records the threads wrote before it (an assert's message) are printed as a completed
         # launch prints them, then the error goes on
-        lines = debugprint.flush(k, pbuf)
+        try:
+            lines = debugprint.flush(k, pbuf)
+        except Exception:  # noqa: BLE001 - a buffer the failed launch left unreadable: the launch's error wins
+            lines = None
         if lines and hasattr(e, "add_note"):
             e.add_note(f"(the kernel printed {len(lines)} line(s) before the error: see its output above)")
         raise
