@@ -308,8 +308,10 @@ class ConstBank:
     kernel still reading the bank is not overwritten -- except while this stream is being
     captured into a graph, where the copy becomes a node of the graph."""
 
-    def __init__(self, ptr: int) -> None:
+    def __init__(self, ptr: int, device: int = 0) -> None:
         self.ptr = ptr
+        #: the ordinal of the device the module is loaded on
+        self.device = device
         self.lock = threading.Lock()
         self.stream: int | None = None
 
@@ -388,7 +390,7 @@ class LoadedModule:
             from anywave.backends.ptx import CONST_BANK
 
             ptr, _size = _check(drv.cuModuleGetGlobal(self.handle, CONST_BANK.encode()), "cuModuleGetGlobal")
-            self.bank = ConstBank(int(ptr))
+            self.bank = ConstBank(int(ptr), device.props.ordinal)
 
 
 # ------------------------------------------------------------------------ the target
@@ -484,7 +486,8 @@ def _constant_checked(fast: Any, constant: list[tuple[int, str]], k: Any, error:
             checked(args)
             v = args[pos]
             if tensor is not None and isinstance(v, tensor):
-                src = v.data_ptr() if v.is_cuda else None
+                # a tensor of another device is the launcher's MISS: no copy from it
+                src = v.data_ptr() if v.is_cuda and v.get_device() == cb.device else None
             else:
                 src = getattr(v, "ptr", None)
             if src is None:  # not a device buffer: the launcher's MISS (nothing launched)
