@@ -56,7 +56,7 @@ from anywave.errors import WaveError
 from anywave.isa import dispatch
 from anywave.isa.mma import GROUP_ALIGN
 from anywave.isa.table import INSTRUCTIONS, Category, Flag, InstrDef
-from anywave.isa.types import ArgKind, ScalarType
+from anywave.isa.types import LIMITS, ArgKind, ScalarType
 
 T = ScalarType
 
@@ -89,8 +89,8 @@ PTX_ISLANDS = os.environ.get("ANYWAVE_PTX_ISLANDS", "1") != "0"
 #: NVRTC's speed against 0.903 through ``ld.global.nc`` (bench/results/kmeans_const_h200_c2ccdb2.json).
 #: ANYWAVE_PTX_CONST_BANK=0 keeps every constant buffer on the global path.
 PTX_CONST_BANK = os.environ.get("ANYWAVE_PTX_CONST_BANK", "1") != "0"
-#: bytes of ``__wa_cbank``: a launch's constant buffers total at most this (LIMITS.max_constant_bytes)
-CONST_BANK_BYTES = 65536
+#: bytes of ``__wa_cbank``: a launch's constant buffers total at most this (spec §12)
+CONST_BANK_BYTES = LIMITS.max_constant_bytes
 CONST_BANK = "__wa_cbank"
 
 
@@ -100,7 +100,7 @@ def const_bank_buffer(module: Module, kernel: Kernel) -> int:
     module's functions) is a plain load (``mem.ld``), so no other access needs its global address."""
     if not PTX_CONST_BANK:
         return -1
-    const = [i for i, a in enumerate(kernel.args) if a.kind is ArgKind.BUFFER and getattr(a, "constant", False)]
+    const = [i for i, a in enumerate(kernel.args) if a.kind is ArgKind.BUFFER and a.constant]
     if len(const) != 1:
         return -1
     i = const[0]

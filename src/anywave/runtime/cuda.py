@@ -320,7 +320,7 @@ class ConstBank:
         ``lock`` until the kernel is launched). Raises CudaError."""
         key = int(hstream or 0)  # a handle object (CUstream) or an int: compared as an int
         if self.stream is not None and self.stream != key:
-            capturing = drv.cuStreamIsCapturing(hstream) if hasattr(drv, "cuStreamIsCapturing") else (0, 0)
+            capturing = drv.cuStreamIsCapturing(hstream)
             if not int(capturing[0]) and not int(capturing[1]):
                 r = drv.cuCtxSynchronize()
                 if int(r[0]):
@@ -481,6 +481,11 @@ def _constant_checked(fast: Any, constant: list[tuple[int, str]], k: Any, error:
     else:
         pos, cb, torch_device, stream = bank
         tensor = _TORCH_TENSOR or _torch_tensor_type()
+        current = None
+        if torch_device is not None:  # the plan launches on torch's current stream of this device
+            import torch
+
+            current = torch.cuda.current_stream
 
         def launcher(args: Any) -> Any:
             checked(args)
@@ -492,12 +497,7 @@ def _constant_checked(fast: Any, constant: list[tuple[int, str]], k: Any, error:
                 src = getattr(v, "ptr", None)
             if src is None:  # not a device buffer: the launcher's MISS (nothing launched)
                 return fast(args)
-            if torch_device is not None:
-                import torch
-
-                hs = torch.cuda.current_stream(torch_device).cuda_stream
-            else:
-                hs = stream
+            hs = current(torch_device).cuda_stream if current is not None else stream
             drv = _DRV or _driver()
             with cb.lock:
                 cb.fill(drv, int(src), int(v.nbytes), int(hs), shape)
