@@ -250,27 +250,25 @@ def drive(inst: Any, module: Any, k: Any, grid: Any, workgroup: Any, values: dic
         pbuf = values[k.args[-1].name] = debugprint.new_buffer()
         if "sync" in options:
             options["sync"] = True
-    if pbuf is None:
-        if bound is not None:
-            return bound([values[a.name] for a in k.args])
-        return inst.launch(module, k.name, grid, workgroup, values, **options)
     try:
         if bound is not None:
             res = bound([values[a.name] for a in k.args])
         else:
             res = inst.launch(module, k.name, grid, workgroup, values, **options)
     except Exception as e:
-        # a failed launch (a divergent barrier after a failed assert, an out-of-bounds access):
-        # the records the threads wrote before it (an assert's message) are printed as a completed
-        # launch prints them, then the error goes on
-        try:
-            lines = debugprint.flush(k, pbuf)
-        except Exception:  # noqa: BLE001 - a buffer the failed launch left unreadable: the launch's error wins
-            lines = None
-        if lines and hasattr(e, "add_note"):
-            e.add_note(f"(the kernel printed {len(lines)} line(s) before the error: see its output above)")
+        if pbuf is not None:
+            # a failed launch (a divergent barrier after a failed assert, an out-of-bounds access):
+            # the records the threads wrote before it (an assert's message) are printed as a
+            # completed launch prints them, then the error goes on
+            try:
+                lines = debugprint.flush(k, pbuf)
+            except Exception:  # noqa: BLE001 - a buffer the failed launch left unreadable: its error wins
+                lines = None
+            if lines and hasattr(e, "add_note"):
+                e.add_note(f"(the kernel printed {len(lines)} line(s) before the error: see its output above)")
         raise
-    debugprint.flush(k, pbuf)
+    if pbuf is not None:
+        debugprint.flush(k, pbuf)
     return res
 
 
