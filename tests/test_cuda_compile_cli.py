@@ -26,7 +26,7 @@ pytest.importorskip("clang.cindex", reason="libclang is not installed (pip insta
 
 SUITE = Path(__file__).resolve().parent / "cuda_suite"
 sys.path.insert(0, str(SUITE))
-from cases import CASES  # noqa: E402
+from cases import CASES, HostArrays  # noqa: E402
 
 #: what the suite's host code launches that the command must be told: the instances of
 #: template kernels (--kernel) and the bytes of extern __shared__ memory (--shared-bytes),
@@ -80,7 +80,7 @@ def test_suite_file_compiles_to_the_modules_of_cuda_kernel(file, tmp_path, capsy
 
 # ----------------------------------------------------------------------------- running the .wbin
 
-class WbinRunner:
+class WbinRunner(HostArrays):
     """The suite's runner (tests/cuda_suite/cases.py) on modules written by ``anywave compile``:
     each kernel compiled by the command at its first launch (with that launch's shared-memory
     size), read back from the file and run by :func:`anywave.emulate` with the arguments in the
@@ -112,15 +112,6 @@ class WbinRunner:
         values.update(constants)
         assert len(values) == len(kern.args), f"{k}: {sorted(values)} for the ABI {[a.name for a in kern.args]}"
         aw.emulate(m, kern.name, grid=grid, workgroup=block, args=values, wave_width=self.w)
-
-    def array(self, a: np.ndarray) -> np.ndarray:
-        return np.array(a, copy=True)
-
-    def numpy(self, d: np.ndarray) -> np.ndarray:
-        return d
-
-    def copy_in(self, d: np.ndarray, a: np.ndarray) -> None:
-        d[...] = a
 
 
 def _run_case(case: Any, w: int, tmp: Path, capsys: Any) -> None:

@@ -21,13 +21,13 @@ from tiers import DEFAULT_W
 pytest.importorskip("clang.cindex", reason="libclang is not installed (pip install 'anywave[cuda-frontend]')")
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "cuda_suite"))
-from cases import CASES  # noqa: E402
+from cases import CASES, HostArrays  # noqa: E402
 
 WS = (8, 16, 32, 64)
 _AVAILABLE = aw.available_targets()
 
 
-class AnywaveRunner:
+class AnywaveRunner(HostArrays):
     """The suite's runner on an anywave target: NumPy arrays in place (host memory)."""
 
     def __init__(self, target: str, w: int) -> None:
@@ -42,15 +42,6 @@ class AnywaveRunner:
 
     def launch(self, k: Any, grid: Any, block: Any, *args: Any, shared: int = 0, **constants: Any) -> None:
         k(*args, grid=grid, workgroup=block, target=self.target, wave_width=self.w, shared_bytes=shared, **constants)
-
-    def array(self, a: np.ndarray) -> np.ndarray:
-        return np.array(a, copy=True)
-
-    def numpy(self, d: np.ndarray) -> np.ndarray:
-        return d
-
-    def copy_in(self, d: np.ndarray, a: np.ndarray) -> None:
-        d[...] = a
 
 
 def _params() -> list[Any]:

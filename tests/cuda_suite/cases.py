@@ -35,6 +35,19 @@ HERE = Path(__file__).resolve().parent
 f32 = np.float32
 
 
+class HostArrays:
+    """A runner's arrays in host memory: NumPy arrays, updated in place by the launches."""
+
+    def array(self, a: np.ndarray) -> np.ndarray:
+        return np.array(a, copy=True)
+
+    def numpy(self, d: np.ndarray) -> np.ndarray:
+        return d
+
+    def copy_in(self, d: np.ndarray, a: np.ndarray) -> None:
+        d[...] = a
+
+
 @dataclass
 class Case:
     name: str
