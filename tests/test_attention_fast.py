@@ -48,6 +48,9 @@ CASES = [  # (W, B, Hq, Hkv, S, D, causal, GR)
     (32, 1, 4, 2, 200, 64, True, 2),
     (64, 1, 1, 1, 192, 128, True, 2),
     (32, 2, 1, 1, 64, 64, False, 1),
+    # head dims between the kernel's: run at 64 / 128 on zero-padded columns (kernel_head_dim)
+    (16, 1, 2, 1, 70, 32, True, 1),
+    (8, 1, 1, 1, 64, 80, False, 1),
 ]
 
 
@@ -93,7 +96,8 @@ def test_batch_invariant_run_to_run_and_across_the_tiling():
 
 
 @pytest.mark.parametrize("qs,ks,vs,match", [
-    ((1, 2, 64, 32), (1, 2, 64, 32), (1, 2, 64, 32), "head dim 32 is not supported"),
+    ((1, 2, 64, 256), (1, 2, 64, 256), (1, 2, 64, 256), "head dim 256 is not supported"),
+    ((1, 2, 64, 0), (1, 2, 64, 0), (1, 2, 64, 0), "head dim 0 is not supported"),
     ((1, 3, 64, 64), (1, 2, 64, 64), (1, 2, 64, 64), r"KV heads \(2\) must divide the query heads \(3\)"),
     ((1, 2, 64, 64), (1, 2, 65, 64), (1, 2, 65, 64), "must match q"),
     ((1, 2, 64, 64), (1, 2, 64, 64), (1, 1, 64, 64), "k and v must have one shape"),
@@ -141,3 +145,29 @@ def test_cpu_targets_within_the_bound_and_batch_invariant(target):
     assert np.all(np.abs(lse - rl) <= 2.0**-16 * (1 + np.abs(rl)))
     o1, l1 = attention_numpy(q[1:], k[1:], v[1:], causal=True, wave_width=W, target=target)
     assert o1.tobytes() == o[1:].tobytes() and l1.tobytes() == lse[1:].tobytes()
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("D", [32, 96])
+def test_cuda_head_dims_between_the_kernels_run_fast_within_the_bound(D):
+    # D = 32 runs the D = 64 kernel, D = 96 the D = 128 one, on zero-padded columns (kernel_head_dim)
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    import anywave.torch  # noqa: F401  (registers torch.ops.anywave)
+
+    rng = np.random.default_rng(D)
+    q, k, v = _inputs(rng, 1, 2, 1, 100, D)
+    qc, kc, vc = (torch.from_numpy(x).to("cuda", torch.bfloat16) for x in (q, k, v))
+    o, lse = forward(qc, kc, vc, True)
+    assert o.shape == qc.shape and lse.shape == qc.shape[:3]
+    qd, kd, vd = (_round16(x, False) for x in (q, k, v))
+    ro, rl, wv = _reference(qd, kd, vd, True, 1 / math.sqrt(D))
+    of = o.float().cpu().numpy().astype(np.float64)
+    # the bound of the f32 result, plus o's rounding to bf16 (half an ulp of |o|: 2^-9 |o|)
+    assert np.all(np.abs(of - ro) <= 2.0**-8 * wv + 2.0**-12 * np.abs(vd).max() + 2.0**-9 * np.abs(of))
+    assert np.all(np.abs(lse.cpu().numpy() - rl) <= 2.0**-16 * (1 + np.abs(rl)))
+    # the op's "fast" mode takes this kernel (not the exact fallback): the same bits
+    assert torch.equal(torch.ops.anywave.attention(qc, kc, vc, True, None, "fast"), o)
+    again, _ = forward(qc, kc, vc, True)
+    assert torch.equal(again, o)

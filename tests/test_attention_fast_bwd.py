@@ -88,6 +88,7 @@ CASES = [  # (W, B, Hq, Hkv, S, D, causal, GR)
     (32, 1, 4, 2, 200, 64, True, 2),
     (64, 1, 1, 1, 192, 128, True, 2),
     (32, 2, 1, 1, 64, 64, False, 1),
+    (16, 1, 2, 1, 70, 32, True, 1),  # run at D = 64 on zero-padded columns (kernel_head_dim)
 ]
 
 
@@ -137,8 +138,8 @@ def test_bad_input_is_named():
     z = np.zeros((1, 2, 64, 64), np.float32)
     with pytest.raises(KernelInputError, match="scale must be positive"):
         backward_numpy(z, z, z, z, np.zeros((1, 2, 64), np.float32), z, scale=-0.5)
-    with pytest.raises(KernelInputError, match="head dim 32 is not supported"):
-        y = np.zeros((1, 2, 64, 32), np.float32)
+    with pytest.raises(KernelInputError, match="head dim 256 is not supported"):
+        y = np.zeros((1, 2, 64, 256), np.float32)
         backward_numpy(y, y, y, y, np.zeros((1, 2, 64), np.float32), y)
     with pytest.raises(KernelInputError, match="do"):
         backward_numpy(z, z, z, z, np.zeros((1, 2, 64), np.float32), z[:, :1])
@@ -284,3 +285,28 @@ def test_vulkan_matches_the_emulator(S, Hq):
     ge = backward_numpy(q, k, v, o, lse, do, None, False, wave_width=8)
     got = backward_numpy(q, k, v, o, lse, do, None, False, wave_width=8, target="vulkan")
     assert all(a.tobytes() == b.tobytes() for a, b in zip(got, ge, strict=True))
+
+
+@pytest.mark.cuda
+def test_cuda_head_dim_32_runs_fast_within_the_bound():
+    # D = 32 runs the D = 64 kernels on zero-padded columns (attention_fast.kernel_head_dim)
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    from anywave.kernels import attention_fast, attention_fast_bwd
+
+    rng = np.random.default_rng(32)
+    q, k, v, do = _inputs(rng, 1, 2, 1, 100, 32)
+    qc, kc, vc, gc = (torch.from_numpy(x).to("cuda", torch.bfloat16) for x in (q, k, v, do))
+    o, lse = attention_fast.forward(qc, kc, vc, True)
+    got = attention_fast_bwd.backward(qc, kc, vc, o, lse, gc, None, True)
+    assert [g.shape for g in got] == [qc.shape, kc.shape, vc.shape]
+    qd, kd, vd, gd = (_round16(x, False) for x in (q, k, v, do))
+    refs, bounds = _reference_and_bound(qd, kd, vd, gd, o.float().cpu().numpy(), lse.cpu().numpy(), True,
+                                        1 / math.sqrt(32), False)
+    for name, g, r, bnd in zip(("dq", "dk", "dv"), got, refs, bounds, strict=True):
+        gf = g.float().cpu().numpy().astype(np.float64)
+        # the bound of the f32 result plus its rounding to bf16 (half an ulp: 2^-9 |g|)
+        assert np.all(np.abs(gf - r) <= bnd + 2.0**-9 * np.abs(gf)), name
+    again = attention_fast_bwd.backward(qc, kc, vc, o, lse, gc, None, True)
+    assert all(torch.equal(a, b) for a, b in zip(again, got, strict=True))

@@ -479,16 +479,17 @@ interrupted = bad = 0
 for trial in range(12):
     a = np.zeros(G, np.uint32)
     tm = threading.Timer(rng.uniform(0.001, 0.03), _thread.interrupt_main)
-    tm.start()
-    try:
-        mark(a, NX, grid=(NX, NY, 1), workgroup=1, target="cpu")
-        time.sleep(0.05)  # a late interrupt lands here
+    try:  # the interrupt lands inside this block whatever the machine's load: in start(), in the
+        tm.start()  # launch, or after it (join returns once the timer has fired; the pending
+        mark(a, NX, grid=(NX, NY, 1), workgroup=1, target="cpu")  # KeyboardInterrupt is raised
+        tm.join()  # at the next statement)
+        time.sleep(0.05)
     except KeyboardInterrupt:
         interrupted += 1
+        tm.join()  # it fired: no second interrupt can come
         b = np.zeros(G, np.uint32)
         mark(b, NX, grid=(NX, NY, 1), workgroup=1, target="cpu")  # the same plan, at once
         bad += int(not (b == 1).all())
-    tm.cancel()
 print(interrupted, bad)
 """
 

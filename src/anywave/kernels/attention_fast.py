@@ -57,7 +57,8 @@ from anywave.kernels._launch import KernelInputError
 BC = 64
 #: bytes of one panel of a K or V block: 64 keys x 64 columns of 16-bit elements
 PANEL = BC * 128
-#: the head dims the kernel is built for
+#: the head dims the kernel is built for; a head dim d <= 128 that is not one of them runs at the
+#: next one (:func:`kernel_head_dim`), its Q, K, V padded with zero columns
 HEAD_DIMS = (64, 128)
 #: ln 2 (LSE from log2)
 LN2 = math.log(2.0)
@@ -204,9 +205,36 @@ def launch_wave_width(target: str, wave_width: int | None) -> int:
     return default_wave_width(get_target(target.split(":", 1)[0]).wave_widths)
 
 
+def kernel_head_dim(d: int) -> int | None:
+    """The head dim of the kernel that runs head dim ``d``: the smallest of :data:`HEAD_DIMS` at
+    least ``d``, None above the largest (or for d < 1).
+
+    Why zero columns change nothing: a zero column of Q and K adds exact zero products to every
+    score (``x + 0 = x`` in f32; only the sign of a zero score could change, and exp of it is 1
+    either way), a zero column of V (and of dO in the backward) gives a zero output column that is
+    cut off; the scale stays ``1/sqrt(d)`` of the real ``d``. So the results keep the bound of
+    :func:`forward` and are the same run to run and batch-invariant; they cost the padded dim's
+    time (d = 32 runs as 64)."""
+    d = int(d)
+    return next((h for h in HEAD_DIMS if 1 <= d <= h), None)
+
+
+def pad_head_dim(x: Any, dk: int) -> Any:
+    """``x`` (..., d) NumPy array or torch tensor with zero columns appended to ``dk`` (itself when d == dk)."""
+    d = x.shape[-1]
+    if d == dk:
+        return x
+    if isinstance(x, np.ndarray):
+        return np.ascontiguousarray(np.pad(x, [(0, 0)] * (x.ndim - 1) + [(0, dk - d)]))
+    import torch
+
+    return torch.nn.functional.pad(x, (0, dk - d)).contiguous()
+
+
 def check_shapes(qs: tuple[int, ...], ks: tuple[int, ...], vs: tuple[int, ...], what: str = "attention_fast") -> None:
     """Raise KernelInputError unless q (B, Hq, S, D), k and v (B, Hkv, S, D) fit the kernel:
-    D in :data:`HEAD_DIMS`, Hkv dividing Hq, one sequence length."""
+    1 <= D <= max(:data:`HEAD_DIMS`) (run at :func:`kernel_head_dim`), Hkv dividing Hq, one
+    sequence length."""
     if len(qs) != 4 or len(ks) != 4 or len(vs) != 4:
         raise KernelInputError(f"{what}: q, k, v must be 4-D (batch, heads, sequence, head dim), got shapes "
                                f"{qs}, {ks}, {vs}")
@@ -216,8 +244,9 @@ def check_shapes(qs: tuple[int, ...], ks: tuple[int, ...], vs: tuple[int, ...], 
     if ks[0] != B or ks[2] != S or ks[3] != D:
         raise KernelInputError(f"{what}: k/v {ks} must match q {qs} in batch, sequence length and head dim "
                                "(Sq == Sk)")
-    if D not in HEAD_DIMS:
-        raise KernelInputError(f"{what}: head dim {D} is not supported; valid: {', '.join(map(str, HEAD_DIMS))}")
+    if kernel_head_dim(D) is None:
+        raise KernelInputError(f"{what}: head dim {D} is not supported; the fast kernels take 1 to {max(HEAD_DIMS)} "
+                               f"(run at {' or '.join(map(str, HEAD_DIMS))}, zero-padded)")
     if ks[1] < 1 or Hq % ks[1]:
         raise KernelInputError(f"{what}: the KV heads ({ks[1]}) must divide the query heads ({Hq})")
     if min(B, Hq, S) < 1:
@@ -232,7 +261,8 @@ def attention_numpy(q: Any, k: Any, v: Any, causal: bool = False, scale: float |
 
     Args:
         q: (B, Hq, S, D), k, v: (B, Hkv, S, D) float arrays (rounded to bf16, or f16 with
-            ``f16=True``; uint16 arrays are taken as the bit patterns), D 64 or 128, Hkv dividing Hq.
+            ``f16=True``; uint16 arrays are taken as the bit patterns), D 1 to 128 (run at 64 or
+            128: :func:`kernel_head_dim`), Hkv dividing Hq.
         causal: key j visible to query i iff j <= i. scale: default 1/sqrt(D).
         target, wave_width: where to run (default the emulator; W: the target's default rule). GR: wave groups per
             workgroup (1 fits the emulator's local memory at D = 128 too).
@@ -242,14 +272,15 @@ def attention_numpy(q: Any, k: Any, v: Any, causal: bool = False, scale: float |
     """
     qb, kb, vb = (_bits16(x, f16) for x in (q, k, v))
     check_shapes(qb.shape, kb.shape, vb.shape, "attention_numpy")
-    B, Hq, S, D = qb.shape
+    B, Hq, S, D0 = qb.shape
     Hkv = kb.shape[1]
-    sc = 1.0 / math.sqrt(D) if scale is None else float(scale)
+    sc = 1.0 / math.sqrt(D0) if scale is None else float(scale)
+    D = kernel_head_dim(D0)
     blk = 64 * GR
     Sp = -(-S // blk) * blk
 
     def pad(x: np.ndarray) -> np.ndarray:
-        return np.ascontiguousarray(np.pad(x, ((0, 0), (0, 0), (0, Sp - S), (0, 0))) if Sp != S else x)
+        return pad_head_dim(np.ascontiguousarray(np.pad(x, ((0, 0), (0, 0), (0, Sp - S), (0, 0))) if Sp != S else x), D)
 
     qp, kp, vp = pad(qb), pad(kb), pad(vb)
     o = np.zeros((B, Hq, Sp, D), np.float32)
@@ -260,7 +291,7 @@ def attention_numpy(q: Any, k: Any, v: Any, causal: bool = False, scale: float |
                           o.reshape(-1), lse.reshape(-1), S, Sp, Hq, Hkv, c, grid=(Sp // blk, Hq, B),
                           workgroup=(4 * GR * W, 1, 1), target=target, wave_width=W, D=D, GR=GR, W=W,
                           causal=causal, f16=f16)
-    return o[:, :, :S], lse[:, :, :S, 0]
+    return np.ascontiguousarray(o[:, :, :S, :D0]), lse[:, :, :S, 0]
 
 
 def forward(q: Any, k: Any, v: Any, causal: bool = False, scale: float | None = None, *,
@@ -269,8 +300,8 @@ def forward(q: Any, k: Any, v: Any, causal: bool = False, scale: float | None = 
 
     Args:
         q: (B, Hq, S, D), k, v: (B, Hkv, S, D) torch tensors on one CUDA device, all bf16 or all
-            f16, contiguous (SDPA's layout); D 64 or 128; Hkv dividing Hq (query head h reads KV
-            head h // (Hq / Hkv)).
+            f16, contiguous (SDPA's layout); D 1 to 128 (run at 64 or 128, zero-padded:
+            :func:`kernel_head_dim`); Hkv dividing Hq (query head h reads KV head h // (Hq / Hkv)).
         causal: key j visible to query i iff j <= i. scale: default 1/sqrt(D).
         GR: wave groups (64 query rows each) per workgroup (1 or 2: the same bits; 1 measured faster
             on the H200 at D = 128, bench/results/gpu_attention_fast.md).
@@ -299,13 +330,14 @@ def forward(q: Any, k: Any, v: Any, causal: bool = False, scale: float | None = 
         if x.device != q.device:
             raise KernelInputError(f"attention_fast.forward: q is on {q.device} but {name} on {x.device}")
     check_shapes(tuple(q.shape), tuple(k.shape), tuple(v.shape), "attention_fast.forward")
-    B, Hq, S, D = q.shape
+    B, Hq, S, D0 = q.shape
     Hkv = k.shape[1]
-    sc = 1.0 / math.sqrt(D) if scale is None else float(scale)
+    sc = 1.0 / math.sqrt(D0) if scale is None else float(scale)
+    D = kernel_head_dim(D0)
     blk = 64 * GR
     Sp = -(-S // blk) * blk
-    if Sp != S:
-        pad = (0, 0, 0, Sp - S)
+    if Sp != S or D != D0:
+        pad = (0, D - D0, 0, Sp - S)
         q, k, v = (torch.nn.functional.pad(x, pad).contiguous() for x in (q, k, v))
     o = torch.empty((B, Hq, Sp, D), dtype=torch.float32, device=q.device)
     lse = torch.empty((B, Hq, Sp, 16), dtype=torch.float32, device=q.device)
@@ -314,5 +346,5 @@ def forward(q: Any, k: Any, v: Any, causal: bool = False, scale: float | None = 
         attention_fast_kernel(q.view(torch.uint16), k.view(torch.float32), v.view(torch.float32), o, lse, S, Sp, Hq,
                               Hkv, c, grid=(Sp // blk, Hq, B), workgroup=(4 * GR * 32, 1, 1), target="cuda", D=D,
                               GR=GR, W=32, causal=bool(causal), f16=q.dtype == torch.float16)
-    out = o[:, :, :S].to(q.dtype)
+    out = o[:, :, :S, :D0].to(q.dtype)
     return out, lse[:, :, :S, 0]

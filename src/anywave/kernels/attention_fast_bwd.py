@@ -51,7 +51,8 @@ import numpy as np
 
 import anywave as aw
 from anywave.kernels._launch import KernelInputError
-from anywave.kernels.attention_fast import BC, HEAD_DIMS, PANEL, _bits16, _copy_block, check_shapes, launch_wave_width
+from anywave.kernels.attention_fast import (BC, HEAD_DIMS, PANEL, _bits16, _copy_block, check_shapes, kernel_head_dim,
+                                           launch_wave_width, pad_head_dim)
 
 LOG2E = math.log2(math.e)
 
@@ -299,7 +300,8 @@ def backward_numpy(q: Any, k: Any, v: Any, o: Any, lse: Any, do: Any, dlse: Any 
 
     Args:
         q: (B, Hq, S, D), k, v: (B, Hkv, S, D), do: (B, Hq, S, D) float arrays rounded to bf16
-            (f16 with ``f16=True``; uint16 arrays are taken as bit patterns), D 64 or 128.
+            (f16 with ``f16=True``; uint16 arrays are taken as bit patterns), D 1 to 128 (run at
+            64 or 128, zero-padded: :func:`anywave.kernels.attention_fast.kernel_head_dim`).
         o: the forward's output (B, Hq, S, D) float (as stored: e.g. rounded to bf16), lse
             (B, Hq, S) float32 (natural log), dlse: dL/dLSE (B, Hq, S) or None (zeros).
         causal, scale: as the forward (scale default 1/sqrt(D); it must be positive).
@@ -312,24 +314,26 @@ def backward_numpy(q: Any, k: Any, v: Any, o: Any, lse: Any, do: Any, dlse: Any 
     check_shapes(qb.shape, kb.shape, vb.shape, "attention_fast.backward_numpy")
     if gb.shape != qb.shape:
         raise KernelInputError(f"attention_fast.backward_numpy: do {gb.shape} must have q's shape {qb.shape}")
-    B, Hq, S, D = qb.shape
+    B, Hq, S, D0 = qb.shape
     Hkv = kb.shape[1]
-    sc = float(np.float32(1.0 / math.sqrt(D) if scale is None else scale))
+    sc = float(np.float32(1.0 / math.sqrt(D0) if scale is None else scale))
     _check_scale(sc)
+    D = kernel_head_dim(D0)
     blk = 64 * GR
     Sp = -(-S // blk) * blk
 
     def pad(x: np.ndarray) -> np.ndarray:
-        return np.ascontiguousarray(np.pad(x, ((0, 0), (0, 0), (0, Sp - S), (0, 0))) if Sp != S else x)
+        return pad_head_dim(np.ascontiguousarray(np.pad(x, ((0, 0), (0, 0), (0, Sp - S), (0, 0))) if Sp != S else x), D)
 
-    qp, kp, vp, gp = pad(qb), pad(kb), pad(vb), pad(gb)
     o32 = np.ascontiguousarray(o, np.float32)
-    g32 = (fl_f16(gb) if f16 else fl_bf16(gb)).astype(np.float32)
     lse32 = np.ascontiguousarray(lse, np.float32)
     dl = np.zeros((B, Hq, S), np.float32) if dlse is None else np.ascontiguousarray(dlse, np.float32)
     if o32.shape != qb.shape or lse32.shape != (B, Hq, S) or dl.shape != (B, Hq, S):
         raise KernelInputError(f"attention_fast.backward_numpy: o {o32.shape}, lse {lse32.shape}, dlse {dl.shape} "
                                f"must be {qb.shape}, {(B, Hq, S)}, {(B, Hq, S)}")
+    qp, kp, vp, gp = pad(qb), pad(kb), pad(vb), pad(gb)
+    o32 = pad_head_dim(o32, D)
+    g32 = pad_head_dim((fl_f16(gb) if f16 else fl_bf16(gb)).astype(np.float32), D)
     W = launch_wave_width(target, wave_width)
     kw = {"target": target, "wave_width": W}
     rows = B * Hq * Sp
@@ -350,7 +354,8 @@ def backward_numpy(q: Any, k: Any, v: Any, o: Any, lse: Any, do: Any, dlse: Any 
                               grid=(Sp // blk, Hkv, B), **consts, **kw)
     attn_bwd_dq_fast_kernel(qp.reshape(-1), gp.reshape(-1), w32[2], w32[3], nrep, lrep, dq.reshape(-1), S, Sp, Hq,
                             Hkv, c, sc, grid=(Sp // blk, Hq, B), **consts, **kw)
-    return dq[:, :, :S], dk[:, :, :S], dv[:, :, :S]
+    cut = (slice(None), slice(None), slice(0, S), slice(0, D0))
+    return np.ascontiguousarray(dq[cut]), np.ascontiguousarray(dk[cut]), np.ascontiguousarray(dv[cut])
 
 
 def fl_bf16(bits: np.ndarray) -> np.ndarray:
@@ -375,7 +380,8 @@ def backward(q: Any, k: Any, v: Any, o: Any, lse: Any, do: Any, dlse: Any = None
 
     Args:
         q: (B, Hq, S, D), k, v: (B, Hkv, S, D), o, do: (B, Hq, S, D) torch tensors on one CUDA
-            device, all bf16 or all f16, contiguous; D 64 or 128; Hkv dividing Hq.
+            device, all bf16 or all f16, contiguous; D 1 to 128 (run at 64 or 128, zero-padded:
+            :func:`anywave.kernels.attention_fast.kernel_head_dim`); Hkv dividing Hq.
         lse: the forward's (B, Hq, S) float32 log-sum-exp; dlse: (B, Hq, S) float32 or None.
         causal, scale: as the forward (scale default 1/sqrt(D), positive).
         GR: wave groups (64 rows each) per workgroup (the same bits for every GR).
@@ -395,16 +401,19 @@ def backward(q: Any, k: Any, v: Any, o: Any, lse: Any, do: Any, dlse: Any = None
     check_shapes(tuple(q.shape), tuple(k.shape), tuple(v.shape), "attention_fast.backward")
     if o.shape != q.shape or do.shape != q.shape:
         raise KernelInputError("attention_fast.backward: o and do must have q's shape")
-    B, Hq, S, D = q.shape
+    B, Hq, S, D0 = q.shape
     Hkv = k.shape[1]
-    sc = float(np.float32(1.0 / math.sqrt(D) if scale is None else scale))
+    sc = float(np.float32(1.0 / math.sqrt(D0) if scale is None else scale))
     _check_scale(sc)
+    D = kernel_head_dim(D0)
     blk = 64 * GR
     Sp = -(-S // blk) * blk
     q, k, v, do = (x.contiguous() for x in (q, k, v, do))
-    if Sp != S:
-        pad = (0, 0, 0, Sp - S)
+    if Sp != S or D != D0:
+        pad = (0, D - D0, 0, Sp - S)
         q, k, v, do = (torch.nn.functional.pad(x, pad).contiguous() for x in (q, k, v, do))
+    if D != D0:
+        o = torch.nn.functional.pad(o, (0, D - D0))
     dev = q.device
     rows = B * Hq * Sp
     f32 = torch.float32
@@ -431,7 +440,7 @@ def backward(q: Any, k: Any, v: Any, o: Any, lse: Any, do: Any, dlse: Any = None
         attn_bwd_dq_fast_kernel(q.view(u16), do.view(u16), k.view(f32), v.view(f32), nrep, lrep, dq, S, Sp, Hq, Hkv,
                                 c, sc, grid=(Sp // blk, Hq, B), **consts)
     dt = q.dtype
-    return dq[:, :, :S].to(dt), dk[:, :, :S].to(dt), dv[:, :, :S].to(dt)
+    return dq[:, :, :S, :D0].to(dt), dk[:, :, :S, :D0].to(dt), dv[:, :, :S, :D0].to(dt)
 
 
 __all__ = ["HEAD_DIMS", "attn_bwd_dkdv_fast_kernel", "attn_bwd_dq_fast_kernel", "backward", "backward_numpy",

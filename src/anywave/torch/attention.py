@@ -145,8 +145,9 @@ def attention_backward(grad_o: torch.Tensor, grad_lse: torch.Tensor, q: torch.Te
     """Gradients ``(dq, dk, dv)`` of :func:`attention_forward` (§8.17 "Backward"), typed as q, k, v,
     from the forward's ``o`` and ``lse`` and the incoming ``grad_o`` (as o) and ``grad_lse`` (as lse).
     ``mode="fast"``: the fragment-MMA backward (§8.17 "``fast`` backward",
-    :mod:`anywave.kernels.attention_fast_bwd`) where it covers the tensors (bf16/f16 on CUDA, D 64
-    or 128, Sq = Sk, a positive scale), else the exact two passes."""
+    :mod:`anywave.kernels.attention_fast_bwd`) where it covers the tensors (bf16/f16 on CUDA, D up to
+    128: 64 and 128 natively, the others zero-padded to them; Sq = Sk, a positive scale), else the
+    exact two passes."""
     b, hq, hkv, sq, sk, d = _check_backward(grad_o, grad_lse, q, k, v, o, lse, scale)
     if mode not in MODES:
         raise O.OpInputError(f"anywave.attention_backward: mode {mode!r} is not one of {MODES}")
