@@ -51,8 +51,17 @@ import numpy as np
 
 import anywave as aw
 from anywave.kernels._launch import KernelInputError
-from anywave.kernels.attention_fast import (BC, HEAD_DIMS, PANEL, _bits16, _copy_block, check_shapes, kernel_head_dim,
-                                           launch_wave_width, pad_head_dim)
+from anywave.kernels.attention_fast import (
+    BC,
+    HEAD_DIMS,
+    PANEL,
+    _bits16,
+    _copy_block,
+    check_shapes,
+    kernel_head_dim,
+    launch_wave_width,
+    pad_head_dim,
+)
 
 LOG2E = math.log2(math.e)
 
