@@ -4,6 +4,7 @@ backends (cuDNN, flash) in the same run: correctness at real sizes against a flo
 TFLOP/s = 4·B·H·S²·D / t (halved for causal), median of timed launches (CUDA events).
 
     python bench/bench_attention_fast.py OUT.json
+    AW_ATTN_SHAPES="16,16,2048,32,0;4,16,4096,96,1" AW_ATTN_GR=1 python bench/bench_attention_fast.py OUT.json
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from anywave.kernels.attention_fast import attention_fast_kernel, forward
 
 GRS = [int(x) for x in os.environ.get("AW_ATTN_GR", "1,2").split(",")]
 SHAPES = [(4, 16, 4096, 128, False), (4, 16, 4096, 128, True), (8, 16, 2048, 64, False), (8, 16, 2048, 64, True)]
+if os.environ.get("AW_ATTN_SHAPES"):  # "B,H,S,D,causal;..." (causal 0/1), e.g. head dims run zero-padded
+    SHAPES = [(*map(int, t.split(",")[:4]), t.split(",")[4] == "1") for t in os.environ["AW_ATTN_SHAPES"].split(";")]
 
 
 def ref64(q, k, v, causal, heads):
