@@ -96,6 +96,23 @@ def test_info_text_and_json(wbin, capsys):
         "float": 1, "bitwise": 1, "compare": 1, "device_memory": 3, "control": 5, "move": 4}
 
 
+def test_info_reads_standard_input(wbin):
+    # "-": a .wbin by its magic bytes, else .wave text; in a child process (its real stdin)
+    def info(data: bytes) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "anywave", "info", "--json", "-"], input=data,
+                              capture_output=True, timeout=120)
+
+    r = info(wbin.read_bytes())
+    assert r.returncode == 0, r.stderr
+    assert [k["name"] for k in json.loads(r.stdout)["kernels"]] == ["saxpy"]
+    r = info(SAXPY_WAVE.encode())
+    assert r.returncode == 0, r.stderr
+    (k,) = json.loads(r.stdout)["kernels"]
+    assert k["registers"] == 8 and k["instructions"] == 12  # the 12 lines of SAXPY_WAVE
+    r = info(b"\xff\xfe not text")
+    assert r.returncode != 0 and b"<stdin>: not UTF-8 text" in r.stderr and b"Traceback" not in r.stderr
+
+
 def test_validate_ok_and_problems(wbin, tmp_path, capsys):
     assert cli.main(["validate", str(wbin)]) == 0
     assert capsys.readouterr().out.strip() == f"{wbin}: ok"

@@ -71,11 +71,19 @@ def _output_path(out: Path, default_name: str) -> Path:
 # ----------------------------------------------------------------------------- loading
 
 def load_module(path: str | Path, *, verify: bool = True) -> Module:
-    """Load a ``.wave`` (assembled) or ``.wbin`` (read) file by its suffix.
+    """Load a ``.wave`` (assembled) or ``.wbin`` (read) file by its suffix; ``"-"`` reads standard
+    input (a ``.wbin`` by its magic bytes ``WBIN``, else ``.wave`` text).
 
     Raises AsmError, BinaryFormatError, VerifyError (``verify=True``), UserError for another
     suffix, OSError for I/O problems.
     """
+    if str(path) == "-":
+        from anywave.binary.wbin import MAGIC, read_wbin
+
+        data = sys.stdin.buffer.read()
+        if data.startswith(MAGIC):
+            return read_wbin(data, verify=verify)
+        return _assemble_text(_decode(data, "<stdin>"), "<stdin>", verify)
     p = Path(path)
     suffix = p.suffix.lower()
     if suffix == ".wbin":
@@ -83,24 +91,30 @@ def load_module(path: str | Path, *, verify: bool = True) -> Module:
 
         return load(p, verify=verify)
     if suffix == ".wave":
-        from anywave.asm import assemble  # type: ignore[attr-defined]
-
-        text = _read_text(p)
-        module = assemble(text, str(p))
-        if verify:
-            from anywave.binary.verify import verify as _verify
-
-            _verify(module)
-        return module
+        return _assemble_text(_read_text(p), str(p), verify)
     raise UserError(f"{p}: unknown file type {p.suffix or '(none)'!r}; expected .wave or .wbin")
 
 
-def _read_text(p: Path) -> str:
-    data = p.read_bytes()
+def _assemble_text(text: str, name: str, verify: bool) -> Module:
+    from anywave.asm import assemble  # type: ignore[attr-defined]
+
+    module = assemble(text, name)
+    if verify:
+        from anywave.binary.verify import verify as _verify
+
+        _verify(module)
+    return module
+
+
+def _decode(data: bytes, name: object) -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise UserError(f"{p}: not UTF-8 text (invalid byte at offset {e.start})") from None
+        raise UserError(f"{name}: not UTF-8 text (invalid byte at offset {e.start})") from None
+
+
+def _read_text(p: Path) -> str:
+    return _decode(p.read_bytes(), p)
 
 
 # ----------------------------------------------------------------------------- asm
@@ -320,7 +334,7 @@ class InfoCommand:
                                   description="Summarise a .wave or .wbin module: each kernel's arguments, "
                                               "registers, local memory, workgroup size, capabilities and "
                                               "instruction counts per category.")
-        p.add_argument("file", help=".wave or .wbin file")
+        p.add_argument("file", help=".wave or .wbin file (- reads standard input)")
         p.add_argument("--json", action="store_true", help="print JSON instead of text")
         return p
 
