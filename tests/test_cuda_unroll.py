@@ -93,6 +93,19 @@ __global__ void bound_through_pointer(int* out, const int* x, int hi) {
     for (int k = t; k < n; k++) { acc = acc * 3 + x[k & 255]; if (x[k & 255] > 90) *pn -= 1; }
     out[t] = acc;
 }
+#define AT(i) x[(i) & 255]
+__global__ void paren_counter(int* out, const int* x, int lo, int hi) {
+    int t = blockIdx.x * blockDim.x + threadIdx.x;
+    int acc = 1;
+    for (int k = (lo) + t; (k) < (hi); (k)++) acc = acc * 3 + AT(k);  /* a macro's parentheses */
+    out[t] = acc;
+}
+__global__ void paren_written(int* out, const int* x, int hi) {
+    int t = blockIdx.x * blockDim.x + threadIdx.x;
+    int acc = 1;
+    for (int k = t; k < hi; k++) { acc = acc * 3 + AT(k); if (AT(k) > 90) ((hi)) -= 1; }
+    out[t] = acc;
+}
 __global__ void counter_through_pointer(int* out, const int* x, int hi) {
     int t = blockIdx.x * blockDim.x + threadIdx.x;
     int acc = 1, k = t;
@@ -229,3 +242,25 @@ def test_variables_written_through_a_pointer_are_not_invariant(target: str, w: i
         return _fold(ks)
 
     np.testing.assert_array_equal(out, [skipping(t) for t in range(N)])
+
+
+@pytest.mark.parametrize(("target", "w"), TARGETS)
+def test_parentheses_around_the_counter_and_the_bound(target: str, w: int) -> None:
+    # a counter read in parentheses (a macro's `x[(i) & 255]`) is still only read: the loop unrolls;
+    # a bound written in parentheses, `((hi)) -= 1`, is still written: it does not
+    k, out = _run("paren_counter", (X, 5, 40), np.int32, target, w)
+    assert _loops(k) == 2
+    np.testing.assert_array_equal(out, [_fold(range(5 + t, 40)) for t in range(N)])
+    k, out = _run("paren_written", (X, 50), np.int32, target, w)
+    assert _loops(k) == 1
+
+    def written(t):
+        ks, hi, kk = [], 50, t
+        while kk < hi:
+            ks.append(kk)
+            if X[kk & 255] > 90:
+                hi -= 1
+            kk += 1
+        return _fold(ks)
+
+    np.testing.assert_array_equal(out, [written(t) for t in range(N)])

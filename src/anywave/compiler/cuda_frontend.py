@@ -2468,7 +2468,8 @@ def _int_constant(c: Any) -> int | None:
 def _written(c: Any) -> set[Any]:
     """The variables (declaration cursors) that the statement or expression ``c`` may write: the
     targets of assignments, ``++``/``--`` and ``&``, and every variable named other than as a
-    plain value (an implicit lvalue-to-rvalue conversion around it), e.g. bound to a reference."""
+    plain value (an implicit lvalue-to-rvalue conversion around it, parentheses between them
+    allowed: ``x[(k) & 255]`` reads ``k``), e.g. bound to a reference."""
     K = _cx.CursorKind
     out: set[Any] = set()
 
@@ -2477,7 +2478,8 @@ def _written(c: Any) -> set[Any]:
             if parent is None or parent.kind != K.UNEXPOSED_EXPR:
                 out.add(x.referenced)
         for y in x.get_children():
-            walk(y, x)
+            # an operand in parentheses is used as the parentheses are: (k) = 1 writes k, (k) + 1 reads it
+            walk(y, parent if x.kind == K.PAREN_EXPR else x)
 
     walk(c, None)
     return out
