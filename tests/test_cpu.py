@@ -524,3 +524,48 @@ def test_more_than_2_32_workgroups_is_a_clear_error(runner) -> None:  # noqa: AN
     with pytest.raises(CpuError, match=r"4295032832 workgroups; the cpu target runs at most 4294967295"):
         runner(mod, "k", (65537, 65536, 1), (1, 1, 1), {"x": x}, 32)
     assert x[0] == 0
+
+
+def test_libraries_build_through_a_precompiled_prefix_and_rebuild_a_damaged_one(tmp_path, monkeypatch) -> None:
+    # the prefix every program begins with (anywave.backends.cpu.PREFIX) is compiled once into a
+    # precompiled header beside its text, both with recorded hashes; a damaged one is rebuilt, a
+    # removed one too, and ANYWAVE_CPU_PCH=0 compiles the whole text (module docs)
+    from anywave.backends import cpu as backend
+    from anywave.cache import verified_read
+    from anywave.runtime import cpu
+
+    try:
+        dev = cpu.CpuDevice()
+    except cpu.CpuError as e:
+        pytest.skip(str(e))
+    if not dev._is_gcc():
+        pytest.skip("precompiled headers are made for GCC only")
+    monkeypatch.setenv("ANYWAVE_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("ANYWAVE_CPU_PCH", raising=False)
+    mod = assemble(".kernel k\n.arg x buffer u32 readwrite\n.registers 2\n    movi.b32 r0, 7\n"
+                   "    movi.b32 r1, 0\n    st.device.b32 x[r1], r0\n.end\n")
+    text = backend.translate(mod, 8).text
+    assert text.startswith(backend.PREFIX + "\n")
+    dev.library(text)  # the first library a cache gets compiles its whole text
+    assert not list((tmp_path / "cpu").glob("prefix_*"))
+    dev.library(text + "\n/* the second */\n")
+    (h,) = (tmp_path / "cpu").glob("prefix_*.h")
+    gch = h.with_name(h.name + ".gch")
+    assert verified_read(h) == backend.PREFIX.encode() and verified_read(gch) is not None
+    good = gch.read_bytes()
+    gch.write_bytes(good[: len(good) // 2])  # damaged: its recorded hash no longer matches
+    dev2 = cpu.CpuDevice()
+    dev2.library(text + "\n/* another library */\n")
+    dev2.library(text + "\n/* and another */\n")
+    assert verified_read(gch) is not None  # rebuilt (GCC's bytes differ from build to build)
+    h.unlink()
+    gch.unlink()  # removed under a device that had found it
+    dev.library(text + "\n/* a third */\n")
+    assert verified_read(h) == backend.PREFIX.encode() and verified_read(gch) is not None
+    off = tmp_path / "off"
+    monkeypatch.setenv("ANYWAVE_CACHE_DIR", str(off))
+    monkeypatch.setenv("ANYWAVE_CPU_PCH", "0")
+    dev3 = cpu.CpuDevice()
+    dev3.library(text)
+    dev3.library(text + "\n/* the second */\n")
+    assert not list((off / "cpu").glob("prefix_*"))

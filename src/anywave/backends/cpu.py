@@ -1134,6 +1134,11 @@ AW_FN bool aw_failed(const u32 *es, u32 n) {
 }
 """
 
+#: the C text every program of this backend begins with, then a newline and its kernels: the
+#: same for every module and W, so the runtime compiles it once into a precompiled header
+#: (:meth:`anywave.runtime.cpu.CpuDevice.library`)
+PREFIX = "\n".join([_HEADER, PRELUDE, _AUX, cpu_vector.VEC_HEADER])
+
 
 def translate(module: Module, wave_width: int, kernels: Sequence[str] | None = None,
               checked: bool = True) -> CProgram:
@@ -1164,7 +1169,7 @@ def translate(module: Module, wave_width: int, kernels: Sequence[str] | None = N
         if bad:
             raise CFamilyError("cpu", [f"no kernel {bad[0]!r}; the module has {names}"])
     problems = check_supported(module, CPU_FEATURES, CPU)
-    parts = [_HEADER, PRELUDE, _AUX, cpu_vector.VEC_HEADER]
+    parts = [PREFIX]
     out: dict[str, CKernel] = {}
     refused: dict[str, str] = {}
     for k in module.kernels:

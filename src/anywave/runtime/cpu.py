@@ -26,6 +26,19 @@ straight-line functions grows far faster than the code improves — the conforma
 flags above leave GCC no licence to change a value at any level (no contraction, no fast-math,
 defined wrap-around and aliasing).
 
+Precompiled header: every program of the backend begins with the same C text
+(:data:`anywave.backends.cpu.PREFIX`: the header, the C-family prelude and the vector helpers,
+whose ``<immintrin.h>`` alone is ~0.8 s of GCC's parsing at ``-march=native``). With GCC the
+runtime compiles that text once into a precompiled header under ``<cache>/cpu`` (keyed by the
+text, the compiler, the flags and the host CPU; written atomically with its SHA-256, verified
+before first use in a process, rebuilt when damaged; made when a process builds its second
+library in that cache, ~1 s and ~27 MB) and compiles each program's kernels with ``-include`` of
+it: a small kernel's library then builds in ~0.2 s instead of ~0.7 s (2-core
+host, GCC 12.2). The machine code is the same (GCC reads the header's declarations from the
+precompiled form instead of parsing them; where it finds that form unusable it parses the header
+text itself, which is the same text). ``ANYWAVE_CPU_PCH=0`` turns it off; other compilers compile
+the whole text.
+
 Safety: kernels run the bounds-checked build unless ``check=False`` (an out-of-bounds access
 raises :class:`~anywave.errors.OutOfBoundsError` after the launch, naming buffer, offset and
 line, and never writes into the process); a divergent barrier raises :class:`CpuError`; Ctrl-C
@@ -259,6 +272,10 @@ class CpuDevice:
         self._libs: dict[str, Any] = {}
         self._by_program: dict[int, tuple[Any, Any]] = {}
         self._lock = threading.Lock()
+        self._gcc: bool | None = None
+        self._pch: dict[tuple[str, str], Path | None] = {}  # (cache dir, key) -> prefix header (None: none)
+        self._pch_wanted: dict[str, int] = {}  # cache dir -> libraries built there without a header
+        self._pch_lock = threading.Lock()
         self._pool: Any = None
         self._pool_lock = threading.Lock()
         self._launch_lock = threading.Lock()  # one launch at a time on the pool
@@ -271,6 +288,7 @@ class CpuDevice:
         fork) and, at the next launch, the pool's threads started again (POOL_C's fork handler
         has forgotten the parent's, which do not exist here)."""
         self._lock = threading.Lock()
+        self._pch_lock = threading.Lock()
         self._pool_lock = threading.Lock()
         self._launch_lock = threading.Lock()
 
@@ -307,6 +325,57 @@ class CpuDevice:
         self._by_program[id(program)] = (program, lib)
         return lib
 
+    def _is_gcc(self) -> bool:
+        """Whether the compiler is GCC (not Clang, which also defines ``__GNUC__``): the one whose
+        precompiled headers :meth:`_prefix_header` makes."""
+        if self._gcc is None:
+            try:
+                r = subprocess.run([*self.cc.split(), "-dM", "-E", "-x", "c", os.devnull], capture_output=True,
+                                   text=True, timeout=60)
+                self._gcc = r.returncode == 0 and "__GNUC__" in r.stdout and "__clang__" not in r.stdout
+            except (OSError, subprocess.SubprocessError):
+                self._gcc = False
+        return self._gcc
+
+    def _prefix_header(self, flags: Sequence[str]) -> Path | None:
+        """The header file holding :data:`anywave.backends.cpu.PREFIX` beside its precompiled form
+        for ``flags`` (module docs), built on first need; None where there is none to use (not
+        GCC, ``ANYWAVE_CPU_PCH=0``, or its build failed: the caller compiles the whole text)."""
+        from anywave.backends.cpu import PREFIX
+        from anywave.cache import atomic_write, safe_subdir, verified_read
+
+        if os.environ.get("ANYWAVE_CPU_PCH", "1") == "0" or tuple(flags) != CFLAGS or not self._is_gcc():
+            return None  # (the -O1 of a large text: its compile is long anyway, one header is enough)
+        flags = tuple(f for f in flags if f != "-shared")
+        key = hashlib.sha256("\0".join([PREFIX, self.cc_version, " ".join(flags), _cpu_flags()]).encode()).hexdigest()
+        d = safe_subdir("cpu")
+        with self._pch_lock:
+            got = self._pch.get((str(d), key), False)
+            if got is None or (got and got.exists()):
+                return got
+            header = d / f"prefix_{key[:32]}.h"
+            gch = header.with_name(header.name + ".gch")
+            text = verified_read(header)
+            if text != PREFIX.encode() or verified_read(gch) is None:
+                # made at the second library this process builds in this cache (the first
+                # compiles its whole text): a cache that only ever gets one pays nothing for it
+                seen = self._pch_wanted.get(str(d), 0)
+                self._pch_wanted[str(d)] = seen + 1
+                if seen == 0:
+                    return None
+                with tempfile.TemporaryDirectory(prefix="anywave-cpu-pch-") as tmp:
+                    h = Path(tmp) / "p.h"
+                    h.write_text(PREFIX)
+                    r = subprocess.run([*self.cc.split(), *flags, "-x", "c-header", str(h), "-o", str(h) + ".gch"],
+                                       capture_output=True, text=True)
+                    if r.returncode != 0:
+                        self._pch[(str(d), key)] = None
+                        return None
+                    atomic_write(header, PREFIX.encode(), record_hash=True)
+                    atomic_write(gch, Path(str(h) + ".gch").read_bytes(), record_hash=True)
+            self._pch[(str(d), key)] = header
+            return header
+
     def library(self, text: str) -> Any:
         """The loaded shared object of C ``text`` (compiled once, cached on disk)."""
         parts = [text, self.cc_version, " ".join(cflags(text)), _cpu_flags()]
@@ -330,11 +399,21 @@ class CpuDevice:
                 raise
             except OSError:
                 pass
+        from anywave.backends.cpu import PREFIX
+
+        flags = cflags(text)
+        header = self._prefix_header(flags) if text.startswith(PREFIX + "\n") else None
         with tempfile.TemporaryDirectory(prefix="anywave-cpu-") as tmp:
             src, so = Path(tmp) / "k.c", Path(tmp) / "k.so"
-            src.write_text(text)
-            cmd = [*self.cc.split(), *cflags(text), str(src), "-o", str(so), "-lm"]
-            r = subprocess.run(cmd, capture_output=True, text=True)
+            r = None
+            if header is not None:  # the same text: the prefix through its precompiled header
+                src.write_text(text[len(PREFIX) + 1:])
+                r = subprocess.run([*self.cc.split(), *flags, "-include", str(header), str(src), "-o", str(so), "-lm"],
+                                   capture_output=True, text=True)
+            if r is None or r.returncode != 0:  # (the header gone meanwhile: the whole text decides)
+                src.write_text(text)
+                r = subprocess.run([*self.cc.split(), *flags, str(src), "-o", str(so), "-lm"], capture_output=True,
+                                   text=True)
             if r.returncode != 0:
                 raise CpuError(f"compiling a kernel library with {self.cc!r} failed (exit {r.returncode}): "
                                f"{(r.stderr or r.stdout)[:3000]}")
