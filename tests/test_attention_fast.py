@@ -154,7 +154,7 @@ def test_cuda_head_dims_between_the_kernels_run_fast_within_the_bound(D):
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available():
         pytest.skip("no CUDA device")
-    import anywave.torch  # noqa: F401  (registers torch.ops.anywave)
+    import anywave.torch.ops  # noqa: F401  (registers torch.ops.anywave; the package alone does not)
 
     rng = np.random.default_rng(D)
     q, k, v = _inputs(rng, 1, 2, 1, 100, D)
