@@ -95,6 +95,16 @@ def test_batch_invariant_run_to_run_and_across_the_tiling():
     assert o5[2].tobytes() == o4[2].tobytes() and o5[0].tobytes() != o4[0].tobytes()
 
 
+@pytest.mark.parametrize("D", [17, 64])
+def test_outputs_have_the_real_head_dim_and_are_contiguous(D):
+    # o (B, Hq, S, D) and lse (B, Hq, S) float32, C-contiguous (not views of the padded buffers)
+    q, k, v = _inputs(np.random.default_rng(D), 1, 2, 1, 70, D)
+    o, lse = attention_numpy(q, k, v, causal=True, wave_width=16)
+    assert o.shape == (1, 2, 70, D) and lse.shape == (1, 2, 70)
+    assert o.dtype == np.float32 and lse.dtype == np.float32
+    assert o.flags.c_contiguous and lse.flags.c_contiguous
+
+
 @pytest.mark.parametrize("qs,ks,vs,match", [
     ((1, 2, 64, 256), (1, 2, 64, 256), (1, 2, 64, 256), "head dim 256 is not supported"),
     ((1, 2, 64, 0), (1, 2, 64, 0), (1, 2, 64, 0), "head dim 0 is not supported"),
@@ -154,13 +164,14 @@ def test_cuda_head_dims_between_the_kernels_run_fast_within_the_bound(D):
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available():
         pytest.skip("no CUDA device")
-    import anywave.torch  # noqa: F401  (registers torch.ops.anywave)
+    import anywave.torch.ops  # noqa: F401  (registers torch.ops.anywave; the package alone does not)
 
     rng = np.random.default_rng(D)
     q, k, v = _inputs(rng, 1, 2, 1, 100, D)
     qc, kc, vc = (torch.from_numpy(x).to("cuda", torch.bfloat16) for x in (q, k, v))
     o, lse = forward(qc, kc, vc, True)
     assert o.shape == qc.shape and lse.shape == qc.shape[:3]
+    assert o.is_contiguous() and lse.is_contiguous()  # as the op's fake implementation declares them
     qd, kd, vd = (_round16(x, False) for x in (q, k, v))
     ro, rl, wv = _reference(qd, kd, vd, True, 1 / math.sqrt(D))
     of = o.float().cpu().numpy().astype(np.float64)

@@ -113,6 +113,50 @@ def test_info_reads_standard_input(wbin):
     assert r.returncode != 0 and b"<stdin>: not UTF-8 text" in r.stderr and b"Traceback" not in r.stderr
 
 
+def _stdin_run(args: list[str], data: bytes | None) -> subprocess.CompletedProcess:
+    # a child process with ``data`` on its real standard input; None: standard input closed (<&-)
+    cmd = [sys.executable, "-m", "anywave", *args]
+    if data is None:
+        return subprocess.run(["sh", "-c", 'exec "$@" <&-', "sh", *cmd], capture_output=True, timeout=120)
+    return subprocess.run(cmd, input=data, capture_output=True, timeout=120)
+
+
+@needs_asm
+def test_asm_reads_wave_text_from_standard_input(tmp_path):
+    # the same module as assembling the text directly (the debug table names the source <stdin>)
+    expect = write_wbin(anywave.asm.assemble(SAXPY_WAVE, "<stdin>"))
+    r = _stdin_run(["asm", "-", "-o", str(tmp_path / "out.wbin")], SAXPY_WAVE.encode())
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "out.wbin").read_bytes() == expect
+    r = _stdin_run(["asm", "-", "-o", "-"], SAXPY_WAVE.encode())
+    assert r.returncode == 0 and r.stdout == expect, r.stderr
+    # no -o: no name to derive the output's from; a .wbin is not .wave text
+    for args, data, status, msg in ((["asm", "-"], SAXPY_WAVE.encode(), 2, b"needs -o"),
+                                    (["asm", "-", "-o", str(tmp_path / "o.wbin")], expect, 1,
+                                     b"got a .wbin binary")):
+        r = _stdin_run(args, data)
+        assert r.returncode == status and msg in r.stderr and b"Traceback" not in r.stderr, r.stderr
+        assert len(r.stderr.decode().strip().splitlines()) == 1
+    assert not (tmp_path / "o.wbin").exists()
+
+
+@pytest.mark.parametrize("args", [["info"], ["validate"], ["translate", "--target", "opencl", "-o", "-"],
+                                  ["asm", "-o", "-"]])
+def test_closed_standard_input_is_a_clear_error(args):
+    r = _stdin_run([args[0], "-", *args[1:]], None)
+    assert r.returncode == 1 and b"Traceback" not in r.stderr, r.stderr
+    assert b"<stdin>: standard input is closed" in r.stderr and len(r.stderr.decode().strip().splitlines()) == 1
+
+
+def test_standard_input_read_once_and_named_in_errors(wbin):
+    # "- -" would read an empty second module and call it ok
+    r = _stdin_run(["validate", "-", "-"], SAXPY_WAVE.encode())
+    assert r.returncode == 2 and b"only once" in r.stderr and r.stdout == b"", (r.stdout, r.stderr)
+    # a broken .wbin on standard input is named as a file's would be
+    r = _stdin_run(["info", "-"], wbin.read_bytes()[:100])
+    assert r.returncode == 1 and r.stderr.startswith(b"anywave: error: <stdin>: truncated file"), r.stderr
+
+
 def test_validate_ok_and_problems(wbin, tmp_path, capsys):
     assert cli.main(["validate", str(wbin)]) == 0
     assert capsys.readouterr().out.strip() == f"{wbin}: ok"

@@ -78,12 +78,12 @@ def load_module(path: str | Path, *, verify: bool = True) -> Module:
     suffix, OSError for I/O problems.
     """
     if str(path) == "-":
-        from anywave.binary.wbin import MAGIC, read_wbin
+        from anywave.binary.wbin import MAGIC, _with_path, read_wbin
 
-        data = sys.stdin.buffer.read()
+        data = read_stdin()
         if data.startswith(MAGIC):
-            return read_wbin(data, verify=verify)
-        return _assemble_text(_decode(data, "<stdin>"), "<stdin>", verify)
+            return _with_path(STDIN, lambda: read_wbin(data, verify=verify))
+        return _assemble_text(_decode(data, STDIN), STDIN, verify)
     p = Path(path)
     suffix = p.suffix.lower()
     if suffix == ".wbin":
@@ -93,6 +93,21 @@ def load_module(path: str | Path, *, verify: bool = True) -> Module:
     if suffix == ".wave":
         return _assemble_text(_read_text(p), str(p), verify)
     raise UserError(f"{p}: unknown file type {p.suffix or '(none)'!r}; expected .wave or .wbin")
+
+
+#: the name standard input goes by in messages
+STDIN = "<stdin>"
+
+
+def read_stdin() -> bytes:
+    """All of standard input as bytes. Raises UserError when it is closed or cannot be read."""
+    stream = sys.stdin
+    if stream is None:
+        raise UserError(f"{STDIN}: standard input is closed")
+    try:
+        return getattr(stream, "buffer", stream).read()
+    except (OSError, ValueError) as e:  # ValueError: read of a closed file object
+        raise UserError(f"{STDIN}: cannot read it ({getattr(e, 'strerror', None) or e})") from None
 
 
 def _assemble_text(text: str, name: str, verify: bool) -> Module:
@@ -126,7 +141,7 @@ class AsmCommand:
     def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         p = subparsers.add_parser("asm", help="assemble a .wave text into a .wbin binary",
                                   description="Assemble a .wave text, verify it and write a .wbin binary.")
-        p.add_argument("input", help="the .wave file")
+        p.add_argument("input", help="the .wave file ('-': .wave text on standard input, with -o)")
         p.add_argument("-o", "--output", help="output path (default: the input with suffix .wbin; '-': standard "
                                                 "output)")
         return p
@@ -135,10 +150,21 @@ class AsmCommand:
     def run(args: argparse.Namespace) -> int:
         from anywave.binary.wbin import save
 
-        src = Path(args.input)
-        if src.suffix.lower() != ".wave":
-            raise UserError(f"{src}: expected a .wave file")
-        module = load_module(src)
+        if args.input == "-":  # .wave text on standard input; it has no name to derive the output's from
+            if not args.output:
+                raise UsageError("reading standard input ('-') needs -o OUT.wbin (or -o - for standard output)")
+            from anywave.binary.wbin import MAGIC
+
+            data = read_stdin()
+            if data.startswith(MAGIC):
+                raise UserError(f"{STDIN}: expected .wave text, got a .wbin binary")
+            src = Path(STDIN)
+            module = _assemble_text(_decode(data, STDIN), STDIN, True)
+        else:
+            src = Path(args.input)
+            if src.suffix.lower() != ".wave":
+                raise UserError(f"{src}: expected a .wave file")
+            module = load_module(src)
         if not module.kernels:
             raise UsageError(f"{src}: no kernel to assemble (the file has no .kernel ... .end block)")
         if args.output == "-":
@@ -207,6 +233,8 @@ class ValidateCommand:
     def run(args: argparse.Namespace) -> int:
         from anywave.binary.verify import check
 
+        if args.files.count("-") > 1:
+            raise UsageError("standard input ('-') can be read only once")
         status = EXIT_OK
         for name in args.files:
             try:

@@ -291,7 +291,7 @@ def attention_numpy(q: Any, k: Any, v: Any, causal: bool = False, scale: float |
                           o.reshape(-1), lse.reshape(-1), S, Sp, Hq, Hkv, c, grid=(Sp // blk, Hq, B),
                           workgroup=(4 * GR * W, 1, 1), target=target, wave_width=W, D=D, GR=GR, W=W,
                           causal=causal, f16=f16)
-    return np.ascontiguousarray(o[:, :, :S, :D0]), lse[:, :, :S, 0]
+    return np.ascontiguousarray(o[:, :, :S, :D0]), np.ascontiguousarray(lse[:, :, :S, 0])
 
 
 def forward(q: Any, k: Any, v: Any, causal: bool = False, scale: float | None = None, *,
@@ -347,4 +347,5 @@ def forward(q: Any, k: Any, v: Any, causal: bool = False, scale: float | None = 
                               Hkv, c, grid=(Sp // blk, Hq, B), workgroup=(4 * GR * 32, 1, 1), target="cuda", D=D,
                               GR=GR, W=32, causal=bool(causal), f16=q.dtype == torch.float16)
     out = o[:, :, :S, :D0].to(q.dtype)
-    return out, lse[:, :, :S, 0]
+    # contiguous, as the op's fake (meta) implementation declares it (a strided view would not be)
+    return out, lse[:, :, :S, 0].contiguous()
