@@ -67,3 +67,19 @@ def test_scalar_args_and_in_place_buffers(runner) -> None:  # noqa: ANN001
     want = x * np.float32(1.5)
     runner(mod, "scale", (5, 1, 1), (8, 1, 1), {"x": x, "a": np.float32(1.5)}, 16)
     assert np.array_equal(x.view(np.uint32), want.view(np.uint32))
+
+
+def test_a_build_the_few_headers_cannot_take_is_built_with_the_whole_sycl_header(runner, monkeypatch) -> None:
+    # the backend includes the parts of <sycl/sycl.hpp> it uses (anywave.backends.sycl.INCLUDES);
+    # where they are not enough (here: made too few on purpose), the runtime builds the module
+    # again with the whole header and keeps doing so; the results are the same
+    import anywave.backends.sycl as backend
+
+    dev = runner.dev
+    monkeypatch.setattr(dev, "_full_header", False)
+    monkeypatch.setattr(backend, "INCLUDE_LINES", "#include <sycl/detail/core.hpp>")  # no sycl::rint etc.
+    mod = assemble(_SRC)
+    x = np.arange(64, dtype=np.float32)
+    runner(mod, "scale", (1, 1, 1), (64, 1, 1), {"x": x, "a": np.float32(1.5)}, tiers.DEFAULT_W["sycl"])
+    assert dev._full_header
+    np.testing.assert_array_equal(x, np.arange(64, dtype=np.float32) * np.float32(1.5))

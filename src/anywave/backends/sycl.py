@@ -34,9 +34,22 @@ _RMW = {"add": "fetch_add", "sub": "fetch_sub", "min": "fetch_min", "max": "fetc
         "or": "fetch_or", "xor": "fetch_xor", "exch": "exchange"}
 
 
+#: the SYCL headers the generated source includes: the parts of ``<sycl/sycl.hpp>`` it uses
+#: (intel-sycl-rt 2026.2.0). The whole header is about 1 s of the runtime compiler's ~2.3 s for a
+#: small module (2-core host); these take it to ~1.3 s. The runtime builds a module whose build
+#: fails with them again with :data:`FULL_INCLUDE` (:meth:`anywave.runtime.sycl.SyclDevice.build`)
+INCLUDES = ("sycl/detail/core.hpp", "sycl/builtins.hpp", "sycl/group_algorithm.hpp", "sycl/group_barrier.hpp",
+            "sycl/atomic_ref.hpp", "sycl/atomic_fence.hpp", "sycl/sub_group.hpp",
+            "sycl/ext/oneapi/work_group_static.hpp", "sycl/ext/oneapi/free_function_queries.hpp")
+#: the include lines of :data:`INCLUDES`, as the source spells them
+INCLUDE_LINES = "\n".join(f"#include <{h}>" for h in INCLUDES)
+#: the one header that has everything
+FULL_INCLUDE = "#include <sycl/sycl.hpp>"
+
+
 def _header(f: Features) -> str:
     return "\n".join([
-        "#include <sycl/sycl.hpp>",
+        INCLUDE_LINES,
         "#include <cstdint>",
         "namespace syclexp = sycl::ext::oneapi::experimental;",
         "typedef std::uint8_t u8; typedef std::int8_t i8; typedef std::uint16_t u16; typedef std::int16_t i16;",

@@ -195,6 +195,8 @@ class SyclDevice:
         self.local_memory = int(lib.aw_sycl_local_mem())
         self.max_workgroup = int(lib.aw_sycl_max_wg())
         self._bundles: dict[str, int] = {}
+        #: a build with the backend's few headers failed and one with <sycl/sycl.hpp> did: use that one
+        self._full_header = False
         from anywave.runtime.interrupt import watch
 
         # an enqueued launch still running at exit must not block the runtime's destructors
@@ -213,14 +215,27 @@ class SyclDevice:
 
         Raises:
             SyclError: the build failed (with the compiler's log)."""
-        from anywave.backends.sycl import BUILD_OPTIONS
+        from anywave.backends.sycl import BUILD_OPTIONS, FULL_INCLUDE, INCLUDE_LINES
 
         key = prog.sha256
         h = self._bundles.get(key)
         if h is None:
             log = ctypes.create_string_buffer(1 << 16)
-            h = call_interruptibly(self.lib.aw_sycl_build, prog.text.encode(), "\n".join(BUILD_OPTIONS).encode(),
-                                   log, 1 << 16)
+
+            def build(text: str) -> int:
+                return call_interruptibly(self.lib.aw_sycl_build, text.encode(), "\n".join(BUILD_OPTIONS).encode(),
+                                          log, 1 << 16)
+
+            text = prog.text
+            light = INCLUDE_LINES in text
+            if light and self._full_header:
+                text = text.replace(INCLUDE_LINES, FULL_INCLUDE, 1)
+            h = build(text)
+            if not h and light and not self._full_header:
+                # the parts of <sycl/sycl.hpp> the backend includes were not enough for this runtime:
+                # the whole header, for this module and (if that builds) every later one
+                h = build(text.replace(INCLUDE_LINES, FULL_INCLUDE, 1))
+                self._full_header = bool(h)
             if not h:
                 raise SyclError(f"SYCL build failed on {self.name}: {log.value.decode(errors='replace')[:3000]}")
             self._bundles[key] = h
