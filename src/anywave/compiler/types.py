@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-import ml_dtypes
 import numpy as np
 
 from anywave.isa.types import Access, ScalarType
@@ -36,12 +35,25 @@ class DType:
         name: spelling (``f32``).
         scalar: the ISA type (``ScalarType.PRED`` for predicates, ``U32`` for ``bool_``
             values kept in registers as 0/1).
-        np_dtype: the NumPy dtype of buffers/scalars of this type (``None`` for predicates).
+        np_spec: the NumPy dtype of buffers/scalars of this type (``None`` for predicates), or
+            ``"module:attribute"`` for one imported on first use (:attr:`np_dtype`).
     """
 
     name: str
     scalar: ScalarType
-    np_dtype: Any
+    #: the NumPy scalar type, or ``"module:attribute"`` naming it (imported on first use: bf16's
+    #: ``ml_dtypes`` takes ~0.8 s to import, most of ``import anywave``)
+    np_spec: Any
+
+    @cached_property
+    def np_dtype(self) -> Any:
+        """The NumPy dtype (scalar type) of buffers/scalars of this type (None for predicates)."""
+        if isinstance(self.np_spec, str):
+            import importlib
+
+            mod, attr = self.np_spec.split(":")
+            return getattr(importlib.import_module(mod), attr)
+        return self.np_spec
 
     @cached_property  # immutable: computed once per type (the compiler asks often)
     def bits(self) -> int:
@@ -101,7 +113,7 @@ u32 = DType("u32", ScalarType.U32, np.uint32)
 i64 = DType("i64", ScalarType.I64, np.int64)
 u64 = DType("u64", ScalarType.U64, np.uint64)
 f16 = DType("f16", ScalarType.F16, np.float16)
-bf16 = DType("bf16", ScalarType.BF16, ml_dtypes.bfloat16)
+bf16 = DType("bf16", ScalarType.BF16, "ml_dtypes:bfloat16")
 f32 = DType("f32", ScalarType.F32, np.float32)
 f64 = DType("f64", ScalarType.F64, np.float64)
 bool_ = DType("bool", ScalarType.U32, np.bool_)

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import ml_dtypes
 import numpy as np
 
 import anywave as aw
@@ -246,6 +245,8 @@ def _gelu_store(c, t, frag, row, col, n):
 
 
 def _as16(x: Any, name: str, f16: bool) -> np.ndarray:
+    import ml_dtypes
+
     dt = np.float16 if f16 else ml_dtypes.bfloat16
     a = np.ascontiguousarray(np.asarray(x).astype(dt, copy=False))
     if a.ndim != 2:

@@ -635,7 +635,7 @@ def from_torch(t: Any) -> Array:
     if not t.is_contiguous():
         raise ArgumentError(f"the tensor (shape {tuple(t.shape)}, strides {t.stride()}) is not contiguous; "
                             "call .contiguous() first")
-    dt = _TORCH_TO_NP.get(str(t.dtype).removeprefix("torch."))
+    dt = _torch_np_dtype(t)
     if dt is None:
         raise ArgumentError(f"torch dtype {t.dtype} has no anywave type")
     if t.device.type == "cpu":
@@ -668,12 +668,17 @@ _TORCH_TO_NP = {"float32": np.dtype(np.float32), "float64": np.dtype(np.float64)
                 "int8": np.dtype(np.int8), "int16": np.dtype(np.int16), "int32": np.dtype(np.int32),
                 "int64": np.dtype(np.int64), "uint8": np.dtype(np.uint8), "uint16": np.dtype(np.uint16),
                 "uint32": np.dtype(np.uint32), "uint64": np.dtype(np.uint64), "bool": np.dtype(np.bool_)}
-try:
-    import ml_dtypes
 
-    _TORCH_TO_NP["bfloat16"] = np.dtype(ml_dtypes.bfloat16)
-except ImportError:  # pragma: no cover - ml_dtypes is a dependency
-    pass
+
+def _torch_np_dtype(t: Any) -> np.dtype | None:
+    """The NumPy dtype of torch tensor ``t``'s elements, None for one NumPy has no dtype for
+    (bfloat16 through ml_dtypes, imported here on first need: it is slow to import)."""
+    name = str(t.dtype).removeprefix("torch.")
+    if name == "bfloat16" and name not in _TORCH_TO_NP:
+        import ml_dtypes
+
+        _TORCH_TO_NP["bfloat16"] = np.dtype(ml_dtypes.bfloat16)
+    return _TORCH_TO_NP.get(name)
 
 
 def _torch_host_view(t: Any, dt: np.dtype) -> np.ndarray:
@@ -762,7 +767,7 @@ def _torch_memory(t: Any, what: str, keep: Any = None) -> Memory:
     if bad is not None:
         raise ArgumentError(f"{what}: the torch tensor (shape {tuple(t.shape)}, {t.dtype}, {t.layout}, on {t.device}) "
                             f"cannot be a buffer: {bad}")
-    dt = _TORCH_TO_NP.get(str(t.dtype).removeprefix("torch."))
+    dt = _torch_np_dtype(t)
     contiguous = bool(t.is_contiguous())
     dev = t.device
     if dev.type == "cpu":
