@@ -138,6 +138,17 @@ def _loops(k) -> int:
     return sum(1 for i in k.compile().kernels[0].code if i.mnemonic == "loop")
 
 
+def _bound_written(t: int, hi: int) -> int:
+    """The fold of a loop from t while k < hi whose body lowers hi by one after each x[k] > 90."""
+    ks, kk = [], t
+    while kk < hi:
+        ks.append(kk)
+        if X[kk & 255] > 90:
+            hi -= 1
+        kk += 1
+    return _fold(ks)
+
+
 @pytest.mark.parametrize(("target", "w"), TARGETS)
 def test_counted_loops_run_every_iteration_in_order(target: str, w: int) -> None:
     # trip counts 0 .. 63 (every remainder of every factor), signed and <=, steps 1 and 3
@@ -185,16 +196,7 @@ def test_loops_that_must_not_be_unrolled_keep_their_meaning(target: str, w: int)
     k, out = _run("bound_written", (X, 50), np.int32, target, w)
     assert _loops(k) == 1
 
-    def written(t):
-        ks, hi, kk = [], 50, t
-        while kk < hi:
-            ks.append(kk)
-            if X[kk & 255] > 90:
-                hi -= 1
-            kk += 1
-        return _fold(ks)
-
-    np.testing.assert_array_equal(out, [written(t) for t in range(N)])
+    np.testing.assert_array_equal(out, [_bound_written(t, 50) for t in range(N)])
     k, out = _run("with_barrier", (X, 9), np.int32, target, w)
     assert _loops(k) == 1
     np.testing.assert_array_equal(out, [_fold([(j + 63 - t) & 255 for j in range(9)]) for t in range(N)])
@@ -254,13 +256,4 @@ def test_parentheses_around_the_counter_and_the_bound(target: str, w: int) -> No
     k, out = _run("paren_written", (X, 50), np.int32, target, w)
     assert _loops(k) == 1
 
-    def written(t):
-        ks, hi, kk = [], 50, t
-        while kk < hi:
-            ks.append(kk)
-            if X[kk & 255] > 90:
-                hi -= 1
-            kk += 1
-        return _fold(ks)
-
-    np.testing.assert_array_equal(out, [written(t) for t in range(N)])
+    np.testing.assert_array_equal(out, [_bound_written(t, 50) for t in range(N)])
