@@ -569,3 +569,33 @@ def test_libraries_build_through_a_precompiled_prefix_and_rebuild_a_damaged_one(
     dev3.library(text)
     dev3.library(text + "\n/* the second */\n")
     assert not list((off / "cpu").glob("prefix_*"))
+
+
+def test_a_precompiled_prefix_that_cannot_be_written_leaves_the_whole_text(tmp_path, monkeypatch) -> None:
+    # a full disk while writing the precompiled header: the library still builds (whole text)
+    import errno
+
+    import anywave.cache as cache
+    from anywave.backends import cpu as backend
+    from anywave.runtime import cpu
+
+    try:
+        dev = cpu.CpuDevice()
+    except cpu.CpuError as e:
+        pytest.skip(str(e))
+    monkeypatch.setenv("ANYWAVE_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("ANYWAVE_CPU_PCH", raising=False)
+    real = cache.atomic_write
+
+    def full(path, data, **kw):  # noqa: ANN001, ANN003, ANN202
+        if path.name.startswith("prefix_"):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(path, data, **kw)
+
+    monkeypatch.setattr(cache, "atomic_write", full)
+    mod = assemble(".kernel k\n.arg x buffer u32 readwrite\n.registers 2\n    movi.b32 r0, 7\n"
+                   "    movi.b32 r1, 0\n    st.device.b32 x[r1], r0\n.end\n")
+    text = backend.translate(mod, 8).text
+    for i in range(3):
+        assert dev.library(text + f"\n/* library {i} */\n") is not None
+    assert not list((tmp_path / "cpu").glob("prefix_*")) and len(list((tmp_path / "cpu").glob("k_*.so"))) == 3

@@ -363,16 +363,19 @@ class CpuDevice:
                 self._pch_wanted[str(d)] = seen + 1
                 if seen == 0:
                     return None
-                with tempfile.TemporaryDirectory(prefix="anywave-cpu-pch-") as tmp:
-                    h = Path(tmp) / "p.h"
-                    h.write_text(PREFIX)
-                    r = subprocess.run([*self.cc.split(), *flags, "-x", "c-header", str(h), "-o", str(h) + ".gch"],
-                                       capture_output=True, text=True)
-                    if r.returncode != 0:
-                        self._pch[(str(d), key)] = None
-                        return None
-                    atomic_write(header, PREFIX.encode(), record_hash=True)
-                    atomic_write(gch, Path(str(h) + ".gch").read_bytes(), record_hash=True)
+                try:  # (a full disk or a failed build: the whole text, as without a header)
+                    with tempfile.TemporaryDirectory(prefix="anywave-cpu-pch-") as tmp:
+                        h = Path(tmp) / "p.h"
+                        h.write_text(PREFIX)
+                        r = subprocess.run([*self.cc.split(), *flags, "-x", "c-header", str(h), "-o",
+                                            str(h) + ".gch"], capture_output=True, text=True)
+                        if r.returncode != 0:
+                            raise OSError(f"the precompiled header did not build: {r.stderr[:200]}")
+                        atomic_write(header, PREFIX.encode(), record_hash=True)
+                        atomic_write(gch, Path(str(h) + ".gch").read_bytes(), record_hash=True)
+                except OSError:
+                    self._pch[(str(d), key)] = None
+                    return None
             self._pch[(str(d), key)] = header
             return header
 
