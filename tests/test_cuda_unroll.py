@@ -221,16 +221,7 @@ def test_variables_written_through_a_pointer_are_not_invariant(target: str, w: i
     k, out = _run("bound_through_pointer", (X, 50), np.int32, target, w)
     assert _loops(k) == 1
 
-    def shrinking(t):
-        ks, n, kk = [], 50, t
-        while kk < n:
-            ks.append(kk)
-            if X[kk & 255] > 90:
-                n -= 1
-            kk += 1
-        return _fold(ks)
-
-    np.testing.assert_array_equal(out, [shrinking(t) for t in range(N)])
+    np.testing.assert_array_equal(out, [_bound_written(t, 50) for t in range(N)])
     k, out = _run("counter_through_pointer", (X, 50), np.int32, target, w)
     assert _loops(k) == 1
 

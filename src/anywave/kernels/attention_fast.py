@@ -219,16 +219,18 @@ def kernel_head_dim(d: int) -> int | None:
     return next((h for h in HEAD_DIMS if 1 <= d <= h), None)
 
 
-def pad_head_dim(x: Any, dk: int) -> Any:
-    """``x`` (..., d) NumPy array or torch tensor with zero columns appended to ``dk`` (itself when d == dk)."""
-    d = x.shape[-1]
-    if d == dk:
+def pad_head_dim(x: Any, dk: int, rows: int | None = None) -> Any:
+    """``x`` (..., s, d) NumPy array or torch tensor with zero columns appended to ``dk`` and
+    zero rows to ``rows`` (default: s), in one copy (``x`` itself when nothing is appended)."""
+    s, d = x.shape[-2:]
+    rows = s if rows is None else rows
+    if d == dk and s == rows:
         return x
     if isinstance(x, np.ndarray):
-        return np.ascontiguousarray(np.pad(x, [(0, 0)] * (x.ndim - 1) + [(0, dk - d)]))
+        return np.ascontiguousarray(np.pad(x, [(0, 0)] * (x.ndim - 2) + [(0, rows - s), (0, dk - d)]))
     import torch
 
-    return torch.nn.functional.pad(x, (0, dk - d)).contiguous()
+    return torch.nn.functional.pad(x, (0, dk - d, 0, rows - s)).contiguous()
 
 
 def check_shapes(qs: tuple[int, ...], ks: tuple[int, ...], vs: tuple[int, ...], what: str = "attention_fast") -> None:
@@ -279,10 +281,7 @@ def attention_numpy(q: Any, k: Any, v: Any, causal: bool = False, scale: float |
     blk = 64 * GR
     Sp = -(-S // blk) * blk
 
-    def pad(x: np.ndarray) -> np.ndarray:
-        return pad_head_dim(np.ascontiguousarray(np.pad(x, ((0, 0), (0, 0), (0, Sp - S), (0, 0))) if Sp != S else x), D)
-
-    qp, kp, vp = pad(qb), pad(kb), pad(vb)
+    qp, kp, vp = (pad_head_dim(x, D, Sp) for x in (qb, kb, vb))
     o = np.zeros((B, Hq, Sp, D), np.float32)
     lse = np.zeros((B, Hq, Sp, 16), np.float32)
     W = launch_wave_width(target, wave_width)
@@ -336,9 +335,7 @@ def forward(q: Any, k: Any, v: Any, causal: bool = False, scale: float | None = 
     D = kernel_head_dim(D0)
     blk = 64 * GR
     Sp = -(-S // blk) * blk
-    if Sp != S or D != D0:
-        pad = (0, D - D0, 0, Sp - S)
-        q, k, v = (torch.nn.functional.pad(x, pad).contiguous() for x in (q, k, v))
+    q, k, v = (pad_head_dim(x, D, Sp) for x in (q, k, v))
     o = torch.empty((B, Hq, Sp, D), dtype=torch.float32, device=q.device)
     lse = torch.empty((B, Hq, Sp, 16), dtype=torch.float32, device=q.device)
     c = float(np.float32(np.float32(sc) * np.float32(math.log2(math.e))))

@@ -331,16 +331,13 @@ def backward_numpy(q: Any, k: Any, v: Any, o: Any, lse: Any, do: Any, dlse: Any 
     blk = 64 * GR
     Sp = -(-S // blk) * blk
 
-    def pad(x: np.ndarray) -> np.ndarray:
-        return pad_head_dim(np.ascontiguousarray(np.pad(x, ((0, 0), (0, 0), (0, Sp - S), (0, 0))) if Sp != S else x), D)
-
     o32 = np.ascontiguousarray(o, np.float32)
     lse32 = np.ascontiguousarray(lse, np.float32)
     dl = np.zeros((B, Hq, S), np.float32) if dlse is None else np.ascontiguousarray(dlse, np.float32)
     if o32.shape != qb.shape or lse32.shape != (B, Hq, S) or dl.shape != (B, Hq, S):
         raise KernelInputError(f"attention_fast.backward_numpy: o {o32.shape}, lse {lse32.shape}, dlse {dl.shape} "
                                f"must be {qb.shape}, {(B, Hq, S)}, {(B, Hq, S)}")
-    qp, kp, vp, gp = pad(qb), pad(kb), pad(vb), pad(gb)
+    qp, kp, vp, gp = (pad_head_dim(x, D, Sp) for x in (qb, kb, vb, gb))
     o32 = pad_head_dim(o32, D)
     g32 = pad_head_dim((fl_f16(gb) if f16 else fl_bf16(gb)).astype(np.float32), D)
     W = launch_wave_width(target, wave_width)
@@ -417,12 +414,8 @@ def backward(q: Any, k: Any, v: Any, o: Any, lse: Any, do: Any, dlse: Any = None
     D = kernel_head_dim(D0)
     blk = 64 * GR
     Sp = -(-S // blk) * blk
-    q, k, v, do = (x.contiguous() for x in (q, k, v, do))
-    if Sp != S or D != D0:
-        pad = (0, D - D0, 0, Sp - S)
-        q, k, v, do = (torch.nn.functional.pad(x, pad).contiguous() for x in (q, k, v, do))
-    if D != D0:
-        o = torch.nn.functional.pad(o, (0, D - D0))
+    q, k, v, do = (pad_head_dim(x.contiguous(), D, Sp) for x in (q, k, v, do))
+    o = pad_head_dim(o, D)
     dev = q.device
     rows = B * Hq * Sp
     f32 = torch.float32
