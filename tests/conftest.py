@@ -11,6 +11,14 @@ import pytest
 # runs the compiler's and the kernel library's tests on that target instead.
 os.environ.setdefault("ANYWAVE_TARGET", "emulator")
 
+# The CPU targets' runtime compilers build without their optimisers in the default tier (OpenCL
+# -cl-opt-disable, SYCL -O0, the cpu target's GCC -O0, lavapipe GALLIVM_PERF=nopt): a cold default
+# tier spends most of its time in those compilers, and the level changes no result (every build
+# keeps the spec's arithmetic; anywave.runtime.targets.optimize_target_code). Defaulted, not set:
+# .ci/run runs the sweep and slow tiers with ANYWAVE_TARGET_OPT=1, so the optimised builds run
+# the conformance suite at every other wave width and every slow test.
+os.environ.setdefault("ANYWAVE_TARGET_OPT", "0")
+
 # The emulator's default loop budget is wall-clock seconds (a convenience for interactive use):
 # on a loaded machine a long but finite launch could hit it, so no test may depend on it. Tests
 # that need a bound on an emulated launch pass max_instructions= (a count of work); see

@@ -215,10 +215,36 @@ def test_large_sources_compile_at_o1_and_small_ones_at_o3() -> None:
 
     small = "int f(void) { return 1; }\n"
     big = small + "/*" + "x" * cpu.LARGE_SOURCE_BYTES + "*/\n"
-    assert cpu.cflags(small) == cpu.CFLAGS and "-O3" in cpu.CFLAGS
-    flags = cpu.cflags(big)
+    assert cpu.cflags(small, optimize=True) == cpu.CFLAGS and "-O3" in cpu.CFLAGS
+    flags = cpu.cflags(big, optimize=True)
     assert "-O1" in flags and "-O3" not in flags
     assert [f for f in flags if f != "-O1"] == [f for f in cpu.CFLAGS if f != "-O3"]  # nothing else changes
+    for text in (small, big):  # ANYWAVE_TARGET_OPT=0: -O0 whatever the size, nothing else changes
+        flags = cpu.cflags(text, optimize=False)
+        assert [f for f in flags if f.startswith("-O")] == ["-O0"]
+        assert [f for f in flags if f != "-O0"] == [f for f in cpu.CFLAGS if f != "-O3"]
+
+
+def test_target_opt_setting_reaches_each_runtime_compiler(monkeypatch) -> None:  # noqa: ANN001
+    from anywave.backends import opencl, sycl
+    from anywave.errors import LaunchConfigError
+    from anywave.runtime import cpu
+    from anywave.runtime.targets import optimize_target_code
+
+    text = "int f(void) { return 1; }\n"
+    monkeypatch.setenv("ANYWAVE_TARGET_OPT", "1")
+    assert optimize_target_code() and cpu.cflags(text) == cpu.CFLAGS
+    assert "-cl-opt-disable" not in opencl.build_options(True).split() and "-O0" not in sycl.build_options(True)
+    monkeypatch.delenv("ANYWAVE_TARGET_OPT")
+    assert optimize_target_code()  # the default optimises
+    monkeypatch.setenv("ANYWAVE_TARGET_OPT", "0")
+    assert not optimize_target_code() and "-O0" in cpu.cflags(text)
+    assert opencl.build_options(False).split() == [*opencl.BUILD_OPTIONS.split(), "-cl-opt-disable"]
+    assert sycl.build_options(False) == ("-O0", *sycl.BUILD_OPTIONS)
+    for bad in ("2", "yes", "off", ""):
+        monkeypatch.setenv("ANYWAVE_TARGET_OPT", bad)
+        with pytest.raises(LaunchConfigError, match="ANYWAVE_TARGET_OPT"):
+            optimize_target_code()
 
 
 _VEC_TEST_C = r"""
@@ -460,9 +486,13 @@ def test_the_pool_claims_every_workgroup_once_up_to_2_32(runner, tmp_path, solo:
 
 
 _RELAUNCH_PY = r"""
-import random, threading, time, _thread
+import random, signal, threading, time, _thread
 import numpy as np
 import anywave as aw
+
+# a process started with SIGINT ignored (a shell's background job) keeps it ignored, and then
+# interrupt_main does nothing: Python's own handler, whatever the parent left
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 @aw.kernel
 def mark(out: aw.Buffer[aw.u32], nx: aw.i32):

@@ -27,24 +27,11 @@ def runner():  # noqa: ANN201
 def test_conformance(runner, W: int) -> None:  # noqa: ANN001
     if W not in runner.dev.features.wave_widths:
         pytest.skip(f"{runner.dev.name} cannot form sub-groups of {W} ({runner.dev.subgroup_note})")
-    groups = tiers.conformance_groups("opencl", W)
+    groups = suite.group_names()  # every group (docs/internals.md, "Running the tests")
     rep = suite.run_suite(runner, (W,), progress=False, groups=groups)
     bad = rep.failures()
     assert not bad, "\n".join(f"{r.case} W={r.wave_width}: {r.status}: {r.message[:400]}" for r in bad[:10])
     assert rep.counts().get("pass", 0) == len(suite.load_cases(groups))
-
-
-@pytest.mark.sweep
-@pytest.mark.parametrize("group", sorted(tiers.SWEEP_GROUPS.get("opencl", {})))
-def test_conformance_sweep_group(runner, group: str) -> None:  # noqa: ANN001
-    """The groups the default W leaves to the sweep tier (tiers.SWEEP_GROUPS), at that W."""
-    W = tiers.DEFAULT_W["opencl"]
-    if W not in runner.dev.features.wave_widths:
-        pytest.skip(f"{runner.dev.name} cannot form sub-groups of {W} ({runner.dev.subgroup_note})")
-    rep = suite.run_suite(runner, (W,), progress=False, groups=[group])
-    bad = rep.failures()
-    assert not bad, "\n".join(f"{r.case} W={r.wave_width}: {r.status}: {r.message[:400]}" for r in bad[:10])
-    assert rep.counts().get("pass", 0) == len(suite.load_cases([group]))
 
 
 _PARTIAL = """

@@ -82,28 +82,11 @@ def test_runtime_conformance_runs_at_one_w_by_default_and_every_w_in_the_sweep()
                                    for w in tiers.WIDTHS if w != tiers.DEFAULT_W[t])
 
 
-def test_a_group_left_to_the_sweep_runs_by_default_on_another_target():
-    from anywave.conformance import suite
-
-    groups = set(suite.group_names())
-    for target, left in tiers.SWEEP_GROUPS.items():
-        assert set(left) <= groups, (target, sorted(set(left) - groups))
-        for g in left:
-            others = [t for t, w in tiers.DEFAULT_W.items() if t != target and g in tiers.conformance_groups(t, w)]
-            assert others, f"{g} runs in the default tier on no runtime target"
-        ws = [w for w in tiers.WIDTHS if w != tiers.DEFAULT_W[target]]
-        assert all(set(tiers.conformance_groups(target, w)) == groups for w in ws)  # the sweep runs all
-    files = [f"tests/test_{t}.py" for t in tiers.SWEEP_GROUPS]
-    swept = [n for n in _collected("-m", "sweep", *files) if "::test_conformance_sweep_group[" in n]
-    assert sorted(swept) == sorted(f"tests/test_{t}.py::test_conformance_sweep_group[{g}]"
-                                   for t, left in tiers.SWEEP_GROUPS.items() for g in left)
-
-
 def test_tier_helpers_refuse_an_unknown_target():
     with pytest.raises(ValueError, match="no default-tier wave width for target 'metal'"):
         tiers.widths("metal")
     with pytest.raises(ValueError, match="no default-tier wave width for target 'metal'"):
-        tiers.conformance_groups("metal", 32)
+        tiers.conformance_batch_bytes("metal", 32)
 
 
 #: clock reads that report, not decide (the fuzz campaign's summary line)

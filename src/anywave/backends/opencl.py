@@ -21,6 +21,13 @@ from anywave.isa.types import MemoryOrder, Scope
 #: options every program is built with (OpenCL 3.0 spec §5.8.4)
 BUILD_OPTIONS = "-cl-std=CL3.0 -cl-fp32-correctly-rounded-divide-sqrt"
 
+
+def build_options(optimize: bool = True) -> str:
+    """The options a runtime builds the text with: :data:`BUILD_OPTIONS`, plus ``-cl-opt-disable``
+    (OpenCL 3.0 §5.8.4.2) when ``optimize`` is False
+    (:func:`anywave.runtime.targets.optimize_target_code`)."""
+    return BUILD_OPTIONS if optimize else BUILD_OPTIONS + " -cl-opt-disable"
+
 _ORDER = {MemoryOrder.RELAXED: "memory_order_relaxed", MemoryOrder.ACQUIRE: "memory_order_acquire",
           MemoryOrder.RELEASE: "memory_order_release", MemoryOrder.ACQ_REL: "memory_order_acq_rel",
           MemoryOrder.SEQ_CST: "memory_order_seq_cst"}

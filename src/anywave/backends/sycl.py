@@ -26,6 +26,12 @@ from anywave.isa.types import MemoryOrder, Scope
 #: CI); WAVE defines a loop without an exit as spinning until the launch is interrupted.
 BUILD_OPTIONS = ("-fno-fast-math", "-ffp-contract=off", "-fno-finite-loops")
 
+
+def build_options(optimize: bool = True) -> tuple[str, ...]:
+    """The options a runtime builds the text with: :data:`BUILD_OPTIONS`, with ``-O0`` first when
+    ``optimize`` is False (:func:`anywave.runtime.targets.optimize_target_code`)."""
+    return BUILD_OPTIONS if optimize else ("-O0", *BUILD_OPTIONS)
+
 _ORDER = {MemoryOrder.RELAXED: "relaxed", MemoryOrder.ACQUIRE: "acquire", MemoryOrder.RELEASE: "release",
           MemoryOrder.ACQ_REL: "acq_rel", MemoryOrder.SEQ_CST: "seq_cst"}
 _SCOPE = {Scope.WAVE: "sub_group", Scope.WORKGROUP: "work_group", Scope.DEVICE: "device",

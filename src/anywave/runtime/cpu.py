@@ -19,7 +19,8 @@ never read), ``-fno-trapping-math`` (floating-point exceptions are never read: t
 evaluate an operation whose lane does not execute it; no value changes), ``-fwrapv
 -fno-strict-aliasing`` (integer wrap-around and the buffers' bytes read
 through several types are defined, as the prelude assumes). A library whose C text exceeds
-:data:`LARGE_SOURCE_BYTES` is compiled at ``-O1`` instead (:func:`cflags`): GCC's time on huge
+:data:`LARGE_SOURCE_BYTES` is compiled at ``-O1`` instead, and every library at ``-O0`` under
+``ANYWAVE_TARGET_OPT=0`` (:func:`cflags`, :func:`anywave.runtime.targets.optimize_target_code`): GCC's time on huge
 straight-line functions grows far faster than the code improves — the conformance group
 ``alu_literal`` (1.8 MB of C, ten kernels of ~580 instructions each) took 72 s at ``-O3``, 66 s at
 ``-O2`` and 17 s at ``-O1`` with GCC 12.2 on a 2-core host. The level changes no result: the
@@ -79,12 +80,18 @@ CFLAGS = ("-O3", "-march=native", "-ffp-contract=off", "-fno-fast-math", "-fno-m
 LARGE_SOURCE_BYTES = 256 << 10
 
 
-def cflags(text: str) -> tuple[str, ...]:
+def cflags(text: str, optimize: bool | None = None) -> tuple[str, ...]:
     """The compiler flags for C ``text``: :data:`CFLAGS`, with ``-O1`` for ``-O3`` when the text
-    exceeds :data:`LARGE_SOURCE_BYTES` (module docs)."""
-    if len(text) <= LARGE_SOURCE_BYTES:
+    exceeds :data:`LARGE_SOURCE_BYTES` (module docs), and ``-O0`` whatever its size when
+    ``optimize`` is False (None: :func:`anywave.runtime.targets.optimize_target_code`)."""
+    if optimize is None:
+        from anywave.runtime.targets import optimize_target_code
+
+        optimize = optimize_target_code()
+    if optimize and len(text) <= LARGE_SOURCE_BYTES:
         return CFLAGS
-    return tuple("-O1" if f == "-O3" else f for f in CFLAGS)
+    level = "-O1" if optimize else "-O0"
+    return tuple(level if f == "-O3" else f for f in CFLAGS)
 
 
 #: the most threads one workgroup may have on this target
@@ -344,7 +351,7 @@ class CpuDevice:
         from anywave.backends.cpu import PREFIX
         from anywave.cache import atomic_write, safe_subdir, verified_read
 
-        if os.environ.get("ANYWAVE_CPU_PCH", "1") == "0" or tuple(flags) != CFLAGS or not self._is_gcc():
+        if os.environ.get("ANYWAVE_CPU_PCH", "1") == "0" or "-O1" in flags or not self._is_gcc():
             return None  # (the -O1 of a large text: its compile is long anyway, one header is enough)
         flags = tuple(f for f in flags if f != "-shared")
         key = hashlib.sha256("\0".join([PREFIX, self.cc_version, " ".join(flags), _cpu_flags()]).encode()).hexdigest()
@@ -381,15 +388,16 @@ class CpuDevice:
 
     def library(self, text: str) -> Any:
         """The loaded shared object of C ``text`` (compiled once, cached on disk)."""
-        parts = [text, self.cc_version, " ".join(cflags(text)), _cpu_flags()]
+        flags = cflags(text)
+        parts = [text, self.cc_version, " ".join(flags), _cpu_flags()]
         key = hashlib.sha256("\0".join(parts).encode()).hexdigest()
         with self._lock:
             lib = self._libs.get(key)
             if lib is None:
-                lib = self._libs[key] = ctypes.CDLL(str(self._build(text, key)))
+                lib = self._libs[key] = ctypes.CDLL(str(self._build(text, key, flags)))
             return lib
 
-    def _build(self, text: str, key: str) -> Path:
+    def _build(self, text: str, key: str, flags: tuple[str, ...]) -> Path:
         from anywave.cache import CacheSecurityError, atomic_write, safe_subdir, verified_read
 
         d = safe_subdir("cpu")
@@ -404,7 +412,6 @@ class CpuDevice:
                 pass
         from anywave.backends.cpu import PREFIX
 
-        flags = cflags(text)
         header = self._prefix_header(flags) if text.startswith(PREFIX + "\n") else None
         with tempfile.TemporaryDirectory(prefix="anywave-cpu-") as tmp:
             src, so = Path(tmp) / "k.c", Path(tmp) / "k.so"

@@ -237,7 +237,7 @@ class OpenCLDevice:
         else:
             self.subgroup_note = f"missing {sorted(need - ext)}"
         self.features = Features(fp64=self.fp64, wave_widths=widths, cpu_device=self.host_memory)
-        self._programs: dict[str, Any] = {}
+        self._programs: dict[tuple[str, str], Any] = {}
         self._kernels: dict[tuple[int, str], tuple[Any, threading.Lock]] = {}
         self._kernels_lock = threading.Lock()
 
@@ -293,15 +293,17 @@ class OpenCLDevice:
 
         Raises:
             OpenCLError: the build failed (the message carries the build log's head)."""
-        key = prog.sha256
+        from anywave.backends.opencl import build_options
+        from anywave.runtime.targets import optimize_target_code
+
+        options = build_options(optimize_target_code())
+        key = (prog.sha256, options)
         p = self._programs.get(key)
         if p is None:
-            from anywave.backends.opencl import BUILD_OPTIONS
-
             try:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")  # the build log's notes; errors still raise
-                    p = self.cl.Program(self.ctx, prog.text).build(BUILD_OPTIONS)
+                    p = self.cl.Program(self.ctx, prog.text).build(options)
             except Exception as e:  # noqa: BLE001 - carry the log
                 raise OpenCLError(f"OpenCL build failed on {self.name}: {str(e)[:3000]}") from e
             self._programs[key] = p

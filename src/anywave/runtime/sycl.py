@@ -194,7 +194,7 @@ class SyclDevice:
                                  cpu_device=True)  # the CPU device (its USM is host memory)
         self.local_memory = int(lib.aw_sycl_local_mem())
         self.max_workgroup = int(lib.aw_sycl_max_wg())
-        self._bundles: dict[str, int] = {}
+        self._bundles: dict[tuple[str, tuple[str, ...]], int] = {}
         #: a build with the backend's few headers failed and one with <sycl/sycl.hpp> did: use that one
         self._full_header = False
         from anywave.runtime.interrupt import watch
@@ -215,15 +215,17 @@ class SyclDevice:
 
         Raises:
             SyclError: the build failed (with the compiler's log)."""
-        from anywave.backends.sycl import BUILD_OPTIONS, FULL_INCLUDE, INCLUDE_LINES
+        from anywave.backends.sycl import FULL_INCLUDE, INCLUDE_LINES, build_options
+        from anywave.runtime.targets import optimize_target_code
 
-        key = prog.sha256
+        options = build_options(optimize_target_code())
+        key = (prog.sha256, options)
         h = self._bundles.get(key)
         if h is None:
             log = ctypes.create_string_buffer(1 << 16)
 
             def build(text: str) -> int:
-                return call_interruptibly(self.lib.aw_sycl_build, text.encode(), "\n".join(BUILD_OPTIONS).encode(),
+                return call_interruptibly(self.lib.aw_sycl_build, text.encode(), "\n".join(options).encode(),
                                           log, 1 << 16)
 
             text = prog.text

@@ -34,6 +34,32 @@ class TargetUnavailable(WaveError):
 DEFAULT_WAVE_WIDTH = 32
 
 
+#: The environment variable that turns the optimisers of the CPU-side runtime compilers off
+#: (:func:`optimize_target_code`).
+TARGET_OPT_ENV = "ANYWAVE_TARGET_OPT"
+
+
+def optimize_target_code() -> bool:
+    """Whether the runtime compilers of the CPU targets optimise the code they build: True unless
+    the environment sets ``ANYWAVE_TARGET_OPT=0`` (read at each build).
+
+    With ``0``, OpenCL builds with ``-cl-opt-disable``, SYCL with ``-O0``, the ``cpu`` target's C
+    compiler with ``-O0``, and Mesa's lavapipe (the Vulkan CPU driver) gets ``GALLIVM_PERF=nopt``
+    when the process creates its Vulkan instance and sets no ``GALLIVM_PERF`` itself. Builds then
+    take a quarter to a half of the time and the kernels run slower; no result changes, because every
+    build keeps the spec's arithmetic at any level (no contraction, no fast-math, correctly rounded
+    divide and square root) — the conformance suite runs both ways (the default test tier sets ``0``,
+    ``.ci/run``'s sweep tier ``1``). GPU drivers (CUDA, HIP, Metal, Vulkan on a GPU) are not affected.
+
+    Raises:
+        LaunchConfigError: the variable holds anything but ``0`` or ``1``."""
+    v = os.environ.get(TARGET_OPT_ENV, "1").strip()
+    if v not in ("0", "1"):
+        raise LaunchConfigError(f"{TARGET_OPT_ENV}={v!r}: use 1 (optimise, the default) or 0 (build without "
+                                "optimisation: faster builds, slower kernels, the same results)")
+    return v == "1"
+
+
 def default_wave_width(offered: Sequence[int] | None) -> int:
     """The default rule: :data:`DEFAULT_WAVE_WIDTH` if ``offered`` (the widths a target can
     run; None or empty = any) contains it, else the smallest offered width."""

@@ -65,7 +65,7 @@ from anywave.errors import WaveError
 from anywave.isa.types import Access, Capability
 from anywave.runtime import interrupt
 from anywave.runtime.driver import Driver
-from anywave.runtime.targets import ProcessDevice, RunnerTarget
+from anywave.runtime.targets import ProcessDevice, RunnerTarget, optimize_target_code
 
 
 def _fence_timeout_ns(text: str | None) -> int:
@@ -124,6 +124,8 @@ class VulkanDevice:
         try:
             #: the fence timeout of this device (nanoseconds; FENCE_TIMEOUT_NS, when set, wins)
             self.fence_timeout_ns = _fence_timeout_ns(os.environ.get("ANYWAVE_VULKAN_TIMEOUT"))
+            if not optimize_target_code():  # lavapipe's LLVM without its optimisation passes; Mesa
+                os.environ.setdefault("GALLIVM_PERF", "nopt")  # reads it once, at its first instance
         except ValueError as e:
             raise VulkanError(str(e)) from None
         vk = self.vk = _import_vk()
