@@ -49,6 +49,14 @@ def test_conformance(runner, W: int) -> None:  # noqa: ANN001
     assert all(g.startswith("mma") for g in skipped), skipped
 
 
+@pytest.mark.sweep
+def test_conformance_optimised_at_the_default_w(runner, monkeypatch) -> None:  # noqa: ANN001
+    """The default tier builds without the runtime compiler's optimiser (tests/conftest.py): the
+    sweep tier runs the default W's conformance with it too (the other widths run both ways)."""
+    monkeypatch.setenv("ANYWAVE_TARGET_OPT", "1")
+    test_conformance(runner, tiers.DEFAULT_W["cpu"])
+
+
 def test_mma_is_refused_with_a_reason(runner) -> None:  # noqa: ANN001
     from anywave.runtime.cpu import CpuError
 
@@ -241,10 +249,19 @@ def test_target_opt_setting_reaches_each_runtime_compiler(monkeypatch) -> None: 
     assert not optimize_target_code() and "-O0" in cpu.cflags(text)
     assert opencl.build_options(False).split() == [*opencl.BUILD_OPTIONS.split(), "-cl-opt-disable"]
     assert sycl.build_options(False) == ("-O0", *sycl.BUILD_OPTIONS)
-    for bad in ("2", "yes", "off", ""):
+    for off in ("false", " no", "OFF"):  # the spellings ANYWAVE_CHECK takes
+        monkeypatch.setenv("ANYWAVE_TARGET_OPT", off)
+        assert not optimize_target_code()
+    for on in ("", "true", "Yes ", "on"):  # empty is unset: the default
+        monkeypatch.setenv("ANYWAVE_TARGET_OPT", on)
+        assert optimize_target_code()
+    for bad in ("2", "0 1", "é", "\u0661", "nopt"):
         monkeypatch.setenv("ANYWAVE_TARGET_OPT", bad)
-        with pytest.raises(LaunchConfigError, match="ANYWAVE_TARGET_OPT"):
+        with pytest.raises(LaunchConfigError, match="ANYWAVE_TARGET_OPT") as e:
             optimize_target_code()
+        assert repr(bad) in str(e.value)  # the value as the user wrote it
+        with pytest.raises(LaunchConfigError, match="ANYWAVE_TARGET_OPT"):
+            cpu.cflags(text)  # a build refuses it
 
 
 _VEC_TEST_C = r"""

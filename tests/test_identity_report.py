@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -43,6 +44,7 @@ def test_cli_writes_json_html_png_and_the_readme_block(tmp_path, capsys) -> None
     assert code == 0, capsys.readouterr()
     r = json.loads((tmp_path / "out" / "report.json").read_text())
     assert [c["status"] for c in r["cells"]] == ["bit-identical"]
+    assert r["target_code_optimised"] is (os.environ.get("ANYWAVE_TARGET_OPT", "1") != "0")
     assert (tmp_path / "out" / "report.html").exists()
     pytest.importorskip("matplotlib")
     assert (tmp_path / "out" / "report.png").read_bytes()[:4] == b"\x89PNG"
@@ -57,3 +59,15 @@ def test_unknown_target_and_group_are_clear_errors(capsys) -> None:  # noqa: ANN
     assert "target 'nosuch' is unknown; available: emulator" in capsys.readouterr().err
     assert main(["conformance", "--group", "nosuch", "--no-progress"]) == 1
     assert "unknown conformance group(s) ['nosuch']" in capsys.readouterr().err
+
+
+def test_a_bad_target_opt_is_refused_before_any_cell_runs(tmp_path, capsys, monkeypatch) -> None:  # noqa: ANN001
+    from anywave.cli import main
+
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# x\n\n{rep.README_BEGIN}\nold\n{rep.README_END}\n")
+    monkeypatch.setenv("ANYWAVE_TARGET_OPT", "sometimes")
+    assert main(["conformance", "--target", "emulator", "-W", "16", "--group", "large_workgroups", "--no-library",
+                 "--out", str(tmp_path / "out"), "--readme", str(readme), "--no-progress"]) == 1
+    assert "ANYWAVE_TARGET_OPT='sometimes'" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists() and "old" in readme.read_text()  # nothing written

@@ -34,6 +34,14 @@ def test_conformance(runner, W: int) -> None:  # noqa: ANN001
     assert rep.counts().get("pass", 0) == len(suite.load_cases(groups))
 
 
+@pytest.mark.sweep
+def test_conformance_optimised_at_the_default_w(runner, monkeypatch) -> None:  # noqa: ANN001
+    """The default tier builds without the runtime compiler's optimiser (tests/conftest.py): the
+    sweep tier runs the default W's conformance with it too (the other widths run both ways)."""
+    monkeypatch.setenv("ANYWAVE_TARGET_OPT", "1")
+    test_conformance(runner, tiers.DEFAULT_W["opencl"])
+
+
 _PARTIAL = """
 .kernel lanes
 .arg out buffer u32 readwrite

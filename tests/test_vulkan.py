@@ -604,3 +604,86 @@ print(vulkan.status())
     lines = r.stdout.splitlines()
     assert lines[0] == "16.0"
     assert "(False" in lines[1] and "ANYWAVE_VULKAN_TIMEOUT must be a positive number of seconds, not '5s'" in lines[1]
+
+
+_TARGET_OPT_PY = r"""
+import os, sys
+import numpy as np
+import anywave as aw
+from anywave.errors import LaunchConfigError
+from anywave.runtime import vulkan
+
+@aw.kernel
+def twice(x: aw.In[aw.f32], y: aw.Out[aw.f32]):
+    i = aw.global_id(0)
+    y[i] = x[i] * 2.0 + 1.0
+
+print(vulkan.status()[0])  # the device starts with the environment's value
+print(os.environ.get("GALLIVM_PERF"))  # Mesa read it while the device started; not handed on
+x = np.arange(8, dtype=np.float32)
+y = np.zeros(8, np.float32)
+try:
+    twice(x, y, grid=1, workgroup=8, target="vulkan", wave_width=8)
+    print("ran")
+except LaunchConfigError as e:
+    print("refused", "ANYWAVE_TARGET_OPT" in str(e))
+os.environ["ANYWAVE_TARGET_OPT"] = "1"  # mended: the same device builds and runs
+twice(x, y, grid=1, workgroup=8, target="vulkan", wave_width=8)
+print(bool((y == x * 2 + 1).all()))
+"""
+
+
+@pytest.mark.parametrize("value", ["0", "bogus"])
+def test_target_opt_at_the_device_start(tmp_path, value) -> None:  # noqa: ANN001
+    # 0: lavapipe starts with GALLIVM_PERF=nopt, which is taken out of the environment again; a bad
+    # value does not make the device unavailable: the first build refuses it, and once mended the
+    # same device runs the kernel
+    import os
+    import subprocess
+    import sys
+
+    from anywave.runtime import vulkan
+
+    ok, why = vulkan.status()
+    if not ok:
+        pytest.skip(f"Vulkan unavailable: {why}")
+    script = tmp_path / "targetopt.py"
+    script.write_text(_TARGET_OPT_PY)
+    env = {k: v for k, v in os.environ.items() if k != "GALLIVM_PERF"}
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600,
+                       env=dict(env, ANYWAVE_TARGET_OPT=value))
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.split() == ["True", "None", "ran" if value == "0" else "refused", *(["True"] * (value != "0")),
+                                "True"]
+
+
+_OPTIMISED_CONFORMANCE_PY = r"""
+import os
+from anywave.conformance import suite
+from anywave.runtime import vulkan
+
+rep = suite.run_suite(vulkan.VulkanRunner(), (int(os.environ["W"]),), progress=False)  # every group
+bad = rep.failures()
+print("\n".join(f"{r.case}: {r.status}: {r.message[:300]}" for r in bad[:10]))
+W = int(os.environ["W"])
+print(rep.counts().get("pass", 0), sum(1 for c in suite.load_cases() if W in c.wave_widths))
+"""
+
+
+@pytest.mark.sweep
+def test_conformance_optimised_at_the_default_w(runner, tmp_path) -> None:  # noqa: ANN001
+    # the default tier runs lavapipe without LLVM's optimisation passes (tests/conftest.py), which
+    # Mesa reads once per process: the default W's conformance with them, in a process of its own
+    import os
+    import subprocess
+    import sys
+
+    script = tmp_path / "optimised.py"
+    script.write_text(_OPTIMISED_CONFORMANCE_PY)
+    env = {k: v for k, v in os.environ.items() if k != "GALLIVM_PERF"}
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=1800,
+                       env=dict(env, ANYWAVE_TARGET_OPT="1", W=str(tiers.DEFAULT_W["vulkan"])))
+    assert r.returncode == 0, r.stderr[-2000:]
+    *bad, counts = r.stdout.strip().splitlines()
+    passed, total = map(int, counts.split())
+    assert passed == total, "\n".join(bad)

@@ -424,6 +424,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 def run(args: argparse.Namespace) -> int:
     """Run the report; exit status 1 when any cell failed."""
     from anywave.conformance.suite import group_names
+    from anywave.runtime.targets import optimize_target_code
 
     groups = [] if args.no_suite else args.groups
     if groups:
@@ -433,6 +434,7 @@ def run(args: argparse.Namespace) -> int:
             return 1
     try:
         pl = plan(args.targets, args.wave_widths)
+        optimised = optimize_target_code()  # (a bad ANYWAVE_TARGET_OPT: refused before any cell runs)
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
@@ -457,6 +459,7 @@ def run(args: argparse.Namespace) -> int:
 
             report = run_report(args.targets, args.wave_widths, groups, not args.no_library, progress)
             bar.update(task, completed=total)
+    report["target_code_optimised"] = optimised  # ANYWAVE_TARGET_OPT (the CPU targets' builds)
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
     (out / "report.json").write_text(json.dumps(report, indent=1) + "\n")

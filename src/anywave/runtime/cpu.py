@@ -277,7 +277,7 @@ class CpuDevice:
         self.local_memory = LOCAL_MEMORY
         self.max_workgroup = MAX_WORKGROUP
         self._libs: dict[str, Any] = {}
-        self._by_program: dict[int, tuple[Any, Any]] = {}
+        self._by_program: dict[tuple[int, bool], tuple[Any, Any]] = {}
         self._lock = threading.Lock()
         self._gcc: bool | None = None
         self._pch: dict[tuple[str, str], Path | None] = {}  # (cache dir, key) -> prefix header (None: none)
@@ -324,12 +324,16 @@ class CpuDevice:
             return self._pool
 
     def library_of(self, program: Any) -> Any:
-        """The loaded shared object of a rendered program (looked up once per program object)."""
-        ent = self._by_program.get(id(program))
+        """The loaded shared object of a rendered program (looked up once per program object and
+        ``ANYWAVE_TARGET_OPT`` level)."""
+        from anywave.runtime.targets import optimize_target_code
+
+        key = (id(program), optimize_target_code())
+        ent = self._by_program.get(key)
         if ent is not None and ent[0] is program:
             return ent[1]
         lib = self.library(program.text)
-        self._by_program[id(program)] = (program, lib)
+        self._by_program[key] = (program, lib)
         return lib
 
     def _is_gcc(self) -> bool:

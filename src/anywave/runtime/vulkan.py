@@ -61,7 +61,7 @@ from typing import Any
 import numpy as np
 
 from anywave.backends.spirv import WAVE_WIDTHS, SpirvKernel, SpirvProgram, VulkanFeatures
-from anywave.errors import WaveError
+from anywave.errors import LaunchConfigError, WaveError
 from anywave.isa.types import Access, Capability
 from anywave.runtime import interrupt
 from anywave.runtime.driver import Driver
@@ -124,10 +124,22 @@ class VulkanDevice:
         try:
             #: the fence timeout of this device (nanoseconds; FENCE_TIMEOUT_NS, when set, wins)
             self.fence_timeout_ns = _fence_timeout_ns(os.environ.get("ANYWAVE_VULKAN_TIMEOUT"))
-            if not optimize_target_code():  # lavapipe's LLVM without its optimisation passes; Mesa
-                os.environ.setdefault("GALLIVM_PERF", "nopt")  # reads it once, at its first instance
         except ValueError as e:
             raise VulkanError(str(e)) from None
+        try:
+            lean = not optimize_target_code()
+        except LaunchConfigError:  # a bad value fails the first build (VulkanRunner.translate), not
+            lean = False  # the device, which stays usable once the value is mended
+        lean = lean and "GALLIVM_PERF" not in os.environ
+        if lean:  # lavapipe's LLVM without its optimisation passes: Mesa reads the variable when
+            os.environ["GALLIVM_PERF"] = "nopt"  # it starts (any other driver ignores it)
+        try:
+            self._start()
+        finally:
+            if lean:  # not handed on to child processes or later programs
+                os.environ.pop("GALLIVM_PERF", None)
+
+    def _start(self) -> None:
         vk = self.vk = _import_vk()
         app = vk.VkApplicationInfo(pApplicationName="anywave", applicationVersion=1, pEngineName="anywave",
                                    engineVersion=1, apiVersion=vk.VK_MAKE_VERSION(1, 3, 0))
@@ -963,6 +975,7 @@ class VulkanRunner(Driver):
     def translate(self, module: Any, wave_width: int, checked: bool) -> SpirvProgram:
         from anywave.backends.spirv import translate
 
+        optimize_target_code()  # a bad ANYWAVE_TARGET_OPT fails here, as on the other CPU targets
         return translate(module, wave_width, self.dev.features, checked=checked)
 
     def check_kernel(self, k: Any, info: SpirvKernel) -> None:
