@@ -646,3 +646,24 @@ def test_a_precompiled_prefix_that_cannot_be_written_leaves_the_whole_text(tmp_p
     for i in range(3):
         assert dev.library(text + f"\n/* library {i} */\n") is not None
     assert not list((tmp_path / "cpu").glob("prefix_*")) and len(list((tmp_path / "cpu").glob("k_*.so"))) == 3
+
+
+def test_each_level_gets_its_own_library_and_the_same_bits(runner, tmp_path, monkeypatch) -> None:  # noqa: ANN001
+    # a launch made at ANYWAVE_TARGET_OPT=0 and one at 1 build two libraries (-O0, -O3) from the
+    # same program, and both compute x * 3 + 1 with wrap-around
+    monkeypatch.setenv("ANYWAVE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("ANYWAVE_CPU_PCH", "0")
+    mod = assemble(".kernel k\n.arg x buffer u32 readwrite\n.registers 4\n    mov.sr r0, sr_global_id_x\n"
+                   "    movi.b32 r2, 2\n    shl.b32 r0, r0, r2\n    ld.device.b32 r1, x[r0]\n"
+                   "    movi.b32 r2, 3\n    mul.i32 r1, r1, r2\n    movi.b32 r3, 1\n"
+                   "    add.i32 r1, r1, r3\n    st.device.b32 x[r0], r1\n.end\n")
+    x0 = np.array([0, 1, 7, 0xFFFFFFFF, 0x80000000, 12345] * 11, np.uint32)[:64]
+    want = (x0.astype(np.uint64) * 3 + 1).astype(np.uint32)
+    built = []
+    for level in ("0", "1", "0"):
+        monkeypatch.setenv("ANYWAVE_TARGET_OPT", level)
+        x = x0.copy()
+        runner(mod, "k", (1, 1, 1), (64, 1, 1), {"x": x}, 64)
+        assert np.array_equal(x, want)
+        built.append(set((tmp_path / "cpu").glob("k_*.so")))  # (the worker pool's library may be among them)
+    assert len(built[1] - built[0]) == 1 and built[2] == built[1]  # a new library at 1; 0's again at 0

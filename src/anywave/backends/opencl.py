@@ -22,11 +22,15 @@ from anywave.isa.types import MemoryOrder, Scope
 BUILD_OPTIONS = "-cl-std=CL3.0 -cl-fp32-correctly-rounded-divide-sqrt"
 
 
+#: :data:`BUILD_OPTIONS` without the optimiser (OpenCL 3.0 §5.8.4.2)
+BUILD_OPTIONS_UNOPTIMISED = BUILD_OPTIONS + " -cl-opt-disable"
+
+
 def build_options(optimize: bool = True) -> str:
-    """The options a runtime builds the text with: :data:`BUILD_OPTIONS`, plus ``-cl-opt-disable``
-    (OpenCL 3.0 §5.8.4.2) when ``optimize`` is False
+    """The options a runtime builds the text with: :data:`BUILD_OPTIONS`, or
+    :data:`BUILD_OPTIONS_UNOPTIMISED` when ``optimize`` is False
     (:func:`anywave.runtime.targets.optimize_target_code`)."""
-    return BUILD_OPTIONS if optimize else BUILD_OPTIONS + " -cl-opt-disable"
+    return BUILD_OPTIONS if optimize else BUILD_OPTIONS_UNOPTIMISED
 
 _ORDER = {MemoryOrder.RELAXED: "memory_order_relaxed", MemoryOrder.ACQUIRE: "memory_order_acquire",
           MemoryOrder.RELEASE: "memory_order_release", MemoryOrder.ACQ_REL: "memory_order_acq_rel",

@@ -27,10 +27,15 @@ from anywave.isa.types import MemoryOrder, Scope
 BUILD_OPTIONS = ("-fno-fast-math", "-ffp-contract=off", "-fno-finite-loops")
 
 
+#: :data:`BUILD_OPTIONS` without the optimiser
+BUILD_OPTIONS_UNOPTIMISED = ("-O0", *BUILD_OPTIONS)
+
+
 def build_options(optimize: bool = True) -> tuple[str, ...]:
-    """The options a runtime builds the text with: :data:`BUILD_OPTIONS`, with ``-O0`` first when
-    ``optimize`` is False (:func:`anywave.runtime.targets.optimize_target_code`)."""
-    return BUILD_OPTIONS if optimize else ("-O0", *BUILD_OPTIONS)
+    """The options a runtime builds the text with: :data:`BUILD_OPTIONS`, or
+    :data:`BUILD_OPTIONS_UNOPTIMISED` when ``optimize`` is False
+    (:func:`anywave.runtime.targets.optimize_target_code`)."""
+    return BUILD_OPTIONS if optimize else BUILD_OPTIONS_UNOPTIMISED
 
 _ORDER = {MemoryOrder.RELAXED: "relaxed", MemoryOrder.ACQUIRE: "acquire", MemoryOrder.RELEASE: "release",
           MemoryOrder.ACQ_REL: "acq_rel", MemoryOrder.SEQ_CST: "seq_cst"}

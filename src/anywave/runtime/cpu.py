@@ -323,16 +323,18 @@ class CpuDevice:
                 self._pool_pid = os.getpid()
             return self._pool
 
-    def library_of(self, program: Any) -> Any:
+    def library_of(self, program: Any, optimize: bool | None = None) -> Any:
         """The loaded shared object of a rendered program (looked up once per program object and
-        ``ANYWAVE_TARGET_OPT`` level)."""
-        from anywave.runtime.targets import optimize_target_code
+        level; ``optimize`` as :func:`cflags`)."""
+        if optimize is None:
+            from anywave.runtime.targets import optimize_target_code
 
-        key = (id(program), optimize_target_code())
+            optimize = optimize_target_code()
+        key = (id(program), optimize)
         ent = self._by_program.get(key)
         if ent is not None and ent[0] is program:
             return ent[1]
-        lib = self.library(program.text)
+        lib = self.library(program.text, optimize)
         self._by_program[key] = (program, lib)
         return lib
 
@@ -390,9 +392,10 @@ class CpuDevice:
             self._pch[(str(d), key)] = header
             return header
 
-    def library(self, text: str) -> Any:
-        """The loaded shared object of C ``text`` (compiled once, cached on disk)."""
-        flags = cflags(text)
+    def library(self, text: str, optimize: bool | None = None) -> Any:
+        """The loaded shared object of C ``text`` (compiled once, cached on disk); ``optimize`` as
+        :func:`cflags`."""
+        flags = cflags(text, optimize)
         parts = [text, self.cc_version, " ".join(flags), _cpu_flags()]
         key = hashlib.sha256("\0".join(parts).encode()).hexdigest()
         with self._lock:
@@ -586,7 +589,9 @@ class CpuRunner(Driver):
         it); synchronous. See :meth:`__call__`."""
         if launch.dims is None:
             return
-        plan = self._plan(launch)
+        plan = launch.built
+        if plan is None:  # (once per launch plan: the build's flags read the environment)
+            plan = launch.built = self._plan(launch)
         lock = self.dev._launch_lock
         while not lock.acquire(timeout=0.05):  # in slices: Ctrl-C (interrupt_main too) ends the wait
             pass
@@ -597,10 +602,14 @@ class CpuRunner(Driver):
 
     def _plan(self, launch: Any) -> _Plan:
         """The reusable part of ``launch``: the compiled function, the launch sizes, the ABI;
-        made once per (program, kernel, sizes) and kept (:data:`PLAN_CACHE` of them)."""
+        made once per (program, ``ANYWAVE_TARGET_OPT`` level, kernel, sizes) and kept
+        (:data:`PLAN_CACHE` of them)."""
+        from anywave.runtime.targets import optimize_target_code
+
         info, k = launch.info, launch.kernel
         g3, wg, P = tuple(launch.grid), tuple(launch.workgroup), launch.threads
-        key = (id(launch.program), info.c_name, g3, wg, P)
+        optimize = optimize_target_code()
+        key = (id(launch.program), optimize, info.c_name, g3, wg, P)
         with self._plans_lock:
             plan = self._plans.get(key)
             if plan is not None and plan.program is launch.program:
@@ -609,7 +618,7 @@ class CpuRunner(Driver):
         if info.frame_bytes(P) > STACK_BYTES // 2:
             raise CpuError(f"kernel {k.name!r} needs {info.frame_bytes(P)} bytes of lane state per workgroup of {P} "
                            f"threads; the cpu target's worker stacks hold {STACK_BYTES // 2}")
-        lib = self.dev.library_of(launch.program)
+        lib = self.dev.library_of(launch.program, optimize)
         fn = ctypes.cast(getattr(lib, info.c_name), ctypes.c_void_p).value
         dims = (ctypes.c_uint32 * 7)(wg[0], wg[1], wg[2], g3[0], g3[1], g3[2], P)
         params = [(a.name, a.kind is ArgKind.BUFFER, a) for a in k.args]

@@ -247,6 +247,7 @@ class Launch:
         threads: P, threads launched per workgroup (0 for an empty grid).
         checked: the bounds-checked build runs.
         wave_width: W; module: the launched module (what the driver's caches are keyed by).
+        built: the device's build of ``program`` where the driver keeps one (see the field).
 
     A bound launch (:meth:`Driver.bind`) keeps one whose ``margs`` is empty and hands each
     call's arguments to :meth:`Driver.run` apart.
@@ -263,6 +264,9 @@ class Launch:
     checked: bool
     wave_width: int = 0
     module: Any = None
+    #: the device's build of ``program``, kept by the first :meth:`Driver.run` that needs it (a
+    #: bound launch then keeps its build: OpenCL and SYCL read ``ANYWAVE_TARGET_OPT`` once per plan)
+    built: Any = None
 
     @property
     def empty(self) -> bool:

@@ -399,7 +399,9 @@ class OpenCLRunner(Driver):
         kernel = launch.kernel.name
         prog, info, k, checked = launch.program, launch.info, launch.kernel, launch.checked
         g3, wg, dims = launch.grid, launch.workgroup, launch.dims
-        built = self.dev.build(prog)
+        built = launch.built
+        if built is None:  # (once per launch plan: the build's options read the environment)
+            built = launch.built = self.dev.build(prog)
         ctx, q = self.dev.ctx, self.dev.queue
         mf = cl.mem_flags
         cargs: list[Any] = []

@@ -333,7 +333,9 @@ class SyclRunner(Driver):
         kernel = launch.kernel.name
         prog, info, k, checked = launch.program, launch.info, launch.kernel, launch.checked
         g3, wg, dims = launch.grid, launch.workgroup, launch.dims
-        handle = self.dev.build(prog)
+        handle = launch.built
+        if handle is None:  # (once per launch plan: the build's options read the environment)
+            handle = launch.built = self.dev.build(prog)
         record = None
         extra: list[tuple[str, Any, Any]] = []
         if checked:

@@ -51,9 +51,9 @@ def optimize_target_code() -> bool:
     With ``0``, OpenCL builds with ``-cl-opt-disable``, SYCL with ``-O0``, the ``cpu`` target's C
     compiler with ``-O0``, and Mesa's lavapipe (the Vulkan CPU driver) runs its LLVM without
     optimisation passes (``GALLIVM_PERF=nopt`` while the Vulkan device starts, unless the process
-    sets ``GALLIVM_PERF`` itself). The variable is read at each build (OpenCL, SYCL, ``cpu``: a
-    program already built in the process keeps its build) and, for lavapipe, once, when the
-    process starts its Vulkan device. No result changes at either level: every build keeps the
+    sets ``GALLIVM_PERF`` itself). The variable is read when a launch plan is made (OpenCL,
+    SYCL, ``cpu``: the plan keeps its build) and, for lavapipe, once, when the process starts its
+    Vulkan device. No result changes at either level: every build keeps the
     spec's arithmetic (no contraction, no fast-math, correctly rounded divide and square root,
     defined integer wrap-around), and the conformance suite runs both ways (the default test tier
     with ``0``, ``.ci/run``'s sweep tier with ``1``). Builds of large kernels take a fifth to a half
