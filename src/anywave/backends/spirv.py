@@ -27,7 +27,9 @@ the reason. Semantics follow docs/spec.md, bit for bit with the emulator for eve
   execution modes the device supports (``SignedZeroInfNanPreserve``, ``RoundingModeRTE``,
   ``DenormPreserve``) are declared; the runtime reports the ones it lacks.
 * **MMA fragments** (spec §8.14): :mod:`anywave.backends.spirv_mma` (slots as ``Function``
-  arrays spread over the wave, ``mma`` through subgroup shuffles and the exact fma).
+  arrays spread over the wave, ``mma`` through subgroup shuffles and the exact fma); on a device
+  with ``VK_KHR_cooperative_matrix`` at W, :mod:`anywave.backends.spirv_coop` (wave-scope slots as
+  cooperative matrices, ``mma`` on the device's matrix unit, class ``bounded``).
 * **Memory.** A buffer argument is a storage buffer of 32-bit words (binding = its position among
   the buffer arguments); scalars and the workgroup size are push constants (32-bit words, 64-bit
   scalars as two). 8/16-bit stores are ``OpAtomicAnd`` + ``OpAtomicOr`` on the containing word, so
@@ -49,7 +51,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from anywave.backends import spirv_control, spirv_mma, spirv_status
+from anywave.backends import spirv_control, spirv_coop, spirv_mma, spirv_status
 from anywave.backends.cfamily import uses_wave_ops
 from anywave.backends.lowering.control import ControlWalk
 from anywave.backends.lowering.fragments import fragment_slots
@@ -96,6 +98,12 @@ class VulkanFeatures:
         guard_local: local memory is host memory the driver does not bound (lavapipe: a
             workgroup-array overrun writes into the process, a segfault): every local access is
             guarded and an overrun reported, in every build.
+        cooperative_matrix: the element types (``"f16"``, ``"bf16"``) for which the device offers
+            ``VK_KHR_cooperative_matrix`` 16 x 16 x 16 subgroup matrices accumulating in f32
+            (empty: none, or turned off with ``ANYWAVE_VULKAN_COOPMAT=0``): wave-scope fragments
+            of those types then live in cooperative matrices (:mod:`anywave.backends.spirv_coop`).
+        coop_wave_width: the subgroup size those matrices are offered at (the device's own
+            subgroup size); other W keep the per-lane lowering.
     """
 
     fp64: bool = True
@@ -106,6 +114,8 @@ class VulkanFeatures:
     denorm_preserve: tuple[int, ...] = (32, 64)
     loop_limit: int = 0
     guard_local: bool = False
+    cooperative_matrix: tuple[str, ...] = ()
+    coop_wave_width: int = 0
 
 
 #: a device with everything (the default of :func:`translate`)
@@ -130,6 +140,11 @@ class SpirvKernel:
             read after it by :func:`anywave.backends.spirv_status.raise_if_failed`.
         checked: the bounds-checked build (every memory access guarded).
         sites: what each recorded site index of the status record is (loops, guarded accesses).
+        scratch_per_wave: bytes of local memory the lowering adds per wave of the workgroup
+            (cooperative-matrix staging, :mod:`anywave.backends.spirv_coop`), beyond
+            ``local_memory``.
+        cooperative_matrix: wave-scope fragments live in cooperative matrices (their results are
+            the spec's ``bounded`` class, not the emulator's bits).
     """
 
     name: str
@@ -141,6 +156,12 @@ class SpirvKernel:
     status: bool = False
     checked: bool = False
     sites: tuple[Any, ...] = ()
+    scratch_per_wave: int = 0
+    cooperative_matrix: bool = False
+
+    def local_memory_for(self, threads: int, W: int) -> int:
+        """Bytes of local memory a workgroup of ``threads`` threads uses at wave width W."""
+        return self.local_memory + self.scratch_per_wave * -(-threads // W)
 
     @property
     def binary(self) -> bytes:
@@ -521,7 +542,7 @@ class _Lowering(FloatOps):
             self.lm = b.global_var(b.t_ptr("Workgroup", arr), "Workgroup")
             self.interface.append(self.lm)
         # workgroup size: a specialization constant (SpecId 0), set at pipeline creation
-        sx = b.id()
+        sx = self.spec_wgx = b.id()
         b.put("global", "SpecConstant", self.u32, sx, 1)
         b.decorate(sx, "SpecId", 0)
         one = self.c(1)
@@ -537,6 +558,8 @@ class _Lowering(FloatOps):
         # registers and predicates, zero / false at start
         self.rv = [self.var(self.u32, self.c(0)) for _ in range(max(1, k.registers))]
         self.pv = [self.var(self.bool_, b.const_bool(False)) for _ in range(8)]
+        self.coop = spirv_coop.usable(self)  # wave-scope fragments as cooperative matrices
+        self.scratch: int | None = None  # their per-wave staging area (spirv_coop.scratch)
         self.frags = spirv_mma.declare(self)  # fragment slots (spec §8.14)
         self.all_turns = self.var(self.u32, self.c(0))
         self.act = self.var(self.bool_)  # the walk's A (lowering.control); the rest of its masks: spirv_control
@@ -546,7 +569,7 @@ class _Lowering(FloatOps):
         self.opaque_zero = self.shr(self.wgx, 31)  # 0: launch_dims keeps x <= the device maximum
         self.nthreads = self.op("IMul", self.u32, self.op("IMul", self.u32, self.wgx, self.wgy), self.wgz)
         if self.wave:
-            sid = self.builtin("SubgroupId", self.u32)
+            sid = self.sid = self.builtin("SubgroupId", self.u32)
             lane = self.builtin("SubgroupLocalInvocationId", self.u32)
             self.lane = lane
             self.tl = self.add(self.op("IMul", self.u32, sid, self.c(W)), lane)
@@ -563,7 +586,11 @@ class _Lowering(FloatOps):
         b.emit("FunctionEnd")
         fsec = b.sec["function"]
         b.sec["function"] = fsec[:head_len] + self._vars + fsec[head_len:]
-        b.put("memory_model", "MemoryModel", 0, 1)  # Logical, GLSL450
+        if self.coop:  # cooperative matrices need the Vulkan memory model (SPV_KHR_cooperative_matrix)
+            b.capability("VulkanMemoryModel")
+            b.put("memory_model", "MemoryModel", 0, 3)  # Logical, Vulkan
+        else:
+            b.put("memory_model", "MemoryModel", 0, 1)  # Logical, GLSL450
         b.put("entry", "EntryPoint", 5, fn, "main", *self.interface)
         b.put("exec_mode", "ExecutionMode", fn, EXEC_MODE["LocalSize"], 1, 1, 1)
         widths = [32] + ([64] if self.uses_f64 else [])
@@ -574,7 +601,8 @@ class _Lowering(FloatOps):
                     b.capability(mode)
                     b.put("exec_mode", "ExecutionMode", fn, EXEC_MODE[mode], wd)
         return SpirvKernel(k.name, tuple(b.words()), tuple(buffers), tuple(push), self.wave, k.local_memory,
-                           self.status is not None, self.checked, tuple(self.sites))
+                           self.status is not None, self.checked, tuple(self.sites),
+                           spirv_coop.SCRATCH_BYTES if self.scratch is not None else 0, self.coop)
 
     # ---- memory addressing
     def byte_offset(self, reg: int, imm: int) -> int:

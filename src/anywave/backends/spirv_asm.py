@@ -50,13 +50,26 @@ OP: dict[str, int] = {
     "AtomicUMax": 239, "AtomicAnd": 240, "AtomicOr": 241, "AtomicXor": 242, "Phi": 245,
     "LoopMerge": 246, "SelectionMerge": 247, "Label": 248, "Branch": 249, "BranchConditional": 250,
     "Return": 253, "Unreachable": 255, "GroupNonUniformAll": 334, "GroupNonUniformAny": 335,
-    "GroupNonUniformBallot": 339, "GroupNonUniformShuffle": 345,
+    "GroupNonUniformBallot": 339, "GroupNonUniformShuffle": 345, "SpecConstantOp": 52,
+    # SPV_KHR_cooperative_matrix
+    "TypeCooperativeMatrixKHR": 4456, "CooperativeMatrixLoadKHR": 4457, "CooperativeMatrixStoreKHR": 4458,
+    "CooperativeMatrixMulAddKHR": 4459, "CooperativeMatrixLengthKHR": 4460,
 }
 
 # enumerants (SPIR-V specification §3)
 CAP = {"Shader": 1, "Float64": 10, "Int64": 11, "GroupNonUniform": 61, "GroupNonUniformVote": 62,
        "GroupNonUniformBallot": 64, "GroupNonUniformShuffle": 65, "DenormPreserve": 4464,
-       "SignedZeroInfNanPreserve": 4466, "RoundingModeRTE": 4467}
+       "SignedZeroInfNanPreserve": 4466, "RoundingModeRTE": 4467, "Float16": 9,
+       "CooperativeMatrixKHR": 6022, "BFloat16TypeKHR": 5116, "BFloat16CooperativeMatrixKHR": 5118,
+       "VulkanMemoryModel": 5345}
+#: the extension each capability above needs (OpExtension), where it is not core SPIR-V 1.5
+CAP_EXTENSION = {"CooperativeMatrixKHR": "SPV_KHR_cooperative_matrix", "BFloat16TypeKHR": "SPV_KHR_bfloat16",
+                 "BFloat16CooperativeMatrixKHR": "SPV_KHR_bfloat16"}
+#: SPV_KHR_cooperative_matrix enumerants: CooperativeMatrixUse, CooperativeMatrixLayout
+COOP_USE = {"MatrixAKHR": 0, "MatrixBKHR": 1, "MatrixAccumulatorKHR": 2}
+COOP_LAYOUT = {"RowMajorKHR": 0, "ColumnMajorKHR": 1}
+#: FPEncoding (SPV_KHR_bfloat16): the optional operand of OpTypeFloat
+FP_ENCODING = {"BFloat16KHR": 0}
 EXEC_MODE = {"LocalSize": 17, "DenormPreserve": 4459, "SignedZeroInfNanPreserve": 4461, "RoundingModeRTE": 4462}
 STORAGE = {"Input": 1, "Uniform": 2, "Workgroup": 4, "Private": 6, "Function": 7, "PushConstant": 9,
            "StorageBuffer": 12}
@@ -105,6 +118,7 @@ class Builder:
         self._types: dict[tuple, int] = {}
         self._consts: dict[tuple, int] = {}
         self._caps: set[str] = set()
+        self._exts: set[str] = set()
         self._glsl: int | None = None
 
     def id(self) -> int:
@@ -119,6 +133,10 @@ class Builder:
         if name not in self._caps:
             self._caps.add(name)
             self.put("capability", "Capability", CAP[name])
+            ext = CAP_EXTENSION.get(name)
+            if ext and ext not in self._exts:
+                self._exts.add(ext)
+                self.put("extension", "Extension", ext)
 
     def glsl(self) -> int:
         if self._glsl is None:
@@ -157,7 +175,24 @@ class Builder:
     def t_float(self, bits: int = 32) -> int:
         if bits == 64:
             self.capability("Float64")
+        if bits == 16:
+            self.capability("Float16")
         return self._type(("float", bits), "TypeFloat", bits)
+
+    def t_bfloat16(self) -> int:
+        """bfloat16 (SPV_KHR_bfloat16: ``OpTypeFloat 16 BFloat16KHR``), as a cooperative-matrix
+        component type."""
+        self.capability("BFloat16TypeKHR")
+        self.capability("BFloat16CooperativeMatrixKHR")
+        return self._type(("bfloat16",), "TypeFloat", 16, FP_ENCODING["BFloat16KHR"])
+
+    def t_coop(self, comp: int, use: str, rows: int = 16, cols: int = 16) -> int:
+        """A subgroup-scope cooperative matrix (SPV_KHR_cooperative_matrix) of ``rows`` x ``cols``
+        elements of type ``comp``; ``use`` a :data:`COOP_USE` name."""
+        self.capability("CooperativeMatrixKHR")
+        return self._type(("coop", comp, use, rows, cols), "TypeCooperativeMatrixKHR", comp,
+                          self.const_u32(SCOPE["Subgroup"]), self.const_u32(rows), self.const_u32(cols),
+                          self.const_u32(COOP_USE[use]))
 
     def t_vec(self, comp: int, n: int) -> int:
         return self._type(("vec", comp, n), "TypeVector", comp, n)

@@ -102,6 +102,29 @@ class VulkanError(WaveError):
     a launch was refused or failed; the message says which and why."""
 
 
+#: VK_COMPONENT_TYPE_BFLOAT16_KHR (VK_KHR_shader_bfloat16), which the ``vulkan`` binding (1.3.275)
+#: predates
+BFLOAT16_COMPONENT = 1000141000
+#: VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_BFLOAT16_FEATURES_KHR
+_BFLOAT16_FEATURES_STYPE = 1000141000
+
+
+def _bfloat16_features(vk: Any, pnext: Any, cooperative_matrix: bool = False) -> Any:
+    """A ``VkPhysicalDeviceShaderBfloat16FeaturesKHR`` (sType, pNext, then the VkBool32s
+    shaderBFloat16Type, shaderBFloat16DotProduct, shaderBFloat16CooperativeMatrix), which the
+    ``vulkan`` binding predates: built as a struct of the same layout (sType, pNext, three
+    VkBool32: ``VkPhysicalDeviceMultiviewFeatures``) with the bfloat16 sType."""
+    s = vk.VkPhysicalDeviceMultiviewFeatures(pNext=pnext, multiview=cooperative_matrix,
+                                              multiviewTessellationShader=cooperative_matrix)
+    s.sType = _BFLOAT16_FEATURES_STYPE
+    return s
+
+
+def _bfloat16_enabled(vk: Any, s: Any) -> bool:
+    """shaderBFloat16Type and shaderBFloat16CooperativeMatrix of a struct from :func:`_bfloat16_features`."""
+    return bool(s.multiview) and bool(s.multiviewTessellationShader)
+
+
 def _import_vk() -> Any:
     try:
         import vulkan as vk
@@ -180,8 +203,16 @@ class VulkanDevice:
         drv = vk.VkPhysicalDeviceDriverProperties(pNext=fc)
         vk.vkGetPhysicalDeviceProperties2(pd, vk.VkPhysicalDeviceProperties2(pNext=drv))
         self.driver = f"{vk.ffi.string(drv.driverName).decode()} {vk.ffi.string(drv.driverInfo).decode()}".strip()
+        self.extensions = {e.extensionName for e in vk.vkEnumerateDeviceExtensionProperties(pd, None)}
         f13 = vk.VkPhysicalDeviceVulkan13Features()
-        f2 = vk.VkPhysicalDeviceFeatures2(pNext=f13)
+        f12 = vk.VkPhysicalDeviceVulkan12Features(pNext=f13)
+        coop_f = bf16_f = None
+        chain: Any = f12
+        if "VK_KHR_cooperative_matrix" in self.extensions:
+            coop_f = chain = vk.VkPhysicalDeviceCooperativeMatrixFeaturesKHR(pNext=chain)
+            if "VK_KHR_shader_bfloat16" in self.extensions:
+                bf16_f = chain = _bfloat16_features(vk, chain)
+        f2 = vk.VkPhysicalDeviceFeatures2(pNext=chain)
         vk.vkGetPhysicalDeviceFeatures2(pd, f2)
         self.fp64 = bool(f2.features.shaderFloat64)
         int64 = bool(f2.features.shaderInt64)
@@ -209,8 +240,13 @@ class VulkanDevice:
         # lavapipe (llvmpipe) ends an invocation's loops after 65535 turns in all (spirv_status)
         # and its workgroup memory is unbounded host memory (spirv_status.guards)
         lavapipe = int(drv.driverID) == vk.VK_DRIVER_ID_MESA_LLVMPIPE
+        #: the shapes and types of VK_KHR_cooperative_matrix (empty where it is not offered)
+        self.cooperative_matrix = self._cooperative_matrix_properties()
+        coop_types, self.coop_setting_error = self._coop_types(coop_f, bf16_f, f12, widths)
         self.features = VulkanFeatures(fp64=self.fp64, int64=int64, wave_widths=widths,
-                                       loop_limit=65535 if lavapipe else 0, guard_local=lavapipe, **self.float_controls)
+                                       loop_limit=65535 if lavapipe else 0, guard_local=lavapipe,
+                                       cooperative_matrix=coop_types,
+                                       coop_wave_width=self.subgroup_size if coop_types else 0, **self.float_controls)
         # device with one compute queue and the features the lowering uses
         fams = vk.vkGetPhysicalDeviceQueueFamilyProperties(pd)
         qf = next((i for i, f in enumerate(fams) if f.queueFlags & vk.VK_QUEUE_COMPUTE_BIT), None)
@@ -223,11 +259,27 @@ class VulkanDevice:
         # it a kernel that forgets its bounds check writes into whatever memory follows (on
         # lavapipe: the Python heap). Bounds errors as errors are check=True's job.
         self.robust = bool(f2.features.robustBufferAccess)
-        en = vk.VkPhysicalDeviceFeatures2(pNext=en13, features=vk.VkPhysicalDeviceFeatures(
+        exts: list[str] = []
+        chain = en13
+        keep = []  # every struct of the chain stays alive until vkCreateDevice returns
+        if coop_types:  # cooperative matrices, their component types and the Vulkan memory model
+            chain = vk.VkPhysicalDeviceVulkan12Features(
+                pNext=chain, shaderFloat16="f16" in coop_types, vulkanMemoryModel=True,
+                vulkanMemoryModelDeviceScope=True)
+            keep.append(chain)
+            chain = vk.VkPhysicalDeviceCooperativeMatrixFeaturesKHR(pNext=chain, cooperativeMatrix=True)
+            keep.append(chain)
+            exts.append("VK_KHR_cooperative_matrix")
+            if "bf16" in coop_types:
+                chain = _bfloat16_features(vk, chain, cooperative_matrix=True)
+                exts.append("VK_KHR_shader_bfloat16")
+        en = vk.VkPhysicalDeviceFeatures2(pNext=chain, features=vk.VkPhysicalDeviceFeatures(
             shaderFloat64=self.fp64, shaderInt64=int64, robustBufferAccess=self.robust))
         qinfo = vk.VkDeviceQueueCreateInfo(queueFamilyIndex=qf, queueCount=1, pQueuePriorities=[1.0])
-        self.device = vk.vkCreateDevice(pd, vk.VkDeviceCreateInfo(pNext=en, queueCreateInfoCount=1,
-                                                                   pQueueCreateInfos=[qinfo]), None)
+        self.device = vk.vkCreateDevice(pd, vk.VkDeviceCreateInfo(
+            pNext=en, queueCreateInfoCount=1, pQueueCreateInfos=[qinfo], enabledExtensionCount=len(exts),
+            ppEnabledExtensionNames=exts or None), None)
+        del keep
         self.queue = vk.vkGetDeviceQueue(self.device, qf, 0)
         self.cmd_pool = vk.vkCreateCommandPool(self.device, vk.VkCommandPoolCreateInfo(
             queueFamilyIndex=qf, flags=vk.VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT), None)
@@ -272,9 +324,6 @@ class VulkanDevice:
         self._sets: dict[tuple[int, tuple[tuple[int, int], ...]], Any] = {}
         self._sets_of: dict[int, list[tuple[int, tuple[tuple[int, int], ...]]]] = {}
         self._load_pipeline_cache()
-        self.extensions = {e.extensionName for e in vk.vkEnumerateDeviceExtensionProperties(pd, None)}
-        #: the shapes and types of VK_KHR_cooperative_matrix (empty where it is not offered)
-        self.cooperative_matrix = self._cooperative_matrix_properties()
         atexit.register(self.save_pipeline_cache)
         # a program that ends (or is interrupted) with dispatches still running must not exit under
         # them: the driver's exit-time destructors would race its threads (anywave.runtime.interrupt)
@@ -327,6 +376,33 @@ class VulkanDevice:
                  "B": names.get(p.BType, p.BType), "C": names.get(p.CType, p.CType),
                  "result": names.get(p.ResultType, p.ResultType), "saturating": bool(p.saturatingAccumulation),
                  "scope": scopes.get(p.scope, p.scope)} for p in props]
+
+    def _coop_types(self, coop_f: Any, bf16_f: Any, f12: Any, widths: tuple[int, ...]) -> tuple[tuple[str, ...], str]:
+        """The fragment element types the lowering may put in cooperative matrices
+        (:attr:`VulkanFeatures.cooperative_matrix`), and why ``ANYWAVE_VULKAN_COOPMAT`` is not
+        understood ("" when it is): 16 x 16 x 16 subgroup matrices with f32 accumulator and result
+        among the reported properties, the ``cooperativeMatrix`` feature (and
+        ``shaderBFloat16CooperativeMatrix`` / ``shaderFloat16`` for the component type), the Vulkan
+        memory model with device scope, and subgroups of the device's size for compute."""
+        raw = os.environ.get("ANYWAVE_VULKAN_COOPMAT", "")
+        low = raw.strip().lower()
+        if low not in ("", "1", "true", "yes", "on", "0", "false", "no", "off"):
+            return (), (f"ANYWAVE_VULKAN_COOPMAT={raw!r} is not understood: use 1 (cooperative matrices "
+                        "where the device offers them, the default) or 0 (the per-lane fragment lowering)")
+        if low in ("0", "false", "no", "off") or coop_f is None or not coop_f.cooperativeMatrix:
+            return (), ""
+        if not (f12.vulkanMemoryModel and f12.vulkanMemoryModelDeviceScope) or self.subgroup_size not in widths:
+            return (), ""
+        names = {"float16": "f16", "bfloat16": "bf16", BFLOAT16_COMPONENT: "bf16"}
+        out = set()
+        for p in self.cooperative_matrix:
+            t = names.get(p["A"])
+            if (t and (p["M"], p["N"], p["K"]) == (16, 16, 16) and p["B"] == p["A"] and p["C"] == "float32"
+                    and p["result"] == "float32" and p["scope"] == "subgroup" and not p["saturating"]):
+                if (t == "f16" and f12.shaderFloat16) or (t == "bf16" and bf16_f is not None
+                                                         and _bfloat16_enabled(self.vk, bf16_f)):
+                    out.add(t)
+        return tuple(sorted(out)), ""
 
     def capabilities(self) -> Capability:
         caps = Capability.F16 | Capability.BF16 | Capability.OFFSET64 | Capability.ATOMIC_F32
@@ -976,6 +1052,8 @@ class VulkanRunner(Driver):
         from anywave.backends.spirv import translate
 
         optimize_target_code()  # a bad ANYWAVE_TARGET_OPT fails here, as on the other CPU targets
+        if self.dev.coop_setting_error:
+            raise LaunchConfigError(self.dev.coop_setting_error)
         return translate(module, wave_width, self.dev.features, checked=checked)
 
     def check_kernel(self, k: Any, info: SpirvKernel) -> None:
@@ -1012,6 +1090,12 @@ class VulkanRunner(Driver):
     def check_launch(self, launch: Any) -> None:
         """A grid beyond the device's ``maxComputeWorkGroupCount`` (VulkanError)."""
         dev, g = self.dev, launch.grid
+        need = launch.info.local_memory_for(launch.threads, launch.wave_width)
+        if need > dev.local_memory:  # the kernel's own local memory plus the lowering's staging areas
+            raise VulkanError(f"kernel {launch.kernel.name!r} needs {need} bytes of local memory with "
+                              f"{launch.threads} threads per workgroup ({launch.info.local_memory} of its own and "
+                              f"{launch.info.scratch_per_wave} per wave for cooperative-matrix staging); "
+                              f"{dev.name} has {dev.local_memory}")
         for d in range(3):
             if g[d] > dev.max_grid[d]:
                 raise VulkanError(f"grid {g}: dimension {'xyz'[d]} = {g[d]} exceeds {dev.name}'s "
