@@ -70,8 +70,8 @@ def main(argv: list[str] | None = None) -> int:
         "counts": rep.counts(), "per_wave_width": per,
         "arguments": "vulkan device arrays" if args.device_arrays else "NumPy arrays (staged by the launch)",
         "transfers": dict(dev.transfers), "submissions": dev.submissions,
-        "environment": {k: os.environ[k] for k in ("LP_NATIVE_VECTOR_WIDTH", "MESA_SHADER_CACHE_DISABLE", "ANYWAVE_VULKAN_COOPMAT")
-                        if k in os.environ},
+        "environment": {k: os.environ[k] for k in ("LP_NATIVE_VECTOR_WIDTH", "MESA_SHADER_CACHE_DISABLE",
+                                                            "ANYWAVE_VULKAN_COOPMAT") if k in os.environ},
         "failures": [{"case": r.case, "W": r.wave_width, "status": r.status, "message": r.message[:600]}
                      for r in rep.failures()],
     }
