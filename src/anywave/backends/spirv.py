@@ -66,6 +66,8 @@ from anywave.isa.types import ArgKind, ScalarType, SpecialRegister
 T = ScalarType
 S = SpecialRegister
 
+#: the NonPrivatePointer memory-access operand (SPIR-V §3.26; Vulkan memory model)
+NON_PRIVATE = 0x20
 #: wave widths the lowering can target (subgroup sizes)
 WAVE_WIDTHS = (8, 16, 32, 64)
 
@@ -305,6 +307,11 @@ class _Lowering(FloatOps):
         self.interface: list[int] = []
         self.uses_f64 = False
         self._headers: dict[int, int] = {}
+        self.coop = False  # set by lower(): spirv_coop.usable
+        #: pointers into workgroup and storage-buffer memory (their accesses are NonPrivatePointer
+        #: under the Vulkan memory model, which cooperative-matrix kernels use)
+        self._shared: set[int] = set()
+        self._shared_types: set[int] = set()
 
     # ---- small helpers
     def c(self, v: int) -> int:
@@ -332,7 +339,10 @@ class _Lowering(FloatOps):
         return v
 
     def op(self, name: str, rtype: int, *args: int) -> int:
-        return self.b.value(name, rtype, *args)
+        r = self.b.value(name, rtype, *args)
+        if name == "AccessChain" and rtype in self._shared_types:
+            self._shared.add(r)
+        return r
 
     def fop(self, name: str, rtype: int, *args: int) -> int:
         """A float arithmetic op decorated NoContraction (never fused or reassociated)."""
@@ -341,10 +351,21 @@ class _Lowering(FloatOps):
         return r
 
     def load(self, ptr: int, t: int | None = None) -> int:
+        if ptr in self._shared:
+            return self.op("Load", self.u32 if t is None else t, ptr, NON_PRIVATE)
         return self.op("Load", self.u32 if t is None else t, ptr)
 
     def store(self, ptr: int, v: int) -> None:
-        self.b.emit("Store", ptr, v)
+        if ptr in self._shared:
+            self.b.emit("Store", ptr, v, NON_PRIVATE)
+        else:
+            self.b.emit("Store", ptr, v)
+
+    def memory_operands(self) -> tuple[int, ...]:
+        """The memory operands of an access to workgroup or storage-buffer memory: under the Vulkan
+        memory model (cooperative-matrix kernels) ``NonPrivatePointer``, so that the barriers'
+        availability and visibility operations order it between invocations; none otherwise."""
+        return (NON_PRIVATE,) if self.coop else ()
 
     def r(self, n: int) -> int:
         return self.load(self.rv[n])
@@ -559,6 +580,8 @@ class _Lowering(FloatOps):
         self.rv = [self.var(self.u32, self.c(0)) for _ in range(max(1, k.registers))]
         self.pv = [self.var(self.bool_, b.const_bool(False)) for _ in range(8)]
         self.coop = spirv_coop.usable(self)  # wave-scope fragments as cooperative matrices
+        if self.coop:
+            self._shared_types = {b.t_ptr("Workgroup", self.u32), self.sb_ptr}
         self.scratch: int | None = None  # their per-wave staging area (spirv_coop.scratch)
         self.frags = spirv_mma.declare(self)  # fragment slots (spec §8.14)
         self.all_turns = self.var(self.u32, self.c(0))

@@ -175,7 +175,8 @@ def _spill(x: _Lowering, slot: int) -> int:
     it visible to the wave; returns the area's base word index."""
     base = _scratch_base(x)
     _sync(x)
-    x.b.emit("CooperativeMatrixStoreKHR", _sword(x, base), _get(x, slot), x.c(ROW_MAJOR), x.c(16))
+    x.b.emit("CooperativeMatrixStoreKHR", _sword(x, base), _get(x, slot), x.c(ROW_MAJOR), x.c(16),
+             *x.memory_operands())
     _sync(x)
     return base
 
@@ -184,7 +185,7 @@ def _fill_from_scratch(x: _Lowering, slot: int, base: int, stride_words: int, la
     _sync(x)
     k = x.frags[slot][1]
     _set(x, slot, x.op("CooperativeMatrixLoadKHR", coop_type(x, k), _sword(x, base), x.c(layout),
-                       x.c(stride_words)))
+                       x.c(stride_words), *x.memory_operands()))
 
 
 def _on_elements(x: _Lowering, src: int, dst: int, fn: Callable[[int, int, int], int]) -> None:
@@ -217,7 +218,8 @@ def fload(x: _Lowering, ins: Instruction) -> None:
 
     def body() -> None:
         ptr = x.word_ptr(addr, x.byte_offset(addr.reg, addr.offset))
-        _set(x, f, x.op("CooperativeMatrixLoadKHR", coop_type(x, k), ptr, x.c(ROW_MAJOR), x.shr(x.r(rs), 2)))
+        _set(x, f, x.op("CooperativeMatrixLoadKHR", coop_type(x, k), ptr, x.c(ROW_MAJOR), x.shr(x.r(rs), 2),
+                        *x.memory_operands()))
 
     _scoped(x, addr, body)
 
@@ -227,7 +229,8 @@ def fstore(x: _Lowering, ins: Instruction) -> None:
 
     def body() -> None:
         ptr = x.word_ptr(addr, x.byte_offset(addr.reg, addr.offset))
-        x.b.emit("CooperativeMatrixStoreKHR", ptr, _get(x, f), x.c(ROW_MAJOR), x.shr(x.r(rs), 2))
+        x.b.emit("CooperativeMatrixStoreKHR", ptr, _get(x, f), x.c(ROW_MAJOR), x.shr(x.r(rs), 2),
+                 *x.memory_operands())
 
     _scoped(x, addr, body)
 
@@ -283,7 +286,8 @@ def fgmma(x: _Lowering, ins: Instruction) -> None:
 
             _lane_elems(x, 32, chunk)
             _sync(x)
-            bv = x.op("CooperativeMatrixLoadKHR", tb, _sword(x, sbase), x.c(COL_MAJOR if bt else ROW_MAJOR), x.c(8))
+            bv = x.op("CooperativeMatrixLoadKHR", tb, _sword(x, sbase), x.c(COL_MAJOR if bt else ROW_MAJOR), x.c(8),
+                      *x.memory_operands())
             _set(x, d + jj, x.op("CooperativeMatrixMulAddKHR", tacc, av, bv, _get(x, d + jj)))
 
     _scoped(x, addr, body)
