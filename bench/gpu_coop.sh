@@ -26,3 +26,13 @@ ANYWAVE_CACHE_DIR=/tmp/awc-c timeout "${CONF_LIMIT:-300}" python3 bench/vulkan_c
     > "$OUT/r/conf.log" 2>&1; echo "conformance rc=$?"; tail -3 "$OUT/r/conf.log"
 ANYWAVE_CACHE_DIR=/tmp/awc-m timeout "${MMA_LIMIT:-240}" python3 bench/bench_vulkan_mma.py --out "$OUT/r" \
     --commit "${ANYWAVE_COMMIT:-unknown}" --sizes "${SIZES:-4096,8192}" > "$OUT/r/mma.log" 2>&1; echo "mma rc=$?"; tail -20 "$OUT/r/mma.log"
+if [ -n "${INV:-}" ]; then  # issue 25: batch invariance on CUDA and on Vulkan (NVIDIA)
+    ANYWAVE_CACHE_DIR=/tmp/awc-i timeout "${INV_LIMIT:-150}" python3 bench/attention_invariance.py \
+        "$OUT/r/attention_invariance_gpu_${ANYWAVE_COMMIT:-unknown}.json" cuda,vulkan > "$OUT/r/inv.log" 2>&1
+    echo "invariance rc=$?"; tail -8 "$OUT/r/inv.log"
+fi
+if [ -n "${HD:-}" ]; then  # issue 25: the fast forward at the other head dims (zero-padded to 64/128)
+    AW_ATTN_SHAPES="$HD" AW_ATTN_GR=1 ANYWAVE_CACHE_DIR=/tmp/awc-f timeout "${HD_LIMIT:-150}" \
+        python3 bench/bench_attention_fast.py "$OUT/r/attention_headdims_${ANYWAVE_COMMIT:-unknown}.json" > "$OUT/r/hd.log" 2>&1
+    echo "headdims rc=$?"; tail -12 "$OUT/r/hd.log"
+fi
