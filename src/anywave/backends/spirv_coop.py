@@ -131,10 +131,12 @@ def _sword(x: _Lowering, idx: int) -> int:
 
 
 def _for_ids(x: _Lowering, n: int, body: Callable[[int], None]) -> None:
-    """``for (j = 0; j < n; ++j) body(j)`` with ``n`` a u32 id (not unrolled)."""
+    """``for (j = 0; j < n; ++j) body(j)`` with ``n`` a u32 id, marked ``Unroll``: n is the
+    driver's constant (``OpCooperativeMatrixLengthKHR``), and unrolled, each component index is a
+    constant, so the matrix stays in registers (a dynamic index would put it in memory)."""
     jv = x.var(x.u32)
     x.store(jv, x.c(0))
-    merge, cont = x.loop_open(2)
+    merge, cont = x.loop_open(1)
     j = x.load(jv)
     x.loop_exit_unless(x.op("ULessThan", x.bool_, j, n), merge)
     body(j)
