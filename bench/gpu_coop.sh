@@ -5,6 +5,7 @@
 # OUT=dir ANYWAVE_COMMIT=hash VULKAN_DIR=. bash bench/gpu_coop.sh
 set -u
 export PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}$PWD/src" PYTHONUNBUFFERED=1
+export ANYWAVE_VULKAN_COOPMAT="${ANYWAVE_VULKAN_COOPMAT:-1}"  # (off by default until this run passes)
 : "${OUT:?set OUT}"
 mkdir -p "$OUT/r"
 for f in "${VULKAN_DIR:-.}"/.gl/*.deb; do dpkg -x "$f" /; done; ldconfig

@@ -380,7 +380,7 @@ class VulkanDevice:
     def _coop_types(self, coop_f: Any, bf16_f: Any, f12: Any, widths: tuple[int, ...]) -> tuple[tuple[str, ...], str]:
         """The fragment element types the lowering may put in cooperative matrices
         (:attr:`VulkanFeatures.cooperative_matrix`), and why ``ANYWAVE_VULKAN_COOPMAT`` is not
-        understood ("" when it is): 16 x 16 x 16 subgroup matrices with f32 accumulator and result
+        understood ("" when it is). With ``ANYWAVE_VULKAN_COOPMAT=1``: 16 x 16 x 16 subgroup matrices with f32 accumulator and result
         among the reported properties, the ``cooperativeMatrix`` feature (and
         ``shaderBFloat16CooperativeMatrix`` / ``shaderFloat16`` for the component type), the Vulkan
         memory model with device scope, and subgroups of the device's size for compute."""
@@ -388,8 +388,10 @@ class VulkanDevice:
         low = raw.strip().lower()
         if low not in ("", "1", "true", "yes", "on", "0", "false", "no", "off"):
             return (), (f"ANYWAVE_VULKAN_COOPMAT={raw!r} is not understood: use 1 (cooperative matrices "
-                        "where the device offers them, the default) or 0 (the per-lane fragment lowering)")
-        if low in ("0", "false", "no", "off") or coop_f is None or not coop_f.cooperativeMatrix:
+                        "where the device offers them) or 0 (the per-lane fragment lowering, the default)")
+        # off unless asked for: the lowering has not yet run on a device that offers cooperative
+        # matrices (docs/internals.md, "Cooperative matrices"); its first device run decides the default
+        if low in ("", "0", "false", "no", "off") or coop_f is None or not coop_f.cooperativeMatrix:
             return (), ""
         if not (f12.vulkanMemoryModel and f12.vulkanMemoryModelDeviceScope) or self.subgroup_size not in widths:
             return (), ""
