@@ -102,7 +102,7 @@ class VulkanFeatures:
             guarded and an overrun reported, in every build.
         cooperative_matrix: the element types (``"f16"``, ``"bf16"``) for which the device offers
             ``VK_KHR_cooperative_matrix`` 16 x 16 x 16 subgroup matrices accumulating in f32
-            (empty: none, or turned off with ``ANYWAVE_VULKAN_COOPMAT=0``): wave-scope fragments
+            (empty: none, or not turned on with ``ANYWAVE_VULKAN_COOPMAT=1``): wave-scope fragments
             of those types then live in cooperative matrices (:mod:`anywave.backends.spirv_coop`).
         coop_wave_width: the subgroup size those matrices are offered at (the device's own
             subgroup size); other W keep the per-lane lowering.

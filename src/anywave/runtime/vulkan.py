@@ -380,8 +380,9 @@ class VulkanDevice:
     def _coop_types(self, coop_f: Any, bf16_f: Any, f12: Any, widths: tuple[int, ...]) -> tuple[tuple[str, ...], str]:
         """The fragment element types the lowering may put in cooperative matrices
         (:attr:`VulkanFeatures.cooperative_matrix`), and why ``ANYWAVE_VULKAN_COOPMAT`` is not
-        understood ("" when it is). With ``ANYWAVE_VULKAN_COOPMAT=1``: 16 x 16 x 16 subgroup matrices with f32 accumulator and result
-        among the reported properties, the ``cooperativeMatrix`` feature (and
+        understood ("" when it is). With ``ANYWAVE_VULKAN_COOPMAT=1``: 16 x 16 x 16 subgroup
+        matrices with f32 accumulator and result among the reported properties, the
+        ``cooperativeMatrix`` feature (and
         ``shaderBFloat16CooperativeMatrix`` / ``shaderFloat16`` for the component type), the Vulkan
         memory model with device scope, and subgroups of the device's size for compute."""
         raw = os.environ.get("ANYWAVE_VULKAN_COOPMAT", "")
