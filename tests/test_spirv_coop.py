@@ -163,3 +163,84 @@ def test_a_bad_setting_is_named(monkeypatch) -> None:  # noqa: ANN001
     monkeypatch.setenv("ANYWAVE_VULKAN_COOPMAT", "maybe")
     types, err = _device([_prop("float16")])._coop_types(COOP_ON, BF16_ON, F12, (32,))
     assert types == () and "ANYWAVE_VULKAN_COOPMAT='maybe'" in err
+
+
+def test_a_launch_whose_staging_does_not_fit_runs_the_per_lane_lowering(modules) -> None:  # noqa: ANN001
+    """The staging areas (1 KiB a wave) are local memory: a launch where they do not fit beside
+    the kernel's own gets the per-lane translation (no staging), and one where even that does not
+    fit is refused with the sizes named."""
+    from anywave.errors import WaveError
+    from anywave.runtime.driver import Launch
+    from anywave.runtime.vulkan import VulkanRunner
+
+    m = modules["mma_frag"]
+    runner = object.__new__(VulkanRunner)
+    super(VulkanRunner, runner).__init__()
+    prog = spirv.translate(m, 32, COOP)
+    info = prog.kernels["frag_gemm_bf16"]
+    assert info.cooperative_matrix and info.scratch_per_wave
+    threads = 64
+    fits = info.local_memory + (threads // 32) * info.scratch_per_wave
+    for limit, coop in ((fits, True), (fits - 1, False), (info.local_memory, False)):
+        runner.dev = SimpleNamespace(local_memory=limit, max_grid=(1 << 16,) * 3, name="fake", features=COOP)
+        launch = Launch(prog, info, m.kernel("frag_gemm_bf16"), [], (1, 1, 1), (threads, 1, 1), None, threads,
+                        False, 32, m)
+        runner.check_launch(launch)
+        assert launch.info.cooperative_matrix is coop, limit
+        assert launch.info.local_memory_for(threads, 32) <= limit
+    runner.dev = SimpleNamespace(local_memory=info.local_memory - 1, max_grid=(1 << 16,) * 3, name="fake",
+                                 features=COOP)
+    launch = Launch(prog, info, m.kernel("frag_gemm_bf16"), [], (1, 1, 1), (threads, 1, 1), None, threads, False, 32, m)
+    with pytest.raises(WaveError, match="bytes of local memory"):
+        runner.check_launch(launch)
+
+
+def test_the_vulkan_memory_model_orders_the_accesses(modules) -> None:  # noqa: ANN001
+    """Under the Vulkan memory model a barrier orders other invocations' plain accesses only with
+    MakeAvailable/MakeVisible semantics and NonPrivatePointer accesses: every barrier of a
+    cooperative-matrix kernel carries both, every load/store of workgroup or storage-buffer memory
+    is NonPrivatePointer, and device scope is declared."""
+    from anywave.backends.spirv import NON_PRIVATE
+    from anywave.backends.spirv_asm import SEM, STORAGE
+
+    k = spirv.translate(modules["mma_acc"], 32, COOP).kernels["acc_ops_bf16"]
+    ins = _instructions(k.words)
+    consts = {ops[1]: ops[2] for op, ops in ins if op == OP["Constant"] and len(ops) == 3}
+    assert CAP["VulkanMemoryModelDeviceScope"] in _caps(k.words)
+    barriers = [ops for op, ops in ins if op == OP["ControlBarrier"]]
+    assert barriers
+    for ops in barriers:
+        bits = consts[ops[2]]
+        assert bits & SEM["AcquireRelease"] and bits & SEM["MakeAvailable"] and bits & SEM["MakeVisible"], hex(bits)
+    # pointer types of the shared storage classes, then the access chains of those types
+    shared_ptr_types = {ops[0] for op, ops in ins if op == OP["TypePointer"]
+                        and ops[1] in (STORAGE["Workgroup"], STORAGE["StorageBuffer"])}
+    shared = {ops[1] for op, ops in ins if op == OP["AccessChain"] and ops[0] in shared_ptr_types}
+    loads = [ops for op, ops in ins if op == OP["Load"] and ops[2] in shared]
+    stores = [ops for op, ops in ins if op == OP["Store"] and ops[0] in shared]
+    assert loads and stores
+    assert all(len(o) == 4 and o[3] & NON_PRIVATE for o in loads)
+    assert all(len(o) == 3 and o[2] & NON_PRIVATE for o in stores)
+
+
+def test_relaxed_atomics_carry_no_storage_class_bits() -> None:
+    """VUID-StandaloneSpirv-MemorySemantics-10871: a relaxed atomic's semantics are 0."""
+    from anywave.asm import assemble
+
+    m = assemble("""
+.kernel k
+.arg out buffer u32 readwrite
+.registers 4
+.local_memory 64
+    movi.u32 r0, 0
+    movi.u32 r1, 1
+    atom.local.add.u32 r2, [r0], r1
+    atom.device.add.u32 r3, out[r0], r1, .device, .relaxed
+    ret
+.end
+""")
+    k = spirv.translate(m, 32).kernels["k"]
+    ins = _instructions(k.words)
+    consts = {ops[1]: ops[2] for op, ops in ins if op == OP["Constant"] and len(ops) == 3}
+    adds = [ops for op, ops in ins if op == OP["AtomicIAdd"]]
+    assert len(adds) == 2 and all(consts[o[4]] == 0 for o in adds)

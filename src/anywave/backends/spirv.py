@@ -361,6 +361,23 @@ class _Lowering(FloatOps):
         else:
             self.b.emit("Store", ptr, v)
 
+    def sem(self, bits: int) -> int:
+        """The memory-semantics constant ``bits``; under the Vulkan memory model (cooperative-matrix
+        kernels) a release also makes the storage classes' writes available and an acquire makes
+        them visible (``MakeAvailable`` / ``MakeVisible``: without them a barrier orders the
+        invocations but forms no availability or visibility chain, Vulkan memory model appendix)."""
+        ordered = SEM["Acquire"] | SEM["Release"] | SEM["AcquireRelease"] | SEM["SequentiallyConsistent"]
+        if not bits & ordered:
+            # relaxed: no storage-class bits either (they only qualify an ordering; Vulkan's
+            # VUID-StandaloneSpirv-MemorySemantics-10871 rejects them on a relaxed atomic)
+            return self.c(0)
+        if self.coop and bits & (SEM["UniformMemory"] | SEM["WorkgroupMemory"]):
+            if bits & (SEM["Release"] | SEM["AcquireRelease"]):
+                bits |= SEM["MakeAvailable"]
+            if bits & (SEM["Acquire"] | SEM["AcquireRelease"]):
+                bits |= SEM["MakeVisible"]
+        return self.c(bits)
+
     def memory_operands(self) -> tuple[int, ...]:
         """The memory operands of an access to workgroup or storage-buffer memory: under the Vulkan
         memory model (cooperative-matrix kernels) ``NonPrivatePointer``, so that the barriers'
@@ -611,6 +628,7 @@ class _Lowering(FloatOps):
         b.sec["function"] = fsec[:head_len] + self._vars + fsec[head_len:]
         if self.coop:  # cooperative matrices need the Vulkan memory model (SPV_KHR_cooperative_matrix)
             b.capability("VulkanMemoryModel")
+            b.capability("VulkanMemoryModelDeviceScope")  # device-scope atomics, fences, status record
             b.put("memory_model", "MemoryModel", 0, 3)  # Logical, Vulkan
         else:
             b.put("memory_model", "MemoryModel", 0, 1)  # Logical, GLSL450

@@ -61,7 +61,7 @@ CAP = {"Shader": 1, "Float64": 10, "Int64": 11, "GroupNonUniform": 61, "GroupNon
        "GroupNonUniformBallot": 64, "GroupNonUniformShuffle": 65, "DenormPreserve": 4464,
        "SignedZeroInfNanPreserve": 4466, "RoundingModeRTE": 4467, "Float16": 9,
        "CooperativeMatrixKHR": 6022, "BFloat16TypeKHR": 5116, "BFloat16CooperativeMatrixKHR": 5118,
-       "VulkanMemoryModel": 5345}
+       "VulkanMemoryModel": 5345, "VulkanMemoryModelDeviceScope": 5346}
 #: the extension each capability above needs (OpExtension), where it is not core SPIR-V 1.5
 CAP_EXTENSION = {"CooperativeMatrixKHR": "SPV_KHR_cooperative_matrix", "BFloat16TypeKHR": "SPV_KHR_bfloat16",
                  "BFloat16CooperativeMatrixKHR": "SPV_KHR_bfloat16"}
@@ -80,7 +80,7 @@ BUILTIN = {"NumWorkgroups": 24, "WorkgroupSize": 25, "WorkgroupId": 26, "LocalIn
            "SubgroupLocalInvocationId": 41}
 SCOPE = {"CrossDevice": 0, "Device": 1, "Workgroup": 2, "Subgroup": 3, "Invocation": 4, "QueueFamily": 5}
 SEM = {"Relaxed": 0, "Acquire": 0x2, "Release": 0x4, "AcquireRelease": 0x8, "SequentiallyConsistent": 0x10,
-       "UniformMemory": 0x40, "WorkgroupMemory": 0x100}
+       "UniformMemory": 0x40, "WorkgroupMemory": 0x100, "MakeAvailable": 0x2000, "MakeVisible": 0x4000}
 #: GLSL.std.450 extended instruction numbers
 GLSL = {"RoundEven": 2, "Trunc": 3, "FAbs": 4, "Floor": 8, "Ceil": 9, "Sin": 13, "Cos": 14, "Tanh": 21,
         "Exp2": 29, "Log2": 30, "Sqrt": 31, "InverseSqrt": 32, "Fma": 50, "FindILsb": 73, "FindUMsb": 75}

@@ -111,20 +111,20 @@ class Control:
         if sem == "sync.barrier":
             bits = SEM["AcquireRelease"] | SEM["UniformMemory"] | SEM["WorkgroupMemory"]
             wg = x.c(SCOPE["Workgroup"])
-            x.b.emit("ControlBarrier", wg, wg, x.c(bits))
+            x.b.emit("ControlBarrier", wg, wg, x.sem(bits))
             return
         if sem == "sync.wave_barrier":
             # spec §7.10: every lane of the subgroup runs this (the mask-stack walk keeps control
             # converged); a subgroup execution barrier with acq_rel on workgroup and device memory
             bits = SEM["AcquireRelease"] | SEM["UniformMemory"] | SEM["WorkgroupMemory"]
             sg = x.c(SCOPE["Subgroup"])
-            x.b.emit("ControlBarrier", sg, sg, x.c(bits))
+            x.b.emit("ControlBarrier", sg, sg, x.sem(bits))
             return
         if sem == "sync.fence":
             scope, order = ins.operands
             if MemoryOrder(order) is not MemoryOrder.RELAXED:
                 bits = ORDER_SEM[MemoryOrder(order)] | SEM["UniformMemory"] | SEM["WorkgroupMemory"]
-                x.b.emit("MemoryBarrier", x.c(SCOPE[SCOPE_OF[Scope(scope)]]), x.c(bits))
+                x.b.emit("MemoryBarrier", x.c(SCOPE[SCOPE_OF[Scope(scope)]]), x.sem(bits))
             return
         ex = x.flag(x.act)
         if ins.guard is not None:

@@ -103,7 +103,7 @@ def _set(x: _Lowering, slot: int, v: int) -> None:
 
 def _sync(x: _Lowering) -> None:
     sg = x.c(SCOPE["Subgroup"])
-    x.b.emit("ControlBarrier", sg, sg, x.c(SEM["AcquireRelease"] | SEM["WorkgroupMemory"]))
+    x.b.emit("ControlBarrier", sg, sg, x.sem(SEM["AcquireRelease"] | SEM["WorkgroupMemory"]))
 
 
 def _scratch_base(x: _Lowering) -> int:

@@ -130,7 +130,7 @@ def _canon(x: _Lowering, bits: int) -> int:
 
 def _sync(x: _Lowering) -> None:
     sg = x.c(SCOPE["Subgroup"])
-    x.b.emit("ControlBarrier", sg, sg, x.c(SEM["AcquireRelease"] | SEM["WorkgroupMemory"]))
+    x.b.emit("ControlBarrier", sg, sg, x.sem(SEM["AcquireRelease"] | SEM["WorkgroupMemory"]))
 
 
 def _scoped(x: _Lowering, k: FragKind, addr: Any, body: Callable[[], None]) -> None:

@@ -413,8 +413,8 @@ def _st(x: _Lowering, ins: Instruction) -> None:
     mask = x.op("ShiftLeftLogical", x.u32, x.c((1 << t.bits) - 1), bit)
     val = x.op("ShiftLeftLogical", x.u32, x.iand(x.r(sreg), x.c((1 << t.bits) - 1)), bit)
     scope, sem = x.mem_scope_sem(addr)
-    x.op("AtomicAnd", x.u32, ptr, x.c(scope), x.c(sem), x.op("Not", x.u32, mask))
-    x.op("AtomicOr", x.u32, ptr, x.c(scope), x.c(sem), val)
+    x.op("AtomicAnd", x.u32, ptr, x.c(scope), x.sem(sem), x.op("Not", x.u32, mask))
+    x.op("AtomicOr", x.u32, ptr, x.c(scope), x.sem(sem), val)
 
 
 def _cp_async(x: _Lowering, ins: Instruction) -> None:
@@ -448,10 +448,10 @@ def _atom(x: _Lowering, ins: Instruction) -> None:
         order = MemoryOrder.RELAXED
     off = x.byte_offset(addr.reg, addr.offset)
     ptr = x.word_ptr(addr, off)
-    sc, se = x.c(scope), x.c(sem)
+    sc, se = x.c(scope), x.sem(sem)
     # the comparison-failed semantics of a CAS may not release
-    se_fail = x.c(sem & ~(SEM["Release"] | SEM["AcquireRelease"])
-                  | (SEM["Acquire"] if sem & (SEM["AcquireRelease"]) else 0))
+    se_fail = x.sem(sem & ~(SEM["Release"] | SEM["AcquireRelease"])
+                    | (SEM["Acquire"] if sem & (SEM["AcquireRelease"]) else 0))
     if op == "cas":
         cmp_, val = ops
         old = x.op("AtomicCompareExchange", x.u32, ptr, sc, se, se_fail, x.r(val), x.r(cmp_))
@@ -657,7 +657,7 @@ def _mma(x: _Lowering, ins: Instruction) -> None:
     acc = x.var(x.b.t_array(x.f32, per))
     fptr = x.b.t_ptr("Function", x.f32)
     sg = x.c(SCOPE["Subgroup"])
-    sem = x.c(SEM["AcquireRelease"] | SEM["WorkgroupMemory"])
+    sem = x.sem(SEM["AcquireRelease"] | SEM["WorkgroupMemory"])
     mul = lambda a, b: x.op("IMul", x.u32, a, b)  # noqa: E731
 
     def half_at(off: int) -> int:

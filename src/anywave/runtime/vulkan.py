@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import dataclasses
 import os
 import threading
 import time
@@ -1059,6 +1060,12 @@ class VulkanRunner(Driver):
             raise LaunchConfigError(self.dev.coop_setting_error)
         return translate(module, wave_width, self.dev.features, checked=checked)
 
+    def _translate_per_lane(self, module: Any, wave_width: int, checked: bool) -> SpirvProgram:
+        from anywave.backends.spirv import translate
+
+        feats = dataclasses.replace(self.dev.features, cooperative_matrix=(), coop_wave_width=0)
+        return translate(module, wave_width, feats, checked=checked)
+
     def check_kernel(self, k: Any, info: SpirvKernel) -> None:
         dev = self.dev
         lacking = k.capabilities & ~dev.capabilities()
@@ -1094,6 +1101,14 @@ class VulkanRunner(Driver):
         """A grid beyond the device's ``maxComputeWorkGroupCount`` (VulkanError)."""
         dev, g = self.dev, launch.grid
         need = launch.info.local_memory_for(launch.threads, launch.wave_width)
+        if need > dev.local_memory and launch.info.cooperative_matrix:
+            # the staging areas do not fit beside the kernel's own local memory at this workgroup
+            # size: the per-lane fragment lowering (no staging) runs it instead
+            launch.program = self._programs.get(launch.module, (launch.wave_width, launch.checked, "per-lane"),
+                                                lambda: self._translate_per_lane(launch.module, launch.wave_width,
+                                                                                 launch.checked))
+            launch.info = self.kernel_info(launch.program, launch.module, launch.kernel.name)
+            need = launch.info.local_memory_for(launch.threads, launch.wave_width)
         if need > dev.local_memory:  # the kernel's own local memory plus the lowering's staging areas
             raise VulkanError(f"kernel {launch.kernel.name!r} needs {need} bytes of local memory with "
                               f"{launch.threads} threads per workgroup ({launch.info.local_memory} of its own and "
