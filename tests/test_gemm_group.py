@@ -23,7 +23,8 @@ def _bound(a: np.ndarray, b: np.ndarray, k: int) -> np.ndarray:
     return 2.0 ** -18 * (k / 16) * (np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64))) * 1.001
 
 
-def _run(W: int, M: int, N: int, K: int, *, ints: bool, f16: bool = False, bias: bool = False, **consts):
+def _run(W: int, M: int, N: int, K: int, *, ints: bool, f16: bool = False, bias: bool = False,
+         bias_out: list | None = None, **consts):
     rng = np.random.default_rng(W + M + K)
     dt = np.float16 if f16 else ml_dtypes.bfloat16
     if ints:
@@ -33,9 +34,12 @@ def _run(W: int, M: int, N: int, K: int, *, ints: bool, f16: bool = False, bias:
         a = rng.standard_normal((M, K)).astype(dt)
         b = rng.standard_normal((K, N)).astype(dt)
     bv = rng.standard_normal(N).astype(np.float32)
+    if bias_out is not None:
+        bias_out.append(bv)
     c = np.full(M * N, np.nan, np.float32)
     mod = gemm_group_kernel.compile(W=W, use_bias=bias, f16=f16, **consts)
-    emulate(mod, gemm_group_kernel.name, grid=(N // 256, M // 128, 1), workgroup=(8 * W, 1, 1), wave_width=W,
+    emulate(mod, gemm_group_kernel.name, grid=(N // consts.get("BN", 256), M // 128, 1), workgroup=(8 * W, 1, 1),
+            wave_width=W,
             args=[a.view(np.uint32).reshape(-1), b.view(np.uint32).reshape(-1), bv, c, M, N, K],
             max_local_memory=1 << 18)
     ref = a.astype(np.float64) @ b.astype(np.float64) + (bv if bias else 0.0)
@@ -47,6 +51,16 @@ def test_group_gemm_exact_on_integers(W: int) -> None:
     # every partial sum is an integer below 2^24: each step is exact, so the result is too
     _, _, c, ref = _run(W, 128, 256, 128, ints=True, STAGES=2, BK=32, GM=0)
     assert np.array_equal(c, ref)
+
+
+@pytest.mark.parametrize("W,BN", [(32, 128), (8, 64), (64, 128), (16, 64)])
+def test_group_gemm_narrow_blocks(W: int, BN: int) -> None:
+    # BN = 128 / 64: 16 x BN strips per wave, BN / 64 panels per B slice; 2 x 2 blocks (GM = 2)
+    # with a bias, exact on integers
+    got: list = []
+    a, b, c, _ = _run(W, 256, 2 * BN, 128, ints=True, bias=True, bias_out=got, STAGES=2, BK=64, GM=2, BN=BN)
+    prod = (a.astype(np.float64) @ b.astype(np.float64)).astype(np.float32)  # exact: integers below 2^24
+    assert np.array_equal(c, prod + got[0])  # then one f32 add (spec: mma.bias)
 
 
 @pytest.mark.parametrize("W,consts", [(8, {"STAGES": 2, "BK": 64, "GM": 2}), (32, {"STAGES": 4, "BK": 32, "GM": 8}),
