@@ -23,7 +23,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
-import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 SHAPES = "8192,2304,768;8192,768,768;8192,3072,768;8192,768,3072;8192,50304,768;4096,4096,4096;8192,8192,8192"
