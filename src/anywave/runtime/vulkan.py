@@ -423,7 +423,8 @@ class VulkanDevice:
         return {"api_version": self.api_version, "driver": self.driver, "driver_version": self.driver_version,
                 "memory": "device-local buffers, staged transfers", "pipeline_cache_bytes": self.pipeline_cache_loaded,
                 "cooperative_matrix": self.cooperative_matrix,
-                "cooperative_matrix_lowering": list(self.features.cooperative_matrix), "timestamp_period_ns": self.timestamp_period,
+                "cooperative_matrix_lowering": list(self.features.cooperative_matrix),
+                "timestamp_period_ns": self.timestamp_period,
                 "subgroup_size": self.subgroup_size, "subgroup_size_range": self.subgroup_range,
                 "float_controls": {k: list(v) for k, v in fc.items()},
                 "missing_float_controls": [f"{k}{w}" for k, v in fc.items() for w in (32, 64) if w not in v]}
