@@ -313,3 +313,54 @@ def test_grid_dimension_beyond_32_bits_is_refused() -> None:
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, old)
+
+
+_IDS = """
+.kernel ids
+.arg out buffer u32 write
+.registers 8
+    mov.sr r0, sr_global_id_x
+    mov.sr r1, sr_global_id_y
+    mov.sr r2, sr_global_id_z
+    mov.sr r3, sr_workgroup_id_y
+    mov.sr r4, sr_workgroup_id_z
+    mov.sr r5, sr_grid_size_x
+    mov.sr r6, sr_workgroup_size_x
+    mul.i32 r5, r5, r6
+    mov.sr r6, sr_grid_size_y
+    mov.sr r7, sr_workgroup_size_y
+    mul.i32 r6, r6, r7
+    mul.i32 r7, r2, r6
+    add.i32 r7, r7, r1
+    mul.i32 r7, r7, r5
+    add.i32 r7, r7, r0
+    movi.u32 r6, 12
+    mul.i32 r7, r7, r6
+    st.device.b32 out[r7], r1
+    movi.u32 r6, 4
+    add.i32 r7, r7, r6
+    st.device.b32 out[r7], r3
+    add.i32 r7, r7, r6
+    st.device.b32 out[r7], r4
+.end
+"""
+
+
+@pytest.mark.parametrize("grid,wg", [((256, 2, 1), (16, 16, 1)), ((1024, 1, 2), (64, 1, 1)),
+                                     ((300, 3, 2), (8, 8, 1))])
+def test_ids_of_a_grid_whose_first_batch_is_one_row(grid, wg) -> None:  # noqa: ANN001
+    """The emulator runs workgroups in batches of BATCH_LANES lanes; with 256 workgroups of 256
+    threads a row of the grid fills the first batch, whose workgroup id y (and z) is then 0 in
+    every lane -- the later batches' ids must not take that batch's values (they did: a cached
+    'the same in every batch' part)."""
+    from anywave.emu.machine import BATCH_LANES
+
+    m = assemble(_IDS)
+    nx, ny, nz = (g * s for g, s in zip(grid, wg, strict=True))
+    out = np.full((nz, ny, nx, 3), 0xFFFFFFFF, np.uint32)
+    emulate(m, "ids", grid=grid, workgroup=wg, args=[out.reshape(-1)], wave_width=8)
+    z, y, _ = np.meshgrid(np.arange(nz), np.arange(ny), np.arange(nx), indexing="ij")
+    assert np.array_equal(out[..., 0], y)  # global id y
+    assert np.array_equal(out[..., 1], y // wg[1])  # workgroup id y
+    assert np.array_equal(out[..., 2], z // wg[2])  # workgroup id z
+    assert grid[0] * wg[0] * wg[1] * wg[2] >= BATCH_LANES or grid[2] > 1  # the case the test is for

@@ -637,12 +637,14 @@ class Batch:
             key = (sr, self.nwg)
             v = L.sr_cache.get(key)
             if v is None:
-                per_wg, per_thread = self._special_parts(sr)
+                per_wg, per_thread, thread_only = self._special_parts(sr)
                 pt = (np.asarray(per_thread, np.int64) % (1 << 32)).astype(np.uint32)
                 pw = np.broadcast_to(np.asarray(per_wg, np.int64), (self.nwg,))
                 step = int(pw[1] - pw[0]) if self.nwg > 1 else 0
-                if not np.any(pw):
-                    v = L.sr_cache[key] = np.tile(pt, self.nwg)  # the same in every batch
+                if thread_only:  # no per-workgroup part at all: the same in every batch
+                    v = L.sr_cache[key] = np.tile(pt, self.nwg)
+                elif not np.any(pw):  # zero in this batch only (e.g. workgroup id y in a batch of row 0)
+                    v = np.tile(pt, self.nwg)
                 elif np.array_equal(np.diff(pw), np.full(self.nwg - 1, step)):
                     # affine in the batch's workgroup index (e.g. global id x): a cached
                     # pattern plus one scalar per batch
@@ -658,8 +660,9 @@ class Batch:
             self._sr[sr] = v
         return v
 
-    def _special_parts(self, sr: SpecialRegister) -> tuple[Any, Any]:
-        """(per-workgroup part [nwg], per-thread part [Tp]) whose sum is the register."""
+    def _special_parts(self, sr: SpecialRegister) -> tuple[Any, Any, bool]:
+        """(per-workgroup part [nwg], per-thread part [Tp], whether the register has no
+        per-workgroup part at all) for this batch; the register is the sum of the two parts."""
         L = self.launch
         S = SpecialRegister
         sx, sy, sz = L.wg
@@ -683,7 +686,8 @@ class Batch:
             S.THREAD_LINEAR_ID: lambda: (zg, t),
             **{S[name]: (lambda v=v: (zg, zt + v)) for name, v in MMA_SREG_VALUES.items()},
         }
-        return table[sr]()
+        per_wg, per_thread = table[sr]()
+        return per_wg, per_thread, per_wg is zg
 
     # -- control flow
     def _remove(self, lanes: np.ndarray, kind: int) -> None:
