@@ -53,7 +53,7 @@ _CHILD = textwrap.dedent("""
     t.launch(m, "spin", (1,), (8,), {"y": y}, sync=False, check=False)  # only enqueued
     try:
         print("READY", flush=True)
-        if how == "synchronize":
+        if how in ("synchronize", "relaunch"):
             aw.synchronize()
         elif how == "numpy":
             y.numpy()
@@ -64,6 +64,13 @@ _CHILD = textwrap.dedent("""
         print("RETURNED", flush=True)
     except KeyboardInterrupt:
         print("INTERRUPTED", flush=True)
+        if how == "relaunch":  # the queue still runs the kernel: the next command must not wait behind it
+            try:
+                t.launch(m, "spin", (1,), (8,), {"y": np.zeros(8, np.uint32)}, check=False)
+                print("RAN", flush=True)
+            except Exception as e:
+                print("REFUSED", type(e).__name__, str(e)[:300], flush=True)
+            sys.exit(0)
         raise
 """)
 
@@ -79,7 +86,7 @@ def _line(f: object) -> str:
     return got.decode(errors="replace")
 
 
-@pytest.mark.parametrize("how", ["synchronize", "numpy", "before-wait", "exit"])
+@pytest.mark.parametrize("how", ["synchronize", "numpy", "before-wait", "exit", "relaunch"])
 @pytest.mark.parametrize("target", ["opencl", "sycl"])
 def test_sigint_interrupts_a_wait_on_an_async_launch(target: str, how: str, tmp_path: Path) -> None:
     (tmp_path / "spin.wave").write_text(SPIN)
@@ -119,6 +126,11 @@ def test_sigint_interrupts_a_wait_on_an_async_launch(target: str, how: str, tmp_
         p.communicate()
         pytest.fail(f"{target}/{how}: SIGINT did not end the wait (the process hung until killed)")
     assert "RETURNED" not in out
+    if how == "relaunch":  # refused at once, naming the interrupted command; the exit then does not wait
+        assert "INTERRUPTED" in out and "REFUSED" in out and "still runs" in out, (out, err[-2000:])
+        assert "RAN" not in out
+        assert p.returncode == 130 and "exiting without waiting" in err, (p.returncode, err[-2000:])
+        return
     if how == "exit":
         assert "exiting without waiting" in err, err[-2000:]
         assert p.returncode == 130, (p.returncode, err[-2000:])

@@ -32,7 +32,7 @@ from anywave.backends.cfamily import WAVE_WIDTHS, CProgram, Features
 from anywave.errors import WaveError
 from anywave.isa.types import Access, Capability
 from anywave.runtime.driver import Driver, launch_dims, marshal_args, resolve_check  # noqa: F401 - re-exported
-from anywave.runtime.targets import ProcessDevice, RunnerTarget, check_not_forked
+from anywave.runtime.targets import ProcessDevice, RunnerTarget, check_not_forked, mark_interrupted
 
 _LOCK = threading.Lock()
 _ENV_DONE = False
@@ -441,7 +441,7 @@ class OpenCLRunner(Driver):
             with fn_lock:  # set-args + enqueue, atomic per kernel object
                 ev = fn(q, dims[0], dims[1], *cargs)
             if sync or hosts or checked:
-                wait_interruptibly(ev, keep=(cargs, back, margs, record))
+                wait_interruptibly(ev, keep=(cargs, back, margs, record), device=self.dev)
             for _orig, host, mem in back:
                 raw = host.reshape(-1).view(np.uint8)
                 mapped, _ev = cl.enqueue_map_buffer(q, mem, cl.map_flags.READ, 0, raw.shape, raw.dtype)
@@ -475,7 +475,7 @@ class OpenCLRunner(Driver):
                 orig[...] = host
 
 
-def wait_interruptibly(event: Any, keep: Any = None) -> None:
+def wait_interruptibly(event: Any, keep: Any = None, device: Any = None) -> None:
     """Wait for an OpenCL event from Python, so that Ctrl-C (KeyboardInterrupt) gets through: a
     blocking ``clFinish``/``clWaitForEvents`` holds the main thread inside the driver, where
     Python cannot run its signal handler (issue 11, item 17; issue 31, item 7). Polls the event's
@@ -487,7 +487,10 @@ def wait_interruptibly(event: Any, keep: Any = None) -> None:
     Raises:
         KeyboardInterrupt: on Ctrl-C (the kernel keeps running on the device; the OpenCL
             device of this process is then unusable).
-        pyopencl errors: the command failed (from the final ``wait``)."""
+        pyopencl errors: the command failed (from the final ``wait``).
+
+    On an interrupt, ``device`` (whose queue ran the command) is marked: its next command raises
+    an OpenCLError while this one still runs (:func:`anywave.runtime.targets.mark_interrupted`)."""
     from anywave.runtime.interrupt import abandon, restore_sigint
 
     d, slept = 2e-5, 0.0
@@ -501,7 +504,9 @@ def wait_interruptibly(event: Any, keep: Any = None) -> None:
                 slept = 0.0
                 restore_sigint()
     except BaseException:
-        abandon("an OpenCL command", lambda: int(event.command_execution_status) > 0, (event, keep))
+        running = lambda: int(event.command_execution_status) > 0  # noqa: E731
+        abandon("an OpenCL command", running, (event, keep))
+        mark_interrupted(device, "an OpenCL command", running)
         raise
     event.wait()
 
@@ -560,13 +565,15 @@ class OpenCLMemory:
         check_not_forked(self.dev, OpenCLError)
         q = self.dev.queue
         raw = host.reshape(-1).view(np.uint8)
-        wait_interruptibly(self.dev.cl.enqueue_copy(q, handle, raw, is_blocking=False), keep=(handle, raw))
+        wait_interruptibly(self.dev.cl.enqueue_copy(q, handle, raw, is_blocking=False), keep=(handle, raw),
+                           device=self.dev)
 
     def to_host(self, handle: Any, host: np.ndarray) -> None:
         self.synchronize()
         q = self.dev.queue
         raw = host.reshape(-1).view(np.uint8)
-        wait_interruptibly(self.dev.cl.enqueue_copy(q, raw, handle, is_blocking=False), keep=(handle, raw))
+        wait_interruptibly(self.dev.cl.enqueue_copy(q, raw, handle, is_blocking=False), keep=(handle, raw),
+                           device=self.dev)
 
     def synchronize(self) -> None:
         """Wait for every launch enqueued on the device's queue (a marker after them, polled by
@@ -579,7 +586,7 @@ class OpenCLMemory:
         pending, self.pending = self.pending, ""
         cl = self.dev.cl
         try:
-            wait_interruptibly(cl.enqueue_marker(self.dev.queue))
+            wait_interruptibly(cl.enqueue_marker(self.dev.queue), device=self.dev)
             self.dev.queue.finish()  # everything before the marker is done: returns at once
         except Exception as e:  # noqa: BLE001
             raise OpenCLError(f"an enqueued launch on {self.dev.name} failed (last enqueued: {pending or '?'}): "

@@ -31,7 +31,7 @@ from anywave.errors import WaveError
 from anywave.isa.types import Access, Capability
 from anywave.runtime.driver import Driver
 from anywave.runtime.opencl import setup_environment
-from anywave.runtime.targets import ProcessDevice, RunnerTarget, check_not_forked
+from anywave.runtime.targets import ProcessDevice, RunnerTarget, check_not_forked, mark_interrupted
 
 _SHIM_SRC = Path(__file__).with_name("sycl_shim") / "aw_sycl_shim.cpp"
 
@@ -376,7 +376,8 @@ class SyclRunner(Driver):
         blocking = 1 if (sync or hosts) else 0
         launch_fn = self.dev.lib.aw_sycl_launch
         args_ = (ctypes.c_void_p(handle), info.c_name.encode(), g, loc, n, kinds, vals, sizes, err, 4096, blocking)
-        rc = call_interruptibly(launch_fn, *args_, keep=(keep, back)) if blocking else launch_fn(*args_)
+        rc = (call_interruptibly(launch_fn, *args_, keep=(keep, back), device=self.dev) if blocking
+              else launch_fn(*args_))
         if rc != 0:
             raise SyclError(f"launch of {kernel!r} grid={g3} workgroup={wg} on {self.dev.name} failed: "
                             f"{err.value.decode(errors='replace')}")
@@ -393,7 +394,7 @@ class SyclRunner(Driver):
             raise_if_failed(record, k, info.sites, nb, info.local_memory, f"SYCL ({self.dev.name})")
 
 
-def call_interruptibly(fn: Any, *args: Any, keep: Any = None) -> Any:
+def call_interruptibly(fn: Any, *args: Any, keep: Any = None, device: Any = None) -> Any:
     """``fn(*args)`` (a blocking ctypes call, which releases the GIL) on a worker thread while
     the main thread waits in ``join`` with a timeout, where Python runs its signal handlers:
     Ctrl-C raises KeyboardInterrupt at once instead of being ignored until the kernel ends
@@ -401,6 +402,9 @@ def call_interruptibly(fn: Any, *args: Any, keep: Any = None) -> Any:
     ``args`` and ``keep`` (the host arrays the call reads or writes): they stay alive until it
     returns, so a launch finishing later never writes into freed memory; the process then exits
     without waiting for it (:func:`anywave.runtime.interrupt.abandon`).
+
+    On an interrupt, ``device`` (whose queue the call waits on) is marked: its next command raises
+    a SyclError while the call still runs (:func:`anywave.runtime.targets.mark_interrupted`).
 
     Raises:
         KeyboardInterrupt: on Ctrl-C; whatever ``fn`` raises otherwise."""
@@ -426,7 +430,9 @@ def call_interruptibly(fn: Any, *args: Any, keep: Any = None) -> Any:
             restore_sigint()  # again: the runtime may install its handler while the call runs
     except BaseException:
         # what it waited for is unfinished until the call returned (also when the thread never ran)
-        abandon(f"a SYCL call ({getattr(fn, '__name__', 'call')})", lambda: not box)
+        what = f"a SYCL call ({getattr(fn, '__name__', 'call')})"
+        abandon(what, lambda: not box)
+        mark_interrupted(device, what, lambda: not box)
         raise
     ok, v = box[0]
     if not ok:
@@ -467,7 +473,7 @@ class SyclMemory:
         err = ctypes.create_string_buffer(4096)
         # the copy waits for earlier launches: interruptible (issue 31, item 7)
         if call_interruptibly(self.dev.lib.aw_sycl_memcpy, ctypes.c_void_p(dst), ctypes.c_void_p(src), nbytes,
-                              err, 4096, keep=keep):
+                              err, 4096, keep=keep, device=self.dev):
             raise SyclError(f"SYCL copy on {self.dev.name} failed: {err.value.decode(errors='replace')}")
 
     def from_host(self, handle: Any, host: np.ndarray) -> None:
@@ -485,7 +491,7 @@ class SyclMemory:
         check_not_forked(self.dev, SyclError)
         err = ctypes.create_string_buffer(4096)
         pending, self.pending = self.pending, ""
-        if call_interruptibly(self.dev.lib.aw_sycl_wait, err, 4096):
+        if call_interruptibly(self.dev.lib.aw_sycl_wait, err, 4096, device=self.dev):
             raise SyclError(f"an enqueued launch on {self.dev.name} failed (last enqueued: {pending or '?'}): "
                             f"{err.value.decode(errors='replace')}")
 

@@ -434,10 +434,33 @@ class ProcessDevice:
 
 def check_not_forked(device: Any, error: type[Exception]) -> None:
     """Raise ``error`` when ``device`` was created before this process was forked from its parent
-    (:class:`ProcessDevice`)."""
+    (:class:`ProcessDevice`), or when its queue still runs a command whose wait was interrupted
+    (Ctrl-C: :func:`mark_interrupted`) -- a device kernel cannot be cancelled, and every later
+    command of an in-order queue would wait behind it for ever."""
     msg = getattr(device, "_fork_error", None)
     if msg:
         raise error(msg)
+    held = getattr(device, "_interrupted", None)
+    if held is not None:
+        what, running = held
+        try:
+            still = running()
+        except Exception:  # noqa: BLE001 - a runtime torn down: nothing runs any more
+            still = False
+        if not still:
+            device._interrupted = None
+            return
+        raise error(f"{getattr(device, 'name', 'the device')} still runs {what}, whose wait was interrupted "
+                    "(Ctrl-C): a kernel on the device cannot be cancelled, and this queue runs commands in "
+                    "order, so this one would wait behind it for ever. Let it finish, or start a new "
+                    "process (this one ends without waiting for it).")
+
+
+def mark_interrupted(device: Any, what: str, running: Callable[[], bool]) -> None:
+    """Record on ``device`` a command left running by an interrupted wait, so that the device's
+    next command raises (:func:`check_not_forked`) instead of waiting behind it while it runs."""
+    if device is not None:
+        device._interrupted = (what, running)
 
 
 def _after_fork_in_child() -> None:
