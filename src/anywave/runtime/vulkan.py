@@ -566,15 +566,17 @@ class VulkanDevice:
         n = raw.size
         if not n:
             return
+        pad = min(-(-n // 16) * 16, dst.size)  # the padding inside the descriptor's range gets zeros
         with self.lock:
-            st = self.staging(n)
+            st = self.staging(pad)
             st.mapped[:n] = raw
+            st.mapped[n:pad] = 0
             self.transfers["to_device"] += 1
             self.transfers["to_device_bytes"] += n
 
             def rec(cmd: Any, slot: _Slot) -> None:
                 self._barrier(cmd)
-                self.vk.vkCmdCopyBuffer(cmd, st.buf, dst.buf, 1, [self.vk.VkBufferCopy(0, 0, n)])
+                self.vk.vkCmdCopyBuffer(cmd, st.buf, dst.buf, 1, [self.vk.VkBufferCopy(0, 0, pad)])
 
             self._submit(rec, "an upload to the device", wait=True, staging=True)
 
@@ -1205,8 +1207,12 @@ class VulkanRunner(Driver):
                     st = dev.staging(total)
                     for a, _v, host, off, nb in hosts:
                         st.mapped[off:off + nb] = host.reshape(-1).view(np.uint8)
+                        # the buffer's padding (to 16 bytes, inside the descriptor's range) gets zeros:
+                        # an unchecked read past the array's end sees 0, not stale memory
+                        pad = min(-(-max(nb, 1) // 16) * 16, temps[len(staged)].size)
+                        st.mapped[off + nb:off + pad] = 0
                         written = a.access is not Access.READ
-                        staged.append((temps[len(staged)], off, nb, written))
+                        staged.append((temps[len(staged)], off, pad, written))
                         dev.transfers["to_device"] += 1
                         dev.transfers["to_device_bytes"] += nb
                         if written:
