@@ -143,6 +143,11 @@ def test_cross_entropy_bad_label_is_nan():
     assert math.isnan(float(loss))
     g = ops.cross_entropy_backward(torch.tensor(1.0), x, torch.tensor([0, -1, 1]))
     assert torch.isnan(g[1]).all() and not torch.isnan(g[0]).any()
+    # an int64 label past int32 is out of range too, not wrapped onto class 1 (2^32 + 1 mod 2^32)
+    for bad in ((1 << 32) + 1, -(1 << 32) + 1, (1 << 31)):
+        assert math.isnan(float(ops.cross_entropy(x, torch.tensor([0, bad, 1]))))
+        g = ops.cross_entropy_backward(torch.tensor(1.0), x, torch.tensor([0, bad, 1]))
+        assert torch.isnan(g[1]).all() and not torch.isnan(g[0]).any()
 
 
 def test_autograd_matches_pytorch():

@@ -128,6 +128,8 @@ def _labels(t: torch.Tensor, op: str, rows: int) -> torch.Tensor:
     if tuple(t.shape) != (rows,):
         raise OpInputError(f"anywave.{op}: labels has shape {tuple(t.shape)}, expected ({rows},) "
                            "(one class index per row of logits)")
+    if t.dtype == torch.int64:  # a label past int32 is out of range (NaN loss), not wrapped onto a class
+        t = torch.where((t < -(1 << 31)) | (t >= (1 << 31)), torch.full_like(t, -1), t)
     return _dense(t.to(torch.int32))
 
 
