@@ -164,3 +164,23 @@ def test_an_ndarray_subclass_is_used_as_its_plain_memory():
     masked = np.ma.masked_array(np.zeros(8, np.float32), mask=[False] * 8)
     iota_f32(masked, 8, grid=1, workgroup=8, target="emulator")
     assert masked.data.tolist() == [float(i) for i in range(8)]
+
+
+@pytest.mark.parametrize("v", [np.longdouble(7), np.float64(7), np.float16(7), 7.0])
+def test_an_integral_float_scalar_of_any_numpy_dtype_fills_an_integer_parameter(v):
+    # launching.md: a NumPy scalar of any dtype; a float for an integer parameter must be integral
+    # (np.longdouble's .item() is itself, and used to reach the word conversion as a float)
+    for _ in range(2):  # the first call of the layout, then the plan's
+        out = np.zeros(8, np.int32)
+        fill_i32(out, v, 8, grid=1, workgroup=8, target="emulator")
+        assert (out == 7).all()
+
+
+@pytest.mark.parametrize("v", [np.longdouble(7.5), np.float64(np.inf), np.longdouble("nan")])
+def test_a_non_integral_float_for_an_integer_parameter_is_a_launch_error(v):
+    from anywave.errors import LaunchError
+
+    out = np.zeros(8, np.int32)
+    with pytest.raises(LaunchError, match="argument 'v' is i32"):
+        fill_i32(out, v, 8, grid=1, workgroup=8, target="emulator")
+    assert not out.any()

@@ -131,23 +131,27 @@ def scalar_word(kernel: Kernel, name: str, t: ScalarType, value: Any) -> int:
     canonical quiet NaN).
 
     Raises:
-        TypeError: not a number (or not an integer for an integer type), naming the argument.
-        ValueError: an integer out of the type's range, or a float overflowing it.
+        LaunchError (a TypeError): not a number (or not an integer for an integer type), naming
+            the argument.
+        LaunchValueError (a ValueError): an integer out of the type's range, or a float
+            overflowing it.
     """
+    from anywave.errors import LaunchError, LaunchValueError
+
     where = f"scalar argument {name!r} of kernel {kernel.name!r} ({t.spelling})"
     if isinstance(value, np.ndarray) and value.ndim == 0:
         value = value[()]
     kind = number_kind(value)
     if t in SCALAR_INT:
         if kind != "int":
-            raise TypeError(f"{where} takes an integer, got {type(value).__name__} {value!r}")
+            raise LaunchError(f"{where} takes an integer, got {type(value).__name__} {value!r}")
         lo, hi = SCALAR_INT[t]
         v = int(value)
         if not lo <= v <= hi:
-            raise ValueError(f"{where} = {v} is out of range [{lo}, {hi}]")
+            raise LaunchValueError(f"{where} = {v} is out of range [{lo}, {hi}]")
         return v & ((1 << t.bits) - 1)
     if kind is None:
-        raise TypeError(f"{where} takes a number, got {type(value).__name__} {value!r}")
+        raise LaunchError(f"{where} takes a number, got {type(value).__name__} {value!r}")
     if isinstance(value, np.generic) and type(value).__name__ == SAME_TYPE[t]:
         return int(np.array(value).view({2: np.uint16, 4: np.uint32, 8: np.uint64}[value.itemsize]))
     ebits, mbits = FLOAT_FORMATS[t]
@@ -161,7 +165,7 @@ def scalar_word(kernel: Kernel, name: str, t: ScalarType, value: Any) -> int:
     if bits is None:
         emax = (1 << (ebits - 1)) - 1
         largest = (2 - Fraction(2) ** -mbits) * Fraction(2) ** emax
-        raise ValueError(f"{where} = {value!r} overflows {t.spelling} (largest finite "
+        raise LaunchValueError(f"{where} = {value!r} overflows {t.spelling} (largest finite "
                          f"{float(largest)!r})")
     return bits
 

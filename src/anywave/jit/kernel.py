@@ -225,8 +225,8 @@ class KernelFunction(KernelDef):
             raise LaunchError(f"kernel {self.name!r}: argument {p.name!r} is a {t.name} scalar, got "
                               f"{type(v).__name__} {v!r}")
         if t.is_int:
-            if isinstance(v, float):
-                if not v.is_integer():
+            if isinstance(v, (float, np.floating)):  # (np.longdouble's item() is itself)
+                if not (np.isfinite(v) and v == np.trunc(v)):
                     raise LaunchError(f"kernel {self.name!r}: argument {p.name!r} is {t.name}, got float {v!r}")
                 v = int(v)
             info = np.iinfo(t.np_dtype)
