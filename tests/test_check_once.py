@@ -20,10 +20,8 @@ import struct
 import numpy as np
 import pytest
 
-from anywave.errors import LaunchValueError
-
 import anywave as aw
-from anywave.errors import OutOfBoundsError, WaveError
+from anywave.errors import LaunchValueError, OutOfBoundsError, WaveError
 from anywave.jit import launch as L
 from anywave.jit import targets as T
 from anywave.jit.kernel import KernelFunction
