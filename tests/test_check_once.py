@@ -211,7 +211,8 @@ def test_a_float_that_overflows_its_type_is_refused_by_the_bound_launchs_convers
     x = np.arange(48, dtype=np.float32)
     y = np.zeros(48, np.float32)
     for _ in range(2):  # a LaunchValueError: a WaveError (errors.md: every input error is one) and a ValueError
-        with pytest.raises(LaunchValueError, match=r"scalar argument 'a' of kernel 'axpb' \(f32\) = 1e\+39 overflows f32"):
+        with pytest.raises(LaunchValueError,
+                           match=r"scalar argument 'a' of kernel 'axpb' \(f32\) = 1e\+39 overflows f32"):
             axpb(x, y, 1e39, 40, grid=2, workgroup=32, target=target)
     assert not y.any() and len(axpb._calls) == 0  # no launch, no plan
     axpb(x, y, 0.5, 40, grid=2, workgroup=32, target=target)  # the plan
