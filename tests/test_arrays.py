@@ -154,6 +154,14 @@ def test_array_api():
         aw.empty(3, target="nonesuch")
 
 
+def test_cpu_target_arrays_are_host_memory_shared_with_the_emulator():
+    # the default target on a machine without a GPU is cpu: aw.array without target= must work there
+    a = aw.array(np.arange(6, dtype=np.float32), target="cpu")
+    assert "target='cpu'" in repr(a) and a.space.kind == "host"
+    assert np.array_equal(a.numpy(), np.arange(6, dtype=np.float32))
+    assert aw.zeros(4, aw.f32, target="cpu").numpy().tolist() == [0.0] * 4
+
+
 def test_dlpack_and_torch_interop_share_memory():
     torch = pytest.importorskip("torch")
     a = aw.array(np.arange(8, dtype=np.float32), target="emulator")

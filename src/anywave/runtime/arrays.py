@@ -53,7 +53,7 @@ class ArgumentError(WaveError, TypeError):
 #: the memory kinds each target's launch takes without a copy ("host" memory is copied in and
 #: out by targets that cannot address it: CUDA and SYCL)
 TARGET_MEMORY: dict[str, tuple[str, ...]] = {
-    "emulator": ("host",), "opencl": ("opencl", "host"), "sycl": ("sycl", "host"), "cuda": ("cuda", "host"),
+    "emulator": ("host",), "cpu": ("host",), "opencl": ("opencl", "host"), "sycl": ("sycl", "host"), "cuda": ("cuda", "host"),
     # Vulkan: device-local buffers; host memory is staged in and out by the launch
     "vulkan": ("vulkan", "host"),
 }
@@ -142,6 +142,12 @@ class HostSpace:
         pass
 
 
+class CpuSpace(HostSpace):
+    """The native CPU target's memory: host memory, as the emulator's (the two share arrays)."""
+
+    name = "cpu"
+
+
 _SPACE_FACTORIES: dict[str, Callable[[int], MemorySpace]] = {}
 _SPACES: dict[tuple[str, int], MemorySpace] = {}
 _SPACES_LOCK = threading.Lock()
@@ -164,6 +170,7 @@ def _lazy(module: str, attr: str = "memory_space") -> Callable[[int], MemorySpac
 
 
 register_memory_space("emulator", lambda device: HostSpace())
+register_memory_space("cpu", lambda device: CpuSpace())
 register_memory_space("cuda", _lazy("anywave.runtime.cuda"))
 register_memory_space("opencl", _lazy("anywave.runtime.opencl"))
 register_memory_space("sycl", _lazy("anywave.runtime.sycl"))
