@@ -53,7 +53,8 @@ class ArgumentError(WaveError, TypeError):
 #: the memory kinds each target's launch takes without a copy ("host" memory is copied in and
 #: out by targets that cannot address it: CUDA and SYCL)
 TARGET_MEMORY: dict[str, tuple[str, ...]] = {
-    "emulator": ("host",), "cpu": ("host",), "opencl": ("opencl", "host"), "sycl": ("sycl", "host"), "cuda": ("cuda", "host"),
+    "emulator": ("host",), "cpu": ("host",), "opencl": ("opencl", "host"), "sycl": ("sycl", "host"),
+    "cuda": ("cuda", "host"),
     # Vulkan: device-local buffers; host memory is staged in and out by the launch
     "vulkan": ("vulkan", "host"),
 }
