@@ -374,3 +374,20 @@ def test_constant_buffer_abi_limit_and_errors():
 
     with pytest.raises(aw.CompileError, match=r"declared aw.Constant\[f32\] \(read only\)"):
         writes.compile()
+
+
+def test_an_int_float_mix_names_the_operand_to_cast():
+    @aw.kernel
+    def scale(x: aw.Buffer[aw.f32], k: aw.i32):
+        i = aw.global_id(0)
+        x[i] = x[i] * k
+
+    with pytest.raises(aw.CompileError, match=r"different types f32 and i32; cast the i32 operand, e\.g\. aw\.f32"):
+        scale.compile()
+
+
+def test_a_device_function_called_on_the_host_names_itself():
+    # aw.exp is an @aw.func of the standard library that uses intrinsics (aw.rint ...): the error
+    # must name aw.exp, not the intrinsic inside it
+    with pytest.raises(aw.CompileError, match=r"aw\.exp\(\) was called outside a kernel"):
+        aw.exp(1.0)

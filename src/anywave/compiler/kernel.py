@@ -92,8 +92,18 @@ class Func(DeviceFunction):
         return fingerprint(self.fn).text
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        """Host call: runs the Python function (useful only when it uses no intrinsics)."""
-        return self.fn(*args, **kwargs)
+        """Host call: runs the Python function (useful only when it uses no intrinsics; one that
+        does raises a CompileError naming this function)."""
+        from anywave.compiler.errors import CompileError
+
+        try:
+            return self.fn(*args, **kwargs)
+        except CompileError as e:
+            if "can only be used inside an @aw.kernel" in str(e) and f"aw.{self.name}()" not in str(e):
+                raise CompileError(f"aw.{self.name}() was called outside a kernel: it is a device function "
+                                   f"(@aw.func) that uses the language's intrinsics ({e}); call it inside an "
+                                   "@aw.kernel or @aw.func body") from None
+            raise
 
     def __repr__(self) -> str:
         return f"<aw.func {self.name}>"

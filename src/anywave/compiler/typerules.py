@@ -107,8 +107,11 @@ def common_type(ta: DType | None, a: Any, tb: DType | None, b: Any, what: str) -
         return ta if ta.bits >= tb.bits else tb
     if ta.is_int and tb.is_int and ta.is_signed == tb.is_signed:
         return ta if ta.bits >= tb.bits else tb
-    hint = ("cast one side, e.g. aw.f32(x)" if ta.is_float != tb.is_float
-            else "cast one side, e.g. aw.i32(x) or aw.u32(x)")
+    if ta.is_float != tb.is_float:  # name the integer operand and the float type it would need
+        ft, it = (ta, tb) if ta.is_float else (tb, ta)
+        hint = f"cast the {it.name} operand, e.g. aw.{ft.name}(...), or the {ft.name} one to an integer type"
+    else:
+        hint = "cast one side, e.g. aw.i32(x) or aw.u32(x)"
     raise TypeRuleError(f"operands of {what} have different types {ta.name} and {tb.name}; {hint} "
                         "(the language never converts silently between signedness or int/float)")
 
