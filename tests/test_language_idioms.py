@@ -391,3 +391,11 @@ def test_a_device_function_called_on_the_host_names_itself():
     # must name aw.exp, not the intrinsic inside it
     with pytest.raises(aw.CompileError, match=r"aw\.exp\(\) was called outside a kernel"):
         aw.exp(1.0)
+
+
+def test_an_ellipsis_body_is_a_placeholder_like_pass():
+    @aw.kernel
+    def later(out: aw.Out[aw.f32], n: aw.i32):
+        ...
+
+    later.compile()  # compiles to a kernel that does nothing

@@ -265,6 +265,8 @@ class Frontend(ast.NodeVisitor):
     def visit_Expr(self, node: ast.Expr) -> None:
         if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
             return None  # docstring
+        if isinstance(node.value, ast.Constant) and node.value.value is Ellipsis:
+            return None  # `...` as a placeholder body, as `pass`
         if isinstance(node.value, (ast.Yield, ast.YieldFrom, ast.Await)):
             self.visit(node.value)  # reported as the unsupported construct it is
         if not isinstance(node.value, ast.Call):
