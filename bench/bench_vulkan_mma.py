@@ -74,7 +74,8 @@ def main(argv: list[str] | None = None) -> int:
         "coop_types": list(dev.features.cooperative_matrix), "coop_wave_width": dev.features.coop_wave_width,
         "local_memory_limit": dev.local_memory, "sizes": {}}
     print(json.dumps({k: v for k, v in rec.items() if k != "sizes"}), flush=True)
-    W = 32
+    W = dev.features.coop_wave_width or dev.subgroup_size  # the Vulkan launches' wave width
+    WC = 32  # the CUDA target's
     rng = np.random.default_rng(7)
     for n in (int(s) for s in a.sizes.split(",")):
         flop = 2.0 * n * n * n
@@ -113,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             grid = (n // bn, n // bm, 1)
             wg = (c["WM"] * c["WN"] * W, 1, 1)
-            consts = {**c, "W": W}
+            consts = {**c, "W": W}  # (the kernel's copies are unrolled for its W)
             try:
                 vc = aw.empty((n, n), np.float32, target="vulkan")
                 vk_run = functools.partial(gemm_tiled_kernel, va, vb, vbias, vc, n, n, n, grid=grid, workgroup=wg,
@@ -132,8 +133,9 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             try:
                 gc = aw.empty((n, n), np.float32, target="cuda")
-                cu_run = functools.partial(gemm_tiled_kernel, ga, gb, gbias, gc, n, n, n, grid=grid, workgroup=wg,
-                                           target="cuda", wave_width=W, **consts)
+                cu_run = functools.partial(gemm_tiled_kernel, ga, gb, gbias, gc, n, n, n, grid=grid,
+                                           workgroup=(c["WM"] * c["WN"] * WC, 1, 1), target="cuda", wave_width=WC,
+                                           **{**c, "W": WC})
                 tcu = med(cuda_times(cu_run, a.reps))
                 r.update({"cuda_target_ms": tcu * 1e3, "cuda_target_tflops": flop / tcu / 1e12})
                 if "vulkan_ms" in r:

@@ -42,14 +42,13 @@ from collections.abc import Callable
 from typing import Any
 
 from anywave.backends.lowering.fragments import fragment_slots
-from anywave.backends.spirv_asm import COOP_LAYOUT, SCOPE, SEM
-from anywave.binary.module import Instruction, LocalAddr
-from anywave.isa import semantics
+from anywave.backends.spirv_asm import COOP_LAYOUT, SCOPE
+from anywave.backends.spirv_mma import _canon, _scoped, _sync  # the per-lane lowering's own helpers
+from anywave.binary.module import Instruction
 from anywave.isa.mma import FragKind, fragment_kinds, group_bt, group_n, row_n
 from anywave.isa.types import ScalarType as T
 
 _Lowering = Any  # anywave.backends.spirv._Lowering (no import cycle)
-F32_NAN = semantics.CANONICAL_NAN[T.F32]
 #: words of a wave's staging area: one 16 x 16 f32 tile
 SCRATCH_WORDS = 256
 SCRATCH_BYTES = 4 * SCRATCH_WORDS
@@ -99,11 +98,6 @@ def _get(x: _Lowering, slot: int) -> int:
 
 def _set(x: _Lowering, slot: int, v: int) -> None:
     x.store(x.frags[slot][0], v)
-
-
-def _sync(x: _Lowering) -> None:
-    sg = x.c(SCOPE["Subgroup"])
-    x.b.emit("ControlBarrier", sg, sg, x.sem(SEM["AcquireRelease"] | SEM["WorkgroupMemory"]))
 
 
 def _scratch_base(x: _Lowering) -> int:
@@ -157,10 +151,6 @@ def _components(x: _Lowering, k: FragKind, body: Callable[[Callable[[int], int]]
     _for_ids(x, n, one)
 
 
-def _canon(x: _Lowering, bits: int) -> int:
-    return x.sel(x.u32, x._bits_nan(bits, False), x.c(F32_NAN), bits)
-
-
 def _lane_elems(x: _Lowering, n: int, body: Callable[[int], None]) -> None:
     """``body(e)`` for the tile elements ``e = lane + W*t < n`` this lane handles (unrolled)."""
     for t in range(-(-n // x.W)):
@@ -202,16 +192,6 @@ def _on_elements(x: _Lowering, src: int, dst: int, fn: Callable[[int, int, int],
     _fill_from_scratch(x, dst, base, 16)
 
 
-def _scoped(x: _Lowering, addr: Any, body: Callable[[], None]) -> None:
-    sync = isinstance(addr, LocalAddr)
-    if sync:
-        _sync(x)
-    with x.when(x.ex):
-        body()
-    if sync:
-        _sync(x)
-
-
 # --------------------------------------------------------------------------- the instructions
 
 def fload(x: _Lowering, ins: Instruction) -> None:
@@ -223,18 +203,19 @@ def fload(x: _Lowering, ins: Instruction) -> None:
         _set(x, f, x.op("CooperativeMatrixLoadKHR", coop_type(x, k), ptr, x.c(ROW_MAJOR), x.shr(x.r(rs), 2),
                         *x.memory_operands()))
 
-    _scoped(x, addr, body)
+    _scoped(x, k, addr, body)
 
 
 def fstore(x: _Lowering, ins: Instruction) -> None:
     addr, f, rs = ins.operands
+    k = fragment_kinds(ins.defn)[1]
 
     def body() -> None:
         ptr = x.word_ptr(addr, x.byte_offset(addr.reg, addr.offset))
         x.b.emit("CooperativeMatrixStoreKHR", ptr, _get(x, f), x.c(ROW_MAJOR), x.shr(x.r(rs), 2),
                  *x.memory_operands())
 
-    _scoped(x, addr, body)
+    _scoped(x, k, addr, body)
 
 
 def fmma(x: _Lowering, ins: Instruction) -> None:
@@ -244,7 +225,7 @@ def fmma(x: _Lowering, ins: Instruction) -> None:
     def body() -> None:
         _set(x, d, x.op("CooperativeMatrixMulAddKHR", coop_type(x, k), _get(x, a), _get(x, b), _get(x, c)))
 
-    _scoped(x, None, body)
+    _scoped(x, k, None, body)
 
 
 def fgmma(x: _Lowering, ins: Instruction) -> None:
@@ -292,7 +273,7 @@ def fgmma(x: _Lowering, ins: Instruction) -> None:
                       *x.memory_operands())
             _set(x, d + jj, x.op("CooperativeMatrixMulAddKHR", tacc, av, bv, _get(x, d + jj)))
 
-    _scoped(x, addr, body)
+    _scoped(x, ka, addr, body)
 
 
 def felementwise(x: _Lowering, ins: Instruction) -> None:
@@ -325,7 +306,7 @@ def felementwise(x: _Lowering, ins: Instruction) -> None:
 
         _on_elements(x, src, d, add_bias)
 
-    _scoped(x, None, body)
+    _scoped(x, k, None, body)
 
 
 def facc(x: _Lowering, ins: Instruction) -> None:
@@ -365,7 +346,7 @@ def facc(x: _Lowering, ins: Instruction) -> None:
         else:
             _row_reduce(x, ins)
 
-    _scoped(x, None, body)
+    _scoped(x, k, None, body)
 
 
 def _cvt_a(x: _Lowering, d: int, src: int, t: T) -> None:

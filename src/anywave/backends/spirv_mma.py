@@ -40,7 +40,7 @@ from collections.abc import Callable
 from contextlib import nullcontext
 from typing import Any
 
-from anywave.backends import spirv_coop, spirv_status
+from anywave.backends import spirv_status
 from anywave.backends.lowering.fragments import fragment_slots
 from anywave.backends.spirv_asm import SCOPE, SEM
 from anywave.binary.module import Instruction, LocalAddr
@@ -63,7 +63,9 @@ def declare(x: _Lowering) -> dict[int, tuple[int, FragKind]]:
     slot -> (variable id, kind), zero-initialised."""
     out: dict[int, tuple[int, FragKind]] = {}
     for s, k in sorted(fragment_slots(x.m, x.k.code).items()):
-        if spirv_coop.is_coop(x, k):  # a cooperative matrix (spirv_coop)
+        if getattr(x, "coop", False) and k.shape.scope == "wave":  # a cooperative matrix (spirv_coop)
+            from anywave.backends import spirv_coop  # (it builds on this module's helpers)
+
             out[s] = (spirv_coop.declare_slot(x, k), k)
             continue
         arr = x.b.t_array(x.u32, words_per_lane(k, x.W))
@@ -401,13 +403,16 @@ HANDLERS["fwait"] = _fwait
 def _dispatch(op: str, words: Callable[[_Lowering, Instruction], None]) -> Callable[[_Lowering, Instruction], None]:
     """The handler of ``op``: :mod:`anywave.backends.spirv_coop`'s for a wave-scope instruction of a
     kernel whose wave-scope slots are cooperative matrices, else the per-lane one above."""
-    coop = spirv_coop.HANDLERS.get(op)
-    if coop is None:
-        return words
-
     def handler(x: _Lowering, ins: Instruction) -> None:
-        wave = any(k is not None and k.shape.scope == "wave" for k in fragment_kinds(ins.defn))
-        (coop if wave and getattr(x, "coop", False) else words)(x, ins)
+        if getattr(x, "coop", False) and any(k is not None and k.shape.scope == "wave"
+                                             for k in fragment_kinds(ins.defn)):
+            from anywave.backends import spirv_coop  # (it builds on this module's helpers)
+
+            coop = spirv_coop.HANDLERS.get(op)
+            if coop is not None:
+                coop(x, ins)
+                return
+        words(x, ins)
 
     return handler
 
