@@ -39,12 +39,13 @@ unguarded, keeps the per-lane lowering (its accesses are each guarded).
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import nullcontext
 from typing import Any
 
 from anywave.backends.lowering.fragments import fragment_slots
-from anywave.backends.spirv_asm import COOP_LAYOUT, SCOPE
-from anywave.backends.spirv_mma import _canon, _scoped, _sync  # the per-lane lowering's own helpers
-from anywave.binary.module import Instruction
+from anywave.backends.spirv_asm import COOP_LAYOUT, SCOPE, SEM
+from anywave.binary.module import Instruction, LocalAddr
+from anywave.isa import semantics
 from anywave.isa.mma import FragKind, fragment_kinds, group_bt, group_n, row_n
 from anywave.isa.types import ScalarType as T
 
@@ -53,6 +54,32 @@ _Lowering = Any  # anywave.backends.spirv._Lowering (no import cycle)
 SCRATCH_WORDS = 256
 SCRATCH_BYTES = 4 * SCRATCH_WORDS
 ROW_MAJOR, COL_MAJOR = COOP_LAYOUT["RowMajorKHR"], COOP_LAYOUT["ColumnMajorKHR"]
+F32_NAN = semantics.CANONICAL_NAN[T.F32]
+
+
+# helpers of both fragment lowerings (this one and anywave.backends.spirv_mma's per-lane one)
+
+def _canon(x: _Lowering, bits: int) -> int:
+    return x.sel(x.u32, x._bits_nan(bits, False), x.c(F32_NAN), bits)
+
+
+def _sync(x: _Lowering) -> None:
+    sg = x.c(SCOPE["Subgroup"])
+    x.b.emit("ControlBarrier", sg, sg, x.sem(SEM["AcquireRelease"] | SEM["WorkgroupMemory"]))
+
+
+def _scoped(x: _Lowering, k: FragKind, addr: Any, body: Callable[[], None]) -> None:
+    """Run ``body``: for wave scope under a selection on ``x.ex`` (between subgroup barriers when
+    it touches local memory); thread-scope instructions are already under their condition."""
+    wave = k.shape.scope == "wave"
+    sync = wave and isinstance(addr, LocalAddr)
+    if sync:
+        _sync(x)
+    with x.when(x.ex) if wave else nullcontext():
+        body()
+    if sync:
+        _sync(x)
+
 
 
 def usable(x: _Lowering) -> bool:

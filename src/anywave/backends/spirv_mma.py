@@ -37,19 +37,17 @@ does: the emulator's order, bit for bit. No unit is shared between the four wave
 from __future__ import annotations
 
 from collections.abc import Callable
-from contextlib import nullcontext
 from typing import Any
 
-from anywave.backends import spirv_status
+from anywave.backends import spirv_coop, spirv_status
 from anywave.backends.lowering.fragments import fragment_slots
-from anywave.backends.spirv_asm import SCOPE, SEM
-from anywave.binary.module import Instruction, LocalAddr
-from anywave.isa import semantics
+from anywave.backends.spirv_asm import SCOPE
+from anywave.backends.spirv_coop import _canon, _scoped  # shared with the cooperative-matrix lowering
+from anywave.binary.module import Instruction
 from anywave.isa.mma import FragKind, fragment_kinds, group_bt, group_n, row_n
 from anywave.isa.types import ScalarType as T
 
 _Lowering = Any  # anywave.backends.spirv._Lowering (no import cycle)
-F32_NAN = semantics.CANONICAL_NAN[T.F32]
 DONT_UNROLL = 2  # SPIR-V LoopControl mask
 
 
@@ -63,9 +61,7 @@ def declare(x: _Lowering) -> dict[int, tuple[int, FragKind]]:
     slot -> (variable id, kind), zero-initialised."""
     out: dict[int, tuple[int, FragKind]] = {}
     for s, k in sorted(fragment_slots(x.m, x.k.code).items()):
-        if getattr(x, "coop", False) and k.shape.scope == "wave":  # a cooperative matrix (spirv_coop)
-            from anywave.backends import spirv_coop  # (it builds on this module's helpers)
-
+        if spirv_coop.is_coop(x, k):  # a cooperative matrix (spirv_coop)
             out[s] = (spirv_coop.declare_slot(x, k), k)
             continue
         arr = x.b.t_array(x.u32, words_per_lane(k, x.W))
@@ -124,28 +120,6 @@ def _tile_off(x: _Lowering, k: FragKind, base: int, stride: int, e: int, esz: in
     row = x.shr(e, _log2(k.cols))
     col = x.iand(e, x.c(k.cols - 1))
     return x.add(x.add(base, x.op("IMul", x.u32, row, stride)), x.shl(col, _log2(esz)))
-
-
-def _canon(x: _Lowering, bits: int) -> int:
-    return x.sel(x.u32, x._bits_nan(bits, False), x.c(F32_NAN), bits)
-
-
-def _sync(x: _Lowering) -> None:
-    sg = x.c(SCOPE["Subgroup"])
-    x.b.emit("ControlBarrier", sg, sg, x.sem(SEM["AcquireRelease"] | SEM["WorkgroupMemory"]))
-
-
-def _scoped(x: _Lowering, k: FragKind, addr: Any, body: Callable[[], None]) -> None:
-    """Run ``body``: for wave scope under a selection on ``x.ex`` (between subgroup barriers when
-    it touches local memory); thread-scope instructions are already under their condition."""
-    wave = k.shape.scope == "wave"
-    sync = wave and isinstance(addr, LocalAddr)
-    if sync:
-        _sync(x)
-    with x.when(x.ex) if wave else nullcontext():
-        body()
-    if sync:
-        _sync(x)
 
 
 def _fload(x: _Lowering, ins: Instruction) -> None:
@@ -402,17 +376,15 @@ HANDLERS["fwait"] = _fwait
 
 def _dispatch(op: str, words: Callable[[_Lowering, Instruction], None]) -> Callable[[_Lowering, Instruction], None]:
     """The handler of ``op``: :mod:`anywave.backends.spirv_coop`'s for a wave-scope instruction of a
-    kernel whose wave-scope slots are cooperative matrices, else the per-lane one above."""
-    def handler(x: _Lowering, ins: Instruction) -> None:
-        if getattr(x, "coop", False) and any(k is not None and k.shape.scope == "wave"
-                                             for k in fragment_kinds(ins.defn)):
-            from anywave.backends import spirv_coop  # (it builds on this module's helpers)
+    kernel whose wave-scope slots are cooperative matrices (where it has one), else the per-lane
+    one above."""
+    coop = spirv_coop.HANDLERS.get(op)
+    if coop is None:
+        return words
 
-            coop = spirv_coop.HANDLERS.get(op)
-            if coop is not None:
-                coop(x, ins)
-                return
-        words(x, ins)
+    def handler(x: _Lowering, ins: Instruction) -> None:
+        wave = any(k is not None and k.shape.scope == "wave" for k in fragment_kinds(ins.defn))
+        (coop if wave and getattr(x, "coop", False) else words)(x, ins)
 
     return handler
 
