@@ -39,8 +39,9 @@ DEFAULT_WAVE_WIDTH = 32
 TARGET_OPT_ENV = "ANYWAVE_TARGET_OPT"
 
 
-_OPT_OFF = ("0", "false", "no", "off")
-_OPT_ON = ("1", "true", "yes", "on")
+#: the spellings of an on/off setting (``ANYWAVE_TARGET_OPT``, ``ANYWAVE_VULKAN_COOPMAT``)
+SETTING_OFF = ("0", "false", "no", "off")
+SETTING_ON = ("1", "true", "yes", "on")
 
 
 def optimize_target_code() -> bool:
@@ -65,9 +66,9 @@ def optimize_target_code() -> bool:
         LaunchConfigError: the variable holds any other value."""
     raw = os.environ.get(TARGET_OPT_ENV, "")
     v = raw.strip().lower()
-    if not v or v in _OPT_ON:
+    if not v or v in SETTING_ON:
         return True
-    if v in _OPT_OFF:
+    if v in SETTING_OFF:
         return False
     raise LaunchConfigError(f"{TARGET_OPT_ENV}={raw!r}: use 1 (optimise, the default) or 0 (build without "
                             "optimisation: faster builds, slower kernels, the same results)")

@@ -66,7 +66,7 @@ from anywave.errors import LaunchConfigError, WaveError
 from anywave.isa.types import Access, Capability
 from anywave.runtime import interrupt
 from anywave.runtime.driver import Driver
-from anywave.runtime.targets import ProcessDevice, RunnerTarget, optimize_target_code
+from anywave.runtime.targets import SETTING_OFF, SETTING_ON, ProcessDevice, RunnerTarget, optimize_target_code
 
 
 def _fence_timeout_ns(text: str | None) -> int:
@@ -121,7 +121,7 @@ def _bfloat16_features(vk: Any, pnext: Any, cooperative_matrix: bool = False) ->
     return s
 
 
-def _bfloat16_enabled(vk: Any, s: Any) -> bool:
+def _bfloat16_enabled(s: Any) -> bool:
     """shaderBFloat16Type and shaderBFloat16CooperativeMatrix of a struct from :func:`_bfloat16_features`."""
     return bool(s.multiview) and bool(s.multiviewTessellationShader)
 
@@ -388,12 +388,12 @@ class VulkanDevice:
         memory model with device scope, and subgroups of the device's size for compute."""
         raw = os.environ.get("ANYWAVE_VULKAN_COOPMAT", "")
         low = raw.strip().lower()
-        if low not in ("", "1", "true", "yes", "on", "0", "false", "no", "off"):
+        if low and low not in SETTING_ON + SETTING_OFF:
             return (), (f"ANYWAVE_VULKAN_COOPMAT={raw!r} is not understood: use 1 (cooperative matrices "
                         "where the device offers them) or 0 (the per-lane fragment lowering, the default)")
         # off unless asked for: the lowering has not yet run on a device that offers cooperative
         # matrices (docs/internals.md, "Cooperative matrices"); its first device run decides the default
-        if low in ("", "0", "false", "no", "off") or coop_f is None or not coop_f.cooperativeMatrix:
+        if low not in SETTING_ON or coop_f is None or not coop_f.cooperativeMatrix:
             return (), ""
         if not (f12.vulkanMemoryModel and f12.vulkanMemoryModelDeviceScope) or self.subgroup_size not in widths:
             return (), ""
@@ -404,7 +404,7 @@ class VulkanDevice:
             if (t and (p["M"], p["N"], p["K"]) == (16, 16, 16) and p["B"] == p["A"] and p["C"] == "float32"
                     and p["result"] == "float32" and p["scope"] == "subgroup" and not p["saturating"]):
                 if (t == "f16" and f12.shaderFloat16) or (t == "bf16" and bf16_f is not None
-                                                         and _bfloat16_enabled(self.vk, bf16_f)):
+                                                         and _bfloat16_enabled(bf16_f)):
                     out.add(t)
         return tuple(sorted(out)), ""
 
