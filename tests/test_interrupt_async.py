@@ -4,7 +4,10 @@ synchronous), then waited for by ``aw.synchronize()`` or ``.numpy()``. A SIGINT 
 KeyboardInterrupt in the waiting process, which then exits. The same when the KeyboardInterrupt
 comes before any wait began (CI once caught a SIGINT landing between ``.numpy()`` and its wait:
 the process then hung in the runtime's exit-time destructors), and when the program simply ends
-with the kernel still running: it says it waits, and a Ctrl-C then ends it. Before the fix the wait blocked inside
+with the kernel still running: it says it waits, and a Ctrl-C then ends it. And after an
+interrupted wait, the next launch on that queue is refused at once (it would wait behind the
+kernel for ever); there a timer raises the interrupt inside the wait, so the signal cannot land
+before the wait began (a race the parent's SIGINT after READY would have). Before the fix the wait blocked inside
 the driver (``clFinish`` / ``queue::wait``) where Python never runs its signal handler: only
 ``kill -9`` ended it.
 
@@ -53,7 +56,13 @@ _CHILD = textwrap.dedent("""
     t.launch(m, "spin", (1,), (8,), {"y": y}, sync=False, check=False)  # only enqueued
     try:
         print("READY", flush=True)
-        if how in ("synchronize", "relaunch"):
+        if how == "relaunch":  # the interrupt must land inside the wait: a timer raises it there
+            def alarm(*_):
+                raise KeyboardInterrupt
+            signal.signal(signal.SIGALRM, alarm)
+            signal.setitimer(signal.ITIMER_REAL, 1.0)
+            aw.synchronize()
+        elif how == "synchronize":
             aw.synchronize()
         elif how == "numpy":
             y.numpy()
@@ -117,7 +126,7 @@ def test_sigint_interrupts_a_wait_on_an_async_launch(target: str, how: str, tmp_
             assert "waiting for the work enqueued on" in said, said
         # whether the signal comes before or inside the wait, a KeyboardInterrupt must follow: a
         # handler's flag set just before a blocking driver call is only acted on when it returns
-        if how != "before-wait":  # (there the child raises KeyboardInterrupt itself)
+        if how not in ("before-wait", "relaunch"):  # (there the child raises KeyboardInterrupt itself)
             p.send_signal(signal.SIGINT)
         outb, errb = p.communicate(timeout=600)  # a hang guard (a loaded machine took >120 s once)
         out, err = outb.decode(errors="replace"), errb.decode(errors="replace")
